@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what tahua needs to build, run and test, from Debian packages only.
+# Idempotent: packages already present are not touched, apt-get update runs only
+# when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
+  libssl-dev ca-certificates openssl
+  libsimdjson-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+if [ "${1:-}" = "--test" ]; then
+  # Test clients (npm) and the tools the integration tests and benchmarks drive.
+  packages+=(nodejs npm redis-server nginx-light wrk)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# Node may come from outside apt on some images; accept any node >= 20 already on PATH.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  filtered=()
+  for p in "${missing[@]}"; do
+    case "$p" in nodejs|npm) ;; *) filtered+=("$p") ;; esac
+  done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The nginx and redis packages may start system services; tests start their own on
+# ephemeral ports, so stop those to free the default ports (harmless if not running).
+if [ "${1:-}" = "--test" ]; then
+  (command -v service >/dev/null && service nginx stop && service redis-server stop) >/dev/null 2>&1 || true
+fi

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures (once) and builds tahua with Ninja and ccache. BUILD_TYPE defaults to Release.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir="${BUILD_DIR:-build}"
+build_type="${BUILD_TYPE:-Release}"
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
+cmake --build "$build_dir" -j "$(nproc)" "$@"

@@ -1,0 +1,131 @@
+// The configuration snapshot. Built once by the loader, validated, then shared
+// read-only (std::shared_ptr<const Config>) by every worker; a request keeps the
+// snapshot it started with alive for its whole life.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/duration.h"
+
+namespace tahua {
+
+struct ServerTlsConfig {
+  std::string cert_file;
+  std::string key_file;
+};
+
+struct ListenerConfig {
+  std::string address = "127.0.0.1";
+  std::uint16_t port = 8080;
+  std::optional<ServerTlsConfig> tls;
+};
+
+struct ServerConfig {
+  unsigned workers = 0;  // 0 = one per core
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_body_bytes = 16 * 1024 * 1024;
+  std::size_t max_response_bytes = 64 * 1024 * 1024;
+  Millis header_timeout{10'000};
+  Millis body_timeout{60'000};
+  Millis keepalive_timeout{75'000};
+  Millis client_write_timeout{60'000};
+  Millis drain_timeout{30'000};
+};
+
+struct AccessLogConfig {
+  bool enabled = true;
+  std::string path = "-";
+};
+
+enum class ProviderType { OpenAI, Mock };
+
+struct ProviderTimeouts {
+  Millis connect{5'000};
+  Millis first_byte{120'000};
+  Millis idle{60'000};
+  Millis total{600'000};
+};
+
+struct MockProviderConfig {
+  int completion_tokens = 16;
+  Millis chunk_delay{0};
+  int embedding_dimensions = 8;
+};
+
+struct ProviderConfig {
+  std::string name;
+  ProviderType type = ProviderType::OpenAI;
+  std::string base_url;
+  // Parsed from base_url.
+  bool https = false;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string base_path;  // without trailing slash, e.g. "/v1"
+  // Secret: never logged, never sent to clients.
+  std::string api_key;
+  std::string api_key_env;  // name of the env var it came from, for messages
+  bool usable = true;       // false when api_key_env names an unset variable
+  std::vector<std::pair<std::string, std::string>> headers;
+  ProviderTimeouts timeouts;
+  bool tls_verify = true;
+  std::string ca_file;
+  std::size_t pool_max_idle = 64;
+  Millis pool_idle_timeout{60'000};
+  MockProviderConfig mock;
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string provider;
+  std::string upstream_model;
+  std::size_t provider_index = 0;
+};
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+struct Config {
+  std::string source;  // file path, or "<built-in>"
+  ServerConfig server;
+  std::vector<ListenerConfig> listeners;
+  AccessLogConfig access_log;
+  std::vector<ProviderConfig> providers;
+  std::vector<ModelConfig> models;
+  std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> model_index;
+
+  const ModelConfig* findModel(std::string_view name) const {
+    auto it = model_index.find(name);
+    return it == model_index.end() ? nullptr : &models[it->second];
+  }
+  bool anyProviderUsable() const {
+    for (const auto& p : providers)
+      if (p.usable) return true;
+    return false;
+  }
+};
+
+using ConfigPtr = std::shared_ptr<const Config>;
+
+struct ConfigLoadResult {
+  ConfigPtr config;   // set on success
+  std::string error;  // "file:line:col: field.path: message" on failure
+  std::vector<std::string> warnings;
+};
+
+ConfigLoadResult loadConfigFile(const std::string& path);
+ConfigLoadResult loadConfigString(std::string_view yaml, std::string_view source_name);
+
+// The built-in default: listens on 127.0.0.1:8080 and serves mock models.
+std::string_view defaultConfigYaml();
+
+}  // namespace tahua

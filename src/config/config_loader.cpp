@@ -1,0 +1,328 @@
+// YAML -> Config with strict validation. Every error names file, line, column and the
+// field path, so an operator can fix a typo without guessing. Loading is off the data
+// path, so exceptions are used internally and turned into a message at the boundary.
+#include <yaml-cpp/yaml.h>
+
+#include <boost/url/parse.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+
+#include "config/config.h"
+
+namespace tahua {
+namespace {
+
+struct ConfigFailure {
+  std::string message;
+};
+
+class Loader {
+ public:
+  explicit Loader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& field, const std::string& msg) const {
+    std::ostringstream out;
+    out << source_;
+    const YAML::Mark mark = node.Mark();
+    if (!mark.is_null()) out << ':' << (mark.line + 1) << ':' << (mark.column + 1);
+    out << ": " << (field.empty() ? "(root)" : field) << ": " << msg;
+    throw ConfigFailure{out.str()};
+  }
+
+  // Rejects keys not in `allowed` (typos must not be silently ignored).
+  void checkKeys(const YAML::Node& map, const std::string& path, std::initializer_list<std::string_view> allowed) {
+    if (!map.IsMap()) fail(map, path, "expected a mapping");
+    for (const auto& kv : map) {
+      auto key = kv.first.as<std::string>();
+      bool ok = false;
+      for (auto a : allowed) ok = ok || a == key;
+      if (!ok) {
+        std::string list;
+        for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        fail(kv.first, join(path, key), "unknown field (allowed: " + list + ")");
+      }
+    }
+  }
+
+  static std::string join(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+
+  std::string str(const YAML::Node& node, const std::string& path) {
+    if (!node.IsScalar()) fail(node, path, "expected a string");
+    return node.Scalar();
+  }
+
+  std::string nonEmpty(const YAML::Node& node, const std::string& path) {
+    auto s = str(node, path);
+    if (s.empty()) fail(node, path, "must not be empty");
+    return s;
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& path) {
+    bool v = false;
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, v)) fail(node, path, "expected true or false");
+    return v;
+  }
+
+  std::uint64_t integer(const YAML::Node& node, const std::string& path, std::uint64_t min, std::uint64_t max) {
+    if (!node.IsScalar()) fail(node, path, "expected an integer");
+    const std::string& s = node.Scalar();
+    std::uint64_t v = 0;
+    if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
+      fail(node, path, "expected a non-negative integer, got \"" + s + "\"");
+    v = std::stoull(s);
+    if (v < min || v > max)
+      fail(node, path, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    return v;
+  }
+
+  Millis duration(const YAML::Node& node, const std::string& path, Millis min = Millis(0)) {
+    if (!node.IsScalar()) fail(node, path, "expected a duration such as 250ms, 5s, 2m");
+    auto d = parseDuration(node.Scalar());
+    if (!d) fail(node, path, "invalid duration \"" + node.Scalar() + "\" (use e.g. 250ms, 5s, 2m)");
+    if (*d < min) fail(node, path, "must be at least " + std::to_string(min.count()) + "ms");
+    return *d;
+  }
+
+  Config load(const YAML::Node& root) {
+    Config cfg;
+    cfg.source = source_;
+    if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
+    checkKeys(root, "", {"server", "listeners", "access_log", "providers", "models"});
+    if (auto n = root["server"]) loadServer(n, cfg.server);
+    loadListeners(root["listeners"], root, cfg);
+    if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
+    loadProviders(root["providers"], root, cfg);
+    loadModels(root["models"], root, cfg);
+    return cfg;
+  }
+
+  void loadServer(const YAML::Node& n, ServerConfig& s) {
+    const std::string p = "server";
+    checkKeys(n, p, {"workers", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
+                     "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout"});
+    if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
+    if (auto v = n["max_header_bytes"]) s.max_header_bytes = integer(v, p + ".max_header_bytes", 1024, 1 << 20);
+    if (auto v = n["max_body_bytes"]) s.max_body_bytes = integer(v, p + ".max_body_bytes", 1, 1ull << 30);
+    if (auto v = n["max_response_bytes"])
+      s.max_response_bytes = integer(v, p + ".max_response_bytes", 1024, 1ull << 32);
+    if (auto v = n["header_timeout"]) s.header_timeout = duration(v, p + ".header_timeout", Millis(1));
+    if (auto v = n["body_timeout"]) s.body_timeout = duration(v, p + ".body_timeout", Millis(1));
+    if (auto v = n["keepalive_timeout"]) s.keepalive_timeout = duration(v, p + ".keepalive_timeout", Millis(1));
+    if (auto v = n["client_write_timeout"])
+      s.client_write_timeout = duration(v, p + ".client_write_timeout", Millis(1));
+    if (auto v = n["drain_timeout"]) s.drain_timeout = duration(v, p + ".drain_timeout");
+  }
+
+  void loadListeners(const YAML::Node& n, const YAML::Node& root, Config& cfg) {
+    if (!n) fail(root, "listeners", "required: at least one listener");
+    if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const std::string p = "listeners[" + std::to_string(i) + "]";
+      const YAML::Node& l = n[i];
+      checkKeys(l, p, {"address", "port", "tls"});
+      ListenerConfig lc;
+      if (auto v = l["address"]) lc.address = nonEmpty(v, p + ".address");
+      if (lc.address.find_first_not_of("0123456789abcdefABCDEF.:") != std::string::npos)
+        fail(l["address"] ? l["address"] : l, p + ".address", "must be an IPv4 or IPv6 literal");
+      if (auto v = l["port"]) lc.port = static_cast<std::uint16_t>(integer(v, p + ".port", 0, 65535));
+      if (auto t = l["tls"]) {
+        checkKeys(t, p + ".tls", {"cert_file", "key_file"});
+        ServerTlsConfig tls;
+        if (!t["cert_file"]) fail(t, p + ".tls.cert_file", "required");
+        if (!t["key_file"]) fail(t, p + ".tls.key_file", "required");
+        tls.cert_file = nonEmpty(t["cert_file"], p + ".tls.cert_file");
+        tls.key_file = nonEmpty(t["key_file"], p + ".tls.key_file");
+        for (auto* f : {&tls.cert_file, &tls.key_file})
+          if (!std::ifstream(*f)) fail(t, p + ".tls", "cannot read file \"" + *f + "\"");
+        lc.tls = std::move(tls);
+      }
+      cfg.listeners.push_back(std::move(lc));
+    }
+  }
+
+  void loadAccessLog(const YAML::Node& n, AccessLogConfig& a) {
+    checkKeys(n, "access_log", {"enabled", "path"});
+    if (auto v = n["enabled"]) a.enabled = boolean(v, "access_log.enabled");
+    if (auto v = n["path"]) a.path = nonEmpty(v, "access_log.path");
+  }
+
+  void loadProviders(const YAML::Node& n, const YAML::Node& root, Config& cfg) {
+    if (!n) fail(root, "providers", "required: at least one provider");
+    if (!n.IsSequence() || n.size() == 0) fail(n, "providers", "expected a non-empty list");
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const std::string p = "providers[" + std::to_string(i) + "]";
+      const YAML::Node& y = n[i];
+      checkKeys(y, p, {"name", "type", "base_url", "api_key", "api_key_env", "headers", "timeouts", "tls", "pool", "mock"});
+      ProviderConfig pc;
+      if (!y["name"]) fail(y, p + ".name", "required");
+      pc.name = nonEmpty(y["name"], p + ".name");
+      if (!names.insert(pc.name).second) fail(y["name"], p + ".name", "duplicate provider name \"" + pc.name + "\"");
+      if (!y["type"]) fail(y, p + ".type", "required (openai | mock)");
+      auto type = str(y["type"], p + ".type");
+      if (type == "openai") pc.type = ProviderType::OpenAI;
+      else if (type == "mock") pc.type = ProviderType::Mock;
+      else fail(y["type"], p + ".type", "unknown provider type \"" + type + "\" (openai | mock)");
+
+      if (pc.type == ProviderType::OpenAI) {
+        if (!y["base_url"]) fail(y, p + ".base_url", "required for type openai");
+        parseBaseUrl(y["base_url"], p + ".base_url", pc);
+      } else if (y["base_url"]) {
+        fail(y["base_url"], p + ".base_url", "not used by type mock");
+      }
+      if (y["api_key"] && y["api_key_env"]) fail(y["api_key"], p + ".api_key", "set api_key or api_key_env, not both");
+      if (auto v = y["api_key"]) pc.api_key = str(v, p + ".api_key");
+      if (auto v = y["api_key_env"]) {
+        pc.api_key_env = nonEmpty(v, p + ".api_key_env");
+        const char* env = std::getenv(pc.api_key_env.c_str());
+        if (env && *env) {
+          pc.api_key = env;
+        } else {
+          pc.usable = false;
+          warnings_.push_back("provider \"" + pc.name + "\": environment variable " + pc.api_key_env +
+                              " is not set; its models answer 503 until it is");
+        }
+      }
+      if (auto h = y["headers"]) {
+        if (!h.IsMap()) fail(h, p + ".headers", "expected a mapping of header name to value");
+        for (const auto& kv : h) {
+          auto name = str(kv.first, p + ".headers");
+          auto value = str(kv.second, p + ".headers." + name);
+          if (name.empty() || name.find_first_of(" \t\r\n:") != std::string::npos)
+            fail(kv.first, p + ".headers", "invalid header name \"" + name + "\"");
+          if (value.find_first_of("\r\n") != std::string::npos)
+            fail(kv.second, p + ".headers." + name, "header value must not contain line breaks");
+          pc.headers.emplace_back(std::move(name), std::move(value));
+        }
+      }
+      if (auto t = y["timeouts"]) {
+        const std::string tp = p + ".timeouts";
+        checkKeys(t, tp, {"connect", "first_byte", "idle", "total"});
+        if (auto v = t["connect"]) pc.timeouts.connect = duration(v, tp + ".connect", Millis(1));
+        if (auto v = t["first_byte"]) pc.timeouts.first_byte = duration(v, tp + ".first_byte", Millis(1));
+        if (auto v = t["idle"]) pc.timeouts.idle = duration(v, tp + ".idle", Millis(1));
+        if (auto v = t["total"]) pc.timeouts.total = duration(v, tp + ".total", Millis(1));
+      }
+      if (auto t = y["tls"]) {
+        checkKeys(t, p + ".tls", {"verify", "ca_file"});
+        if (auto v = t["verify"]) pc.tls_verify = boolean(v, p + ".tls.verify");
+        if (auto v = t["ca_file"]) {
+          pc.ca_file = nonEmpty(v, p + ".tls.ca_file");
+          if (!std::ifstream(pc.ca_file)) fail(v, p + ".tls.ca_file", "cannot read file \"" + pc.ca_file + "\"");
+        }
+      }
+      if (auto t = y["pool"]) {
+        checkKeys(t, p + ".pool", {"max_idle", "idle_timeout"});
+        if (auto v = t["max_idle"]) pc.pool_max_idle = integer(v, p + ".pool.max_idle", 0, 100000);
+        if (auto v = t["idle_timeout"]) pc.pool_idle_timeout = duration(v, p + ".pool.idle_timeout", Millis(1));
+      }
+      if (auto m = y["mock"]) {
+        if (pc.type != ProviderType::Mock) fail(m, p + ".mock", "only for type mock");
+        checkKeys(m, p + ".mock", {"completion_tokens", "chunk_delay", "embedding_dimensions"});
+        if (auto v = m["completion_tokens"])
+          pc.mock.completion_tokens = static_cast<int>(integer(v, p + ".mock.completion_tokens", 1, 100000));
+        if (auto v = m["chunk_delay"]) pc.mock.chunk_delay = duration(v, p + ".mock.chunk_delay");
+        if (auto v = m["embedding_dimensions"])
+          pc.mock.embedding_dimensions = static_cast<int>(integer(v, p + ".mock.embedding_dimensions", 1, 65536));
+      }
+      cfg.providers.push_back(std::move(pc));
+    }
+  }
+
+  void parseBaseUrl(const YAML::Node& node, const std::string& path, ProviderConfig& pc) {
+    pc.base_url = nonEmpty(node, path);
+    auto parsed = boost::urls::parse_absolute_uri(pc.base_url);
+    if (!parsed) fail(node, path, "not an absolute URL: \"" + pc.base_url + "\"");
+    auto scheme = std::string(parsed->scheme());
+    if (scheme != "http" && scheme != "https") fail(node, path, "scheme must be http or https");
+    pc.https = scheme == "https";
+    pc.host = std::string(parsed->host());
+    if (pc.host.empty()) fail(node, path, "missing host");
+    if (parsed->has_userinfo()) fail(node, path, "credentials in the URL are not allowed; use api_key_env");
+    if (parsed->has_query() || parsed->has_fragment()) fail(node, path, "must not have a query or fragment");
+    if (pc.host.size() > 2 && pc.host.front() == '[') pc.host = pc.host.substr(1, pc.host.size() - 2);
+    pc.port = pc.https ? 443 : 80;
+    if (parsed->has_port()) {
+      auto port = parsed->port_number();
+      if (port == 0) fail(node, path, "invalid port");
+      pc.port = port;
+    }
+    pc.base_path = std::string(parsed->encoded_path());
+    while (!pc.base_path.empty() && pc.base_path.back() == '/') pc.base_path.pop_back();
+  }
+
+  void loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg) {
+    if (!n) fail(root, "models", "required: at least one model");
+    if (!n.IsSequence() || n.size() == 0) fail(n, "models", "expected a non-empty list");
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const std::string p = "models[" + std::to_string(i) + "]";
+      const YAML::Node& y = n[i];
+      checkKeys(y, p, {"name", "provider", "upstream_model"});
+      ModelConfig mc;
+      if (!y["name"]) fail(y, p + ".name", "required");
+      mc.name = nonEmpty(y["name"], p + ".name");
+      if (!y["provider"]) fail(y, p + ".provider", "required");
+      mc.provider = nonEmpty(y["provider"], p + ".provider");
+      mc.upstream_model = y["upstream_model"] ? nonEmpty(y["upstream_model"], p + ".upstream_model") : mc.name;
+      bool found = false;
+      for (std::size_t j = 0; j < cfg.providers.size(); ++j) {
+        if (cfg.providers[j].name == mc.provider) {
+          mc.provider_index = j;
+          found = true;
+        }
+      }
+      if (!found) fail(y["provider"], p + ".provider", "unknown provider \"" + mc.provider + "\"");
+      if (cfg.model_index.count(mc.name)) fail(y["name"], p + ".name", "duplicate model name \"" + mc.name + "\"");
+      cfg.model_index.emplace(mc.name, cfg.models.size());
+      cfg.models.push_back(std::move(mc));
+    }
+  }
+
+  std::vector<std::string> warnings_;
+
+ private:
+  std::string source_;
+};
+
+ConfigLoadResult loadNode(const std::function<YAML::Node()>& parse, std::string source) {
+  ConfigLoadResult result;
+  Loader loader(source);
+  try {
+    YAML::Node root = parse();
+    result.config = std::make_shared<const Config>(loader.load(root));
+    result.warnings = std::move(loader.warnings_);
+  } catch (const ConfigFailure& f) {
+    result.error = f.message;
+  } catch (const YAML::Exception& e) {
+    std::ostringstream out;
+    out << source;
+    if (!e.mark.is_null()) out << ':' << (e.mark.line + 1) << ':' << (e.mark.column + 1);
+    out << ": (yaml): " << e.msg;
+    result.error = out.str();
+  }
+  return result;
+}
+
+}  // namespace
+
+ConfigLoadResult loadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return ConfigLoadResult{nullptr, path + ": cannot open file", {}};
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string text = buf.str();
+  return loadNode([&] { return YAML::Load(text); }, path);
+}
+
+ConfigLoadResult loadConfigString(std::string_view yaml, std::string_view source_name) {
+  std::string text(yaml);
+  return loadNode([&] { return YAML::Load(text); }, std::string(source_name));
+}
+
+}  // namespace tahua

@@ -1,0 +1,99 @@
+#include "core/error.h"
+
+#include <boost/json.hpp>
+
+namespace tahua {
+
+int Error::httpStatus() const {
+  switch (kind) {
+    case ErrorKind::InvalidJson:
+    case ErrorKind::InvalidRequest:
+    case ErrorKind::MissingModel:
+    case ErrorKind::BadHttp: return 400;
+    case ErrorKind::ModelNotFound:
+    case ErrorKind::UnknownPath: return 404;
+    case ErrorKind::MethodNotAllowed: return 405;
+    case ErrorKind::BodyTooLarge: return 413;
+    case ErrorKind::HeadersTooLarge: return 431;
+    case ErrorKind::ProviderUnavailable:
+    case ErrorKind::Draining: return 503;
+    case ErrorKind::UpstreamConnect:
+    case ErrorKind::UpstreamTls:
+    case ErrorKind::UpstreamBadResponse:
+    case ErrorKind::UpstreamInterrupted: return 502;
+    case ErrorKind::UpstreamTimeout: return 504;
+    case ErrorKind::Internal: return 500;
+  }
+  return 500;
+}
+
+ErrorSource Error::source() const {
+  switch (kind) {
+    case ErrorKind::InvalidJson:
+    case ErrorKind::InvalidRequest:
+    case ErrorKind::MissingModel:
+    case ErrorKind::ModelNotFound:
+    case ErrorKind::UnknownPath:
+    case ErrorKind::MethodNotAllowed:
+    case ErrorKind::BodyTooLarge:
+    case ErrorKind::HeadersTooLarge:
+    case ErrorKind::BadHttp: return ErrorSource::Client;
+    case ErrorKind::UpstreamConnect:
+    case ErrorKind::UpstreamTls:
+    case ErrorKind::UpstreamTimeout:
+    case ErrorKind::UpstreamBadResponse:
+    case ErrorKind::UpstreamInterrupted: return ErrorSource::Upstream;
+    default: return ErrorSource::Gateway;
+  }
+}
+
+bool Error::retryable() const {
+  return kind == ErrorKind::UpstreamConnect || kind == ErrorKind::UpstreamTls;
+}
+
+std::string_view Error::type() const {
+  switch (source()) {
+    case ErrorSource::Client: return "invalid_request_error";
+    case ErrorSource::Upstream: return "upstream_error";
+    case ErrorSource::Gateway: return "server_error";
+  }
+  return "server_error";
+}
+
+std::string_view Error::code() const {
+  switch (kind) {
+    case ErrorKind::InvalidJson: return "invalid_json";
+    case ErrorKind::InvalidRequest: return "invalid_request";
+    case ErrorKind::MissingModel: return "missing_model";
+    case ErrorKind::ModelNotFound: return "model_not_found";
+    case ErrorKind::UnknownPath: return "unknown_url";
+    case ErrorKind::MethodNotAllowed: return "method_not_allowed";
+    case ErrorKind::BodyTooLarge: return "request_too_large";
+    case ErrorKind::HeadersTooLarge: return "headers_too_large";
+    case ErrorKind::BadHttp: return "bad_request";
+    case ErrorKind::ProviderUnavailable: return "provider_unavailable";
+    case ErrorKind::UpstreamConnect: return "upstream_unreachable";
+    case ErrorKind::UpstreamTls: return "upstream_tls_error";
+    case ErrorKind::UpstreamTimeout: return "upstream_timeout";
+    case ErrorKind::UpstreamBadResponse: return "upstream_bad_response";
+    case ErrorKind::UpstreamInterrupted: return "upstream_stream_interrupted";
+    case ErrorKind::Draining: return "gateway_draining";
+    case ErrorKind::Internal: return "internal_error";
+  }
+  return "internal_error";
+}
+
+std::string_view errorKindName(ErrorKind kind) { return Error{kind, {}}.code(); }
+
+std::string Error::toJson() const {
+  boost::json::object inner;
+  inner["message"] = message;
+  inner["type"] = type();
+  inner["param"] = nullptr;
+  inner["code"] = code();
+  boost::json::object outer;
+  outer["error"] = std::move(inner);
+  return boost::json::serialize(outer);
+}
+
+}  // namespace tahua

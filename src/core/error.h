@@ -1,0 +1,50 @@
+// One error type for everything the gateway itself reports. It carries what the
+// client needs (HTTP status, OpenAI `type`/`code`, a safe message) and what operators
+// need (kind, source, retryable). No exceptions cross the data path: functions return
+// this by value or inside a Result.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace tahua {
+
+enum class ErrorSource { Client, Upstream, Gateway };
+
+enum class ErrorKind {
+  InvalidJson,          // body is not JSON / not an object
+  InvalidRequest,       // a field has the wrong type
+  MissingModel,
+  ModelNotFound,
+  UnknownPath,
+  MethodNotAllowed,
+  BodyTooLarge,
+  HeadersTooLarge,
+  BadHttp,              // malformed HTTP framing; the connection is closed after it
+  ProviderUnavailable,  // provider not usable (e.g. its key is not configured)
+  UpstreamConnect,      // refused, unreachable, DNS failure
+  UpstreamTls,          // handshake or certificate verification failed
+  UpstreamTimeout,      // connect, first byte, idle or total timeout
+  UpstreamBadResponse,  // unparseable or oversized upstream response
+  UpstreamInterrupted,  // upstream failed after the response began
+  Draining,             // gateway shutting down
+  Internal,
+};
+
+struct Error {
+  ErrorKind kind = ErrorKind::Internal;
+  std::string message;  // safe for clients: never contains secrets or internals
+
+  int httpStatus() const;
+  ErrorSource source() const;
+  bool retryable() const;  // safe to retry on another upstream (nothing sent yet)
+  std::string_view type() const;  // OpenAI error `type`
+  std::string_view code() const;  // OpenAI error `code`, stable for clients and tests
+
+  // {"error":{"message":...,"type":...,"param":null,"code":...}}
+  std::string toJson() const;
+};
+
+std::string_view errorKindName(ErrorKind kind);
+
+}  // namespace tahua

@@ -1,0 +1,47 @@
+#include "filters/filter.h"
+
+namespace tahua {
+
+std::string_view endpointPath(Endpoint e) {
+  switch (e) {
+    case Endpoint::ChatCompletions: return "/chat/completions";
+    case Endpoint::Completions: return "/completions";
+    case Endpoint::Embeddings: return "/embeddings";
+    case Endpoint::Models: return "/models";
+    case Endpoint::None: return "";
+  }
+  return "";
+}
+
+namespace {
+template <class Hook>
+FilterStatus runUntilStop(std::vector<std::unique_ptr<Filter>>& filters, RequestContext& ctx, Hook hook) {
+  for (auto& f : filters) {
+    if (((*f).*hook)(ctx) == FilterStatus::Stop) return FilterStatus::Stop;
+    // A filter that recorded an error without saying Stop still stops the request.
+    if (ctx.error || ctx.local_reply) return FilterStatus::Stop;
+  }
+  return FilterStatus::Continue;
+}
+}  // namespace
+
+FilterStatus FilterChain::requestHeaders(RequestContext& ctx) {
+  return runUntilStop(filters_, ctx, &Filter::onRequestHeaders);
+}
+FilterStatus FilterChain::requestBody(RequestContext& ctx) {
+  return runUntilStop(filters_, ctx, &Filter::onRequestBody);
+}
+FilterStatus FilterChain::upstreamSelect(RequestContext& ctx) {
+  return runUntilStop(filters_, ctx, &Filter::onUpstreamSelect);
+}
+void FilterChain::responseHeaders(RequestContext& ctx) {
+  for (auto& f : filters_) f->onResponseHeaders(ctx);
+}
+void FilterChain::responseChunk(RequestContext& ctx, std::string_view bytes) {
+  for (auto& f : filters_) f->onResponseChunk(ctx, bytes);
+}
+void FilterChain::complete(RequestContext& ctx) {
+  for (auto& f : filters_) f->onComplete(ctx);
+}
+
+}  // namespace tahua

@@ -1,0 +1,44 @@
+#include "filters/metrics/metrics_filter.h"
+
+namespace tahua {
+namespace {
+
+double seconds(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
+
+class MetricsFilter final : public Filter {
+ public:
+  explicit MetricsFilter(WorkerMetrics& m) : m_(m) {}
+  std::string_view name() const override { return "metrics"; }
+
+  void onResponseHeaders(RequestContext& ctx) override {
+    if (ctx.streaming) ++m_.active_streams;
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    if (ctx.streaming) --m_.active_streams;
+    // Requests that never named a model (404 path, bad JSON) are counted under "".
+    std::string_view model = ctx.model ? std::string_view(ctx.model->name) : std::string_view{};
+    std::string_view provider = ctx.provider ? std::string_view(ctx.provider->name) : std::string_view{};
+    ModelSeries& s = m_.series(model, provider);
+    ++s.requests_by_status[ctx.status];
+    s.duration.observe(seconds(ctx.start, ctx.end));
+    if (ctx.first_byte) s.ttft.observe(seconds(ctx.start, *ctx.first_byte));
+    if (ctx.usage.prompt_tokens > 0) s.prompt_tokens += static_cast<std::uint64_t>(ctx.usage.prompt_tokens);
+    if (ctx.usage.completion_tokens > 0) s.completion_tokens += static_cast<std::uint64_t>(ctx.usage.completion_tokens);
+    if (ctx.error && ctx.error->source() == ErrorSource::Upstream) {
+      auto key = std::pair<std::string_view, std::string_view>(provider, ctx.error->code());
+      auto it = m_.upstream_errors.find(key);
+      if (it == m_.upstream_errors.end()) m_.upstream_errors[{std::string(provider), std::string(ctx.error->code())}] = 1;
+      else ++it->second;
+    }
+  }
+
+ private:
+  WorkerMetrics& m_;
+};
+
+}  // namespace
+
+std::unique_ptr<Filter> makeMetricsFilter(WorkerMetrics& metrics) { return std::make_unique<MetricsFilter>(metrics); }
+
+}  // namespace tahua

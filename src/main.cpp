@@ -1,0 +1,106 @@
+// tahua: an OpenAI-compatible LLM gateway.
+//   tahua                         run with the built-in default config
+//   tahua --config FILE           run with FILE
+//   tahua --check-config FILE     validate FILE and exit (0 valid, 1 invalid)
+//   tahua --listen ADDR:PORT      replace the configured listeners (tests, quick tries)
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "config/config.h"
+#include "core/log.h"
+#include "providers/provider.h"
+#include "runtime/gateway.h"
+
+namespace {
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: tahua [--config FILE] [--listen ADDR:PORT]\n"
+               "       tahua --check-config FILE\n");
+}
+
+bool parseListen(const std::string& text, tahua::ListenerConfig& out) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port = text.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
+  unsigned long p = std::stoul(port);
+  if (p > 65535) return false;
+  out.address = host;
+  out.port = static_cast<std::uint16_t>(p);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  std::string check_path;
+  std::string listen;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        usage();
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--config") config_path = next();
+    else if (arg == "--check-config") check_path = next();
+    else if (arg == "--listen") listen = next();
+    else if (arg == "--help" || arg == "-h") {
+      usage();
+      return 0;
+    } else {
+      std::fprintf(stderr, "tahua: unknown argument \"%s\"\n", arg.c_str());
+      usage();
+      return 2;
+    }
+  }
+
+  if (!check_path.empty()) {
+    auto result = tahua::loadConfigFile(check_path);
+    if (!result.config) {
+      std::fprintf(stderr, "%s\n", result.error.c_str());
+      return 1;
+    }
+    for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    std::fprintf(stderr, "%s: ok\n", check_path.c_str());
+    return 0;
+  }
+
+  auto result = config_path.empty() ? tahua::loadConfigString(tahua::defaultConfigYaml(), "<built-in>")
+                                    : tahua::loadConfigFile(config_path);
+  if (!result.config) {
+    tahua::log::error("invalid config", {{"error", result.error}});
+    return 1;
+  }
+  for (const auto& w : result.warnings) tahua::log::warn(w);
+  if (!listen.empty()) {
+    tahua::ListenerConfig lc;
+    if (!parseListen(listen, lc)) {
+      std::fprintf(stderr, "tahua: --listen expects ADDR:PORT, got \"%s\"\n", listen.c_str());
+      return 2;
+    }
+    auto copy = std::make_shared<tahua::Config>(*result.config);
+    copy->listeners = {lc};
+    result.config = copy;
+  }
+
+  auto snapshot = tahua::buildSnapshot(result.config);
+  if (auto* err = std::get_if<std::string>(&snapshot)) {
+    tahua::log::error("invalid config", {{"error", *err}});
+    return 1;
+  }
+  // Writes to a peer that closed must fail with EPIPE, not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
+  tahua::log::info("starting", {{"config", result.config->source}});
+  tahua::Gateway gateway(std::get<tahua::SnapshotPtr>(std::move(snapshot)));
+  return gateway.run();
+}

@@ -1,0 +1,49 @@
+// One request/response exchange with an upstream, seen from the proxy loop. The loop
+// does not know whether the upstream is a pooled HTTP(S) connection or the in-process
+// mock: both implement this interface.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tahua {
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// What the adapter asks the transport to send.
+struct UpstreamRequest {
+  std::string method = "POST";
+  std::string path;  // origin-form target, e.g. /v1/chat/completions
+  HeaderList headers;
+  std::string body;
+};
+
+struct ResponseHead {
+  int status = 0;
+  bool event_stream = false;  // Content-Type: text/event-stream
+  std::string content_type;
+  HeaderList headers;  // end-to-end headers to pass to the client (hop-by-hop removed)
+};
+
+class UpstreamExchange {
+ public:
+  virtual ~UpstreamExchange() = default;
+  // Sends the request and waits for the response head. An error here means nothing
+  // reached the client yet.
+  virtual boost::asio::awaitable<std::optional<Error>> start(ResponseHead& head) = 0;
+  // Next piece of the response body. `bytes` stays valid until the next call; `done`
+  // is set with the last piece (which may be empty).
+  virtual boost::asio::awaitable<std::optional<Error>> read(std::string_view& bytes, bool& done) = 0;
+  // Stops the exchange now (client gone, drain deadline): pending start/read complete
+  // with an error and the connection is closed, never returned to a pool.
+  virtual void abort() noexcept = 0;
+};
+
+}  // namespace tahua

@@ -1,0 +1,103 @@
+// The built-in `mock` provider: answers in-process, deterministically, in OpenAI's
+// wire format, with a configurable number of tokens and delay between stream chunks.
+// It makes the default config work offline and gives load tests an upstream that
+// costs almost nothing.
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <chrono>
+
+#include "providers/mock/mock_responses.h"
+#include "providers/openai/openai_adapter.h"
+#include "providers/provider.h"
+
+namespace tahua {
+namespace {
+
+namespace asio = boost::asio;
+
+class MockExchange final : public UpstreamExchange {
+ public:
+  MockExchange(mock::MockRequest request, Millis delay) : request_(std::move(request)), delay_(delay) {}
+
+  asio::awaitable<std::optional<Error>> start(ResponseHead& head) override {
+    head.status = 200;
+    head.event_stream = request_.stream && request_.endpoint != Endpoint::Embeddings;
+    head.content_type = head.event_stream ? "text/event-stream; charset=utf-8" : "application/json";
+    head.headers.emplace_back("x-tahua-mock", "1");
+    co_return std::nullopt;
+  }
+
+  asio::awaitable<std::optional<Error>> read(std::string_view& bytes, bool& done) override {
+    if (aborted_) co_return Error{ErrorKind::UpstreamInterrupted, "The upstream stream was interrupted."};
+    if (!request_.stream || request_.endpoint == Endpoint::Embeddings) {
+      current_ = mock::fullResponse(request_);
+      bytes = current_;
+      done = true;
+      co_return std::nullopt;
+    }
+    if (delay_.count() > 0) {
+      if (!timer_) timer_.emplace(co_await asio::this_coro::executor);
+      timer_->expires_after(delay_);
+      auto [ec] = co_await timer_->async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec || aborted_) co_return Error{ErrorKind::UpstreamInterrupted, "The upstream stream was interrupted."};
+    }
+    current_ = mock::streamEvent(request_, next_);
+    ++next_;
+    bytes = current_;
+    done = next_ >= mock::eventCount(request_);
+    co_return std::nullopt;
+  }
+
+  void abort() noexcept override {
+    aborted_ = true;
+    if (timer_) timer_->cancel();
+  }
+
+ private:
+  mock::MockRequest request_;
+  Millis delay_;
+  std::optional<asio::steady_timer> timer_;
+  std::string current_;
+  int next_ = 0;
+  bool aborted_ = false;
+};
+
+class MockAdapter final : public ProviderAdapter {
+ public:
+  std::string_view type() const override { return "mock"; }
+
+  std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime&) const override {
+    UpstreamRequest req;
+    req.path = std::string(endpointPath(ctx.endpoint));
+    req.body = std::move(ctx.body);
+    return req;
+  }
+
+  std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext&) const override {
+    return makeOpenAIPassThroughTranslator();
+  }
+
+  std::unique_ptr<UpstreamExchange> openExchange(UpstreamRequest request, RequestContext& ctx,
+                                                 const ProviderRuntime& provider, Worker&) const override {
+    const MockProviderConfig& cfg = provider.config->mock;
+    mock::MockRequest r;
+    r.endpoint = ctx.endpoint;
+    r.model = ctx.model ? ctx.model->upstream_model : ctx.facts.model;
+    r.stream = ctx.facts.stream;
+    r.include_usage = ctx.facts.include_usage;
+    r.completion_tokens = cfg.completion_tokens;
+    r.prompt_tokens = mock::estimatePromptTokens(request.body);
+    r.embedding_dimensions = cfg.embedding_dimensions;
+    if (ctx.endpoint == Endpoint::Embeddings) r.embedding_inputs = mock::countEmbeddingInputs(request.body);
+    r.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::make_unique<MockExchange>(std::move(r), cfg.chunk_delay);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ProviderAdapter> makeMockAdapter() { return std::make_unique<MockAdapter>(); }
+
+}  // namespace tahua

@@ -1,0 +1,152 @@
+#include "providers/provider.h"
+
+#include <openssl/evp.h>
+#include <simdjson.h>
+
+#include <boost/asio/ssl/context.hpp>
+#include <boost/url/parse.hpp>
+#include <cstdlib>
+
+#include "core/log.h"
+
+namespace tahua {
+namespace {
+
+std::string envFirst(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n); v && *v) return v;
+  return {};
+}
+
+bool noProxyMatches(std::string_view host, std::string_view list) {
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    std::string_view entry = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    if (entry.empty()) continue;
+    if (entry == "*") return true;
+    if (entry.front() == '.') entry.remove_prefix(1);
+    if (host == entry) return true;
+    if (host.size() > entry.size() && host.substr(host.size() - entry.size()) == entry &&
+        host[host.size() - entry.size() - 1] == '.')
+      return true;
+  }
+  return false;
+}
+
+std::shared_ptr<boost::asio::ssl::context> makeClientTls(const ProviderConfig& p, std::string& error) {
+  namespace ssl = boost::asio::ssl;
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  boost::system::error_code ec;
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                   ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  if (!p.ca_file.empty()) {
+    ctx->load_verify_file(p.ca_file, ec);
+    if (ec) {
+      error = "provider \"" + p.name + "\": cannot load tls.ca_file \"" + p.ca_file + "\": " + ec.message();
+      return nullptr;
+    }
+  } else {
+    ctx->set_default_verify_paths(ec);
+    if (ec) {
+      error = "provider \"" + p.name + "\": cannot load the system CA store: " + ec.message();
+      return nullptr;
+    }
+  }
+  ctx->set_verify_mode(p.tls_verify ? ssl::verify_peer : ssl::verify_none);
+  return ctx;
+}
+
+}  // namespace
+
+ProxySettings proxyFor(const ProviderConfig& provider) {
+  ProxySettings s;
+  if (provider.type != ProviderType::OpenAI) return s;
+  std::string url = provider.https ? envFirst({"HTTPS_PROXY", "https_proxy"}) : envFirst({"HTTP_PROXY", "http_proxy"});
+  if (url.empty()) return s;
+  if (noProxyMatches(provider.host, envFirst({"NO_PROXY", "no_proxy"}))) return s;
+  if (url.find("://") == std::string::npos) url = "http://" + url;
+  auto parsed = boost::urls::parse_uri(url);
+  if (!parsed || parsed->scheme() != "http" || parsed->host().empty()) {
+    log::warn("ignoring proxy setting: only http:// proxies are supported", {{"provider", provider.name}});
+    return s;
+  }
+  s.enabled = true;
+  s.host = std::string(parsed->host());
+  s.port = parsed->has_port() ? parsed->port_number() : 80;
+  if (parsed->has_userinfo()) {
+    std::string userinfo = std::string(parsed->userinfo());
+    std::string encoded(4 * ((userinfo.size() + 2) / 3) + 1, '\0');
+    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()),
+                            reinterpret_cast<const unsigned char*>(userinfo.data()), static_cast<int>(userinfo.size()));
+    encoded.resize(static_cast<std::size_t>(n));
+    s.authorization = "Basic " + encoded;
+  }
+  return s;
+}
+
+std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config) {
+  auto snap = std::make_shared<Snapshot>();
+  snap->config = config;
+  for (const auto& p : config->providers) {
+    ProviderRuntime rt;
+    rt.config = &p;
+    switch (p.type) {
+      case ProviderType::OpenAI: rt.adapter = makeOpenAIAdapter(); break;
+      case ProviderType::Mock: rt.adapter = makeMockAdapter(); break;
+    }
+    if (p.type == ProviderType::OpenAI) {
+      if (p.https) {
+        std::string error;
+        rt.tls = makeClientTls(p, error);
+        if (!rt.tls) return error;
+      }
+      rt.proxy = proxyFor(p);
+      rt.origin_key = std::string(p.https ? "https://" : "http://") + p.host + ":" + std::to_string(p.port);
+      if (rt.proxy.enabled) rt.origin_key += " via " + rt.proxy.host + ":" + std::to_string(rt.proxy.port);
+      // Connections to the same origin with different TLS settings must not be shared.
+      rt.origin_key += "#" + p.name;
+    }
+    snap->providers.push_back(std::move(rt));
+  }
+  return SnapshotPtr(std::move(snap));
+}
+
+bool extractOpenAIUsage(std::string_view json, Usage& usage) {
+  using namespace simdjson;
+  auto at = json.find("\"usage\"");
+  if (at == std::string_view::npos) return false;
+  // Most chunks of a usage-enabled stream carry "usage":null: skip them without parsing.
+  std::string_view rest = json.substr(at + 7);
+  while (!rest.empty() && (rest.front() == ' ' || rest.front() == ':')) rest.remove_prefix(1);
+  if (rest.substr(0, 4) == "null") return false;
+  thread_local ondemand::parser parser;
+  padded_string padded(json);
+  ondemand::document doc;
+  if (parser.iterate(padded).get(doc)) return false;
+  ondemand::object obj;
+  if (doc.get_object().get(obj)) return false;
+  ondemand::object u;
+  if (obj["usage"].get_object().get(u)) return false;
+  bool found = false;
+  for (auto field : u) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return found;
+    std::int64_t v = 0;
+    std::int64_t* slot = nullptr;
+    if (key == "prompt_tokens" || key == "input_tokens") slot = &usage.prompt_tokens;
+    else if (key == "completion_tokens" || key == "output_tokens") slot = &usage.completion_tokens;
+    else if (key == "total_tokens") slot = &usage.total_tokens;
+    if (slot && field.value().get_int64().get(v) == SUCCESS && v >= 0) {
+      *slot = v;
+      found = true;
+    }
+  }
+  if (found && usage.total_tokens < 0 && usage.prompt_tokens >= 0)
+    usage.total_tokens = usage.prompt_tokens + std::max<std::int64_t>(usage.completion_tokens, 0);
+  return found;
+}
+
+}  // namespace tahua

@@ -1,0 +1,89 @@
+// A provider adapter translates between the gateway's inbound API (OpenAI's, for now)
+// and one vendor's wire format. Adding a vendor is one new adapter (a folder under
+// providers/) plus its name in makeAdapter(); the proxy loop does not change.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "config/config.h"
+#include "filters/context.h"
+#include "providers/exchange.h"
+
+namespace boost::asio::ssl {
+class context;
+}
+
+namespace tahua {
+
+class Worker;
+
+// Observes (and, for translating adapters, rewrites) the response body.
+class ResponseTranslator {
+ public:
+  virtual ~ResponseTranslator() = default;
+  // A piece of an event stream on its way to the client; returns the bytes to send
+  // (the input itself for pass-through). Fills ctx.usage when the stream reports it.
+  virtual std::string_view onStreamBytes(std::string_view bytes, RequestContext& ctx) = 0;
+  // A whole non-streaming body; may rewrite it in place. Fills ctx.usage.
+  virtual void onBody(std::string& body, RequestContext& ctx) = 0;
+  // The final event sent when a stream must end early (upstream failed, drain).
+  virtual std::string streamErrorEvent(const Error& error) const = 0;
+};
+
+struct ProviderRuntime;
+
+class ProviderAdapter {
+ public:
+  virtual ~ProviderAdapter() = default;
+  virtual std::string_view type() const = 0;
+  // Builds the upstream request from the inbound one (path, headers, body).
+  virtual std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx,
+                                                            const ProviderRuntime& provider) const = 0;
+  virtual std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext& ctx) const = 0;
+  // The transport: HTTP(S) through the worker's connection pool by default.
+  virtual std::unique_ptr<UpstreamExchange> openExchange(UpstreamRequest request, RequestContext& ctx,
+                                                         const ProviderRuntime& provider, Worker& worker) const;
+};
+
+// Egress proxy settings from HTTPS_PROXY / HTTP_PROXY / NO_PROXY.
+struct ProxySettings {
+  bool enabled = false;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string authorization;  // "Basic ..." when the proxy URL had credentials
+};
+
+ProxySettings proxyFor(const ProviderConfig& provider);
+
+// Everything a provider needs at run time, built once per config snapshot and shared
+// read-only by all workers (an OpenSSL SSL_CTX is safe to share once set up).
+struct ProviderRuntime {
+  const ProviderConfig* config = nullptr;
+  std::unique_ptr<ProviderAdapter> adapter;
+  std::shared_ptr<boost::asio::ssl::context> tls;  // for https upstreams
+  ProxySettings proxy;
+  std::string origin_key;  // pool key: scheme://host:port (+ proxy)
+};
+
+// The config plus what was built from it. Requests hold a shared_ptr to it.
+struct Snapshot {
+  ConfigPtr config;
+  std::vector<ProviderRuntime> providers;  // same order as config->providers
+};
+using SnapshotPtr = std::shared_ptr<const Snapshot>;
+
+// Builds a snapshot (adapters, TLS contexts). Fails on unreadable CA files etc.
+std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config);
+
+std::unique_ptr<ProviderAdapter> makeOpenAIAdapter();
+std::unique_ptr<ProviderAdapter> makeMockAdapter();
+
+// Usage object {"prompt_tokens":..,"completion_tokens":..,"total_tokens":..} inside a
+// JSON document (a chat.completion, a chunk, an embeddings list). False if absent.
+bool extractOpenAIUsage(std::string_view json, Usage& usage);
+
+}  // namespace tahua

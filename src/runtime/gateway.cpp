@@ -1,0 +1,184 @@
+#include "runtime/gateway.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <thread>
+
+#include "core/log.h"
+#include "runtime/worker.h"
+#include "server/session.h"
+
+namespace tahua {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> acceptor,
+                                 std::shared_ptr<asio::ssl::context> tls) {
+  asio::steady_timer backoff(acceptor->get_executor());
+  for (;;) {
+    auto [ec, socket] = co_await acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor->is_open()) co_return;
+      // Out of file descriptors or similar: back off instead of spinning.
+      backoff.expires_after(std::chrono::milliseconds(50));
+      co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    startSession(worker, std::move(socket), tls);
+  }
+}
+
+std::shared_ptr<asio::ssl::context> makeServerTls(const ServerTlsConfig& cfg, std::string& error) {
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  boost::system::error_code ec;
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+  ctx->use_certificate_chain_file(cfg.cert_file, ec);
+  if (ec) {
+    error = "cannot load certificate \"" + cfg.cert_file + "\": " + ec.message();
+    return nullptr;
+  }
+  ctx->use_private_key_file(cfg.key_file, asio::ssl::context::pem, ec);
+  if (ec) {
+    error = "cannot load private key \"" + cfg.key_file + "\": " + ec.message();
+    return nullptr;
+  }
+  return ctx;
+}
+
+}  // namespace
+
+Gateway::Gateway(SnapshotPtr snapshot) : snapshot_(std::move(snapshot)) {}
+Gateway::~Gateway() = default;
+
+bool Gateway::ready() const { return !draining() && snapshot_->config->anyProviderUsable(); }
+
+asio::awaitable<std::string> Gateway::renderMetrics() {
+  WorkerMetrics merged;
+  for (auto& worker : workers_) {
+    Worker* w = worker.get();
+    WorkerMetrics copy = co_await asio::co_spawn(
+        w->io(), [w]() -> asio::awaitable<WorkerMetrics> { co_return w->metrics(); }, asio::use_awaitable);
+    merged.merge(copy);
+  }
+  co_return renderPrometheus(merged);
+}
+
+int Gateway::run() {
+  const Config& cfg = *snapshot_->config;
+  unsigned n = cfg.server.workers ? cfg.server.workers : std::max(1u, std::thread::hardware_concurrency());
+
+  std::string error;
+  auto access_log = LogFile::open(cfg.access_log.path, &error);
+  if (!access_log) {
+    log::error(error);
+    return 1;
+  }
+  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, *this, snapshot_, access_log));
+
+  // Every worker gets its own acceptor on the same address (SO_REUSEPORT): the kernel
+  // spreads new connections across them, and no accept lock is shared.
+  for (const auto& lc : cfg.listeners) {
+    std::shared_ptr<asio::ssl::context> tls;
+    if (lc.tls) {
+      tls = makeServerTls(*lc.tls, error);
+      if (!tls) {
+        log::error(error, {{"address", lc.address}, {"port", lc.port}});
+        return 1;
+      }
+    }
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(lc.address, ec);
+    if (ec) {
+      log::error("invalid listener address", {{"address", lc.address}});
+      return 1;
+    }
+    std::uint16_t port = lc.port;
+    for (auto& worker : workers_) {
+      auto acceptor = std::make_shared<tcp::acceptor>(worker->io());
+      tcp::endpoint ep(address, port);
+      acceptor->open(ep.protocol(), ec);
+      if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+      if (!ec) acceptor->set_option(ReusePort(true), ec);
+      if (!ec) acceptor->bind(ep, ec);
+      if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+      if (ec) {
+        log::error("cannot listen", {{"address", lc.address}, {"port", port}, {"error", ec.message()}});
+        return 1;
+      }
+      if (port == 0) port = acceptor->local_endpoint().port();  // the others join this port
+      asio::co_spawn(worker->io(), acceptLoop(*worker, acceptor, tls), asio::detached);
+      worker->addAcceptorTask([acceptor] {
+        boost::system::error_code ignored;  // already closed is fine
+        acceptor->close(ignored);
+      });
+    }
+    log::info("listening", {{"address", lc.address}, {"port", port}, {"tls", lc.tls.has_value()}, {"workers", n}});
+  }
+
+  // The main thread only waits for signals and orchestrates the drain. The handler is
+  // installed before the workers start, so an early SIGTERM is a drain, not a kill.
+  asio::io_context main_io{1};
+  asio::signal_set signals(main_io, SIGTERM, SIGINT);
+  std::vector<std::thread> threads;
+  for (auto& worker : workers_) threads.emplace_back([w = worker.get()] { w->run(); });
+  asio::steady_timer deadline(main_io);
+  asio::steady_timer poll(main_io);
+  bool deadline_passed = false;
+  auto finish = [&] {
+    signals.cancel();
+    deadline.cancel();
+    poll.cancel();
+    for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get()] { w->stop(); });
+  };
+  std::function<void()> pollSessions = [&] {
+    int live = 0;
+    for (auto& worker : workers_) live += worker->liveSessions();
+    if (live == 0) return finish();
+    poll.expires_after(std::chrono::milliseconds(20));
+    poll.async_wait([&](boost::system::error_code ec) {
+      if (!ec) pollSessions();
+    });
+  };
+  signals.async_wait([&](boost::system::error_code ec, int signo) {
+    if (ec) return;
+    draining_.store(true, std::memory_order_relaxed);
+    log::info("draining", {{"signal", signo}, {"drain_timeout_ms", cfg.server.drain_timeout.count()}});
+    for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get()] { w->beginDrain(); });
+    deadline.expires_after(cfg.server.drain_timeout);
+    deadline.async_wait([&](boost::system::error_code ec2) {
+      if (ec2) return;
+      deadline_passed = true;
+      log::warn("drain deadline passed; ending remaining requests");
+      for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get()] { w->drainDeadline(); });
+      // Give the final events a moment to be written, then stop regardless.
+      deadline.expires_after(std::chrono::seconds(5));
+      deadline.async_wait([&](boost::system::error_code ec3) {
+        if (!ec3) finish();
+      });
+    });
+    pollSessions();
+    // A second signal during the drain stops at once.
+    signals.async_wait([&](boost::system::error_code ec2, int) {
+      if (!ec2) finish();
+    });
+  });
+  main_io.run();
+  for (auto& t : threads) t.join();
+  log::info("stopped", {{"drain_deadline_passed", deadline_passed}});
+  return 0;
+}
+
+}  // namespace tahua

@@ -1,0 +1,104 @@
+#include "runtime/worker.h"
+
+#include <openssl/rand.h>
+
+#include <boost/asio/post.hpp>
+#include <cstdio>
+
+#include "filters/access_log/access_log_filter.h"
+#include "filters/metrics/metrics_filter.h"
+#include "filters/models/models_filter.h"
+#include "filters/router/router_filter.h"
+#include "server/upstream_client.h"
+
+namespace tahua {
+
+Worker::Worker(unsigned id, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log)
+    : id_(id), gateway_(gateway), snapshot_(std::move(snapshot)), access_log_(std::move(access_log)),
+      pool_(std::make_unique<UpstreamPool>()) {
+  // The filter chain, in order. Metrics and access log observe every request, so they
+  // sit first and see onComplete even when a later filter stops the request.
+  chain_.add(makeMetricsFilter(metrics_));
+  if (snapshot_->config->access_log.enabled) chain_.add(makeAccessLogFilter(access_log_));
+  chain_.add(makeModelsFilter());
+  chain_.add(makeRouterFilter());
+
+  unsigned char rnd[4];
+  RAND_bytes(rnd, sizeof rnd);
+  char prefix[16];
+  std::snprintf(prefix, sizeof prefix, "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
+  request_id_prefix_ = std::string("req-") + prefix + "-" + std::to_string(id_) + "-";
+}
+
+Worker::~Worker() = default;
+
+std::string Worker::nextRequestId() {
+  char buf[24];
+  int n = std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(++request_counter_));
+  std::string id;
+  id.reserve(request_id_prefix_.size() + static_cast<std::size_t>(n));
+  id += request_id_prefix_;
+  id.append(buf, static_cast<std::size_t>(n));
+  return id;
+}
+
+void Worker::registerSession(SessionBase* s) {
+  s->prev_ = nullptr;
+  s->next_ = sessions_;
+  if (sessions_) sessions_->prev_ = s;
+  sessions_ = s;
+  live_sessions_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Worker::unregisterSession(SessionBase* s) {
+  if (s->prev_) s->prev_->next_ = s->next_;
+  else sessions_ = s->next_;
+  if (s->next_) s->next_->prev_ = s->prev_;
+  s->prev_ = s->next_ = nullptr;
+  live_sessions_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::run() {
+  scheduleLogFlush();
+  io_.run();
+  access_log_.flush();
+}
+
+void Worker::scheduleLogFlush() {
+  if (!flush_timer_) flush_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  flush_timer_->expires_after(std::chrono::milliseconds(200));
+  flush_timer_->async_wait([this](boost::system::error_code ec) {
+    access_log_.flush();
+    if (!ec) scheduleLogFlush();
+  });
+}
+
+void Worker::beginDrain() {
+  draining_ = true;
+  for (auto& close : acceptor_closers_) close();
+  acceptor_closers_.clear();
+  // closeIfIdle may unregister the session it is called on (not synchronously: the
+  // session's coroutine resumes later), but walk with a saved next pointer anyway.
+  for (SessionBase* s = sessions_; s;) {
+    SessionBase* next = s->next_;
+    s->closeIfIdle();
+    s = next;
+  }
+}
+
+void Worker::drainDeadline() {
+  drain_deadline_passed_ = true;
+  for (SessionBase* s = sessions_; s;) {
+    SessionBase* next = s->next_;
+    s->abortForDrain();
+    s = next;
+  }
+}
+
+void Worker::stop() {
+  pool_->clear();
+  if (flush_timer_) flush_timer_->cancel();
+  io_.stop();
+}
+
+}  // namespace tahua

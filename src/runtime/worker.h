@@ -1,0 +1,95 @@
+// One worker = one thread = one io_context. A connection lives on one worker for its
+// whole life; everything a request touches on the data path (filters, metrics, access
+// log buffer, upstream pool) belongs to that worker, so nothing is locked.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <vector>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "filters/filter.h"
+#include "providers/provider.h"
+#include "telemetry/access_log_sink.h"
+#include "telemetry/metrics.h"
+
+namespace tahua {
+
+class Gateway;
+class UpstreamPool;
+
+// A client connection as the worker sees it during drain.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // Drain began: close now if waiting for a next request; otherwise finish the current
+  // one and close after it.
+  virtual void closeIfIdle() = 0;
+  // Drain deadline passed: end whatever is in flight (streams get a final event).
+  virtual void abortForDrain() = 0;
+
+ private:
+  friend class Worker;
+  SessionBase* prev_ = nullptr;
+  SessionBase* next_ = nullptr;
+};
+
+class Worker {
+ public:
+  Worker(unsigned id, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log);
+  ~Worker();
+
+  unsigned id() const { return id_; }
+  boost::asio::io_context& io() { return io_; }
+  Gateway& gateway() { return gateway_; }
+  const SnapshotPtr& snapshot() const { return snapshot_; }
+  FilterChain& chain() { return chain_; }
+  WorkerMetrics& metrics() { return metrics_; }
+  UpstreamPool& pool() { return *pool_; }
+  AccessLogSink& accessLog() { return access_log_; }
+
+  bool draining() const { return draining_; }
+  bool drainDeadlinePassed() const { return drain_deadline_passed_; }
+
+  std::string nextRequestId();
+
+  void registerSession(SessionBase* s);
+  void unregisterSession(SessionBase* s);
+  int liveSessions() const { return live_sessions_.load(std::memory_order_relaxed); }
+
+  // Thread body. Returns when stop() is called.
+  void run();
+  // These three are posted to the worker's own thread by the gateway.
+  void beginDrain();
+  void drainDeadline();
+  void stop();
+
+  // Called from the worker thread only.
+  void addAcceptorTask(std::function<void()> close_acceptor) { acceptor_closers_.push_back(std::move(close_acceptor)); }
+
+ private:
+  void scheduleLogFlush();
+
+  unsigned id_;
+  Gateway& gateway_;
+  SnapshotPtr snapshot_;
+  boost::asio::io_context io_{1};
+  FilterChain chain_;
+  WorkerMetrics metrics_;
+  AccessLogSink access_log_;
+  std::unique_ptr<UpstreamPool> pool_;
+  SessionBase* sessions_ = nullptr;
+  std::atomic<int> live_sessions_{0};
+  bool draining_ = false;
+  bool drain_deadline_passed_ = false;
+  std::uint64_t request_counter_ = 0;
+  std::string request_id_prefix_;
+  std::vector<std::function<void()>> acceptor_closers_;
+  std::unique_ptr<boost::asio::steady_timer> flush_timer_;
+};
+
+}  // namespace tahua

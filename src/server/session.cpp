@@ -1,0 +1,521 @@
+// One client connection: reads requests (keep-alive, pipelining), runs each through
+// the filter chain and the upstream exchange, and writes the answer. Streams are
+// relayed piece by piece as they arrive; nothing is buffered beyond one read.
+#include "server/session.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include "runtime/gateway.h"
+#include "runtime/worker.h"
+
+namespace tahua {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+class BeastHeaders final : public HeaderView {
+ public:
+  explicit BeastHeaders(const http::fields& f) : f_(f) {}
+  std::string_view get(std::string_view name) const override {
+    auto it = f_.find(name);
+    return it == f_.end() ? std::string_view{} : std::string_view(it->value());
+  }
+
+ private:
+  const http::fields& f_;
+};
+
+enum class Route { Api, Healthz, Readyz, Metrics, NotFound };
+
+struct RouteMatch {
+  Route route = Route::NotFound;
+  Endpoint endpoint = Endpoint::None;
+  http::verb method = http::verb::unknown;  // the one method the path accepts
+};
+
+RouteMatch matchRoute(std::string_view path) {
+  if (path == "/v1/chat/completions") return {Route::Api, Endpoint::ChatCompletions, http::verb::post};
+  if (path == "/v1/completions") return {Route::Api, Endpoint::Completions, http::verb::post};
+  if (path == "/v1/embeddings") return {Route::Api, Endpoint::Embeddings, http::verb::post};
+  if (path == "/v1/models") return {Route::Api, Endpoint::Models, http::verb::get};
+  if (path == "/healthz") return {Route::Healthz, Endpoint::None, http::verb::get};
+  if (path == "/readyz") return {Route::Readyz, Endpoint::None, http::verb::get};
+  if (path == "/metrics") return {Route::Metrics, Endpoint::None, http::verb::get};
+  return {};
+}
+
+bool validRequestId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':')) return false;
+  return true;
+}
+
+template <class Stream>
+class Session final : public SessionBase {
+ public:
+  Session(Worker& worker, Stream stream) : worker_(worker), stream_(std::move(stream)) {}
+
+  asio::awaitable<void> run() {
+    auto& cfg = worker_.snapshot()->config->server;
+    beast::error_code ec;
+    lowest().socket().set_option(tcp::no_delay(true), ec);
+    if constexpr (kTls) {
+      lowest().expires_after(cfg.header_timeout);
+      auto [hec] = co_await stream_.async_handshake(asio::ssl::stream_base::server, kUseTuple);
+      if (hec) co_return;  // bad or slow TLS client: nothing to answer in HTTP
+    }
+    for (;;) {
+      if (worker_.draining()) break;
+      idle_ = true;
+      if (buffer_.size() == 0) {
+        // Keep-alive idle: wait for the first byte of the next request.
+        lowest().expires_after(cfg.keepalive_timeout);
+        auto [rec, n] = co_await stream_.async_read_some(buffer_.prepare(1024), kUseTuple);
+        if (rec) break;  // closed, reset, idle timeout or drain: all end the connection quietly
+        buffer_.commit(n);
+      }
+      idle_ = false;
+      const bool keep = co_await readAndServe();
+      if (!keep) break;
+    }
+    co_await shutdown();
+  }
+
+  void closeIfIdle() override {
+    if (!idle_) return;
+    beast::error_code ignored;
+    lowest().socket().close(ignored);
+  }
+
+  void abortForDrain() override {
+    if (exchange_) exchange_->abort();
+    else if (idle_) closeIfIdle();
+  }
+
+ private:
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  const ServerConfig& serverConfig() const { return worker_.snapshot()->config->server; }
+
+  // Reads one request and answers it. Returns whether the connection stays open.
+  asio::awaitable<bool> readAndServe() {
+    const ServerConfig& cfg = serverConfig();
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
+    parser.body_limit(cfg.max_body_bytes);
+    const auto received = Clock::now();
+
+    lowest().expires_after(cfg.header_timeout);
+    auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kUseTuple);
+    if (hec) {
+      if (hec == http::error::header_limit) {
+        co_await replyBadInput(Error{ErrorKind::HeadersTooLarge, "Request headers are too large."});
+      } else if (hec != beast::error::timeout && hec != http::error::end_of_stream && hec != asio::error::eof &&
+                 hec != asio::error::connection_reset && hec != asio::error::operation_aborted &&
+                 hec != asio::error::bad_descriptor) {
+        co_await replyBadInput(Error{ErrorKind::BadHttp, "Malformed HTTP request."});
+      }
+      co_return false;  // slow or gone clients are simply disconnected
+    }
+    auto& head = parser.get();
+    // Only "chunked" is a body framing we accept; anything else could be read
+    // differently by another hop (request smuggling).
+    if (auto te = head[http::field::transfer_encoding]; !te.empty() && !beast::iequals(te, "chunked")) {
+      co_await replyBadInput(Error{ErrorKind::BadHttp, "Unsupported Transfer-Encoding."});
+      co_return false;
+    }
+    if (head.target().empty() || head.target().front() != '/') {
+      co_await replyBadInput(Error{ErrorKind::BadHttp, "The request target must be an absolute path."});
+      co_return false;
+    }
+    if (!parser.is_done()) {
+      if (beast::iequals(head[http::field::expect], "100-continue")) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        lowest().expires_after(cfg.client_write_timeout);
+        auto [cec, cn] = co_await asio::async_write(stream_, asio::buffer(kContinue), kUseTuple);
+        if (cec) co_return false;
+      }
+      if (auto len = parser.content_length(); len && *len <= cfg.max_body_bytes)
+        parser.get().body().reserve(static_cast<std::size_t>(*len) + 64);  // + simdjson padding
+      lowest().expires_after(cfg.body_timeout);
+      auto [bec, bn] = co_await http::async_read(stream_, buffer_, parser, kUseTuple);
+      if (bec) {
+        if (bec == http::error::body_limit)
+          co_await replyBadInput(Error{ErrorKind::BodyTooLarge, "Request body is larger than " +
+                                                                     std::to_string(cfg.max_body_bytes) + " bytes."});
+        else if (bec != beast::error::timeout && bec != http::error::end_of_stream && bec != asio::error::eof &&
+                 bec != asio::error::connection_reset)
+          co_await replyBadInput(Error{ErrorKind::BadHttp, "Malformed HTTP request body."});
+        co_return false;
+      }
+    }
+    http::request<http::string_body> req = parser.release();
+    keep_alive_ = req.keep_alive() && !worker_.draining();
+    co_await serve(req, received);
+    co_return keep_alive_ && !client_gone_ && !worker_.draining();
+  }
+
+  asio::awaitable<void> serve(http::request<http::string_body>& req, Clock::time_point received) {
+    std::string_view target = req.target();
+    std::string_view path = target.substr(0, target.find('?'));
+    RouteMatch match = matchRoute(path);
+    std::string_view incoming_id = req["x-request-id"];
+    request_id_ = validRequestId(incoming_id) ? std::string(incoming_id) : worker_.nextRequestId();
+
+    if (match.route != Route::NotFound && req.method() != match.method) {
+      RequestContext ctx = newContext(req, received, path, Endpoint::None);
+      ctx.fail(Error{ErrorKind::MethodNotAllowed,
+                     "Method " + std::string(req.method_string()) + " is not allowed on " + std::string(path) + "."});
+      allow_ = http::to_string(match.method);
+      co_await finishLocally(ctx);
+      co_return;
+    }
+    switch (match.route) {
+      case Route::Healthz:
+        co_await writeSimple(200, "application/json", R"({"status":"ok"})");
+        co_return;
+      case Route::Readyz: {
+        bool ready = worker_.gateway().ready();
+        co_await writeSimple(ready ? 200 : 503, "application/json",
+                             ready ? R"({"status":"ready"})"
+                                   : (worker_.draining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})"));
+        co_return;
+      }
+      case Route::Metrics: {
+        std::string text = co_await worker_.gateway().renderMetrics();
+        co_await writeSimple(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
+        co_return;
+      }
+      case Route::NotFound: {
+        RequestContext ctx = newContext(req, received, path, Endpoint::None);
+        ctx.fail(Error{ErrorKind::UnknownPath, "Unknown request URL: " + std::string(req.method_string()) + " " +
+                                                   std::string(path) + "."});
+        co_await finishLocally(ctx);
+        co_return;
+      }
+      case Route::Api: break;
+    }
+    RequestContext ctx = newContext(req, received, path, match.endpoint);
+    BeastHeaders headers(req);
+    ctx.headers = &headers;
+    ctx.body = std::move(req.body());
+    co_await proxy(ctx);
+  }
+
+  RequestContext newContext(const http::request<http::string_body>& req, Clock::time_point received,
+                            std::string_view path, Endpoint endpoint) {
+    RequestContext ctx;
+    ctx.config = worker_.snapshot()->config;
+    ctx.worker_id = worker_.id();
+    ctx.request_id = request_id_;
+    ctx.endpoint = endpoint;
+    ctx.method = req.method_string();
+    ctx.path = path;
+    ctx.bytes_in = req.body().size();
+    ctx.start = received;
+    return ctx;
+  }
+
+  // The request pipeline (docs/life-of-a-request.md).
+  asio::awaitable<void> proxy(RequestContext& ctx) {
+    FilterChain& chain = worker_.chain();
+    if (chain.requestHeaders(ctx) == FilterStatus::Stop || chain.requestBody(ctx) == FilterStatus::Stop ||
+        chain.upstreamSelect(ctx) == FilterStatus::Stop) {
+      co_await finishLocally(ctx);
+      co_return;
+    }
+    const SnapshotPtr snapshot = worker_.snapshot();  // held for the whole exchange
+    const ProviderRuntime& provider = snapshot->providers[ctx.model->provider_index];
+    auto encoded = provider.adapter->encodeRequest(ctx, provider);
+    if (auto* err = std::get_if<Error>(&encoded)) {
+      ctx.fail(std::move(*err));
+      co_await finishLocally(ctx);
+      co_return;
+    }
+    auto exchange = provider.adapter->openExchange(std::move(std::get<UpstreamRequest>(encoded)), ctx, provider, worker_);
+    auto translator = provider.adapter->responseTranslator(ctx);
+    exchange_ = exchange.get();
+    {
+      using namespace asio::experimental::awaitable_operators;
+      co_await (relay(ctx, *exchange, *translator) || watchClient(*exchange));
+    }
+    exchange_ = nullptr;
+    if (client_gone_) {
+      ctx.status = 499;  // client closed the request (nginx's convention)
+      keep_alive_ = false;
+    }
+    ctx.end = Clock::now();
+    chain.complete(ctx);
+  }
+
+  // Ends the request with a local reply or the error the pipeline recorded.
+  asio::awaitable<void> finishLocally(RequestContext& ctx) {
+    if (ctx.local_reply) {
+      ctx.status = ctx.local_reply->status;
+      ctx.first_byte = Clock::now();
+      ctx.bytes_out = ctx.local_reply->body.size();
+      co_await writeSimple(ctx.status, ctx.local_reply->content_type, ctx.local_reply->body);
+    } else {
+      Error err = ctx.error ? *ctx.error : Error{ErrorKind::Internal, "Internal error."};
+      ctx.status = err.httpStatus();
+      std::string body = err.toJson();
+      ctx.first_byte = Clock::now();
+      ctx.bytes_out = body.size();
+      co_await writeSimple(ctx.status, "application/json", std::move(body));
+    }
+    allow_.clear();
+    ctx.end = Clock::now();
+    worker_.chain().complete(ctx);
+  }
+
+  // Watches the client while the upstream works: a client that hangs up cancels the
+  // upstream at once instead of when the next write fails.
+  asio::awaitable<void> watchClient(UpstreamExchange& exchange) {
+    auto& sock = lowest().socket();
+    for (;;) {
+      auto [ec] = co_await sock.async_wait(tcp::socket::wait_read, kUseTuple);
+      if (ec == asio::error::operation_aborted) co_return;  // the relay finished first
+      if (!ec) {
+        char byte;
+        ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+        if (n > 0) {
+          // A pipelined next request (or TLS record): leave it for the next read and
+          // stop watching; a failed write will still notice a hang-up.
+          asio::steady_timer forever(sock.get_executor(), Clock::time_point::max());
+          co_await forever.async_wait(kUseTuple);
+          co_return;
+        }
+      }
+      client_gone_ = true;
+      exchange.abort();
+      co_return;
+    }
+  }
+
+  asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator) {
+    // Errors come back as values; a cancellation from the watcher must not throw.
+    co_await asio::this_coro::throw_if_cancelled(false);
+    ResponseHead head;
+    if (auto err = co_await exchange.start(head)) {
+      if (client_gone_) co_return;
+      ctx.fail(worker_.drainDeadlinePassed() ? drainError() : std::move(*err));
+      co_await writeError(ctx);
+      co_return;
+    }
+    ctx.status = head.status;
+    ctx.streaming = head.event_stream;
+    worker_.chain().responseHeaders(ctx);
+    if (ctx.streaming) co_await relayStream(ctx, exchange, translator, head);
+    else co_await relayBody(ctx, exchange, translator, head);
+  }
+
+  asio::awaitable<void> relayStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
+                                    ResponseHead& head) {
+    const ServerConfig& cfg = serverConfig();
+    http::response<http::empty_body> res{static_cast<http::status>(head.status), 11};
+    addCommonHeaders(res);
+    for (auto& [name, value] : head.headers) res.set(name, value);
+    res.set(http::field::content_type, head.content_type);
+    res.set(http::field::cache_control, "no-cache");
+    res.set("X-Accel-Buffering", "no");
+    res.keep_alive(keep_alive_);
+    res.chunked(true);
+    http::response_serializer<http::empty_body> sr(res);
+    lowest().expires_after(cfg.client_write_timeout);
+    auto [hec, hn] = co_await http::async_write_header(stream_, sr, kUseTuple);
+    if (hec) {
+      clientWriteFailed(exchange);
+      co_return;
+    }
+    for (;;) {
+      std::string_view bytes;
+      bool done = false;
+      auto err = co_await exchange.read(bytes, done);
+      if (err) {
+        if (client_gone_) co_return;
+        // Never a silent truncation: the client learns why its stream ended.
+        ctx.fail(worker_.drainDeadlinePassed() ? drainError() : std::move(*err));
+        std::string event = translator.streamErrorEvent(*ctx.error);
+        keep_alive_ = false;
+        lowest().expires_after(cfg.client_write_timeout);
+        auto [eec, en] = co_await asio::async_write(stream_, http::make_chunk(asio::buffer(event)), kUseTuple);
+        if (!eec) {
+          ctx.bytes_out += event.size();
+          co_await asio::async_write(stream_, http::make_chunk_last(), kUseTuple);
+        }
+        co_return;
+      }
+      if (!bytes.empty()) {
+        std::string_view out = translator.onStreamBytes(bytes, ctx);
+        worker_.chain().responseChunk(ctx, out);
+        if (!out.empty()) {
+          lowest().expires_after(cfg.client_write_timeout);
+          auto [wec, wn] = co_await asio::async_write(stream_, http::make_chunk(asio::buffer(out)), kUseTuple);
+          if (wec) {
+            clientWriteFailed(exchange);
+            co_return;
+          }
+          if (!ctx.first_byte) ctx.first_byte = Clock::now();
+          ctx.bytes_out += out.size();
+          ++ctx.chunks_out;
+        }
+      }
+      if (done) {
+        lowest().expires_after(cfg.client_write_timeout);
+        auto [lec, ln] = co_await asio::async_write(stream_, http::make_chunk_last(), kUseTuple);
+        if (lec) clientWriteFailed(exchange);
+        co_return;
+      }
+    }
+  }
+
+  asio::awaitable<void> relayBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
+                                  ResponseHead& head) {
+    const ServerConfig& cfg = serverConfig();
+    std::string body;
+    for (;;) {
+      std::string_view bytes;
+      bool done = false;
+      auto err = co_await exchange.read(bytes, done);
+      if (err) {
+        if (client_gone_) co_return;
+        ctx.fail(worker_.drainDeadlinePassed() ? drainError() : std::move(*err));
+        co_await writeError(ctx);
+        co_return;
+      }
+      if (body.size() + bytes.size() > cfg.max_response_bytes) {
+        exchange.abort();
+        ctx.fail(Error{ErrorKind::UpstreamBadResponse, "The upstream response is larger than the gateway accepts."});
+        co_await writeError(ctx);
+        co_return;
+      }
+      if (body.empty() && done) body.reserve(bytes.size() + 64);  // single piece: one allocation
+      body.append(bytes);
+      if (done) break;
+    }
+    translator.onBody(body, ctx);
+    http::response<http::string_body> res{static_cast<http::status>(head.status), 11};
+    addCommonHeaders(res);
+    for (auto& [name, value] : head.headers) res.set(name, value);
+    if (!head.content_type.empty()) res.set(http::field::content_type, head.content_type);
+    res.keep_alive(keep_alive_);
+    ctx.bytes_out = body.size();
+    res.body() = std::move(body);
+    res.prepare_payload();
+    ctx.first_byte = Clock::now();
+    lowest().expires_after(cfg.client_write_timeout);
+    auto [wec, wn] = co_await http::async_write(stream_, res, kUseTuple);
+    if (wec) client_gone_ = true;
+  }
+
+  static Error drainError() {
+    return Error{ErrorKind::Draining, "The gateway is shutting down; please retry the request."};
+  }
+
+  void clientWriteFailed(UpstreamExchange& exchange) {
+    client_gone_ = true;
+    exchange.abort();
+  }
+
+  asio::awaitable<void> writeError(RequestContext& ctx) {
+    ctx.status = ctx.error->httpStatus();
+    std::string body = ctx.error->toJson();
+    ctx.bytes_out = body.size();
+    ctx.first_byte = Clock::now();
+    co_await writeSimple(ctx.status, "application/json", std::move(body));
+  }
+
+  template <class Message>
+  void addCommonHeaders(Message& res) {
+    res.set(http::field::server, "tahua");
+    res.set("x-request-id", request_id_);
+  }
+
+  asio::awaitable<void> writeSimple(int status, std::string_view content_type, std::string body) {
+    http::response<http::string_body> res{static_cast<http::status>(status), 11};
+    addCommonHeaders(res);
+    res.set(http::field::content_type, content_type);
+    if (!allow_.empty()) res.set(http::field::allow, allow_);
+    res.keep_alive(keep_alive_);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    lowest().expires_after(serverConfig().client_write_timeout);
+    auto [ec, n] = co_await http::async_write(stream_, res, kUseTuple);
+    if (ec) client_gone_ = true;
+  }
+
+  // For requests whose framing cannot be trusted: answer, then close.
+  asio::awaitable<void> replyBadInput(Error err) {
+    keep_alive_ = false;
+    request_id_ = worker_.nextRequestId();
+    co_await writeSimple(err.httpStatus(), "application/json", err.toJson());
+  }
+
+  asio::awaitable<void> shutdown() {
+    beast::error_code ec;
+    if constexpr (kTls) {
+      lowest().expires_after(std::chrono::seconds(1));
+      co_await stream_.async_shutdown(kUseTuple);
+    }
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+    lowest().socket().close(ec);
+  }
+
+  Worker& worker_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  bool idle_ = true;
+  bool keep_alive_ = true;
+  bool client_gone_ = false;
+  std::string request_id_;
+  std::string allow_;
+  UpstreamExchange* exchange_ = nullptr;
+};
+
+// `tls` keeps the server TLS context alive as long as a session uses it, even after
+// its listener closed during a drain.
+template <class Stream>
+asio::awaitable<void> runSession(Worker& worker, Stream stream, std::shared_ptr<asio::ssl::context> tls) {
+  Session<Stream> session(worker, std::move(stream));
+  worker.registerSession(&session);
+  ++worker.metrics().active_connections;
+  ++worker.metrics().connections_accepted;
+  co_await session.run();
+  --worker.metrics().active_connections;
+  worker.unregisterSession(&session);
+}
+
+}  // namespace
+
+void startSession(Worker& worker, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls) {
+  auto& io = worker.io();
+  if (tls) {
+    beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tls);
+    asio::co_spawn(io, runSession(worker, std::move(stream), tls), asio::detached);
+  } else {
+    asio::co_spawn(io, runSession(worker, beast::tcp_stream(std::move(socket)), nullptr), asio::detached);
+  }
+}
+
+}  // namespace tahua

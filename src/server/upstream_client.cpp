@@ -1,0 +1,349 @@
+// The HTTP(S) transport to upstreams: connection establishment (async DNS, connect
+// timeout, optional CONNECT proxy, TLS with SNI and verification), a per-worker
+// keep-alive pool, and the exchange that streams a response body piece by piece.
+#include "server/upstream_client.h"
+
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <optional>
+
+#include "providers/provider.h"
+#include "runtime/worker.h"
+
+namespace tahua {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+struct UpstreamConnection {
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
+  beast::flat_buffer buffer;
+  std::string key;
+  Clock::time_point idle_since{};
+
+  beast::tcp_stream& lowest() { return tls ? tls->next_layer() : *plain; }
+};
+
+namespace {
+
+template <class F>
+auto withStream(UpstreamConnection& c, F&& f) {
+  return c.tls ? f(*c.tls) : f(*c.plain);
+}
+
+// Is a pooled connection still usable? The peer may have closed it while idle.
+bool looksAlive(UpstreamConnection& c) {
+  auto& sock = c.lowest().socket();
+  if (!sock.is_open()) return false;
+  char byte;
+  ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return false;                               // orderly close
+  if (n > 0) return c.tls.has_value();                    // TLS may have post-handshake records; plain: garbage
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+bool isHopByHop(std::string_view name) {
+  static constexpr std::string_view kHop[] = {"connection",        "keep-alive", "proxy-authenticate", "proxy-authorization",
+                                              "te",                "trailer",    "transfer-encoding",  "upgrade",
+                                              "content-length",    "date",       "server",             "proxy-connection",
+                                              "alt-svc"};
+  for (auto h : kHop)
+    if (beast::iequals(name, h)) return true;
+  return false;
+}
+
+Error timeoutError(const char* what, Millis limit) {
+  return Error{ErrorKind::UpstreamTimeout,
+               std::string("The upstream did not respond in time (") + what + " timeout " + std::to_string(limit.count()) + "ms)."};
+}
+
+}  // namespace
+
+UpstreamPool::UpstreamPool() = default;
+UpstreamPool::~UpstreamPool() = default;
+
+std::unique_ptr<UpstreamConnection> UpstreamPool::take(const std::string& key, Millis max_age) {
+  auto it = idle_.find(key);
+  if (it == idle_.end()) return nullptr;
+  auto& list = it->second;
+  const auto now = Clock::now();
+  while (!list.empty()) {
+    std::unique_ptr<UpstreamConnection> c = std::move(list.back());  // most recently used: warmest
+    list.pop_back();
+    if (now - c->idle_since <= max_age && looksAlive(*c)) return c;
+  }
+  return nullptr;
+}
+
+void UpstreamPool::put(std::unique_ptr<UpstreamConnection> conn, std::size_t max_idle) {
+  auto& list = idle_[conn->key];
+  if (list.size() >= max_idle) return;  // dropped: closes it
+  conn->idle_since = Clock::now();
+  list.push_back(std::move(conn));
+}
+
+void UpstreamPool::clear() { idle_.clear(); }
+
+std::size_t UpstreamPool::idleCount() const {
+  std::size_t n = 0;
+  for (const auto& [k, v] : idle_) n += v.size();
+  return n;
+}
+
+namespace {
+
+class HttpExchange final : public UpstreamExchange {
+ public:
+  HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, Worker& worker)
+      : provider_(provider), cfg_(*provider.config), worker_(worker), resolver_(worker.io()) {
+    msg_.method(http::string_to_verb(request.method));
+    msg_.version(11);
+    const bool default_port = cfg_.port == (cfg_.https ? 443 : 80);
+    std::string host_header = cfg_.host.find(':') != std::string::npos ? "[" + cfg_.host + "]" : cfg_.host;
+    if (!default_port) host_header += ":" + std::to_string(cfg_.port);
+    // Through a plain-HTTP proxy the request line carries the absolute URL.
+    if (provider_.proxy.enabled && !cfg_.https) {
+      msg_.target("http://" + host_header + request.path);
+      if (!provider_.proxy.authorization.empty()) msg_.set(http::field::proxy_authorization, provider_.proxy.authorization);
+    } else {
+      msg_.target(request.path);
+    }
+    msg_.set(http::field::host, host_header);
+    msg_.set(http::field::user_agent, "tahua/0.1");
+    for (auto& [name, value] : request.headers) msg_.set(name, value);
+    msg_.body() = std::move(request.body);
+    msg_.keep_alive(true);
+    msg_.prepare_payload();
+  }
+
+  asio::awaitable<std::optional<Error>> start(ResponseHead& head) override {
+    deadline_ = Clock::now() + cfg_.timeouts.total;
+    for (int attempt = 0;; ++attempt) {
+      conn_ = worker_.pool().take(provider_.origin_key, cfg_.pool_idle_timeout);
+      const bool reused = conn_ != nullptr;
+      if (!conn_) {
+        if (auto err = co_await connect()) co_return err;
+      }
+      if (aborted_) co_return interrupted();
+      auto result = co_await sendAndReadHead(head);
+      if (!result) co_return std::nullopt;
+      // A pooled connection the upstream closed just as we sent: nothing was processed,
+      // so one retry on a fresh connection is safe.
+      if (reused && attempt == 0 && stale_ && !aborted_) {
+        conn_.reset();
+        continue;
+      }
+      conn_.reset();
+      co_return result;
+    }
+  }
+
+  asio::awaitable<std::optional<Error>> read(std::string_view& bytes, bool& done) override {
+    bytes = {};
+    done = false;
+    if (!conn_ || aborted_) co_return interrupted();
+    for (;;) {
+      if (parser_->is_done()) {
+        finish();
+        done = true;
+        co_return std::nullopt;
+      }
+      auto remaining = std::chrono::duration_cast<Millis>(deadline_ - Clock::now());
+      if (remaining <= Millis(0)) {
+        conn_.reset();
+        co_return timeoutError("total", cfg_.timeouts.total);
+      }
+      const bool total_bound = remaining < cfg_.timeouts.idle;
+      conn_->lowest().expires_after(total_bound ? remaining : cfg_.timeouts.idle);
+      parser_->get().body().data = buf_;
+      parser_->get().body().size = sizeof buf_;
+      auto [ec, n] = co_await withStream(*conn_, [&](auto& s) {
+        return http::async_read_some(s, conn_->buffer, *parser_, asio::as_tuple(asio::use_awaitable));
+      });
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) {
+        conn_.reset();
+        if (ec == beast::error::timeout && !aborted_)
+          co_return total_bound ? timeoutError("total", cfg_.timeouts.total) : timeoutError("idle", cfg_.timeouts.idle);
+        co_return interrupted();
+      }
+      const std::size_t got = sizeof buf_ - parser_->get().body().size;
+      if (got > 0) {
+        bytes = std::string_view(buf_, got);
+        if (parser_->is_done()) {
+          finish();
+          done = true;
+        }
+        co_return std::nullopt;
+      }
+    }
+  }
+
+  void abort() noexcept override {
+    aborted_ = true;
+    boost::system::error_code ignored;
+    resolver_.cancel();
+    if (conn_) conn_->lowest().socket().close(ignored);
+  }
+
+ private:
+  static Error interrupted() { return Error{ErrorKind::UpstreamInterrupted, "The upstream connection was interrupted."}; }
+
+  Millis remaining(Millis phase_limit) const {
+    auto left = std::chrono::duration_cast<Millis>(deadline_ - Clock::now());
+    return std::max(Millis(1), std::min(left, phase_limit));
+  }
+
+  void finish() {
+    if (conn_ && parser_->keep_alive() && !aborted_) worker_.pool().put(std::move(conn_), cfg_.pool_max_idle);
+    conn_.reset();
+  }
+
+  asio::awaitable<std::optional<Error>> connect() {
+    const auto connect_deadline = Clock::now() + cfg_.timeouts.connect;
+    auto left = [&] { return std::max(Millis(1), std::chrono::duration_cast<Millis>(connect_deadline - Clock::now())); };
+    const bool via_proxy = provider_.proxy.enabled;
+    const std::string& host = via_proxy ? provider_.proxy.host : cfg_.host;
+    const std::uint16_t port = via_proxy ? provider_.proxy.port : cfg_.port;
+
+    // Asio runs getaddrinfo on its own resolver thread, so a slow DNS server never
+    // blocks the worker. IP literals skip it.
+    tcp::resolver::results_type endpoints;
+    boost::system::error_code ec;
+    auto literal = asio::ip::make_address(host, ec);
+    if (!ec) {
+      endpoints = tcp::resolver::results_type::create(tcp::endpoint(literal, port), host, std::to_string(port));
+    } else {
+      auto [rec, results] = co_await resolver_.async_resolve(host, std::to_string(port), asio::as_tuple(asio::use_awaitable));
+      if (rec || aborted_) co_return Error{ErrorKind::UpstreamConnect, "Could not resolve the upstream host for provider '" + cfg_.name + "'."};
+      endpoints = std::move(results);
+    }
+
+    conn_ = std::make_unique<UpstreamConnection>();
+    conn_->key = provider_.origin_key;
+    conn_->plain.emplace(worker_.io());
+    conn_->plain->expires_after(left());
+    auto [cec, ep] = co_await conn_->plain->async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
+    if (cec) {
+      conn_.reset();
+      if (cec == beast::error::timeout) co_return timeoutError("connect", cfg_.timeouts.connect);
+      co_return Error{ErrorKind::UpstreamConnect, "Could not connect to the upstream for provider '" + cfg_.name + "'."};
+    }
+    conn_->plain->socket().set_option(tcp::no_delay(true), ec);
+    ++worker_.metrics().upstream_connections_opened[cfg_.name];
+
+    if (via_proxy && cfg_.https) {
+      if (auto err = co_await proxyConnect(left())) {
+        conn_.reset();
+        co_return err;
+      }
+    }
+    if (cfg_.https) {
+      beast::tcp_stream tcp_stream = std::move(*conn_->plain);
+      conn_->plain.reset();
+      conn_->tls.emplace(std::move(tcp_stream), *provider_.tls);
+      asio::ip::make_address(cfg_.host, ec);
+      const bool is_ip = !ec;
+      if (!is_ip) SSL_set_tlsext_host_name(conn_->tls->native_handle(), cfg_.host.c_str());
+      if (cfg_.tls_verify) conn_->tls->set_verify_callback(ssl::host_name_verification(cfg_.host));
+      conn_->tls->next_layer().expires_after(left());
+      auto [hec] = co_await conn_->tls->async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+      if (hec) {
+        conn_.reset();
+        if (hec == beast::error::timeout) co_return timeoutError("connect", cfg_.timeouts.connect);
+        co_return Error{ErrorKind::UpstreamTls, "TLS handshake with the upstream for provider '" + cfg_.name + "' failed."};
+      }
+    }
+    co_return std::nullopt;
+  }
+
+  asio::awaitable<std::optional<Error>> proxyConnect(Millis limit) {
+    auto& stream = *conn_->plain;
+    http::request<http::empty_body> req{http::verb::connect, cfg_.host + ":" + std::to_string(cfg_.port), 11};
+    req.set(http::field::host, cfg_.host + ":" + std::to_string(cfg_.port));
+    if (!provider_.proxy.authorization.empty()) req.set(http::field::proxy_authorization, provider_.proxy.authorization);
+    stream.expires_after(limit);
+    auto [wec, wn] = co_await http::async_write(stream, req, asio::as_tuple(asio::use_awaitable));
+    if (wec) co_return Error{ErrorKind::UpstreamConnect, "Could not reach the egress proxy."};
+    http::response_parser<http::empty_body> parser;
+    parser.skip(true);  // a CONNECT answer has no body
+    auto [rec, rn] = co_await http::async_read_header(stream, conn_->buffer, parser, asio::as_tuple(asio::use_awaitable));
+    if (rec == beast::error::timeout) co_return timeoutError("connect", cfg_.timeouts.connect);
+    if (rec || parser.get().result_int() != 200)
+      co_return Error{ErrorKind::UpstreamConnect, "The egress proxy refused to connect to the upstream."};
+    co_return std::nullopt;
+  }
+
+  asio::awaitable<std::optional<Error>> sendAndReadHead(ResponseHead& head) {
+    stale_ = false;
+    conn_->lowest().expires_after(remaining(cfg_.timeouts.first_byte));
+    auto [wec, wn] = co_await withStream(*conn_, [&](auto& s) {
+      return http::async_write(s, msg_, asio::as_tuple(asio::use_awaitable));
+    });
+    if (wec) {
+      stale_ = wec != beast::error::timeout;
+      if (wec == beast::error::timeout) co_return timeoutError("first_byte", cfg_.timeouts.first_byte);
+      co_return Error{ErrorKind::UpstreamConnect, "Could not send the request to the upstream for provider '" + cfg_.name + "'."};
+    }
+    parser_.emplace();
+    parser_->header_limit(64 * 1024);
+    parser_->body_limit(boost::none);  // bounded by the caller (max_response_bytes) or streamed
+    auto [rec, rn] = co_await withStream(*conn_, [&](auto& s) {
+      return http::async_read_header(s, conn_->buffer, *parser_, asio::as_tuple(asio::use_awaitable));
+    });
+    if (rec) {
+      if (aborted_) co_return interrupted();
+      if (rec == beast::error::timeout) co_return timeoutError("first_byte", cfg_.timeouts.first_byte);
+      // Closed before a single byte came back: the classic stale keep-alive race.
+      stale_ = !parser_->got_some() &&
+               (rec == http::error::end_of_stream || rec == asio::error::eof || rec == asio::error::connection_reset ||
+                rec == ssl::error::stream_truncated);
+      co_return Error{ErrorKind::UpstreamBadResponse, "The upstream closed the connection or sent an invalid response."};
+    }
+    const auto& res = parser_->get();
+    head.status = static_cast<int>(res.result_int());
+    head.content_type = std::string(res[http::field::content_type]);
+    head.event_stream = beast::iequals(std::string_view(head.content_type).substr(0, 17), "text/event-stream");
+    for (const auto& field : res) {
+      std::string_view name = field.name_string();
+      if (isHopByHop(name) || beast::iequals(name, "content-type") || beast::iequals(name, "set-cookie")) continue;
+      head.headers.emplace_back(std::string(name), std::string(field.value()));
+    }
+    co_return std::nullopt;
+  }
+
+  const ProviderRuntime& provider_;
+  const ProviderConfig& cfg_;
+  Worker& worker_;
+  tcp::resolver resolver_;
+  http::request<http::string_body> msg_;
+  std::unique_ptr<UpstreamConnection> conn_;
+  std::optional<http::response_parser<http::buffer_body>> parser_;
+  Clock::time_point deadline_{};
+  bool aborted_ = false;
+  bool stale_ = false;
+  char buf_[4096];
+};
+
+}  // namespace
+
+std::unique_ptr<UpstreamExchange> ProviderAdapter::openExchange(UpstreamRequest request, RequestContext&,
+                                                                const ProviderRuntime& provider, Worker& worker) const {
+  return std::make_unique<HttpExchange>(std::move(request), provider, worker);
+}
+
+}  // namespace tahua

@@ -1,0 +1,116 @@
+#include "sse/sse_parser.h"
+
+#include <cstring>
+
+namespace tahua {
+
+void SseParser::reset() {
+  line_.clear();
+  data_.clear();
+  event_.clear();
+  id_.clear();
+  has_data_ = false;
+  skip_lf_ = false;
+  at_stream_start_ = true;
+  overflow_ = false;
+  events_seen_ = 0;
+}
+
+bool SseParser::feed(std::string_view bytes, SseSink& sink) {
+  if (overflow_) return false;
+  const char* p = bytes.data();
+  const char* end = p + bytes.size();
+  if (skip_lf_ && p < end) {
+    if (*p == '\n') ++p;
+    skip_lf_ = false;
+  }
+  if (at_stream_start_ && p < end) {
+    // A UTF-8 BOM may open the stream; it can itself arrive split.
+    static constexpr std::string_view kBom = "\xEF\xBB\xBF";
+    std::size_t have = line_.size();
+    std::size_t take = std::min<std::size_t>(kBom.size() - have, static_cast<std::size_t>(end - p));
+    if (std::string_view(line_) == kBom.substr(0, have) && std::memcmp(p, kBom.data() + have, take) == 0) {
+      line_.append(p, take);
+      p += take;
+      if (line_.size() < kBom.size()) return true;  // wait for the rest
+      line_.clear();
+      at_stream_start_ = false;
+    } else {
+      at_stream_start_ = false;
+    }
+  }
+  while (p < end) {
+    const char* eol = p;
+    while (eol < end && *eol != '\n' && *eol != '\r') ++eol;
+    if (eol == end) {
+      if (line_.size() + static_cast<std::size_t>(end - p) > max_event_bytes_) {
+        overflow_ = true;
+        return false;
+      }
+      line_.append(p, end);
+      return true;
+    }
+    if (line_.empty()) {
+      processLine(std::string_view(p, static_cast<std::size_t>(eol - p)), sink);
+    } else {
+      line_.append(p, eol);
+      processLine(line_, sink);
+      line_.clear();
+    }
+    if (data_.size() > max_event_bytes_) {
+      overflow_ = true;
+      return false;
+    }
+    if (*eol == '\r') {
+      if (eol + 1 == end) {
+        skip_lf_ = true;
+        return true;
+      }
+      if (eol[1] == '\n') ++eol;
+    }
+    p = eol + 1;
+  }
+  return true;
+}
+
+void SseParser::processLine(std::string_view line, SseSink& sink) {
+  if (line.empty()) {
+    dispatch(sink);
+    return;
+  }
+  if (line.front() == ':') {
+    line.remove_prefix(1);
+    if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    sink.onComment(line);
+    return;
+  }
+  std::string_view field = line;
+  std::string_view value;
+  if (auto colon = line.find(':'); colon != std::string_view::npos) {
+    field = line.substr(0, colon);
+    value = line.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  }
+  if (field == "data") {
+    if (has_data_) data_.push_back('\n');
+    data_.append(value);
+    has_data_ = true;
+  } else if (field == "event") {
+    event_.assign(value);
+  } else if (field == "id") {
+    if (value.find('\0') == std::string_view::npos) id_.assign(value);
+  }
+  // "retry" and unknown fields are ignored, as the format prescribes.
+}
+
+void SseParser::dispatch(SseSink& sink) {
+  if (has_data_) {
+    ++events_seen_;
+    sink.onEvent(SseEvent{event_, data_, id_});
+  }
+  data_.clear();
+  event_.clear();
+  has_data_ = false;
+}
+
+}  // namespace tahua

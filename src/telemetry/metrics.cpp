@@ -1,0 +1,135 @@
+#include "telemetry/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tahua {
+
+void Histogram::observe(double seconds) {
+  auto it = std::lower_bound(kBounds.begin(), kBounds.end(), seconds);
+  ++buckets_[static_cast<std::size_t>(it - kBounds.begin())];
+  ++count_;
+  sum_ += seconds;
+}
+
+void Histogram::merge(const Histogram& other) {
+  for (std::size_t i = 0; i < buckets_.size(); ++i) buckets_[i] += other.buckets_[i];
+  count_ += other.count_;
+  sum_ += other.sum_;
+}
+
+ModelSeries& WorkerMetrics::series(std::string_view model, std::string_view provider) {
+  // Heterogeneous lookup: no key strings are built for an existing series.
+  auto it = models.find(std::pair<std::string_view, std::string_view>(model, provider));
+  if (it != models.end()) return it->second;
+  return models[{std::string(model), std::string(provider)}];
+}
+
+void WorkerMetrics::merge(const WorkerMetrics& other) {
+  for (const auto& [key, s] : other.models) {
+    auto& mine = models[key];
+    for (auto [status, n] : s.requests_by_status) mine.requests_by_status[status] += n;
+    mine.duration.merge(s.duration);
+    mine.ttft.merge(s.ttft);
+    mine.prompt_tokens += s.prompt_tokens;
+    mine.completion_tokens += s.completion_tokens;
+  }
+  for (const auto& [key, n] : other.upstream_errors) upstream_errors[key] += n;
+  for (const auto& [key, n] : other.upstream_connections_opened) upstream_connections_opened[key] += n;
+  active_streams += other.active_streams;
+  active_connections += other.active_connections;
+  connections_accepted += other.connections_accepted;
+}
+
+namespace {
+
+// Label values are config names or fixed words, but escape anyway: \ " and newline.
+std::string escapeLabel(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string formatDouble(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void renderHistogram(std::string& out, std::string_view name, const std::string& labels, const Histogram& h) {
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < Histogram::kBounds.size(); ++i) {
+    cumulative += h.buckets()[i];
+    out += std::string(name) + "_bucket{" + labels + ",le=\"" + formatDouble(Histogram::kBounds[i]) + "\"} " +
+           std::to_string(cumulative) + "\n";
+  }
+  cumulative += h.buckets().back();
+  out += std::string(name) + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  out += std::string(name) + "_sum{" + labels + "} " + formatDouble(h.sum()) + "\n";
+  out += std::string(name) + "_count{" + labels + "} " + std::to_string(h.count()) + "\n";
+}
+
+}  // namespace
+
+std::string renderPrometheus(const WorkerMetrics& m) {
+  std::string out;
+  out.reserve(4096 + m.models.size() * 4096);
+  out += "# HELP tahua_requests_total Requests answered, by model, provider and HTTP status.\n";
+  out += "# TYPE tahua_requests_total counter\n";
+  for (const auto& [key, s] : m.models) {
+    std::string labels = "model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"";
+    for (auto [status, n] : s.requests_by_status)
+      out += "tahua_requests_total{" + labels + ",status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
+  }
+  out += "# HELP tahua_request_duration_seconds Time from request received to response complete.\n";
+  out += "# TYPE tahua_request_duration_seconds histogram\n";
+  for (const auto& [key, s] : m.models) {
+    std::string labels = "model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"";
+    renderHistogram(out, "tahua_request_duration_seconds", labels, s.duration);
+  }
+  out += "# HELP tahua_time_to_first_token_seconds Time from request received to the first response byte sent.\n";
+  out += "# TYPE tahua_time_to_first_token_seconds histogram\n";
+  for (const auto& [key, s] : m.models) {
+    std::string labels = "model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"";
+    renderHistogram(out, "tahua_time_to_first_token_seconds", labels, s.ttft);
+  }
+  out += "# HELP tahua_tokens_total Tokens reported by upstream usage, by type.\n";
+  out += "# TYPE tahua_tokens_total counter\n";
+  for (const auto& [key, s] : m.models) {
+    std::string labels = "model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"";
+    out += "tahua_tokens_total{" + labels + ",type=\"prompt\"} " + std::to_string(s.prompt_tokens) + "\n";
+    out += "tahua_tokens_total{" + labels + ",type=\"completion\"} " + std::to_string(s.completion_tokens) + "\n";
+  }
+  out += "# HELP tahua_upstream_errors_total Upstream failures seen by the gateway, by kind.\n";
+  out += "# TYPE tahua_upstream_errors_total counter\n";
+  for (const auto& [key, n] : m.upstream_errors)
+    out += "tahua_upstream_errors_total{provider=\"" + escapeLabel(key.first) + "\",kind=\"" + escapeLabel(key.second) +
+           "\"} " + std::to_string(n) + "\n";
+  out += "# HELP tahua_upstream_connections_opened_total New upstream connections (not reused from the pool).\n";
+  out += "# TYPE tahua_upstream_connections_opened_total counter\n";
+  for (const auto& [provider, n] : m.upstream_connections_opened)
+    out += "tahua_upstream_connections_opened_total{provider=\"" + escapeLabel(provider) + "\"} " + std::to_string(n) +
+           "\n";
+  out += "# HELP tahua_active_streams Event streams being relayed now.\n";
+  out += "# TYPE tahua_active_streams gauge\n";
+  out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";
+  out += "# HELP tahua_active_connections Client connections open now.\n";
+  out += "# TYPE tahua_active_connections gauge\n";
+  out += "tahua_active_connections " + std::to_string(m.active_connections) + "\n";
+  out += "# HELP tahua_connections_accepted_total Client connections accepted.\n";
+  out += "# TYPE tahua_connections_accepted_total counter\n";
+  out += "tahua_connections_accepted_total " + std::to_string(m.connections_accepted) + "\n";
+  return out;
+}
+
+}  // namespace tahua

@@ -1,0 +1,152 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace tahua {
+namespace {
+
+std::string loadError(const std::string& yaml) {
+  auto r = loadConfigString(yaml, "t.yaml");
+  EXPECT_FALSE(r.config) << yaml;
+  return r.error;
+}
+
+const char* kMinimal = R"(
+listeners:
+  - port: 0
+providers:
+  - name: up
+    type: openai
+    base_url: http://127.0.0.1:9/v1/
+models:
+  - name: m
+    provider: up
+)";
+
+}  // namespace
+
+TEST(ConfigLoader, BuiltInDefaultIsValid) {
+  auto r = loadConfigString(defaultConfigYaml(), "<built-in>");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_EQ(r.config->listeners.at(0).port, 8080);
+  EXPECT_NE(r.config->findModel("mock-gpt"), nullptr);
+  EXPECT_TRUE(r.config->anyProviderUsable());
+}
+
+TEST(ConfigLoader, MinimalConfigGetsDefaultsAndParsedUrl) {
+  auto r = loadConfigString(kMinimal, "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  const auto& p = r.config->providers.at(0);
+  EXPECT_EQ(p.host, "127.0.0.1");
+  EXPECT_EQ(p.port, 9);
+  EXPECT_EQ(p.base_path, "/v1");
+  EXPECT_FALSE(p.https);
+  EXPECT_EQ(p.timeouts.connect, Millis(5000));
+  const ModelConfig* m = r.config->findModel("m");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->upstream_model, "m");
+  EXPECT_EQ(r.config->server.max_body_bytes, 16u * 1024 * 1024);
+}
+
+TEST(ConfigLoader, UnknownFieldNamesFileLineAndField) {
+  std::string yaml = std::string(kMinimal) + "servr:\n  workers: 1\n";
+  EXPECT_EQ(loadError(yaml).rfind("t.yaml:11:1: servr: unknown field", 0), 0u) << loadError(yaml);
+}
+
+TEST(ConfigLoader, BadDurationNamesTheNestedField) {
+  std::string yaml = R"(
+listeners: [{port: 0}]
+providers:
+  - name: up
+    type: openai
+    base_url: http://h/v1
+    timeouts:
+      connect: 5 seconds
+models: [{name: m, provider: up}]
+)";
+  std::string err = loadError(yaml);
+  EXPECT_NE(err.find("t.yaml:8:16: providers[0].timeouts.connect: invalid duration \"5 seconds\""), std::string::npos)
+      << err;
+}
+
+TEST(ConfigLoader, ModelWithUnknownProvider) {
+  std::string err = loadError(R"(
+listeners: [{port: 0}]
+providers: [{name: up, type: mock}]
+models:
+  - name: m
+    provider: nope
+)");
+  EXPECT_NE(err.find("t.yaml:6:15: models[0].provider: unknown provider \"nope\""), std::string::npos) << err;
+}
+
+TEST(ConfigLoader, YamlSyntaxErrorHasPosition) {
+  std::string err = loadError("listeners: [\n  {port: 0\nproviders: x\n");
+  EXPECT_EQ(err.rfind("t.yaml:", 0), 0u) << err;
+  EXPECT_NE(err.find("(yaml)"), std::string::npos) << err;
+}
+
+TEST(ConfigLoader, ValidationErrors) {
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: mock}]\n").find("models: required"),
+            std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 70000}]\nproviders: [{name: a, type: mock}]\nmodels: [{name: m, provider: a}]\n")
+                .find("listeners[0].port: must be between 0 and 65535"),
+            std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: grpc}]\nmodels: [{name: m, provider: a}]\n")
+                .find("unknown provider type \"grpc\""),
+            std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: openai, base_url: \"ftp://x\"}]\n"
+                      "models: [{name: m, provider: a}]\n")
+                .find("scheme must be http or https"),
+            std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: openai, base_url: \"https://u:p@x\"}]\n"
+                      "models: [{name: m, provider: a}]\n")
+                .find("credentials in the URL are not allowed"),
+            std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: mock}, {name: a, type: mock}]\n"
+                      "models: [{name: m, provider: a}]\n")
+                .find("duplicate provider name"),
+            std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: mock}]\n"
+                      "models: [{name: m, provider: a}, {name: m, provider: a}]\n")
+                .find("duplicate model name"),
+            std::string::npos);
+  EXPECT_NE(loadError("").find("the file is empty"), std::string::npos);
+}
+
+TEST(ConfigLoader, ApiKeyFromEnvAndUnsetEnvMakesProviderUnusable) {
+  ::setenv("TAHUA_TEST_KEY", "sk-secret", 1);
+  ::unsetenv("TAHUA_TEST_MISSING");
+  auto r = loadConfigString(R"(
+listeners: [{port: 0}]
+providers:
+  - {name: a, type: openai, base_url: "https://api.example.com/v1", api_key_env: TAHUA_TEST_KEY}
+  - {name: b, type: openai, base_url: "https://api.example.com/v1", api_key_env: TAHUA_TEST_MISSING}
+models: [{name: m, provider: a}]
+)",
+                            "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_EQ(r.config->providers[0].api_key, "sk-secret");
+  EXPECT_TRUE(r.config->providers[0].usable);
+  EXPECT_EQ(r.config->providers[0].port, 443);
+  EXPECT_FALSE(r.config->providers[1].usable);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0].find("sk-secret"), std::string::npos);
+}
+
+TEST(ConfigLoader, HeaderValuesCannotInjectLines) {
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders:\n  - name: a\n    type: openai\n    base_url: http://h\n"
+                      "    headers: {X-A: \"a\\r\\nEvil: 1\"}\nmodels: [{name: m, provider: a}]\n")
+                .find("must not contain line breaks"),
+            std::string::npos);
+}
+
+TEST(ConfigLoader, ExampleFileIsValid) {
+  ::setenv("OPENAI_API_KEY", "sk-test", 1);
+  auto r = loadConfigFile("config/tahua.example.yaml");
+  EXPECT_TRUE(r.config) << r.error;
+}
+
+}  // namespace tahua

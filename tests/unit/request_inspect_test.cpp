@@ -1,0 +1,78 @@
+#include "http/request_inspect.h"
+
+#include <gtest/gtest.h>
+
+#include "providers/provider.h"
+
+namespace tahua {
+namespace {
+
+RequestFacts inspectOk(std::string body) {
+  auto r = inspectRequest(body);
+  EXPECT_TRUE(std::holds_alternative<RequestFacts>(r)) << body;
+  return std::holds_alternative<RequestFacts>(r) ? std::get<RequestFacts>(r) : RequestFacts{};
+}
+
+ErrorKind inspectErr(std::string body) {
+  auto r = inspectRequest(body);
+  EXPECT_TRUE(std::holds_alternative<Error>(r)) << body;
+  return std::holds_alternative<Error>(r) ? std::get<Error>(r).kind : ErrorKind::Internal;
+}
+
+}  // namespace
+
+TEST(RequestInspect, ReadsModelStreamAndIncludeUsage) {
+  auto f = inspectOk(R"({"messages":[{"role":"user","content":"hi"}],"model":"gpt-4o","stream":true,)"
+                     R"("stream_options":{"include_usage":true}})");
+  EXPECT_EQ(f.model, "gpt-4o");
+  EXPECT_TRUE(f.stream);
+  EXPECT_TRUE(f.include_usage);
+}
+
+TEST(RequestInspect, DefaultsWhenAbsent) {
+  auto f = inspectOk(R"({"model":"m"})");
+  EXPECT_FALSE(f.stream);
+  EXPECT_FALSE(f.include_usage);
+  EXPECT_FALSE(inspectOk(R"({"model":"m","stream":null})").stream);
+}
+
+TEST(RequestInspect, UnescapesTheModelName) {
+  EXPECT_EQ(inspectOk(R"({"model":"a\/b\u00e9"})").model, "a/b\xC3\xA9");
+}
+
+TEST(RequestInspect, ErrorsForBadBodies) {
+  EXPECT_EQ(inspectErr("not json"), ErrorKind::InvalidJson);
+  EXPECT_EQ(inspectErr(""), ErrorKind::InvalidJson);
+  EXPECT_EQ(inspectErr(R"({"model":"m",)"), ErrorKind::InvalidJson);
+  EXPECT_EQ(inspectErr(R"({"model":"m"} trailing)"), ErrorKind::InvalidJson);
+  EXPECT_EQ(inspectErr(R"([1,2])"), ErrorKind::InvalidJson);
+  EXPECT_EQ(inspectErr(R"({"messages":[]})"), ErrorKind::MissingModel);
+  EXPECT_EQ(inspectErr(R"({"model":""})"), ErrorKind::MissingModel);
+  EXPECT_EQ(inspectErr(R"({"model":42})"), ErrorKind::InvalidRequest);
+  EXPECT_EQ(inspectErr(R"({"model":"m","stream":"yes"})"), ErrorKind::InvalidRequest);
+}
+
+TEST(RequestInspect, RewriteChangesOnlyTheModelToken) {
+  std::string body = R"({ "model" : "public-name" , "messages":[{"content":"model \"x\""}]})";
+  auto r = inspectRequest(body);
+  ASSERT_TRUE(std::holds_alternative<RequestFacts>(r));
+  rewriteModel(body, std::get<RequestFacts>(r), "up\"stream");
+  EXPECT_EQ(body, R"({ "model" : "up\"stream" , "messages":[{"content":"model \"x\""}]})");
+}
+
+TEST(Usage, ExtractedFromChunkAndBody) {
+  Usage u;
+  EXPECT_TRUE(extractOpenAIUsage(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})", u));
+  EXPECT_EQ(u.prompt_tokens, 3);
+  EXPECT_EQ(u.completion_tokens, 5);
+  EXPECT_EQ(u.total_tokens, 8);
+  Usage none;
+  EXPECT_FALSE(extractOpenAIUsage(R"({"choices":[{"delta":{}}],"usage":null})", none));
+  EXPECT_FALSE(extractOpenAIUsage(R"({"choices":[]})", none));
+  EXPECT_FALSE(none.present());
+  Usage embed;
+  EXPECT_TRUE(extractOpenAIUsage(R"({"object":"list","usage":{"prompt_tokens":4,"total_tokens":4}})", embed));
+  EXPECT_EQ(embed.total_tokens, 4);
+}
+
+}  // namespace tahua

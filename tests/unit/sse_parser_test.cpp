@@ -1,0 +1,113 @@
+#include "sse/sse_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace tahua {
+namespace {
+
+struct Collected : SseSink {
+  std::vector<std::string> events;  // "event|data|id"
+  std::vector<std::string> comments;
+  void onEvent(const SseEvent& e) override {
+    events.push_back(std::string(e.event) + "|" + std::string(e.data) + "|" + std::string(e.id));
+  }
+  void onComment(std::string_view c) override { comments.emplace_back(c); }
+};
+
+std::vector<std::string> parseWhole(std::string_view input) {
+  SseParser p;
+  Collected c;
+  EXPECT_TRUE(p.feed(input, c));
+  return c.events;
+}
+
+// The property that matters most: any split of the byte stream gives the same events.
+void expectSplitInvariant(std::string_view input) {
+  const auto expected = parseWhole(input);
+  for (std::size_t cut = 0; cut <= input.size(); ++cut) {
+    SseParser p;
+    Collected c;
+    p.feed(input.substr(0, cut), c);
+    p.feed(input.substr(cut), c);
+    ASSERT_EQ(c.events, expected) << "split at byte " << cut;
+  }
+  // And byte by byte.
+  SseParser p;
+  Collected c;
+  for (char ch : input) p.feed(std::string_view(&ch, 1), c);
+  ASSERT_EQ(c.events, expected) << "byte by byte";
+}
+
+}  // namespace
+
+TEST(SseParser, OpenAIChunksAndDone) {
+  auto ev = parseWhole("data: {\"a\":1}\n\ndata: [DONE]\n\n");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0], "|{\"a\":1}|");
+  EXPECT_EQ(ev[1], "|[DONE]|");
+}
+
+TEST(SseParser, NamedEventsMultiLineDataAndIds) {
+  auto ev = parseWhole("event: message_start\ndata: line1\ndata: line2\nid: 7\n\n");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0], "message_start|line1\nline2|7");
+}
+
+TEST(SseParser, AllLineEndings) {
+  EXPECT_EQ(parseWhole("data: a\r\n\r\ndata: b\r\rdata: c\n\n"),
+            (std::vector<std::string>{"|a|", "|b|", "|c|"}));
+}
+
+TEST(SseParser, CommentsAreNotEvents) {
+  SseParser p;
+  Collected c;
+  p.feed(": keep-alive\n\ndata: x\n\n", c);
+  EXPECT_EQ(c.events, std::vector<std::string>{"|x|"});
+  EXPECT_EQ(c.comments, std::vector<std::string>{"keep-alive"});
+}
+
+TEST(SseParser, FieldWithoutSpaceAndWithoutValue) {
+  EXPECT_EQ(parseWhole("data:x\n\ndata\n\n"), (std::vector<std::string>{"|x|", "||"}));
+}
+
+TEST(SseParser, EventWithoutDataIsNotDispatched) {
+  EXPECT_TRUE(parseWhole("event: ping\n\n").empty());
+}
+
+TEST(SseParser, UnterminatedEventIsHeldBack) {
+  SseParser p;
+  Collected c;
+  p.feed("data: partial", c);
+  EXPECT_TRUE(c.events.empty());
+  p.feed("\n\n", c);
+  EXPECT_EQ(c.events, std::vector<std::string>{"|partial|"});
+}
+
+TEST(SseParser, LeadingBomIsSkipped) {
+  EXPECT_EQ(parseWhole("\xEF\xBB\xBF" "data: a\n\n"), std::vector<std::string>{"|a|"});
+}
+
+TEST(SseParser, SplitInvariantOverEveryBytePosition) {
+  expectSplitInvariant(
+      "data: {\"choices\":[{\"delta\":{\"content\":\"h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C\"}}]}\r\n\r\n"
+      ": comment\r\n"
+      "event: content_block_delta\r\ndata: {\"partial_json\":\"{\\\"a\\\":\"}\r\n\r\n"
+      "data: one\ndata: two\n\n"
+      "data: [DONE]\n\n");
+  expectSplitInvariant("\xEF\xBB\xBF" "data: bom\r\rdata: cr\r\r");
+}
+
+TEST(SseParser, OversizedLineIsRefusedNotBuffered) {
+  SseParser p(16);
+  Collected c;
+  EXPECT_FALSE(p.feed(std::string(64, 'x'), c));
+  EXPECT_FALSE(p.feed("\n\n", c));
+  p.reset();
+  EXPECT_TRUE(p.feed("data: ok\n\n", c));
+  EXPECT_EQ(c.events, std::vector<std::string>{"|ok|"});
+}
+
+}  // namespace tahua

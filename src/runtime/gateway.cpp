@@ -77,6 +77,11 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
 }
 
 int Gateway::run() {
+  // The main thread only waits for signals and orchestrates the drain. The handler is
+  // installed before any listener exists, so a SIGTERM right after start is a drain,
+  // never a kill by the default action.
+  asio::io_context main_io{1};
+  asio::signal_set signals(main_io, SIGTERM, SIGINT);
   const Config& cfg = *snapshot_->config;
   unsigned n = cfg.server.workers ? cfg.server.workers : std::max(1u, std::thread::hardware_concurrency());
 
@@ -128,10 +133,6 @@ int Gateway::run() {
     log::info("listening", {{"address", lc.address}, {"port", port}, {"tls", lc.tls.has_value()}, {"workers", n}});
   }
 
-  // The main thread only waits for signals and orchestrates the drain. The handler is
-  // installed before the workers start, so an early SIGTERM is a drain, not a kill.
-  asio::io_context main_io{1};
-  asio::signal_set signals(main_io, SIGTERM, SIGINT);
   std::vector<std::thread> threads;
   for (auto& worker : workers_) threads.emplace_back([w = worker.get()] { w->run(); });
   asio::steady_timer deadline(main_io);
@@ -169,11 +170,12 @@ int Gateway::run() {
         if (!ec3) finish();
       });
     });
-    pollSessions();
-    // A second signal during the drain stops at once.
+    // A second signal during the drain stops at once. (Armed before polling: the poll
+    // may finish() right away, and finish() cancels this wait.)
     signals.async_wait([&](boost::system::error_code ec2, int) {
       if (!ec2) finish();
     });
+    pollSessions();
   });
   main_io.run();
   for (auto& t : threads) t.join();

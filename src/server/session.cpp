@@ -118,6 +118,10 @@ class Session final : public SessionBase {
   const ServerConfig& serverConfig() const { return worker_.snapshot()->config->server; }
 
   // Reads one request and answers it. Returns whether the connection stays open.
+  //
+  // Note for GCC 12: never pass a temporary with a destructor (an Error{...}, a
+  // std::string made from a literal) as an argument inside a co_await expression; GCC 12
+  // can destroy it twice. Build a named local and pass that.
   asio::awaitable<bool> readAndServe() {
     const ServerConfig& cfg = serverConfig();
     http::request_parser<http::string_body> parser;
@@ -125,54 +129,58 @@ class Session final : public SessionBase {
     parser.body_limit(cfg.max_body_bytes);
     const auto received = Clock::now();
 
-    lowest().expires_after(cfg.header_timeout);
-    auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kUseTuple);
-    if (hec) {
-      if (hec == http::error::header_limit) {
-        co_await replyBadInput(Error{ErrorKind::HeadersTooLarge, "Request headers are too large."});
-      } else if (hec != beast::error::timeout && hec != http::error::end_of_stream && hec != asio::error::eof &&
-                 hec != asio::error::connection_reset && hec != asio::error::operation_aborted &&
-                 hec != asio::error::bad_descriptor) {
-        co_await replyBadInput(Error{ErrorKind::BadHttp, "Malformed HTTP request."});
-      }
-      co_return false;  // slow or gone clients are simply disconnected
-    }
-    auto& head = parser.get();
-    // Only "chunked" is a body framing we accept; anything else could be read
-    // differently by another hop (request smuggling).
-    if (auto te = head[http::field::transfer_encoding]; !te.empty() && !beast::iequals(te, "chunked")) {
-      co_await replyBadInput(Error{ErrorKind::BadHttp, "Unsupported Transfer-Encoding."});
+    std::optional<Error> bad = co_await readRequest(parser);
+    if (bad) {
+      if (bad->kind != ErrorKind::Internal) co_await replyBadInput(*bad);
       co_return false;
-    }
-    if (head.target().empty() || head.target().front() != '/') {
-      co_await replyBadInput(Error{ErrorKind::BadHttp, "The request target must be an absolute path."});
-      co_return false;
-    }
-    if (!parser.is_done()) {
-      if (beast::iequals(head[http::field::expect], "100-continue")) {
-        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-        lowest().expires_after(cfg.client_write_timeout);
-        auto [cec, cn] = co_await asio::async_write(stream_, asio::buffer(kContinue), kUseTuple);
-        if (cec) co_return false;
-      }
-      if (auto len = parser.content_length(); len && *len <= cfg.max_body_bytes)
-        parser.get().body().reserve(static_cast<std::size_t>(*len) + 64);  // + simdjson padding
-      lowest().expires_after(cfg.body_timeout);
-      auto [bec, bn] = co_await http::async_read(stream_, buffer_, parser, kUseTuple);
-      if (bec) {
-        if (bec == http::error::body_limit)
-          co_await replyBadInput(Error{ErrorKind::BodyTooLarge, "Request body is larger than " +
-                                                                     std::to_string(cfg.max_body_bytes) + " bytes."});
-        else if (bec != beast::error::timeout && bec != http::error::end_of_stream && bec != asio::error::eof &&
-                 bec != asio::error::connection_reset)
-          co_await replyBadInput(Error{ErrorKind::BadHttp, "Malformed HTTP request body."});
-        co_return false;
-      }
     }
     http::request<http::string_body> req = parser.release();
     keep_alive_ = req.keep_alive() && !worker_.draining();
     co_await serve(req, received);
     co_return keep_alive_ && !client_gone_ && !worker_.draining();
+  }
+
+  // Reads head and body. On failure returns the error to answer with, or an Internal
+  // error meaning "just close" (slow or vanished clients get no answer).
+  asio::awaitable<std::optional<Error>> readRequest(http::request_parser<http::string_body>& parser) {
+    const ServerConfig& cfg = serverConfig();
+    const auto quiet = [](beast::error_code ec) {
+      return ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
+             ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+             ec == asio::error::bad_descriptor;
+    };
+    const auto tooLarge = [&] {
+      return Error{ErrorKind::BodyTooLarge, "Request body is larger than " + std::to_string(cfg.max_body_bytes) + " bytes."};
+    };
+    lowest().expires_after(cfg.header_timeout);
+    auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kUseTuple);
+    if (hec == http::error::header_limit) co_return Error{ErrorKind::HeadersTooLarge, "Request headers are too large."};
+    // A declared Content-Length over the limit is refused before any body is read.
+    if (hec == http::error::body_limit) co_return tooLarge();
+    if (hec && quiet(hec)) co_return Error{ErrorKind::Internal, {}};
+    if (hec) co_return Error{ErrorKind::BadHttp, "Malformed HTTP request."};
+    auto& head = parser.get();
+    // Only "chunked" is a body framing we accept; anything else could be read
+    // differently by another hop (request smuggling).
+    if (auto te = head[http::field::transfer_encoding]; !te.empty() && !beast::iequals(te, "chunked"))
+      co_return Error{ErrorKind::BadHttp, "Unsupported Transfer-Encoding."};
+    if (head.target().empty() || head.target().front() != '/')
+      co_return Error{ErrorKind::BadHttp, "The request target must be an absolute path."};
+    if (parser.is_done()) co_return std::nullopt;
+    if (beast::iequals(head[http::field::expect], "100-continue")) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      lowest().expires_after(cfg.client_write_timeout);
+      auto [cec, cn] = co_await asio::async_write(stream_, asio::buffer(kContinue), kUseTuple);
+      if (cec) co_return Error{ErrorKind::Internal, {}};
+    }
+    if (auto len = parser.content_length(); len && *len <= cfg.max_body_bytes)
+      parser.get().body().reserve(static_cast<std::size_t>(*len) + 64);  // + simdjson padding
+    lowest().expires_after(cfg.body_timeout);
+    auto [bec, bn] = co_await http::async_read(stream_, buffer_, parser, kUseTuple);
+    if (bec == http::error::body_limit) co_return tooLarge();
+    if (bec && quiet(bec)) co_return Error{ErrorKind::Internal, {}};
+    if (bec) co_return Error{ErrorKind::BadHttp, "Malformed HTTP request body."};
+    co_return std::nullopt;
   }
 
   asio::awaitable<void> serve(http::request<http::string_body>& req, Clock::time_point received) {
@@ -195,15 +203,15 @@ class Session final : public SessionBase {
         co_await writeSimple(200, "application/json", R"({"status":"ok"})");
         co_return;
       case Route::Readyz: {
-        bool ready = worker_.gateway().ready();
-        co_await writeSimple(ready ? 200 : 503, "application/json",
-                             ready ? R"({"status":"ready"})"
-                                   : (worker_.draining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})"));
+        const bool ready = worker_.gateway().ready();
+        std::string_view body = ready ? R"({"status":"ready"})"
+                                      : (worker_.draining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})");
+        co_await writeSimple(ready ? 200 : 503, "application/json", body);
         co_return;
       }
       case Route::Metrics: {
         std::string text = co_await worker_.gateway().renderMetrics();
-        co_await writeSimple(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text));
+        co_await writeSimple(200, "text/plain; version=0.0.4; charset=utf-8", text);
         co_return;
       }
       case Route::NotFound: {
@@ -281,7 +289,7 @@ class Session final : public SessionBase {
       std::string body = err.toJson();
       ctx.first_byte = Clock::now();
       ctx.bytes_out = body.size();
-      co_await writeSimple(ctx.status, "application/json", std::move(body));
+      co_await writeSimple(ctx.status, "application/json", body);
     }
     allow_.clear();
     ctx.end = Clock::now();
@@ -443,7 +451,7 @@ class Session final : public SessionBase {
     std::string body = ctx.error->toJson();
     ctx.bytes_out = body.size();
     ctx.first_byte = Clock::now();
-    co_await writeSimple(ctx.status, "application/json", std::move(body));
+    co_await writeSimple(ctx.status, "application/json", body);
   }
 
   template <class Message>
@@ -452,13 +460,13 @@ class Session final : public SessionBase {
     res.set("x-request-id", request_id_);
   }
 
-  asio::awaitable<void> writeSimple(int status, std::string_view content_type, std::string body) {
+  asio::awaitable<void> writeSimple(int status, std::string_view content_type, std::string_view body) {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};
     addCommonHeaders(res);
     res.set(http::field::content_type, content_type);
     if (!allow_.empty()) res.set(http::field::allow, allow_);
     res.keep_alive(keep_alive_);
-    res.body() = std::move(body);
+    res.body().assign(body.data(), body.size());
     res.prepare_payload();
     lowest().expires_after(serverConfig().client_write_timeout);
     auto [ec, n] = co_await http::async_write(stream_, res, kUseTuple);
@@ -466,10 +474,11 @@ class Session final : public SessionBase {
   }
 
   // For requests whose framing cannot be trusted: answer, then close.
-  asio::awaitable<void> replyBadInput(Error err) {
+  asio::awaitable<void> replyBadInput(const Error& err) {
     keep_alive_ = false;
     request_id_ = worker_.nextRequestId();
-    co_await writeSimple(err.httpStatus(), "application/json", err.toJson());
+    const std::string body = err.toJson();
+    co_await writeSimple(err.httpStatus(), "application/json", body);
   }
 
   asio::awaitable<void> shutdown() {

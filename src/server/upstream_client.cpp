@@ -109,7 +109,7 @@ namespace {
 class HttpExchange final : public UpstreamExchange {
  public:
   HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, Worker& worker)
-      : provider_(provider), cfg_(*provider.config), worker_(worker), resolver_(worker.io()) {
+      : provider_(provider), cfg_(*provider.config), worker_(worker) {
     msg_.method(http::string_to_verb(request.method));
     msg_.version(11);
     const bool default_port = cfg_.port == (cfg_.https ? 443 : 80);
@@ -196,7 +196,7 @@ class HttpExchange final : public UpstreamExchange {
   void abort() noexcept override {
     aborted_ = true;
     boost::system::error_code ignored;
-    resolver_.cancel();
+    if (resolver_) resolver_->cancel();
     if (conn_) conn_->lowest().socket().close(ignored);
   }
 
@@ -228,7 +228,8 @@ class HttpExchange final : public UpstreamExchange {
     if (!ec) {
       endpoints = tcp::resolver::results_type::create(tcp::endpoint(literal, port), host, std::to_string(port));
     } else {
-      auto [rec, results] = co_await resolver_.async_resolve(host, std::to_string(port), asio::as_tuple(asio::use_awaitable));
+      resolver_.emplace(worker_.io());  // only for new connections to named hosts
+      auto [rec, results] = co_await resolver_->async_resolve(host, std::to_string(port), asio::as_tuple(asio::use_awaitable));
       if (rec || aborted_) co_return Error{ErrorKind::UpstreamConnect, "Could not resolve the upstream host for provider '" + cfg_.name + "'."};
       endpoints = std::move(results);
     }
@@ -329,7 +330,7 @@ class HttpExchange final : public UpstreamExchange {
   const ProviderRuntime& provider_;
   const ProviderConfig& cfg_;
   Worker& worker_;
-  tcp::resolver resolver_;
+  std::optional<tcp::resolver> resolver_;
   http::request<http::string_body> msg_;
   std::unique_ptr<UpstreamConnection> conn_;
   std::optional<http::response_parser<http::buffer_body>> parser_;

@@ -57,6 +57,19 @@ TEST(MockResponses, NonStreamingChatAndEmbeddings) {
   EXPECT_EQ(emb.at("data").as_array()[1].at("embedding").as_array().size(), 3u);
 }
 
+TEST(MockResponses, Base64EmbeddingsAreLittleEndianFloat32) {
+  MockRequest r;
+  r.endpoint = Endpoint::Embeddings;
+  r.embedding_dimensions = 3;
+  r.embedding_base64 = true;
+  auto emb = boost::json::parse(fullResponse(r)).as_object();
+  // 3 floats = 12 bytes = 16 base64 characters.
+  EXPECT_EQ(emb.at("data").as_array()[0].at("embedding").as_string().size(), 16u);
+  EXPECT_TRUE(wantsBase64(R"({"input":"x","encoding_format":"base64"})"));
+  EXPECT_FALSE(wantsBase64(R"({"input":"x","encoding_format":"float"})"));
+  EXPECT_FALSE(wantsBase64(R"({"input":"x"})"));
+}
+
 TEST(MockResponses, CountsEmbeddingInputs) {
   EXPECT_EQ(countEmbeddingInputs(R"({"input":"one"})"), 1);
   EXPECT_EQ(countEmbeddingInputs(R"({"input":["a","b","c"]})"), 3);

@@ -22,7 +22,8 @@ class MetricsFilter final : public Filter {
     ModelSeries& s = m_.series(model, provider);
     ++s.requests_by_status[ctx.status];
     s.duration.observe(seconds(ctx.start, ctx.end));
-    if (ctx.first_byte) s.ttft.observe(seconds(ctx.start, *ctx.first_byte));
+    // Errors produce no tokens: only successful answers feed the TTFT histogram.
+    if (ctx.first_byte && ctx.status >= 200 && ctx.status < 300) s.ttft.observe(seconds(ctx.start, *ctx.first_byte));
     if (ctx.usage.prompt_tokens > 0) s.prompt_tokens += static_cast<std::uint64_t>(ctx.usage.prompt_tokens);
     if (ctx.usage.completion_tokens > 0) s.completion_tokens += static_cast<std::uint64_t>(ctx.usage.completion_tokens);
     if (ctx.error && ctx.error->source() == ErrorSource::Upstream) {

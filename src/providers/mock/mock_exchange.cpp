@@ -90,7 +90,10 @@ class MockAdapter final : public ProviderAdapter {
     r.completion_tokens = cfg.completion_tokens;
     r.prompt_tokens = mock::estimatePromptTokens(request.body);
     r.embedding_dimensions = cfg.embedding_dimensions;
-    if (ctx.endpoint == Endpoint::Embeddings) r.embedding_inputs = mock::countEmbeddingInputs(request.body);
+    if (ctx.endpoint == Endpoint::Embeddings) {
+      r.embedding_inputs = mock::countEmbeddingInputs(request.body);
+      r.embedding_base64 = mock::wantsBase64(request.body);
+    }
     r.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     return std::make_unique<MockExchange>(std::move(r), cfg.chunk_delay);
   }

@@ -4,7 +4,10 @@
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/string.hpp>
+#include <openssl/evp.h>
+
 #include <cmath>
+#include <cstring>
 
 namespace tahua::mock {
 namespace {
@@ -37,13 +40,29 @@ std::string chunkPrefix(const MockRequest& r) {
 
 std::string usageNull(const MockRequest& r) { return r.include_usage ? ",\"usage\":null" : ""; }
 
-std::string embedding(int input, int dims) {
+// Deterministic, bounded, distinct per (input, dimension).
+float embeddingValue(int input, int d) { return static_cast<float>(std::sin(static_cast<double>(input * 131 + d * 7 + 1)) * 0.5); }
+
+std::string embedding(int input, int dims, bool base64) {
+  if (base64) {
+    // OpenAI's base64 format: the little-endian float32 array, base64-encoded.
+    std::string raw(static_cast<std::size_t>(dims) * 4, '\0');
+    for (int d = 0; d < dims; ++d) {
+      float v = embeddingValue(input, d);
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      for (int b = 0; b < 4; ++b) raw[static_cast<std::size_t>(d * 4 + b)] = static_cast<char>((bits >> (8 * b)) & 0xff);
+    }
+    std::string out(4 * ((raw.size() + 2) / 3) + 1, '\0');
+    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(raw.data()),
+                            static_cast<int>(raw.size()));
+    out.resize(static_cast<std::size_t>(n));
+    return jsonQuoted(out);
+  }
   std::string out = "[";
   for (int d = 0; d < dims; ++d) {
-    // Deterministic, bounded, distinct per (input, dimension).
-    double v = std::sin(static_cast<double>(input * 131 + d * 7 + 1)) * 0.5;
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6f", v);
+    std::snprintf(buf, sizeof buf, "%.6f", static_cast<double>(embeddingValue(input, d)));
     if (d) out.push_back(',');
     out += buf;
   }
@@ -81,6 +100,17 @@ int countEmbeddingInputs(std::string_view body) {
   return (count == 0 || all_numbers) ? 1 : count;
 }
 
+bool wantsBase64(std::string_view body) {
+  using namespace simdjson;
+  ondemand::parser parser;
+  padded_string padded(body);
+  ondemand::document doc;
+  if (parser.iterate(padded).get(doc)) return false;
+  std::string_view format;
+  if (doc["encoding_format"].get_string().get(format)) return false;
+  return format == "base64";
+}
+
 std::string fullResponse(const MockRequest& r) {
   const std::string created = std::to_string(r.created);
   switch (r.endpoint) {
@@ -89,7 +119,7 @@ std::string fullResponse(const MockRequest& r) {
       for (int i = 0; i < r.embedding_inputs; ++i) {
         if (i) out.push_back(',');
         out += "{\"object\":\"embedding\",\"index\":" + std::to_string(i) +
-               ",\"embedding\":" + embedding(i, r.embedding_dimensions) + "}";
+               ",\"embedding\":" + embedding(i, r.embedding_dimensions, r.embedding_base64) + "}";
       }
       out += "],\"model\":" + jsonQuoted(r.model) + ",\"usage\":" + usageJson(r) + "}";
       return out;

@@ -20,6 +20,7 @@ struct MockRequest {
   int prompt_tokens = 1;
   int embedding_inputs = 1;
   int embedding_dimensions = 8;
+  bool embedding_base64 = false;  // "encoding_format": "base64" (the openai SDK's default)
   std::int64_t created = 0;
 };
 
@@ -30,6 +31,8 @@ std::string_view tokenText(int i);
 int estimatePromptTokens(std::string_view body);
 // Number of inputs in an embeddings request body ("input": string | [..]); 1 if unclear.
 int countEmbeddingInputs(std::string_view body);
+// True when an embeddings request asks for "encoding_format": "base64".
+bool wantsBase64(std::string_view body);
 
 std::string fullResponse(const MockRequest& r);  // non-streaming body
 // Streaming: event i of eventCount(r), each a complete "data: ...\n\n" frame; the last

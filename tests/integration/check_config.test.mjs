@@ -1,0 +1,103 @@
+// `tahua --check-config FILE`: exit 0 for valid files, exit 1 with
+// `FILE:LINE:COL: field.path: message` for invalid ones.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { checkConfig, writeConfig, REPO_ROOT, startTahua } from './lib/tahua.mjs';
+
+const VALID = `server:
+  workers: 1
+  header_timeout: 10s
+listeners:
+  - address: 127.0.0.1
+    port: 0
+providers:
+  - name: openai
+    type: openai
+    base_url: https://api.openai.com/v1
+    api_key_env: TAHUA_IT_NOT_SET
+    timeouts:
+      connect: 5s
+      first_byte: 120s
+  - name: mock
+    type: mock
+models:
+  - name: gpt-4o-mini
+    provider: openai
+  - name: mock-gpt
+    provider: mock
+`;
+
+/** VALID with line `line` (1-based) replaced by `text`. */
+function withLine(line, text) {
+  const lines = VALID.split('\n');
+  lines[line - 1] = text;
+  return lines.join('\n');
+}
+
+/** Runs --check-config and asserts exit 1 and a `file:line:col: field` diagnostic. */
+function expectInvalid(yaml, { line, field, message }) {
+  const file = writeConfig(yaml);
+  const r = checkConfig(file);
+  assert.equal(r.status, 1, `exit status; stderr: ${r.stderr}`);
+  const escaped = file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const fieldPart = field ? ` ${field.replace(/[.[\]]/g, '\\$&')}:` : '';
+  const re = new RegExp(`${escaped}:${line}:\\d+:${fieldPart}`);
+  assert.match(r.stderr, re, 'diagnostic names file:line:col and field');
+  if (message) assert.match(r.stderr, message);
+  return r;
+}
+
+describe('--check-config', () => {
+  it('accepts a valid file (exit 0) even when an api_key_env is unset', () => {
+    const r = checkConfig(writeConfig(VALID));
+    assert.equal(r.status, 0, `stderr: ${r.stderr}`);
+  });
+
+  it('rejects an unknown (typo) field', () => {
+    expectInvalid(withLine(2, '  wrokers: 1'), { line: 2, field: 'server.wrokers' });
+  });
+
+  it('rejects an unknown field inside a list item', () => {
+    expectInvalid(withLine(13, '      conect: 5s'), { line: 13, field: 'providers[0].timeouts.conect' });
+  });
+
+  it('rejects a bad duration', () => {
+    expectInvalid(withLine(14, '      first_byte: 5 seconds'), {
+      line: 14,
+      field: 'providers[0].timeouts.first_byte',
+      message: /5 seconds/,
+    });
+    expectInvalid(withLine(3, '  header_timeout: 10'), { line: 3, field: 'server.header_timeout' });
+  });
+
+  it('rejects a model naming an unknown provider', () => {
+    expectInvalid(withLine(21, '    provider: mokc'), { line: 21, field: 'models[1].provider', message: /mokc/ });
+  });
+
+  it('rejects invalid YAML syntax with file and line', () => {
+    expectInvalid(withLine(6, '    port: 0: 1'), { line: 6 });
+  });
+
+  it('rejects a missing required section', () => {
+    const noModels = VALID.slice(0, VALID.indexOf('models:'));
+    const r = checkConfig(writeConfig(noModels));
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /models/);
+  });
+
+  it('accepts config/tahua.example.yaml from the repository', () => {
+    const example = join(REPO_ROOT, 'config', 'tahua.example.yaml');
+    assert.ok(existsSync(example), `${example} exists`);
+    const r = checkConfig(example);
+    assert.equal(r.status, 0, `stderr: ${r.stderr}`);
+  });
+
+  it('--config with an invalid file exits 1 without listening', async () => {
+    await assert.rejects(
+      startTahua({ config: null, args: ['--config', writeConfig(withLine(2, '  wrokers: 1'))] }),
+      /exit code 1,/,
+    );
+  });
+});

@@ -1,0 +1,77 @@
+// SIGTERM/SIGINT: stop accepting, close idle connections, let in-flight streams finish
+// until drain_timeout, then end them with a gateway_draining event; exit 0.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { gatewayWithUpstream, MODEL } from './lib/fixtures.mjs';
+import { chatBody, collectData, chatText, openStream, expectFinalErrorEvent } from './lib/http.mjs';
+import { RawClient, rawRequest } from './lib/raw.mjs';
+import { eventually, tryConnect, withTimeout } from './lib/util.mjs';
+
+const STREAM = chatBody(MODEL, { stream: true });
+
+/** Resolves with the exit code once the gateway has exited by itself. */
+async function exitCode(gw, timeout, what) {
+  const { code, signal } = await withTimeout(gw.exited, timeout, what);
+  assert.equal(signal, null, `exited by itself, not killed by ${signal}`);
+  return code;
+}
+
+describe('graceful drain', () => {
+  it('SIGTERM: refuses new connections, closes idle ones, finishes the in-flight stream, exits 0', async (t) => {
+    const { gw, upstream } = await gatewayWithUpstream({ t, server: { drain_timeout: '10s' } });
+    const idle = await RawClient.connect(gw.port);
+    await idle.write(rawRequest('GET', '/healthz'));
+    assert.equal((await idle.readResponse()).status, 200);
+
+    const ex = upstream.next({ mode: 'hold' });
+    const { events } = await openStream(gw.url, STREAM);
+    gw.signal('SIGTERM');
+
+    await withTimeout(idle.closed, 3000, 'the idle keep-alive connection to be closed');
+    await eventually(async () => (await tryConnect(gw.port)) === 'ECONNREFUSED', {
+      timeout: 3000,
+      what: 'new connections refused',
+    });
+    assert.ok(gw.running, 'still running while a stream is in flight');
+
+    ex.release();
+    const rest = await withTimeout(collectData(events), 5000, 'the in-flight stream to finish');
+    assert.equal(rest.at(-1), '[DONE]');
+    assert.equal(chatText(rest), ex.text);
+    assert.equal(await exitCode(gw, 5000, 'exit after the last stream'), 0);
+  });
+
+  it('drain_timeout: a stream still open is ended with gateway_draining, exit 0', async (t) => {
+    const { gw, upstream } = await gatewayWithUpstream({ t, server: { drain_timeout: '300ms' } });
+    const ex = upstream.next({ mode: 'hold' }); // never released
+    const { events } = await openStream(gw.url, STREAM);
+    const started = Date.now();
+    gw.signal('SIGTERM');
+    const rest = await withTimeout(collectData(events), 5000, 'the stream to be ended by the drain');
+    expectFinalErrorEvent(rest, ['gateway_draining']);
+    assert.equal(await exitCode(gw, 5000, 'exit after drain_timeout'), 0);
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= 250 && elapsed < 4000, `exited ${elapsed}ms after SIGTERM, drain_timeout 300ms`);
+    await withTimeout(ex.clientClosed, 2000, 'the upstream connection to be closed');
+  });
+
+  it('SIGTERM with nothing in flight exits 0 promptly', async (t) => {
+    const { gw } = await gatewayWithUpstream({ t, server: { drain_timeout: '10s' } });
+    assert.equal(await gw.stop('SIGTERM', 2000), 0, `exit code (signal ${gw.exitSignal})`);
+  });
+
+  it('SIGINT drains like SIGTERM', async (t) => {
+    const { gw, upstream } = await gatewayWithUpstream({ t, server: { drain_timeout: '10s' } });
+    const ex = upstream.next({ mode: 'hold' });
+    const { events } = await openStream(gw.url, STREAM);
+    gw.signal('SIGINT');
+    await eventually(async () => (await tryConnect(gw.port)) === 'ECONNREFUSED', {
+      timeout: 3000,
+      what: 'new connections refused',
+    });
+    ex.release();
+    const rest = await withTimeout(collectData(events), 5000, 'the in-flight stream to finish');
+    assert.equal(rest.at(-1), '[DONE]');
+    assert.equal(await exitCode(gw, 5000, 'exit after SIGINT'), 0);
+  });
+});

@@ -1,0 +1,357 @@
+// A scriptable mock of an OpenAI-compatible upstream (node:http / node:https), speaking
+// OpenAI's wire format. It records every request and counts TCP connections; a test can
+// queue a behaviour for the next request and observe or steer that exchange.
+import http from 'node:http';
+import https from 'node:https';
+import { deferred } from './util.mjs';
+
+export const DEFAULT_PIECES = ['Hello', ' from', ' the', ' mock', ' upstream', '.'];
+export const MOCK_PROMPT_TOKENS = 11;
+export const MOCK_EMBEDDING_DIMENSIONS = 4;
+const CREATED = 1_700_000_000;
+
+/** OpenAI's error body. */
+export function openaiError(message, type = 'invalid_request_error', code = null, param = null) {
+  return { error: { message, type, param, code } };
+}
+
+/** The float vector the mock returns for input number `index`. */
+export function mockEmbedding(index) {
+  return Array.from({ length: MOCK_EMBEDDING_DIMENSIONS }, (_, d) => Math.fround((index + 1) * 0.25 + d * 0.5));
+}
+
+/**
+ * One request/response exchange, created by `MockUpstream.next(behaviour)` (or implicitly
+ * for unscripted requests). Behaviour `mode`s:
+ *   'normal'        answer fully (default)
+ *   'hold'          streaming: send the first event, then wait for release() or reset()
+ *   'stall-headers' never send response headers
+ *   'error'         answer `status` with `body` (default: an OpenAI error body)
+ *   'garbage'       write bytes that are not HTTP and close the socket
+ * `pieces` overrides the streamed/returned content pieces.
+ */
+export class Exchange {
+  constructor(behaviour = {}) {
+    this.behaviour = { mode: 'normal', pieces: DEFAULT_PIECES, ...behaviour };
+    this.state = 'waiting'; // waiting -> received -> streaming -> finished | closed
+    this._received = deferred();
+    this._firstEvent = deferred();
+    this._finished = deferred();
+    this._clientClosed = deferred();
+    this._control = deferred();
+    this.received = this._received.promise; // resolves with the recorded request
+    this.firstEvent = this._firstEvent.promise; // the first SSE event was written
+    this.finished = this._finished.promise; // the response ended normally
+    this.clientClosed = this._clientClosed.promise; // peer closed before the response ended
+  }
+
+  /** Lets a held stream continue to its normal end. */
+  release() {
+    this._control.resolve('release');
+  }
+
+  /** Resets (RST) the TCP connection of a held stream. */
+  reset() {
+    this._control.resolve('reset');
+  }
+
+  get text() {
+    return this.behaviour.pieces.join('');
+  }
+}
+
+function sseEvent(obj) {
+  return `data: ${typeof obj === 'string' ? obj : JSON.stringify(obj)}\n\n`;
+}
+
+function chatChunk(id, model, delta, finishReason, withUsage) {
+  const chunk = {
+    id,
+    object: 'chat.completion.chunk',
+    created: CREATED,
+    model,
+    system_fingerprint: 'fp_mock',
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+  };
+  if (withUsage) chunk.usage = null;
+  return chunk;
+}
+
+function completionChunk(id, model, text, finishReason, withUsage) {
+  const chunk = {
+    id,
+    object: 'text_completion',
+    created: CREATED,
+    model,
+    system_fingerprint: 'fp_mock',
+    choices: [{ text, index: 0, logprobs: null, finish_reason: finishReason }],
+  };
+  if (withUsage) chunk.usage = null;
+  return chunk;
+}
+
+function usageFor(pieces) {
+  return {
+    prompt_tokens: MOCK_PROMPT_TOKENS,
+    completion_tokens: pieces.length,
+    total_tokens: MOCK_PROMPT_TOKENS + pieces.length,
+  };
+}
+
+export class MockUpstream {
+  constructor(server, isTls) {
+    this.server = server;
+    this.isTls = isTls;
+    this.requests = [];
+    this.connections = 0;
+    this.queue = [];
+    this.exchanges = [];
+    this.sockets = new Set();
+    this.counter = 0;
+    server.on('connection', (socket) => {
+      this.connections += 1;
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    server.on('request', (req, res) => this.onRequest(req, res));
+  }
+
+  get port() {
+    return this.server.address().port;
+  }
+
+  /** `http(s)://HOST:PORT` (HOST defaults to 127.0.0.1). */
+  origin(host = '127.0.0.1') {
+    return `${this.isTls ? 'https' : 'http'}://${host}:${this.port}`;
+  }
+
+  /** The provider `base_url` for this mock. */
+  baseUrl(host) {
+    return `${this.origin(host)}/v1`;
+  }
+
+  /** Scripts the next unscripted request; returns its Exchange. */
+  next(behaviour = {}) {
+    const exchange = new Exchange(behaviour);
+    this.queue.push(exchange);
+    return exchange;
+  }
+
+  async close() {
+    for (const ex of this.exchanges) ex.release();
+    this.server.closeAllConnections?.();
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  onRequest(req, res) {
+    const exchange = this.queue.shift() ?? new Exchange();
+    this.exchanges.push(exchange);
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      let json;
+      try {
+        json = body.length ? JSON.parse(body.toString('utf8')) : undefined;
+      } catch {
+        json = undefined;
+      }
+      const record = {
+        method: req.method,
+        path: req.url,
+        httpVersion: req.httpVersion,
+        headers: req.headers,
+        rawHeaders: req.rawHeaders,
+        body,
+        text: body.toString('utf8'),
+        json,
+      };
+      this.requests.push(record);
+      exchange.state = 'received';
+      res.on('close', () => {
+        if (!res.writableFinished) {
+          exchange.state = 'closed';
+          exchange._clientClosed.resolve();
+        }
+      });
+      exchange._received.resolve(record);
+      this.respond(exchange, record, req, res).catch((err) => {
+        res.destroy(err);
+      });
+    });
+  }
+
+  async respond(exchange, record, req, res) {
+    const { mode } = exchange.behaviour;
+    if (mode === 'stall-headers') return; // the socket stays open until the peer gives up
+    if (mode === 'garbage') {
+      req.socket.end('THIS IS NOT HTTP\r\n\r\n');
+      return;
+    }
+    if (mode === 'error') {
+      const { status = 500, body = openaiError('mock upstream error', 'server_error', 'mock_error') } =
+        exchange.behaviour;
+      this.sendJson(res, status, body, exchange);
+      return;
+    }
+    const path = record.path.replace(/\?.*$/, '');
+    const body = record.json ?? {};
+    if (record.method === 'GET' && path.endsWith('/models')) {
+      this.sendJson(res, 200, { object: 'list', data: [{ id: 'upstream-model', object: 'model', created: CREATED, owned_by: 'mock' }] }, exchange);
+    } else if (record.method !== 'POST') {
+      this.sendJson(res, 405, openaiError(`method ${record.method} not allowed`), exchange);
+    } else if (path.endsWith('/chat/completions')) {
+      if (body.stream === true) await this.streamChat(exchange, body, res);
+      else this.sendJson(res, 200, this.chatCompletion(body, exchange.behaviour.pieces), exchange);
+    } else if (path.endsWith('/completions')) {
+      if (body.stream === true) await this.streamCompletion(exchange, body, res);
+      else this.sendJson(res, 200, this.textCompletion(body, exchange.behaviour.pieces), exchange);
+    } else if (path.endsWith('/embeddings')) {
+      this.sendJson(res, 200, this.embeddings(body), exchange);
+    } else {
+      this.sendJson(res, 404, openaiError(`Invalid URL (POST ${path})`, 'invalid_request_error', 'unknown_url'), exchange);
+    }
+  }
+
+  sendJson(res, status, obj, exchange) {
+    const payload = Buffer.from(JSON.stringify(obj));
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': payload.length,
+      'x-request-id': `req_mock_${this.counter}`,
+    });
+    res.end(payload, () => {
+      exchange.state = 'finished';
+      exchange._finished.resolve();
+    });
+  }
+
+  chatCompletion(body, pieces) {
+    this.counter += 1;
+    return {
+      id: `chatcmpl-mock${this.counter}`,
+      object: 'chat.completion',
+      created: CREATED,
+      model: body.model,
+      system_fingerprint: 'fp_mock',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: pieces.join(''), refusal: null, annotations: [] },
+          logprobs: null,
+          finish_reason: 'stop',
+        },
+      ],
+      usage: usageFor(pieces),
+    };
+  }
+
+  textCompletion(body, pieces) {
+    this.counter += 1;
+    return {
+      id: `cmpl-mock${this.counter}`,
+      object: 'text_completion',
+      created: CREATED,
+      model: body.model,
+      system_fingerprint: 'fp_mock',
+      choices: [{ text: pieces.join(''), index: 0, logprobs: null, finish_reason: 'stop' }],
+      usage: usageFor(pieces),
+    };
+  }
+
+  embeddings(body) {
+    const inputs = Array.isArray(body.input) ? body.input : [body.input];
+    const base64 = body.encoding_format === 'base64';
+    return {
+      object: 'list',
+      data: inputs.map((_, index) => {
+        const vector = mockEmbedding(index);
+        const embedding = base64 ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
+        return { object: 'embedding', index, embedding };
+      }),
+      model: body.model,
+      usage: { prompt_tokens: MOCK_PROMPT_TOKENS, total_tokens: MOCK_PROMPT_TOKENS },
+    };
+  }
+
+  /** Writes SSE events; holds after the first one when scripted to. */
+  async streamEvents(exchange, res, events) {
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      'x-request-id': `req_mock_${this.counter}`,
+    });
+    exchange.state = 'streaming';
+    for (let i = 0; i < events.length; i += 1) {
+      if (res.destroyed) return;
+      res.write(sseEvent(events[i]));
+      if (i === 0) {
+        exchange._firstEvent.resolve();
+        if (exchange.behaviour.mode === 'hold') {
+          const action = await Promise.race([exchange._control.promise, exchange.clientClosed.then(() => 'gone')]);
+          if (action === 'gone') return;
+          if (action === 'reset') {
+            res.socket.resetAndDestroy();
+            return;
+          }
+        }
+      }
+    }
+    res.end(() => {
+      exchange.state = 'finished';
+      exchange._finished.resolve();
+    });
+  }
+
+  async streamChat(exchange, body, res) {
+    this.counter += 1;
+    const id = `chatcmpl-mock${this.counter}`;
+    const { pieces } = exchange.behaviour;
+    const withUsage = body.stream_options?.include_usage === true;
+    const events = [
+      chatChunk(id, body.model, { role: 'assistant', content: '', refusal: null }, null, withUsage),
+      ...pieces.map((content) => chatChunk(id, body.model, { content }, null, withUsage)),
+      chatChunk(id, body.model, {}, 'stop', withUsage),
+    ];
+    if (withUsage) {
+      events.push({
+        id,
+        object: 'chat.completion.chunk',
+        created: CREATED,
+        model: body.model,
+        system_fingerprint: 'fp_mock',
+        choices: [],
+        usage: usageFor(pieces),
+      });
+    }
+    events.push('[DONE]');
+    await this.streamEvents(exchange, res, events);
+  }
+
+  async streamCompletion(exchange, body, res) {
+    this.counter += 1;
+    const id = `cmpl-mock${this.counter}`;
+    const { pieces } = exchange.behaviour;
+    const withUsage = body.stream_options?.include_usage === true;
+    const events = [
+      ...pieces.map((text) => completionChunk(id, body.model, text, null, withUsage)),
+      completionChunk(id, body.model, '', 'stop', withUsage),
+    ];
+    if (withUsage) {
+      events.push({ id, object: 'text_completion', created: CREATED, model: body.model, choices: [], usage: usageFor(pieces) });
+    }
+    events.push('[DONE]');
+    await this.streamEvents(exchange, res, events);
+  }
+}
+
+/** Starts a mock upstream on 127.0.0.1:0; `tls: { cert, key }` serves HTTPS. */
+export async function startMockUpstream({ tls, t } = {}) {
+  const server = tls ? https.createServer({ cert: tls.cert, key: tls.key }) : http.createServer();
+  server.keepAliveTimeout = 60_000;
+  const mock = new MockUpstream(server, Boolean(tls));
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  if (t) t.after(() => mock.close());
+  return mock;
+}

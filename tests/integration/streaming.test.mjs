@@ -1,0 +1,137 @@
+// Streaming behaviour: no buffering, client aborts propagate upstream, upstream failures
+// mid-stream become a final SSE error event, upstream timeouts.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { gatewayWithUpstream, openaiClient, sharedFixture, MODEL } from './lib/fixtures.mjs';
+import { post, chatBody, collectData, chatText, expectError, openStream, expectFinalErrorEvent } from './lib/http.mjs';
+import { RawClient, rawRequest } from './lib/raw.mjs';
+import { scrape, sum } from './lib/metrics.mjs';
+import { withTimeout, eventually } from './lib/util.mjs';
+
+const STREAM = chatBody(MODEL, { stream: true });
+
+describe('streaming through tahua', () => {
+  const ref = sharedFixture(() => gatewayWithUpstream());
+
+  it('forwards the first event before the upstream has finished', async () => {
+    const fx = ref.current;
+    const ex = fx.upstream.next({ mode: 'hold' });
+    const { events, first } = await openStream(fx.gw.url, STREAM);
+    assert.equal(ex.state, 'streaming', 'upstream is still holding the stream');
+    assert.deepEqual(JSON.parse(first.data).choices[0].delta.role, 'assistant');
+    ex.release();
+    const rest = await withTimeout(collectData(events), 5000, 'the rest of the stream');
+    assert.equal(rest.at(-1), '[DONE]');
+    assert.equal(chatText(rest), ex.text);
+    await withTimeout(ex.finished, 1000, 'upstream finished');
+  });
+
+  it('serves two held streams concurrently on one worker', async () => {
+    const fx = ref.current;
+    const ex1 = fx.upstream.next({ mode: 'hold' });
+    const ex2 = fx.upstream.next({ mode: 'hold' });
+    const s1 = await openStream(fx.gw.url, STREAM);
+    const s2 = await openStream(fx.gw.url, STREAM);
+    ex2.release();
+    ex1.release();
+    const [r1, r2] = await withTimeout(Promise.all([collectData(s1.events), collectData(s2.events)]), 5000, 'both streams');
+    assert.equal(r1.at(-1), '[DONE]');
+    assert.equal(r2.at(-1), '[DONE]');
+  });
+
+  it('client abort (AbortController) closes the upstream connection mid-stream', async () => {
+    const fx = ref.current;
+    const ex = fx.upstream.next({ mode: 'hold' });
+    const ac = new AbortController();
+    await openStream(fx.gw.url, STREAM, { signal: ac.signal });
+    ac.abort();
+    await withTimeout(ex.clientClosed, 5000, 'tahua closing the upstream socket');
+    assert.equal(ex.state, 'closed');
+    await eventually(async () => sum(await scrape(fx.gw.url), 'tahua_active_streams') === 0, {
+      what: 'tahua_active_streams back to 0',
+    });
+    const next = await post(fx.gw.url, '/v1/chat/completions', chatBody(MODEL));
+    assert.equal(next.status, 200, 'the gateway still serves after an abort');
+  });
+
+  it('client socket destroyed mid-stream closes the upstream connection', async () => {
+    const fx = ref.current;
+    const ex = fx.upstream.next({ mode: 'hold' });
+    const client = await RawClient.connect(fx.gw.port);
+    await client.write(rawRequest('POST', '/v1/chat/completions', {
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(STREAM),
+    }));
+    await client.waitForText('data: ');
+    client.destroy();
+    await withTimeout(ex.clientClosed, 5000, 'tahua closing the upstream socket');
+  });
+
+  it('upstream reset mid-stream ends the stream with an upstream_stream_interrupted event', async () => {
+    const fx = ref.current;
+    const ex = fx.upstream.next({ mode: 'hold' });
+    const { events } = await openStream(fx.gw.url, STREAM);
+    ex.reset();
+    const rest = await withTimeout(collectData(events), 5000, 'the stream to end');
+    const error = expectFinalErrorEvent(rest, ['upstream_stream_interrupted']);
+    assert.equal(error.type, 'upstream_error');
+  });
+
+  it('the SDK sees an upstream reset as an error, not a clean end', async () => {
+    const fx = ref.current;
+    const ex = fx.upstream.next({ mode: 'hold' });
+    const stream = await openaiClient(fx.gw).chat.completions.create({ model: MODEL, messages: STREAM.messages, stream: true });
+    const iter = stream[Symbol.asyncIterator]();
+    const first = await withTimeout(iter.next(), 3000, 'first chunk');
+    assert.equal(first.value.choices[0].delta.role, 'assistant');
+    ex.reset();
+    await assert.rejects(
+      withTimeout((async () => {
+        for (let r = await iter.next(); !r.done; r = await iter.next());
+      })(), 5000, 'the SDK stream to end'),
+      (err) => err.code === 'upstream_stream_interrupted',
+    );
+  });
+});
+
+describe('upstream timeouts', () => {
+  const ref = sharedFixture(() =>
+    gatewayWithUpstream({
+      provider: { timeouts: { connect: '2s', first_byte: '300ms', idle: '300ms', total: '30s' } },
+    }),
+  );
+
+  it('no response headers within first_byte -> 504 upstream_timeout', async () => {
+    const fx = ref.current;
+    const ex = fx.upstream.next({ mode: 'stall-headers' });
+    const started = Date.now();
+    const res = await post(fx.gw.url, '/v1/chat/completions', chatBody(MODEL));
+    const elapsed = Date.now() - started;
+    expectError(res, 504, 'upstream_timeout');
+    assert.ok(elapsed >= 250 && elapsed < 3000, `answered after ${elapsed}ms`);
+    await withTimeout(ex.clientClosed, 2000, 'tahua closing the stalled upstream connection');
+  });
+
+  it('streaming request with no response headers within first_byte -> 504 upstream_timeout', async () => {
+    const fx = ref.current;
+    fx.upstream.next({ mode: 'stall-headers' });
+    const res = await post(fx.gw.url, '/v1/chat/completions', STREAM);
+    expectError(res, 504, 'upstream_timeout');
+  });
+
+  it('upstream silent mid-stream longer than idle -> final SSE error event', async () => {
+    const fx = ref.current;
+    const ex = fx.upstream.next({ mode: 'hold' }); // never released
+    const { events } = await openStream(fx.gw.url, STREAM);
+    const rest = await withTimeout(collectData(events), 3000, 'the stream to end after the idle timeout');
+    expectFinalErrorEvent(rest, ['upstream_timeout', 'upstream_stream_interrupted']);
+    await withTimeout(ex.clientClosed, 2000, 'tahua closing the idle upstream connection');
+  });
+
+  it('an upstream that keeps sending within idle is not cut', async () => {
+    const fx = ref.current;
+    const res = await post(fx.gw.url, '/v1/chat/completions', STREAM);
+    assert.equal(res.status, 200);
+    assert.match(res.text, /data: \[DONE\]\n\n$/);
+  });
+});

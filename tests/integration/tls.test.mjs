@@ -70,6 +70,27 @@ describe('HTTPS upstreams', () => {
   });
 });
 
+describe('HTTP_PROXY egress', () => {
+  it('sends plain-http upstream requests to the proxy in absolute form', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const proxy = await startConnectProxy({ t });
+    const gw = await startTahua({
+      t,
+      env: { HTTP_PROXY: proxy.url },
+      config: gatewayConfig({
+        providers: [openaiProvider('plain', upstream.baseUrl('localhost'))],
+        models: [{ name: 'plain', provider: 'plain' }],
+      }),
+    });
+    const res = await post(gw.url, '/v1/chat/completions', chatBody('plain'));
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(proxy.requests, [`http://localhost:${upstream.port}/v1/chat/completions`]);
+    assert.deepEqual(proxy.connects, []);
+    assert.equal(upstream.requests.length, 1);
+    assert.equal(upstream.requests[0].headers.host, `localhost:${upstream.port}`);
+  });
+});
+
 describe('HTTPS_PROXY egress', () => {
   async function gatewayViaProxy(t, env) {
     const upstream = await startMockUpstream({ tls: goodCert, t });

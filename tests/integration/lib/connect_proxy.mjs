@@ -1,5 +1,5 @@
-// A tiny HTTP CONNECT proxy on 127.0.0.1:0 that records every CONNECT target.
-// It only tunnels to loopback targets.
+// A tiny HTTP proxy on 127.0.0.1:0 that records every CONNECT target (HTTPS_PROXY)
+// and every absolute-form request (HTTP_PROXY). It only reaches loopback targets.
 import http from 'node:http';
 import net from 'node:net';
 
@@ -16,10 +16,7 @@ export class ConnectProxy {
       s.on('close', () => this.sockets.delete(s));
     });
     server.on('connect', (req, client, head) => this.onConnect(req, client, head));
-    server.on('request', (req, res) => {
-      this.requests.push(req.url);
-      res.writeHead(501, { 'content-type': 'text/plain' }).end('this proxy only tunnels\n');
-    });
+    server.on('request', (req, res) => this.onRequest(req, res));
   }
 
   get port() {
@@ -28,6 +25,31 @@ export class ConnectProxy {
 
   get url() {
     return `http://127.0.0.1:${this.port}`;
+  }
+
+  // Forwards an absolute-form request ("POST http://host:port/path") to a loopback host.
+  onRequest(req, res) {
+    this.requests.push(req.url);
+    let target;
+    try {
+      target = new URL(req.url);
+    } catch {
+      res.writeHead(400).end('absolute-form request expected\n');
+      return;
+    }
+    if (target.protocol !== 'http:' || !LOOPBACK.has(target.hostname)) {
+      res.writeHead(403).end('loopback http targets only\n');
+      return;
+    }
+    const upstream = http.request(
+      { host: '127.0.0.1', port: target.port, method: req.method, path: target.pathname + target.search, headers: req.headers },
+      (upRes) => {
+        res.writeHead(upRes.statusCode, upRes.headers);
+        upRes.pipe(res);
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
   }
 
   onConnect(req, client, head) {

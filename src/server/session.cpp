@@ -327,7 +327,7 @@ class Session final : public SessionBase {
     ResponseHead head;
     if (auto err = co_await exchange.start(head)) {
       if (client_gone_) co_return;
-      ctx.fail(worker_.drainDeadlinePassed() ? drainError() : std::move(*err));
+      recordUpstreamFailure(ctx, std::move(*err));
       co_await writeError(ctx);
       co_return;
     }
@@ -363,7 +363,7 @@ class Session final : public SessionBase {
       if (err) {
         if (client_gone_) co_return;
         // Never a silent truncation: the client learns why its stream ended.
-        ctx.fail(worker_.drainDeadlinePassed() ? drainError() : std::move(*err));
+        recordUpstreamFailure(ctx, std::move(*err));
         std::string event = translator.streamErrorEvent(*ctx.error);
         keep_alive_ = false;
         lowest().expires_after(cfg.client_write_timeout);
@@ -408,7 +408,7 @@ class Session final : public SessionBase {
       auto err = co_await exchange.read(bytes, done);
       if (err) {
         if (client_gone_) co_return;
-        ctx.fail(worker_.drainDeadlinePassed() ? drainError() : std::move(*err));
+        recordUpstreamFailure(ctx, std::move(*err));
         co_await writeError(ctx);
         co_return;
       }
@@ -437,8 +437,12 @@ class Session final : public SessionBase {
     if (wec) client_gone_ = true;
   }
 
-  static Error drainError() {
-    return Error{ErrorKind::Draining, "The gateway is shutting down; please retry the request."};
+  // An exchange aborted by the drain deadline reports the drain, not a broken upstream.
+  void recordUpstreamFailure(RequestContext& ctx, Error&& err) {
+    if (worker_.drainDeadlinePassed())
+      ctx.fail(Error{ErrorKind::Draining, "The gateway is shutting down; please retry the request."});
+    else
+      ctx.fail(std::move(err));
   }
 
   void clientWriteFailed(UpstreamExchange& exchange) {

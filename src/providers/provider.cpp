@@ -114,18 +114,14 @@ std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config) {
   return SnapshotPtr(std::move(snap));
 }
 
-bool extractOpenAIUsage(std::string_view json, Usage& usage) {
+namespace {
+
+// Reads {"usage":{...}} from a padded document.
+bool readUsage(simdjson::padded_string_view json, Usage& usage) {
   using namespace simdjson;
-  auto at = json.find("\"usage\"");
-  if (at == std::string_view::npos) return false;
-  // Most chunks of a usage-enabled stream carry "usage":null: skip them without parsing.
-  std::string_view rest = json.substr(at + 7);
-  while (!rest.empty() && (rest.front() == ' ' || rest.front() == ':')) rest.remove_prefix(1);
-  if (rest.substr(0, 4) == "null") return false;
   thread_local ondemand::parser parser;
-  padded_string padded(json);
   ondemand::document doc;
-  if (parser.iterate(padded).get(doc)) return false;
+  if (parser.iterate(json).get(doc)) return false;
   ondemand::object obj;
   if (doc.get_object().get(obj)) return false;
   ondemand::object u;
@@ -147,6 +143,31 @@ bool extractOpenAIUsage(std::string_view json, Usage& usage) {
   if (found && usage.total_tokens < 0 && usage.prompt_tokens >= 0)
     usage.total_tokens = usage.prompt_tokens + std::max<std::int64_t>(usage.completion_tokens, 0);
   return found;
+}
+
+// Cheap pre-check: no "usage" key, or "usage":null (most chunks of a usage-enabled
+// stream), means there is nothing to parse.
+bool mayHaveUsage(std::string_view json) {
+  auto at = json.find("\"usage\"");
+  if (at == std::string_view::npos) return false;
+  std::string_view rest = json.substr(at + 7);
+  while (!rest.empty() && (rest.front() == ' ' || rest.front() == ':')) rest.remove_prefix(1);
+  return rest.substr(0, 4) != "null";
+}
+
+}  // namespace
+
+bool extractOpenAIUsage(std::string_view json, Usage& usage) {
+  if (!mayHaveUsage(json)) return false;
+  simdjson::padded_string padded(json);  // small (a stream event): the copy is cheap
+  return readUsage(padded, usage);
+}
+
+bool extractOpenAIUsage(std::string& json, Usage& usage) {
+  if (!mayHaveUsage(json)) return false;
+  // Whole response bodies can be large: pad in place instead of copying.
+  if (json.capacity() < json.size() + simdjson::SIMDJSON_PADDING) json.reserve(json.size() + simdjson::SIMDJSON_PADDING);
+  return readUsage(simdjson::padded_string_view(json.data(), json.size(), json.capacity()), usage);
 }
 
 }  // namespace tahua

@@ -85,5 +85,7 @@ std::unique_ptr<ProviderAdapter> makeMockAdapter();
 // Usage object {"prompt_tokens":..,"completion_tokens":..,"total_tokens":..} inside a
 // JSON document (a chat.completion, a chunk, an embeddings list). False if absent.
 bool extractOpenAIUsage(std::string_view json, Usage& usage);
+// Same, for a body the caller owns: pads it in place (may reallocate) instead of copying.
+bool extractOpenAIUsage(std::string& json, Usage& usage);
 
 }  // namespace tahua

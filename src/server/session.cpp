@@ -418,7 +418,7 @@ class Session final : public SessionBase {
         co_await writeError(ctx);
         co_return;
       }
-      if (body.empty() && done) body.reserve(bytes.size() + 64);  // single piece: one allocation
+      if (body.empty() && done) body.reserve(bytes.size() + 64);  // single piece: one allocation, padded for simdjson
       body.append(bytes);
       if (done) break;
     }

@@ -70,6 +70,11 @@ TEST(Usage, ExtractedFromChunkAndBody) {
   EXPECT_FALSE(extractOpenAIUsage(R"({"choices":[{"delta":{}}],"usage":null})", none));
   EXPECT_FALSE(extractOpenAIUsage(R"({"choices":[]})", none));
   EXPECT_FALSE(none.present());
+  std::string owned = R"({"usage":{"prompt_tokens":1,"completion_tokens":2}})";
+  Usage padded;
+  EXPECT_TRUE(extractOpenAIUsage(owned, padded));  // the in-place padding overload
+  EXPECT_EQ(padded.total_tokens, 3);
+  EXPECT_EQ(owned, R"({"usage":{"prompt_tokens":1,"completion_tokens":2}})");
   Usage embed;
   EXPECT_TRUE(extractOpenAIUsage(R"({"object":"list","usage":{"prompt_tokens":4,"total_tokens":4}})", embed));
   EXPECT_EQ(embed.total_tokens, 4);

@@ -77,7 +77,9 @@ class Worker {
   unsigned id_;
   Gateway& gateway_;
   SnapshotPtr snapshot_;
-  boost::asio::io_context io_{1};
+  // One thread does all I/O on this context: no locking in the reactor. (Other threads
+  // only post to it, which stays locked.)
+  boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   FilterChain chain_;
   WorkerMetrics metrics_;
   AccessLogSink access_log_;

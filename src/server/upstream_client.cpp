@@ -14,10 +14,12 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <array>
 #include <optional>
 
 #include "providers/provider.h"
 #include "runtime/worker.h"
+#include "server/http_head.h"
 
 namespace tahua {
 
@@ -109,25 +111,23 @@ namespace {
 class HttpExchange final : public UpstreamExchange {
  public:
   HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, Worker& worker)
-      : provider_(provider), cfg_(*provider.config), worker_(worker) {
-    msg_.method(http::string_to_verb(request.method));
-    msg_.version(11);
+      : provider_(provider), cfg_(*provider.config), worker_(worker), body_(std::move(request.body)) {
     const bool default_port = cfg_.port == (cfg_.https ? 443 : 80);
     std::string host_header = cfg_.host.find(':') != std::string::npos ? "[" + cfg_.host + "]" : cfg_.host;
     if (!default_port) host_header += ":" + std::to_string(cfg_.port);
+    HeadWriter h(head_);
     // Through a plain-HTTP proxy the request line carries the absolute URL.
     if (provider_.proxy.enabled && !cfg_.https) {
-      msg_.target("http://" + host_header + request.path);
-      if (!provider_.proxy.authorization.empty()) msg_.set(http::field::proxy_authorization, provider_.proxy.authorization);
+      h.requestLine(request.method, "http://" + host_header + request.path);
+      if (!provider_.proxy.authorization.empty()) h.header("Proxy-Authorization", provider_.proxy.authorization);
     } else {
-      msg_.target(request.path);
+      h.requestLine(request.method, request.path);
     }
-    msg_.set(http::field::host, host_header);
-    msg_.set(http::field::user_agent, "tahua/0.1");
-    for (auto& [name, value] : request.headers) msg_.set(name, value);
-    msg_.body() = std::move(request.body);
-    msg_.keep_alive(true);
-    msg_.prepare_payload();
+    h.header("Host", host_header);
+    h.header("User-Agent", "tahua/0.1");
+    for (auto& [name, value] : request.headers) h.header(name, value);
+    h.contentLength(body_.size());
+    h.end();
   }
 
   asio::awaitable<std::optional<Error>> start(ResponseHead& head) override {
@@ -292,8 +292,9 @@ class HttpExchange final : public UpstreamExchange {
   asio::awaitable<std::optional<Error>> sendAndReadHead(ResponseHead& head) {
     stale_ = false;
     conn_->lowest().expires_after(remaining(cfg_.timeouts.first_byte));
+    std::array<asio::const_buffer, 2> request{asio::buffer(head_), asio::buffer(body_)};
     auto [wec, wn] = co_await withStream(*conn_, [&](auto& s) {
-      return http::async_write(s, msg_, asio::as_tuple(asio::use_awaitable));
+      return asio::async_write(s, request, asio::as_tuple(asio::use_awaitable));
     });
     if (wec) {
       stale_ = wec != beast::error::timeout;
@@ -331,7 +332,8 @@ class HttpExchange final : public UpstreamExchange {
   const ProviderConfig& cfg_;
   Worker& worker_;
   std::optional<tcp::resolver> resolver_;
-  http::request<http::string_body> msg_;
+  std::string head_;  // request line and headers, formatted once
+  std::string body_;
   std::unique_ptr<UpstreamConnection> conn_;
   std::optional<http::response_parser<http::buffer_body>> parser_;
   Clock::time_point deadline_{};

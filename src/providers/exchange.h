@@ -15,21 +15,28 @@
 
 namespace tahua {
 
-using HeaderList = std::vector<std::pair<std::string, std::string>>;
+// Header views into storage owned by the exchange (valid until it is destroyed).
+using HeaderViews = std::vector<std::pair<std::string_view, std::string_view>>;
 
 // What the adapter asks the transport to send.
 struct UpstreamRequest {
   std::string method = "POST";
   std::string path;  // origin-form target, e.g. /v1/chat/completions
-  HeaderList headers;
+  // Header lines "Name: value\r\n" (the transport adds Host, User-Agent and
+  // Content-Length). One string, not a list: no allocation per header.
+  std::string header_lines;
   std::string body;
+
+  void addHeader(std::string_view name, std::string_view value) {
+    header_lines.append(name).append(": ").append(value).append("\r\n");
+  }
 };
 
 struct ResponseHead {
   int status = 0;
   bool event_stream = false;  // Content-Type: text/event-stream
-  std::string content_type;
-  HeaderList headers;  // end-to-end headers to pass to the client (hop-by-hop removed)
+  std::string_view content_type;
+  HeaderViews headers;  // end-to-end headers to pass to the client (hop-by-hop removed)
 };
 
 class UpstreamExchange {

@@ -125,7 +125,7 @@ class HttpExchange final : public UpstreamExchange {
     }
     h.header("Host", host_header);
     h.header("User-Agent", "tahua/0.1");
-    for (auto& [name, value] : request.headers) h.header(name, value);
+    head_ += request.header_lines;
     h.contentLength(body_.size());
     h.end();
   }
@@ -318,12 +318,13 @@ class HttpExchange final : public UpstreamExchange {
     }
     const auto& res = parser_->get();
     head.status = static_cast<int>(res.result_int());
-    head.content_type = std::string(res[http::field::content_type]);
-    head.event_stream = beast::iequals(std::string_view(head.content_type).substr(0, 17), "text/event-stream");
+    // Views into the parser's fields: they live as long as this exchange.
+    head.content_type = res[http::field::content_type];
+    head.event_stream = beast::iequals(head.content_type.substr(0, 17), "text/event-stream");
     for (const auto& field : res) {
       std::string_view name = field.name_string();
       if (isHopByHop(name) || beast::iequals(name, "content-type") || beast::iequals(name, "set-cookie")) continue;
-      head.headers.emplace_back(std::string(name), std::string(field.value()));
+      head.headers.emplace_back(name, field.value());
     }
     co_return std::nullopt;
   }

@@ -38,14 +38,16 @@ class OpenAIAdapter final : public ProviderAdapter {
     req.path = p.base_path;
     req.path += endpointPath(ctx.endpoint);
     if (ctx.model && ctx.model->upstream_model != ctx.facts.model) rewriteModel(ctx.body, ctx.facts, ctx.model->upstream_model);
-    req.headers.reserve(4 + p.headers.size());
-    req.headers.emplace_back("Content-Type", "application/json");
+    req.header_lines.reserve(256);
+    req.addHeader("Content-Type", "application/json");
     std::string_view accept = ctx.headers ? ctx.headers->get("accept") : std::string_view{};
-    req.headers.emplace_back("Accept", accept.empty() ? (ctx.facts.stream ? "text/event-stream" : "application/json")
-                                                      : std::string(accept));
-    if (!p.api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + p.api_key);
-    req.headers.emplace_back("X-Request-Id", ctx.request_id);
-    for (const auto& h : p.headers) req.headers.push_back(h);
+    if (accept.empty()) accept = ctx.facts.stream ? "text/event-stream" : "application/json";
+    req.addHeader("Accept", accept);
+    if (!p.api_key.empty()) {
+      req.header_lines.append("Authorization: Bearer ").append(p.api_key).append("\r\n");
+    }
+    req.addHeader("X-Request-Id", ctx.request_id);
+    for (const auto& [name, value] : p.headers) req.addHeader(name, value);
     req.body = std::move(ctx.body);
     return req;
   }

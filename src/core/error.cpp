@@ -16,6 +16,7 @@ int Error::httpStatus() const {
     case ErrorKind::BodyTooLarge: return 413;
     case ErrorKind::HeadersTooLarge: return 431;
     case ErrorKind::ProviderUnavailable:
+    case ErrorKind::Overloaded:
     case ErrorKind::Draining: return 503;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -78,6 +79,7 @@ std::string_view Error::code() const {
     case ErrorKind::UpstreamBadResponse: return "upstream_bad_response";
     case ErrorKind::UpstreamInterrupted: return "upstream_stream_interrupted";
     case ErrorKind::Draining: return "gateway_draining";
+    case ErrorKind::Overloaded: return "gateway_overloaded";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

@@ -28,6 +28,7 @@ enum class ErrorKind {
   UpstreamBadResponse,  // unparseable or oversized upstream response
   UpstreamInterrupted,  // upstream failed after the response began
   Draining,             // gateway shutting down
+  Overloaded,           // the gateway itself is out of a resource (file descriptors)
   Internal,
 };
 

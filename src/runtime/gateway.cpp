@@ -27,11 +27,17 @@ using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>
 asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> acceptor,
                                  std::shared_ptr<asio::ssl::context> tls) {
   asio::steady_timer backoff(acceptor->get_executor());
+  std::chrono::steady_clock::time_point last_warning{};
   for (;;) {
     auto [ec, socket] = co_await acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) co_return;
-      // Out of file descriptors or similar: back off instead of spinning.
+      // Out of file descriptors or similar: back off instead of spinning, and say why
+      // (at most once a second).
+      if (auto now = std::chrono::steady_clock::now(); now - last_warning >= std::chrono::seconds(1)) {
+        last_warning = now;
+        log::warn("accept failed; backing off (raise ulimit -n if out of descriptors)", {{"error", ec.message()}});
+      }
       backoff.expires_after(std::chrono::milliseconds(50));
       co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
@@ -111,6 +117,20 @@ int Gateway::run() {
       return 1;
     }
     std::uint16_t port = lc.port;
+    // SO_REUSEPORT would let us join a port another process already listens on (and
+    // silently share its traffic). Probe with a plain bind first: busy means refuse.
+    if (port != 0) {
+      tcp::acceptor probe(main_io);
+      tcp::endpoint ep(address, port);
+      probe.open(ep.protocol(), ec);
+      if (!ec) probe.set_option(asio::socket_base::reuse_address(true), ec);
+      if (!ec) probe.bind(ep, ec);
+      if (ec) {
+        log::error("cannot listen: address in use or not available",
+                   {{"address", lc.address}, {"port", port}, {"error", ec.message()}});
+        return 1;
+      }
+    }
     for (auto& worker : workers_) {
       auto acceptor = std::make_shared<tcp::acceptor>(worker->io());
       tcp::endpoint ep(address, port);

@@ -17,6 +17,7 @@
 #include <array>
 #include <optional>
 
+#include "core/log.h"
 #include "providers/provider.h"
 #include "runtime/worker.h"
 #include "server/http_head.h"
@@ -66,6 +67,15 @@ bool isHopByHop(std::string_view name) {
   for (auto h : kHop)
     if (beast::iequals(name, h)) return true;
   return false;
+}
+
+// At most one warning per second per thread: a descriptor shortage hits every request.
+void warnOutOfDescriptors(const boost::system::error_code& ec) {
+  thread_local Clock::time_point last{};
+  const auto now = Clock::now();
+  if (now - last < std::chrono::seconds(1)) return;
+  last = now;
+  log::warn("out of file descriptors for upstream connections (raise ulimit -n)", {{"error", ec.message()}});
 }
 
 Error timeoutError(const char* what, Millis limit) {
@@ -242,6 +252,11 @@ class HttpExchange final : public UpstreamExchange {
     if (cec) {
       conn_.reset();
       if (cec == beast::error::timeout) co_return timeoutError("connect", cfg_.timeouts.connect);
+      if (cec == asio::error::no_descriptors || cec == asio::error::no_buffer_space) {
+        // Our own limit, not the upstream's fault: say so, and tell the operator.
+        warnOutOfDescriptors(cec);
+        co_return Error{ErrorKind::Overloaded, "The gateway is out of connections; please retry shortly."};
+      }
       co_return Error{ErrorKind::UpstreamConnect, "Could not connect to the upstream for provider '" + cfg_.name + "'."};
     }
     conn_->plain->socket().set_option(tcp::no_delay(true), ec);

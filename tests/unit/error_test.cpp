@@ -38,6 +38,7 @@ TEST(Error, StatusesMatchTheDocumentedTable) {
       {ErrorKind::UpstreamBadResponse, 502, "upstream_bad_response"},
       {ErrorKind::UpstreamInterrupted, 502, "upstream_stream_interrupted"},
       {ErrorKind::Draining, 503, "gateway_draining"},
+      {ErrorKind::Overloaded, 503, "gateway_overloaded"},
   };
   for (const auto& r : rows) {
     Error e{r.kind, "m"};

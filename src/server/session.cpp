@@ -386,6 +386,9 @@ class Session final : public SessionBase {
       clientWriteFailed(exchange);
       co_return;
     }
+    // A stream may last minutes: give back the read buffer if it holds no pipelined
+    // request (it is reallocated for the next request on this connection).
+    if (buffer_.size() == 0) buffer_.shrink_to_fit();
     for (;;) {
       std::string_view bytes;
       bool done = false;

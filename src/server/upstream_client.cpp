@@ -150,7 +150,12 @@ class HttpExchange final : public UpstreamExchange {
       }
       if (aborted_) co_return interrupted();
       auto result = co_await sendAndReadHead(head);
-      if (!result) co_return std::nullopt;
+      if (!result) {
+        // The request is delivered and answered: a long stream should not keep it.
+        std::string().swap(head_);
+        std::string().swap(body_);
+        co_return std::nullopt;
+      }
       // A pooled connection the upstream closed just as we sent: nothing was processed,
       // so one retry on a fresh connection is safe.
       if (reused && attempt == 0 && stale_ && !aborted_) {
@@ -355,7 +360,9 @@ class HttpExchange final : public UpstreamExchange {
   Clock::time_point deadline_{};
   bool aborted_ = false;
   bool stale_ = false;
-  char buf_[4096];
+  // One read's worth of body. Streams hold it for their whole life, so it is small;
+  // the socket reads themselves go through the connection's (growable) flat_buffer.
+  char buf_[2048];
 };
 
 }  // namespace

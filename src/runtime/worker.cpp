@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <cstdio>
 
 #include "filters/access_log/access_log_filter.h"
@@ -34,11 +35,11 @@ Worker::~Worker() = default;
 
 std::string Worker::nextRequestId() {
   char buf[24];
-  int n = std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(++request_counter_));
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, ++request_counter_, 16);
   std::string id;
-  id.reserve(request_id_prefix_.size() + static_cast<std::size_t>(n));
+  id.reserve(request_id_prefix_.size() + static_cast<std::size_t>(end - buf));
   id += request_id_prefix_;
-  id.append(buf, static_cast<std::size_t>(n));
+  id.append(buf, end);
   return id;
 }
 

@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
-scripts/build.sh tahua
+scripts/build.sh --target tahua
 exec build/tahua "$@"

@@ -30,6 +30,7 @@ struct ListenerConfig {
 
 struct ServerConfig {
   unsigned workers = 0;  // 0 = one per core
+  std::size_t max_connections = 65536;  // client connections per process (split over workers)
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_body_bytes = 16 * 1024 * 1024;
   std::size_t max_response_bytes = 64 * 1024 * 1024;

@@ -104,9 +104,10 @@ class Loader {
 
   void loadServer(const YAML::Node& n, ServerConfig& s) {
     const std::string p = "server";
-    checkKeys(n, p, {"workers", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
+    checkKeys(n, p, {"workers", "max_connections", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
                      "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout"});
     if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
+    if (auto v = n["max_connections"]) s.max_connections = integer(v, p + ".max_connections", 1, 10'000'000);
     if (auto v = n["max_header_bytes"]) s.max_header_bytes = integer(v, p + ".max_header_bytes", 1024, 1 << 20);
     if (auto v = n["max_body_bytes"]) s.max_body_bytes = integer(v, p + ".max_body_bytes", 1, 1ull << 30);
     if (auto v = n["max_response_bytes"])

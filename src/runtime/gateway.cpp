@@ -9,8 +9,11 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <sys/socket.h>
+
 #include <thread>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "runtime/worker.h"
 #include "server/session.h"
@@ -24,8 +27,23 @@ namespace {
 
 using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
+// Over the connection limit: a best-effort 503 written without reading the request
+// (allowed by HTTP/1.1 for a server that is about to close), then close.
+void rejectConnection(tcp::socket& socket) {
+  static const std::string kReply = [] {
+    const std::string body = Error{ErrorKind::Overloaded, "The gateway has too many open connections."}.toJson();
+    return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  boost::system::error_code ec;
+  socket.non_blocking(true, ec);
+  if (!ec) ::send(socket.native_handle(), kReply.data(), kReply.size(), MSG_NOSIGNAL);
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+}
+
 asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> acceptor,
-                                 std::shared_ptr<asio::ssl::context> tls) {
+                                 std::shared_ptr<asio::ssl::context> tls, std::size_t max_sessions) {
   asio::steady_timer backoff(acceptor->get_executor());
   std::chrono::steady_clock::time_point last_warning{};
   for (;;) {
@@ -40,6 +58,11 @@ asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> 
       }
       backoff.expires_after(std::chrono::milliseconds(50));
       co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    if (static_cast<std::size_t>(worker.liveSessions()) >= max_sessions) {
+      ++worker.metrics().connections_rejected;
+      rejectConnection(socket);
       continue;
     }
     startSession(worker, std::move(socket), tls);
@@ -144,7 +167,9 @@ int Gateway::run() {
         return 1;
       }
       if (port == 0) port = acceptor->local_endpoint().port();  // the others join this port
-      asio::co_spawn(worker->io(), acceptLoop(*worker, acceptor, tls), asio::detached);
+      // Each worker takes its share of the connection limit (SO_REUSEPORT spreads evenly).
+      const std::size_t per_worker = (cfg.server.max_connections + n - 1) / n;
+      asio::co_spawn(worker->io(), acceptLoop(*worker, acceptor, tls, per_worker), asio::detached);
       worker->addAcceptorTask([acceptor] {
         boost::system::error_code ignored;  // already closed is fine
         acceptor->close(ignored);

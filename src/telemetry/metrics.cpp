@@ -39,6 +39,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   active_streams += other.active_streams;
   active_connections += other.active_connections;
   connections_accepted += other.connections_accepted;
+  connections_rejected += other.connections_rejected;
 }
 
 namespace {
@@ -129,6 +130,9 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# HELP tahua_connections_accepted_total Client connections accepted.\n";
   out += "# TYPE tahua_connections_accepted_total counter\n";
   out += "tahua_connections_accepted_total " + std::to_string(m.connections_accepted) + "\n";
+  out += "# HELP tahua_connections_rejected_total Client connections refused over server.max_connections.\n";
+  out += "# TYPE tahua_connections_rejected_total counter\n";
+  out += "tahua_connections_rejected_total " + std::to_string(m.connections_rejected) + "\n";
   return out;
 }
 

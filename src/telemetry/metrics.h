@@ -56,6 +56,7 @@ struct WorkerMetrics {
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;
+  std::uint64_t connections_rejected = 0;  // over server.max_connections
 
   ModelSeries& series(std::string_view model, std::string_view provider);
   void merge(const WorkerMetrics& other);

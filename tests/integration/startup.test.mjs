@@ -1,8 +1,11 @@
-// Process start-up: refusing a port another process already listens on.
+// Process start-up and connection limits: refusing a port another process already
+// listens on; server.max_connections.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTahua } from './lib/tahua.mjs';
+import { gatewayConfig, startTahua } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
+import { RawClient, rawRequest } from './lib/raw.mjs';
+import { eventually } from './lib/util.mjs';
 
 describe('start-up', () => {
   it('refuses to start on a port another tahua already listens on (no silent SO_REUSEPORT sharing)', async (t) => {
@@ -14,5 +17,43 @@ describe('start-up', () => {
     // The first one is unaffected.
     const res = await request(first.url, '/healthz');
     assert.equal(res.status, 200);
+  });
+});
+
+describe('server.max_connections', () => {
+  it('answers 503 gateway_overloaded and closes connections over the limit, and recovers', async (t) => {
+    const gw = await startTahua({
+      t,
+      config: gatewayConfig({
+        server: { workers: 1, max_connections: 1 },
+        providers: [{ name: 'mock', type: 'mock' }],
+        models: [{ name: 'm', provider: 'mock' }],
+      }),
+    });
+    // The first connection is served and kept alive: it holds the only slot.
+    const first = await RawClient.connect(gw.port);
+    await first.write(rawRequest('GET', '/healthz'));
+    assert.equal((await first.readResponse()).status, 200);
+
+    const second = await RawClient.connect(gw.port);
+    const rejected = await second.readResponse();
+    assert.equal(rejected.status, 503);
+    assert.equal(JSON.parse(rejected.body.toString()).error.code, 'gateway_overloaded');
+    await second.closed;
+
+    // Once the first leaves, a new connection is served again (the slot is freed when
+    // the gateway notices the close, so poll).
+    first.destroy();
+    let third;
+    await eventually(async () => {
+      third?.destroy();
+      third = await RawClient.connect(gw.port);
+      await third.write(rawRequest('GET', '/healthz'));
+      return (await third.readResponse()).status === 200;
+    }, { what: 'a connection served after the slot was freed' });
+    await third.write(rawRequest('GET', '/metrics'));
+    const metrics = (await third.readResponse()).body.toString();
+    third.destroy();
+    assert.match(metrics, /^tahua_connections_rejected_total [1-9]/m);
   });
 });

@@ -26,6 +26,9 @@ struct UpstreamRequest {
   // Content-Length). One string, not a list: no allocation per header.
   std::string header_lines;
   std::string body;
+  // The client asked for a stream: the transport keeps its read buffer small (a held
+  // stream's memory), otherwise it reads a whole typical answer in one system call.
+  bool expect_stream = false;
 
   void addHeader(std::string_view name, std::string_view value) {
     header_lines.append(name).append(": ").append(value).append("\r\n");

@@ -90,6 +90,8 @@ class Session final : public SessionBase {
       if (worker_.draining()) break;
       idle_ = true;
       if (buffer_.size() == 0) {
+        // An idle connection does not keep a large request's buffer.
+        if (buffer_.capacity() > 64 * 1024) buffer_.shrink_to_fit();
         // Keep-alive idle: wait for the first byte of the next request.
         lowest().expires_after(cfg.keepalive_timeout);
         auto [rec, n] = co_await stream_.async_read_some(buffer_.prepare(1024), kUseTuple);
@@ -177,8 +179,12 @@ class Session final : public SessionBase {
       auto [cec, cn] = co_await asio::async_write(stream_, asio::buffer(kContinue), kUseTuple);
       if (cec) co_return Error{ErrorKind::Internal, {}};
     }
-    if (auto len = parser.content_length(); len && *len <= cfg.max_body_bytes)
+    if (auto len = parser.content_length(); len && *len <= cfg.max_body_bytes) {
       parser.get().body().reserve(static_cast<std::size_t>(*len) + 64);  // + simdjson padding
+      // Room for the whole body in the read buffer: a large prompt arrives in a few
+      // big reads instead of many 512-byte ones.
+      buffer_.reserve(buffer_.size() + static_cast<std::size_t>(*len));
+    }
     lowest().expires_after(cfg.body_timeout);
     auto [bec, bn] = co_await http::async_read(stream_, buffer_, parser, kUseTuple);
     if (bec == http::error::body_limit) co_return tooLarge();

@@ -121,7 +121,8 @@ namespace {
 class HttpExchange final : public UpstreamExchange {
  public:
   HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, Worker& worker)
-      : provider_(provider), cfg_(*provider.config), worker_(worker), body_(std::move(request.body)) {
+      : provider_(provider), cfg_(*provider.config), worker_(worker), body_(std::move(request.body)),
+        expect_stream_(request.expect_stream) {
     const bool default_port = cfg_.port == (cfg_.https ? 443 : 80);
     std::string host_header = cfg_.host.find(':') != std::string::npos ? "[" + cfg_.host + "]" : cfg_.host;
     if (!default_port) host_header += ":" + std::to_string(cfg_.port);
@@ -311,6 +312,12 @@ class HttpExchange final : public UpstreamExchange {
 
   asio::awaitable<std::optional<Error>> sendAndReadHead(ResponseHead& head) {
     stale_ = false;
+    // The connection's buffer is empty between exchanges: size it for this one.
+    if (expect_stream_) {
+      if (conn_->buffer.capacity() > 1024 && conn_->buffer.size() == 0) conn_->buffer.shrink_to_fit();
+    } else {
+      conn_->buffer.reserve(8192);
+    }
     conn_->lowest().expires_after(remaining(cfg_.timeouts.first_byte));
     std::array<asio::const_buffer, 2> request{asio::buffer(head_), asio::buffer(body_)};
     auto [wec, wn] = co_await withStream(*conn_, [&](auto& s) {
@@ -358,6 +365,7 @@ class HttpExchange final : public UpstreamExchange {
   std::unique_ptr<UpstreamConnection> conn_;
   std::optional<http::response_parser<http::buffer_body>> parser_;
   Clock::time_point deadline_{};
+  bool expect_stream_ = false;
   bool aborted_ = false;
   bool stale_ = false;
   // One read's worth of body. Streams hold it for their whole life, so it is small;

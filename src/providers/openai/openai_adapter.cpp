@@ -49,6 +49,7 @@ class OpenAIAdapter final : public ProviderAdapter {
     req.addHeader("X-Request-Id", ctx.request_id);
     for (const auto& [name, value] : p.headers) req.addHeader(name, value);
     req.body = std::move(ctx.body);
+    req.expect_stream = ctx.facts.stream;
     return req;
   }
 

@@ -75,32 +75,27 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto result = config_path.empty() ? tahua::loadConfigString(tahua::defaultConfigYaml(), "<built-in>")
-                                    : tahua::loadConfigFile(config_path);
-  if (!result.config) {
-    tahua::log::error("invalid config", {{"error", result.error}});
-    return 1;
-  }
-  for (const auto& w : result.warnings) tahua::log::warn(w);
+  tahua::ConfigSource source;
+  source.path = config_path;
   if (!listen.empty()) {
     tahua::ListenerConfig lc;
     if (!parseListen(listen, lc)) {
       std::fprintf(stderr, "tahua: --listen expects ADDR:PORT, got \"%s\"\n", listen.c_str());
       return 2;
     }
-    auto copy = std::make_shared<tahua::Config>(*result.config);
-    copy->listeners = {lc};
-    result.config = copy;
+    source.listen = lc;
   }
-
-  auto snapshot = tahua::buildSnapshot(result.config);
+  std::vector<std::string> warnings;
+  auto snapshot = tahua::loadSnapshot(source, warnings);
   if (auto* err = std::get_if<std::string>(&snapshot)) {
     tahua::log::error("invalid config", {{"error", *err}});
     return 1;
   }
+  for (const auto& w : warnings) tahua::log::warn(w);
   // Writes to a peer that closed must fail with EPIPE, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
-  tahua::log::info("starting", {{"config", result.config->source}});
-  tahua::Gateway gateway(std::get<tahua::SnapshotPtr>(std::move(snapshot)));
+  auto snap = std::get<tahua::SnapshotPtr>(std::move(snapshot));
+  tahua::log::info("starting", {{"config", snap->config->source}});
+  tahua::Gateway gateway(std::move(snap), std::move(source));
   return gateway.run();
 }

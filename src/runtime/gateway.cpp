@@ -89,7 +89,49 @@ std::shared_ptr<asio::ssl::context> makeServerTls(const ServerTlsConfig& cfg, st
 
 }  // namespace
 
-Gateway::Gateway(SnapshotPtr snapshot) : snapshot_(std::move(snapshot)) {}
+std::variant<SnapshotPtr, std::string> loadSnapshot(const ConfigSource& source, std::vector<std::string>& warnings) {
+  auto result = source.path.empty() ? loadConfigString(defaultConfigYaml(), "<built-in>") : loadConfigFile(source.path);
+  if (!result.config) return result.error;
+  warnings.insert(warnings.end(), result.warnings.begin(), result.warnings.end());
+  if (source.listen) {
+    auto copy = std::make_shared<Config>(*result.config);
+    copy->listeners = {*source.listen};
+    result.config = copy;
+  }
+  return buildSnapshot(result.config);
+}
+
+Gateway::Gateway(SnapshotPtr snapshot, ConfigSource source) : source_(std::move(source)), snapshot_(std::move(snapshot)) {}
+
+void Gateway::reload() {
+  std::vector<std::string> warnings;
+  auto loaded = loadSnapshot(source_, warnings);
+  if (auto* error = std::get_if<std::string>(&loaded)) {
+    ++reloads_failed_;
+    log::error("config reload failed; still serving the previous config", {{"error", *error}});
+    return;
+  }
+  for (const auto& w : warnings) log::warn(w);
+  SnapshotPtr next = std::get<SnapshotPtr>(std::move(loaded));
+  const Config& old_cfg = *snapshot_->config;
+  const Config& new_cfg = *next->config;
+  // Sockets and threads are set up once; say so instead of silently ignoring it.
+  bool listeners_same = old_cfg.listeners.size() == new_cfg.listeners.size();
+  for (std::size_t i = 0; listeners_same && i < new_cfg.listeners.size(); ++i) {
+    const auto& a = old_cfg.listeners[i];
+    const auto& b = new_cfg.listeners[i];
+    listeners_same = a.address == b.address && a.port == b.port && a.tls.has_value() == b.tls.has_value();
+  }
+  if (!listeners_same) log::warn("config reload: listener changes need a restart; keeping the current listeners");
+  if (new_cfg.server.workers != old_cfg.server.workers)
+    log::warn("config reload: server.workers changes need a restart");
+  snapshot_ = next;
+  for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get(), next] { w->setSnapshot(next); });
+  ++reloads_ok_;
+  auto generation = ++generation_;
+  log::info("config reloaded", {{"config", new_cfg.source}, {"generation", generation},
+                                {"models", new_cfg.models.size()}, {"providers", new_cfg.providers.size()}});
+}
 Gateway::~Gateway() = default;
 
 bool Gateway::ready() const { return !draining() && snapshot_->config->anyProviderUsable(); }
@@ -102,7 +144,15 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
         w->io(), [w]() -> asio::awaitable<WorkerMetrics> { co_return w->metrics(); }, asio::use_awaitable);
     merged.merge(copy);
   }
-  co_return renderPrometheus(merged);
+  std::string text = renderPrometheus(merged);
+  text += "# HELP tahua_config_reloads_total Config reloads (SIGHUP), by result.\n";
+  text += "# TYPE tahua_config_reloads_total counter\n";
+  text += "tahua_config_reloads_total{result=\"ok\"} " + std::to_string(reloads_ok_.load()) + "\n";
+  text += "tahua_config_reloads_total{result=\"error\"} " + std::to_string(reloads_failed_.load()) + "\n";
+  text += "# HELP tahua_config_generation Number of the config in use (1 at start, +1 per reload).\n";
+  text += "# TYPE tahua_config_generation gauge\n";
+  text += "tahua_config_generation " + std::to_string(generation_.load()) + "\n";
+  co_return text;
 }
 
 int Gateway::run() {
@@ -111,6 +161,7 @@ int Gateway::run() {
   // never a kill by the default action.
   asio::io_context main_io{1};
   asio::signal_set signals(main_io, SIGTERM, SIGINT);
+  asio::signal_set hangup(main_io, SIGHUP);
   const Config& cfg = *snapshot_->config;
   unsigned n = cfg.server.workers ? cfg.server.workers : std::max(1u, std::thread::hardware_concurrency());
 
@@ -183,7 +234,17 @@ int Gateway::run() {
   asio::steady_timer deadline(main_io);
   asio::steady_timer poll(main_io);
   bool deadline_passed = false;
+  // SIGHUP reloads the config (until the drain starts).
+  std::function<void()> waitHangup = [&] {
+    hangup.async_wait([&](boost::system::error_code ec, int) {
+      if (ec || draining()) return;
+      reload();
+      waitHangup();
+    });
+  };
+  waitHangup();
   auto finish = [&] {
+    hangup.cancel();
     signals.cancel();
     deadline.cancel();
     poll.cancel();

@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "providers/provider.h"
@@ -14,9 +17,19 @@ namespace tahua {
 
 class Worker;
 
+// Where the config comes from, so it can be read again on SIGHUP.
+struct ConfigSource {
+  std::string path;                          // empty: the built-in default
+  std::optional<ListenerConfig> listen;      // --listen override
+};
+
+// Loads and validates the config and builds its snapshot. Errors name file, line and
+// field; warnings (e.g. unset key variables) are appended to `warnings`.
+std::variant<SnapshotPtr, std::string> loadSnapshot(const ConfigSource& source, std::vector<std::string>& warnings);
+
 class Gateway {
  public:
-  explicit Gateway(SnapshotPtr snapshot);
+  Gateway(SnapshotPtr snapshot, ConfigSource source);
   ~Gateway();
 
   // Binds listeners, runs the workers until SIGTERM/SIGINT and the drain complete.
@@ -30,9 +43,17 @@ class Gateway {
   boost::asio::awaitable<std::string> renderMetrics();
 
  private:
-  SnapshotPtr snapshot_;
+  // SIGHUP: read the config again; publish it to every worker if valid, else keep
+  // serving the last good one. Runs on the main thread.
+  void reload();
+
+  ConfigSource source_;
+  SnapshotPtr snapshot_;  // the last good one (main thread; workers have their own copy)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};
+  std::atomic<std::uint64_t> reloads_ok_{0};
+  std::atomic<std::uint64_t> reloads_failed_{0};
+  std::atomic<std::uint64_t> generation_{1};
 };
 
 }  // namespace tahua

@@ -17,12 +17,7 @@ namespace tahua {
 Worker::Worker(unsigned id, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log)
     : id_(id), gateway_(gateway), snapshot_(std::move(snapshot)), access_log_(std::move(access_log)),
       pool_(std::make_unique<UpstreamPool>()) {
-  // The filter chain, in order. Metrics and access log observe every request, so they
-  // sit first and see onComplete even when a later filter stops the request.
-  chain_.add(makeMetricsFilter(metrics_));
-  if (snapshot_->config->access_log.enabled) chain_.add(makeAccessLogFilter(access_log_));
-  chain_.add(makeModelsFilter());
-  chain_.add(makeRouterFilter());
+  chain_ = buildChain();
 
   unsigned char rnd[4];
   RAND_bytes(rnd, sizeof rnd);
@@ -32,6 +27,25 @@ Worker::Worker(unsigned id, Gateway& gateway, SnapshotPtr snapshot, std::shared_
 }
 
 Worker::~Worker() = default;
+
+std::shared_ptr<FilterChain> Worker::buildChain() {
+  // The filter chain, in order. Metrics and access log observe every request, so they
+  // sit first and see onComplete even when a later filter stops the request.
+  auto chain = std::make_shared<FilterChain>();
+  chain->add(makeMetricsFilter(metrics_));
+  if (snapshot_->config->access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
+  chain->add(makeModelsFilter());
+  chain->add(makeRouterFilter());
+  return chain;
+}
+
+void Worker::setSnapshot(SnapshotPtr snapshot) {
+  snapshot_ = std::move(snapshot);
+  chain_ = buildChain();
+  // Idle connections were set up for the old providers (TLS settings, proxy): start
+  // fresh. Connections in use finish their request and are then dropped.
+  pool_->clear();
+}
 
 std::string Worker::nextRequestId() {
   char buf[24];

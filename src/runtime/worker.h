@@ -46,8 +46,13 @@ class Worker {
   unsigned id() const { return id_; }
   boost::asio::io_context& io() { return io_; }
   Gateway& gateway() { return gateway_; }
+  // The current snapshot and the filter chain built from it. A request copies both
+  // pointers when it starts and uses its copies to the end, so a reload never changes
+  // the config or the chain under a request in flight.
   const SnapshotPtr& snapshot() const { return snapshot_; }
-  FilterChain& chain() { return chain_; }
+  const std::shared_ptr<FilterChain>& chain() const { return chain_; }
+  // Called on the worker's thread when a new config is published (hot reload).
+  void setSnapshot(SnapshotPtr snapshot);
   WorkerMetrics& metrics() { return metrics_; }
   UpstreamPool& pool() { return *pool_; }
   AccessLogSink& accessLog() { return access_log_; }
@@ -73,6 +78,7 @@ class Worker {
 
  private:
   void scheduleLogFlush();
+  std::shared_ptr<FilterChain> buildChain();
 
   unsigned id_;
   Gateway& gateway_;
@@ -80,7 +86,7 @@ class Worker {
   // One thread does all I/O on this context: no locking in the reactor. (Other threads
   // only post to it, which stays locked.)
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
-  FilterChain chain_;
+  std::shared_ptr<FilterChain> chain_;
   WorkerMetrics metrics_;
   AccessLogSink access_log_;
   std::unique_ptr<UpstreamPool> pool_;

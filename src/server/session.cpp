@@ -78,11 +78,10 @@ class Session final : public SessionBase {
   Session(Worker& worker, Stream stream) : worker_(worker), stream_(std::move(stream)) {}
 
   asio::awaitable<void> run() {
-    auto& cfg = worker_.snapshot()->config->server;
     beast::error_code ec;
     lowest().socket().set_option(tcp::no_delay(true), ec);
     if constexpr (kTls) {
-      lowest().expires_after(cfg.header_timeout);
+      lowest().expires_after(worker_.snapshot()->config->server.header_timeout);
       auto [hec] = co_await stream_.async_handshake(asio::ssl::stream_base::server, kUseTuple);
       if (hec) co_return;  // bad or slow TLS client: nothing to answer in HTTP
     }
@@ -93,7 +92,7 @@ class Session final : public SessionBase {
         // An idle connection does not keep a large request's buffer.
         if (buffer_.capacity() > 64 * 1024) buffer_.shrink_to_fit();
         // Keep-alive idle: wait for the first byte of the next request.
-        lowest().expires_after(cfg.keepalive_timeout);
+        lowest().expires_after(worker_.snapshot()->config->server.keepalive_timeout);
         auto [rec, n] = co_await stream_.async_read_some(buffer_.prepare(1024), kUseTuple);
         if (rec) break;  // closed, reset, idle timeout or drain: all end the connection quietly
         buffer_.commit(n);
@@ -120,7 +119,8 @@ class Session final : public SessionBase {
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
-  const ServerConfig& serverConfig() const { return worker_.snapshot()->config->server; }
+  // Settings of the snapshot pinned for the current request.
+  const ServerConfig& serverConfig() const { return snapshot_->config->server; }
 
   // Reads one request and answers it. Returns whether the connection stays open.
   //
@@ -128,6 +128,9 @@ class Session final : public SessionBase {
   // std::string made from a literal) as an argument inside a co_await expression; GCC 12
   // can destroy it twice. Build a named local and pass that.
   asio::awaitable<bool> readAndServe() {
+    // Pin the config and filter chain for this request (a reload may publish new ones).
+    snapshot_ = worker_.snapshot();
+    chain_ = worker_.chain();
     const ServerConfig& cfg = serverConfig();
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
@@ -243,7 +246,7 @@ class Session final : public SessionBase {
   RequestContext newContext(const http::request<http::string_body>& req, Clock::time_point received,
                             std::string_view path, Endpoint endpoint) {
     RequestContext ctx;
-    ctx.config = worker_.snapshot()->config;
+    ctx.config = snapshot_->config;
     ctx.worker_id = worker_.id();
     ctx.request_id = request_id_;
     ctx.endpoint = endpoint;
@@ -256,14 +259,13 @@ class Session final : public SessionBase {
 
   // The request pipeline (docs/life-of-a-request.md).
   asio::awaitable<void> proxy(RequestContext& ctx) {
-    FilterChain& chain = worker_.chain();
+    FilterChain& chain = *chain_;
     if (chain.requestHeaders(ctx) == FilterStatus::Stop || chain.requestBody(ctx) == FilterStatus::Stop ||
         chain.upstreamSelect(ctx) == FilterStatus::Stop) {
       co_await finishLocally(ctx);
       co_return;
     }
-    const SnapshotPtr snapshot = worker_.snapshot();  // held for the whole exchange
-    const ProviderRuntime& provider = snapshot->providers[ctx.model->provider_index];
+    const ProviderRuntime& provider = snapshot_->providers[ctx.model->provider_index];
     auto encoded = provider.adapter->encodeRequest(ctx, provider);
     if (auto* err = std::get_if<Error>(&encoded)) {
       ctx.fail(std::move(*err));
@@ -302,7 +304,7 @@ class Session final : public SessionBase {
     }
     allow_.clear();
     ctx.end = Clock::now();
-    worker_.chain().complete(ctx);
+    chain_->complete(ctx);
   }
 
   // Watches the client while the upstream works: a client that hangs up cancels the
@@ -374,7 +376,7 @@ class Session final : public SessionBase {
     }
     ctx.status = head.status;
     ctx.streaming = head.event_stream;
-    worker_.chain().responseHeaders(ctx);
+    chain_->responseHeaders(ctx);
     if (ctx.streaming) co_await relayStream(ctx, exchange, translator, head);
     else co_await relayBody(ctx, exchange, translator, head);
   }
@@ -411,7 +413,7 @@ class Session final : public SessionBase {
       std::string_view out;
       if (!bytes.empty()) {
         out = translator.onStreamBytes(bytes, ctx);
-        worker_.chain().responseChunk(ctx, out);
+        chain_->responseChunk(ctx, out);
       }
       if (!out.empty() || done) {
         // The last piece and the terminating chunk go out in one write.
@@ -556,6 +558,8 @@ class Session final : public SessionBase {
 
   Worker& worker_;
   Stream stream_;
+  SnapshotPtr snapshot_;                 // pinned for the current request
+  std::shared_ptr<FilterChain> chain_;   // pinned for the current request
   beast::flat_buffer buffer_;
   bool idle_ = true;
   bool keep_alive_ = true;

@@ -1,0 +1,60 @@
+// Hot reload on SIGHUP: a valid new config is published without a restart; an invalid
+// one is rejected with a precise error and the last good config keeps serving.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { gatewayConfig, startTahua, writeConfig } from './lib/tahua.mjs';
+import { post, chatBody, request, openStream } from './lib/http.mjs';
+import { toYaml } from './lib/yaml.mjs';
+
+const mockConfig = (models, mock = {}) =>
+  gatewayConfig({
+    providers: [{ name: 'mock', type: 'mock', mock }],
+    models: models.map((name) => ({ name, provider: 'mock' })),
+  });
+
+describe('SIGHUP reload', () => {
+  it('adds a model without a restart, rejects an invalid config and keeps serving', async (t) => {
+    const file = writeConfig(mockConfig(['first']));
+    const gw = await startTahua({ t, args: ['--config', file] });
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('second'))).status, 404);
+
+    writeFileSync(file, toYaml(mockConfig(['first', 'second'])));
+    gw.signal('SIGHUP');
+    await gw.stderr.waitUntil(() => gw.stderr.json().some((l) => l.msg === 'config reloaded'), 5000, 'reload log');
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('second'))).status, 200);
+
+    writeFileSync(file, 'listeners: [{port: 0}]\nproviders: [{name: mock, type: mock}]\nmodels:\n  - name: x\n    provder: mock\n');
+    gw.signal('SIGHUP');
+    const failed = await gw.stderr.waitUntil(
+      () => gw.stderr.json().find((l) => l.msg?.startsWith('config reload failed')),
+      5000,
+      'reload failure log',
+    );
+    assert.match(failed.error, /:5:5: models\[0\]\.provder: unknown field/);
+    // The last good config still serves both models, and the process is alive.
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('second'))).status, 200);
+    const metrics = (await request(gw.url, '/metrics')).text;
+    assert.match(metrics, /^tahua_config_reloads_total\{result="ok"\} 1$/m);
+    assert.match(metrics, /^tahua_config_reloads_total\{result="error"\} 1$/m);
+    assert.match(metrics, /^tahua_config_generation 2$/m);
+  });
+
+  it('lets a stream in flight finish on the config it started with', async (t) => {
+    const slow = { completion_tokens: 6, chunk_delay: '50ms' };
+    const file = writeConfig(mockConfig(['old'], slow));
+    const gw = await startTahua({ t, args: ['--config', file] });
+    const { events } = await openStream(gw.url, chatBody('old', { stream: true }));
+
+    // Publish a config without the model while the stream runs.
+    writeFileSync(file, toYaml(mockConfig(['new'], slow)));
+    gw.signal('SIGHUP');
+    await gw.stderr.waitUntil(() => gw.stderr.json().some((l) => l.msg === 'config reloaded'), 5000, 'reload log');
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('old'))).status, 404);
+
+    const rest = [];
+    for await (const ev of events) rest.push(ev.data);
+    assert.equal(rest.at(-1), '[DONE]');
+    assert.ok(rest.length >= 6, `the stream went on after the reload (${rest.length} more events)`);
+  });
+});

@@ -3,6 +3,7 @@
 //   tahua --config FILE           run with FILE
 //   tahua --check-config FILE     validate FILE and exit (0 valid, 1 invalid)
 //   tahua --listen ADDR:PORT      replace the configured listeners (tests, quick tries)
+//   tahua --no-watch              reload only on SIGHUP, not when the config file changes
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -18,7 +19,7 @@ namespace {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: tahua [--config FILE] [--listen ADDR:PORT]\n"
+               "usage: tahua [--config FILE] [--listen ADDR:PORT] [--no-watch]\n"
                "       tahua --check-config FILE\n");
 }
 
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::string check_path;
   std::string listen;
+  bool watch = true;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string {
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
     if (arg == "--config") config_path = next();
     else if (arg == "--check-config") check_path = next();
     else if (arg == "--listen") listen = next();
+    else if (arg == "--no-watch") watch = false;
     else if (arg == "--help" || arg == "-h") {
       usage();
       return 0;
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
 
   tahua::ConfigSource source;
   source.path = config_path;
+  source.watch = watch;
   if (!listen.empty()) {
     tahua::ListenerConfig lc;
     if (!parseListen(listen, lc)) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "config/config_watcher.h"
 #include "core/log.h"
 #include "runtime/worker.h"
 #include "server/session.h"
@@ -103,12 +104,12 @@ std::variant<SnapshotPtr, std::string> loadSnapshot(const ConfigSource& source, 
 
 Gateway::Gateway(SnapshotPtr snapshot, ConfigSource source) : source_(std::move(source)), snapshot_(std::move(snapshot)) {}
 
-void Gateway::reload() {
+void Gateway::reload(std::string_view trigger) {
   std::vector<std::string> warnings;
   auto loaded = loadSnapshot(source_, warnings);
   if (auto* error = std::get_if<std::string>(&loaded)) {
     ++reloads_failed_;
-    log::error("config reload failed; still serving the previous config", {{"error", *error}});
+    log::error("config reload failed; still serving the previous config", {{"error", *error}, {"trigger", trigger}});
     return;
   }
   for (const auto& w : warnings) log::warn(w);
@@ -129,7 +130,7 @@ void Gateway::reload() {
   for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get(), next] { w->setSnapshot(next); });
   ++reloads_ok_;
   auto generation = ++generation_;
-  log::info("config reloaded", {{"config", new_cfg.source}, {"generation", generation},
+  log::info("config reloaded", {{"config", new_cfg.source}, {"trigger", trigger}, {"generation", generation},
                                 {"models", new_cfg.models.size()}, {"providers", new_cfg.providers.size()}});
 }
 Gateway::~Gateway() = default;
@@ -234,16 +235,28 @@ int Gateway::run() {
   asio::steady_timer deadline(main_io);
   asio::steady_timer poll(main_io);
   bool deadline_passed = false;
+  // A change of the config file's bytes reloads it too (editors, ConfigMap updates).
+  std::unique_ptr<ConfigWatcher> watcher;
+  if (source_.watch && !source_.path.empty()) {
+    watcher = std::make_unique<ConfigWatcher>(main_io, source_.path, [this] { reload("file"); });
+    std::string watch_error;
+    if (!watcher->start(&watch_error)) {
+      log::warn("not watching the config file; reload with SIGHUP", {{"error", watch_error}});
+      watcher.reset();
+    }
+  }
   // SIGHUP reloads the config (until the drain starts).
   std::function<void()> waitHangup = [&] {
     hangup.async_wait([&](boost::system::error_code ec, int) {
       if (ec || draining()) return;
-      reload();
+      reload("SIGHUP");
+      if (watcher) watcher->rebase();  // the file watch need not reload the same bytes again
       waitHangup();
     });
   };
   waitHangup();
   auto finish = [&] {
+    if (watcher) watcher->stop();
     hangup.cancel();
     signals.cancel();
     deadline.cancel();

@@ -21,6 +21,7 @@ class Worker;
 struct ConfigSource {
   std::string path;                          // empty: the built-in default
   std::optional<ListenerConfig> listen;      // --listen override
+  bool watch = true;                         // reload when the file changes (inotify)
 };
 
 // Loads and validates the config and builds its snapshot. Errors name file, line and
@@ -45,7 +46,7 @@ class Gateway {
  private:
   // SIGHUP: read the config again; publish it to every worker if valid, else keep
   // serving the last good one. Runs on the main thread.
-  void reload();
+  void reload(std::string_view trigger);
 
   ConfigSource source_;
   SnapshotPtr snapshot_;  // the last good one (main thread; workers have their own copy)

@@ -1,11 +1,14 @@
-// Hot reload on SIGHUP: a valid new config is published without a restart; an invalid
-// one is rejected with a precise error and the last good config keeps serving.
+// Hot reload on SIGHUP and on a change of the config file: a valid new config is
+// published without a restart; an invalid one is rejected with a precise error and the
+// last good config keeps serving.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { gatewayConfig, startTahua, writeConfig } from './lib/tahua.mjs';
 import { post, chatBody, request, openStream } from './lib/http.mjs';
 import { toYaml } from './lib/yaml.mjs';
+import { makeTempDir } from './lib/util.mjs';
 
 const mockConfig = (models, mock = {}) =>
   gatewayConfig({
@@ -16,7 +19,7 @@ const mockConfig = (models, mock = {}) =>
 describe('SIGHUP reload', () => {
   it('adds a model without a restart, rejects an invalid config and keeps serving', async (t) => {
     const file = writeConfig(mockConfig(['first']));
-    const gw = await startTahua({ t, args: ['--config', file] });
+    const gw = await startTahua({ t, args: ['--config', file, '--no-watch'] });
     assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('second'))).status, 404);
 
     writeFileSync(file, toYaml(mockConfig(['first', 'second'])));
@@ -43,7 +46,7 @@ describe('SIGHUP reload', () => {
   it('lets a stream in flight finish on the config it started with', async (t) => {
     const slow = { completion_tokens: 6, chunk_delay: '50ms' };
     const file = writeConfig(mockConfig(['old'], slow));
-    const gw = await startTahua({ t, args: ['--config', file] });
+    const gw = await startTahua({ t, args: ['--config', file, '--no-watch'] });
     const { events } = await openStream(gw.url, chatBody('old', { stream: true }));
 
     // Publish a config without the model while the stream runs.
@@ -56,5 +59,37 @@ describe('SIGHUP reload', () => {
     for await (const ev of events) rest.push(ev.data);
     assert.equal(rest.at(-1), '[DONE]');
     assert.ok(rest.length >= 6, `the stream went on after the reload (${rest.length} more events)`);
+  });
+});
+
+describe('config file watch', () => {
+  const reloads = (gw) => gw.stderr.json().filter((l) => l.msg === 'config reloaded' && l.trigger === 'file').length;
+
+  it('reloads when the file is rewritten, without a signal', async (t) => {
+    const file = writeConfig(mockConfig(['first']));
+    const gw = await startTahua({ t, args: ['--config', file] });
+    writeFileSync(file, toYaml(mockConfig(['first', 'second'])));
+    await gw.stderr.waitUntil(() => reloads(gw) === 1, 5000, 'a file-triggered reload');
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('second'))).status, 200);
+  });
+
+  it("follows a Kubernetes ConfigMap update (the '..data' symlink swap)", async (t) => {
+    // The layout the kubelet makes: tahua.yaml -> ..data/tahua.yaml, ..data -> ..<version>/
+    const dir = makeTempDir();
+    const version = (name, models) => {
+      mkdirSync(join(dir, name));
+      writeFileSync(join(dir, name, 'tahua.yaml'), toYaml(mockConfig(models)));
+    };
+    version('..v1', ['first']);
+    symlinkSync('..v1', join(dir, '..data'));
+    symlinkSync('..data/tahua.yaml', join(dir, 'tahua.yaml'));
+    const gw = await startTahua({ t, args: ['--config', join(dir, 'tahua.yaml')] });
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('second'))).status, 404);
+
+    version('..v2', ['first', 'second']);
+    symlinkSync('..v2', join(dir, '..data_tmp'));
+    renameSync(join(dir, '..data_tmp'), join(dir, '..data')); // atomic swap, as the kubelet does
+    await gw.stderr.waitUntil(() => reloads(gw) === 1, 5000, 'a reload after the symlink swap');
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('second'))).status, 200);
   });
 });

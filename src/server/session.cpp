@@ -383,12 +383,14 @@ class Session final : public SessionBase {
 
   asio::awaitable<void> relayStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
                                     ResponseHead& head) {
+    // HTTP/1.0 has no chunked encoding: the stream is the body, ended by closing.
+    if (http10_) keep_alive_ = false;
     HeadWriter h = beginHead(head.status);
     for (auto& [name, value] : head.headers) h.header(name, value);
     h.header("Content-Type", head.content_type);
     h.header("Cache-Control", "no-cache");
     h.header("X-Accel-Buffering", "no");
-    h.header("Transfer-Encoding", "chunked");
+    if (!http10_) h.header("Transfer-Encoding", "chunked");
     h.end();
     if (!co_await writeHeadAnd({})) {
       clientWriteFailed(exchange);
@@ -439,13 +441,16 @@ class Session final : public SessionBase {
     char size_buf[20];
     std::array<asio::const_buffer, 4> bufs;
     std::size_t n = 0;
-    if (!data.empty()) {
+    if (http10_) {  // unframed body (see relayStream)
+      if (data.empty()) co_return true;
+      bufs[n++] = asio::buffer(data.data(), data.size());
+    } else if (!data.empty()) {
       std::string_view size_line = chunkSizeLine(data.size(), size_buf);
       bufs[n++] = asio::buffer(size_line.data(), size_line.size());
       bufs[n++] = asio::buffer(data.data(), data.size());
       bufs[n++] = asio::buffer(kCrlf.data(), kCrlf.size());
     }
-    if (last) bufs[n++] = asio::buffer(kLast.data(), kLast.size());
+    if (last && !http10_) bufs[n++] = asio::buffer(kLast.data(), kLast.size());
     co_return co_await writeBuffers(std::span<const asio::const_buffer>(bufs.data(), n));
   }
 

@@ -68,6 +68,20 @@ describe('client-side HTTP/1.1', () => {
     await withTimeout(client.closed, 2000, 'close after an HTTP/1.0 response');
   });
 
+  it('an HTTP/1.0 stream is sent unchunked and ended by closing the connection', async () => {
+    const client = await RawClient.connect(gw.port);
+    const body = JSON.stringify({ model: 'mock', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    await client.write(
+      `POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    await withTimeout(client.closed, 3000, 'the end of an HTTP/1.0 stream');
+    const res = await client.readResponse(); // no length and no chunking: the body ends at EOF
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['transfer-encoding'], undefined);
+    assert.match(res.body.toString(), /^data: \{/);
+    assert.match(res.body.toString(), /data: \[DONE\]\n\n$/);
+  });
+
   it('slowloris: a partial request head is dropped after header_timeout', async () => {
     const client = await RawClient.connect(gw.port);
     const started = Date.now();

@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
@@ -75,6 +76,7 @@ void Worker::unregisterSession(SessionBase* s) {
 
 void Worker::run() {
   scheduleLogFlush();
+  scheduleHeartbeatSweep();
   io_.run();
   access_log_.flush();
 }
@@ -85,6 +87,25 @@ void Worker::scheduleLogFlush() {
   flush_timer_->async_wait([this](boost::system::error_code ec) {
     access_log_.flush();
     if (!ec) scheduleLogFlush();
+  });
+}
+
+// One timer per worker walks the sessions for stream heartbeats; a quarter of the
+// interval keeps each heartbeat within 25% of its due time.
+void Worker::scheduleHeartbeatSweep() {
+  if (!heartbeat_timer_) heartbeat_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  const Millis interval = snapshot_->config->server.stream_heartbeat;
+  const Millis period = interval.count() == 0 ? Millis(1000) : std::clamp(interval / 4, Millis(10), Millis(1000));
+  heartbeat_timer_->expires_after(period);
+  heartbeat_timer_->async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (SessionBase* s = sessions_; s;) {
+      SessionBase* next = s->next_;
+      s->heartbeatTick(now);
+      s = next;
+    }
+    scheduleHeartbeatSweep();
   });
 }
 
@@ -113,6 +134,7 @@ void Worker::drainDeadline() {
 void Worker::stop() {
   pool_->clear();
   if (flush_timer_) flush_timer_->cancel();
+  if (heartbeat_timer_) heartbeat_timer_->cancel();
   io_.stop();
 }
 

@@ -31,6 +31,8 @@ class SessionBase {
   virtual void closeIfIdle() = 0;
   // Drain deadline passed: end whatever is in flight (streams get a final event).
   virtual void abortForDrain() = 0;
+  // Called every heartbeat sweep: a session relaying an idle stream writes a comment.
+  virtual void heartbeatTick(std::chrono::steady_clock::time_point now) = 0;
 
  private:
   friend class Worker;
@@ -78,6 +80,7 @@ class Worker {
 
  private:
   void scheduleLogFlush();
+  void scheduleHeartbeatSweep();
   std::shared_ptr<FilterChain> buildChain();
 
   unsigned id_;
@@ -98,6 +101,7 @@ class Worker {
   std::string request_id_prefix_;
   std::vector<std::function<void()>> acceptor_closers_;
   std::unique_ptr<boost::asio::steady_timer> flush_timer_;
+  std::unique_ptr<boost::asio::steady_timer> heartbeat_timer_;
 };
 
 }  // namespace tahua

@@ -399,17 +399,62 @@ class Session final : public SessionBase {
     // A stream may last minutes: give back the read buffer if it holds no pipelined
     // request (it is reallocated for the next request on this connection).
     if (buffer_.size() == 0) buffer_.shrink_to_fit();
+    // From here on the worker's heartbeat sweep may write comments (heartbeatTick).
+    stream_exchange_ = &exchange;
+    last_write_ = Clock::now();
+    co_await pumpStream(ctx, exchange, translator);
+    stream_exchange_ = nullptr;
+    while (hb_writing_) co_await waitForHeartbeatWrite();  // it uses this session
+  }
+
+  // Idle streams get an SSE comment now and then, so proxies and load balancers in
+  // between do not cut them. The worker calls this for every session on a coarse
+  // timer (one timer per worker, not per stream: a held stream costs memory). A comment
+  // is written only while the relay waits for the upstream, never between the pieces of
+  // a data write, and never queued behind a full buffer (a write in flight is already
+  // a sign of life).
+  void heartbeatTick(Clock::time_point now) override {
+    if (!stream_exchange_ || hb_writing_ || data_writing_) return;
+    const Millis interval = serverConfig().stream_heartbeat;
+    if (interval.count() == 0 || now - last_write_ < interval) return;
+    static constexpr std::string_view kChunked = "e\r\n: keep-alive\n\n\r\n";
+    static constexpr std::string_view kPlain = ": keep-alive\n\n";  // HTTP/1.0: unframed
+    const std::string_view bytes = http10_ ? kPlain : kChunked;
+    hb_writing_ = true;
+    last_write_ = now;
+    lowest().expires_after(serverConfig().client_write_timeout);
+    // The relay waits for this write before it writes or ends, so `this` outlives it.
+    asio::async_write(stream_, asio::buffer(bytes.data(), bytes.size()), [this](beast::error_code ec, std::size_t) {
+      hb_writing_ = false;
+      if (ec) {
+        client_gone_ = true;
+        if (stream_exchange_) stream_exchange_->abort();
+      }
+      if (hb_done_) hb_done_->cancel();
+    });
+  }
+
+  asio::awaitable<void> waitForHeartbeatWrite() {
+    if (!hb_done_) hb_done_.emplace(lowest().socket().get_executor());  // rarely needed: made lazily
+    hb_done_->expires_at(Clock::time_point::max());
+    co_await hb_done_->async_wait(kUseTuple);  // cancelled when the heartbeat write completes
+  }
+
+  asio::awaitable<void> pumpStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator) {
     for (;;) {
       std::string_view bytes;
       bool done = false;
       auto err = co_await exchange.read(bytes, done);
+      while (hb_writing_) co_await waitForHeartbeatWrite();  // one writer at a time
       if (err) {
         if (clientGone()) co_return;
         // Never a silent truncation: the client learns why its stream ended.
         recordUpstreamFailure(ctx, std::move(*err));
         std::string event = translator.streamErrorEvent(*ctx.error);
         keep_alive_ = false;
+        data_writing_ = true;
         if (co_await writeChunk(event, true)) ctx.bytes_out += event.size();
+        data_writing_ = false;
         co_return;
       }
       std::string_view out;
@@ -419,12 +464,16 @@ class Session final : public SessionBase {
       }
       if (!out.empty() || done) {
         // The last piece and the terminating chunk go out in one write.
-        if (!co_await writeChunk(out, done)) {
+        data_writing_ = true;
+        const bool ok = co_await writeChunk(out, done);
+        data_writing_ = false;
+        last_write_ = Clock::now();
+        if (!ok) {
           clientWriteFailed(exchange);
           co_return;
         }
         if (!out.empty()) {
-          if (!ctx.first_byte) ctx.first_byte = Clock::now();
+          if (!ctx.first_byte) ctx.first_byte = last_write_;
           ctx.bytes_out += out.size();
           ++ctx.chunks_out;
         }
@@ -575,6 +624,12 @@ class Session final : public SessionBase {
   std::string head_;        // response head being written; its capacity is reused
   std::shared_ptr<WatchState> watch_;
   UpstreamExchange* exchange_ = nullptr;
+  // Stream heartbeats (see heartbeatTick).
+  UpstreamExchange* stream_exchange_ = nullptr;  // set while a stream is relayed
+  Clock::time_point last_write_{};
+  bool hb_writing_ = false;
+  bool data_writing_ = false;
+  std::optional<asio::steady_timer> hb_done_;
 };
 
 // `tls` keeps the server TLS context alive as long as a session uses it, even after

@@ -135,3 +135,34 @@ describe('upstream timeouts', () => {
     assert.match(res.text, /data: \[DONE\]\n\n$/);
   });
 });
+
+describe('stream heartbeats', () => {
+  it('sends ": keep-alive" comments while the upstream is silent, and none while it streams', async (t) => {
+    const fx = await gatewayWithUpstream({ t, server: { stream_heartbeat: '100ms' } });
+    const ex = fx.upstream.next({ mode: 'hold' });
+    const client = await RawClient.connect(fx.gw.port);
+    t.after(() => client.destroy());
+    await client.write(
+      rawRequest('POST', '/v1/chat/completions', {
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(STREAM),
+      }),
+    );
+    // The upstream holds after its first event: heartbeats must keep coming.
+    const count = () => (client.buf.toString().match(/\r\n: keep-alive\n\n\r\n/g) ?? []).length;
+    await client.waitFor(() => count() >= 3, 3000, 'three heartbeats on a silent stream');
+    ex.release();
+    const res = await client.readResponse();
+    const body = res.body.toString();
+    assert.match(body, /data: \[DONE\]\n\n$/);
+    // Heartbeats are SSE comments between events, never inside one.
+    for (const block of body.split('\n\n').filter(Boolean)) {
+      assert.ok(block.startsWith('data: ') || block === ': keep-alive', `well-formed block: ${JSON.stringify(block)}`);
+    }
+    // The stream still parses for an SDK: the content is intact.
+    assert.equal(
+      body.split('\n\n').filter((b) => b.startsWith('data: {')).map((b) => JSON.parse(b.slice(6)).choices?.[0]?.delta?.content ?? '').join(''),
+      ex.text,
+    );
+  });
+});

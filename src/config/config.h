@@ -39,6 +39,7 @@ struct ServerConfig {
   Millis keepalive_timeout{75'000};
   Millis client_write_timeout{60'000};
   Millis drain_timeout{30'000};
+  Millis drain_accept_grace{0};  // after SIGTERM keep accepting this long (readyz already 503)
   Millis stream_heartbeat{15'000};  // SSE comment on a stream idle this long; 0 = off
 };
 

@@ -233,6 +233,7 @@ int Gateway::run() {
   std::vector<std::thread> threads;
   for (auto& worker : workers_) threads.emplace_back([w = worker.get()] { w->run(); });
   asio::steady_timer deadline(main_io);
+  asio::steady_timer grace(main_io);
   asio::steady_timer poll(main_io);
   bool deadline_passed = false;
   // A change of the config file's bytes reloads it too (editors, ConfigMap updates).
@@ -256,6 +257,7 @@ int Gateway::run() {
   };
   waitHangup();
   auto finish = [&] {
+    grace.cancel();
     if (watcher) watcher->stop();
     hangup.cancel();
     signals.cancel();
@@ -274,10 +276,21 @@ int Gateway::run() {
   };
   signals.async_wait([&](boost::system::error_code ec, int signo) {
     if (ec) return;
-    draining_.store(true, std::memory_order_relaxed);
-    log::info("draining", {{"signal", signo}, {"drain_timeout_ms", cfg.server.drain_timeout.count()}});
-    for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get()] { w->beginDrain(); });
-    deadline.expires_after(cfg.server.drain_timeout);
+    // The config in force now (a reload may have replaced the one we started with).
+    const ServerConfig server = snapshot_->config->server;
+    draining_.store(true, std::memory_order_relaxed);  // /readyz says 503 from now on
+    log::info("draining", {{"signal", signo},
+                           {"drain_timeout_ms", server.drain_timeout.count()},
+                           {"accept_grace_ms", server.drain_accept_grace.count()}});
+    // Keep accepting for a moment so a load balancer sees /readyz fail before
+    // connections are refused; then close listeners and idle connections.
+    grace.expires_after(server.drain_accept_grace);
+    grace.async_wait([&](boost::system::error_code ec2) {
+      if (ec2) return;
+      for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get()] { w->beginDrain(); });
+      pollSessions();
+    });
+    deadline.expires_after(server.drain_timeout);
     deadline.async_wait([&](boost::system::error_code ec2) {
       if (ec2) return;
       deadline_passed = true;
@@ -294,7 +307,6 @@ int Gateway::run() {
     signals.async_wait([&](boost::system::error_code ec2, int) {
       if (!ec2) finish();
     });
-    pollSessions();
   });
   main_io.run();
   for (auto& t : threads) t.join();

@@ -218,7 +218,7 @@ class Session final : public SessionBase {
       case Route::Readyz: {
         const bool ready = worker_.gateway().ready();
         std::string_view body = ready ? R"({"status":"ready"})"
-                                      : (worker_.draining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})");
+                                      : (worker_.gateway().draining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})");
         co_await writeSimple(ready ? 200 : 503, "application/json", body);
         co_return;
       }

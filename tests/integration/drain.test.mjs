@@ -75,3 +75,28 @@ describe('graceful drain', () => {
     assert.equal(await exitCode(gw, 5000, 'exit after SIGINT'), 0);
   });
 });
+
+describe('drain accept grace', () => {
+  it('readiness fails at once, new connections are still accepted during the grace, refused after', async (t) => {
+    const { gw } = await gatewayWithUpstream({ t, server: { drain_timeout: '5s', drain_accept_grace: '600ms' } });
+    const idle = await RawClient.connect(gw.port); // keeps the drain from finishing early
+    await idle.write(rawRequest('GET', '/healthz'));
+    assert.equal((await idle.readResponse()).status, 200);
+    gw.signal('SIGTERM');
+    await gw.stderr.waitUntil(() => gw.stderr.json().some((l) => l.msg === 'draining'), 3000, 'the drain to start');
+    // Within the grace: a new connection is accepted and /readyz says 503.
+    const during = await RawClient.connect(gw.port);
+    await during.write(rawRequest('GET', '/readyz'));
+    const ready = await during.readResponse();
+    assert.equal(ready.status, 503);
+    assert.equal(JSON.parse(ready.body).status, 'draining');
+    during.destroy();
+    // After the grace: refused, and the process exits 0 once the idle connection is closed.
+    await eventually(async () => (await tryConnect(gw.port)) === 'ECONNREFUSED', {
+      timeout: 3000,
+      what: 'new connections refused after the grace',
+    });
+    await withTimeout(idle.closed, 3000, 'the idle connection to be closed after the grace');
+    assert.equal(await exitCode(gw, 5000, 'exit after the grace'), 0);
+  });
+});

@@ -43,6 +43,12 @@ struct ServerConfig {
   Millis stream_heartbeat{15'000};  // SSE comment on a stream idle this long; 0 = off
 };
 
+// Concurrency caps for the whole gateway (0 = none). Per tenant/key caps come with tenants.
+struct LimitsConfig {
+  std::size_t max_concurrent_requests = 0;
+  std::size_t max_concurrent_streams = 0;
+};
+
 struct AccessLogConfig {
   bool enabled = true;
   std::string path = "-";
@@ -102,6 +108,7 @@ struct Config {
   ServerConfig server;
   std::vector<ListenerConfig> listeners;
   AccessLogConfig access_log;
+  LimitsConfig limits;
   std::vector<ProviderConfig> providers;
   std::vector<ModelConfig> models;
   std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> model_index;

@@ -93,10 +93,17 @@ class Loader {
     Config cfg;
     cfg.source = source_;
     if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
-    checkKeys(root, "", {"server", "listeners", "access_log", "providers", "models"});
+    checkKeys(root, "", {"server", "listeners", "access_log", "limits", "providers", "models"});
     if (auto n = root["server"]) loadServer(n, cfg.server);
     loadListeners(root["listeners"], root, cfg);
     if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
+    if (auto n = root["limits"]) {
+      checkKeys(n, "limits", {"max_concurrent_requests", "max_concurrent_streams"});
+      if (auto v = n["max_concurrent_requests"])
+        cfg.limits.max_concurrent_requests = integer(v, "limits.max_concurrent_requests", 0, 10'000'000);
+      if (auto v = n["max_concurrent_streams"])
+        cfg.limits.max_concurrent_streams = integer(v, "limits.max_concurrent_streams", 0, 10'000'000);
+    }
     loadProviders(root["providers"], root, cfg);
     loadModels(root["models"], root, cfg);
     return cfg;

@@ -13,6 +13,7 @@ int Error::httpStatus() const {
     case ErrorKind::ModelNotFound:
     case ErrorKind::UnknownPath: return 404;
     case ErrorKind::MethodNotAllowed: return 405;
+    case ErrorKind::ConcurrencyLimited: return 429;
     case ErrorKind::BodyTooLarge: return 413;
     case ErrorKind::HeadersTooLarge: return 431;
     case ErrorKind::ProviderUnavailable:
@@ -53,6 +54,7 @@ bool Error::retryable() const {
 }
 
 std::string_view Error::type() const {
+  if (kind == ErrorKind::ConcurrencyLimited) return "rate_limit_error";  // what SDKs retry on
   switch (source()) {
     case ErrorSource::Client: return "invalid_request_error";
     case ErrorSource::Upstream: return "upstream_error";
@@ -80,6 +82,7 @@ std::string_view Error::code() const {
     case ErrorKind::UpstreamInterrupted: return "upstream_stream_interrupted";
     case ErrorKind::Draining: return "gateway_draining";
     case ErrorKind::Overloaded: return "gateway_overloaded";
+    case ErrorKind::ConcurrencyLimited: return "concurrency_limit_exceeded";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

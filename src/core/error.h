@@ -29,12 +29,14 @@ enum class ErrorKind {
   UpstreamInterrupted,  // upstream failed after the response began
   Draining,             // gateway shutting down
   Overloaded,           // the gateway itself is out of a resource (file descriptors)
+  ConcurrencyLimited,   // over a configured concurrency cap (bulkhead)
   Internal,
 };
 
 struct Error {
   ErrorKind kind = ErrorKind::Internal;
   std::string message;  // safe for clients: never contains secrets or internals
+  int retry_after_seconds = 0;  // > 0: answered with a Retry-After header
 
   int httpStatus() const;
   ErrorSource source() const;

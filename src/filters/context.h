@@ -57,6 +57,7 @@ struct RequestContext {
   RequestFacts facts;
   const ModelConfig* model = nullptr;
   const ProviderConfig* provider = nullptr;
+  bool bulkhead_admitted = false;  // counted by the bulkhead filter; released in onComplete
 
   // Response side.
   int status = 0;

@@ -172,7 +172,7 @@ int Gateway::run() {
     log::error(error);
     return 1;
   }
-  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, *this, snapshot_, access_log));
+  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, access_log));
 
   // Every worker gets its own acceptor on the same address (SO_REUSEPORT): the kernel
   // spreads new connections across them, and no accept lock is shared.

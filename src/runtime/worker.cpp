@@ -15,8 +15,9 @@
 
 namespace tahua {
 
-Worker::Worker(unsigned id, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log)
-    : id_(id), gateway_(gateway), snapshot_(std::move(snapshot)), access_log_(std::move(access_log)),
+Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot,
+               std::shared_ptr<LogFile> access_log)
+    : id_(id), worker_count_(worker_count), gateway_(gateway), snapshot_(std::move(snapshot)), access_log_(std::move(access_log)),
       pool_(std::make_unique<UpstreamPool>()) {
   chain_ = buildChain();
 
@@ -37,6 +38,8 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (snapshot_->config->access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
+  // After the router: a request for an unknown model is a 404, not a 429.
+  chain->add(makeBulkheadFilter(bulkhead_, worker_count_));
   return chain;
 }
 

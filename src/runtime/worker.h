@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "filters/bulkhead/bulkhead_filter.h"
 #include "filters/filter.h"
 #include "providers/provider.h"
 #include "telemetry/access_log_sink.h"
@@ -42,7 +43,7 @@ class SessionBase {
 
 class Worker {
  public:
-  Worker(unsigned id, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log);
+  Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log);
   ~Worker();
 
   unsigned id() const { return id_; }
@@ -84,6 +85,8 @@ class Worker {
   std::shared_ptr<FilterChain> buildChain();
 
   unsigned id_;
+  unsigned worker_count_;
+  BulkheadCounters bulkhead_;
   Gateway& gateway_;
   SnapshotPtr snapshot_;
   // One thread does all I/O on this context: no locking in the reactor. (Other threads

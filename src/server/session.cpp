@@ -300,9 +300,11 @@ class Session final : public SessionBase {
       std::string body = err.toJson();
       ctx.first_byte = Clock::now();
       ctx.bytes_out = body.size();
+      if (err.retry_after_seconds > 0) retry_after_ = std::to_string(err.retry_after_seconds);
       co_await writeSimple(ctx.status, "application/json", body);
     }
     allow_.clear();
+    retry_after_.clear();
     ctx.end = Clock::now();
     chain_->complete(ctx);
   }
@@ -587,6 +589,7 @@ class Session final : public SessionBase {
     HeadWriter h = beginHead(status);
     h.header("Content-Type", content_type);
     if (!allow_.empty()) h.header("Allow", allow_);
+    if (!retry_after_.empty()) h.header("Retry-After", retry_after_);
     h.contentLength(body.size());
     h.end();
     co_await writeHeadAnd(body);
@@ -620,7 +623,8 @@ class Session final : public SessionBase {
   bool client_gone_ = false;
   bool http10_ = false;      // the current request is HTTP/1.0
   std::string request_id_;
-  std::string allow_;
+  std::string allow_;        // Allow header of a 405
+  std::string retry_after_;  // Retry-After header of a 429 / 503
   std::string head_;        // response head being written; its capacity is reused
   std::shared_ptr<WatchState> watch_;
   UpstreamExchange* exchange_ = nullptr;

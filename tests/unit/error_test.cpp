@@ -39,6 +39,7 @@ TEST(Error, StatusesMatchTheDocumentedTable) {
       {ErrorKind::UpstreamInterrupted, 502, "upstream_stream_interrupted"},
       {ErrorKind::Draining, 503, "gateway_draining"},
       {ErrorKind::Overloaded, 503, "gateway_overloaded"},
+      {ErrorKind::ConcurrencyLimited, 429, "concurrency_limit_exceeded"},
   };
   for (const auto& r : rows) {
     Error e{r.kind, "m"};

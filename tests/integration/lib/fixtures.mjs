@@ -14,10 +14,11 @@ export const PROVIDER = 'up';
  * `models` (default: `gpt-test`). With `t`, both stop when that test ends; otherwise
  * call `close()`.
  */
-export async function gatewayWithUpstream({ t, server, provider = {}, models, env, upstream: upstreamOptions } = {}) {
+export async function gatewayWithUpstream({ t, server, limits, provider = {}, models, env, upstream: upstreamOptions } = {}) {
   const upstream = await startMockUpstream({ t, ...upstreamOptions });
   const config = gatewayConfig({
     server,
+    limits,
     providers: [openaiProvider(PROVIDER, upstream.baseUrl(), provider)],
     models: models ?? [{ name: MODEL, provider: PROVIDER }],
   });

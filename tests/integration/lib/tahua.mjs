@@ -23,8 +23,9 @@ process.once('exit', () => {
  * A full config with test defaults (one worker, one ephemeral loopback listener,
  * short timeouts, access log on stdout). `server` keys are merged over the defaults.
  */
-export function gatewayConfig({ providers, models, server = {}, listeners, accessLog } = {}) {
+export function gatewayConfig({ providers, models, server = {}, listeners, accessLog, limits } = {}) {
   return {
+    ...(limits ? { limits } : {}),
     server: {
       workers: 1,
       header_timeout: '5s',

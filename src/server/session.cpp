@@ -402,10 +402,10 @@ class Session final : public SessionBase {
     // request (it is reallocated for the next request on this connection).
     if (buffer_.size() == 0) buffer_.shrink_to_fit();
     // From here on the worker's heartbeat sweep may write comments (heartbeatTick).
-    stream_exchange_ = &exchange;
+    relaying_stream_ = true;
     last_write_ = Clock::now();
     co_await pumpStream(ctx, exchange, translator);
-    stream_exchange_ = nullptr;
+    relaying_stream_ = false;
     while (hb_writing_) co_await waitForHeartbeatWrite();  // it uses this session
   }
 
@@ -416,7 +416,7 @@ class Session final : public SessionBase {
   // a data write, and never queued behind a full buffer (a write in flight is already
   // a sign of life).
   void heartbeatTick(Clock::time_point now) override {
-    if (!stream_exchange_ || hb_writing_ || data_writing_) return;
+    if (!relaying_stream_ || hb_writing_ || data_writing_) return;
     const Millis interval = serverConfig().stream_heartbeat;
     if (interval.count() == 0 || now - last_write_ < interval) return;
     static constexpr std::string_view kChunked = "e\r\n: keep-alive\n\n\r\n";
@@ -430,7 +430,7 @@ class Session final : public SessionBase {
       hb_writing_ = false;
       if (ec) {
         client_gone_ = true;
-        if (stream_exchange_) stream_exchange_->abort();
+        if (exchange_) exchange_->abort();
       }
       if (hb_done_) hb_done_->cancel();
     });
@@ -629,7 +629,7 @@ class Session final : public SessionBase {
   std::shared_ptr<WatchState> watch_;
   UpstreamExchange* exchange_ = nullptr;
   // Stream heartbeats (see heartbeatTick).
-  UpstreamExchange* stream_exchange_ = nullptr;  // set while a stream is relayed
+  bool relaying_stream_ = false;
   Clock::time_point last_write_{};
   bool hb_writing_ = false;
   bool data_writing_ = false;

@@ -63,6 +63,14 @@ struct ProviderTimeouts {
   Millis total{600'000};
 };
 
+// Retries of one request to the same provider, only while nothing reached the client.
+struct RetryPolicy {
+  int attempts = 1;                         // total tries; 1 = no retry
+  std::vector<int> on_status{429, 502, 503, 504};  // upstream statuses worth another try
+  Millis backoff{200};                      // first wait; doubles per try, full jitter
+  Millis max_backoff{5'000};                // also the longest Retry-After we wait for
+};
+
 struct MockProviderConfig {
   int completion_tokens = 16;
   Millis chunk_delay{0};
@@ -84,6 +92,7 @@ struct ProviderConfig {
   bool usable = true;       // false when api_key_env names an unset variable
   std::vector<std::pair<std::string, std::string>> headers;
   ProviderTimeouts timeouts;
+  RetryPolicy retry;
   bool tls_verify = true;
   std::string ca_file;
   std::size_t pool_max_idle = 64;

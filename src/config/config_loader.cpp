@@ -170,7 +170,8 @@ class Loader {
     for (std::size_t i = 0; i < n.size(); ++i) {
       const std::string p = "providers[" + std::to_string(i) + "]";
       const YAML::Node& y = n[i];
-      checkKeys(y, p, {"name", "type", "base_url", "api_key", "api_key_env", "headers", "timeouts", "tls", "pool", "mock"});
+      checkKeys(y, p, {"name", "type", "base_url", "api_key", "api_key_env", "headers", "timeouts", "retry", "tls", "pool",
+                       "mock"});
       ProviderConfig pc;
       if (!y["name"]) fail(y, p + ".name", "required");
       pc.name = nonEmpty(y["name"], p + ".name");
@@ -219,6 +220,19 @@ class Loader {
         if (auto v = t["first_byte"]) pc.timeouts.first_byte = duration(v, tp + ".first_byte", Millis(1));
         if (auto v = t["idle"]) pc.timeouts.idle = duration(v, tp + ".idle", Millis(1));
         if (auto v = t["total"]) pc.timeouts.total = duration(v, tp + ".total", Millis(1));
+      }
+      if (auto r = y["retry"]) {
+        const std::string rp = p + ".retry";
+        checkKeys(r, rp, {"attempts", "on_status", "backoff", "max_backoff"});
+        if (auto v = r["attempts"]) pc.retry.attempts = static_cast<int>(integer(v, rp + ".attempts", 1, 10));
+        if (auto v = r["on_status"]) {
+          if (!v.IsSequence()) fail(v, rp + ".on_status", "expected a list of HTTP statuses");
+          pc.retry.on_status.clear();
+          for (std::size_t k = 0; k < v.size(); ++k)
+            pc.retry.on_status.push_back(static_cast<int>(integer(v[k], rp + ".on_status[" + std::to_string(k) + "]", 400, 599)));
+        }
+        if (auto v = r["backoff"]) pc.retry.backoff = duration(v, rp + ".backoff");
+        if (auto v = r["max_backoff"]) pc.retry.max_backoff = duration(v, rp + ".max_backoff");
       }
       if (auto t = y["tls"]) {
         checkKeys(t, p + ".tls", {"verify", "ca_file"});

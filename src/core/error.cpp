@@ -49,9 +49,9 @@ ErrorSource Error::source() const {
   }
 }
 
-bool Error::retryable() const {
-  return kind == ErrorKind::UpstreamConnect || kind == ErrorKind::UpstreamTls;
-}
+// Only a connection that never carried the request: a TLS failure would fail again, and
+// anything after the request was sent may have been processed (and billed) upstream.
+bool Error::retryable() const { return kind == ErrorKind::UpstreamConnect; }
 
 std::string_view Error::type() const {
   if (kind == ErrorKind::ConcurrencyLimited) return "rate_limit_error";  // what SDKs retry on

@@ -40,7 +40,7 @@ struct Error {
 
   int httpStatus() const;
   ErrorSource source() const;
-  bool retryable() const;  // safe to retry on another upstream (nothing sent yet)
+  bool retryable() const;  // safe to try again: the upstream never got the request
   std::string_view type() const;  // OpenAI error `type`
   std::string_view code() const;  // OpenAI error `code`, stable for clients and tests
 

@@ -64,6 +64,7 @@ struct RequestContext {
   bool streaming = false;  // the response is an event stream
   std::uint64_t bytes_out = 0;
   std::uint64_t chunks_out = 0;
+  int attempts = 0;  // upstream tries (retries + 1)
   Usage usage;
   std::optional<Error> error;  // the gateway's own error, if any
   std::optional<LocalReply> local_reply;

@@ -163,6 +163,18 @@ int Gateway::run() {
   asio::io_context main_io{1};
   asio::signal_set signals(main_io, SIGTERM, SIGINT);
   asio::signal_set hangup(main_io, SIGHUP);
+  // A change of the config file's bytes reloads it too (editors, ConfigMap updates).
+  // Started before the listeners announce themselves, so no change after "listening"
+  // can slip by unseen.
+  std::unique_ptr<ConfigWatcher> watcher;
+  if (source_.watch && !source_.path.empty()) {
+    watcher = std::make_unique<ConfigWatcher>(main_io, source_.path, [this] { reload("file"); });
+    std::string watch_error;
+    if (!watcher->start(&watch_error)) {
+      log::warn("not watching the config file; reload with SIGHUP", {{"error", watch_error}});
+      watcher.reset();
+    }
+  }
   const Config& cfg = *snapshot_->config;
   unsigned n = cfg.server.workers ? cfg.server.workers : std::max(1u, std::thread::hardware_concurrency());
 
@@ -236,16 +248,6 @@ int Gateway::run() {
   asio::steady_timer grace(main_io);
   asio::steady_timer poll(main_io);
   bool deadline_passed = false;
-  // A change of the config file's bytes reloads it too (editors, ConfigMap updates).
-  std::unique_ptr<ConfigWatcher> watcher;
-  if (source_.watch && !source_.path.empty()) {
-    watcher = std::make_unique<ConfigWatcher>(main_io, source_.path, [this] { reload("file"); });
-    std::string watch_error;
-    if (!watcher->start(&watch_error)) {
-      log::warn("not watching the config file; reload with SIGHUP", {{"error", watch_error}});
-      watcher.reset();
-    }
-  }
   // SIGHUP reloads the config (until the drain starts).
   std::function<void()> waitHangup = [&] {
     hangup.async_wait([&](boost::system::error_code ec, int) {

@@ -5,7 +5,10 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
+#include <charconv>
+#include <random>
 #include <span>
 
 #include <boost/asio/as_tuple.hpp>
@@ -272,11 +275,34 @@ class Session final : public SessionBase {
       co_await finishLocally(ctx);
       co_return;
     }
-    auto exchange = provider.adapter->openExchange(std::move(std::get<UpstreamRequest>(encoded)), ctx, provider, worker_);
     auto translator = provider.adapter->responseTranslator(ctx);
-    exchange_ = exchange.get();
-    startWatch(*exchange);
-    co_await relay(ctx, *exchange, *translator);
+    UpstreamRequest& request = std::get<UpstreamRequest>(encoded);
+    const RetryPolicy& retry = provider.config->retry;
+    std::unique_ptr<UpstreamExchange> exchange;
+    ResponseHead head;
+    std::optional<Error> failure;
+    // Retries happen only here, before anything reached the client: once relay() has
+    // written a byte there is no way back (and no double billing).
+    for (int attempt = 1;; ++attempt) {
+      const bool last = attempt >= retry.attempts;
+      exchange = provider.adapter->openExchange(last ? std::move(request) : request, ctx, provider, worker_);
+      exchange_ = exchange.get();
+      ctx.attempts = attempt;
+      if (attempt == 1) startWatch(*exchange);
+      else if (watch_) watch_->exchange = exchange.get();
+      head = ResponseHead{};
+      failure = co_await exchange->start(head);
+      if (last || clientGone()) break;
+      const auto wait = retryDelay(retry, attempt, failure, head);
+      if (!wait) break;
+      exchange->abort();  // its answer is discarded: the connection cannot be reused
+      exchange_ = nullptr;
+      if (watch_) watch_->exchange = nullptr;
+      exchange.reset();
+      ++worker_.metrics().upstream_retries[provider.config->name];
+      if (!co_await sleepFor(*wait) || clientGone()) break;
+    }
+    if (exchange) co_await relay(ctx, *exchange, *translator, head, std::move(failure));
     stopWatch();
     exchange_ = nullptr;
     if (clientGone()) {
@@ -350,7 +376,7 @@ class Session final : public SessionBase {
       }
       w->active = false;
       w->gone = true;
-      w->exchange->abort();
+      if (w->exchange) w->exchange->abort();  // null while waiting between retries
     }
   };
 
@@ -368,11 +394,45 @@ class Session final : public SessionBase {
 
   bool clientGone() const { return client_gone_ || (watch_ && watch_->gone); }
 
-  asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator) {
-    ResponseHead head;
-    if (auto err = co_await exchange.start(head)) {
+  // How long to wait before another try, or nothing if this outcome is final: a
+  // connection that never reached the upstream, or a status in `on_status` whose
+  // Retry-After (if any) is within max_backoff. Exponential backoff, full jitter.
+  std::optional<Millis> retryDelay(const RetryPolicy& retry, int attempt, const std::optional<Error>& failure,
+                                   const ResponseHead& head) {
+    Millis floor{0};
+    if (failure) {
+      if (!failure->retryable()) return std::nullopt;
+    } else {
+      if (std::find(retry.on_status.begin(), retry.on_status.end(), head.status) == retry.on_status.end())
+        return std::nullopt;
+      for (const auto& [name, value] : head.headers) {
+        if (!beast::iequals(name, "retry-after")) continue;
+        unsigned seconds = 0;
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+        if (ec != std::errc{} || end != value.data() + value.size()) return std::nullopt;  // a date: not worth waiting
+        floor = Millis(std::int64_t{seconds} * 1000);
+        if (floor > retry.max_backoff) return std::nullopt;  // the upstream asks for longer than we wait
+      }
+    }
+    const Millis cap = std::min(retry.max_backoff, retry.backoff * (1 << std::min(attempt - 1, 16)));
+    thread_local std::minstd_rand rng{std::random_device{}()};
+    const Millis jittered{cap.count() > 0 ? static_cast<std::int64_t>(rng() % (cap.count() + 1)) : 0};
+    return std::max(floor, jittered);
+  }
+
+  // Sleeps unless the client leaves (the watcher cannot abort a timer; it is short).
+  asio::awaitable<bool> sleepFor(Millis wait) {
+    if (wait.count() == 0) co_return true;
+    asio::steady_timer timer(lowest().socket().get_executor(), wait);
+    auto [ec] = co_await timer.async_wait(kUseTuple);
+    co_return !ec;
+  }
+
+  asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
+                              ResponseHead& head, std::optional<Error> failure) {
+    if (failure) {
       if (clientGone()) co_return;
-      recordUpstreamFailure(ctx, std::move(*err));
+      recordUpstreamFailure(ctx, std::move(*failure));
       co_await writeError(ctx);
       co_return;
     }

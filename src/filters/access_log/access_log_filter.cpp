@@ -36,6 +36,7 @@ class AccessLogFilter final : public Filter {
     line["total_tokens"] = tokens(ctx.usage.total_tokens);
     line["error"] = ctx.error ? boost::json::value(ctx.error->code()) : boost::json::value(nullptr);
     if (ctx.streaming) line["chunks"] = ctx.chunks_out;
+    if (ctx.attempts > 1) line["attempts"] = ctx.attempts;
     sink_.append(boost::json::serialize(line));
   }
 

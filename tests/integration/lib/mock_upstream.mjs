@@ -220,6 +220,7 @@ export class MockUpstream {
       'content-type': 'application/json',
       'content-length': payload.length,
       'x-request-id': `req_mock_${this.counter}`,
+      ...(exchange.behaviour.headers ?? {}), // e.g. { 'retry-after': '1' } on an error
     });
     res.end(payload, () => {
       exchange.state = 'finished';

@@ -71,6 +71,19 @@ struct RetryPolicy {
   Millis max_backoff{5'000};                // also the longest Retry-After we wait for
 };
 
+// Per-provider circuit breaker (defaults from the seeds' Resilience4j settings for LLM
+// upstreams). Each worker keeps its own breaker over the calls it made.
+struct CircuitBreakerConfig {
+  bool enabled = false;
+  int window = 20;                 // the last N calls are judged
+  int min_calls = 10;              // no verdict on fewer
+  int failure_rate = 50;           // % of failed calls that opens the breaker
+  Millis slow_call{30'000};        // time to first byte counted as slow; 0 = never slow
+  int slow_call_rate = 80;         // % of slow calls that opens the breaker
+  Millis open_for{60'000};         // then half-open
+  int half_open_probes = 3;        // calls let through half-open; all must succeed
+};
+
 struct MockProviderConfig {
   int completion_tokens = 16;
   Millis chunk_delay{0};
@@ -93,6 +106,7 @@ struct ProviderConfig {
   std::vector<std::pair<std::string, std::string>> headers;
   ProviderTimeouts timeouts;
   RetryPolicy retry;
+  CircuitBreakerConfig circuit_breaker;
   bool tls_verify = true;
   std::string ca_file;
   std::size_t pool_max_idle = 64;

@@ -170,8 +170,8 @@ class Loader {
     for (std::size_t i = 0; i < n.size(); ++i) {
       const std::string p = "providers[" + std::to_string(i) + "]";
       const YAML::Node& y = n[i];
-      checkKeys(y, p, {"name", "type", "base_url", "api_key", "api_key_env", "headers", "timeouts", "retry", "tls", "pool",
-                       "mock"});
+      checkKeys(y, p, {"name", "type", "base_url", "api_key", "api_key_env", "headers", "timeouts", "retry", "circuit_breaker",
+                       "tls", "pool", "mock"});
       ProviderConfig pc;
       if (!y["name"]) fail(y, p + ".name", "required");
       pc.name = nonEmpty(y["name"], p + ".name");
@@ -233,6 +233,23 @@ class Loader {
         }
         if (auto v = r["backoff"]) pc.retry.backoff = duration(v, rp + ".backoff");
         if (auto v = r["max_backoff"]) pc.retry.max_backoff = duration(v, rp + ".max_backoff");
+      }
+      if (auto c = y["circuit_breaker"]) {
+        const std::string cp = p + ".circuit_breaker";
+        checkKeys(c, cp, {"enabled", "window", "min_calls", "failure_rate", "slow_call", "slow_call_rate", "open_for",
+                          "half_open_probes"});
+        auto& cb = pc.circuit_breaker;
+        cb.enabled = true;  // a circuit_breaker section turns it on unless enabled: false
+        if (auto v = c["enabled"]) cb.enabled = boolean(v, cp + ".enabled");
+        if (auto v = c["window"]) cb.window = static_cast<int>(integer(v, cp + ".window", 1, 10000));
+        if (auto v = c["min_calls"]) cb.min_calls = static_cast<int>(integer(v, cp + ".min_calls", 1, 10000));
+        if (auto v = c["failure_rate"]) cb.failure_rate = static_cast<int>(integer(v, cp + ".failure_rate", 1, 100));
+        if (auto v = c["slow_call"]) cb.slow_call = duration(v, cp + ".slow_call");
+        if (auto v = c["slow_call_rate"]) cb.slow_call_rate = static_cast<int>(integer(v, cp + ".slow_call_rate", 1, 100));
+        if (auto v = c["open_for"]) cb.open_for = duration(v, cp + ".open_for", Millis(1));
+        if (auto v = c["half_open_probes"])
+          cb.half_open_probes = static_cast<int>(integer(v, cp + ".half_open_probes", 1, 1000));
+        if (cb.min_calls > cb.window) fail(c, cp + ".min_calls", "must not exceed window");
       }
       if (auto t = y["tls"]) {
         checkKeys(t, p + ".tls", {"verify", "ca_file"});

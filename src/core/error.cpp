@@ -18,6 +18,7 @@ int Error::httpStatus() const {
     case ErrorKind::HeadersTooLarge: return 431;
     case ErrorKind::ProviderUnavailable:
     case ErrorKind::Overloaded:
+    case ErrorKind::CircuitOpen:
     case ErrorKind::Draining: return 503;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -83,6 +84,7 @@ std::string_view Error::code() const {
     case ErrorKind::Draining: return "gateway_draining";
     case ErrorKind::Overloaded: return "gateway_overloaded";
     case ErrorKind::ConcurrencyLimited: return "concurrency_limit_exceeded";
+    case ErrorKind::CircuitOpen: return "circuit_open";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

@@ -30,6 +30,7 @@ enum class ErrorKind {
   Draining,             // gateway shutting down
   Overloaded,           // the gateway itself is out of a resource (file descriptors)
   ConcurrencyLimited,   // over a configured concurrency cap (bulkhead)
+  CircuitOpen,          // the provider's circuit breaker is open: failing fast
   Internal,
 };
 

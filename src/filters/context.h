@@ -58,6 +58,8 @@ struct RequestContext {
   const ModelConfig* model = nullptr;
   const ProviderConfig* provider = nullptr;
   bool bulkhead_admitted = false;  // counted by the bulkhead filter; released in onComplete
+  bool breaker_admitted = false;   // the circuit breaker judges this call's outcome
+  bool breaker_probe = false;      // ... as a half-open probe
 
   // Response side.
   int status = 0;

@@ -38,7 +38,9 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (snapshot_->config->access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
-  // After the router: a request for an unknown model is a 404, not a 429.
+  // After the router (a request for an unknown model is a 404, not a 503 or 429); the
+  // breaker before the bulkhead, so a call refused by an open breaker takes no slot.
+  chain->add(makeCircuitBreakerFilter(breakers_, metrics_));
   chain->add(makeBulkheadFilter(bulkhead_, worker_count_));
   return chain;
 }

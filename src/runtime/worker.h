@@ -13,6 +13,7 @@
 #include <string>
 
 #include "filters/bulkhead/bulkhead_filter.h"
+#include "filters/circuit_breaker/circuit_breaker_filter.h"
 #include "filters/filter.h"
 #include "providers/provider.h"
 #include "telemetry/access_log_sink.h"
@@ -87,6 +88,7 @@ class Worker {
   unsigned id_;
   unsigned worker_count_;
   BulkheadCounters bulkhead_;
+  BreakerTable breakers_;
   Gateway& gateway_;
   SnapshotPtr snapshot_;
   // One thread does all I/O on this context: no locking in the reactor. (Other threads

@@ -37,6 +37,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.upstream_errors) upstream_errors[key] += n;
   for (const auto& [key, n] : other.upstream_connections_opened) upstream_connections_opened[key] += n;
   for (const auto& [key, n] : other.upstream_retries) upstream_retries[key] += n;
+  for (const auto& [key, n] : other.breaker_transitions) breaker_transitions[key] += n;
   active_streams += other.active_streams;
   active_connections += other.active_connections;
   connections_accepted += other.connections_accepted;
@@ -126,6 +127,11 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# TYPE tahua_upstream_retries_total counter\n";
   for (const auto& [provider, n] : m.upstream_retries)
     out += "tahua_upstream_retries_total{provider=\"" + escapeLabel(provider) + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP tahua_circuit_breaker_transitions_total Circuit breaker state changes (summed over workers).\n";
+  out += "# TYPE tahua_circuit_breaker_transitions_total counter\n";
+  for (const auto& [key, n] : m.breaker_transitions)
+    out += "tahua_circuit_breaker_transitions_total{provider=\"" + escapeLabel(key.first) + "\",to=\"" +
+           escapeLabel(key.second) + "\"} " + std::to_string(n) + "\n";
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";
   out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";

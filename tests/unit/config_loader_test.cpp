@@ -136,6 +136,36 @@ models: [{name: m, provider: a}]
   EXPECT_EQ(r.warnings[0].find("sk-secret"), std::string::npos);
 }
 
+TEST(ConfigLoader, RetryAndCircuitBreakerSections) {
+  auto r = loadConfigString(R"(
+listeners: [{port: 0}]
+providers:
+  - name: a
+    type: openai
+    base_url: http://h
+    retry: {attempts: 3, on_status: [503], backoff: 50ms}
+    circuit_breaker: {window: 10, min_calls: 5}
+models: [{name: m, provider: a}]
+)",
+                            "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  const auto& p = r.config->providers[0];
+  EXPECT_EQ(p.retry.attempts, 3);
+  EXPECT_EQ(p.retry.on_status, std::vector<int>{503});
+  EXPECT_EQ(p.retry.backoff, Millis(50));
+  EXPECT_TRUE(p.circuit_breaker.enabled);  // a section turns it on
+  EXPECT_EQ(p.circuit_breaker.failure_rate, 50);
+  EXPECT_EQ(p.circuit_breaker.open_for, Millis(60000));
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders:\n  - {name: a, type: openai, base_url: \"http://h\", "
+                      "circuit_breaker: {window: 5, min_calls: 6}}\nmodels: [{name: m, provider: a}]\n")
+                .find("circuit_breaker.min_calls: must not exceed window"),
+            std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders:\n  - {name: a, type: openai, base_url: \"http://h\", "
+                      "retry: {on_status: [200]}}\nmodels: [{name: m, provider: a}]\n")
+                .find("retry.on_status[0]: must be between 400 and 599"),
+            std::string::npos);
+}
+
 TEST(ConfigLoader, HeaderValuesCannotInjectLines) {
   EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders:\n  - name: a\n    type: openai\n    base_url: http://h\n"
                       "    headers: {X-A: \"a\\r\\nEvil: 1\"}\nmodels: [{name: m, provider: a}]\n")

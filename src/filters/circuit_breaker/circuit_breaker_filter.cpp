@@ -1,0 +1,120 @@
+#include "filters/circuit_breaker/circuit_breaker_filter.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace tahua {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::uint8_t kFailed = 1;
+constexpr std::uint8_t kSlow = 2;
+
+std::string_view stateName(Breaker::State s) {
+  switch (s) {
+    case Breaker::State::Closed: return "closed";
+    case Breaker::State::Open: return "open";
+    case Breaker::State::HalfOpen: return "half_open";
+  }
+  return "closed";
+}
+
+class CircuitBreakerFilter final : public Filter {
+ public:
+  CircuitBreakerFilter(BreakerTable& breakers, WorkerMetrics& metrics) : breakers_(breakers), metrics_(metrics) {}
+  std::string_view name() const override { return "circuit_breaker"; }
+
+  FilterStatus onUpstreamSelect(RequestContext& ctx) override {
+    if (!ctx.provider || !ctx.provider->circuit_breaker.enabled) return FilterStatus::Continue;
+    const CircuitBreakerConfig& cfg = ctx.provider->circuit_breaker;
+    Breaker& b = breaker(ctx.provider->name);
+    const auto now = Clock::now();
+    if (b.state == Breaker::State::Open && now >= b.open_until) {
+      transition(ctx.provider->name, b, Breaker::State::HalfOpen, "open_for elapsed");
+      b.probes_in_flight = 0;
+      b.probes_succeeded = 0;
+    }
+    if (b.state == Breaker::State::Open ||
+        (b.state == Breaker::State::HalfOpen && b.probes_in_flight + b.probes_succeeded >= cfg.half_open_probes)) {
+      Error e{ErrorKind::CircuitOpen,
+              "The upstream for model '" + ctx.facts.model + "' is failing; the gateway stopped sending it requests "
+              "for a while. Please retry later."};
+      const auto left = std::chrono::duration_cast<std::chrono::seconds>(b.open_until - now).count();
+      e.retry_after_seconds = static_cast<int>(std::max<std::int64_t>(1, left + 1));
+      ctx.fail(std::move(e));
+      return FilterStatus::Stop;
+    }
+    ctx.breaker_admitted = true;
+    if (b.state == Breaker::State::HalfOpen) {
+      ctx.breaker_probe = true;
+      ++b.probes_in_flight;
+    }
+    return FilterStatus::Continue;
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    if (!ctx.breaker_admitted || !ctx.provider) return;
+    const CircuitBreakerConfig& cfg = ctx.provider->circuit_breaker;
+    Breaker& b = breaker(ctx.provider->name);
+    if (ctx.breaker_probe) --b.probes_in_flight;
+    // Never sent (a later filter refused it) or the client left: says nothing about the upstream.
+    if (ctx.attempts == 0 || ctx.status == 499) return;
+    const bool failed = (ctx.error && ctx.error->source() == ErrorSource::Upstream) || ctx.status >= 500;
+    const bool slow = cfg.slow_call.count() > 0 && ctx.first_byte && *ctx.first_byte - ctx.start >= cfg.slow_call;
+    if (ctx.breaker_probe) {
+      if (b.state != Breaker::State::HalfOpen) return;  // another probe decided already
+      if (failed || slow) {
+        open(ctx.provider->name, b, cfg, "a half-open probe failed");
+      } else if (++b.probes_succeeded >= cfg.half_open_probes) {
+        transition(ctx.provider->name, b, Breaker::State::Closed, "half-open probes succeeded");
+        b.window.clear();
+      }
+      return;
+    }
+    if (b.state != Breaker::State::Closed) return;
+    b.window.push_back(static_cast<std::uint8_t>((failed ? kFailed : 0) | (slow ? kSlow : 0)));
+    if (static_cast<int>(b.window.size()) > cfg.window) b.window.pop_front();
+    const int calls = static_cast<int>(b.window.size());
+    if (calls < cfg.min_calls) return;
+    const int failures = static_cast<int>(std::count_if(b.window.begin(), b.window.end(), [](auto o) { return o & kFailed; }));
+    const int slows = static_cast<int>(std::count_if(b.window.begin(), b.window.end(), [](auto o) { return o & kSlow; }));
+    if (failures * 100 >= cfg.failure_rate * calls) open(ctx.provider->name, b, cfg, "failure rate over threshold");
+    else if (cfg.slow_call.count() > 0 && slows * 100 >= cfg.slow_call_rate * calls)
+      open(ctx.provider->name, b, cfg, "slow-call rate over threshold");
+  }
+
+ private:
+  Breaker& breaker(std::string_view provider) {
+    auto it = breakers_.find(provider);
+    if (it == breakers_.end()) it = breakers_.emplace(std::string(provider), Breaker{}).first;
+    return it->second;
+  }
+
+  void open(const std::string& provider, Breaker& b, const CircuitBreakerConfig& cfg, std::string_view why) {
+    b.open_until = Clock::now() + cfg.open_for;
+    b.window.clear();
+    transition(provider, b, Breaker::State::Open, why);
+  }
+
+  void transition(const std::string& provider, Breaker& b, Breaker::State to, std::string_view why) {
+    log::warn("circuit breaker", {{"provider", provider}, {"from", stateName(b.state)}, {"to", stateName(to)},
+                                  {"reason", why}});
+    b.state = to;
+    auto key = std::pair<std::string_view, std::string_view>(provider, stateName(to));
+    auto it = metrics_.breaker_transitions.find(key);
+    if (it == metrics_.breaker_transitions.end()) metrics_.breaker_transitions[{provider, std::string(stateName(to))}] = 1;
+    else ++it->second;
+  }
+
+  BreakerTable& breakers_;
+  WorkerMetrics& metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<Filter> makeCircuitBreakerFilter(BreakerTable& breakers, WorkerMetrics& metrics) {
+  return std::make_unique<CircuitBreakerFilter>(breakers, metrics);
+}
+
+}  // namespace tahua

@@ -1,0 +1,58 @@
+// Per-provider circuit breaker: opens on a failure rate, fails fast with 503
+// circuit_open (nothing sent upstream), half-opens after open_for, closes on good probes.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { gatewayWithUpstream, MODEL } from './lib/fixtures.mjs';
+import { chatBody, post, request } from './lib/http.mjs';
+import { eventually } from './lib/util.mjs';
+
+describe('circuit breaker', () => {
+  it('opens after failures, fails fast, half-opens and closes again', async (t) => {
+    const { gw, upstream } = await gatewayWithUpstream({
+      t,
+      provider: { circuit_breaker: { window: 4, min_calls: 4, failure_rate: 50, open_for: '300ms', half_open_probes: 1 } },
+    });
+    for (let i = 0; i < 4; i++) upstream.next({ mode: 'error', status: 500 });
+    for (let i = 0; i < 4; i++) assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 500);
+
+    const fast = await post(gw.url, '/v1/chat/completions', chatBody(MODEL));
+    assert.equal(fast.status, 503);
+    assert.equal(fast.json.error.code, 'circuit_open');
+    assert.ok(Number(fast.headers['retry-after']) >= 1);
+    assert.equal(upstream.requests.length, 4, 'an open breaker sends nothing upstream');
+
+    // After open_for the next call is a probe; the upstream is healthy again, so it
+    // succeeds and closes the breaker.
+    await eventually(async () => (await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status === 200, {
+      timeout: 5000,
+      interval: 50,
+      what: 'a successful half-open probe',
+    });
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
+    const metrics = (await request(gw.url, '/metrics')).text;
+    for (const to of ['open', 'half_open', 'closed'])
+      assert.match(metrics, new RegExp(`^tahua_circuit_breaker_transitions_total\\{provider="up",to="${to}"\\} 1$`, 'm'));
+    assert.ok(gw.stderr.json().some((l) => l.msg === 'circuit breaker' && l.to === 'open'), 'the transition is logged');
+  });
+
+  it('a failed probe opens the breaker again', async (t) => {
+    const { gw, upstream } = await gatewayWithUpstream({
+      t,
+      provider: { circuit_breaker: { window: 2, min_calls: 2, failure_rate: 100, open_for: '200ms', half_open_probes: 1 } },
+    });
+    for (let i = 0; i < 3; i++) upstream.next({ mode: 'error', status: 502 });
+    for (let i = 0; i < 2; i++) assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 502);
+    // Wait for the probe: the first answer that is not circuit_open is the probe's (a 502).
+    const probe = await eventually(
+      async () => {
+        const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL));
+        return r.json?.error?.code !== 'circuit_open' && r;
+      },
+      { timeout: 5000, interval: 40, what: 'the half-open probe' },
+    );
+    assert.equal(probe.status, 502);
+    const after = await post(gw.url, '/v1/chat/completions', chatBody(MODEL));
+    assert.equal(after.json.error.code, 'circuit_open', 'open again after the failed probe');
+    assert.equal(upstream.requests.length, 3);
+  });
+});

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Second README command: set up, build, and run every test (unit + integration).
+# Second README command: set up, build, and run every test (unit + integration), then
+# the integration suite again against an AddressSanitizer + UBSan build of the binary
+# (a memory error or undefined behaviour aborts the gateway, so the tests fail).
+# TAHUA_SKIP_SANITIZERS=1 skips that second pass (quicker local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh --test
@@ -11,4 +14,18 @@ echo "== unit tests (ctest)"
 ctest --test-dir build --output-on-failure -j "$(nproc)" || status=1
 echo "== integration tests (node --test, real tahua binary)"
 TAHUA_BIN="$PWD/build/tahua" node --test --test-concurrency=1 tests/integration/ || status=1
+
+if [ "${TAHUA_SKIP_SANITIZERS:-0}" != 1 ]; then
+  echo "== integration tests against the ASan+UBSan binary"
+  export CCACHE_BASEDIR="$PWD"
+  if [ ! -f build-sanitize/build.ninja ]; then
+    cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+      -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer" \
+      -DBUILD_TESTING=OFF -DTAHUA_BENCH=OFF >/dev/null
+  fi
+  cmake --build build-sanitize -j "$(nproc)" --target tahua
+  TAHUA_BIN="$PWD/build-sanitize/tahua" \
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    node --test --test-concurrency=1 tests/integration/ || status=1
+fi
 exit $status

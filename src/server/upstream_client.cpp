@@ -233,8 +233,14 @@ class HttpExchange final : public UpstreamExchange {
     const auto connect_deadline = Clock::now() + cfg_.timeouts.connect;
     auto left = [&] { return std::max(Millis(1), std::chrono::duration_cast<Millis>(connect_deadline - Clock::now())); };
     const bool via_proxy = provider_.proxy.enabled;
-    const std::string& host = via_proxy ? provider_.proxy.host : cfg_.host;
-    const std::uint16_t port = via_proxy ? provider_.proxy.port : cfg_.port;
+    // Plain assignments, not a conditional expression: GCC 12 materialises a temporary
+    // for `a ? b : c` in a coroutine frame and warns it may be used uninitialised.
+    std::string host = cfg_.host;
+    std::uint16_t port = cfg_.port;
+    if (via_proxy) {
+      host = provider_.proxy.host;
+      port = provider_.proxy.port;
+    }
 
     // Asio runs getaddrinfo on its own resolver thread, so a slow DNS server never
     // blocks the worker. IP literals skip it.

@@ -90,8 +90,6 @@ std::string_view Error::code() const {
   return "internal_error";
 }
 
-std::string_view errorKindName(ErrorKind kind) { return Error{kind, {}}.code(); }
-
 std::string Error::toJson() const {
   boost::json::object inner;
   inner["message"] = message;

@@ -49,6 +49,4 @@ struct Error {
   std::string toJson() const;
 };
 
-std::string_view errorKindName(ErrorKind kind);
-
 }  // namespace tahua

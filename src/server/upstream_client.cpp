@@ -110,11 +110,6 @@ void UpstreamPool::put(std::unique_ptr<UpstreamConnection> conn, std::size_t max
 
 void UpstreamPool::clear() { idle_.clear(); }
 
-std::size_t UpstreamPool::idleCount() const {
-  std::size_t n = 0;
-  for (const auto& [k, v] : idle_) n += v.size();
-  return n;
-}
 
 namespace {
 

@@ -26,7 +26,6 @@ class UpstreamPool {
   // Keeps `conn` for reuse unless `max_idle` connections to its origin are kept already.
   void put(std::unique_ptr<UpstreamConnection> conn, std::size_t max_idle);
   void clear();
-  std::size_t idleCount() const;
 
  private:
   std::unordered_map<std::string, std::vector<std::unique_ptr<UpstreamConnection>>> idle_;

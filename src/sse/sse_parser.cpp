@@ -13,7 +13,6 @@ void SseParser::reset() {
   skip_lf_ = false;
   at_stream_start_ = true;
   overflow_ = false;
-  events_seen_ = 0;
 }
 
 bool SseParser::feed(std::string_view bytes, SseSink& sink) {
@@ -105,7 +104,6 @@ void SseParser::processLine(std::string_view line, SseSink& sink) {
 
 void SseParser::dispatch(SseSink& sink) {
   if (has_data_) {
-    ++events_seen_;
     sink.onEvent(SseEvent{event_, data_, id_});
   }
   data_.clear();

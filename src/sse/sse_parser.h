@@ -38,8 +38,6 @@ class SseParser {
   bool feed(std::string_view bytes, SseSink& sink);
   void reset();
 
-  std::size_t eventsSeen() const { return events_seen_; }
-
  private:
   void processLine(std::string_view line, SseSink& sink);
   void dispatch(SseSink& sink);
@@ -52,7 +50,6 @@ class SseParser {
   bool skip_lf_ = false;      // the previous feed ended with "\r"
   bool at_stream_start_ = true;
   bool overflow_ = false;
-  std::size_t events_seen_ = 0;
   std::size_t max_event_bytes_;
 };
 

@@ -54,7 +54,9 @@ struct AccessLogConfig {
   std::string path = "-";
 };
 
-enum class ProviderType { OpenAI, Mock };
+enum class ProviderType { OpenAI, AzureOpenAI, Anthropic, Gemini, Bedrock, Mock };
+
+std::string_view providerTypeName(ProviderType t);
 
 struct ProviderTimeouts {
   Millis connect{5'000};
@@ -90,6 +92,14 @@ struct MockProviderConfig {
   int embedding_dimensions = 8;
 };
 
+// Bedrock signs every request with AWS SigV4 instead of sending an API key.
+struct AwsConfig {
+  std::string region;
+  std::string access_key_id;      // secret-ish: never logged
+  std::string secret_access_key;  // secret: never logged, never sent
+  std::string session_token;      // optional (temporary credentials)
+};
+
 struct ProviderConfig {
   std::string name;
   ProviderType type = ProviderType::OpenAI;
@@ -112,6 +122,20 @@ struct ProviderConfig {
   std::size_t pool_max_idle = 64;
   Millis pool_idle_timeout{60'000};
   MockProviderConfig mock;
+  // Vendor specifics (see README "Providers").
+  std::string anthropic_version = "2023-06-01";  // anthropic: the anthropic-version header
+  std::int64_t default_max_tokens = 4096;        // anthropic, bedrock: when the client sent none
+  std::string api_version;                       // azure-openai: the api-version query parameter
+  bool stream_usage = true;  // openai-format streams: ask for usage upstream, hide it if the client did not
+  AwsConfig aws;             // bedrock
+};
+
+// USD per million tokens; a model without prices has no cost.
+struct Pricing {
+  bool set = false;
+  double input = 0;         // uncached prompt tokens
+  double output = 0;        // completion tokens
+  double cached_input = 0;  // prompt tokens read from the provider's cache (defaults to `input`)
 };
 
 struct ModelConfig {
@@ -119,6 +143,7 @@ struct ModelConfig {
   std::string provider;
   std::string upstream_model;
   std::size_t provider_index = 0;
+  Pricing pricing;
 };
 
 struct StringHash {

@@ -81,6 +81,16 @@ class Loader {
     return v;
   }
 
+  double price(const YAML::Node& node, const std::string& path) {
+    if (!node.IsScalar()) fail(node, path, "expected a price in USD per million tokens");
+    const std::string& s = node.Scalar();
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !(v >= 0) || v > 1e6)
+      fail(node, path, "expected a non-negative number (USD per million tokens), got \"" + s + "\"");
+    return v;
+  }
+
   Millis duration(const YAML::Node& node, const std::string& path, Millis min = Millis(0)) {
     if (!node.IsScalar()) fail(node, path, "expected a duration such as 250ms, 5s, 2m");
     auto d = parseDuration(node.Scalar());
@@ -171,23 +181,59 @@ class Loader {
       const std::string p = "providers[" + std::to_string(i) + "]";
       const YAML::Node& y = n[i];
       checkKeys(y, p, {"name", "type", "base_url", "api_key", "api_key_env", "headers", "timeouts", "retry", "circuit_breaker",
-                       "tls", "pool", "mock"});
+                       "tls", "pool", "mock", "anthropic_version", "default_max_tokens", "api_version", "stream_usage", "aws"});
       ProviderConfig pc;
       if (!y["name"]) fail(y, p + ".name", "required");
       pc.name = nonEmpty(y["name"], p + ".name");
       if (!names.insert(pc.name).second) fail(y["name"], p + ".name", "duplicate provider name \"" + pc.name + "\"");
-      if (!y["type"]) fail(y, p + ".type", "required (openai | mock)");
+      constexpr const char* kTypes = "openai | azure-openai | anthropic | gemini | bedrock | mock";
+      if (!y["type"]) fail(y, p + ".type", std::string("required (") + kTypes + ")");
       auto type = str(y["type"], p + ".type");
       if (type == "openai") pc.type = ProviderType::OpenAI;
+      else if (type == "azure-openai") pc.type = ProviderType::AzureOpenAI;
+      else if (type == "anthropic") pc.type = ProviderType::Anthropic;
+      else if (type == "gemini") pc.type = ProviderType::Gemini;
+      else if (type == "bedrock") pc.type = ProviderType::Bedrock;
       else if (type == "mock") pc.type = ProviderType::Mock;
-      else fail(y["type"], p + ".type", "unknown provider type \"" + type + "\" (openai | mock)");
+      else fail(y["type"], p + ".type", "unknown provider type \"" + type + "\" (" + kTypes + ")");
 
-      if (pc.type == ProviderType::OpenAI) {
-        if (!y["base_url"]) fail(y, p + ".base_url", "required for type openai");
-        parseBaseUrl(y["base_url"], p + ".base_url", pc);
+      // Vendor-only settings are rejected on other types: a typo'd type must not
+      // silently ignore them.
+      const auto onlyFor = [&](const char* key, std::initializer_list<ProviderType> types) {
+        if (!y[key]) return false;
+        for (auto t : types)
+          if (t == pc.type) return true;
+        fail(y[key], p + "." + key, "not used by type " + type);
+        return false;
+      };
+      if (onlyFor("anthropic_version", {ProviderType::Anthropic})) pc.anthropic_version = nonEmpty(y["anthropic_version"], p + ".anthropic_version");
+      if (onlyFor("default_max_tokens", {ProviderType::Anthropic, ProviderType::Bedrock}))
+        pc.default_max_tokens = integer(y["default_max_tokens"], p + ".default_max_tokens", 1, 10'000'000);
+      if (onlyFor("api_version", {ProviderType::AzureOpenAI})) pc.api_version = nonEmpty(y["api_version"], p + ".api_version");
+      if (pc.type == ProviderType::AzureOpenAI && pc.api_version.empty())
+        fail(y, p + ".api_version", "required for type azure-openai (e.g. \"2024-10-21\")");
+      if (pc.api_version.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos)
+        fail(y["api_version"], p + ".api_version", "unexpected characters");
+      if (onlyFor("stream_usage", {ProviderType::OpenAI, ProviderType::AzureOpenAI, ProviderType::Mock}))
+        pc.stream_usage = boolean(y["stream_usage"], p + ".stream_usage");
+      if (onlyFor("aws", {ProviderType::Bedrock})) loadAws(y["aws"], p + ".aws", pc);
+      if (pc.type == ProviderType::Bedrock && !y["aws"]) fail(y, p + ".aws", "required for type bedrock (region and credentials)");
+
+      if (pc.type == ProviderType::Mock) {
+        if (y["base_url"]) fail(y["base_url"], p + ".base_url", "not used by type mock");
       } else if (y["base_url"]) {
-        fail(y["base_url"], p + ".base_url", "not used by type mock");
+        parseBaseUrl(y["base_url"], p + ".base_url", pc);
+      } else if (pc.type == ProviderType::OpenAI || pc.type == ProviderType::AzureOpenAI) {
+        fail(y, p + ".base_url", "required for type " + type);
+      } else {
+        // The vendor's public endpoint.
+        YAML::Node def(pc.type == ProviderType::Anthropic ? std::string("https://api.anthropic.com/v1")
+                       : pc.type == ProviderType::Gemini  ? std::string("https://generativelanguage.googleapis.com/v1beta")
+                                                          : "https://bedrock-runtime." + pc.aws.region + ".amazonaws.com");
+        parseBaseUrl(def, p + ".base_url", pc);
       }
+      if (pc.type == ProviderType::Bedrock && (y["api_key"] || y["api_key_env"]))
+        fail(y["api_key"] ? y["api_key"] : y["api_key_env"], p + ".api_key", "bedrock uses aws credentials, not an api key");
       if (y["api_key"] && y["api_key_env"]) fail(y["api_key"], p + ".api_key", "set api_key or api_key_env, not both");
       if (auto v = y["api_key"]) pc.api_key = str(v, p + ".api_key");
       if (auto v = y["api_key_env"]) {
@@ -277,6 +323,35 @@ class Loader {
     }
   }
 
+  void loadAws(const YAML::Node& a, const std::string& ap, ProviderConfig& pc) {
+    checkKeys(a, ap, {"region", "access_key_id", "access_key_id_env", "secret_access_key", "secret_access_key_env",
+                      "session_token", "session_token_env"});
+    if (!a["region"]) fail(a, ap + ".region", "required");
+    pc.aws.region = nonEmpty(a["region"], ap + ".region");
+    if (pc.aws.region.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+      fail(a["region"], ap + ".region", "not an AWS region name");
+    // Each credential comes literally or from an environment variable (the usual
+    // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN).
+    const auto secret = [&](const char* key, const char* env_key, const char* default_env, bool required, std::string& out) {
+      if (a[key] && a[env_key]) fail(a[key], ap + "." + key, std::string("set ") + key + " or " + env_key + ", not both");
+      if (a[key]) {
+        out = nonEmpty(a[key], ap + "." + key);
+        return;
+      }
+      std::string env = a[env_key] ? nonEmpty(a[env_key], ap + "." + env_key) : std::string(default_env);
+      if (const char* v = std::getenv(env.c_str()); v && *v) {
+        out = v;
+      } else if (required) {
+        pc.usable = false;
+        warnings_.push_back("provider \"" + pc.name + "\": environment variable " + env +
+                            " is not set; its models answer 503 until it is");
+      }
+    };
+    secret("access_key_id", "access_key_id_env", "AWS_ACCESS_KEY_ID", true, pc.aws.access_key_id);
+    secret("secret_access_key", "secret_access_key_env", "AWS_SECRET_ACCESS_KEY", true, pc.aws.secret_access_key);
+    secret("session_token", "session_token_env", "AWS_SESSION_TOKEN", false, pc.aws.session_token);
+  }
+
   void parseBaseUrl(const YAML::Node& node, const std::string& path, ProviderConfig& pc) {
     pc.base_url = nonEmpty(node, path);
     auto parsed = boost::urls::parse_absolute_uri(pc.base_url);
@@ -305,13 +380,22 @@ class Loader {
     for (std::size_t i = 0; i < n.size(); ++i) {
       const std::string p = "models[" + std::to_string(i) + "]";
       const YAML::Node& y = n[i];
-      checkKeys(y, p, {"name", "provider", "upstream_model"});
+      checkKeys(y, p, {"name", "provider", "upstream_model", "pricing"});
       ModelConfig mc;
       if (!y["name"]) fail(y, p + ".name", "required");
       mc.name = nonEmpty(y["name"], p + ".name");
       if (!y["provider"]) fail(y, p + ".provider", "required");
       mc.provider = nonEmpty(y["provider"], p + ".provider");
       mc.upstream_model = y["upstream_model"] ? nonEmpty(y["upstream_model"], p + ".upstream_model") : mc.name;
+      if (auto pr = y["pricing"]) {
+        const std::string pp = p + ".pricing";
+        checkKeys(pr, pp, {"input", "output", "cached_input"});
+        if (!pr["input"] || !pr["output"]) fail(pr, pp, "input and output prices (USD per million tokens) are required");
+        mc.pricing.set = true;
+        mc.pricing.input = price(pr["input"], pp + ".input");
+        mc.pricing.output = price(pr["output"], pp + ".output");
+        mc.pricing.cached_input = pr["cached_input"] ? price(pr["cached_input"], pp + ".cached_input") : mc.pricing.input;
+      }
       bool found = false;
       for (std::size_t j = 0; j < cfg.providers.size(); ++j) {
         if (cfg.providers[j].name == mc.provider) {
@@ -365,6 +449,22 @@ ConfigLoadResult loadConfigFile(const std::string& path) {
 ConfigLoadResult loadConfigString(std::string_view yaml, std::string_view source_name) {
   std::string text(yaml);
   return loadNode([&] { return YAML::Load(text); }, std::string(source_name));
+}
+
+}  // namespace tahua
+
+namespace tahua {
+
+std::string_view providerTypeName(ProviderType t) {
+  switch (t) {
+    case ProviderType::OpenAI: return "openai";
+    case ProviderType::AzureOpenAI: return "azure-openai";
+    case ProviderType::Anthropic: return "anthropic";
+    case ProviderType::Gemini: return "gemini";
+    case ProviderType::Bedrock: return "bedrock";
+    case ProviderType::Mock: return "mock";
+  }
+  return "unknown";
 }
 
 }  // namespace tahua

@@ -101,4 +101,23 @@ std::string Error::toJson() const {
   return boost::json::serialize(outer);
 }
 
+std::string Error::toAnthropicJson() const {
+  std::string_view t;
+  switch (httpStatus()) {
+    case 400: t = "invalid_request_error"; break;
+    case 404: t = "not_found_error"; break;
+    case 413: t = "request_too_large"; break;
+    case 429: t = "rate_limit_error"; break;
+    case 503: t = "overloaded_error"; break;
+    default: t = httpStatus() < 500 ? "invalid_request_error" : "api_error";
+  }
+  boost::json::object inner;
+  inner["type"] = t;
+  inner["message"] = message;
+  boost::json::object outer;
+  outer["type"] = "error";
+  outer["error"] = std::move(inner);
+  return boost::json::serialize(outer);
+}
+
 }  // namespace tahua

@@ -47,6 +47,8 @@ struct Error {
 
   // {"error":{"message":...,"type":...,"param":null,"code":...}}
   std::string toJson() const;
+  // Anthropic's shape: {"type":"error","error":{"type":...,"message":...}}
+  std::string toAnthropicJson() const;
 };
 
 }  // namespace tahua

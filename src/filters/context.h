@@ -3,6 +3,7 @@
 // small translation unit that compiles fast and can be unit-tested without sockets.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -15,9 +16,24 @@
 
 namespace tahua {
 
-enum class Endpoint { None, ChatCompletions, Completions, Embeddings, Models };
+enum class Endpoint {
+  None,
+  ChatCompletions,  // OpenAI POST /v1/chat/completions
+  Completions,      // OpenAI POST /v1/completions (legacy)
+  Embeddings,       // OpenAI POST /v1/embeddings
+  Models,           // GET /v1/models
+  Responses,        // OpenAI POST /v1/responses
+  Messages,         // Anthropic POST /v1/messages
+  CountTokens,      // Anthropic POST /v1/messages/count_tokens (answered locally)
+};
 
 std::string_view endpointPath(Endpoint e);  // "/chat/completions" etc., relative to base_url
+
+// Which vendor's API (and error shape) the client speaks on this endpoint.
+enum class ApiFamily { OpenAI, Anthropic };
+inline ApiFamily apiFamily(Endpoint e) {
+  return e == Endpoint::Messages || e == Endpoint::CountTokens ? ApiFamily::Anthropic : ApiFamily::OpenAI;
+}
 
 // Read access to the inbound request headers (case-insensitive names).
 class HeaderView {
@@ -30,8 +46,20 @@ struct Usage {
   std::int64_t prompt_tokens = -1;  // -1: not reported
   std::int64_t completion_tokens = -1;
   std::int64_t total_tokens = -1;
+  std::int64_t cached_tokens = -1;  // of prompt_tokens, served from the provider's prompt cache
   bool present() const { return prompt_tokens >= 0 || completion_tokens >= 0 || total_tokens >= 0; }
 };
+
+// Cost in USD from the model's price table; negative when unknown (no pricing, no usage).
+inline double costUsd(const ModelConfig* model, const Usage& u) {
+  if (!model || !model->pricing.set || (u.prompt_tokens < 0 && u.completion_tokens < 0)) return -1;
+  const double cached = static_cast<double>(std::max<std::int64_t>(u.cached_tokens, 0));
+  const double prompt = static_cast<double>(std::max<std::int64_t>(u.prompt_tokens, 0));
+  const double completion = static_cast<double>(std::max<std::int64_t>(u.completion_tokens, 0));
+  const Pricing& p = model->pricing;
+  return ((prompt - std::min(cached, prompt)) * p.input + std::min(cached, prompt) * p.cached_input + completion * p.output) /
+         1e6;
+}
 
 // A response the gateway makes itself (short-circuit), e.g. /v1/models.
 struct LocalReply {
@@ -60,6 +88,9 @@ struct RequestContext {
   bool bulkhead_admitted = false;  // counted by the bulkhead filter; released in onComplete
   bool breaker_admitted = false;   // the circuit breaker judges this call's outcome
   bool breaker_probe = false;      // ... as a half-open probe
+  // The adapter asked an OpenAI-format upstream for stream usage the client did not
+  // request: the usage-only chunk is metered, then cut from the client's stream.
+  bool hide_stream_usage = false;
 
   // Response side.
   int status = 0;
@@ -77,6 +108,10 @@ struct RequestContext {
 
   // Short-circuits the request with an error in the inbound API's shape.
   void fail(Error e) { error = std::move(e); }
+  // The error as a response body in the client's API shape.
+  std::string errorBody(const Error& e) const {
+    return apiFamily(endpoint) == ApiFamily::Anthropic ? e.toAnthropicJson() : e.toJson();
+  }
 };
 
 }  // namespace tahua

@@ -8,6 +8,9 @@ std::string_view endpointPath(Endpoint e) {
     case Endpoint::Completions: return "/completions";
     case Endpoint::Embeddings: return "/embeddings";
     case Endpoint::Models: return "/models";
+    case Endpoint::Responses: return "/responses";
+    case Endpoint::Messages: return "/messages";
+    case Endpoint::CountTokens: return "/messages/count_tokens";
     case Endpoint::None: return "";
   }
   return "";

@@ -61,9 +61,15 @@ std::shared_ptr<boost::asio::ssl::context> makeClientTls(const ProviderConfig& p
 
 }  // namespace
 
+std::string hostHeader(const ProviderConfig& p) {
+  std::string host = p.host.find(':') != std::string::npos ? "[" + p.host + "]" : p.host;
+  if (p.port != (p.https ? 443 : 80)) host += ":" + std::to_string(p.port);
+  return host;
+}
+
 ProxySettings proxyFor(const ProviderConfig& provider) {
   ProxySettings s;
-  if (provider.type != ProviderType::OpenAI) return s;
+  if (provider.type == ProviderType::Mock) return s;
   std::string url = provider.https ? envFirst({"HTTPS_PROXY", "https_proxy"}) : envFirst({"HTTP_PROXY", "http_proxy"});
   if (url.empty()) return s;
   if (noProxyMatches(provider.host, envFirst({"NO_PROXY", "no_proxy"}))) return s;
@@ -95,9 +101,13 @@ std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config) {
     rt.config = &p;
     switch (p.type) {
       case ProviderType::OpenAI: rt.adapter = makeOpenAIAdapter(); break;
+      case ProviderType::AzureOpenAI: rt.adapter = makeAzureOpenAIAdapter(); break;
+      case ProviderType::Anthropic: rt.adapter = makeAnthropicAdapter(); break;
+      case ProviderType::Gemini: rt.adapter = makeGeminiAdapter(); break;
+      case ProviderType::Bedrock: rt.adapter = makeBedrockAdapter(); break;
       case ProviderType::Mock: rt.adapter = makeMockAdapter(); break;
     }
-    if (p.type == ProviderType::OpenAI) {
+    if (p.type != ProviderType::Mock) {
       if (p.https) {
         std::string error;
         rt.tls = makeClientTls(p, error);
@@ -132,6 +142,14 @@ bool readUsage(simdjson::padded_string_view json, Usage& usage) {
     if (field.unescaped_key().get(key)) return found;
     std::int64_t v = 0;
     std::int64_t* slot = nullptr;
+    if (key == "prompt_tokens_details" || key == "input_tokens_details") {
+      ondemand::object details;
+      std::int64_t cached = 0;
+      if (field.value().get_object().get(details) == SUCCESS && details["cached_tokens"].get_int64().get(cached) == SUCCESS &&
+          cached >= 0)
+        usage.cached_tokens = cached;
+      continue;
+    }
     if (key == "prompt_tokens" || key == "input_tokens") slot = &usage.prompt_tokens;
     else if (key == "completion_tokens" || key == "output_tokens") slot = &usage.completion_tokens;
     else if (key == "total_tokens") slot = &usage.total_tokens;

@@ -21,14 +21,21 @@ namespace tahua {
 
 class Worker;
 
-// Observes (and, for translating adapters, rewrites) the response body.
+// Observes (and, for translating adapters, rewrites) the response.
 class ResponseTranslator {
  public:
   virtual ~ResponseTranslator() = default;
-  // A piece of an event stream on its way to the client; returns the bytes to send
-  // (the input itself for pass-through). Fills ctx.usage when the stream reports it.
-  virtual std::string_view onStreamBytes(std::string_view bytes, RequestContext& ctx) = 0;
-  // A whole non-streaming body; may rewrite it in place. Fills ctx.usage.
+  // The upstream's response head, before anything is written: a translating adapter
+  // changes what the client sees (content type; whether it is a stream).
+  virtual void onResponseHead(ResponseHead& head, RequestContext& ctx) {}
+  // A piece of the response stream on its way to the client; returns the bytes to send
+  // (the input itself for pass-through). `last`: the upstream ended after these bytes.
+  // Fills ctx.usage when the stream reports it.
+  virtual std::string_view onStreamBytes(std::string_view bytes, bool last, RequestContext& ctx) = 0;
+  // True once the translator ended the stream itself (an error event was the last thing
+  // it returned): the relay stops reading the upstream.
+  virtual bool streamEnded() const { return false; }
+  // A whole non-streaming body; may rewrite it in place and change ctx.status. Fills ctx.usage.
   virtual void onBody(std::string& body, RequestContext& ctx) = 0;
   // The final event sent when a stream must end early (upstream failed, drain).
   virtual std::string streamErrorEvent(const Error& error) const = 0;
@@ -43,7 +50,8 @@ class ProviderAdapter {
   // Builds the upstream request from the inbound one (path, headers, body).
   virtual std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx,
                                                             const ProviderRuntime& provider) const = 0;
-  virtual std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext& ctx) const = 0;
+  virtual std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext& ctx,
+                                                                 const ProviderRuntime& provider) const = 0;
   // The transport: HTTP(S) through the worker's connection pool by default.
   virtual std::unique_ptr<UpstreamExchange> openExchange(UpstreamRequest request, RequestContext& ctx,
                                                          const ProviderRuntime& provider, Worker& worker) const;
@@ -58,6 +66,9 @@ struct ProxySettings {
 };
 
 ProxySettings proxyFor(const ProviderConfig& provider);
+
+// The Host header the transport sends to this provider ("host" or "host:port").
+std::string hostHeader(const ProviderConfig& provider);
 
 // Everything a provider needs at run time, built once per config snapshot and shared
 // read-only by all workers (an OpenSSL SSL_CTX is safe to share once set up).
@@ -80,6 +91,10 @@ using SnapshotPtr = std::shared_ptr<const Snapshot>;
 std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config);
 
 std::unique_ptr<ProviderAdapter> makeOpenAIAdapter();
+std::unique_ptr<ProviderAdapter> makeAzureOpenAIAdapter();
+std::unique_ptr<ProviderAdapter> makeAnthropicAdapter();
+std::unique_ptr<ProviderAdapter> makeGeminiAdapter();
+std::unique_ptr<ProviderAdapter> makeBedrockAdapter();
 std::unique_ptr<ProviderAdapter> makeMockAdapter();
 
 // Usage object {"prompt_tokens":..,"completion_tokens":..,"total_tokens":..} inside a

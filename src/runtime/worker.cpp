@@ -10,6 +10,7 @@
 #include "filters/access_log/access_log_filter.h"
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
+#include "filters/count_tokens/count_tokens_filter.h"
 #include "filters/router/router_filter.h"
 #include "server/upstream_client.h"
 
@@ -38,6 +39,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (snapshot_->config->access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
+  chain->add(makeCountTokensFilter());  // answers locally unless the model is Anthropic's
   // After the router (a request for an unknown model is a 404, not a 503 or 429); the
   // breaker before the bulkhead, so a call refused by an open breaker takes no slot.
   chain->add(makeCircuitBreakerFilter(breakers_, metrics_));

@@ -62,6 +62,9 @@ RouteMatch matchRoute(std::string_view path) {
   if (path == "/v1/completions") return {Route::Api, Endpoint::Completions, http::verb::post};
   if (path == "/v1/embeddings") return {Route::Api, Endpoint::Embeddings, http::verb::post};
   if (path == "/v1/models") return {Route::Api, Endpoint::Models, http::verb::get};
+  if (path == "/v1/responses") return {Route::Api, Endpoint::Responses, http::verb::post};
+  if (path == "/v1/messages") return {Route::Api, Endpoint::Messages, http::verb::post};
+  if (path == "/v1/messages/count_tokens") return {Route::Api, Endpoint::CountTokens, http::verb::post};
   if (path == "/healthz") return {Route::Healthz, Endpoint::None, http::verb::get};
   if (path == "/readyz") return {Route::Readyz, Endpoint::None, http::verb::get};
   if (path == "/metrics") return {Route::Metrics, Endpoint::None, http::verb::get};
@@ -275,7 +278,7 @@ class Session final : public SessionBase {
       co_await finishLocally(ctx);
       co_return;
     }
-    auto translator = provider.adapter->responseTranslator(ctx);
+    auto translator = provider.adapter->responseTranslator(ctx, provider);
     UpstreamRequest& request = std::get<UpstreamRequest>(encoded);
     const RetryPolicy& retry = provider.config->retry;
     std::unique_ptr<UpstreamExchange> exchange;
@@ -323,7 +326,7 @@ class Session final : public SessionBase {
     } else {
       Error err = ctx.error ? *ctx.error : Error{ErrorKind::Internal, "Internal error."};
       ctx.status = err.httpStatus();
-      std::string body = err.toJson();
+      std::string body = ctx.errorBody(err);
       ctx.first_byte = Clock::now();
       ctx.bytes_out = body.size();
       if (err.retry_after_seconds > 0) retry_after_ = std::to_string(err.retry_after_seconds);
@@ -436,6 +439,7 @@ class Session final : public SessionBase {
       co_await writeError(ctx);
       co_return;
     }
+    translator.onResponseHead(head, ctx);
     ctx.status = head.status;
     ctx.streaming = head.event_stream;
     chain_->responseHeaders(ctx);
@@ -520,9 +524,16 @@ class Session final : public SessionBase {
         co_return;
       }
       std::string_view out;
-      if (!bytes.empty()) {
-        out = translator.onStreamBytes(bytes, ctx);
-        chain_->responseChunk(ctx, out);
+      if (!bytes.empty() || done) {
+        out = translator.onStreamBytes(bytes, done, ctx);
+        if (!out.empty()) chain_->responseChunk(ctx, out);
+      }
+      if (translator.streamEnded()) {
+        // The translator closed the stream with an error event (a vendor error inside
+        // the stream, a truncated or malformed one): nothing more comes from upstream.
+        exchange.abort();
+        keep_alive_ = false;
+        done = true;
       }
       if (!out.empty() || done) {
         // The last piece and the terminating chunk go out in one write.
@@ -589,8 +600,8 @@ class Session final : public SessionBase {
       body.append(bytes);
       if (done) break;
     }
-    translator.onBody(body, ctx);
-    HeadWriter h = beginHead(head.status);
+    translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
+    HeadWriter h = beginHead(ctx.status);
     for (auto& [name, value] : head.headers) h.header(name, value);
     if (!head.content_type.empty()) h.header("Content-Type", head.content_type);
     h.contentLength(body.size());
@@ -615,7 +626,7 @@ class Session final : public SessionBase {
 
   asio::awaitable<void> writeError(RequestContext& ctx) {
     ctx.status = ctx.error->httpStatus();
-    std::string body = ctx.error->toJson();
+    std::string body = ctx.errorBody(*ctx.error);
     ctx.bytes_out = body.size();
     ctx.first_byte = Clock::now();
     co_await writeSimple(ctx.status, "application/json", body);

@@ -118,9 +118,7 @@ class HttpExchange final : public UpstreamExchange {
   HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, Worker& worker)
       : provider_(provider), cfg_(*provider.config), worker_(worker), body_(std::move(request.body)),
         expect_stream_(request.expect_stream) {
-    const bool default_port = cfg_.port == (cfg_.https ? 443 : 80);
-    std::string host_header = cfg_.host.find(':') != std::string::npos ? "[" + cfg_.host + "]" : cfg_.host;
-    if (!default_port) host_header += ":" + std::to_string(cfg_.port);
+    const std::string host_header = hostHeader(cfg_);
     HeadWriter h(head_);
     // Through a plain-HTTP proxy the request line carries the absolute URL.
     if (provider_.proxy.enabled && !cfg_.https) {

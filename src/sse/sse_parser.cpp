@@ -49,6 +49,10 @@ bool SseParser::feed(std::string_view bytes, SseSink& sink) {
       line_.append(p, end);
       return true;
     }
+    // Where this line (and so an event it ends) stops in `bytes`; a "\r" last in the
+    // buffer whose "\n" comes in the next feed counts as the end.
+    event_end_ = static_cast<std::size_t>(eol - bytes.data()) + 1 +
+                 (*eol == '\r' && eol + 1 < end && eol[1] == '\n' ? 1 : 0);
     if (line_.empty()) {
       processLine(std::string_view(p, static_cast<std::size_t>(eol - p)), sink);
     } else {

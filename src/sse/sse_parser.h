@@ -37,6 +37,10 @@ class SseParser {
   // event exceeded the size bound (the parser is then unusable until reset()).
   bool feed(std::string_view bytes, SseSink& sink);
   void reset();
+  // During SseSink::onEvent: the offset in the bytes of the current feed() just past the
+  // blank line that ended the event (so a caller can cut the raw stream at event
+  // boundaries without re-encoding it).
+  std::size_t eventEnd() const { return event_end_; }
 
  private:
   void processLine(std::string_view line, SseSink& sink);
@@ -51,6 +55,7 @@ class SseParser {
   bool at_stream_start_ = true;
   bool overflow_ = false;
   std::size_t max_event_bytes_;
+  std::size_t event_end_ = 0;
 };
 
 }  // namespace tahua

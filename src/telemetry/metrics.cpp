@@ -33,6 +33,8 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
     mine.ttft.merge(s.ttft);
     mine.prompt_tokens += s.prompt_tokens;
     mine.completion_tokens += s.completion_tokens;
+    mine.cached_tokens += s.cached_tokens;
+    mine.cost_usd += s.cost_usd;
   }
   for (const auto& [key, n] : other.upstream_errors) upstream_errors[key] += n;
   for (const auto& [key, n] : other.upstream_connections_opened) upstream_connections_opened[key] += n;
@@ -112,6 +114,16 @@ std::string renderPrometheus(const WorkerMetrics& m) {
     std::string labels = "model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"";
     out += "tahua_tokens_total{" + labels + ",type=\"prompt\"} " + std::to_string(s.prompt_tokens) + "\n";
     out += "tahua_tokens_total{" + labels + ",type=\"completion\"} " + std::to_string(s.completion_tokens) + "\n";
+    out += "tahua_tokens_total{" + labels + ",type=\"cached_prompt\"} " + std::to_string(s.cached_tokens) + "\n";
+  }
+  out += "# HELP tahua_cost_usd_total Cost of answered requests from the models' configured prices, in USD.\n";
+  out += "# TYPE tahua_cost_usd_total counter\n";
+  for (const auto& [key, s] : m.models) {
+    if (key.first.empty()) continue;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", s.cost_usd);
+    out += "tahua_cost_usd_total{model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"} " +
+           buf + "\n";
   }
   out += "# HELP tahua_upstream_errors_total Upstream failures seen by the gateway, by kind.\n";
   out += "# TYPE tahua_upstream_errors_total counter\n";

@@ -36,6 +36,8 @@ struct ModelSeries {
   Histogram ttft;
   std::uint64_t prompt_tokens = 0;
   std::uint64_t completion_tokens = 0;
+  std::uint64_t cached_tokens = 0;
+  double cost_usd = 0;  // from the model's pricing; 0 without one
 };
 
 // Orders (string, string) keys and lets lookups use string_views (no key allocation).

@@ -7,6 +7,15 @@
 namespace tahua {
 namespace {
 
+std::string_view apiName(Endpoint e) {
+  switch (e) {
+    case Endpoint::Messages:
+    case Endpoint::CountTokens: return "anthropic";
+    case Endpoint::Responses: return "openai-responses";
+    default: return "openai";
+  }
+}
+
 class AccessLogFilter final : public Filter {
  public:
   explicit AccessLogFilter(AccessLogSink& sink) : sink_(sink) {}
@@ -34,6 +43,10 @@ class AccessLogFilter final : public Filter {
     line["prompt_tokens"] = tokens(ctx.usage.prompt_tokens);
     line["completion_tokens"] = tokens(ctx.usage.completion_tokens);
     line["total_tokens"] = tokens(ctx.usage.total_tokens);
+    line["cached_tokens"] = tokens(ctx.usage.cached_tokens);
+    const double cost = costUsd(ctx.model, ctx.usage);
+    line["cost_usd"] = cost >= 0 ? boost::json::value(cost) : boost::json::value(nullptr);
+    line["api"] = apiName(ctx.endpoint);
     line["error"] = ctx.error ? boost::json::value(ctx.error->code()) : boost::json::value(nullptr);
     if (ctx.streaming) line["chunks"] = ctx.chunks_out;
     if (ctx.attempts > 1) line["attempts"] = ctx.attempts;

@@ -26,6 +26,8 @@ class MetricsFilter final : public Filter {
     if (ctx.first_byte && ctx.status >= 200 && ctx.status < 300) s.ttft.observe(seconds(ctx.start, *ctx.first_byte));
     if (ctx.usage.prompt_tokens > 0) s.prompt_tokens += static_cast<std::uint64_t>(ctx.usage.prompt_tokens);
     if (ctx.usage.completion_tokens > 0) s.completion_tokens += static_cast<std::uint64_t>(ctx.usage.completion_tokens);
+    if (ctx.usage.cached_tokens > 0) s.cached_tokens += static_cast<std::uint64_t>(ctx.usage.cached_tokens);
+    if (double cost = costUsd(ctx.model, ctx.usage); cost > 0) s.cost_usd += cost;
     if (ctx.error && ctx.error->source() == ErrorSource::Upstream) {
       auto key = std::pair<std::string_view, std::string_view>(provider, ctx.error->code());
       auto it = m_.upstream_errors.find(key);

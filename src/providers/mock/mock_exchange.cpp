@@ -9,8 +9,7 @@
 #include <chrono>
 
 #include "providers/mock/mock_responses.h"
-#include "providers/openai/openai_adapter.h"
-#include "providers/provider.h"
+#include "providers/translation.h"
 
 namespace tahua {
 namespace {
@@ -64,29 +63,34 @@ class MockExchange final : public UpstreamExchange {
   bool aborted_ = false;
 };
 
-class MockAdapter final : public ProviderAdapter {
+// OpenAI endpoints pass through to the in-process answers; /v1/messages and
+// /v1/responses are translated to chat completions first, exactly as for a real
+// OpenAI-format upstream, so the default config serves every inbound API.
+class MockAdapter final : public TranslatingAdapter {
  public:
+  MockAdapter() : TranslatingAdapter(makeOpenAIChatCodec()) {}
   std::string_view type() const override { return "mock"; }
 
-  std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime&) const override {
+  std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
+    if (!native(ctx)) return translate(ctx, provider);
     UpstreamRequest req;
     req.path = std::string(endpointPath(ctx.endpoint));
+    if (ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions)
+      ctx.hide_stream_usage = ctx.facts.stream && !ctx.facts.include_usage && provider.config->stream_usage;
     req.body = std::move(ctx.body);
     return req;
-  }
-
-  std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext&) const override {
-    return makeOpenAIPassThroughTranslator();
   }
 
   std::unique_ptr<UpstreamExchange> openExchange(UpstreamRequest request, RequestContext& ctx,
                                                  const ProviderRuntime& provider, Worker&) const override {
     const MockProviderConfig& cfg = provider.config->mock;
     mock::MockRequest r;
-    r.endpoint = ctx.endpoint;
+    // A translated request arrives as a chat completion.
+    r.endpoint = native(ctx) ? ctx.endpoint : Endpoint::ChatCompletions;
     r.model = ctx.model ? ctx.model->upstream_model : ctx.facts.model;
     r.stream = ctx.facts.stream;
-    r.include_usage = ctx.facts.include_usage;
+    // Like a real upstream asked for stream usage (stream_options.include_usage).
+    r.include_usage = ctx.facts.include_usage || ctx.hide_stream_usage || !native(ctx);
     r.completion_tokens = cfg.completion_tokens;
     r.prompt_tokens = mock::estimatePromptTokens(request.body);
     r.embedding_dimensions = cfg.embedding_dimensions;
@@ -97,6 +101,17 @@ class MockAdapter final : public ProviderAdapter {
     r.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     return std::make_unique<MockExchange>(std::move(r), cfg.chunk_delay);
   }
+
+ protected:
+  bool native(const RequestContext& ctx) const override {
+    return ctx.endpoint != Endpoint::Messages && ctx.endpoint != Endpoint::Responses;
+  }
+
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx) const override {
+    return makePassThroughTranslator(WireFormat::OpenAIChat, ctx.hide_stream_usage);
+  }
+
+  std::optional<Error> authorize(UpstreamRequest&, const ProviderRuntime&) const override { return std::nullopt; }
 };
 
 }  // namespace

@@ -1,68 +1,55 @@
 // Adapter for OpenAI and every OpenAI-compatible server (vLLM, Ollama, llama.cpp,
-// DeepSeek, ...): the fast path. The body goes upstream as the client sent it, with
-// only the model name replaced when the upstream calls it differently.
+// DeepSeek, Qwen, GLM, Moonshot, Mistral, Groq): the fast path. OpenAI endpoints pass
+// through; Anthropic-SDK clients (/v1/messages) are translated to chat completions.
 #include "providers/openai/openai_adapter.h"
 
-#include "sse/sse_parser.h"
-
 namespace tahua {
+
+bool prepareOpenAIPassThrough(RequestContext& ctx, const ProviderConfig& provider) {
+  if (ctx.model && ctx.model->upstream_model != ctx.facts.model) rewriteModel(ctx.body, ctx.facts, ctx.model->upstream_model);
+  const bool chat_like = ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions;
+  return chat_like && ctx.facts.stream && !ctx.facts.include_usage && provider.stream_usage && requestStreamUsage(ctx.body);
+}
+
 namespace {
 
-class PassThroughTranslator final : public ResponseTranslator, private SseSink {
+class OpenAIAdapter final : public TranslatingAdapter {
  public:
-  std::string_view onStreamBytes(std::string_view bytes, RequestContext& ctx) override {
-    ctx_ = &ctx;
-    parser_.feed(bytes, *this);  // an oversized event only stops observation, not the relay
-    return bytes;
-  }
-  void onBody(std::string& body, RequestContext& ctx) override { extractOpenAIUsage(body, ctx.usage); }
-  std::string streamErrorEvent(const Error& error) const override { return "data: " + error.toJson() + "\n\n"; }
-
- private:
-  void onEvent(const SseEvent& event) override {
-    if (event.data == "[DONE]") return;
-    extractOpenAIUsage(event.data, ctx_->usage);
-  }
-
-  SseParser parser_;
-  RequestContext* ctx_ = nullptr;
-};
-
-class OpenAIAdapter final : public ProviderAdapter {
- public:
+  OpenAIAdapter() : TranslatingAdapter(makeOpenAIChatCodec()) {}
   std::string_view type() const override { return "openai"; }
 
   std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
+    if (!native(ctx)) return translate(ctx, provider);
     const ProviderConfig& p = *provider.config;
     UpstreamRequest req;
     req.path = p.base_path;
     req.path += endpointPath(ctx.endpoint);
-    if (ctx.model && ctx.model->upstream_model != ctx.facts.model) rewriteModel(ctx.body, ctx.facts, ctx.model->upstream_model);
-    req.header_lines.reserve(256);
-    req.addHeader("Content-Type", "application/json");
+    ctx.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
     std::string_view accept = ctx.headers ? ctx.headers->get("accept") : std::string_view{};
     if (accept.empty()) accept = ctx.facts.stream ? "text/event-stream" : "application/json";
-    req.addHeader("Accept", accept);
-    if (!p.api_key.empty()) {
-      req.header_lines.append("Authorization: Bearer ").append(p.api_key).append("\r\n");
-    }
-    req.addHeader("X-Request-Id", ctx.request_id);
-    for (const auto& [name, value] : p.headers) req.addHeader(name, value);
+    addCommonHeaders(req, ctx, p, "application/json", accept);
+    authorize(req, provider);
     req.body = std::move(ctx.body);
     req.expect_stream = ctx.facts.stream;
     return req;
   }
 
-  std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext&) const override {
-    return makeOpenAIPassThroughTranslator();
+ protected:
+  bool native(const RequestContext& ctx) const override { return ctx.endpoint != Endpoint::Messages; }
+
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx) const override {
+    return makePassThroughTranslator(ctx.endpoint == Endpoint::Responses ? WireFormat::Responses : WireFormat::OpenAIChat,
+                                     ctx.hide_stream_usage);
+  }
+
+  std::optional<Error> authorize(UpstreamRequest& req, const ProviderRuntime& provider) const override {
+    const ProviderConfig& p = *provider.config;
+    if (!p.api_key.empty()) req.header_lines.append("Authorization: Bearer ").append(p.api_key).append("\r\n");
+    return std::nullopt;
   }
 };
 
 }  // namespace
-
-std::unique_ptr<ResponseTranslator> makeOpenAIPassThroughTranslator() {
-  return std::make_unique<PassThroughTranslator>();
-}
 
 std::unique_ptr<ProviderAdapter> makeOpenAIAdapter() { return std::make_unique<OpenAIAdapter>(); }
 

@@ -1,14 +1,13 @@
 #pragma once
 
-#include <memory>
-
-#include "providers/provider.h"
+#include "providers/translation.h"
 
 namespace tahua {
 
-// The translator for OpenAI-format responses: passes bytes through untouched and
-// watches the event stream (or the body) for usage. Shared by every adapter whose
-// upstream speaks OpenAI's format (openai, mock).
-std::unique_ptr<ResponseTranslator> makeOpenAIPassThroughTranslator();
+// OpenAI-format pass-through (openai, azure-openai, mock): the client's body goes
+// upstream as sent, with the model name replaced when the upstream calls it
+// differently and stream usage requested when the provider's stream_usage is on.
+// Returns whether the usage chunk must be hidden from the client.
+bool prepareOpenAIPassThrough(RequestContext& ctx, const ProviderConfig& provider);
 
 }  // namespace tahua

@@ -1,0 +1,74 @@
+// Azure OpenAI: OpenAI's wire format behind deployment URLs,
+//   {base_url}/deployments/{deployment}/chat/completions?api-version={api_version}
+// with an `api-key` header. A model's `upstream_model` is the deployment name.
+// Chat, completions and embeddings pass through; /v1/messages and /v1/responses are
+// translated to chat completions.
+#include "providers/openai/openai_adapter.h"
+
+namespace tahua {
+namespace {
+
+bool validDeployment(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+  return true;
+}
+
+class AzureOpenAIAdapter final : public TranslatingAdapter {
+ public:
+  AzureOpenAIAdapter() : TranslatingAdapter(makeOpenAIChatCodec()) {}
+  std::string_view type() const override { return "azure-openai"; }
+
+  std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
+    const ProviderConfig& p = *provider.config;
+    if (!validDeployment(deployment(ctx)))
+      return Error{ErrorKind::InvalidRequest, "The Azure deployment name of model '" + ctx.facts.model + "' is not valid."};
+    if (!native(ctx)) return translate(ctx, provider);
+    UpstreamRequest req;
+    req.path = path(p, deployment(ctx), endpointPath(ctx.endpoint));
+    ctx.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
+    addCommonHeaders(req, ctx, p, "application/json", ctx.facts.stream ? "text/event-stream" : "application/json");
+    authorize(req, provider);
+    req.body = std::move(ctx.body);
+    req.expect_stream = ctx.facts.stream;
+    return req;
+  }
+
+ protected:
+  bool native(const RequestContext& ctx) const override {
+    return ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
+           ctx.endpoint == Endpoint::Embeddings;
+  }
+
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx) const override {
+    return makePassThroughTranslator(WireFormat::OpenAIChat, ctx.hide_stream_usage);
+  }
+
+  std::string upstreamPath(const EncodedRequest& encoded, const RequestContext& ctx,
+                           const ProviderRuntime& provider) const override {
+    return path(*provider.config, deployment(ctx), encoded.path);
+  }
+
+  std::optional<Error> authorize(UpstreamRequest& req, const ProviderRuntime& provider) const override {
+    const ProviderConfig& p = *provider.config;
+    if (!p.api_key.empty()) req.header_lines.append("api-key: ").append(p.api_key).append("\r\n");
+    return std::nullopt;
+  }
+
+ private:
+  static std::string_view deployment(const RequestContext& ctx) {
+    return ctx.model ? std::string_view(ctx.model->upstream_model) : std::string_view(ctx.facts.model);
+  }
+  static std::string path(const ProviderConfig& p, std::string_view deployment, std::string_view operation) {
+    std::string out = p.base_path;
+    out.append("/deployments/").append(deployment).append(operation).append("?api-version=").append(p.api_version);
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ProviderAdapter> makeAzureOpenAIAdapter() { return std::make_unique<AzureOpenAIAdapter>(); }
+
+}  // namespace tahua

@@ -1,0 +1,329 @@
+#include "providers/translation.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "sse/sse_parser.h"
+#include "translate/json_util.h"
+
+namespace tahua {
+namespace bj = boost::json;
+
+const InboundCodec* inboundFor(Endpoint e) {
+  switch (e) {
+    case Endpoint::ChatCompletions: return &openAIChatInbound();
+    case Endpoint::Messages: return &anthropicInbound();
+    case Endpoint::Responses: return &responsesInbound();
+    default: return nullptr;
+  }
+}
+
+namespace {
+
+void applyUsage(Usage& usage, const TokenUsage& t) {
+  if (t.input >= 0) usage.prompt_tokens = t.input;
+  if (t.output >= 0) usage.completion_tokens = t.output;
+  if (t.cached_input >= 0) usage.cached_tokens = t.cached_input;
+  if (usage.prompt_tokens >= 0 || usage.completion_tokens >= 0)
+    usage.total_tokens = std::max<std::int64_t>(usage.prompt_tokens, 0) + std::max<std::int64_t>(usage.completion_tokens, 0);
+}
+
+// `"choices": []` — the usage-only chunk an include_usage stream ends with.
+bool emptyChoices(std::string_view data) {
+  auto at = data.find("\"choices\"");
+  if (at == std::string_view::npos) return false;
+  std::size_t i = at + 9;
+  const auto skip = [&] {
+    while (i < data.size() && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r')) ++i;
+  };
+  skip();
+  if (i >= data.size() || data[i] != ':') return false;
+  ++i;
+  skip();
+  if (i >= data.size() || data[i] != '[') return false;
+  ++i;
+  skip();
+  return i < data.size() && data[i] == ']';
+}
+
+class PassThroughTranslator final : public ResponseTranslator, private SseSink {
+ public:
+  PassThroughTranslator(WireFormat format, bool strip) : format_(format), strip_(strip) {}
+
+  std::string_view onStreamBytes(std::string_view bytes, bool last, RequestContext& ctx) override {
+    ctx_ = &ctx;
+    if (!strip_) {
+      parser_.feed(bytes, *this);  // an oversized event only stops observation, not the relay
+      return bytes;
+    }
+    // Cut at event boundaries: complete events go out (minus the usage-only one), an
+    // unfinished one waits for its end. Upstreams send whole events, so the carry is
+    // almost always empty.
+    out_.clear();
+    bytes_ = bytes;
+    start_ = 0;
+    if (!parser_.feed(bytes, *this)) {
+      strip_ = false;  // cannot follow events any more: stop cutting, relay the rest as is
+      out_.append(carry_).append(bytes.substr(start_));
+      carry_.clear();
+      return out_;
+    }
+    carry_.append(bytes.substr(start_));
+    if (last) {
+      out_.append(carry_);
+      carry_.clear();
+    }
+    return out_;
+  }
+
+  void onBody(std::string& body, RequestContext& ctx) override {
+    if (ctx.status < 200 || ctx.status >= 300) return;
+    if (format_ == WireFormat::Anthropic) {
+      boost::system::error_code ec;
+      bj::value v = bj::parse(body, ec);
+      if (!ec && v.is_object())
+        if (const auto* u = json::obj(v.get_object(), "usage")) applyUsage(ctx.usage, anthropicUsageFrom(*u));
+      return;
+    }
+    extractOpenAIUsage(body, ctx.usage);  // chat.completion, responses' response object, embeddings
+  }
+
+  std::string streamErrorEvent(const Error& error) const override {
+    switch (format_) {
+      case WireFormat::OpenAIChat: return "data: " + error.toJson() + "\n\n";
+      case WireFormat::Anthropic: return "event: error\ndata: " + error.toAnthropicJson() + "\n\n";
+      case WireFormat::Responses:
+        return "event: error\ndata: " +
+               bj::serialize(bj::object{{"type", "error"}, {"code", error.code()}, {"message", error.message}, {"param", nullptr}}) +
+               "\n\n";
+    }
+    return {};
+  }
+
+ private:
+  void onEvent(const SseEvent& event) override {
+    bool drop = false;
+    switch (format_) {
+      case WireFormat::OpenAIChat:
+        if (event.data != "[DONE]" && extractOpenAIUsage(event.data, ctx_->usage)) drop = strip_ && emptyChoices(event.data);
+        break;
+      case WireFormat::Anthropic:
+        if (event.event == "message_start" || event.event == "message_delta") readJsonUsage(event.data, "message");
+        break;
+      case WireFormat::Responses:
+        if (event.event == "response.completed" || event.event == "response.incomplete" || event.event == "response.failed")
+          readJsonUsage(event.data, "response");
+        break;
+    }
+    if (!strip_) return;
+    const std::size_t end = parser_.eventEnd();
+    if (!drop) out_.append(carry_).append(bytes_.substr(start_, end - start_));
+    carry_.clear();
+    start_ = end;
+  }
+
+  // Usage inside {"<outer>":{"usage":{..}}} or {"usage":{..}} (Anthropic's message_delta).
+  void readJsonUsage(std::string_view data, std::string_view outer) {
+    boost::system::error_code ec;
+    bj::value v = bj::parse(data, ec);
+    if (ec || !v.is_object()) return;
+    const bj::object* o = &v.get_object();
+    if (const auto* inner = json::obj(*o, outer)) o = inner;
+    const auto* u = json::obj(*o, "usage");
+    if (!u) return;
+    if (format_ == WireFormat::Anthropic) {
+      // message_start carries input (and a provisional output); message_delta the final output.
+      TokenUsage t = anthropicUsageFrom(*u);
+      if (!json::integer(*u, "input_tokens")) t.input = -1;
+      applyUsage(ctx_->usage, t);
+    } else {
+      TokenUsage t;
+      t.input = json::integer(*u, "input_tokens").value_or(-1);
+      t.output = json::integer(*u, "output_tokens").value_or(-1);
+      if (const auto* d = json::obj(*u, "input_tokens_details")) t.cached_input = json::integer(*d, "cached_tokens").value_or(-1);
+      applyUsage(ctx_->usage, t);
+    }
+  }
+
+  WireFormat format_;
+  bool strip_;
+  SseParser parser_;
+  RequestContext* ctx_ = nullptr;
+  std::string out_;
+  std::string carry_;
+  std::string_view bytes_;
+  std::size_t start_ = 0;
+};
+
+class TranslatingTranslator final : public ResponseTranslator, private ChunkSink {
+ public:
+  TranslatingTranslator(const VendorCodec& codec, const InboundCodec& inbound, InboundOptions options,
+                        const ProviderConfig& provider)
+      : codec_(codec), inbound_(inbound), options_(std::move(options)), provider_(provider) {}
+
+  void onResponseHead(ResponseHead& head, RequestContext& ctx) override {
+    const bool ok = head.status >= 200 && head.status < 300;
+    if (ok && ctx.facts.stream) {
+      head.event_stream = true;
+      head.content_type = "text/event-stream; charset=utf-8";
+      decoder_ = codec_.streamDecoder();
+      encoder_ = inbound_.streamEncoder(options_);
+    } else {
+      head.event_stream = false;
+      head.content_type = "application/json";
+    }
+  }
+
+  std::string_view onStreamBytes(std::string_view bytes, bool last, RequestContext& ctx) override {
+    out_.clear();
+    if (ended_ || !decoder_) return out_;
+    ctx_ = &ctx;
+    std::optional<Error> err;
+    if (!bytes.empty()) err = decoder_->feed(bytes, *this);
+    if (!err && last) err = decoder_->finish(*this);
+    if (err) {
+      err->message = scrubSecrets(std::move(err->message), provider_);
+      encoder_->fail(*err, out_);
+      ctx.fail(std::move(*err));
+      ended_ = true;
+    } else if (last) {
+      encoder_->finish(out_);
+    }
+    return out_;
+  }
+
+  bool streamEnded() const override { return ended_; }
+
+  void onBody(std::string& body, RequestContext& ctx) override {
+    if (ctx.status < 200 || ctx.status >= 300) {
+      UpstreamErrorInfo info = codec_.decodeError(ctx.status, body);
+      info.message = scrubSecrets(std::move(info.message), provider_);
+      body = inbound_.encodeUpstreamError(info);
+      return;
+    }
+    auto decoded = codec_.decodeResponse(body);
+    if (auto* err = std::get_if<Error>(&decoded)) {
+      ctx.status = err->httpStatus();
+      body = ctx.errorBody(*err);
+      ctx.fail(std::move(*err));
+      return;
+    }
+    const ChatResult& result = std::get<ChatResult>(decoded);
+    applyUsage(ctx.usage, result.usage);
+    body = inbound_.encodeResult(result, options_);
+  }
+
+  std::string streamErrorEvent(const Error& error) const override {
+    std::string out;
+    if (encoder_) encoder_->fail(error, out);
+    else out = "data: " + error.toJson() + "\n\n";
+    return out;
+  }
+
+ private:
+  void onChunk(const ChatChunk& chunk) override {
+    if (chunk.usage) applyUsage(ctx_->usage, *chunk.usage);
+    encoder_->onChunk(chunk, out_);
+  }
+
+  const VendorCodec& codec_;
+  const InboundCodec& inbound_;
+  InboundOptions options_;
+  const ProviderConfig& provider_;
+  std::unique_ptr<ChatStreamDecoder> decoder_;
+  std::unique_ptr<ChatStreamEncoder> encoder_;
+  RequestContext* ctx_ = nullptr;
+  std::string out_;
+  bool ended_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<ResponseTranslator> makePassThroughTranslator(WireFormat format, bool strip_usage_chunk) {
+  return std::make_unique<PassThroughTranslator>(format, strip_usage_chunk);
+}
+
+bool requestStreamUsage(std::string& body) {
+  if (body.find("\"stream_options\"") == std::string::npos) {
+    // The common case: splice the option in before the closing brace, leaving every
+    // other byte as the client sent it.
+    auto close = body.find_last_of('}');
+    if (close == std::string::npos) return false;
+    body.insert(close, ",\"stream_options\":{\"include_usage\":true}");
+    return true;
+  }
+  boost::system::error_code ec;
+  bj::value v = bj::parse(body, ec);
+  if (ec || !v.is_object()) return false;
+  bj::object& o = v.get_object();
+  bj::value& so = o["stream_options"];
+  if (!so.is_object()) so = bj::object{};
+  if (json::truthy(so.get_object(), "include_usage")) return false;
+  so.get_object()["include_usage"] = true;
+  body = bj::serialize(o);
+  return true;
+}
+
+void addCommonHeaders(UpstreamRequest& req, const RequestContext& ctx, const ProviderConfig& provider,
+                      std::string_view content_type, std::string_view accept) {
+  req.header_lines.reserve(256);
+  req.addHeader("Content-Type", content_type);
+  req.addHeader("Accept", accept);
+  req.addHeader("X-Request-Id", ctx.request_id);
+  for (const auto& [name, value] : provider.headers) req.addHeader(name, value);
+}
+
+std::string scrubSecrets(std::string text, const ProviderConfig& provider) {
+  for (const std::string* secret : {&provider.api_key, &provider.aws.secret_access_key, &provider.aws.session_token}) {
+    if (secret->size() < 4) continue;
+    for (auto at = text.find(*secret); at != std::string::npos; at = text.find(*secret, at))
+      text.replace(at, secret->size(), "[redacted]");
+  }
+  return text;
+}
+
+std::unique_ptr<ResponseTranslator> TranslatingAdapter::responseTranslator(const RequestContext& ctx,
+                                                                           const ProviderRuntime& provider) const {
+  if (native(ctx)) return passThroughTranslator(ctx);
+  const InboundCodec* inbound = inboundFor(ctx.endpoint);
+  InboundOptions options;
+  options.model = ctx.facts.model;
+  options.include_usage = ctx.facts.include_usage;
+  return std::make_unique<TranslatingTranslator>(*codec_, inbound ? *inbound : openAIChatInbound(), std::move(options),
+                                                 *provider.config);
+}
+
+std::unique_ptr<ResponseTranslator> TranslatingAdapter::passThroughTranslator(const RequestContext& ctx) const {
+  return makePassThroughTranslator(WireFormat::OpenAIChat, false);
+}
+
+std::string TranslatingAdapter::upstreamPath(const EncodedRequest& encoded, const RequestContext&,
+                                             const ProviderRuntime& provider) const {
+  return provider.config->base_path + encoded.path;
+}
+
+std::variant<UpstreamRequest, Error> TranslatingAdapter::translate(RequestContext& ctx, const ProviderRuntime& provider) const {
+  const ProviderConfig& p = *provider.config;
+  const InboundCodec* inbound = inboundFor(ctx.endpoint);
+  if (!inbound)
+    return Error{ErrorKind::InvalidRequest, "The " + std::string(ctx.path) + " endpoint is not supported by provider type '" +
+                                                std::string(providerTypeName(p.type)) + "' (model '" + ctx.facts.model + "')."};
+  auto chat = inbound->toChat(ctx.body);
+  if (auto* err = std::get_if<Error>(&chat)) return std::move(*err);
+  EncodeOptions options;
+  options.upstream_model = ctx.model ? ctx.model->upstream_model : ctx.facts.model;
+  options.stream = ctx.facts.stream;
+  options.default_max_tokens = p.default_max_tokens;
+  auto encoded = codec_->encodeRequest(std::get<bj::object>(chat), options);
+  if (auto* err = std::get_if<Error>(&encoded)) return std::move(*err);
+  EncodedRequest& e = std::get<EncodedRequest>(encoded);
+  UpstreamRequest req;
+  req.path = upstreamPath(e, ctx, provider);
+  addCommonHeaders(req, ctx, p, e.content_type, e.accept);
+  req.body = std::move(e.body);
+  req.expect_stream = ctx.facts.stream;
+  if (auto err = authorize(req, provider)) return std::move(*err);
+  return req;
+}
+
+}  // namespace tahua

@@ -1,0 +1,60 @@
+// The client's side of a translation: the API the client speaks (OpenAI chat,
+// Anthropic Messages, OpenAI Responses). Its codec brings the client's request into the
+// canonical chat form and encodes canonical results and stream chunks back into the
+// client's wire format, errors included.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "translate/chat.h"
+
+namespace tahua {
+
+// What the client asked for, as far as encoding the answer is concerned.
+struct InboundOptions {
+  std::string model;          // the model name the client used (answers carry it back)
+  bool include_usage = false;  // OpenAI chat: stream_options.include_usage
+};
+
+// Encodes one answer stream for the client. Every method appends to `out`.
+class ChatStreamEncoder {
+ public:
+  virtual ~ChatStreamEncoder() = default;
+  virtual void onChunk(const ChatChunk& chunk, std::string& out) = 0;
+  // The upstream ended normally: close the stream the way the API does ([DONE],
+  // message_stop, response.completed).
+  virtual void finish(std::string& out) = 0;
+  // The stream ends with an error event instead.
+  virtual void fail(const Error& error, std::string& out) = 0;
+};
+
+class InboundCodec {
+ public:
+  virtual ~InboundCodec() = default;
+  // The client's request body -> canonical OpenAI chat request.
+  virtual std::variant<boost::json::object, Error> toChat(std::string_view body) const = 0;
+  virtual std::string encodeResult(const ChatResult& result, const InboundOptions& options) const = 0;
+  virtual std::unique_ptr<ChatStreamEncoder> streamEncoder(const InboundOptions& options) const = 0;
+  // A vendor's error answer, re-shaped for this API (the status stays the vendor's).
+  virtual std::string encodeUpstreamError(const UpstreamErrorInfo& error) const = 0;
+};
+
+const InboundCodec& openAIChatInbound();
+const InboundCodec& anthropicInbound();
+const InboundCodec& responsesInbound();
+
+// Vendor codecs living next to their inbound counterparts.
+std::unique_ptr<VendorCodec> makeOpenAIChatCodec();
+std::unique_ptr<VendorCodec> makeAnthropicCodec();
+
+// Anthropic's usage object -> canonical (input includes cache reads and writes).
+TokenUsage anthropicUsageFrom(const boost::json::object& usage);
+
+// Shared by codecs: OpenAI finish_reason <-> error type names by HTTP status.
+std::string_view openAIErrorType(int status);
+std::string_view anthropicErrorType(int status);
+
+}  // namespace tahua

@@ -101,3 +101,19 @@ describe('--check-config', () => {
     );
   });
 });
+
+describe('README provider examples', () => {
+  it('the worked provider config in README.md is valid', async () => {
+    const { readFileSync } = await import('node:fs');
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    // The block under "Worked examples" holds every provider type.
+    const blocks = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
+    const worked = blocks.find((b) => b.includes('type: bedrock') && b.startsWith('providers:'));
+    assert.ok(worked, 'README has the worked provider examples block');
+    const file = writeConfig(`listeners:\n  - address: 127.0.0.1\n    port: 0\n${worked}`);
+    const r = checkConfig(file);
+    assert.equal(r.status, 0, r.stderr);
+    for (const type of ['openai', 'azure-openai', 'anthropic', 'gemini', 'bedrock'])
+      assert.match(worked, new RegExp(`type: ${type}\\n`), `example for ${type}`);
+  });
+});

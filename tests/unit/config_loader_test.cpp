@@ -180,3 +180,90 @@ TEST(ConfigLoader, ExampleFileIsValid) {
 }
 
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+std::string withProvider(const std::string& provider_flow, const std::string& model_extra = "") {
+  return "listeners: [{port: 0}]\nproviders: [" + provider_flow + "]\nmodels: [{name: m, provider: p" + model_extra + "}]\n";
+}
+
+}  // namespace
+
+TEST(ConfigLoader, VendorProvidersGetTheirDefaults) {
+  auto r = loadConfigString(withProvider("{name: p, type: anthropic, api_key: k}"), "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  const auto& a = r.config->providers[0];
+  EXPECT_EQ(a.type, ProviderType::Anthropic);
+  EXPECT_TRUE(a.https);
+  EXPECT_EQ(a.host, "api.anthropic.com");
+  EXPECT_EQ(a.base_path, "/v1");
+  EXPECT_EQ(a.anthropic_version, "2023-06-01");
+  EXPECT_EQ(a.default_max_tokens, 4096);
+
+  r = loadConfigString(withProvider("{name: p, type: gemini, api_key: k}"), "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_EQ(r.config->providers[0].host, "generativelanguage.googleapis.com");
+  EXPECT_EQ(r.config->providers[0].base_path, "/v1beta");
+
+  r = loadConfigString(
+      withProvider("{name: p, type: bedrock, aws: {region: eu-west-1, access_key_id: AKID, secret_access_key: SECRET}}"),
+      "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_EQ(r.config->providers[0].host, "bedrock-runtime.eu-west-1.amazonaws.com");
+  EXPECT_EQ(r.config->providers[0].aws.secret_access_key, "SECRET");
+  EXPECT_TRUE(r.config->providers[0].usable);
+
+  r = loadConfigString(
+      withProvider("{name: p, type: azure-openai, base_url: \"https://r.openai.azure.com/openai\", api_version: 2024-10-21, api_key: k}"),
+      "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_EQ(r.config->providers[0].api_version, "2024-10-21");
+}
+
+TEST(ConfigLoader, VendorFieldsAreValidated) {
+  EXPECT_NE(loadError(withProvider("{name: p, type: azure-openai, base_url: \"https://r/openai\", api_key: k}"))
+                .find("providers[0].api_version: required for type azure-openai"),
+            std::string::npos);
+  EXPECT_NE(loadError(withProvider("{name: p, type: bedrock}")).find("providers[0].aws: required for type bedrock"),
+            std::string::npos);
+  EXPECT_NE(loadError(withProvider("{name: p, type: openai, base_url: \"http://x/v1\", anthropic_version: x}"))
+                .find("providers[0].anthropic_version: not used by type openai"),
+            std::string::npos);
+  EXPECT_NE(loadError(withProvider("{name: p, type: bedrock, api_key: k, aws: {region: us-east-1, access_key_id: a, secret_access_key: b}}"))
+                .find("bedrock uses aws credentials"),
+            std::string::npos);
+  EXPECT_NE(loadError(withProvider("{name: p, type: bedrock, aws: {region: \"us east\", access_key_id: a, secret_access_key: b}}"))
+                .find("providers[0].aws.region: not an AWS region name"),
+            std::string::npos);
+  EXPECT_NE(loadError(withProvider("{name: p, type: mock}", ", pricing: {input: 1}"))
+                .find("models[0].pricing: input and output prices"),
+            std::string::npos);
+  EXPECT_NE(loadError(withProvider("{name: p, type: mock}", ", pricing: {input: -1, output: 2}"))
+                .find("models[0].pricing.input: expected a non-negative number"),
+            std::string::npos);
+}
+
+TEST(ConfigLoader, BedrockCredentialsFromTheEnvironment) {
+  ::setenv("TAHUA_TEST_AK", "AKIDENV", 1);
+  ::unsetenv("TAHUA_TEST_SK_UNSET");
+  auto r = loadConfigString(
+      withProvider("{name: p, type: bedrock, aws: {region: us-east-1, access_key_id_env: TAHUA_TEST_AK, "
+                   "secret_access_key_env: TAHUA_TEST_SK_UNSET}}"),
+      "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_EQ(r.config->providers[0].aws.access_key_id, "AKIDENV");
+  EXPECT_FALSE(r.config->providers[0].usable);  // a missing secret: 503 until it is set
+  ASSERT_FALSE(r.warnings.empty());
+  EXPECT_NE(r.warnings[0].find("TAHUA_TEST_SK_UNSET"), std::string::npos);
+}
+
+TEST(ConfigLoader, PricingDefaultsCachedInputToInput) {
+  auto r = loadConfigString(withProvider("{name: p, type: mock}", ", pricing: {input: 3, output: 15}"), "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  const Pricing& p = r.config->models[0].pricing;
+  EXPECT_TRUE(p.set);
+  EXPECT_DOUBLE_EQ(p.cached_input, 3);
+}
+
+}  // namespace tahua

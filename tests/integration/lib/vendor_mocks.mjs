@@ -672,6 +672,7 @@ async function handleAnthropic(mock, rec, req, res) {
     rec.reply = { kind: 'error', status };
     mock.sendJson(res, status, anthropicError(type, message), hdrs);
   };
+  if (rec.path === '/v1/messages/count_tokens') return answerAnthropicCountTokens(mock, rec, res, hdrs, err);
   if (rec.path !== '/v1/messages') return err(404, 'not_found_error', 'Not Found');
   if (rec.method !== 'POST') return err(405, 'invalid_request_error', `Method Not Allowed`);
   if (!rec.headers['x-api-key']) return err(401, 'authentication_error', 'x-api-key header is required');
@@ -736,6 +737,24 @@ async function handleAnthropic(mock, rec, req, res) {
     anthropicSse('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: USAGE.output } }),
     anthropicSse('message_stop', {}),
   ], hdrs);
+}
+
+/** The input_tokens every count_tokens answer of the Anthropic mock reports. */
+export const ANTHROPIC_COUNT_TOKENS = 42;
+
+// POST /v1/messages/count_tokens: {"input_tokens": ANTHROPIC_COUNT_TOKENS} (recorded like
+// every request; rec.reply = {kind: 'count_tokens', inputTokens}).
+function answerAnthropicCountTokens(mock, rec, res, hdrs, err) {
+  if (rec.method !== 'POST') return err(405, 'invalid_request_error', 'Method Not Allowed');
+  if (!rec.headers['x-api-key']) return err(401, 'authentication_error', 'x-api-key header is required');
+  if (!rec.headers['anthropic-version']) return err(401, 'authentication_error', 'anthropic-version header is required');
+  const body = rec.body;
+  if (!body || typeof body !== 'object') return err(400, 'invalid_request_error', `There was an error parsing the body of your request: ${rec.bodyError ?? 'empty body'}`);
+  rec.model = body.model;
+  if (typeof body.model !== 'string') return err(400, 'invalid_request_error', 'model: Field required');
+  if (!Array.isArray(body.messages) || body.messages.length === 0) return err(400, 'invalid_request_error', 'messages: Field required');
+  rec.reply = { kind: 'count_tokens', inputTokens: ANTHROPIC_COUNT_TOKENS };
+  return mock.sendJson(res, 200, { input_tokens: ANTHROPIC_COUNT_TOKENS }, hdrs);
 }
 
 /** Anthropic Messages mock; baseUrl() is `http://127.0.0.1:PORT/v1`. */
@@ -1031,6 +1050,7 @@ async function handleOpenAI(mock, rec, req, res) {
     if (!rec.query['api-version']) return err(404, azureError(404, 'Resource not found'));
     rec.apiVersion = rec.query['api-version'];
   } else {
+    if (rec.path === '/v1/responses') return handleOpenAIResponses(mock, rec, res, hdrs, err);
     if (rec.path !== '/v1/chat/completions') return err(404, openaiErrorBody(`Invalid URL (${rec.method} ${rec.path})`, 'invalid_request_error', null));
     if (!/^Bearer \S+/.test(rec.headers.authorization ?? '')) {
       return err(401, openaiErrorBody("You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", 'invalid_request_error', null));
@@ -1120,8 +1140,127 @@ async function handleOpenAI(mock, rec, req, res) {
   return mock.sendSse(res, [...events.map((e) => `data: ${JSON.stringify(e)}\n\n`), 'data: [DONE]\n\n'], hdrs);
 }
 
+// OpenAI Responses API (`POST /v1/responses`), same script: a function_call item when the
+// request has function tools and the last input item is not a function_call_output, else a
+// message with one output_text part. Stream: response.created, response.in_progress,
+// response.output_item.added, (content_part.added, output_text.delta..., output_text.done,
+// content_part.done | function_call_arguments.delta..., function_call_arguments.done),
+// response.output_item.done, response.completed; each `event: T\ndata: {"type": T,
+// "sequence_number": n, ...}\n\n`, no [DONE].
+
+function responsesUserText(input) {
+  if (typeof input === 'string') return input;
+  if (!Array.isArray(input)) return '';
+  for (let i = input.length - 1; i >= 0; i -= 1) {
+    const item = input[i];
+    if (!item || (item.type !== undefined && item.type !== 'message') || item.role !== 'user') continue;
+    if (typeof item.content === 'string') return item.content;
+    const text = textOf(item.content, 'input_text');
+    if (text !== null) return text;
+  }
+  return '';
+}
+
+function responsesUsage() {
+  return {
+    input_tokens: USAGE.input,
+    input_tokens_details: { cached_tokens: USAGE.cached },
+    output_tokens: USAGE.output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: USAGE.total,
+  };
+}
+
+async function handleOpenAIResponses(mock, rec, res, hdrs, err) {
+  if (!/^Bearer \S+/.test(rec.headers.authorization ?? '')) {
+    return err(401, openaiErrorBody("You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", 'invalid_request_error', null));
+  }
+  if (rec.method !== 'POST') return err(405, openaiErrorBody(`Method ${rec.method} not allowed`));
+  const body = rec.body;
+  if (!body || typeof body !== 'object') return err(400, openaiErrorBody(`We could not parse the JSON body of your request. (${rec.bodyError ?? 'empty body'})`));
+  rec.api = 'responses';
+  rec.model = body.model;
+  rec.stream = body.stream === true;
+  if (typeof body.model !== 'string') return err(400, openaiErrorBody("Missing required parameter: 'model'.", 'invalid_request_error', 'missing_required_parameter', 'model'));
+  if (typeof body.input !== 'string' && !Array.isArray(body.input)) {
+    return err(400, openaiErrorBody("Missing required parameter: 'input'.", 'invalid_request_error', 'missing_required_parameter', 'input'));
+  }
+  const tools = (Array.isArray(body.tools) ? body.tools : []).filter((x) => x?.type === 'function' && typeof x.name === 'string');
+  const lastIsToolResult = Array.isArray(body.input) && body.input.at(-1)?.type === 'function_call_output';
+  const id = mock.nextId('resp_mock');
+  const response = (status, output, usage) => ({
+    id,
+    object: 'response',
+    created_at: CREATED,
+    status,
+    background: false,
+    error: null,
+    incomplete_details: null,
+    instructions: body.instructions ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    model: body.model,
+    output,
+    parallel_tool_calls: body.parallel_tool_calls ?? true,
+    previous_response_id: body.previous_response_id ?? null,
+    reasoning: { effort: null, summary: null },
+    store: body.store ?? true,
+    temperature: body.temperature ?? 1,
+    text: { format: { type: 'text' } },
+    tool_choice: body.tool_choice ?? 'auto',
+    tools: body.tools ?? [],
+    top_p: body.top_p ?? 1,
+    truncation: 'disabled',
+    usage,
+    user: body.user ?? null,
+    metadata: body.metadata ?? {},
+  });
+
+  let item;
+  let middle; // [type, fields] events between output_item.added and output_item.done
+  if (tools.length && !lastIsToolResult) {
+    const callId = mock.nextId('call_mock');
+    const itemId = mock.nextId('fc_mock');
+    const name = tools[0].name;
+    rec.reply = { kind: 'tool', toolName: name, toolCallId: callId, itemId, args: TOOL_ARGS };
+    item = { id: itemId, type: 'function_call', status: 'completed', arguments: TOOL_ARGS_JSON, call_id: callId, name };
+    middle = [
+      ...TOOL_ARGS_PIECES.map((delta) => ['response.function_call_arguments.delta', { item_id: itemId, output_index: 0, delta }]),
+      ['response.function_call_arguments.done', { item_id: itemId, output_index: 0, name, arguments: TOOL_ARGS_JSON }],
+    ];
+  } else {
+    const pieces = replyPieces(VENDOR_NAMES.openai, responsesUserText(body.input));
+    const text = pieces.join('');
+    const itemId = mock.nextId('msg_mock');
+    rec.reply = { kind: 'text', text, pieces, itemId };
+    const part = (t) => ({ type: 'output_text', annotations: [], logprobs: [], text: t });
+    item = { id: itemId, type: 'message', status: 'completed', role: 'assistant', content: [part(text)] };
+    const at = { item_id: itemId, output_index: 0, content_index: 0 };
+    middle = [
+      ['response.content_part.added', { ...at, part: part('') }],
+      ...pieces.map((delta) => ['response.output_text.delta', { ...at, delta, logprobs: [] }]),
+      ['response.output_text.done', { ...at, text, logprobs: [] }],
+      ['response.content_part.done', { ...at, part: part(text) }],
+    ];
+  }
+  if (!rec.stream) return mock.sendJson(res, 200, response('completed', [item], responsesUsage()), hdrs);
+
+  const started = item.type === 'message'
+    ? { ...item, status: 'in_progress', content: [] }
+    : { ...item, status: 'in_progress', arguments: '' };
+  const events = [
+    ['response.created', { response: response('in_progress', [], null) }],
+    ['response.in_progress', { response: response('in_progress', [], null) }],
+    ['response.output_item.added', { output_index: 0, item: started }],
+    ...middle,
+    ['response.output_item.done', { output_index: 0, item }],
+    ['response.completed', { response: response('completed', [item], responsesUsage()) }],
+  ];
+  return mock.sendSse(res, events.map(([type, fields], n) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n, ...fields })}\n\n`), hdrs);
+}
+
 /**
- * OpenAI chat-completions mock: `POST /v1/chat/completions` (Authorization: Bearer required;
+ * OpenAI chat-completions mock: `POST /v1/chat/completions` and `POST /v1/responses`
+ * (Authorization: Bearer required;
  * baseUrl() is `http://127.0.0.1:PORT/v1`) and Azure's `POST /openai/deployments/<dep>/
  * chat/completions?api-version=...` (header api-key required; azureEndpoint() is the origin).
  * `azureFilterChunk` (default true): Azure streams start with a choices-less

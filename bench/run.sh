@@ -4,13 +4,16 @@
 #   bench/run.sh              proxy overhead: wrk against the mock upstream directly, nginx in
 #                             front of it, and tahua in front of it; alternating rounds
 #   bench/run.sh streams [N]  gateway memory with N (default 10000) concurrent idle streams
+#   bench/run.sh translation  cost of the Anthropic adapter's translation: the same mock upstream
+#                             reached through an openai provider (pass-through) and through an
+#                             anthropic provider (chat -> Messages -> chat); alternating rounds
 #
 # Knobs (environment): TAHUA (binary), ROUNDS (3), DURATION (10, seconds per measurement),
 # WARMUP (2, seconds), CONNS (32), THREADS (1), PROXY_CPU (0), LOAD_CPU (1),
 # PORT_BASE (18080: mock, +1 nginx, +2 tahua), BUSY_MAX (15, % CPU used by others before a
 # measurement), FOREIGN_MAX (10, % of a core others may use during one), LOAD_WAIT (600,
-# seconds of waiting for a quiet machine, per run),
-# STREAMS_TIMEOUT (120, seconds), KEEP_TMP (1 = keep configs and logs).
+# seconds of waiting for a quiet machine, per run), STREAMS_TIMEOUT (120, seconds),
+# KEEP_TMP (1 = keep configs and logs).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,12 +40,12 @@ PORT_TAHUA=$((PORT_BASE + 2))
 
 MODE=${1:-proxy}
 case $MODE in
-  proxy) ;;
+  proxy|translation) ;;
   streams)
     STREAMS_N=${2:-10000}
     [[ $STREAMS_N =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 streams [N], N a positive integer" >&2; exit 2; } ;;
-  -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-  *) echo "usage: $0 [proxy | streams [N]]" >&2; exit 2 ;;
+  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+  *) echo "usage: $0 [proxy | streams [N] | translation]" >&2; exit 2 ;;
 esac
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -186,10 +189,21 @@ cpu_ticks() {
   echo "$total"
 }
 
-# One wrk run against a target, pinned to the load CPU.
+# What measure() checks with curl and run_wrk() sends. Proxy mode uses chat.lua as it is;
+# the translation mode switches these per target (use_request), so both modes share one
+# measure(). The curl check reads chat.lua's body, so check and load cannot drift apart.
+CHAT_BODY=$(sed -n "s/^wrk.body = '\(.*\)'$/\1/p" "$ROOT/bench/chat.lua")
+WRK_SCRIPT=$ROOT/bench/chat.lua
+REQ_PATH=/v1/chat/completions
+REQ_BODY=$CHAT_BODY
+REQ_EXPECT='"chat.completion"'   # grep pattern a correct answer contains
+[ -n "$CHAT_BODY" ] || die "no wrk.body = '...' line in bench/chat.lua"
+
+# One wrk run against a target, pinned to the load CPU. chat.lua ignores BENCH_BODY;
+# body.lua sends it.
 run_wrk() {  # PORT SECONDS
-  taskset -c "$LOAD_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$2"s --latency -s "$ROOT/bench/chat.lua" \
-    "http://127.0.0.1:$1/v1/chat/completions"
+  BENCH_BODY=$REQ_BODY taskset -c "$LOAD_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$2"s --latency -s "$WRK_SCRIPT" \
+    "http://127.0.0.1:$1$REQ_PATH"
 }
 
 # Busy ticks of the whole machine (user+nice+system+irq+softirq+steal, both CPUs).
@@ -213,9 +227,8 @@ measure() {
   local t0 t1 b0 b1 s0 s1 c0 c1
   # A target that answers errors would look fast; check one real answer first.
   code=$(curl -s -o "$TMP/check.json" -w '%{http_code}' --max-time 5 \
-    -H 'content-type: application/json' -d "$(sed -n "s/^wrk.body = '\(.*\)'$/\1/p" "$ROOT/bench/chat.lua")" \
-    "http://127.0.0.1:$port/v1/chat/completions")
-  if [ "$code" != 200 ] || ! grep -q '"chat.completion"' "$TMP/check.json"; then
+    -H 'content-type: application/json' -d "$REQ_BODY" "http://127.0.0.1:$port$REQ_PATH")
+  if [ "$code" != 200 ] || ! grep -q "$REQ_EXPECT" "$TMP/check.json"; then
     die "$name answered $code: $(head -c 300 "$TMP/check.json")"
   fi
   for try in 1 2 3; do
@@ -435,7 +448,163 @@ streams_mode() {
   return "$rc"
 }
 
+# ---------------------------------------------------------------------------------------
+# translation mode
+
+write_translation_config() {  # FILE
+  # Two providers on the same mock: `oa` forwards chat completions as they are, `an` speaks
+  # the Messages API to it (the mock's /v1/messages is itself served by translation).
+  # api_key: the anthropic adapter sends x-api-key like it would to api.anthropic.com.
+  cat >"$1" <<EOF
+server: {workers: 1}
+listeners: [{address: 127.0.0.1, port: $PORT_TAHUA}]
+access_log: {enabled: false}
+providers:
+  - {name: oa, type: openai, base_url: "http://127.0.0.1:$PORT_MOCK/v1"}
+  - {name: an, type: anthropic, base_url: "http://127.0.0.1:$PORT_MOCK/v1", api_key: x}
+models:
+  - {name: via-openai, provider: oa, upstream_model: mock-gpt}
+  - {name: via-anthropic, provider: an, upstream_model: mock-gpt}
+EOF
+}
+
+use_request() {  # PATH BODY EXPECT: what measure() checks and wrk sends next
+  REQ_PATH=$1 REQ_BODY=$2 REQ_EXPECT=$3 WRK_SCRIPT=$ROOT/bench/body.lua
+}
+
+translation_mode() {
+  command -v wrk >/dev/null || die "missing wrk (apt-get install wrk)"
+  for p in "$PORT_MOCK" "$PORT_TAHUA"; do check_port_free "$p"; done
+  wait_for_quiet || true  # goes on after LOAD_WAIT; measure() flags disturbed rounds
+  print_machine
+
+  # Every body is chat.lua's, so all four targets carry the same message; only the model
+  # differs, plus max_tokens, which the Messages API requires.
+  local body_mock body_msgs body_oa body_an
+  body_mock=$CHAT_BODY
+  body_msgs=${CHAT_BODY/'"model":"mock-gpt",'/'"model":"mock-gpt","max_tokens":64,'}
+  body_oa=${CHAT_BODY/'"mock-gpt"'/'"via-openai"'}
+  body_an=${CHAT_BODY/'"mock-gpt"'/'"via-anthropic"'}
+  [ "$body_msgs" != "$CHAT_BODY" ] && [ "$body_oa" != "$CHAT_BODY" ] ||
+    die "bench/chat.lua's body does not start with \"model\":\"mock-gpt\"; update translation_mode"
+
+  # The same mock as proxy mode, on the load CPU.
+  write_mock_config "$TMP/mock.yaml" 16 0ms
+  start_tahua mock "$LOAD_CPU" "$TMP/mock.yaml"
+  local mock_pid=$STARTED_PID
+  SERVER_PIDS+=("$mock_pid")
+
+  # The gateway under test, shaped like proxy mode's tahua: 1 worker, no access log.
+  write_translation_config "$TMP/gateway.yaml"
+  start_tahua gateway "$PROXY_CPU" "$TMP/gateway.yaml"
+  local gw_pid=$STARTED_PID
+  SERVER_PIDS+=("$gw_pid")
+
+  log "mock pid $mock_pid (cpu $LOAD_CPU), gateway tahua $gw_pid (cpu $PROXY_CPU)"
+  log "$ROUNDS rounds x 4 targets x (${WARMUP}s warm-up + ${DURATION}s), wrk -t$THREADS -c$CONNS"
+  : >"$TMP/results"
+  local steal0
+  steal0=$(cpu_steal)
+  local round
+  for round in $(seq "$ROUNDS"); do
+    # Rotate the order each round so drift (thermal, neighbours) does not favour one target.
+    local targets=(mock-chat mock-messages via-openai via-anthropic)
+    local k=$(( (round - 1) % 4 ))
+    targets=("${targets[@]:k}" "${targets[@]:0:k}")
+    for t in "${targets[@]}"; do
+      # CPU per request is the mock's for (1)/(2), the gateway's alone for (3)/(4).
+      case $t in
+        mock-chat)
+          use_request /v1/chat/completions "$body_mock" '"chat.completion"'
+          measure "$t" "$PORT_MOCK" "$round" "$mock_pid" ;;
+        mock-messages)
+          use_request /v1/messages "$body_msgs" '"type":"message"'
+          measure "$t" "$PORT_MOCK" "$round" "$mock_pid" ;;
+        via-openai)
+          use_request /v1/chat/completions "$body_oa" '"chat.completion"'
+          measure "$t" "$PORT_TAHUA" "$round" "$gw_pid" ;;
+        via-anthropic)
+          use_request /v1/chat/completions "$body_an" '"chat.completion"'
+          measure "$t" "$PORT_TAHUA" "$round" "$gw_pid" ;;
+      esac
+    done
+  done
+
+  for pid in "$mock_pid" "$gw_pid"; do
+    kill -0 "$pid" 2>/dev/null || die "process $pid died during the run (logs in $TMP)"
+  done
+  if grep -q '"level":"\(error\|warn\)' "$TMP/mock.err" "$TMP/gateway.err"; then
+    log "tahua logged warnings/errors:"; grep -h '"level":"\(error\|warn\)' "$TMP/mock.err" "$TMP/gateway.err" | head -5 >&2
+  fi
+
+  echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at end (includes this run's own load)"
+  echo "steal:   $(steal_pct "$steal0" "$(cpu_steal)") of CPU time during the rounds"
+  echo "wrk -t$THREADS -c$CONNS -d${DURATION}s, $ROUNDS rounds, median per column;"
+  echo "CPU/req is the mock's utime+stime for (1)/(2), the gateway tahua's alone for (3)/(4)."
+  echo
+  awk '
+    function median(arr, n,   i, j, t) {
+      for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
+      return n % 2 ? arr[(n+1)/2] : (arr[n/2] + arr[n/2+1]) / 2
+    }
+    function col(f, t, r) { return f == "rps" ? rps[t,r] : f == "p50" ? p50[t,r] : f == "p99" ? p99[t,r] : cpu[t,r] }
+    # med: median over the rounds of one column of target t.
+    function med(f, t,   r, m, a) { m = 0; for (r = 1; r <= R; r++) if ((t, r) in rps) a[++m] = col(f, t, r); return median(a, m) }
+    # rmed / dmed: median over the rounds of the per-round ratio x/y, or difference x-y.
+    function rmed(f, x, y,   r, m, a) { m = 0
+      for (r = 1; r <= R; r++) if ((x, r) in rps && (y, r) in rps) a[++m] = col(f, x, r) / col(f, y, r); return median(a, m) }
+    function dmed(f, x, y,   r, m, a) { m = 0
+      for (r = 1; r <= R; r++) if ((x, r) in rps && (y, r) in rps) a[++m] = col(f, x, r) - col(f, y, r); return median(a, m) }
+    # pair: the comparison of target x with its baseline y, per round ratios and of medians.
+    function pair(x, y, who) {
+      printf "  median of per-round ratios: throughput %.3f, p99 %.2f, %s CPU/req %.2f (%+.1f us/req)\n",
+        rmed("rps", x, y), rmed("p99", x, y), who, rmed("cpu", x, y), dmed("cpu", x, y)
+      printf "  ratio of medians:           throughput %.3f, p99 %.2f, %s CPU/req %.2f (%+.1f us/req)\n",
+        Rq[x] / Rq[y], P99[x] / P99[y], who, C[x] / C[y], C[x] - C[y]
+    }
+    { rps[$1,$2] = $3; p50[$1,$2] = $4; p99[$1,$2] = $5; cpu[$1,$2] = $6; err[$1] += $7; dist += $9
+      all[$1] = all[$1] sprintf(" %s", $3); if ($2 > R) R = $2 }
+    END {
+      nt = split("mock-chat mock-messages via-openai via-anthropic", names, " ")
+      printf "%-17s %9s %8s %8s %11s %9s %7s   %s\n", "target", "req/s", "p50 ms", "p99 ms", "CPU us/req", "core use", "errors", "req/s per round"
+      for (i = 1; i <= nt; i++) {
+        t = names[i]
+        Rq[t] = med("rps", t); P50[t] = med("p50", t); P99[t] = med("p99", t); C[t] = med("cpu", t)
+        U[t] = Rq[t] * C[t] / 1e6  # fraction of one core the measured server used
+        printf "(%d) %-13s %9.0f %8.3f %8.3f %11.1f %9.2f %7d  %s\n", i, t, Rq[t], P50[t] / 1000, P99[t] / 1000, C[t], U[t], err[t], all[t]
+      }
+      # Per round: both targets of a pair ran in the same round, so their ratio is steadier
+      # than the ratio of medians when the VM drifts between rounds. Show both.
+      printf "\n%-9s %36s %38s\n", "", "gateway (4)/(3)", "mock (2)/(1)"
+      printf "%-9s %9s %6s %8s %11s   %9s %6s %8s %11s\n", "round", "req/s", "p99", "CPU/req", "+CPU us/req", "req/s", "p99", "CPU/req", "+CPU us/req"
+      a = "via-anthropic"; o = "via-openai"; m2 = "mock-messages"; m1 = "mock-chat"
+      for (r = 1; r <= R; r++) {
+        if (!((a, r) in rps && (o, r) in rps && (m2, r) in rps && (m1, r) in rps)) continue
+        printf "%-9d %9.3f %6.2f %8.2f %+11.1f   %9.3f %6.2f %8.2f %+11.1f\n", r,
+          rps[a,r] / rps[o,r], p99[a,r] / p99[o,r], cpu[a,r] / cpu[o,r], cpu[a,r] - cpu[o,r],
+          rps[m2,r] / rps[m1,r], p99[m2,r] / p99[m1,r], cpu[m2,r] / cpu[m1,r], cpu[m2,r] - cpu[m1,r]
+      }
+      printf "\ngateway translation, via-anthropic (4) / via-openai (3):\n"
+      pair(a, o, "gateway")
+      printf "upstream alone, mock-messages (2) / mock-chat (1), the mock translating Messages in-process:\n"
+      pair(m2, m1, "mock")
+      # In (4) the mock also answers /v1/messages by translating, on the load core; when that
+      # core is the bottleneck, the throughput and p99 of (4) carry the mock cost too.
+      printf "The cost of the gateway translation alone is the gateway CPU/req of (4) vs (3): it excludes\n"
+      printf "the mock, whose extra work in (4) is the (2) vs (1) difference and also weighs on the\n"
+      printf "throughput and p99 of (4).\n"
+      for (i = 1; i <= nt; i++) if (err[names[i]])
+        printf "WARNING: %s: %d failed requests (non-2xx or socket errors; see wrk logs with KEEP_TMP=1)\n", names[i], err[names[i]]
+      if (dist) printf "WARNING: %d measurement(s) ran while other work used the CPU; treat the numbers as disturbed\n", dist
+      # With 2 cores the load core (wrk + mock) can be the bottleneck, as in proxy mode.
+      for (i = 3; i <= 4; i++) if (U[names[i]] < 0.9)
+        printf "note: the gateway used %.2f of its core for %s, i.e. the load core (wrk + mock) limited it;\n" \
+               "      its req/s is a lower bound, compare CPU/req\n", U[names[i]], names[i]
+    }' "$TMP/results"
+}
+
 case $MODE in
   proxy) proxy_mode ;;
   streams) streams_mode ;;
+  translation) translation_mode ;;
 esac

@@ -48,7 +48,8 @@ bool emptyChoices(std::string_view data) {
 
 class PassThroughTranslator final : public ResponseTranslator, private SseSink {
  public:
-  PassThroughTranslator(WireFormat format, bool strip) : format_(format), strip_(strip) {}
+  PassThroughTranslator(WireFormat format, bool strip, const ProviderConfig* provider)
+      : format_(format), strip_(strip), provider_(provider) {}
 
   std::string_view onStreamBytes(std::string_view bytes, bool last, RequestContext& ctx) override {
     ctx_ = &ctx;
@@ -77,7 +78,10 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   }
 
   void onBody(std::string& body, RequestContext& ctx) override {
-    if (ctx.status < 200 || ctx.status >= 300) return;
+    if (ctx.status < 200 || ctx.status >= 300) {
+      checkError(body, ctx.status);
+      return;
+    }
     if (format_ == WireFormat::Anthropic) {
       boost::system::error_code ec;
       bj::value v = bj::parse(body, ec);
@@ -145,8 +149,28 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     }
   }
 
+  // An upstream error passes through, minus anything that is not the upstream's to say:
+  // the provider's credentials (a server echoing the key it rejected), and for
+  // OpenAI-format errors a missing `type` is added (Azure sends only code + message), so
+  // SDKs see the shape they parse. A body that is not an error object is left as is.
+  void checkError(std::string& body, int status) {
+    if (provider_) body = scrubSecrets(std::move(body), *provider_);
+    if (format_ == WireFormat::Anthropic) return;
+    boost::system::error_code ec;
+    bj::value v = bj::parse(body, ec);
+    if (ec || !v.is_object()) return;
+    bj::value* err = v.get_object().if_contains("error");
+    if (!err || !err->is_object() || err->get_object().contains("type")) return;
+    bj::object& e = err->get_object();
+    e["type"] = openAIErrorType(status);
+    if (!e.contains("param")) e["param"] = nullptr;
+    if (!e.contains("code")) e["code"] = nullptr;
+    body = bj::serialize(v);
+  }
+
   WireFormat format_;
   bool strip_;
+  const ProviderConfig* provider_;
   SseParser parser_;
   RequestContext* ctx_ = nullptr;
   std::string out_;
@@ -239,8 +263,9 @@ class TranslatingTranslator final : public ResponseTranslator, private ChunkSink
 
 }  // namespace
 
-std::unique_ptr<ResponseTranslator> makePassThroughTranslator(WireFormat format, bool strip_usage_chunk) {
-  return std::make_unique<PassThroughTranslator>(format, strip_usage_chunk);
+std::unique_ptr<ResponseTranslator> makePassThroughTranslator(WireFormat format, bool strip_usage_chunk,
+                                                              const ProviderConfig* provider) {
+  return std::make_unique<PassThroughTranslator>(format, strip_usage_chunk, provider);
 }
 
 bool requestStreamUsage(std::string& body) {
@@ -284,7 +309,7 @@ std::string scrubSecrets(std::string text, const ProviderConfig& provider) {
 
 std::unique_ptr<ResponseTranslator> TranslatingAdapter::responseTranslator(const RequestContext& ctx,
                                                                            const ProviderRuntime& provider) const {
-  if (native(ctx)) return passThroughTranslator(ctx);
+  if (native(ctx)) return passThroughTranslator(ctx, *provider.config);
   const InboundCodec* inbound = inboundFor(ctx.endpoint);
   InboundOptions options;
   options.model = ctx.facts.model;
@@ -293,8 +318,9 @@ std::unique_ptr<ResponseTranslator> TranslatingAdapter::responseTranslator(const
                                                  *provider.config);
 }
 
-std::unique_ptr<ResponseTranslator> TranslatingAdapter::passThroughTranslator(const RequestContext& ctx) const {
-  return makePassThroughTranslator(WireFormat::OpenAIChat, false);
+std::unique_ptr<ResponseTranslator> TranslatingAdapter::passThroughTranslator(const RequestContext& ctx,
+                                                                              const ProviderConfig& provider) const {
+  return makePassThroughTranslator(WireFormat::OpenAIChat, false, &provider);
 }
 
 std::string TranslatingAdapter::upstreamPath(const EncodedRequest& encoded, const RequestContext&,

@@ -24,7 +24,10 @@ enum class WireFormat { OpenAIChat, Anthropic, Responses };
 // Pass-through: returns the upstream bytes untouched and meters usage. With
 // `strip_usage_chunk` (the gateway asked an OpenAI-format upstream for stream usage the
 // client did not request) the extra usage-only chunk is cut out at event boundaries.
-std::unique_ptr<ResponseTranslator> makePassThroughTranslator(WireFormat format, bool strip_usage_chunk);
+// Error answers are checked too: the provider's credentials are scrubbed from them and an
+// OpenAI-format error object without a `type` (Azure's) gets one.
+std::unique_ptr<ResponseTranslator> makePassThroughTranslator(WireFormat format, bool strip_usage_chunk,
+                                                              const ProviderConfig* provider = nullptr);
 
 // OpenAI-format streaming request without stream_options.include_usage: adds it (usage
 // is what metering and cost need). Returns true if it changed the body.
@@ -49,7 +52,8 @@ class TranslatingAdapter : public ProviderAdapter {
  protected:
   // Endpoints this vendor speaks natively (passed through).
   virtual bool native(const RequestContext& ctx) const = 0;
-  virtual std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx) const;
+  virtual std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx,
+                                                                    const ProviderConfig& provider) const;
   // Where the encoded request goes, relative to the origin (base path included).
   virtual std::string upstreamPath(const EncodedRequest& encoded, const RequestContext& ctx,
                                    const ProviderRuntime& provider) const;

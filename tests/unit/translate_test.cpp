@@ -478,3 +478,27 @@ TEST(Secrets, UpstreamTextsAreScrubbed) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+TEST(PassThrough, UpstreamErrorsLoseSecretsAndGainAnOpenAIType) {
+  ProviderConfig p;
+  p.api_key = "az-secret-key-1";
+  auto t = makePassThroughTranslator(WireFormat::OpenAIChat, false, &p);
+  RequestContext ctx;
+  ctx.status = 429;
+  std::string body = R"({"error":{"code":"429","message":"quota for az-secret-key-1 exceeded"}})";
+  t->onBody(body, ctx);
+  EXPECT_EQ(bj::parse(body), bj::parse(R"({"error":{"code":"429","message":"quota for [redacted] exceeded",
+                                           "type":"rate_limit_error","param":null}})"));
+  // An OpenAI error that already has its shape keeps every field.
+  std::string openai = R"({"error":{"message":"m","type":"invalid_request_error","param":"x","code":"c"}})";
+  std::string copy = openai;
+  ctx.status = 400;
+  t->onBody(openai, ctx);
+  EXPECT_EQ(openai, copy);
+}
+
+}  // namespace
+}  // namespace tahua

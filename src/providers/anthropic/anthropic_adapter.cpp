@@ -34,8 +34,8 @@ class AnthropicAdapter final : public TranslatingAdapter {
     return ctx.endpoint == Endpoint::Messages || ctx.endpoint == Endpoint::CountTokens;
   }
 
-  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext&) const override {
-    return makePassThroughTranslator(WireFormat::Anthropic, false);
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext&, const ProviderConfig& provider) const override {
+    return makePassThroughTranslator(WireFormat::Anthropic, false, &provider);
   }
 
   std::optional<Error> authorize(UpstreamRequest& req, const ProviderRuntime& provider) const override {

@@ -41,8 +41,8 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
            ctx.endpoint == Endpoint::Embeddings;
   }
 
-  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx) const override {
-    return makePassThroughTranslator(WireFormat::OpenAIChat, ctx.hide_stream_usage);
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const ProviderConfig& provider) const override {
+    return makePassThroughTranslator(WireFormat::OpenAIChat, ctx.hide_stream_usage, &provider);
   }
 
   std::string upstreamPath(const EncodedRequest& encoded, const RequestContext& ctx,

@@ -107,8 +107,8 @@ class MockAdapter final : public TranslatingAdapter {
     return ctx.endpoint != Endpoint::Messages && ctx.endpoint != Endpoint::Responses;
   }
 
-  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx) const override {
-    return makePassThroughTranslator(WireFormat::OpenAIChat, ctx.hide_stream_usage);
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const ProviderConfig& provider) const override {
+    return makePassThroughTranslator(WireFormat::OpenAIChat, ctx.hide_stream_usage, &provider);
   }
 
   std::optional<Error> authorize(UpstreamRequest&, const ProviderRuntime&) const override { return std::nullopt; }

@@ -37,9 +37,9 @@ class OpenAIAdapter final : public TranslatingAdapter {
  protected:
   bool native(const RequestContext& ctx) const override { return ctx.endpoint != Endpoint::Messages; }
 
-  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx) const override {
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const ProviderConfig& provider) const override {
     return makePassThroughTranslator(ctx.endpoint == Endpoint::Responses ? WireFormat::Responses : WireFormat::OpenAIChat,
-                                     ctx.hide_stream_usage);
+                                     ctx.hide_stream_usage, &provider);
   }
 
   std::optional<Error> authorize(UpstreamRequest& req, const ProviderRuntime& provider) const override {

@@ -151,7 +151,10 @@ std::variant<bj::object, Error> chatToAnthropic(const bj::object& chat, const En
         if (content->is_string()) system += content->get_string();
         else if (content->is_array())
           for (const auto& p : content->get_array())
-            if (p.is_object()) system += json::strOr(p.get_object(), "text");
+            if (p.is_object()) {
+              if (!system.empty() && system.back() != '\n') system += '\n';
+              system += json::strOr(p.get_object(), "text");
+            }
       }
     } else if (role == "user") {
       if (!content) return invalid(where + ".content is required.");
@@ -165,7 +168,10 @@ std::variant<bj::object, Error> chatToAnthropic(const bj::object& chat, const En
         if (content->is_string()) text = content->get_string();
         else if (content->is_array())
           for (const auto& p : content->get_array())
-            if (p.is_object()) text += json::strOr(p.get_object(), "text");
+            if (p.is_object()) {
+              if (!text.empty()) text += '\n';
+              text += json::strOr(p.get_object(), "text");
+            }
         if (!text.empty()) blocks.push_back(bj::object{{"type", "text"}, {"text", text}});
       }
       if (const auto* calls = json::arr(m, "tool_calls")) {
@@ -192,7 +198,10 @@ std::variant<bj::object, Error> chatToAnthropic(const bj::object& chat, const En
       if (content && content->is_string()) text = content->get_string();
       else if (content && content->is_array())
         for (const auto& p : content->get_array())
-          if (p.is_object()) text += json::strOr(p.get_object(), "text");
+          if (p.is_object()) {
+            if (!text.empty()) text += '\n';
+            text += json::strOr(p.get_object(), "text");
+          }
       bj::array blocks{bj::object{{"type", "tool_result"}, {"tool_use_id", json::strOr(m, "tool_call_id")}, {"content", text}}};
       appendTurn(messages, "user", std::move(blocks));
     } else {
@@ -397,12 +406,16 @@ class AnthropicCodec final : public VendorCodec {
 
 // ---- Anthropic request -> OpenAI chat (client side) ---------------------------------
 
+// Text blocks as one string; separate blocks stay separate lines.
 std::string blockText(const bj::value& content) {
   if (content.is_string()) return std::string(content.get_string());
   std::string text;
   if (content.is_array())
     for (const auto& b : content.get_array())
-      if (const auto* o = b.if_object(); o && json::strOr(*o, "type") == "text") text += json::strOr(*o, "text");
+      if (const auto* o = b.if_object(); o && json::strOr(*o, "type") == "text") {
+        if (!text.empty()) text += '\n';
+        text += json::strOr(*o, "text");
+      }
   return text;
 }
 

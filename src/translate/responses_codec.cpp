@@ -29,14 +29,12 @@ std::variant<bj::value, Error> chatContent(const bj::value& content, const std::
   if (!content.is_array()) return invalid(where + ".content must be a string or an array.");
   bj::array parts;
   bool only_text = true;
-  std::string text;
   for (std::size_t i = 0; i < content.get_array().size(); ++i) {
     const bj::object* p = content.get_array()[i].if_object();
     if (!p) return invalid(where + ".content[" + std::to_string(i) + "] must be an object.");
     std::string_view type = json::strOr(*p, "type");
     if (type == "input_text" || type == "output_text" || type == "text") {
       parts.push_back(bj::object{{"type", "text"}, {"text", json::strOr(*p, "text")}});
-      text += json::strOr(*p, "text");
     } else if (type == "input_image") {
       auto url = json::str(*p, "image_url");
       if (!url) return invalid(where + ".content[" + std::to_string(i) + "].image_url is required (file_id images are not supported).");
@@ -46,7 +44,8 @@ std::variant<bj::value, Error> chatContent(const bj::value& content, const std::
       return invalid(where + ".content[" + std::to_string(i) + "].type '" + std::string(type) + "' is not supported.");
     }
   }
-  if (only_text) return bj::value(text);
+  // One text part is a plain string; several stay separate parts (never glued together).
+  if (only_text && parts.size() == 1) return bj::value(parts[0].as_object()["text"]);
   return bj::value(std::move(parts));
 }
 

@@ -48,14 +48,14 @@ const WEATHER_TOOL = {
   },
 };
 
-async function startAll() {
+async function startAll({ fragmentSse = false } = {}) {
   const mocks = [];
   try {
-    const anthropic = await startAnthropicMock();
+    const anthropic = await startAnthropicMock({ fragmentSse });
     mocks.push(anthropic);
-    const openai = await startOpenAIChatMock();
+    const openai = await startOpenAIChatMock({ fragmentSse });
     mocks.push(openai);
-    const gemini = await startGeminiMock();
+    const gemini = await startGeminiMock({ fragmentSse });
     mocks.push(gemini);
     const bedrock = await startBedrockMock();
     mocks.push(bedrock);
@@ -731,4 +731,22 @@ describe('Anthropic SDK countTokens -> tahua /v1/messages/count_tokens', () => {
     assert.ok(rec.headers['anthropic-version']);
     assertClientKeyNotForwarded(rec);
   });
+});
+
+describe('Anthropic SDK -> tahua: upstream SSE split across TCP writes (fragmented events)', () => {
+  const fx = sharedFixture(() => startAll({ fragmentSse: true }));
+
+  for (const vendor of ['anthropic', 'openai', 'gemini']) {
+    it(`${vendor}: streamed text and streamed tool use survive fragmented upstream events`, async () => {
+      const { client, [vendor]: mock } = fx.current;
+      const model = MODELS[vendor].name;
+      const [text] = await withUpstreamRequest(mock, () =>
+        client.messages.stream({ model, max_tokens: MAX_TOKENS, messages: userMessage('fragments') }).finalText());
+      assert.equal(text, replyText(VENDOR_NAMES[vendor], 'fragments'));
+      const [final] = await withUpstreamRequest(mock, () =>
+        client.messages.stream({ model, max_tokens: MAX_TOKENS, tools: [WEATHER_TOOL], messages: userMessage('fragments') }).finalMessage());
+      assert.deepEqual(toolUses(final).map((b) => b.input), [TOOL_ARGS]);
+      assert.equal(final.stop_reason, 'tool_use');
+    });
+  }
 });

@@ -50,14 +50,14 @@ const WEATHER_TOOL = {
 const TEXT_EVENTS_HEAD = ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added'];
 const TEXT_EVENTS_TAIL = ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed'];
 
-async function startAll() {
+async function startAll({ fragmentSse = false } = {}) {
   const mocks = [];
   try {
-    const anthropic = await startAnthropicMock();
+    const anthropic = await startAnthropicMock({ fragmentSse });
     mocks.push(anthropic);
-    const openai = await startOpenAIChatMock();
+    const openai = await startOpenAIChatMock({ fragmentSse });
     mocks.push(openai);
-    const gemini = await startGeminiMock();
+    const gemini = await startGeminiMock({ fragmentSse });
     mocks.push(gemini);
     const config = gatewayConfig({
       providers: [
@@ -445,6 +445,88 @@ describe('OpenAI SDK responses -> tahua: multi-turn function calling to anthropi
   });
 });
 
+describe('OpenAI SDK responses -> tahua -> anthropic: request mapping', () => {
+  const fx = sharedFixture(startAll);
+  const model = MODELS.anthropic.name;
+  const textOf = (content) => (typeof content === 'string' ? content : content.map((b) => b.text).join('\n'));
+
+  it('developer message -> system, tool_choice {type:function} -> {type:tool}, temperature kept', async () => {
+    const { client, anthropic } = fx.current;
+    const [res, rec] = await withUpstreamRequest(anthropic, () =>
+      client.responses.create({
+        model,
+        input: [
+          { role: 'developer', content: 'Answer in French.' },
+          { role: 'user', content: 'Weather?' },
+        ],
+        tools: [WEATHER_TOOL],
+        tool_choice: { type: 'function', name: WEATHER_TOOL.name },
+        temperature: 0.3,
+      }));
+    assertFunctionCall(res.output[0], { callId: rec.reply.toolCallId });
+    assert.equal(textOf(rec.body.system), 'Answer in French.');
+    assert.deepEqual(rec.body.messages.map((m) => [m.role, textOf(m.content)]), [['user', 'Weather?']]);
+    assert.deepEqual(rec.body.tool_choice, { type: 'tool', name: WEATHER_TOOL.name });
+    assert.equal(rec.body.temperature, 0.3);
+  });
+
+  it('a prior assistant turn (output_text) is kept as an assistant message', async () => {
+    const { client, anthropic } = fx.current;
+    const [res, rec] = await withUpstreamRequest(anthropic, () =>
+      client.responses.create({
+        model,
+        input: [
+          { role: 'user', content: 'first question' },
+          { role: 'assistant', content: [{ type: 'output_text', text: 'first answer' }] },
+          { role: 'user', content: 'second question' },
+        ],
+      }));
+    assert.equal(res.output_text, replyText(VENDOR_NAMES.anthropic, 'second question'));
+    assert.deepEqual(rec.body.messages.map((m) => [m.role, textOf(m.content)]), [
+      ['user', 'first question'],
+      ['assistant', 'first answer'],
+      ['user', 'second question'],
+    ]);
+  });
+
+  it('several input_text parts keep their boundary (not glued into one word)', async () => {
+    const { client, anthropic } = fx.current;
+    const [, rec] = await withUpstreamRequest(anthropic, () =>
+      client.responses.create({
+        model,
+        input: [{ role: 'user', content: [{ type: 'input_text', text: 'part A' }, { type: 'input_text', text: 'part B' }] }],
+      }));
+    const [msg] = rec.body.messages;
+    // Either two text blocks, or one text with a separator between the parts.
+    assert.match(textOf(msg.content), /^part A\s+part B$/, `upstream content: ${JSON.stringify(msg.content)}`);
+  });
+
+  it('an input_image with a data: URL becomes an Anthropic base64 image block', async () => {
+    const { client, anthropic } = fx.current;
+    const data = 'iVBORw0KGgo=';
+    const [, rec] = await withUpstreamRequest(anthropic, () =>
+      client.responses.create({
+        model,
+        input: [{ role: 'user', content: [{ type: 'input_image', image_url: `data:image/png;base64,${data}`, detail: 'auto' }, { type: 'input_text', text: 'see' }] }],
+      }));
+    assert.deepEqual(rec.body.messages[0].content, [
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
+      { type: 'text', text: 'see' },
+    ]);
+  });
+
+  it('a built-in (non-function) tool -> 400 for a non-OpenAI model, nothing sent upstream', async () => {
+    const { client, anthropic } = fx.current;
+    const sent = anthropic.requests.length;
+    await assert.rejects(client.responses.create({ model, input: 'x', tools: [{ type: 'web_search_preview' }] }), (err) => {
+      assert.ok(err instanceof OpenAI.BadRequestError, `got ${err.constructor.name}: ${err.message}`);
+      assert.match(err.message, /tools\[0\]/);
+      return true;
+    });
+    assert.equal(anthropic.requests.length, sent);
+  });
+});
+
 describe('OpenAI SDK responses -> tahua: stateful parameters and errors', () => {
   const fx = sharedFixture(startAll);
 
@@ -477,14 +559,43 @@ describe('OpenAI SDK responses -> tahua: stateful parameters and errors', () => 
     });
   });
 
+  it('upstream 429 from the openai provider (pass-through) -> RateLimitError with OpenAI\'s error body', async () => {
+    const { client, openai } = fx.current;
+    openai.failNext({ status: 429 });
+    await assert.rejects(client.responses.create({ model: MODELS.openai.name, input: 'hi' }), (err) => {
+      assert.ok(err instanceof OpenAI.RateLimitError, `got ${err.constructor.name}: ${err.message}`);
+      assert.equal(err.code, 'rate_limit_exceeded');
+      assert.match(err.message, /Rate limit reached/);
+      return true;
+    });
+  });
+
   it('upstream 429 from a translated provider -> RateLimitError', async () => {
     const { client, anthropic } = fx.current;
     anthropic.failNext({ status: 429 });
     await assert.rejects(client.responses.create({ model: MODELS.anthropic.name, input: 'hi' }), (err) => {
       assert.ok(err instanceof OpenAI.RateLimitError, `got ${err.constructor.name}: ${err.message}`);
       assert.equal(err.status, 429);
+      assert.equal(typeof err.error?.message, 'string', `OpenAI error shape: ${JSON.stringify(err.error)}`);
       return true;
     });
     assert.equal(anthropic.requests.at(-1).reply.status, 429);
   });
+});
+
+describe('OpenAI SDK responses -> tahua: upstream SSE split across TCP writes (fragmented events)', () => {
+  const fx = sharedFixture(() => startAll({ fragmentSse: true }));
+
+  for (const vendor of ['openai', 'anthropic', 'gemini']) {
+    it(`${vendor}: streamed text and streamed function call survive fragmented upstream events`, async () => {
+      const { client, [vendor]: mock } = fx.current;
+      const model = MODELS[vendor].name;
+      const [events] = await withUpstreamRequest(mock, async () => collect(await client.responses.create({ model, input: 'fragments', stream: true })));
+      assertTextStream(events, replyText(VENDOR_NAMES[vendor], 'fragments'));
+      const [final] = await withUpstreamRequest(mock, () =>
+        client.responses.stream({ model, input: 'fragments', tools: [WEATHER_TOOL] }).finalResponse());
+      assert.equal(final.output.length, 1);
+      assertFunctionCall(final.output[0]);
+    });
+  }
 });

@@ -41,12 +41,22 @@ struct ServerConfig {
   Millis drain_timeout{30'000};
   Millis drain_accept_grace{0};  // after SIGTERM keep accepting this long (readyz already 503)
   Millis stream_heartbeat{15'000};  // SSE comment on a stream idle this long; 0 = off
+  bool deployment_header = false;  // X-Tahua-Deployment / X-Tahua-Version on answers
 };
 
 // Concurrency caps for the whole gateway (0 = none). Per tenant/key caps come with tenants.
 struct LimitsConfig {
   std::size_t max_concurrent_requests = 0;
   std::size_t max_concurrent_streams = 0;
+};
+
+// The admin API (/admin/v1/...): its own listener, never the public one, and a bearer
+// token. Disabled unless both are configured.
+struct AdminConfig {
+  bool enabled = false;
+  ListenerConfig listener;
+  std::string token;      // secret
+  std::string token_env;  // where it came from, for messages
 };
 
 struct AccessLogConfig {
@@ -138,11 +148,65 @@ struct Pricing {
   double cached_input = 0;  // prompt tokens read from the provider's cache (defaults to `input`)
 };
 
+// One place a model is served: a provider plus the name the upstream knows it by, with
+// the metadata routing decides on (see README "Routing and canary releases").
+struct DeploymentConfig {
+  std::string id;              // unique within its model; default: the provider's name
+  std::string provider;
+  std::size_t provider_index = 0;
+  std::string upstream_model;  // Azure: deployment name; Bedrock: model id
+  std::uint32_t weight = 100;  // relative share under weighted policies; 0 = only when pinned
+  std::string version = "stable";
+  std::vector<std::pair<std::string, std::string>> labels;  // region, zone, anything
+  std::string node;            // inference node id its status reports use; default: id
+  std::size_t index = 0;       // position among all deployments of the config (state slots)
+};
+
+enum class BalancePolicy { WeightedRandom, RoundRobin, LeastOutstanding, Latency, GpuAware };
+
+std::string_view balancePolicyName(BalancePolicy p);
+
+// Splits a model's traffic between its stable and canary versions.
+struct CanaryConfig {
+  bool enabled = false;
+  std::string version = "canary";  // deployments with this version form the canary subset
+  double percent = 0;              // share of requests (0..100) sent to the canary
+  // The key a request is hashed on so a user stays on one side: a header (e.g.
+  // x-user-id); empty = the client's API key. No key: random per request.
+  std::string sticky_header;
+  std::vector<std::string> allow;  // key values (user ids) always sent to the canary
+};
+
+// Passive outlier ejection from observed failures (5xx, connect errors, timeouts).
+struct OutlierConfig {
+  int consecutive_failures = 5;  // 0 = off
+  Millis eject_for{30'000};      // first ejection; doubles for each repeat, up to max
+  Millis max_eject_for{300'000};
+};
+
+// GPU-aware scoring of reported node status (defaults from the seeds): load score =
+// util*gpu_util + mem*gpu_memory + conns/connections_scale*connections +
+// queued/queue_scale*queue, times degraded_factor when DEGRADED; lower is better.
+struct GpuScoreConfig {
+  double gpu_util = 40;
+  double gpu_memory = 30;
+  double connections = 20;
+  double connections_scale = 10;
+  double queue = 10;
+  double queue_scale = 5;
+  double degraded_factor = 1.5;
+  double eject_score = 90;  // a node scoring above this gets no traffic (unless all do)
+  int top = 3;              // traffic spread over the best N by weighted random
+  Millis status_ttl{15'000};  // a report older than this is ignored
+};
+
 struct ModelConfig {
   std::string name;
-  std::string provider;
-  std::string upstream_model;
-  std::size_t provider_index = 0;
+  std::vector<DeploymentConfig> deployments;  // at least one
+  BalancePolicy balancing = BalancePolicy::WeightedRandom;
+  CanaryConfig canary;
+  OutlierConfig outlier;
+  GpuScoreConfig gpu;
   Pricing pricing;
 };
 
@@ -160,6 +224,9 @@ struct Config {
   std::vector<ProviderConfig> providers;
   std::vector<ModelConfig> models;
   std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> model_index;
+  std::size_t deployment_count = 0;  // over all models
+  AdminConfig admin;
+  std::uint64_t generation = 0;  // set when published: 1, 2, ... (admin API, logs)
 
   const ModelConfig* findModel(std::string_view name) const {
     auto it = model_index.find(name);

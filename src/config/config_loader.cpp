@@ -81,15 +81,16 @@ class Loader {
     return v;
   }
 
-  double price(const YAML::Node& node, const std::string& path) {
-    if (!node.IsScalar()) fail(node, path, "expected a price in USD per million tokens");
+  double number(const YAML::Node& node, const std::string& path, const char* what) {
+    if (!node.IsScalar()) fail(node, path, std::string("expected ") + what);
     const std::string& s = node.Scalar();
     char* end = nullptr;
     double v = std::strtod(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || !(v >= 0) || v > 1e6)
-      fail(node, path, "expected a non-negative number (USD per million tokens), got \"" + s + "\"");
+      fail(node, path, std::string("expected a non-negative number (") + what + "), got \"" + s + "\"");
     return v;
   }
+  double price(const YAML::Node& node, const std::string& path) { return number(node, path, "USD per million tokens"); }
 
   Millis duration(const YAML::Node& node, const std::string& path, Millis min = Millis(0)) {
     if (!node.IsScalar()) fail(node, path, "expected a duration such as 250ms, 5s, 2m");
@@ -103,7 +104,7 @@ class Loader {
     Config cfg;
     cfg.source = source_;
     if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
-    checkKeys(root, "", {"server", "listeners", "access_log", "limits", "providers", "models"});
+    checkKeys(root, "", {"server", "listeners", "access_log", "limits", "providers", "models", "admin"});
     if (auto n = root["server"]) loadServer(n, cfg.server);
     loadListeners(root["listeners"], root, cfg);
     if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
@@ -116,6 +117,7 @@ class Loader {
     }
     loadProviders(root["providers"], root, cfg);
     loadModels(root["models"], root, cfg);
+    if (auto n = root["admin"]) loadAdmin(n, cfg);
     return cfg;
   }
 
@@ -123,7 +125,7 @@ class Loader {
     const std::string p = "server";
     checkKeys(n, p, {"workers", "max_connections", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
                      "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout",
-                     "stream_heartbeat", "drain_accept_grace"});
+                     "stream_heartbeat", "drain_accept_grace", "deployment_header"});
     if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
     if (auto v = n["max_connections"]) s.max_connections = integer(v, p + ".max_connections", 1, 10'000'000);
     if (auto v = n["max_header_bytes"]) s.max_header_bytes = integer(v, p + ".max_header_bytes", 1024, 1 << 20);
@@ -138,6 +140,34 @@ class Loader {
     if (auto v = n["drain_timeout"]) s.drain_timeout = duration(v, p + ".drain_timeout");
     if (auto v = n["drain_accept_grace"]) s.drain_accept_grace = duration(v, p + ".drain_accept_grace");
     if (auto v = n["stream_heartbeat"]) s.stream_heartbeat = duration(v, p + ".stream_heartbeat");
+    if (auto v = n["deployment_header"]) s.deployment_header = boolean(v, p + ".deployment_header");
+  }
+
+  void loadAdmin(const YAML::Node& n, Config& cfg) {
+    const std::string p = "admin";
+    checkKeys(n, p, {"listen", "token", "token_env"});
+    AdminConfig& a = cfg.admin;
+    if (!n["listen"]) fail(n, p + ".listen", "required: the admin API's own address and port");
+    const YAML::Node& l = n["listen"];
+    checkKeys(l, p + ".listen", {"address", "port"});
+    if (auto v = l["address"]) a.listener.address = nonEmpty(v, p + ".listen.address");
+    if (a.listener.address.find_first_not_of("0123456789abcdefABCDEF.:") != std::string::npos)
+      fail(l["address"] ? l["address"] : l, p + ".listen.address", "must be an IPv4 or IPv6 literal");
+    if (!l["port"]) fail(l, p + ".listen.port", "required");
+    a.listener.port = static_cast<std::uint16_t>(integer(l["port"], p + ".listen.port", 0, 65535));
+    for (const auto& pub : cfg.listeners)
+      if (pub.port != 0 && pub.port == a.listener.port && pub.address == a.listener.address)
+        fail(l["port"], p + ".listen.port", "must not be a public listener's address");
+    if (n["token"] && n["token_env"]) fail(n["token"], p + ".token", "set token or token_env, not both");
+    if (auto v = n["token"]) a.token = nonEmpty(v, p + ".token");
+    if (auto v = n["token_env"]) {
+      a.token_env = nonEmpty(v, p + ".token_env");
+      if (const char* env = std::getenv(a.token_env.c_str()); env && *env) a.token = env;
+      else warnings_.push_back("admin: environment variable " + a.token_env + " is not set; the admin API is off");
+    }
+    if (!n["token"] && !n["token_env"]) fail(n, p + ".token_env", "required: the admin API needs a token");
+    if (!a.token.empty() && a.token.size() < 16) fail(n["token"] ? n["token"] : n["token_env"], p + ".token", "must be at least 16 characters");
+    a.enabled = !a.token.empty();
   }
 
   void loadListeners(const YAML::Node& n, const YAML::Node& root, Config& cfg) {
@@ -380,13 +410,78 @@ class Loader {
     for (std::size_t i = 0; i < n.size(); ++i) {
       const std::string p = "models[" + std::to_string(i) + "]";
       const YAML::Node& y = n[i];
-      checkKeys(y, p, {"name", "provider", "upstream_model", "pricing"});
+      checkKeys(y, p, {"name", "provider", "upstream_model", "pricing", "deployments", "balancing", "canary", "outlier",
+                       "gpu"});
       ModelConfig mc;
       if (!y["name"]) fail(y, p + ".name", "required");
       mc.name = nonEmpty(y["name"], p + ".name");
-      if (!y["provider"]) fail(y, p + ".provider", "required");
-      mc.provider = nonEmpty(y["provider"], p + ".provider");
-      mc.upstream_model = y["upstream_model"] ? nonEmpty(y["upstream_model"], p + ".upstream_model") : mc.name;
+      if (cfg.model_index.count(mc.name)) fail(y["name"], p + ".name", "duplicate model name \"" + mc.name + "\"");
+      // Either one deployment inline (provider + upstream_model) or a list.
+      if (y["deployments"]) {
+        if (y["provider"] || y["upstream_model"])
+          fail(y["provider"] ? y["provider"] : y["upstream_model"], p + ".provider",
+               "set provider/upstream_model or deployments, not both");
+        const YAML::Node& ds = y["deployments"];
+        if (!ds.IsSequence() || ds.size() == 0) fail(ds, p + ".deployments", "expected a non-empty list");
+        for (std::size_t j = 0; j < ds.size(); ++j)
+          mc.deployments.push_back(loadDeployment(ds[j], p + ".deployments[" + std::to_string(j) + "]", mc, cfg));
+      } else {
+        if (!y["provider"]) fail(y, p + ".provider", "required (or a deployments list)");
+        DeploymentConfig d;
+        d.provider = nonEmpty(y["provider"], p + ".provider");
+        d.provider_index = providerIndex(y["provider"], p + ".provider", d.provider, cfg);
+        d.upstream_model = y["upstream_model"] ? nonEmpty(y["upstream_model"], p + ".upstream_model") : mc.name;
+        d.id = d.provider;
+        d.node = d.id;
+        mc.deployments.push_back(std::move(d));
+      }
+      if (auto v = y["balancing"]) {
+        const std::string b = str(v, p + ".balancing");
+        if (b == "weighted_random") mc.balancing = BalancePolicy::WeightedRandom;
+        else if (b == "round_robin") mc.balancing = BalancePolicy::RoundRobin;
+        else if (b == "least_outstanding") mc.balancing = BalancePolicy::LeastOutstanding;
+        else if (b == "latency") mc.balancing = BalancePolicy::Latency;
+        else if (b == "gpu_aware") mc.balancing = BalancePolicy::GpuAware;
+        else fail(v, p + ".balancing", "unknown policy \"" + b + "\" (weighted_random | round_robin | least_outstanding | latency | gpu_aware)");
+      }
+      if (auto c = y["canary"]) {
+        const std::string cp = p + ".canary";
+        checkKeys(c, cp, {"version", "percent", "sticky_header", "allow"});
+        mc.canary.enabled = true;
+        if (auto v = c["version"]) mc.canary.version = nonEmpty(v, cp + ".version");
+        if (auto v = c["percent"]) mc.canary.percent = percent(v, cp + ".percent");
+        if (auto v = c["sticky_header"]) {
+          mc.canary.sticky_header = nonEmpty(v, cp + ".sticky_header");
+          for (auto& ch : mc.canary.sticky_header) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        }
+        if (auto v = c["allow"]) {
+          if (!v.IsSequence()) fail(v, cp + ".allow", "expected a list of key values (user ids)");
+          for (std::size_t k = 0; k < v.size(); ++k) mc.canary.allow.push_back(nonEmpty(v[k], cp + ".allow[" + std::to_string(k) + "]"));
+        }
+      }
+      if (auto o = y["outlier"]) {
+        const std::string op = p + ".outlier";
+        checkKeys(o, op, {"consecutive_failures", "eject_for", "max_eject_for"});
+        if (auto v = o["consecutive_failures"])
+          mc.outlier.consecutive_failures = static_cast<int>(integer(v, op + ".consecutive_failures", 0, 10000));
+        if (auto v = o["eject_for"]) mc.outlier.eject_for = duration(v, op + ".eject_for", Millis(1));
+        if (auto v = o["max_eject_for"]) mc.outlier.max_eject_for = duration(v, op + ".max_eject_for", Millis(1));
+        if (mc.outlier.max_eject_for < mc.outlier.eject_for) fail(o, op + ".max_eject_for", "must not be below eject_for");
+      }
+      if (auto g = y["gpu"]) {
+        const std::string gp = p + ".gpu";
+        checkKeys(g, gp, {"gpu_util", "gpu_memory", "connections", "connections_scale", "queue", "queue_scale",
+                          "degraded_factor", "eject_score", "top", "status_ttl"});
+        GpuScoreConfig& gc = mc.gpu;
+        for (auto [key, slot] : std::initializer_list<std::pair<const char*, double*>>{
+                 {"gpu_util", &gc.gpu_util}, {"gpu_memory", &gc.gpu_memory}, {"connections", &gc.connections},
+                 {"connections_scale", &gc.connections_scale}, {"queue", &gc.queue}, {"queue_scale", &gc.queue_scale},
+                 {"degraded_factor", &gc.degraded_factor}, {"eject_score", &gc.eject_score}})
+          if (auto v = g[key]) *slot = number(v, gp + "." + key, "a score weight or factor");
+        if (gc.connections_scale <= 0 || gc.queue_scale <= 0) fail(g, gp, "connections_scale and queue_scale must be positive");
+        if (auto v = g["top"]) gc.top = static_cast<int>(integer(v, gp + ".top", 1, 100));
+        if (auto v = g["status_ttl"]) gc.status_ttl = duration(v, gp + ".status_ttl", Millis(1));
+      }
       if (auto pr = y["pricing"]) {
         const std::string pp = p + ".pricing";
         checkKeys(pr, pp, {"input", "output", "cached_input"});
@@ -396,18 +491,45 @@ class Loader {
         mc.pricing.output = price(pr["output"], pp + ".output");
         mc.pricing.cached_input = pr["cached_input"] ? price(pr["cached_input"], pp + ".cached_input") : mc.pricing.input;
       }
-      bool found = false;
-      for (std::size_t j = 0; j < cfg.providers.size(); ++j) {
-        if (cfg.providers[j].name == mc.provider) {
-          mc.provider_index = j;
-          found = true;
-        }
-      }
-      if (!found) fail(y["provider"], p + ".provider", "unknown provider \"" + mc.provider + "\"");
-      if (cfg.model_index.count(mc.name)) fail(y["name"], p + ".name", "duplicate model name \"" + mc.name + "\"");
+      for (auto& d : mc.deployments) d.index = cfg.deployment_count++;
       cfg.model_index.emplace(mc.name, cfg.models.size());
       cfg.models.push_back(std::move(mc));
     }
+  }
+
+  DeploymentConfig loadDeployment(const YAML::Node& y, const std::string& p, const ModelConfig& mc, const Config& cfg) {
+    checkKeys(y, p, {"id", "provider", "upstream_model", "weight", "version", "labels", "node"});
+    DeploymentConfig d;
+    if (!y["provider"]) fail(y, p + ".provider", "required");
+    d.provider = nonEmpty(y["provider"], p + ".provider");
+    d.provider_index = providerIndex(y["provider"], p + ".provider", d.provider, cfg);
+    d.upstream_model = y["upstream_model"] ? nonEmpty(y["upstream_model"], p + ".upstream_model") : mc.name;
+    d.id = y["id"] ? nonEmpty(y["id"], p + ".id") : d.provider;
+    if (d.id.find_first_of("/ \t\r\n\"") != std::string::npos) fail(y["id"], p + ".id", "must not contain '/', quotes or spaces");
+    for (const auto& other : mc.deployments)
+      if (other.id == d.id)
+        fail(y["id"] ? y["id"] : y, p + ".id", "duplicate deployment id \"" + d.id + "\" (set distinct ids)");
+    if (auto v = y["weight"]) d.weight = static_cast<std::uint32_t>(integer(v, p + ".weight", 0, 1'000'000));
+    if (auto v = y["version"]) d.version = nonEmpty(v, p + ".version");
+    if (auto l = y["labels"]) {
+      if (!l.IsMap()) fail(l, p + ".labels", "expected a mapping of label to value");
+      for (const auto& kv : l) d.labels.emplace_back(str(kv.first, p + ".labels"), str(kv.second, p + ".labels"));
+    }
+    d.node = y["node"] ? nonEmpty(y["node"], p + ".node") : d.id;
+    return d;
+  }
+
+  std::size_t providerIndex(const YAML::Node& node, const std::string& path, const std::string& name, const Config& cfg) {
+    for (std::size_t j = 0; j < cfg.providers.size(); ++j)
+      if (cfg.providers[j].name == name) return j;
+    fail(node, path, "unknown provider \"" + name + "\"");
+    return 0;
+  }
+
+  double percent(const YAML::Node& node, const std::string& path) {
+    double v = number(node, path, "a percentage");
+    if (v > 100) fail(node, path, "must be between 0 and 100");
+    return v;
   }
 
   std::vector<std::string> warnings_;
@@ -463,6 +585,17 @@ std::string_view providerTypeName(ProviderType t) {
     case ProviderType::Gemini: return "gemini";
     case ProviderType::Bedrock: return "bedrock";
     case ProviderType::Mock: return "mock";
+  }
+  return "unknown";
+}
+
+std::string_view balancePolicyName(BalancePolicy p) {
+  switch (p) {
+    case BalancePolicy::WeightedRandom: return "weighted_random";
+    case BalancePolicy::RoundRobin: return "round_robin";
+    case BalancePolicy::LeastOutstanding: return "least_outstanding";
+    case BalancePolicy::Latency: return "latency";
+    case BalancePolicy::GpuAware: return "gpu_aware";
   }
   return "unknown";
 }

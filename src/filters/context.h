@@ -9,12 +9,16 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "core/error.h"
 #include "http/request_inspect.h"
 
 namespace tahua {
+
+struct DeploymentState;
 
 enum class Endpoint {
   None,
@@ -77,6 +81,7 @@ struct RequestContext {
   Endpoint endpoint = Endpoint::None;
   std::string_view method;
   std::string_view path;
+  std::string_view query;  // after '?', undecoded
   const HeaderView* headers = nullptr;
   std::string body;  // as received; the router may rewrite the model name
   std::uint64_t bytes_in = 0;
@@ -84,7 +89,11 @@ struct RequestContext {
   // Set by the router filter.
   RequestFacts facts;
   const ModelConfig* model = nullptr;
+  // Set by the balancer filter.
+  const DeploymentConfig* deployment = nullptr;
   const ProviderConfig* provider = nullptr;
+  DeploymentState* deployment_state = nullptr;  // this worker's view of it
+  std::string_view route_reason;                // canary decision: pin, allow, sticky, percent, none, single
   bool bulkhead_admitted = false;  // counted by the bulkhead filter; released in onComplete
   bool breaker_admitted = false;   // the circuit breaker judges this call's outcome
   bool breaker_probe = false;      // ... as a half-open probe
@@ -98,6 +107,9 @@ struct RequestContext {
   std::uint64_t bytes_out = 0;
   std::uint64_t chunks_out = 0;
   int attempts = 0;  // upstream tries (retries + 1)
+  // The upstream's response headers while onResponseHeaders runs (null otherwise).
+  const std::vector<std::pair<std::string_view, std::string_view>>* upstream_headers = nullptr;
+  double upstream_retry_after = 0;  // seconds, from the upstream's Retry-After
   Usage usage;
   std::optional<Error> error;  // the gateway's own error, if any
   std::optional<LocalReply> local_reply;

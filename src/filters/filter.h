@@ -32,7 +32,7 @@ class Filter {
   virtual FilterStatus onRequestHeaders(RequestContext&) { return FilterStatus::Continue; }
   // The body is in ctx.body; filters may inspect or rewrite it.
   virtual FilterStatus onRequestBody(RequestContext&) { return FilterStatus::Continue; }
-  // Choose the upstream: sets ctx.model / ctx.provider.
+  // Choose the upstream: the router sets ctx.model, the balancer ctx.deployment / ctx.provider.
   virtual FilterStatus onUpstreamSelect(RequestContext&) { return FilterStatus::Continue; }
   // The upstream answered (ctx.status, ctx.streaming are set); nothing written yet.
   virtual void onResponseHeaders(RequestContext&) {}

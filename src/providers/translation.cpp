@@ -337,7 +337,7 @@ std::variant<UpstreamRequest, Error> TranslatingAdapter::translate(RequestContex
   auto chat = inbound->toChat(ctx.body);
   if (auto* err = std::get_if<Error>(&chat)) return std::move(*err);
   EncodeOptions options;
-  options.upstream_model = ctx.model ? ctx.model->upstream_model : ctx.facts.model;
+  options.upstream_model = ctx.deployment ? ctx.deployment->upstream_model : ctx.facts.model;
   options.stream = ctx.facts.stream;
   options.default_max_tokens = p.default_max_tokens;
   auto encoded = codec_->encodeRequest(std::get<bj::object>(chat), options);

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <random>
 
 #include "filters/access_log/access_log_filter.h"
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
+#include "filters/balancer/balancer_filter.h"
 #include "filters/count_tokens/count_tokens_filter.h"
 #include "filters/router/router_filter.h"
 #include "server/upstream_client.h"
@@ -18,8 +20,8 @@ namespace tahua {
 
 Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot,
                std::shared_ptr<LogFile> access_log)
-    : id_(id), worker_count_(worker_count), gateway_(gateway), snapshot_(std::move(snapshot)), access_log_(std::move(access_log)),
-      pool_(std::make_unique<UpstreamPool>()) {
+    : id_(id), worker_count_(worker_count), balancer_(std::random_device{}() ^ (std::uint64_t{id} << 32)), gateway_(gateway),
+      snapshot_(std::move(snapshot)), access_log_(std::move(access_log)), pool_(std::make_unique<UpstreamPool>()) {
   chain_ = buildChain();
 
   unsigned char rnd[4];
@@ -39,6 +41,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (snapshot_->config->access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
+  chain->add(makeBalancerFilter(deployments_, *snapshot_->config, nodes_, balancer_));
   chain->add(makeCountTokensFilter());  // answers locally unless the model is Anthropic's
   // After the router (a request for an unknown model is a 404, not a 503 or 429); the
   // breaker before the bulkhead, so a call refused by an open breaker takes no slot.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "filters/balancer/balancer_filter.h"
 #include "filters/bulkhead/bulkhead_filter.h"
 #include "filters/circuit_breaker/circuit_breaker_filter.h"
 #include "filters/filter.h"
@@ -58,6 +59,10 @@ class Worker {
   // Called on the worker's thread when a new config is published (hot reload).
   void setSnapshot(SnapshotPtr snapshot);
   WorkerMetrics& metrics() { return metrics_; }
+  // GPU node status reports, published by the gateway (on this worker's thread).
+  void setNodes(NodeTablePtr nodes) { nodes_ = std::move(nodes); }
+  const DeploymentStates& deployments() const { return deployments_; }
+  const NodeTablePtr& nodes() const { return nodes_; }
   UpstreamPool& pool() { return *pool_; }
   AccessLogSink& accessLog() { return access_log_; }
 
@@ -89,6 +94,9 @@ class Worker {
   unsigned worker_count_;
   BulkheadCounters bulkhead_;
   BreakerTable breakers_;
+  DeploymentStates deployments_;
+  NodeTablePtr nodes_;
+  Balancer balancer_;
   Gateway& gateway_;
   SnapshotPtr snapshot_;
   // One thread does all I/O on this context: no locking in the reactor. (Other threads

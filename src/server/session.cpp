@@ -258,6 +258,7 @@ class Session final : public SessionBase {
     ctx.endpoint = endpoint;
     ctx.method = req.method_string();
     ctx.path = path;
+    if (auto q = req.target().find('?'); q != std::string_view::npos) ctx.query = req.target().substr(q + 1);
     ctx.bytes_in = req.body().size();
     ctx.start = received;
     return ctx;
@@ -271,7 +272,7 @@ class Session final : public SessionBase {
       co_await finishLocally(ctx);
       co_return;
     }
-    const ProviderRuntime& provider = snapshot_->providers[ctx.model->provider_index];
+    const ProviderRuntime& provider = snapshot_->providers[ctx.deployment->provider_index];
     auto encoded = provider.adapter->encodeRequest(ctx, provider);
     if (auto* err = std::get_if<Error>(&encoded)) {
       ctx.fail(std::move(*err));
@@ -442,7 +443,14 @@ class Session final : public SessionBase {
     translator.onResponseHead(head, ctx);
     ctx.status = head.status;
     ctx.streaming = head.event_stream;
+    ctx.upstream_headers = &head.headers;
+    for (const auto& [name, value] : head.headers)
+      if (beast::iequals(name, "retry-after")) {
+        unsigned seconds = 0;
+        if (std::from_chars(value.data(), value.data() + value.size(), seconds).ec == std::errc{}) ctx.upstream_retry_after = seconds;
+      }
     chain_->responseHeaders(ctx);
+    ctx.upstream_headers = nullptr;  // the views die with the exchange
     if (ctx.streaming) co_await relayStream(ctx, exchange, translator, head);
     else co_await relayBody(ctx, exchange, translator, head);
   }
@@ -453,6 +461,7 @@ class Session final : public SessionBase {
     if (http10_) keep_alive_ = false;
     HeadWriter h = beginHead(head.status);
     for (auto& [name, value] : head.headers) h.header(name, value);
+    deploymentHeaders(h, ctx);
     h.header("Content-Type", head.content_type);
     h.header("Cache-Control", "no-cache");
     h.header("X-Accel-Buffering", "no");
@@ -603,6 +612,7 @@ class Session final : public SessionBase {
     translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
     HeadWriter h = beginHead(ctx.status);
     for (auto& [name, value] : head.headers) h.header(name, value);
+    deploymentHeaders(h, ctx);
     if (!head.content_type.empty()) h.header("Content-Type", head.content_type);
     h.contentLength(body.size());
     h.end();
@@ -630,6 +640,14 @@ class Session final : public SessionBase {
     ctx.bytes_out = body.size();
     ctx.first_byte = Clock::now();
     co_await writeSimple(ctx.status, "application/json", body);
+  }
+
+  // Which deployment answered, for verifying a canary's share from outside
+  // (server.deployment_header; off by default).
+  void deploymentHeaders(HeadWriter& h, const RequestContext& ctx) {
+    if (!serverConfig().deployment_header || !ctx.deployment) return;
+    h.header("X-Tahua-Deployment", ctx.deployment->id);
+    h.header("X-Tahua-Version", ctx.deployment->version);
   }
 
   // Status line and the headers every response carries; the caller adds the rest.

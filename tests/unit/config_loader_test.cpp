@@ -46,7 +46,7 @@ TEST(ConfigLoader, MinimalConfigGetsDefaultsAndParsedUrl) {
   EXPECT_EQ(p.timeouts.connect, Millis(5000));
   const ModelConfig* m = r.config->findModel("m");
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->upstream_model, "m");
+  EXPECT_EQ(m->deployments.at(0).upstream_model, "m");
   EXPECT_EQ(r.config->server.max_body_bytes, 16u * 1024 * 1024);
 }
 

@@ -18,7 +18,7 @@ class ModelsFilter final : public Filter {
     if (cached_for_ != ctx.config.get()) {
       boost::json::array openai, anthropic;
       for (const auto& m : ctx.config->models) {
-        openai.push_back(boost::json::object{{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", m.provider}});
+        openai.push_back(boost::json::object{{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", m.deployments.front().provider}});
         anthropic.push_back(boost::json::object{
             {"type", "model"}, {"id", m.name}, {"display_name", m.name}, {"created_at", "1970-01-01T00:00:00Z"}});
       }

@@ -27,14 +27,7 @@ class RouterFilter final : public Filter {
                      "The model '" + ctx.facts.model + "' does not exist or you do not have access to it."});
       return FilterStatus::Stop;
     }
-    const ProviderConfig& provider = ctx.config->providers[model->provider_index];
-    ctx.model = model;
-    ctx.provider = &provider;
-    if (!provider.usable) {
-      ctx.fail(Error{ErrorKind::ProviderUnavailable,
-                     "The provider for model '" + model->name + "' is not configured (missing API key)."});
-      return FilterStatus::Stop;
-    }
+    ctx.model = model;  // the balancer filter picks one of its deployments
     return FilterStatus::Continue;
   }
 };

@@ -14,7 +14,8 @@ class AnthropicAdapter final : public TranslatingAdapter {
   std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
     if (!native(ctx)) return translate(ctx, provider);
     const ProviderConfig& p = *provider.config;
-    if (ctx.model && ctx.model->upstream_model != ctx.facts.model) rewriteModel(ctx.body, ctx.facts, ctx.model->upstream_model);
+    if (ctx.deployment && ctx.deployment->upstream_model != ctx.facts.model)
+      rewriteModel(ctx.body, ctx.facts, ctx.deployment->upstream_model);
     UpstreamRequest req;
     req.path = p.base_path;
     req.path += endpointPath(ctx.endpoint);  // /messages or /messages/count_tokens

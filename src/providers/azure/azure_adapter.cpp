@@ -58,7 +58,7 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
 
  private:
   static std::string_view deployment(const RequestContext& ctx) {
-    return ctx.model ? std::string_view(ctx.model->upstream_model) : std::string_view(ctx.facts.model);
+    return ctx.deployment ? std::string_view(ctx.deployment->upstream_model) : std::string_view(ctx.facts.model);
   }
   static std::string path(const ProviderConfig& p, std::string_view deployment, std::string_view operation) {
     std::string out = p.base_path;

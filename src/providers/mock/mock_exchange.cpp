@@ -87,7 +87,7 @@ class MockAdapter final : public TranslatingAdapter {
     mock::MockRequest r;
     // A translated request arrives as a chat completion.
     r.endpoint = native(ctx) ? ctx.endpoint : Endpoint::ChatCompletions;
-    r.model = ctx.model ? ctx.model->upstream_model : ctx.facts.model;
+    r.model = ctx.deployment ? ctx.deployment->upstream_model : ctx.facts.model;
     r.stream = ctx.facts.stream;
     // Like a real upstream asked for stream usage (stream_options.include_usage).
     r.include_usage = ctx.facts.include_usage || ctx.hide_stream_usage || !native(ctx);

@@ -6,7 +6,8 @@
 namespace tahua {
 
 bool prepareOpenAIPassThrough(RequestContext& ctx, const ProviderConfig& provider) {
-  if (ctx.model && ctx.model->upstream_model != ctx.facts.model) rewriteModel(ctx.body, ctx.facts, ctx.model->upstream_model);
+  if (ctx.deployment && ctx.deployment->upstream_model != ctx.facts.model)
+    rewriteModel(ctx.body, ctx.facts, ctx.deployment->upstream_model);
   const bool chat_like = ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions;
   return chat_like && ctx.facts.stream && !ctx.facts.include_usage && provider.stream_usage && requestStreamUsage(ctx.body);
 }

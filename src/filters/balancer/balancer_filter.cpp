@@ -1,0 +1,149 @@
+#include "filters/balancer/balancer_filter.h"
+
+#include <charconv>
+#include <vector>
+
+namespace tahua {
+
+DeploymentState& DeploymentStates::get(std::string_view model, std::string_view id) {
+  std::string key;
+  key.reserve(model.size() + id.size() + 1);
+  key.append(model).append("/").append(id);
+  auto it = map_.find(key);
+  if (it == map_.end()) it = map_.emplace(std::move(key), std::make_unique<DeploymentState>()).first;
+  return *it->second;
+}
+
+const DeploymentState* DeploymentStates::find(std::string_view model, std::string_view id) const {
+  std::string key;
+  key.append(model).append("/").append(id);
+  auto it = map_.find(key);
+  return it == map_.end() ? nullptr : it->second.get();
+}
+
+namespace {
+
+bool iequalsPrefix(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  return true;
+}
+
+// The value of `name` in a query string ("a=1&modelVersion=canary"), undecoded.
+std::string_view queryParam(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    auto eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+  }
+  return {};
+}
+
+bool parseNumber(std::string_view v, double& out) {
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  return ec == std::errc{} && end != v.data();
+}
+
+class BalancerFilter final : public Filter {
+ public:
+  BalancerFilter(DeploymentStates& states, const Config& config, const NodeTablePtr& nodes, Balancer& balancer)
+      : nodes_(nodes), balancer_(balancer) {
+    // Resolve every deployment's state slot once per config snapshot.
+    states_.resize(config.deployment_count);
+    for (const auto& m : config.models)
+      for (const auto& d : m.deployments) states_[d.index] = &states.get(m.name, d.id);
+  }
+
+  std::string_view name() const override { return "balancer"; }
+
+  FilterStatus onUpstreamSelect(RequestContext& ctx) override {
+    if (!ctx.model) return FilterStatus::Continue;
+    const ModelConfig& model = *ctx.model;
+    PickRequest req;
+    req.model = &model;
+    req.states = std::span<DeploymentState* const>(states_.data() + model.deployments.front().index, model.deployments.size());
+    req.nodes = nodes_.get();
+    req.now = SteadyClock::now();
+    if (ctx.headers) {
+      req.pin_version = ctx.headers->get("x-tahua-version");
+      if (req.pin_version.empty()) req.pin_version = queryParam(ctx.query, "modelVersion");
+      if (model.canary.enabled) req.sticky_key = stickyKey(*ctx.headers, model.canary);
+    }
+    const PickResult pick = balancer_.pick(req);
+    const DeploymentConfig& d = model.deployments[pick.index];
+    ctx.deployment = &d;
+    ctx.provider = &ctx.config->providers[d.provider_index];
+    ctx.route_reason = pick.reason;
+    if (!ctx.provider->usable) {
+      ctx.fail(Error{ErrorKind::ProviderUnavailable,
+                     "The provider for model '" + model.name + "' is not configured (missing API key)."});
+      return FilterStatus::Stop;
+    }
+    DeploymentState* s = req.states[pick.index];
+    ++s->outstanding;
+    ctx.deployment_state = s;
+    return FilterStatus::Continue;
+  }
+
+  // Rate-limit-aware weights: when the provider reports its request budget nearly used
+  // (x-ratelimit-remaining-requests / anthropic-ratelimit-requests-remaining against the
+  // limit), the deployment's weight shrinks before it starts answering 429.
+  void onResponseHeaders(RequestContext& ctx) override {
+    if (!ctx.deployment_state || !ctx.upstream_headers) return;
+    double remaining = -1, limit = -1;
+    for (const auto& [name, value] : *ctx.upstream_headers) {
+      if (iequalsPrefix(name, "x-ratelimit-remaining-requests") || iequalsPrefix(name, "anthropic-ratelimit-requests-remaining"))
+        parseNumber(value, remaining);
+      else if (iequalsPrefix(name, "x-ratelimit-limit-requests") || iequalsPrefix(name, "anthropic-ratelimit-requests-limit"))
+        parseNumber(value, limit);
+    }
+    if (remaining >= 0 && limit > 0) {
+      const double left = remaining / limit;
+      // Full weight above 10% left, then down to 5% of it.
+      ctx.deployment_state->throttle = left >= 0.1 ? 1.0 : std::max(0.05, left * 10);
+    }
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    DeploymentState* s = ctx.deployment_state;
+    if (!s) return;
+    --s->outstanding;
+    const auto now = SteadyClock::now();
+    if (ctx.status == 429) {
+      // The provider asked us to back off: no traffic until Retry-After (1 s if unsaid).
+      double seconds = 1;
+      if (ctx.upstream_retry_after > 0) seconds = ctx.upstream_retry_after;
+      s->throttled_until = now + std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+      return;
+    }
+    if (ctx.status == 499) return;  // the client left: says nothing about the upstream
+    const bool failure = (ctx.error && ctx.error->source() == ErrorSource::Upstream) || ctx.status >= 500;
+    if (!failure && ctx.first_byte) recordLatency(*s, std::chrono::duration<double, std::milli>(*ctx.first_byte - ctx.start).count(), now);
+    if (ctx.model) recordOutcome(*s, ctx.model->outlier, failure, now);
+  }
+
+ private:
+  static std::string_view stickyKey(const HeaderView& h, const CanaryConfig& c) {
+    if (!c.sticky_header.empty()) return h.get(c.sticky_header);
+    std::string_view auth = h.get("authorization");
+    if (iequalsPrefix(auth, "bearer ")) return auth.substr(7);
+    return h.get("x-api-key");
+  }
+
+  std::vector<DeploymentState*> states_;
+  const NodeTablePtr& nodes_;  // the worker's current table (replaced on its own thread)
+  Balancer& balancer_;
+};
+
+}  // namespace
+
+std::unique_ptr<Filter> makeBalancerFilter(DeploymentStates& states, const Config& config, const NodeTablePtr& nodes,
+                                           Balancer& balancer) {
+  return std::make_unique<BalancerFilter>(states, config, nodes, balancer);
+}
+
+}  // namespace tahua

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "filters/filter.h"
+#include "routing/balancer.h"
+
+namespace tahua {
+
+struct WorkerMetrics;
+
+// Live state of every deployment this worker has routed to, by "model/id". Entries are
+// never moved (a request keeps a pointer to its deployment's state across a reload) and
+// survive reloads that keep the name; the map holds at most the deployments ever
+// configured.
+class DeploymentStates {
+ public:
+  DeploymentState& get(std::string_view model, std::string_view id);
+  const DeploymentState* find(std::string_view model, std::string_view id) const;
+
+ private:
+  std::unordered_map<std::string, std::unique_ptr<DeploymentState>, StringHash, std::equal_to<>> map_;
+};
+
+// onUpstreamSelect: picks the deployment of ctx.model (canary split, ejection, policy)
+// and sets ctx.deployment / ctx.provider. onResponseHeaders: the provider's rate-limit
+// headers. onComplete: outstanding count, latency, failures and ejection.
+std::unique_ptr<Filter> makeBalancerFilter(DeploymentStates& states, const Config& config, const NodeTablePtr& nodes,
+                                           Balancer& balancer);
+
+}  // namespace tahua

@@ -1,0 +1,234 @@
+#include "routing/balancer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <boost/container_hash/hash.hpp>
+
+namespace tahua {
+
+std::string_view nodeStateName(NodeState s) {
+  switch (s) {
+    case NodeState::Healthy: return "HEALTHY";
+    case NodeState::Degraded: return "DEGRADED";
+    case NodeState::Overloaded: return "OVERLOADED";
+    case NodeState::Unhealthy: return "UNHEALTHY";
+  }
+  return "UNHEALTHY";
+}
+
+std::optional<NodeState> parseNodeState(std::string_view s) {
+  if (s == "HEALTHY") return NodeState::Healthy;
+  if (s == "DEGRADED") return NodeState::Degraded;
+  if (s == "OVERLOADED") return NodeState::Overloaded;
+  if (s == "UNHEALTHY") return NodeState::Unhealthy;
+  return std::nullopt;
+}
+
+double loadScore(const NodeStatus& s, const GpuScoreConfig& c) {
+  if (s.state == NodeState::Unhealthy || s.state == NodeState::Overloaded) return std::numeric_limits<double>::infinity();
+  double score = s.gpu_util * c.gpu_util + s.gpu_memory * c.gpu_memory +
+                 s.active_connections / c.connections_scale * c.connections + s.queued_requests / c.queue_scale * c.queue;
+  if (s.state == NodeState::Degraded) score *= c.degraded_factor;
+  return score;
+}
+
+const NodeStatus* liveStatus(const NodeTable* nodes, std::string_view node, const GpuScoreConfig& c,
+                             SteadyClock::time_point now) {
+  if (!nodes) return nullptr;
+  auto it = nodes->find(node);
+  if (it == nodes->end() || now - it->second.reported > c.status_ttl) return nullptr;
+  return &it->second;
+}
+
+std::uint64_t stickyHash(std::string_view key) { return boost::hash_range(key.begin(), key.end()); }
+
+std::pair<std::string_view, std::string_view> chooseVersion(const ModelConfig& model, std::string_view pin,
+                                                            std::string_view sticky_key, std::mt19937_64& rng) {
+  if (!pin.empty()) return {pin, "pin"};
+  const CanaryConfig& c = model.canary;
+  if (!c.enabled) return {{}, "none"};
+  if (!sticky_key.empty()) {
+    if (std::find(c.allow.begin(), c.allow.end(), sticky_key) != c.allow.end()) return {c.version, "allow"};
+    // Basis points, so fractional percentages (0.5%) work.
+    const bool canary = static_cast<double>(stickyHash(sticky_key) % 10000) < c.percent * 100;
+    return {canary ? std::string_view(c.version) : std::string_view{}, "sticky"};
+  }
+  const bool canary = static_cast<double>(rng() % 10000) < c.percent * 100;
+  return {canary ? std::string_view(c.version) : std::string_view{}, "percent"};
+}
+
+namespace {
+
+double uniform(std::mt19937_64& rng) { return std::generate_canonical<double, 53>(rng); }
+
+std::size_t weightedRandom(std::span<const std::size_t> idx, std::span<const double> weights, std::mt19937_64& rng) {
+  double total = 0;
+  for (double w : weights) total += w;
+  if (!(total > 0)) return idx[rng() % idx.size()];
+  double r = uniform(rng) * total;
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    r -= weights[i];
+    if (r < 0) return idx[i];
+  }
+  return idx.back();
+}
+
+}  // namespace
+
+PickResult Balancer::pick(const PickRequest& req) {
+  const ModelConfig& model = *req.model;
+  const auto& ds = model.deployments;
+  PickResult result;
+  if (ds.size() == 1) {
+    result.reason = "single";
+    return result;
+  }
+  auto [version, reason] = chooseVersion(model, req.pin_version, req.sticky_key, rng_);
+  result.reason = reason;
+
+  // Scratch space reused per worker thread: no allocation per decision.
+  thread_local std::vector<std::size_t> subset, usable, weighted;
+  thread_local std::vector<double> weights;
+  const auto inVersion = [&](const DeploymentConfig& d, std::string_view v) {
+    if (!v.empty()) return d.version == v;
+    return !model.canary.enabled || d.version != model.canary.version;
+  };
+  subset.clear();
+  for (std::size_t i = 0; i < ds.size(); ++i)
+    if (inVersion(ds[i], version)) subset.push_back(i);
+  if (subset.empty()) {
+    // An empty subset (a pin to a version nobody runs, a canary with no deployments)
+    // falls back to stable, and to everything if there is no stable either.
+    result.fallback_to_stable = true;
+    for (std::size_t i = 0; i < ds.size(); ++i)
+      if (inVersion(ds[i], {})) subset.push_back(i);
+    if (subset.empty())
+      for (std::size_t i = 0; i < ds.size(); ++i) subset.push_back(i);
+  }
+  // Ejected or throttled deployments get no traffic, unless that is all there is.
+  usable.clear();
+  for (std::size_t i : subset) {
+    const DeploymentState& s = *req.states[i];
+    if (s.ejected_until <= req.now && s.throttled_until <= req.now) usable.push_back(i);
+  }
+  if (usable.empty()) usable = subset;
+  weighted.clear();
+  for (std::size_t i : usable)
+    if (ds[i].weight > 0) weighted.push_back(i);
+  if (weighted.empty()) weighted = usable;
+  std::span<const std::size_t> cand(weighted);
+  if (cand.size() == 1) {
+    result.index = cand[0];
+    return result;
+  }
+
+  switch (model.balancing) {
+    case BalancePolicy::WeightedRandom: {
+      weights.clear();
+      for (std::size_t i : cand) weights.push_back(static_cast<double>(ds[i].weight) * req.states[i]->throttle);
+      result.index = weightedRandom(cand, weights, rng_);
+      break;
+    }
+    case BalancePolicy::RoundRobin: {
+      // Smooth weighted round robin (nginx's): spreads a 5:1:1 split as a,a,b,a,c,a,a
+      // rather than a,a,a,a,a,b,c.
+      std::int64_t total = 0;
+      std::size_t best = cand[0];
+      for (std::size_t i : cand) {
+        const auto w = static_cast<std::int64_t>(std::max(1.0, ds[i].weight * req.states[i]->throttle));
+        req.states[i]->rr_current += w;
+        total += w;
+        if (req.states[i]->rr_current > req.states[best]->rr_current) best = i;
+      }
+      req.states[best]->rr_current -= total;
+      result.index = best;
+      break;
+    }
+    case BalancePolicy::LeastOutstanding:
+    case BalancePolicy::Latency: {
+      // Power of two choices: two distinct random candidates, the cheaper wins. Avoids
+      // the herd that "always the least loaded" causes when every worker decides alone.
+      const std::size_t a = cand[rng_() % cand.size()];
+      std::size_t b = cand[rng_() % (cand.size() - 1)];
+      if (b == a) b = cand.back();
+      const auto cost = [&](std::size_t i) {
+        const DeploymentState& s = *req.states[i];
+        if (model.balancing == BalancePolicy::LeastOutstanding) return static_cast<double>(s.outstanding) / req.states[i]->throttle;
+        // Peak-EWMA: latency times load, penalising recent failures. A deployment not
+        // measured yet costs nothing, so it gets tried.
+        const double latency = s.has_latency ? s.ewma_ms : 0.0;
+        return (latency + 1.0) * (s.outstanding + 1) * (s.consecutive_failures + 1) / req.states[i]->throttle;
+      };
+      const double ca = cost(a), cb = cost(b);
+      result.index = ca < cb ? a : (cb < ca ? b : (rng_() & 1 ? a : b));
+      break;
+    }
+    case BalancePolicy::GpuAware: {
+      // Score the reported nodes; drop UNHEALTHY / OVERLOADED / over eject_score unless
+      // all are; then weighted random over the best `top` (1, 1/2, 1/4, ... normalised:
+      // 57/29/14% for three), never everything to the single best.
+      thread_local std::vector<std::pair<double, std::size_t>> scored;
+      scored.clear();
+      for (std::size_t i : cand) {
+        const NodeStatus* st = liveStatus(req.nodes, ds[i].node, model.gpu, req.now);
+        scored.emplace_back(st ? loadScore(*st, model.gpu) : 0.0, i);  // unreported: an idle node
+      }
+      const auto healthy = std::count_if(scored.begin(), scored.end(),
+                                         [&](const auto& p) { return p.first <= model.gpu.eject_score; });
+      if (healthy > 0)
+        scored.erase(std::remove_if(scored.begin(), scored.end(), [&](const auto& p) { return !(p.first <= model.gpu.eject_score); }),
+                     scored.end());
+      const std::size_t top = std::min<std::size_t>(static_cast<std::size_t>(model.gpu.top), scored.size());
+      std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(top), scored.end());
+      weights.clear();
+      thread_local std::vector<std::size_t> best;
+      best.clear();
+      double w = 1;
+      for (std::size_t k = 0; k < top; ++k, w /= 2) {
+        best.push_back(scored[k].second);
+        weights.push_back(w);
+      }
+      result.index = weightedRandom(best, weights, rng_);
+      break;
+    }
+  }
+  return result;
+}
+
+void recordLatency(DeploymentState& s, double ttfb_ms, SteadyClock::time_point now) {
+  constexpr double kTauMs = 10'000;  // the estimate forgets over ~10 s
+  if (!s.has_latency) {
+    s.ewma_ms = ttfb_ms;
+    s.has_latency = true;
+  } else if (ttfb_ms > s.ewma_ms) {
+    s.ewma_ms = ttfb_ms;  // peak: jump up at once, decay slowly
+  } else {
+    const double dt = std::chrono::duration<double, std::milli>(now - s.ewma_at).count();
+    const double decay = std::exp(-std::max(dt, 0.0) / kTauMs);
+    s.ewma_ms = s.ewma_ms * decay + ttfb_ms * (1 - decay);
+  }
+  s.ewma_at = now;
+}
+
+void recordOutcome(DeploymentState& s, const OutlierConfig& c, bool failure, SteadyClock::time_point now) {
+  ++s.requests;
+  if (!failure) {
+    s.consecutive_failures = 0;
+    if (s.ejected_until <= now) s.ejections = 0;  // healthy again after its ejection
+    return;
+  }
+  ++s.failures;
+  ++s.consecutive_failures;
+  if (c.consecutive_failures > 0 && s.consecutive_failures >= static_cast<std::uint32_t>(c.consecutive_failures) &&
+      s.ejected_until <= now) {
+    auto back_off = c.eject_for * (std::int64_t{1} << std::min<std::uint32_t>(s.ejections, 16));
+    s.ejected_until = now + std::min(back_off, c.max_eject_for);
+    ++s.ejections;
+    s.consecutive_failures = 0;
+  }
+}
+
+}  // namespace tahua

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include <boost/container_hash/hash.hpp>
@@ -63,6 +64,13 @@ std::pair<std::string_view, std::string_view> chooseVersion(const ModelConfig& m
 namespace {
 
 double uniform(std::mt19937_64& rng) { return std::generate_canonical<double, 53>(rng); }
+
+// splitmix64's finaliser: a cheap, well-mixed 64-bit hash.
+std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
 
 std::size_t weightedRandom(std::span<const std::size_t> idx, std::span<const double> weights, std::mt19937_64& rng) {
   double total = 0;
@@ -170,16 +178,20 @@ PickResult Balancer::pick(const PickRequest& req) {
       // Score the reported nodes; drop UNHEALTHY / OVERLOADED / over eject_score unless
       // all are; then weighted random over the best `top` (1, 1/2, 1/4, ... normalised:
       // 57/29/14% for three), never everything to the single best.
-      thread_local std::vector<std::pair<double, std::size_t>> scored;
+      // Equal scores rank in a random order (the middle key): every node that has not
+      // reported, or whose report expired, scores 0, and ranking those in config order
+      // would send 57/29/14% to the first three and nothing to the others.
+      thread_local std::vector<std::tuple<double, std::uint64_t, std::size_t>> scored;
       scored.clear();
+      const std::uint64_t salt = rng_();
       for (std::size_t i : cand) {
         const NodeStatus* st = liveStatus(req.nodes, ds[i].node, model.gpu, req.now);
-        scored.emplace_back(st ? loadScore(*st, model.gpu) : 0.0, i);  // unreported: an idle node
+        scored.emplace_back(st ? loadScore(*st, model.gpu) : 0.0, mix64(salt + i * 0x9e3779b97f4a7c15ULL), i);  // unreported: an idle node
       }
       const auto healthy = std::count_if(scored.begin(), scored.end(),
-                                         [&](const auto& p) { return p.first <= model.gpu.eject_score; });
+                                         [&](const auto& p) { return std::get<0>(p) <= model.gpu.eject_score; });
       if (healthy > 0)
-        scored.erase(std::remove_if(scored.begin(), scored.end(), [&](const auto& p) { return !(p.first <= model.gpu.eject_score); }),
+        scored.erase(std::remove_if(scored.begin(), scored.end(), [&](const auto& p) { return !(std::get<0>(p) <= model.gpu.eject_score); }),
                      scored.end());
       const std::size_t top = std::min<std::size_t>(static_cast<std::size_t>(model.gpu.top), scored.size());
       std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(top), scored.end());
@@ -188,7 +200,7 @@ PickResult Balancer::pick(const PickRequest& req) {
       best.clear();
       double w = 1;
       for (std::size_t k = 0; k < top; ++k, w /= 2) {
-        best.push_back(scored[k].second);
+        best.push_back(std::get<2>(scored[k]));
         weights.push_back(w);
       }
       result.index = weightedRandom(best, weights, rng_);

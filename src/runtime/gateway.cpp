@@ -44,7 +44,7 @@ void rejectConnection(tcp::socket& socket) {
 }
 
 asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> acceptor,
-                                 std::shared_ptr<asio::ssl::context> tls, std::size_t max_sessions) {
+                                 std::shared_ptr<asio::ssl::context> tls, std::size_t max_sessions, bool admin) {
   asio::steady_timer backoff(acceptor->get_executor());
   std::chrono::steady_clock::time_point last_warning{};
   for (;;) {
@@ -66,7 +66,7 @@ asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> 
       rejectConnection(socket);
       continue;
     }
-    startSession(worker, std::move(socket), tls);
+    startSession(worker, std::move(socket), tls, admin);
   }
 }
 
@@ -102,7 +102,13 @@ std::variant<SnapshotPtr, std::string> loadSnapshot(const ConfigSource& source, 
   return buildSnapshot(result.config);
 }
 
-Gateway::Gateway(SnapshotPtr snapshot, ConfigSource source) : source_(std::move(source)), snapshot_(std::move(snapshot)) {}
+Gateway::Gateway(SnapshotPtr snapshot, ConfigSource source)
+    : source_(std::move(source)), snapshot_(std::move(snapshot)), base_config_(snapshot_->config) {
+  // The first config is generation 1 (built once more with its number; it built before).
+  auto cfg = std::make_shared<Config>(*snapshot_->config);
+  cfg->generation = 1;
+  if (auto built = buildSnapshot(cfg); std::holds_alternative<SnapshotPtr>(built)) snapshot_ = std::get<SnapshotPtr>(built);
+}
 
 void Gateway::reload(std::string_view trigger) {
   std::vector<std::string> warnings;
@@ -113,7 +119,25 @@ void Gateway::reload(std::string_view trigger) {
     return;
   }
   for (const auto& w : warnings) log::warn(w);
-  SnapshotPtr next = std::get<SnapshotPtr>(std::move(loaded));
+  std::lock_guard lock(mutex_);
+  if (auto error = publish(std::get<SnapshotPtr>(loaded)->config, trigger)) {
+    ++reloads_failed_;
+    log::error("config reload failed; still serving the previous config", {{"error", *error}, {"trigger", trigger}});
+  }
+}
+
+std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view trigger) {
+  if (loaded) {
+    base_config_ = loaded;
+    canary_overrides_.clear();  // the newest action wins: a new config replaces admin changes
+  }
+  auto cfg = std::make_shared<Config>(*base_config_);
+  for (auto& m : cfg->models)
+    if (auto it = canary_overrides_.find(m.name); it != canary_overrides_.end() && m.canary.enabled) m.canary.percent = it->second;
+  cfg->generation = generation_.load() + 1;
+  auto built = buildSnapshot(cfg);
+  if (auto* error = std::get_if<std::string>(&built)) return *error;
+  SnapshotPtr next = std::get<SnapshotPtr>(std::move(built));
   const Config& old_cfg = *snapshot_->config;
   const Config& new_cfg = *next->config;
   // Sockets and threads are set up once; say so instead of silently ignoring it.
@@ -126,16 +150,23 @@ void Gateway::reload(std::string_view trigger) {
   if (!listeners_same) log::warn("config reload: listener changes need a restart; keeping the current listeners");
   if (new_cfg.server.workers != old_cfg.server.workers)
     log::warn("config reload: server.workers changes need a restart");
+  if (new_cfg.admin.listener.port != old_cfg.admin.listener.port || new_cfg.admin.enabled != old_cfg.admin.enabled)
+    log::warn("config reload: admin listener changes need a restart (a new token applies now)");
   snapshot_ = next;
   for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get(), next] { w->setSnapshot(next); });
   ++reloads_ok_;
   auto generation = ++generation_;
   log::info("config reloaded", {{"config", new_cfg.source}, {"trigger", trigger}, {"generation", generation},
-                                {"models", new_cfg.models.size()}, {"providers", new_cfg.providers.size()}});
+                                 {"models", new_cfg.models.size()}, {"providers", new_cfg.providers.size()}});
+  return std::nullopt;
 }
-Gateway::~Gateway() = default;
 
-bool Gateway::ready() const { return !draining() && snapshot_->config->anyProviderUsable(); }
+void Gateway::publishNodes() {
+  auto table = std::make_shared<const NodeTable>(nodes_);
+  for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get(), table] { w->setNodes(table); });
+}
+
+Gateway::~Gateway() = default;
 
 asio::awaitable<std::string> Gateway::renderMetrics() {
   WorkerMetrics merged;
@@ -233,13 +264,36 @@ int Gateway::run() {
       if (port == 0) port = acceptor->local_endpoint().port();  // the others join this port
       // Each worker takes its share of the connection limit (SO_REUSEPORT spreads evenly).
       const std::size_t per_worker = (cfg.server.max_connections + n - 1) / n;
-      asio::co_spawn(worker->io(), acceptLoop(*worker, acceptor, tls, per_worker), asio::detached);
+      asio::co_spawn(worker->io(), acceptLoop(*worker, acceptor, tls, per_worker, false), asio::detached);
       worker->addAcceptorTask([acceptor] {
         boost::system::error_code ignored;  // already closed is fine
         acceptor->close(ignored);
       });
     }
     log::info("listening", {{"address", lc.address}, {"port", port}, {"tls", lc.tls.has_value()}, {"workers", n}});
+  }
+  // The admin API: its own address (never the public listener), on the first worker
+  // (a handful of requests; no reason to spread them).
+  if (cfg.admin.enabled) {
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(cfg.admin.listener.address, ec);
+    auto acceptor = std::make_shared<tcp::acceptor>(workers_[0]->io());
+    tcp::endpoint ep(address, cfg.admin.listener.port);
+    if (!ec) acceptor->open(ep.protocol(), ec);
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor->bind(ep, ec);
+    if (!ec) acceptor->listen(64, ec);
+    if (ec) {
+      log::error("cannot listen (admin)", {{"address", cfg.admin.listener.address}, {"port", cfg.admin.listener.port},
+                                            {"error", ec.message()}});
+      return 1;
+    }
+    asio::co_spawn(workers_[0]->io(), acceptLoop(*workers_[0], acceptor, nullptr, 64, true), asio::detached);
+    workers_[0]->addAcceptorTask([acceptor] {
+      boost::system::error_code ignored;
+      acceptor->close(ignored);
+    });
+    log::info("admin listening", {{"address", cfg.admin.listener.address}, {"port", acceptor->local_endpoint().port()}});
   }
 
   std::vector<std::thread> threads;
@@ -279,7 +333,11 @@ int Gateway::run() {
   signals.async_wait([&](boost::system::error_code ec, int signo) {
     if (ec) return;
     // The config in force now (a reload may have replaced the one we started with).
-    const ServerConfig server = snapshot_->config->server;
+    ServerConfig server;
+    {
+      std::lock_guard lock(mutex_);  // the admin API may publish concurrently
+      server = snapshot_->config->server;
+    }
     draining_.store(true, std::memory_order_relaxed);  // /readyz says 503 from now on
     log::info("draining", {{"signal", signo},
                            {"drain_timeout_ms", server.drain_timeout.count()},

@@ -5,13 +5,16 @@
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "providers/provider.h"
+#include "routing/balancer.h"
 
 namespace tahua {
 
@@ -37,19 +40,41 @@ class Gateway {
   // Returns the process exit code.
   int run();
 
-  // Ready: config loaded, a provider usable, not draining.
-  bool ready() const;
+  // Ready: config loaded (the worker's `config`), a provider usable, not draining.
+  bool ready(const Config& config) const { return !draining() && config.anyProviderUsable(); }
   bool draining() const { return draining_.load(std::memory_order_relaxed); }
   // Merges every worker's metrics (each copied on its own thread) into Prometheus text.
   boost::asio::awaitable<std::string> renderMetrics();
 
+  // The admin API (src/admin/admin_api.cpp), called on the admin listener's worker.
+  struct AdminReply {
+    int status = 200;
+    std::string body;
+  };
+  boost::asio::awaitable<AdminReply> admin(Worker& self, std::string_view method, std::string_view path,
+                                           std::string_view authorization, std::string& body);
+
  private:
-  // SIGHUP: read the config again; publish it to every worker if valid, else keep
-  // serving the last good one. Runs on the main thread.
+  // SIGHUP / file change: read the config again; publish it to every worker if valid,
+  // else keep serving the last good one.
   void reload(std::string_view trigger);
+  // Publishes a freshly loaded config (clears admin overrides) or, with `loaded` null,
+  // the current one again with the overrides applied. Caller holds mutex_. Returns an
+  // error text if the snapshot cannot be built.
+  std::optional<std::string> publish(ConfigPtr loaded, std::string_view trigger);
+  // Sends the node status table to every worker. Caller holds mutex_.
+  void publishNodes();
+  // Copies of each worker's deployment state for the admin view.
+  boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config);
 
   ConfigSource source_;
-  SnapshotPtr snapshot_;  // the last good one (main thread; workers have their own copy)
+  // Guards what reloads and the admin API change: the main thread (signals, file watch)
+  // and the admin listener's worker both publish.
+  std::mutex mutex_;
+  SnapshotPtr snapshot_;  // the last good one published (workers have their own copy)
+  ConfigPtr base_config_;  // as loaded, before admin overrides
+  std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (admin API)
+  NodeTable nodes_;  // GPU node status reports
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};
   std::atomic<std::uint64_t> reloads_ok_{0};

@@ -22,6 +22,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "core/log.h"
 #include "runtime/gateway.h"
 #include "server/http_head.h"
 #include "runtime/worker.h"
@@ -81,7 +82,7 @@ bool validRequestId(std::string_view id) {
 template <class Stream>
 class Session final : public SessionBase {
  public:
-  Session(Worker& worker, Stream stream) : worker_(worker), stream_(std::move(stream)) {}
+  Session(Worker& worker, Stream stream, bool admin) : worker_(worker), stream_(std::move(stream)), admin_(admin) {}
 
   asio::awaitable<void> run() {
     beast::error_code ec;
@@ -208,6 +209,10 @@ class Session final : public SessionBase {
     RouteMatch match = matchRoute(path);
     std::string_view incoming_id = req["x-request-id"];
     request_id_ = validRequestId(incoming_id) ? std::string(incoming_id) : worker_.nextRequestId();
+    if (admin_) {
+      co_await serveAdmin(req, path);
+      co_return;
+    }
 
     if (match.route != Route::NotFound && req.method() != match.method) {
       RequestContext ctx = newContext(req, received, path, Endpoint::None);
@@ -222,7 +227,7 @@ class Session final : public SessionBase {
         co_await writeSimple(200, "application/json", R"({"status":"ok"})");
         co_return;
       case Route::Readyz: {
-        const bool ready = worker_.gateway().ready();
+        const bool ready = worker_.gateway().ready(*snapshot_->config);
         std::string_view body = ready ? R"({"status":"ready"})"
                                       : (worker_.gateway().draining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})");
         co_await writeSimple(ready ? 200 : 503, "application/json", body);
@@ -247,6 +252,20 @@ class Session final : public SessionBase {
     ctx.headers = &headers;
     ctx.body = std::move(req.body());
     co_await proxy(ctx);
+  }
+
+  // The admin listener: its own small API, answered by the gateway (src/admin/).
+  asio::awaitable<void> serveAdmin(http::request<http::string_body>& req, std::string_view path) {
+    if (path == "/healthz") {
+      co_await writeSimple(200, "application/json", R"({"status":"ok"})");
+      co_return;
+    }
+    std::string_view method = req.method_string();
+    std::string_view auth = req[http::field::authorization];
+    std::string& body = req.body();
+    Gateway::AdminReply reply = co_await worker_.gateway().admin(worker_, method, path, auth, body);
+    log::info("admin request", {{"method", method}, {"path", path}, {"status", reply.status}, {"request_id", request_id_}});
+    co_await writeSimple(reply.status, "application/json", reply.body);
   }
 
   RequestContext newContext(const http::request<http::string_body>& req, Clock::time_point received,
@@ -704,6 +723,7 @@ class Session final : public SessionBase {
 
   Worker& worker_;
   Stream stream_;
+  const bool admin_;                     // accepted on the admin listener
   SnapshotPtr snapshot_;                 // pinned for the current request
   std::shared_ptr<FilterChain> chain_;   // pinned for the current request
   beast::flat_buffer buffer_;
@@ -728,8 +748,8 @@ class Session final : public SessionBase {
 // `tls` keeps the server TLS context alive as long as a session uses it, even after
 // its listener closed during a drain.
 template <class Stream>
-asio::awaitable<void> runSession(Worker& worker, Stream stream, std::shared_ptr<asio::ssl::context> tls) {
-  Session<Stream> session(worker, std::move(stream));
+asio::awaitable<void> runSession(Worker& worker, Stream stream, std::shared_ptr<asio::ssl::context> tls, bool admin) {
+  Session<Stream> session(worker, std::move(stream), admin);
   worker.registerSession(&session);
   ++worker.metrics().active_connections;
   ++worker.metrics().connections_accepted;
@@ -740,13 +760,13 @@ asio::awaitable<void> runSession(Worker& worker, Stream stream, std::shared_ptr<
 
 }  // namespace
 
-void startSession(Worker& worker, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls) {
+void startSession(Worker& worker, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls, bool admin) {
   auto& io = worker.io();
   if (tls) {
     beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tls);
-    asio::co_spawn(io, runSession(worker, std::move(stream), tls), asio::detached);
+    asio::co_spawn(io, runSession(worker, std::move(stream), tls, admin), asio::detached);
   } else {
-    asio::co_spawn(io, runSession(worker, beast::tcp_stream(std::move(socket)), nullptr), asio::detached);
+    asio::co_spawn(io, runSession(worker, beast::tcp_stream(std::move(socket)), nullptr, admin), asio::detached);
   }
 }
 

@@ -32,6 +32,9 @@ class AccessLogFilter final : public Filter {
     line["model"] = ctx.model ? boost::json::value(ctx.model->name)
                               : (ctx.facts.model.empty() ? boost::json::value(nullptr) : boost::json::value(ctx.facts.model));
     line["provider"] = ctx.provider ? boost::json::value(ctx.provider->name) : boost::json::value(nullptr);
+    line["deployment"] = ctx.deployment ? boost::json::value(ctx.deployment->id) : boost::json::value(nullptr);
+    line["version"] = ctx.deployment ? boost::json::value(ctx.deployment->version) : boost::json::value(nullptr);
+    if (!ctx.route_reason.empty()) line["route"] = ctx.route_reason;
     line["status"] = ctx.status;
     line["stream"] = ctx.streaming;
     line["bytes_in"] = ctx.bytes_in;

@@ -1,0 +1,300 @@
+// The admin API (/admin/v1/...), served only on the admin listener and only with the
+// admin token. What it changes goes through the same path as a config reload: a new
+// immutable snapshot published to every worker (canary percentages, whole configs), or
+// a new node-status table. Requests in flight keep what they started with.
+//
+//   GET  /admin/v1/config                  active config (no secrets) and its generation
+//   PUT  /admin/v1/config                  YAML body: validate and publish
+//   GET  /admin/v1/deployments             models, deployments, live state, canary split
+//   PUT  /admin/v1/models/{name}/canary    {"percent": 0..100}
+//   GET  /admin/v1/nodes                   node status reports
+//   PUT  /admin/v1/nodes/{id}/status       {"state", "gpu_util", "gpu_memory", ...}
+//   POST /admin/v1/drain                   graceful drain, as SIGTERM
+#include <openssl/crypto.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+
+#include "core/log.h"
+#include "runtime/gateway.h"
+#include "runtime/worker.h"
+
+namespace tahua {
+namespace asio = boost::asio;
+namespace bj = boost::json;
+
+namespace {
+
+constexpr std::size_t kMaxNodes = 10'000;
+
+Gateway::AdminReply error(int status, std::string_view code, std::string message) {
+  return {status, bj::serialize(bj::object{{"error", bj::object{{"message", message}, {"type", "admin_error"}, {"code", code}}}})};
+}
+
+Gateway::AdminReply ok(bj::object o) { return {200, bj::serialize(o)}; }
+
+bool authorized(const Config& cfg, std::string_view authorization) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!cfg.admin.enabled || authorization.size() <= kBearer.size() || authorization.substr(0, kBearer.size()) != kBearer)
+    return false;
+  std::string_view presented = authorization.substr(kBearer.size());
+  const std::string& token = cfg.admin.token;
+  // Constant time over the token's length: no early exit that times the prefix.
+  return presented.size() == token.size() && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0;
+}
+
+bj::object deploymentJson(const DeploymentConfig& d) {
+  bj::object labels;
+  for (const auto& [k, v] : d.labels) labels[k] = v;
+  return bj::object{{"id", d.id},         {"provider", d.provider}, {"upstream_model", d.upstream_model},
+                    {"weight", d.weight}, {"version", d.version},   {"labels", std::move(labels)},
+                    {"node", d.node}};
+}
+
+bj::object canaryJson(const CanaryConfig& c) {
+  bj::object o{{"enabled", c.enabled}};
+  if (c.enabled) {
+    o["version"] = c.version;
+    o["percent"] = c.percent;
+    o["sticky_header"] = c.sticky_header;
+    o["allow"] = bj::value_from(c.allow);
+  }
+  return o;
+}
+
+bj::object configJson(const Config& cfg) {
+  bj::array providers;
+  for (const auto& p : cfg.providers) {
+    bj::object o{{"name", p.name}, {"type", providerTypeName(p.type)}, {"usable", p.usable}};
+    if (p.type != ProviderType::Mock) o["base_url"] = p.base_url;  // never credentials (the loader refuses them in URLs)
+    providers.push_back(std::move(o));
+  }
+  bj::array models;
+  for (const auto& m : cfg.models) {
+    bj::array ds;
+    for (const auto& d : m.deployments) ds.push_back(deploymentJson(d));
+    models.push_back(bj::object{{"name", m.name},
+                                {"balancing", balancePolicyName(m.balancing)},
+                                {"canary", canaryJson(m.canary)},
+                                {"deployments", std::move(ds)}});
+  }
+  return bj::object{{"generation", cfg.generation}, {"source", cfg.source}, {"providers", std::move(providers)},
+                    {"models", std::move(models)}};
+}
+
+bj::object nodeJson(const NodeStatus& s, SteadyClock::time_point now) {
+  return bj::object{{"state", nodeStateName(s.state)},
+                    {"gpu_util", s.gpu_util},
+                    {"gpu_memory", s.gpu_memory},
+                    {"active_connections", s.active_connections},
+                    {"queued_requests", s.queued_requests},
+                    {"avg_latency_ms", s.avg_latency_ms},
+                    {"age_ms", std::chrono::duration_cast<std::chrono::milliseconds>(now - s.reported).count()}};
+}
+
+// A number field in [lo, hi]; absent = `fallback`.
+bool numberField(const bj::object& o, std::string_view key, double lo, double hi, double fallback, double& out,
+                 std::string& problem) {
+  const bj::value* v = o.if_contains(key);
+  if (!v) {
+    out = fallback;
+    return true;
+  }
+  if (!v->is_number()) {
+    problem = std::string(key) + " must be a number";
+    return false;
+  }
+  out = v->to_number<double>();
+  if (!(out >= lo && out <= hi)) {
+    problem = std::string(key) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi);
+    return false;
+  }
+  return true;
+}
+
+bool validNodeId(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':')) return false;
+  return true;
+}
+
+}  // namespace
+
+asio::awaitable<std::vector<std::vector<DeploymentState>>> Gateway::collectDeploymentStates(const Config& config) {
+  std::vector<std::vector<DeploymentState>> all;
+  for (auto& worker : workers_) {
+    Worker* w = worker.get();
+    auto copy = co_await asio::co_spawn(
+        w->io(),
+        [w, &config]() -> asio::awaitable<std::vector<DeploymentState>> {
+          std::vector<DeploymentState> out(config.deployment_count);
+          for (const auto& m : config.models)
+            for (const auto& d : m.deployments)
+              if (const DeploymentState* s = w->deployments().find(m.name, d.id)) out[d.index] = *s;
+          co_return out;
+        },
+        asio::use_awaitable);
+    all.push_back(std::move(copy));
+  }
+  co_return all;
+}
+
+asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_view method, std::string_view path,
+                                                    std::string_view authorization, std::string& body) {
+  SnapshotPtr snap = self.snapshot();
+  const Config& cfg = *snap->config;
+  if (!authorized(cfg, authorization)) co_return error(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
+  constexpr std::string_view kPrefix = "/admin/v1/";
+  if (path.substr(0, kPrefix.size()) != kPrefix) co_return error(404, "unknown_url", "Unknown admin URL: " + std::string(path));
+  const std::string_view rest = path.substr(kPrefix.size());
+  const auto now = SteadyClock::now();
+
+  if (rest == "config") {
+    if (method == "GET") co_return ok(configJson(cfg));
+    if (method != "PUT") co_return error(405, "method_not_allowed", "Use GET or PUT.");
+    auto loaded = loadConfigString(body, "<admin api>");
+    if (!loaded.config) {
+      ++reloads_failed_;
+      log::error("config from the admin API rejected; still serving the previous config", {{"error", loaded.error}});
+      co_return error(400, "invalid_config", loaded.error);
+    }
+    ConfigPtr next = loaded.config;
+    if (source_.listen) {
+      auto copy = std::make_shared<Config>(*next);
+      copy->listeners = {*source_.listen};
+      next = copy;
+    }
+    std::lock_guard lock(mutex_);
+    if (auto err = publish(next, "admin")) {
+      ++reloads_failed_;
+      co_return error(400, "invalid_config", *err);
+    }
+    bj::array warnings;
+    for (const auto& w : loaded.warnings) warnings.push_back(bj::string(w));
+    co_return ok(bj::object{{"generation", generation_.load()}, {"warnings", std::move(warnings)}});
+  }
+
+  if (rest == "deployments") {
+    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    auto states = co_await collectDeploymentStates(cfg);
+    const NodeTablePtr& nodes = self.nodes();
+    bj::array models;
+    for (const auto& m : cfg.models) {
+      bj::array ds;
+      for (const auto& d : m.deployments) {
+        bj::object o = deploymentJson(d);
+        std::uint64_t outstanding = 0, requests = 0, failures = 0;
+        double ewma = 0;
+        bool ejected = false, throttled = false;
+        for (const auto& per_worker : states) {
+          const DeploymentState& s = per_worker[d.index];
+          outstanding += s.outstanding;
+          requests += s.requests;
+          failures += s.failures;
+          if (s.has_latency) ewma = std::max(ewma, s.ewma_ms);
+          ejected = ejected || s.ejected_until > now;
+          throttled = throttled || s.throttled_until > now;
+        }
+        o["outstanding"] = outstanding;
+        o["requests"] = requests;
+        o["failures"] = failures;
+        o["latency_ewma_ms"] = ewma;
+        o["ejected"] = ejected;
+        o["throttled"] = throttled;
+        if (const NodeStatus* st = liveStatus(nodes.get(), d.node, m.gpu, now)) {
+          bj::object n = nodeJson(*st, now);
+          const double score = loadScore(*st, m.gpu);
+          n["score"] = std::isfinite(score) ? bj::value(score) : bj::value(nullptr);
+          n["eligible"] = score <= m.gpu.eject_score;
+          o["node_status"] = std::move(n);
+        } else {
+          o["node_status"] = nullptr;
+        }
+        ds.push_back(std::move(o));
+      }
+      models.push_back(bj::object{{"name", m.name},
+                                  {"balancing", balancePolicyName(m.balancing)},
+                                  {"canary", canaryJson(m.canary)},
+                                  {"deployments", std::move(ds)}});
+    }
+    co_return ok(bj::object{{"generation", cfg.generation}, {"models", std::move(models)}});
+  }
+
+  if (rest.substr(0, 7) == "models/" && rest.size() > 14 && rest.substr(rest.size() - 7) == "/canary") {
+    if (method != "PUT") co_return error(405, "method_not_allowed", "Use PUT.");
+    const std::string model(rest.substr(7, rest.size() - 14));
+    boost::system::error_code ec;
+    bj::value v = bj::parse(body, ec);
+    double percent = 0;
+    std::string problem;
+    if (ec || !v.is_object() || !v.get_object().contains("percent") ||
+        !numberField(v.get_object(), "percent", 0, 100, 0, percent, problem))
+      co_return error(400, "invalid_request", problem.empty() ? "Body must be {\"percent\": 0..100}." : problem);
+    std::lock_guard lock(mutex_);
+    const ModelConfig* m = base_config_->findModel(model);
+    if (!m) co_return error(404, "model_not_found", "No model '" + model + "' in the active config.");
+    if (!m->canary.enabled) co_return error(400, "no_canary", "Model '" + model + "' has no canary section in its config.");
+    canary_overrides_[model] = percent;
+    if (auto err = publish(nullptr, "admin canary")) co_return error(500, "internal_error", *err);
+    log::info("canary weight changed", {{"model", model}, {"percent", percent}, {"generation", generation_.load()}});
+    co_return ok(bj::object{{"model", model}, {"percent", percent}, {"generation", generation_.load()}});
+  }
+
+  if (rest == "nodes") {
+    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    bj::object out;
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, s] : nodes_) out[id] = nodeJson(s, now);
+    co_return ok(bj::object{{"nodes", std::move(out)}});
+  }
+
+  if (rest.substr(0, 6) == "nodes/" && rest.size() > 13 && rest.substr(rest.size() - 7) == "/status") {
+    const std::string id(rest.substr(6, rest.size() - 13));
+    if (!validNodeId(id)) co_return error(400, "invalid_request", "Node ids are 1-128 characters of [A-Za-z0-9._:-].");
+    if (method == "DELETE") {
+      std::lock_guard lock(mutex_);
+      nodes_.erase(id);
+      publishNodes();
+      co_return ok(bj::object{{"node", id}, {"deleted", true}});
+    }
+    if (method != "PUT") co_return error(405, "method_not_allowed", "Use PUT or DELETE.");
+    boost::system::error_code ec;
+    bj::value v = bj::parse(body, ec);
+    if (ec || !v.is_object()) co_return error(400, "invalid_json", "The body must be a JSON object.");
+    const bj::object& o = v.get_object();
+    NodeStatus s;
+    std::string problem;
+    const auto* state = o.if_contains("state");
+    if (!state || !state->is_string() || !parseNodeState(state->get_string()))
+      co_return error(400, "invalid_request", "state must be one of HEALTHY, DEGRADED, OVERLOADED, UNHEALTHY.");
+    s.state = *parseNodeState(state->get_string());
+    if (!numberField(o, "gpu_util", 0, 1, 0, s.gpu_util, problem) || !numberField(o, "gpu_memory", 0, 1, 0, s.gpu_memory, problem) ||
+        !numberField(o, "active_connections", 0, 1e9, 0, s.active_connections, problem) ||
+        !numberField(o, "queued_requests", 0, 1e9, 0, s.queued_requests, problem) ||
+        !numberField(o, "avg_latency_ms", 0, 1e9, 0, s.avg_latency_ms, problem))
+      co_return error(400, "invalid_request", problem);
+    s.reported = now;
+    s.reported_wall = std::chrono::system_clock::now();
+    std::lock_guard lock(mutex_);
+    if (!nodes_.count(id) && nodes_.size() >= kMaxNodes)
+      co_return error(429, "too_many_nodes", "The node table is full (" + std::to_string(kMaxNodes) + " nodes).");
+    nodes_[id] = s;
+    publishNodes();
+    co_return ok(bj::object{{"node", id}, {"status", nodeJson(s, now)}});
+  }
+
+  if (rest == "drain") {
+    if (method != "POST") co_return error(405, "method_not_allowed", "Use POST.");
+    log::info("drain requested through the admin API");
+    ::kill(::getpid(), SIGTERM);  // the same path as an orchestrator's SIGTERM
+    co_return ok(bj::object{{"draining", true}});
+  }
+
+  co_return error(404, "unknown_url", "Unknown admin URL: " + std::string(path));
+}
+
+}  // namespace tahua

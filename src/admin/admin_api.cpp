@@ -37,9 +37,10 @@ Gateway::AdminReply error(int status, std::string_view code, std::string message
 Gateway::AdminReply ok(bj::object o) { return {200, bj::serialize(o)}; }
 
 bool authorized(const Config& cfg, std::string_view authorization) {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!cfg.admin.enabled || authorization.size() <= kBearer.size() || authorization.substr(0, kBearer.size()) != kBearer)
-    return false;
+  constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive (RFC 9110)
+  if (!cfg.admin.enabled || authorization.size() <= kBearer.size()) return false;
+  for (std::size_t i = 0; i < kBearer.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kBearer[i]) return false;
   std::string_view presented = authorization.substr(kBearer.size());
   const std::string& token = cfg.admin.token;
   // Constant time over the token's length: no early exit that times the prefix.
@@ -162,6 +163,9 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
       log::error("config from the admin API rejected; still serving the previous config", {{"error", loaded.error}});
       co_return error(400, "invalid_config", loaded.error);
     }
+    if (!loaded.config->admin.enabled)
+      co_return error(400, "invalid_config",
+                      "The new config has no usable admin section: applying it would lock the admin API out.");
     ConfigPtr next = loaded.config;
     if (source_.listen) {
       auto copy = std::make_shared<Config>(*next);

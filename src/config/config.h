@@ -148,19 +148,53 @@ struct Pricing {
   double cached_input = 0;  // prompt tokens read from the provider's cache (defaults to `input`)
 };
 
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+// A declarative route: requests that match go to `target` (a model, i.e. a group of
+// deployments). Checked in config order; the first match wins. A client that names a
+// configured model gets that model unless a matching route says `override: true`.
+struct RouteConfig {
+  std::string name;
+  // Matchers (all given ones must match).
+  std::vector<std::string> models;       // exact client model names
+  std::vector<std::string> model_globs;  // shell patterns: gpt-4*, claude-?-opus
+  std::string path;                      // exact request path; empty = any
+  std::vector<std::pair<std::string, std::string>> headers;  // lower-case name, exact value ("*": present)
+  std::vector<std::pair<std::string, std::string>> query;    // name, exact value
+  // Request features (cost-aware routing); -1 / unset = any.
+  std::int64_t min_prompt_tokens = -1;
+  std::int64_t max_prompt_tokens = -1;
+  int has_tools = -1;                    // 0 / 1
+  int from_minute = -1, to_minute = -1;  // UTC time of day [from, to); may wrap midnight
+  std::string target;
+  std::size_t target_index = 0;
+  bool override_model = false;
+  bool needsFeatures() const { return min_prompt_tokens >= 0 || max_prompt_tokens >= 0 || has_tools >= 0; }
+};
+
 // One place a model is served: a provider plus the name the upstream knows it by, with
 // the metadata routing decides on (see README "Routing and canary releases").
 struct DeploymentConfig {
+  // What every routing decision reads comes first, so it shares one cache line.
+  std::uint32_t weight = 100;  // relative share under weighted policies; 0 = only when pinned
+  bool canary = false;         // version == its model's canary.version (precomputed)
+  std::size_t index = 0;       // position among all deployments of the config (state slots)
+  std::size_t provider_index = 0;
   std::string id;              // unique within its model; default: the provider's name
   std::string provider;
-  std::size_t provider_index = 0;
   std::string upstream_model;  // Azure: deployment name; Bedrock: model id
-  std::uint32_t weight = 100;  // relative share under weighted policies; 0 = only when pinned
   std::string version = "stable";
   std::vector<std::pair<std::string, std::string>> labels;  // region, zone, anything
   std::string node;            // inference node id its status reports use; default: id
-  std::size_t index = 0;       // position among all deployments of the config (state slots)
 };
+
+struct ModelConfig;
+// Sets each deployment's `canary` flag from the model's canary section (the loader does
+// this; code building configs by hand must too).
+void markCanaryDeployments(ModelConfig& model);
 
 enum class BalancePolicy { WeightedRandom, RoundRobin, LeastOutstanding, Latency, GpuAware };
 
@@ -210,10 +244,6 @@ struct ModelConfig {
   Pricing pricing;
 };
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
 
 struct Config {
   std::string source;  // file path, or "<built-in>"
@@ -225,6 +255,11 @@ struct Config {
   std::vector<ModelConfig> models;
   std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> model_index;
   std::size_t deployment_count = 0;  // over all models
+  std::vector<RouteConfig> routes;
+  // Precompiled lookup: routes naming a model exactly, by name; and the rest (globs or
+  // no model matcher). Both lists in config order.
+  std::unordered_map<std::string, std::vector<std::uint32_t>, StringHash, std::equal_to<>> routes_by_model;
+  std::vector<std::uint32_t> routes_any_model;
   AdminConfig admin;
   std::uint64_t generation = 0;  // set when published: 1, 2, ... (admin API, logs)
 

@@ -89,6 +89,7 @@ struct RequestContext {
   // Set by the router filter.
   RequestFacts facts;
   const ModelConfig* model = nullptr;
+  std::string_view route_name;  // the declarative route that chose the model, if any
   // Set by the balancer filter.
   const DeploymentConfig* deployment = nullptr;
   const ProviderConfig* provider = nullptr;

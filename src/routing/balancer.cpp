@@ -100,32 +100,56 @@ PickResult Balancer::pick(const PickRequest& req) {
   // Scratch space reused per worker thread: no allocation per decision.
   thread_local std::vector<std::size_t> subset, usable, weighted;
   thread_local std::vector<double> weights;
-  const auto inVersion = [&](const DeploymentConfig& d, std::string_view v) {
-    if (!v.empty()) return d.version == v;
-    return !model.canary.enabled || d.version != model.canary.version;
+  // The canary flag is precomputed at load: only a pin to another version compares strings.
+  const bool to_canary = !version.empty() && model.canary.enabled && version == model.canary.version;
+  const auto inStable = [&](const DeploymentConfig& d) { return !model.canary.enabled || !d.canary; };
+  const auto inChosen = [&](const DeploymentConfig& d) {
+    if (version.empty()) return inStable(d);
+    return to_canary ? d.canary : d.version == version;
   };
-  subset.clear();
-  for (std::size_t i = 0; i < ds.size(); ++i)
-    if (inVersion(ds[i], version)) subset.push_back(i);
+  // One pass sorts the version's deployments into: all of them (subset), those not
+  // ejected or throttled (usable), and of those the ones with weight (weighted). Each
+  // narrower list is used when it is not empty: ejected deployments get traffic only
+  // when that is all there is, weight-0 ones only when nothing else is left.
+  const auto classify = [&](auto&& member) {
+    subset.clear();
+    usable.clear();
+    weighted.clear();
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+      if (!member(ds[i])) continue;
+      subset.push_back(i);
+      const DeploymentState& st = *req.states[i];
+      if (st.ejected_until > req.now || st.throttled_until > req.now) continue;
+      usable.push_back(i);
+      if (ds[i].weight > 0) weighted.push_back(i);
+    }
+  };
+  classify(inChosen);
   if (subset.empty()) {
     // An empty subset (a pin to a version nobody runs, a canary with no deployments)
     // falls back to stable, and to everything if there is no stable either.
     result.fallback_to_stable = true;
-    for (std::size_t i = 0; i < ds.size(); ++i)
-      if (inVersion(ds[i], {})) subset.push_back(i);
-    if (subset.empty())
-      for (std::size_t i = 0; i < ds.size(); ++i) subset.push_back(i);
+    classify(inStable);
+    if (subset.empty()) classify([](const DeploymentConfig&) { return true; });
   }
-  // Ejected or throttled deployments get no traffic, unless that is all there is.
-  usable.clear();
-  for (std::size_t i : subset) {
-    const DeploymentState& s = *req.states[i];
-    if (s.ejected_until <= req.now && s.throttled_until <= req.now) usable.push_back(i);
+  if (usable.empty()) {
+    // Every deployment of the chosen version is ejected or throttled: any usable one of
+    // the model serves better (an ejected canary sends its users to stable). Only when
+    // all are out do the ejected ones get traffic.
+    thread_local std::vector<std::size_t> chosen;
+    chosen = subset;
+    classify(inStable);
+    if (usable.empty()) classify([](const DeploymentConfig&) { return true; });
+    if (!usable.empty()) {
+      result.fallback_to_stable = true;
+    } else {
+      subset = chosen;
+      usable = chosen;
+      weighted.clear();
+      for (std::size_t i : usable)
+        if (ds[i].weight > 0) weighted.push_back(i);
+    }
   }
-  if (usable.empty()) usable = subset;
-  weighted.clear();
-  for (std::size_t i : usable)
-    if (ds[i].weight > 0) weighted.push_back(i);
   if (weighted.empty()) weighted = usable;
   std::span<const std::size_t> cand(weighted);
   if (cand.size() == 1) {
@@ -185,7 +209,13 @@ PickResult Balancer::pick(const PickRequest& req) {
       scored.clear();
       const std::uint64_t salt = rng_();
       for (std::size_t i : cand) {
-        const NodeStatus* st = liveStatus(req.nodes, ds[i].node, model.gpu, req.now);
+        const NodeStatus* st = nullptr;
+        if (!req.node_status.empty()) {
+          st = req.node_status[i];  // resolved once per table by the caller
+          if (st && req.now - st->reported > model.gpu.status_ttl) st = nullptr;
+        } else {
+          st = liveStatus(req.nodes, ds[i].node, model.gpu, req.now);
+        }
         scored.emplace_back(st ? loadScore(*st, model.gpu) : 0.0, mix64(salt + i * 0x9e3779b97f4a7c15ULL), i);  // unreported: an idle node
       }
       const auto healthy = std::count_if(scored.begin(), scored.end(),

@@ -67,6 +67,9 @@ struct PickRequest {
   const ModelConfig* model = nullptr;
   std::span<DeploymentState* const> states;  // one per model->deployments, same order
   const NodeTable* nodes = nullptr;
+  // Optional: each deployment's node status already looked up in `nodes` (same order as
+  // states; null = none). Saves a string lookup per deployment per decision.
+  std::span<const NodeStatus* const> node_status;
   SteadyClock::time_point now{};
   std::string_view pin_version;  // X-Tahua-Version / ?modelVersion=
   std::string_view sticky_key;   // user id header value or API key; empty: none

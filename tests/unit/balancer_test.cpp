@@ -69,6 +69,7 @@ struct Group {
   }
 
   PickResult pick(Balancer& b, SteadyClock::time_point now = T0, std::string_view pin = {}, std::string_view sticky = {}) {
+    markCanaryDeployments(model);
     PickRequest r;
     r.model = &model;
     r.states = std::span<DeploymentState* const>(states);
@@ -684,17 +685,17 @@ TEST(BalancerEjection, AllEjectedStillPicksAmongThem) {
   EXPECT_EQ(g.shares(b, 1000)[2], 1.0);
 }
 
-TEST(BalancerEjection, EjectedCanaryIsStillUsedForItsShare) {
-  // Only the canary subset is judged: an ejected canary with nothing else in its version
-  // keeps its share (it is all there is for that version), stable is untouched.
+TEST(BalancerEjection, AnEjectedCanarySendsItsShareToStable) {
+  // Every canary deployment is ejected: its users go to a usable stable deployment
+  // instead of a failing one (ejected ones get traffic only when nothing else is left).
   Group g = canaryGroup(10);
   g.state(2).ejected_until = T0 + 10s;
   g.state(0).ejected_until = T0 + 10s;
   Balancer b(38);
   auto s = g.shares(b);
-  EXPECT_NEAR(s[2], 0.10, kTol);
+  EXPECT_EQ(s[2], 0.0);
   EXPECT_EQ(s[0], 0.0);
-  EXPECT_NEAR(s[1], 0.90, kTol);
+  EXPECT_EQ(s[1], 1.0);
 }
 
 // ---------------------------------------------------------------- recordLatency (peak EWMA)

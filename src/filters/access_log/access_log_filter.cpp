@@ -35,6 +35,7 @@ class AccessLogFilter final : public Filter {
     line["deployment"] = ctx.deployment ? boost::json::value(ctx.deployment->id) : boost::json::value(nullptr);
     line["version"] = ctx.deployment ? boost::json::value(ctx.deployment->version) : boost::json::value(nullptr);
     if (!ctx.route_reason.empty()) line["route"] = ctx.route_reason;
+    if (!ctx.route_name.empty()) line["route_name"] = ctx.route_name;
     line["status"] = ctx.status;
     line["stream"] = ctx.streaming;
     line["bytes_in"] = ctx.bytes_in;

@@ -67,6 +67,11 @@ class BalancerFilter final : public Filter {
     req.model = &model;
     req.states = std::span<DeploymentState* const>(states_.data() + model.deployments.front().index, model.deployments.size());
     req.nodes = nodes_.get();
+    if (model.balancing == BalancePolicy::GpuAware && req.nodes) {
+      if (resolved_.get() != req.nodes) resolveNodes(*ctx.config);
+      req.node_status = std::span<const NodeStatus* const>(node_status_.data() + model.deployments.front().index,
+                                                            model.deployments.size());
+    }
     req.now = SteadyClock::now();
     if (ctx.headers) {
       req.pin_version = ctx.headers->get("x-tahua-version");
@@ -134,7 +139,18 @@ class BalancerFilter final : public Filter {
     return h.get("x-api-key");
   }
 
+  // Node status per deployment, looked up once per published node table.
+  void resolveNodes(const Config& config) {
+    resolved_ = nodes_;  // keeps the table (and the pointers into it) alive
+    node_status_.assign(config.deployment_count, nullptr);
+    for (const auto& m : config.models)
+      for (const auto& d : m.deployments)
+        if (auto it = resolved_->find(d.node); it != resolved_->end()) node_status_[d.index] = &it->second;
+  }
+
   std::vector<DeploymentState*> states_;
+  NodeTablePtr resolved_;
+  std::vector<const NodeStatus*> node_status_;
   const NodeTablePtr& nodes_;  // the worker's current table (replaced on its own thread)
   Balancer& balancer_;
 };

@@ -261,6 +261,9 @@ struct Config {
   std::unordered_map<std::string, std::vector<std::uint32_t>, StringHash, std::equal_to<>> routes_by_model;
   std::vector<std::uint32_t> routes_any_model;
   AdminConfig admin;
+  // Kubernetes-style resources from a config directory that are validated and listed
+  // but not acted on yet (RateLimitPolicy, PromptTemplate): "Kind/name".
+  std::vector<std::string> inert_resources;
   std::uint64_t generation = 0;  // set when published: 1, 2, ... (admin API, logs)
 
   const ModelConfig* findModel(std::string_view name) const {
@@ -282,7 +285,14 @@ struct ConfigLoadResult {
   std::vector<std::string> warnings;
 };
 
+// A file, or a directory: every *.yaml / *.yml in it (not hidden, in name order, each
+// may hold several documents) is merged: plain documents contribute top-level sections
+// (each section in one file only), `apiVersion: tahua.dev/v1` resources (ModelRoute,
+// RateLimitPolicy, PromptTemplate) are collected. Errors name the file they come from.
 ConfigLoadResult loadConfigFile(const std::string& path);
+// The bytes a config path stands for (a file's, or a directory's yaml files with their
+// names), for change detection. False if unreadable.
+bool readConfigBytes(const std::string& path, std::string& out);
 ConfigLoadResult loadConfigString(std::string_view yaml, std::string_view source_name);
 
 // The built-in default: listens on 127.0.0.1:8080 and serves mock models.

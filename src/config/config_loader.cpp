@@ -5,7 +5,10 @@
 
 #include <boost/url/parse.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <algorithm>
 #include <functional>
 #include <initializer_list>
 #include <set>
@@ -20,16 +23,46 @@ struct ConfigFailure {
   std::string message;
 };
 
+// Which file each part of a merged config directory came from.
+struct SourceMap {
+  std::map<std::string, std::string, std::less<>> sections;  // top-level key -> file
+  std::vector<std::string> routes;                           // routes[i] -> file
+  std::vector<std::string> route_labels;  // routes[i] -> "ModelRoute/name.spec" ("" for plain routes)
+};
+
 class Loader {
  public:
-  explicit Loader(std::string source) : source_(std::move(source)) {}
+  explicit Loader(std::string source, const SourceMap* sources = nullptr) : source_(std::move(source)), sources_(sources) {}
+
+  // The file a field path ("routes[3].target", "models[0].name") was read from.
+  std::string fileOf(const std::string& field) const {
+    if (!sources_) return source_;
+    const auto end = field.find_first_of(".[");
+    const std::string top = field.substr(0, end);
+    if (top == "routes" && end != std::string::npos && field[end] == '[') {
+      const std::size_t i = std::strtoul(field.c_str() + end + 1, nullptr, 10);
+      if (i < sources_->routes.size()) return sources_->routes[i];
+    }
+    if (auto it = sources_->sections.find(top); it != sources_->sections.end()) return it->second;
+    return source_;
+  }
+
+  // A ModelRoute's fields are named after the resource ("ModelRoute/x.spec.target"),
+  // not the routes list it was merged into.
+  std::string displayField(const std::string& field) const {
+    if (!sources_ || field.rfind("routes[", 0) != 0) return field;
+    const std::size_t i = std::strtoul(field.c_str() + 7, nullptr, 10);
+    const auto close = field.find(']');
+    if (i >= sources_->route_labels.size() || sources_->route_labels[i].empty() || close == std::string::npos) return field;
+    return sources_->route_labels[i] + field.substr(close + 1);
+  }
 
   [[noreturn]] void fail(const YAML::Node& node, const std::string& field, const std::string& msg) const {
     std::ostringstream out;
-    out << source_;
+    out << fileOf(field);
     const YAML::Mark mark = node.Mark();
     if (!mark.is_null()) out << ':' << (mark.line + 1) << ':' << (mark.column + 1);
-    out << ": " << (field.empty() ? "(root)" : field) << ": " << msg;
+    out << ": " << (field.empty() ? "(root)" : displayField(field)) << ": " << msg;
     throw ConfigFailure{out.str()};
   }
 
@@ -537,7 +570,8 @@ class Loader {
       checkKeys(y, p, {"name", "match", "when", "target", "override"});
       RouteConfig r;
       r.name = y["name"] ? nonEmpty(y["name"], p + ".name") : "route-" + std::to_string(i);
-      if (!names.insert(r.name).second) fail(y["name"], p + ".name", "duplicate route name \"" + r.name + "\"");
+      if (!names.insert(r.name).second)
+        fail(y["name"] ? y["name"] : y, p + ".name", "duplicate route name \"" + r.name + "\"");
       if (!y["target"]) fail(y, p + ".target", "required: the model to send matching requests to");
       r.target = nonEmpty(y["target"], p + ".target");
       auto it = cfg.model_index.find(r.target);
@@ -549,8 +583,10 @@ class Loader {
         checkKeys(m, mp, {"model", "path", "headers", "query"});
         if (auto v = m["model"]) {
           std::vector<std::string> list;
-          if (v.IsSequence())
+          if (v.IsSequence()) {
+            if (v.size() == 0) fail(v, mp + ".model", "must not be an empty list (omit it to match every model)");
             for (std::size_t k = 0; k < v.size(); ++k) list.push_back(nonEmpty(v[k], mp + ".model[" + std::to_string(k) + "]"));
+          }
           else
             list.push_back(nonEmpty(v, mp + ".model"));
           for (auto& name : list) {
@@ -592,13 +628,17 @@ class Loader {
           const std::string h = str(v, wp + ".hours");
           int a = 0, b = 0, c = 0, d = 0;
           char tail = 0;
-          if (std::sscanf(h.c_str(), "%2d:%2d-%2d:%2d%c", &a, &b, &c, &d, &tail) != 4 || a > 24 || c > 24 || b > 59 || d > 59 ||
+          bool shape = h.size() == 11 && h[2] == ':' && h[5] == '-' && h[8] == ':';
+          for (std::size_t k : {0, 1, 3, 4, 6, 7, 9, 10}) shape = shape && k < h.size() && std::isdigit(static_cast<unsigned char>(h[k]));
+          if (!shape || std::sscanf(h.c_str(), "%2d:%2d-%2d:%2d%c", &a, &b, &c, &d, &tail) != 4 || a > 24 || c > 24 || b > 59 || d > 59 ||
               a * 60 + b > 1440 || c * 60 + d > 1440 || a * 60 + b == c * 60 + d)
             fail(v, wp + ".hours", "expected a UTC range \"HH:MM-HH:MM\", e.g. \"08:00-18:00\"");
           r.from_minute = a * 60 + b;
           r.to_minute = c * 60 + d;
         }
       }
+      if (r.min_prompt_tokens >= 0 && r.max_prompt_tokens >= 0 && r.min_prompt_tokens > r.max_prompt_tokens)
+        fail(y["when"], p + ".when.min_prompt_tokens", "must not exceed max_prompt_tokens (the route could never match)");
       const auto index = static_cast<std::uint32_t>(cfg.routes.size());
       if (r.models.empty() || !r.model_globs.empty()) cfg.routes_any_model.push_back(index);
       for (const auto& name : r.models) {
@@ -615,10 +655,31 @@ class Loader {
     return v;
   }
 
+  // A Kubernetes-style resource that is validated and listed, not acted on yet.
+  void loadInertResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
+                         const std::string& file, Config& cfg) {
+    const std::string p = kind + "/" + name + ".spec";
+    Loader in_file(file);
+    if (kind == "RateLimitPolicy") {
+      in_file.checkKeys(spec, p, {"match", "requests_per_minute", "tokens_per_minute"});
+      if (auto m = spec["match"]) in_file.checkKeys(m, p + ".match", {"model", "key", "tenant"});
+      if (auto v = spec["requests_per_minute"]) in_file.integer(v, p + ".requests_per_minute", 1, 1'000'000'000);
+      if (auto v = spec["tokens_per_minute"]) in_file.integer(v, p + ".tokens_per_minute", 1, 1'000'000'000'000);
+    } else {  // PromptTemplate
+      in_file.checkKeys(spec, p, {"template", "variables"});
+      if (!spec["template"]) in_file.fail(spec, p + ".template", "required");
+      in_file.nonEmpty(spec["template"], p + ".template");
+      if (auto v = spec["variables"]; v && !v.IsSequence()) in_file.fail(v, p + ".variables", "expected a list of names");
+    }
+    cfg.inert_resources.push_back(kind + "/" + name);
+    warnings_.push_back(file + ": " + kind + " \"" + name + "\" is valid but not enforced yet");
+  }
+
   std::vector<std::string> warnings_;
 
  private:
   std::string source_;
+  const SourceMap* sources_ = nullptr;
 };
 
 ConfigLoadResult loadNode(const std::function<YAML::Node()>& parse, std::string source) {
@@ -642,7 +703,179 @@ ConfigLoadResult loadNode(const std::function<YAML::Node()>& parse, std::string 
 
 }  // namespace
 
+namespace {
+
+std::vector<std::filesystem::path> yamlFiles(const std::string& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // Hidden entries include Kubernetes' ..data / ..2024_... ConfigMap internals.
+    if (name.empty() || name.front() == '.') continue;
+    const std::string ext = e.path().extension().string();
+    if (ext != ".yaml" && ext != ".yml") continue;
+    if (!std::filesystem::is_regular_file(e.path(), ec)) continue;  // follows symlinks
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string slurp(const std::filesystem::path& p, bool& ok) {
+  std::ifstream in(p, std::ios::binary);
+  ok = static_cast<bool>(in);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+std::string markText(const std::string& file, const YAML::Mark& mark) {
+  std::ostringstream out;
+  out << file;
+  if (!mark.is_null()) out << ':' << (mark.line + 1) << ':' << (mark.column + 1);
+  return out.str();
+}
+
+struct Resource {
+  std::string file, kind, name;
+  YAML::Node spec;
+};
+
+ConfigLoadResult loadConfigDir(const std::string& dir) {
+  ConfigLoadResult result;
+  const auto files = yamlFiles(dir);
+  if (files.empty()) {
+    result.error = dir + ": no *.yaml or *.yml files in the config directory";
+    return result;
+  }
+  SourceMap sources;
+  YAML::Node root(YAML::NodeType::Map);
+  std::vector<Resource> resources;
+  for (const auto& path : files) {
+    const std::string file = path.string();
+    bool ok = false;
+    const std::string text = slurp(path, ok);
+    if (!ok) {
+      result.error = file + ": cannot open file";
+      return result;
+    }
+    std::vector<YAML::Node> docs;
+    try {
+      docs = YAML::LoadAll(text);
+    } catch (const YAML::Exception& e) {
+      result.error = markText(file, e.mark) + ": (yaml): " + e.msg;
+      return result;
+    }
+    for (const auto& doc : docs) {
+      if (!doc.IsDefined() || doc.IsNull()) continue;
+      if (!doc.IsMap()) {
+        result.error = markText(file, doc.Mark()) + ": (root): expected a mapping";
+        return result;
+      }
+      if (doc["apiVersion"] || doc["kind"]) {
+        // apiVersion: tahua.dev/v1, kind, metadata.name, spec.
+        const auto bad = [&](const YAML::Node& n, const std::string& field, const std::string& msg) {
+          result.error = markText(file, n.Mark()) + ": " + field + ": " + msg;
+        };
+        for (const auto& kv : doc) {
+          const std::string key = kv.first.as<std::string>();
+          if (key != "apiVersion" && key != "kind" && key != "metadata" && key != "spec") {
+            bad(kv.first, key, "unknown field (allowed: apiVersion, kind, metadata, spec)");
+            return result;
+          }
+        }
+        if (!doc["apiVersion"] || !doc["apiVersion"].IsScalar() || doc["apiVersion"].Scalar() != "tahua.dev/v1") {
+          bad(doc["apiVersion"] ? doc["apiVersion"] : doc, "apiVersion", "must be tahua.dev/v1");
+          return result;
+        }
+        const std::string kind = doc["kind"] && doc["kind"].IsScalar() ? doc["kind"].Scalar() : "";
+        if (kind != "ModelRoute" && kind != "RateLimitPolicy" && kind != "PromptTemplate") {
+          bad(doc["kind"] ? doc["kind"] : doc, "kind", "unknown kind \"" + kind + "\" (ModelRoute | RateLimitPolicy | PromptTemplate)");
+          return result;
+        }
+        const YAML::Node meta = doc["metadata"];
+        if (!meta || !meta.IsMap() || !meta["name"] || !meta["name"].IsScalar() || meta["name"].Scalar().empty()) {
+          bad(meta ? meta : doc, "metadata.name", "required");
+          return result;
+        }
+        if (!doc["spec"] || !doc["spec"].IsMap()) {
+          bad(doc["spec"] ? doc["spec"] : doc, kind + "/" + meta["name"].Scalar() + ".spec", "required: a mapping");
+          return result;
+        }
+        resources.push_back(Resource{file, kind, meta["name"].Scalar(), doc["spec"]});
+        continue;
+      }
+      for (const auto& kv : doc) {
+        const std::string key = kv.first.as<std::string>();
+        if (auto it = sources.sections.find(key); it != sources.sections.end()) {
+          result.error = markText(file, kv.first.Mark()) + ": " + key + ": already defined in " + it->second +
+                         " (each top-level section belongs to one file)";
+          return result;
+        }
+        root[key] = kv.second;
+        sources.sections[key] = file;
+      }
+    }
+  }
+  // ModelRoutes follow the plain `routes` list, in file order.
+  YAML::Node routes = root["routes"] ? root["routes"] : YAML::Node(YAML::NodeType::Sequence);
+  if (routes.IsSequence())
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      sources.routes.push_back(sources.sections.count("routes") ? sources.sections["routes"] : dir);
+      sources.route_labels.emplace_back();
+    }
+  for (const auto& r : resources) {
+    if (r.kind != "ModelRoute") continue;
+    YAML::Node route = r.spec;  // not a clone: clones lose the line numbers errors need
+    if (route["name"]) {
+      result.error = markText(r.file, route["name"].Mark()) + ": ModelRoute/" + r.name + ".spec.name: set metadata.name instead";
+      return result;
+    }
+    route["name"] = r.name;
+    routes.push_back(route);
+    sources.routes.push_back(r.file);
+    sources.route_labels.push_back("ModelRoute/" + r.name + ".spec");
+  }
+  if (routes.IsSequence() && routes.size() > 0) root["routes"] = routes;
+  Loader loader(dir, &sources);
+  try {
+    Config cfg = loader.load(root);
+    cfg.source = dir;
+    for (const auto& r : resources)
+      if (r.kind != "ModelRoute") loader.loadInertResource(r.spec, r.kind, r.name, r.file, cfg);
+    result.config = std::make_shared<const Config>(std::move(cfg));
+    result.warnings = std::move(loader.warnings_);
+  } catch (const ConfigFailure& f) {
+    result.error = f.message;
+  } catch (const YAML::Exception& e) {
+    result.error = markText(dir, e.mark) + ": (yaml): " + e.msg;
+  }
+  return result;
+}
+
+}  // namespace
+
+bool readConfigBytes(const std::string& path, std::string& out) {
+  std::error_code ec;
+  bool ok = false;
+  if (!std::filesystem::is_directory(path, ec)) {
+    out = slurp(path, ok);
+    return ok;
+  }
+  out.clear();
+  for (const auto& f : yamlFiles(path)) {
+    out += f.filename().string();
+    out += '\0';
+    out += slurp(f, ok);
+    if (!ok) return false;
+    out += '\0';
+  }
+  return true;
+}
+
 ConfigLoadResult loadConfigFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return loadConfigDir(path);
   std::ifstream in(path);
   if (!in) return ConfigLoadResult{nullptr, path + ": cannot open file", {}};
   std::stringstream buf;

@@ -1,5 +1,7 @@
 #include "config/config_watcher.h"
 
+#include "config/config.h"
+
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -17,14 +19,7 @@ ConfigWatcher::ConfigWatcher(boost::asio::io_context& io, std::string path, std:
 
 ConfigWatcher::~ConfigWatcher() { stop(); }
 
-bool ConfigWatcher::readFile(std::string& out) const {
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  out = buf.str();
-  return true;
-}
+bool ConfigWatcher::readFile(std::string& out) const { return readConfigBytes(path_, out); }
 
 void ConfigWatcher::rebase() { have_last_ = readFile(last_bytes_); }
 
@@ -34,7 +29,10 @@ bool ConfigWatcher::start(std::string* error) {
     if (error) *error = std::string("inotify_init1: ") + std::strerror(errno);
     return false;
   }
-  std::filesystem::path dir = std::filesystem::path(path_).parent_path();
+  // A config directory is watched itself; a file through its directory.
+  std::error_code dir_ec;
+  std::filesystem::path dir =
+      std::filesystem::is_directory(path_, dir_ec) ? std::filesystem::path(path_) : std::filesystem::path(path_).parent_path();
   if (dir.empty()) dir = ".";
   constexpr std::uint32_t kMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB;
   if (::inotify_add_watch(fd, dir.c_str(), kMask) < 0) {

@@ -1,4 +1,5 @@
-// Watches the config file for changes with inotify and reports when its bytes changed.
+// Watches the config file (or directory) for changes with inotify and reports when its
+// bytes changed (for a directory: any of its yaml files, added or removed).
 // It watches the file's directory, not the file: editors save by renaming over the
 // file and Kubernetes swaps a ConfigMap by renaming a `..data` symlink, and both replace
 // the inode a file watch would be attached to.

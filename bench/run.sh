@@ -13,7 +13,8 @@
 # PORT_BASE (18080: mock, +1 nginx, +2 tahua), BUSY_MAX (15, % CPU used by others before a
 # measurement), FOREIGN_MAX (10, % of a core others may use during one), LOAD_WAIT (600,
 # seconds of waiting for a quiet machine, per run), STREAMS_TIMEOUT (120, seconds),
-# KEEP_TMP (1 = keep configs and logs).
+# KEEP_TMP (1 = keep configs and logs), DEPLOYMENTS (1; N: tahua serves the model from N
+# weighted deployments of the same mock, to measure routing end to end).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -122,13 +123,37 @@ models: [{name: mock-gpt, provider: mock}]
 EOF
 }
 
+# DEPLOYMENTS=N (default 1) serves mock-gpt from N weighted deployments (50/30/20/...)
+# of N providers that all point at the same mock: the routing decision's end-to-end
+# cost against a single deployment, with everything else equal.
 write_proxy_config() {  # FILE
-  cat >"$1" <<EOF
+  local n=${DEPLOYMENTS:-1} i w providers="" deployments=""
+  if [ "$n" -le 1 ]; then
+    cat >"$1" <<EOF
 server: {workers: 1}
 listeners: [{address: 127.0.0.1, port: $PORT_TAHUA}]
 access_log: {enabled: false}
 providers: [{name: up, type: openai, base_url: "http://127.0.0.1:$PORT_MOCK/v1"}]
 models: [{name: mock-gpt, provider: up}]
+EOF
+    return
+  fi
+  for i in $(seq "$n"); do
+    case $i in 1) w=50 ;; 2) w=30 ;; *) w=20 ;; esac
+    providers+="  - {name: up$i, type: openai, base_url: \"http://127.0.0.1:$PORT_MOCK/v1\"}"$'\n'
+    deployments+="      - {id: d$i, provider: up$i, upstream_model: mock-gpt, weight: $w}"$'\n'
+  done
+  cat >"$1" <<EOF
+server: {workers: 1}
+listeners: [{address: 127.0.0.1, port: $PORT_TAHUA}]
+access_log: {enabled: false}
+providers:
+$providers
+models:
+  - name: mock-gpt
+    balancing: weighted_random
+    deployments:
+$deployments
 EOF
 }
 

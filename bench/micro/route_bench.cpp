@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "filters/balancer/balancer_filter.h"
+#include "filters/router/router_filter.h"
 #include "routing/balancer.h"
 
 namespace {
@@ -179,6 +181,74 @@ static void BM_Route_SteadyClockNow(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(SteadyClock::now());
 }
 BENCHMARK(BM_Route_SteadyClockNow);
+
+// The whole decision as a request makes it, through the real filters: the router
+// resolves one of 10,000 declarative routes (exact aliases, a few globs after them) to
+// a model, the balancer filter picks one of its 100 deployments and releases it when
+// the request completes. The config is loaded from YAML like a real one.
+namespace {
+
+struct RoutedWorld {
+  ConfigPtr config;
+  DeploymentStates states;
+  NodeTablePtr nodes;
+  Balancer balancer{43};
+  std::unique_ptr<Filter> router;
+  std::unique_ptr<Filter> picker;
+  std::vector<std::string> aliases;
+
+  explicit RoutedWorld(int per_group) {
+    std::string y = "listeners: [{port: 0}]\nproviders:\n";
+    for (int p = 0; p < 4; ++p) y += "  - {name: p" + std::to_string(p) + ", type: mock}\n";
+    y += "models:\n";
+    for (int m = 0; m < 100; ++m) {
+      y += "  - name: m" + std::to_string(m) + "\n    deployments:\n";
+      for (int d = 0; d < per_group; ++d)
+        y += "      - {id: d" + std::to_string(d) + ", provider: p" + std::to_string(d % 4) + ", weight: " +
+             std::to_string(50 + (d * 37) % 100) + "}\n";
+    }
+    y += "routes:\n";
+    for (int r = 0; r < 10'000; ++r) {
+      aliases.push_back("alias-" + std::to_string(r));
+      y += "  - {name: r" + std::to_string(r) + ", match: {model: " + aliases.back() + "}, target: m" + std::to_string(r % 100) + "}\n";
+    }
+    for (int g = 0; g < 10; ++g)
+      y += "  - {name: g" + std::to_string(g) + ", match: {model: \"fam" + std::to_string(g) + "-*\"}, target: m" + std::to_string(g) + "}\n";
+    auto loaded = loadConfigString(y, "<bench>");
+    if (!loaded.config) {
+      std::fprintf(stderr, "bench config: %s\n", loaded.error.c_str());
+      std::abort();
+    }
+    config = loaded.config;
+    router = makeRouterFilter();
+    picker = makeBalancerFilter(states, *config, nodes, balancer);
+  }
+};
+
+}  // namespace
+
+static void BM_RouteAndPick_10kRoutes(benchmark::State& state) {
+  static RoutedWorld w100(100), w3(3);  // built once (~1-2 s)
+  RoutedWorld& w = state.range(0) == 100 ? w100 : w3;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    RequestContext ctx;
+    ctx.config = w.config;
+    ctx.endpoint = Endpoint::ChatCompletions;
+    ctx.path = "/v1/chat/completions";
+    ctx.facts.model = w.aliases[(i * 3'779) % w.aliases.size()];
+    w.router->onUpstreamSelect(ctx);
+    w.picker->onUpstreamSelect(ctx);
+    benchmark::DoNotOptimize(ctx.deployment);
+    ctx.status = 200;
+    w.picker->onComplete(ctx);
+    if (++i == w.aliases.size()) i = 0;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["routes"] = 10'010;
+  state.counters["deployments"] = static_cast<double>(state.range(0));
+}
+BENCHMARK(BM_RouteAndPick_10kRoutes)->ArgName("deployments")->Arg(3)->Arg(100);
 
 #define ROUTE_ARGS ->ArgName("models")->Arg(10'000)->Arg(16)
 BENCHMARK(BM_Route_FindModelOnly) ROUTE_ARGS;

@@ -22,16 +22,17 @@ using SteadyClock = std::chrono::steady_clock;
 
 // What one worker has observed of one deployment. Only that worker's thread touches it.
 struct DeploymentState {
-  std::uint32_t outstanding = 0;     // requests in flight
-  double ewma_ms = 0;                // peak-EWMA of time to first byte
-  bool has_latency = false;
-  SteadyClock::time_point ewma_at{};
-  std::int64_t rr_current = 0;       // smooth weighted round robin
-  std::uint32_t consecutive_failures = 0;
-  std::uint32_t ejections = 0;       // in a row; the back-off doubles with each
+  // Read by every decision first (one cache line with the next few).
   SteadyClock::time_point ejected_until{};
   SteadyClock::time_point throttled_until{};  // the provider said 429 + Retry-After
   double throttle = 1;               // < 1 when the provider reports its limit nearly used
+  std::uint32_t outstanding = 0;     // requests in flight
+  std::uint32_t consecutive_failures = 0;
+  double ewma_ms = 0;                // peak-EWMA of time to first byte
+  std::int64_t rr_current = 0;       // smooth weighted round robin
+  bool has_latency = false;
+  SteadyClock::time_point ewma_at{};
+  std::uint32_t ejections = 0;       // in a row; the back-off doubles with each
   std::uint64_t requests = 0;
   std::uint64_t failures = 0;
 };

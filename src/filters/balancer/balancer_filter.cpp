@@ -10,7 +10,13 @@ DeploymentState& DeploymentStates::get(std::string_view model, std::string_view 
   key.reserve(model.size() + id.size() + 1);
   key.append(model).append("/").append(id);
   auto it = map_.find(key);
-  if (it == map_.end()) it = map_.emplace(std::move(key), std::make_unique<DeploymentState>()).first;
+  if (it == map_.end()) {
+    if (used_ == kChunk) {
+      chunks_.push_back(std::make_unique<DeploymentState[]>(kChunk));
+      used_ = 0;
+    }
+    it = map_.emplace(std::move(key), &chunks_.back()[used_++]).first;
+  }
   return *it->second;
 }
 
@@ -18,7 +24,7 @@ const DeploymentState* DeploymentStates::find(std::string_view model, std::strin
   std::string key;
   key.append(model).append("/").append(id);
   auto it = map_.find(key);
-  return it == map_.end() ? nullptr : it->second.get();
+  return it == map_.end() ? nullptr : it->second;
 }
 
 namespace {

@@ -14,14 +14,19 @@ struct WorkerMetrics;
 // Live state of every deployment this worker has routed to, by "model/id". Entries are
 // never moved (a request keeps a pointer to its deployment's state across a reload) and
 // survive reloads that keep the name; the map holds at most the deployments ever
-// configured.
+// configured. States live in chunks allocated in config order, so a model's
+// deployments sit next to each other: a decision over 100 of them walks a few
+// contiguous cache lines instead of 100 scattered heap blocks.
 class DeploymentStates {
  public:
   DeploymentState& get(std::string_view model, std::string_view id);
   const DeploymentState* find(std::string_view model, std::string_view id) const;
 
  private:
-  std::unordered_map<std::string, std::unique_ptr<DeploymentState>, StringHash, std::equal_to<>> map_;
+  static constexpr std::size_t kChunk = 256;
+  std::unordered_map<std::string, DeploymentState*, StringHash, std::equal_to<>> map_;
+  std::vector<std::unique_ptr<DeploymentState[]>> chunks_;
+  std::size_t used_ = kChunk;  // slots taken in the last chunk
 };
 
 // onUpstreamSelect: picks the deployment of ctx.model (canary split, ejection, policy)

@@ -192,9 +192,16 @@ struct DeploymentConfig {
 };
 
 struct ModelConfig;
-// Sets each deployment's `canary` flag from the model's canary section (the loader does
-// this; code building configs by hand must too).
+// Sets each deployment's `canary` flag from the model's canary section and builds the
+// pick tables below (the loader does this; code building configs by hand must too).
 void markCanaryDeployments(ModelConfig& model);
+
+// The deployments of one version subset that have weight, with cumulative weights, so
+// a healthy group is picked from in O(log n) (see Balancer::pick).
+struct PickTable {
+  std::vector<std::uint32_t> index;   // into ModelConfig::deployments
+  std::vector<std::uint64_t> cumulative;
+};
 
 enum class BalancePolicy { WeightedRandom, RoundRobin, LeastOutstanding, Latency, GpuAware };
 
@@ -242,6 +249,8 @@ struct ModelConfig {
   OutlierConfig outlier;
   GpuScoreConfig gpu;
   Pricing pricing;
+  PickTable stable_table;  // every deployment when there is no canary section
+  PickTable canary_table;
 };
 
 

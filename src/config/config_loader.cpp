@@ -906,7 +906,16 @@ std::string_view providerTypeName(ProviderType t) {
 }
 
 void markCanaryDeployments(ModelConfig& model) {
-  for (auto& d : model.deployments) d.canary = model.canary.enabled && d.version == model.canary.version;
+  model.stable_table = {};
+  model.canary_table = {};
+  for (std::size_t i = 0; i < model.deployments.size(); ++i) {
+    DeploymentConfig& d = model.deployments[i];
+    d.canary = model.canary.enabled && d.version == model.canary.version;
+    if (d.weight == 0) continue;
+    PickTable& t = d.canary ? model.canary_table : model.stable_table;
+    t.index.push_back(static_cast<std::uint32_t>(i));
+    t.cumulative.push_back((t.cumulative.empty() ? 0 : t.cumulative.back()) + d.weight);
+  }
 }
 
 std::string_view balancePolicyName(BalancePolicy p) {

@@ -86,6 +86,20 @@ std::size_t weightedRandom(std::span<const std::size_t> idx, std::span<const dou
 
 }  // namespace
 
+// The better of two candidates under least_outstanding / latency; ties at random.
+std::size_t Balancer::cheaper(const ModelConfig& model, const PickRequest& req, std::size_t a, std::size_t b) {
+  const auto cost = [&](std::size_t i) {
+    const DeploymentState& s = *req.states[i];
+    if (model.balancing == BalancePolicy::LeastOutstanding) return static_cast<double>(s.outstanding) / s.throttle;
+    // Peak-EWMA: latency times load, penalising recent failures. A deployment not
+    // measured yet costs nothing, so it gets tried.
+    const double latency = s.has_latency ? s.ewma_ms : 0.0;
+    return (latency + 1.0) * (s.outstanding + 1) * (s.consecutive_failures + 1) / s.throttle;
+  };
+  const double ca = cost(a), cb = cost(b);
+  return ca < cb ? a : (cb < ca ? b : (rng_() & 1 ? a : b));
+}
+
 PickResult Balancer::pick(const PickRequest& req) {
   const ModelConfig& model = *req.model;
   const auto& ds = model.deployments;
@@ -97,11 +111,49 @@ PickResult Balancer::pick(const PickRequest& req) {
   auto [version, reason] = chooseVersion(model, req.pin_version, req.sticky_key, rng_);
   result.reason = reason;
 
+  // The canary flag is precomputed at load: only a pin to another version compares strings.
+  const bool to_canary = !version.empty() && model.canary.enabled && version == model.canary.version;
+
+  // Fast path, O(log n): draw from the version's precomputed table as if every
+  // deployment were healthy and accept the draw only if it is (a throttled one with
+  // probability = its throttle factor). A rejected draw falls through to the exact scan
+  // below. That is rejection sampling: the result has exactly the distribution of the
+  // scan (P(i) = w_i t_i / sum w t), while a healthy group never pays for walking all of
+  // its deployments.
+  if (const PickTable* table = version.empty() ? &model.stable_table : (to_canary ? &model.canary_table : nullptr);
+      table && !table->index.empty()) {
+    const auto healthy = [&](std::size_t i) {
+      const DeploymentState& st = *req.states[i];
+      return st.ejected_until <= req.now && st.throttled_until <= req.now;
+    };
+    if (model.balancing == BalancePolicy::WeightedRandom) {
+      const std::uint64_t r = rng_() % table->cumulative.back();
+      const auto k = static_cast<std::size_t>(std::upper_bound(table->cumulative.begin(), table->cumulative.end(), r) -
+                                              table->cumulative.begin());
+      const std::size_t i = table->index[k];
+      const double t = req.states[i]->throttle;
+      if (healthy(i) && (t >= 1 || uniform(rng_) < t)) {
+        result.index = i;
+        return result;
+      }
+    } else if ((model.balancing == BalancePolicy::LeastOutstanding || model.balancing == BalancePolicy::Latency) &&
+               table->index.size() >= 2) {
+      // Two distinct uniform candidates; if both are healthy this is the scan's pair.
+      const std::size_t n = table->index.size();
+      const std::size_t ka = rng_() % n;
+      std::size_t kb = rng_() % (n - 1);
+      if (kb == ka) kb = n - 1;
+      const std::size_t a = table->index[ka], b = table->index[kb];
+      if (healthy(a) && healthy(b)) {
+        result.index = cheaper(model, req, a, b);
+        return result;
+      }
+    }
+  }
+
   // Scratch space reused per worker thread: no allocation per decision.
   thread_local std::vector<std::size_t> subset, usable, weighted;
   thread_local std::vector<double> weights;
-  // The canary flag is precomputed at load: only a pin to another version compares strings.
-  const bool to_canary = !version.empty() && model.canary.enabled && version == model.canary.version;
   const auto inStable = [&](const DeploymentConfig& d) { return !model.canary.enabled || !d.canary; };
   const auto inChosen = [&](const DeploymentConfig& d) {
     if (version.empty()) return inStable(d);
@@ -186,16 +238,7 @@ PickResult Balancer::pick(const PickRequest& req) {
       const std::size_t a = cand[rng_() % cand.size()];
       std::size_t b = cand[rng_() % (cand.size() - 1)];
       if (b == a) b = cand.back();
-      const auto cost = [&](std::size_t i) {
-        const DeploymentState& s = *req.states[i];
-        if (model.balancing == BalancePolicy::LeastOutstanding) return static_cast<double>(s.outstanding) / req.states[i]->throttle;
-        // Peak-EWMA: latency times load, penalising recent failures. A deployment not
-        // measured yet costs nothing, so it gets tried.
-        const double latency = s.has_latency ? s.ewma_ms : 0.0;
-        return (latency + 1.0) * (s.outstanding + 1) * (s.consecutive_failures + 1) / req.states[i]->throttle;
-      };
-      const double ca = cost(a), cb = cost(b);
-      result.index = ca < cb ? a : (cb < ca ? b : (rng_() & 1 ? a : b));
+      result.index = cheaper(model, req, a, b);
       break;
     }
     case BalancePolicy::GpuAware: {

@@ -91,6 +91,8 @@ class Balancer {
   std::mt19937_64& rng() { return rng_; }
 
  private:
+  std::size_t cheaper(const ModelConfig& model, const PickRequest& req, std::size_t a, std::size_t b);
+
   std::mt19937_64 rng_;
 };
 

@@ -251,6 +251,15 @@ struct ModelConfig {
   Pricing pricing;
   PickTable stable_table;  // every deployment when there is no canary section
   PickTable canary_table;
+  // Failover: when every deployment of this model failed (or is open/ejected) before
+  // anything reached the client, these models are tried in order.
+  std::vector<std::string> fallbacks;
+  std::vector<std::size_t> fallback_indices;  // into Config::models
+  std::vector<int> fallback_on{429, 500, 502, 503, 504};  // upstream statuses that fail over
+  // When everything failed: answer with this, marked (X-Tahua-Fallback, is_fallback).
+  bool fallback_response = false;
+  std::string fallback_message;
+  int fallback_status = 503;
 };
 
 

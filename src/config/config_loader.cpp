@@ -150,6 +150,7 @@ class Loader {
     }
     loadProviders(root["providers"], root, cfg);
     loadModels(root["models"], root, cfg);
+    resolveFallbacks(root["models"], cfg);
     if (auto n = root["routes"]) loadRoutes(n, cfg);
     if (auto n = root["admin"]) loadAdmin(n, cfg);
     return cfg;
@@ -445,7 +446,7 @@ class Loader {
       const std::string p = "models[" + std::to_string(i) + "]";
       const YAML::Node& y = n[i];
       checkKeys(y, p, {"name", "provider", "upstream_model", "pricing", "deployments", "balancing", "canary", "outlier",
-                       "gpu"});
+                       "gpu", "fallbacks", "fallback_on", "fallback_response"});
       ModelConfig mc;
       if (!y["name"]) fail(y, p + ".name", "required");
       mc.name = nonEmpty(y["name"], p + ".name");
@@ -525,10 +526,41 @@ class Loader {
         mc.pricing.output = price(pr["output"], pp + ".output");
         mc.pricing.cached_input = pr["cached_input"] ? price(pr["cached_input"], pp + ".cached_input") : mc.pricing.input;
       }
+      if (auto f = y["fallbacks"]) {
+        if (!f.IsSequence()) fail(f, p + ".fallbacks", "expected a list of model names");
+        for (std::size_t k = 0; k < f.size(); ++k) mc.fallbacks.push_back(nonEmpty(f[k], p + ".fallbacks[" + std::to_string(k) + "]"));
+      }
+      if (auto f = y["fallback_on"]) {
+        if (!f.IsSequence()) fail(f, p + ".fallback_on", "expected a list of HTTP statuses");
+        mc.fallback_on.clear();
+        for (std::size_t k = 0; k < f.size(); ++k)
+          mc.fallback_on.push_back(static_cast<int>(integer(f[k], p + ".fallback_on[" + std::to_string(k) + "]", 400, 599)));
+      }
+      if (auto f = y["fallback_response"]) {
+        const std::string fp = p + ".fallback_response";
+        checkKeys(f, fp, {"message", "status"});
+        if (!f["message"]) fail(f, fp + ".message", "required: the text answered when every upstream failed");
+        mc.fallback_response = true;
+        mc.fallback_message = nonEmpty(f["message"], fp + ".message");
+        if (auto v = f["status"]) mc.fallback_status = static_cast<int>(integer(v, fp + ".status", 200, 599));
+      }
       for (auto& d : mc.deployments) d.index = cfg.deployment_count++;
       markCanaryDeployments(mc);
       cfg.model_index.emplace(mc.name, cfg.models.size());
       cfg.models.push_back(std::move(mc));
+    }
+  }
+
+  void resolveFallbacks(const YAML::Node& n, Config& cfg) {
+    for (std::size_t i = 0; i < cfg.models.size(); ++i) {
+      ModelConfig& m = cfg.models[i];
+      for (std::size_t k = 0; k < m.fallbacks.size(); ++k) {
+        const std::string p = "models[" + std::to_string(i) + "].fallbacks[" + std::to_string(k) + "]";
+        auto it = cfg.model_index.find(m.fallbacks[k]);
+        if (it == cfg.model_index.end()) fail(n[i]["fallbacks"][k], p, "unknown model \"" + m.fallbacks[k] + "\"");
+        if (it->second == i) fail(n[i]["fallbacks"][k], p, "a model cannot fall back to itself");
+        m.fallback_indices.push_back(it->second);
+      }
     }
   }
 

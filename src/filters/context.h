@@ -95,6 +95,10 @@ struct RequestContext {
   const ProviderConfig* provider = nullptr;
   DeploymentState* deployment_state = nullptr;  // this worker's view of it
   std::string_view route_reason;                // canary decision: pin, allow, sticky, percent, none, single
+  std::vector<std::size_t> tried;               // DeploymentConfig::index of failed attempts
+  const ModelConfig* requested_model = nullptr; // before any fallback
+  std::string_view fallback;                    // "model" when a fallback model answered,
+                                                // "response" for the configured fallback answer
   bool bulkhead_admitted = false;  // counted by the bulkhead filter; released in onComplete
   bool breaker_admitted = false;   // the circuit breaker judges this call's outcome
   bool breaker_probe = false;      // ... as a half-open probe

@@ -34,6 +34,13 @@ class Filter {
   virtual FilterStatus onRequestBody(RequestContext&) { return FilterStatus::Continue; }
   // Choose the upstream: the router sets ctx.model, the balancer ctx.deployment / ctx.provider.
   virtual FilterStatus onUpstreamSelect(RequestContext&) { return FilterStatus::Continue; }
+  // An upstream attempt failed before anything reached the client and the gateway will
+  // try again (another deployment of the model, or a fallback model): account for it
+  // as a finished, failed call of ctx.deployment (ctx.status / ctx.error say how).
+  virtual void onAttemptFailed(RequestContext&) {}
+  // After onAttemptFailed: choose again for ctx.model (possibly a fallback), avoiding
+  // the deployments in ctx.tried. May Stop (e.g. every breaker open).
+  virtual FilterStatus onReselect(RequestContext&) { return FilterStatus::Continue; }
   // The upstream answered (ctx.status, ctx.streaming are set); nothing written yet.
   virtual void onResponseHeaders(RequestContext&) {}
   // A piece of the response body as it goes to the client (synchronous: called per
@@ -50,6 +57,8 @@ class FilterChain {
   FilterStatus requestHeaders(RequestContext& ctx);
   FilterStatus requestBody(RequestContext& ctx);
   FilterStatus upstreamSelect(RequestContext& ctx);
+  void attemptFailed(RequestContext& ctx);
+  FilterStatus reselect(RequestContext& ctx);  // clears the previous attempt's error first
   void responseHeaders(RequestContext& ctx);
   void responseChunk(RequestContext& ctx, std::string_view bytes);
   void complete(RequestContext& ctx);

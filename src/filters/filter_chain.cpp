@@ -37,6 +37,14 @@ FilterStatus FilterChain::requestBody(RequestContext& ctx) {
 FilterStatus FilterChain::upstreamSelect(RequestContext& ctx) {
   return runUntilStop(filters_, ctx, &Filter::onUpstreamSelect);
 }
+void FilterChain::attemptFailed(RequestContext& ctx) {
+  for (auto& f : filters_) f->onAttemptFailed(ctx);
+}
+FilterStatus FilterChain::reselect(RequestContext& ctx) {
+  ctx.error.reset();
+  ctx.status = 0;
+  return runUntilStop(filters_, ctx, &Filter::onReselect);
+}
 void FilterChain::responseHeaders(RequestContext& ctx) {
   for (auto& f : filters_) f->onResponseHeaders(ctx);
 }

@@ -124,7 +124,8 @@ PickResult Balancer::pick(const PickRequest& req) {
       table && !table->index.empty()) {
     const auto healthy = [&](std::size_t i) {
       const DeploymentState& st = *req.states[i];
-      return st.ejected_until <= req.now && st.throttled_until <= req.now;
+      return st.ejected_until <= req.now && st.throttled_until <= req.now &&
+             std::find(req.exclude.begin(), req.exclude.end(), ds[i].index) == req.exclude.end();
     };
     if (model.balancing == BalancePolicy::WeightedRandom) {
       const std::uint64_t r = rng_() % table->cumulative.back();
@@ -172,6 +173,7 @@ PickResult Balancer::pick(const PickRequest& req) {
       subset.push_back(i);
       const DeploymentState& st = *req.states[i];
       if (st.ejected_until > req.now || st.throttled_until > req.now) continue;
+      if (!req.exclude.empty() && std::find(req.exclude.begin(), req.exclude.end(), ds[i].index) != req.exclude.end()) continue;
       usable.push_back(i);
       if (ds[i].weight > 0) weighted.push_back(i);
     }

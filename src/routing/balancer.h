@@ -74,6 +74,9 @@ struct PickRequest {
   SteadyClock::time_point now{};
   std::string_view pin_version;  // X-Tahua-Version / ?modelVersion=
   std::string_view sticky_key;   // user id header value or API key; empty: none
+  // DeploymentConfig::index values already tried for this request (retries, failover):
+  // avoided like ejected ones, used only when nothing else is left.
+  std::span<const std::size_t> exclude;
 };
 
 struct PickResult {

@@ -23,6 +23,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "core/log.h"
+#include "providers/translation.h"
 #include "runtime/gateway.h"
 #include "server/http_head.h"
 #include "runtime/worker.h"
@@ -284,48 +285,97 @@ class Session final : public SessionBase {
   }
 
   // The request pipeline (docs/life-of-a-request.md).
+  //
+  // Attempts: an upstream call that fails before anything reached the client may be
+  // tried again (the provider's retry policy; on another deployment of the model when
+  // there is one), then on the model's fallback models in order, and when all of that
+  // failed the model's configured fallback answer is sent. Once relay() has written a
+  // byte there is no way back (and no double billing).
   asio::awaitable<void> proxy(RequestContext& ctx) {
     FilterChain& chain = *chain_;
-    if (chain.requestHeaders(ctx) == FilterStatus::Stop || chain.requestBody(ctx) == FilterStatus::Stop ||
-        chain.upstreamSelect(ctx) == FilterStatus::Stop) {
+    if (chain.requestHeaders(ctx) == FilterStatus::Stop || chain.requestBody(ctx) == FilterStatus::Stop) {
       co_await finishLocally(ctx);
       co_return;
     }
-    const ProviderRuntime& provider = snapshot_->providers[ctx.deployment->provider_index];
-    auto encoded = provider.adapter->encodeRequest(ctx, provider);
-    if (auto* err = std::get_if<Error>(&encoded)) {
-      ctx.fail(std::move(*err));
-      co_await finishLocally(ctx);
-      co_return;
-    }
-    auto translator = provider.adapter->responseTranslator(ctx, provider);
-    UpstreamRequest& request = std::get<UpstreamRequest>(encoded);
-    const RetryPolicy& retry = provider.config->retry;
-    std::unique_ptr<UpstreamExchange> exchange;
-    ResponseHead head;
-    std::optional<Error> failure;
-    // Retries happen only here, before anything reached the client: once relay() has
-    // written a byte there is no way back (and no double billing).
-    for (int attempt = 1;; ++attempt) {
-      const bool last = attempt >= retry.attempts;
-      exchange = provider.adapter->openExchange(last ? std::move(request) : request, ctx, provider, worker_);
+    FilterStatus selected = chain.upstreamSelect(ctx);
+    ctx.requested_model = ctx.model;
+    // The client's bytes, kept while another attempt may need them (adapters consume and
+    // rewrite ctx.body). Only then: the common request pays no copy.
+    std::string original;
+    if (ctx.model && !ctx.local_reply && mayTryAgain(ctx)) original = ctx.body;
+    std::size_t next_fallback = 0;
+    int model_attempt = 0;  // attempts on the current model: the retry budget
+    bool watching = false;
+    bool gone_while_waiting = false;
+    for (;;) {
+      if (selected == FilterStatus::Stop) {
+        // Refused before an upstream call (every breaker open, a provider without key).
+        if (ctx.error && !ctx.local_reply && failoverError(*ctx.error) && nextFallback(ctx, next_fallback, original)) {
+          selected = chain.reselect(ctx);
+          model_attempt = 0;
+          continue;
+        }
+        if (ctx.error && !ctx.local_reply && failoverError(*ctx.error) && co_await answerFallback(ctx)) break;
+        stopWatch();
+        co_await finishLocally(ctx);
+        co_return;
+      }
+      const ProviderRuntime& provider = snapshot_->providers[ctx.deployment->provider_index];
+      if (ctx.attempts > 0) ctx.body = original;
+      auto encoded = provider.adapter->encodeRequest(ctx, provider);
+      if (auto* err = std::get_if<Error>(&encoded)) {
+        ctx.fail(std::move(*err));
+        stopWatch();
+        co_await finishLocally(ctx);
+        co_return;
+      }
+      auto translator = provider.adapter->responseTranslator(ctx, provider);
+      UpstreamRequest& request = std::get<UpstreamRequest>(encoded);
+      const RetryPolicy& retry = provider.config->retry;
+      ++model_attempt;
+      ++ctx.attempts;
+      std::unique_ptr<UpstreamExchange> exchange = provider.adapter->openExchange(std::move(request), ctx, provider, worker_);
       exchange_ = exchange.get();
-      ctx.attempts = attempt;
-      if (attempt == 1) startWatch(*exchange);
-      else if (watch_) watch_->exchange = exchange.get();
-      head = ResponseHead{};
-      failure = co_await exchange->start(head);
-      if (last || clientGone()) break;
-      const auto wait = retryDelay(retry, attempt, failure, head);
-      if (!wait) break;
-      exchange->abort();  // its answer is discarded: the connection cannot be reused
-      exchange_ = nullptr;
-      if (watch_) watch_->exchange = nullptr;
-      exchange.reset();
-      ++worker_.metrics().upstream_retries[provider.config->name];
-      if (!co_await sleepFor(*wait) || clientGone()) break;
+      if (!watching) {
+        startWatch(*exchange);
+        watching = true;
+      } else if (watch_) {
+        watch_->exchange = exchange.get();
+      }
+      ResponseHead head;
+      std::optional<Error> failure = co_await exchange->start(head);
+      if (!clientGone()) {
+        // 1. A retry, on another deployment of the model when there is one.
+        std::optional<Millis> wait;
+        if (model_attempt < retry.attempts) wait = retryDelay(retry, model_attempt, failure, head);
+        if (wait) {
+          discardAttempt(ctx, *exchange, failure, head);
+          ++worker_.metrics().upstream_retries[provider.config->name];
+          if (!co_await sleepFor(*wait) || clientGone()) {
+            gone_while_waiting = true;
+            break;
+          }
+          selected = chain.reselect(ctx);
+          continue;
+        }
+        const bool failed_over = failure ? failoverError(*failure) : failoverStatus(ctx, head.status);
+        // 2. The next fallback model.
+        if (failed_over && next_fallback < ctx.requested_model->fallback_indices.size()) {
+          discardAttempt(ctx, *exchange, failure, head);
+          nextFallback(ctx, next_fallback, original);
+          selected = chain.reselect(ctx);
+          model_attempt = 0;
+          continue;
+        }
+        // 3. Everything failed: the configured fallback answer, if any.
+        if (failed_over && ctx.requested_model->fallback_response) {
+          discardAttempt(ctx, *exchange, failure, head);
+          if (co_await answerFallback(ctx)) break;
+        }
+      }
+      if (!gone_while_waiting) co_await relay(ctx, *exchange, *translator, head, std::move(failure));
+      break;
     }
-    if (exchange) co_await relay(ctx, *exchange, *translator, head, std::move(failure));
     stopWatch();
     exchange_ = nullptr;
     if (clientGone()) {
@@ -334,6 +384,98 @@ class Session final : public SessionBase {
     }
     ctx.end = Clock::now();
     chain.complete(ctx);
+  }
+
+  bool mayTryAgain(const RequestContext& ctx) const {
+    const ModelConfig& m = *ctx.model;
+    if (m.deployments.size() > 1 || !m.fallback_indices.empty() || m.fallback_response) return true;
+    return ctx.deployment && snapshot_->providers[ctx.deployment->provider_index].config->retry.attempts > 1;
+  }
+
+  // Errors that say the upstream (not the request) is the problem: worth another model.
+  static bool failoverError(const Error& e) {
+    switch (e.kind) {
+      case ErrorKind::UpstreamConnect:
+      case ErrorKind::UpstreamTls:
+      case ErrorKind::UpstreamTimeout:
+      case ErrorKind::UpstreamBadResponse:
+      case ErrorKind::CircuitOpen:
+      case ErrorKind::ProviderUnavailable: return true;
+      default: return false;
+    }
+  }
+
+  static bool failoverStatus(const RequestContext& ctx, int status) {
+    const auto& on = ctx.requested_model->fallback_on;
+    return std::find(on.begin(), on.end(), status) != on.end();
+  }
+
+  // Ends an attempt whose answer will not be used: the connection is dropped (its body
+  // is unread) and the filters account for it as a failed call of its deployment.
+  void discardAttempt(RequestContext& ctx, UpstreamExchange& exchange, const std::optional<Error>& failure,
+                      const ResponseHead& head) {
+    exchange.abort();
+    exchange_ = nullptr;
+    if (watch_) watch_->exchange = nullptr;
+    if (failure) ctx.error = *failure;
+    else ctx.status = head.status;
+    chain_->attemptFailed(ctx);
+  }
+
+  bool nextFallback(RequestContext& ctx, std::size_t& next, const std::string& original) {
+    const auto& chain = ctx.requested_model->fallback_indices;
+    if (next >= chain.size()) return false;
+    ctx.model = &ctx.config->models[chain[next++]];
+    ctx.fallback = "model";
+    ctx.body = original;
+    log::info("falling back to another model", {{"request_id", ctx.request_id}, {"from", ctx.requested_model->name},
+                                                 {"to", ctx.model->name}});
+    return true;
+  }
+
+  // Every upstream failed: answer with the requested model's configured fallback, in
+  // the client's API shape and clearly marked (X-Tahua-Fallback, "is_fallback": true).
+  // A non-2xx status goes out as a JSON body (SDKs read errors as JSON), a 2xx stream
+  // request gets a well-formed stream. False if nothing is configured for this API.
+  asio::awaitable<bool> answerFallback(RequestContext& ctx) {
+    const ModelConfig* m = ctx.requested_model;
+    const InboundCodec* inbound = inboundFor(ctx.endpoint);
+    if (!m || !m->fallback_response || !inbound) co_return false;
+    ChatResult r;
+    r.id = "fallback-" + ctx.request_id;
+    r.content = m->fallback_message;
+    r.finish_reason = "stop";
+    r.usage.input = 0;
+    r.usage.output = 0;
+    InboundOptions opts;
+    opts.model = ctx.facts.model;
+    opts.include_usage = ctx.facts.include_usage;
+    const int status = m->fallback_status;
+    std::string body;
+    std::string content_type = "application/json";
+    if (ctx.facts.stream && status < 300) {
+      auto encoder = inbound->streamEncoder(opts);
+      ChatChunk chunk;
+      chunk.start = true;
+      chunk.content = m->fallback_message;
+      chunk.finish_reason = "stop";
+      encoder->onChunk(chunk, body);
+      encoder->finish(body);
+      content_type = "text/event-stream; charset=utf-8";
+    } else {
+      body = inbound->encodeResult(r, opts);
+      if (!body.empty() && body.front() == '{') body.insert(1, "\"is_fallback\":true,");
+    }
+    // Why: the last failure's code, or the last upstream status.
+    fallback_header_ = ctx.error ? std::string(ctx.error->code()) : "upstream_status_" + std::to_string(ctx.status);
+    ctx.fallback = "response";
+    ctx.status = status;
+    ctx.streaming = false;
+    ctx.first_byte = Clock::now();
+    ctx.bytes_out = body.size();
+    co_await writeSimple(status, content_type, body);
+    fallback_header_.clear();
+    co_return true;
   }
 
   // Ends the request with a local reply or the error the pipeline recorded.
@@ -664,6 +806,9 @@ class Session final : public SessionBase {
   // Which deployment answered, for verifying a canary's share from outside
   // (server.deployment_header; off by default).
   void deploymentHeaders(HeadWriter& h, const RequestContext& ctx) {
+    // With fallbacks configured the answer names the model that gave it.
+    if (ctx.requested_model && !ctx.requested_model->fallback_indices.empty() && ctx.model)
+      h.header("X-Tahua-Model", ctx.model->name);
     if (!serverConfig().deployment_header || !ctx.deployment) return;
     h.header("X-Tahua-Deployment", ctx.deployment->id);
     h.header("X-Tahua-Version", ctx.deployment->version);
@@ -698,6 +843,7 @@ class Session final : public SessionBase {
     h.header("Content-Type", content_type);
     if (!allow_.empty()) h.header("Allow", allow_);
     if (!retry_after_.empty()) h.header("Retry-After", retry_after_);
+    if (!fallback_header_.empty()) h.header("X-Tahua-Fallback", fallback_header_);
     h.contentLength(body.size());
     h.end();
     co_await writeHeadAnd(body);
@@ -734,6 +880,7 @@ class Session final : public SessionBase {
   std::string request_id_;
   std::string allow_;        // Allow header of a 405
   std::string retry_after_;  // Retry-After header of a 429 / 503
+  std::string fallback_header_;  // X-Tahua-Fallback of a configured fallback answer
   std::string head_;        // response head being written; its capacity is reused
   std::shared_ptr<WatchState> watch_;
   UpstreamExchange* exchange_ = nullptr;

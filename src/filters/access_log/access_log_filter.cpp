@@ -36,6 +36,10 @@ class AccessLogFilter final : public Filter {
     line["version"] = ctx.deployment ? boost::json::value(ctx.deployment->version) : boost::json::value(nullptr);
     if (!ctx.route_reason.empty()) line["route"] = ctx.route_reason;
     if (!ctx.route_name.empty()) line["route_name"] = ctx.route_name;
+    if (!ctx.fallback.empty()) {
+      line["fallback"] = ctx.fallback;
+      if (ctx.requested_model) line["requested_model"] = ctx.requested_model->name;
+    }
     line["status"] = ctx.status;
     line["stream"] = ctx.streaming;
     line["bytes_in"] = ctx.bytes_in;

@@ -66,7 +66,20 @@ class BalancerFilter final : public Filter {
 
   std::string_view name() const override { return "balancer"; }
 
-  FilterStatus onUpstreamSelect(RequestContext& ctx) override {
+  FilterStatus onUpstreamSelect(RequestContext& ctx) override { return select(ctx); }
+  FilterStatus onReselect(RequestContext& ctx) override { return select(ctx); }
+
+  // A failed attempt is a finished call of its deployment; the next pick avoids it.
+  void onAttemptFailed(RequestContext& ctx) override {
+    if (ctx.deployment) ctx.tried.push_back(ctx.deployment->index);
+    finish(ctx);
+    ctx.deployment_state = nullptr;
+  }
+
+  void onComplete(RequestContext& ctx) override { finish(ctx); }
+
+ private:
+  FilterStatus select(RequestContext& ctx) {
     if (!ctx.model) return FilterStatus::Continue;
     const ModelConfig& model = *ctx.model;
     PickRequest req;
@@ -79,6 +92,7 @@ class BalancerFilter final : public Filter {
                                                             model.deployments.size());
     }
     req.now = SteadyClock::now();
+    req.exclude = ctx.tried;
     if (ctx.headers) {
       req.pin_version = ctx.headers->get("x-tahua-version");
       if (req.pin_version.empty()) req.pin_version = queryParam(ctx.query, "modelVersion");
@@ -100,6 +114,8 @@ class BalancerFilter final : public Filter {
     return FilterStatus::Continue;
   }
 
+
+ public:
   // Rate-limit-aware weights: when the provider reports its request budget nearly used
   // (x-ratelimit-remaining-requests / anthropic-ratelimit-requests-remaining against the
   // limit), the deployment's weight shrinks before it starts answering 429.
@@ -119,7 +135,8 @@ class BalancerFilter final : public Filter {
     }
   }
 
-  void onComplete(RequestContext& ctx) override {
+  // Accounts for the call of ctx.deployment_state that just ended (final or failed attempt).
+  void finish(RequestContext& ctx) {
     DeploymentState* s = ctx.deployment_state;
     if (!s) return;
     --s->outstanding;

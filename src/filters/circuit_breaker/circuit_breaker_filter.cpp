@@ -25,7 +25,18 @@ class CircuitBreakerFilter final : public Filter {
   CircuitBreakerFilter(BreakerTable& breakers, WorkerMetrics& metrics) : breakers_(breakers), metrics_(metrics) {}
   std::string_view name() const override { return "circuit_breaker"; }
 
-  FilterStatus onUpstreamSelect(RequestContext& ctx) override {
+  FilterStatus onUpstreamSelect(RequestContext& ctx) override { return admit(ctx); }
+  FilterStatus onReselect(RequestContext& ctx) override { return admit(ctx); }
+  void onComplete(RequestContext& ctx) override { judge(ctx); }
+  // A failed attempt before a retry or failover is a finished call for the breaker.
+  void onAttemptFailed(RequestContext& ctx) override {
+    judge(ctx);
+    ctx.breaker_admitted = false;
+    ctx.breaker_probe = false;
+  }
+
+ private:
+  FilterStatus admit(RequestContext& ctx) {
     if (!ctx.provider || !ctx.provider->circuit_breaker.enabled) return FilterStatus::Continue;
     const CircuitBreakerConfig& cfg = ctx.provider->circuit_breaker;
     Breaker& b = breaker(ctx.provider->name);
@@ -53,7 +64,7 @@ class CircuitBreakerFilter final : public Filter {
     return FilterStatus::Continue;
   }
 
-  void onComplete(RequestContext& ctx) override {
+  void judge(RequestContext& ctx) {
     if (!ctx.breaker_admitted || !ctx.provider) return;
     const CircuitBreakerConfig& cfg = ctx.provider->circuit_breaker;
     Breaker& b = breaker(ctx.provider->name);
@@ -84,7 +95,6 @@ class CircuitBreakerFilter final : public Filter {
       open(ctx.provider->name, b, cfg, "slow-call rate over threshold");
   }
 
- private:
   Breaker& breaker(std::string_view provider) {
     auto it = breakers_.find(provider);
     if (it == breakers_.end()) it = breakers_.emplace(std::string(provider), Breaker{}).first;

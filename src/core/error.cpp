@@ -101,6 +101,13 @@ std::string Error::toJson() const {
   return boost::json::serialize(outer);
 }
 
+std::string Error::toOpenAIStreamEvent() const {
+  if (kind != ErrorKind::Draining) return "data: " + toJson() + "\n\n";
+  std::string body = toJson();
+  body.insert(body.size() - 1, ",\"reconnect\":true");
+  return "event: reconnect\ndata: " + body + "\n\n";
+}
+
 std::string Error::toAnthropicJson() const {
   std::string_view t;
   switch (httpStatus()) {

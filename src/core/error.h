@@ -49,6 +49,12 @@ struct Error {
   std::string toJson() const;
   // Anthropic's shape: {"type":"error","error":{"type":...,"message":...}}
   std::string toAnthropicJson() const;
+  // The last event of an OpenAI-format stream the gateway ends itself. At the drain
+  // deadline it is the documented reconnect event:
+  //   event: reconnect
+  //   data: {"error":{..."code":"gateway_draining"},"reconnect":true}
+  // (SDKs that ignore event names still see the error); otherwise "data: {error}".
+  std::string toOpenAIStreamEvent() const;
 };
 
 }  // namespace tahua

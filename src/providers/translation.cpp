@@ -94,7 +94,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
 
   std::string streamErrorEvent(const Error& error) const override {
     switch (format_) {
-      case WireFormat::OpenAIChat: return "data: " + error.toJson() + "\n\n";
+      case WireFormat::OpenAIChat: return error.toOpenAIStreamEvent();
       case WireFormat::Anthropic: return "event: error\ndata: " + error.toAnthropicJson() + "\n\n";
       case WireFormat::Responses:
         return "event: error\ndata: " +
@@ -240,7 +240,7 @@ class TranslatingTranslator final : public ResponseTranslator, private ChunkSink
   std::string streamErrorEvent(const Error& error) const override {
     std::string out;
     if (encoder_) encoder_->fail(error, out);
-    else out = "data: " + error.toJson() + "\n\n";
+    else out = error.toOpenAIStreamEvent();
     return out;
   }
 

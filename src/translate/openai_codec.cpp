@@ -262,7 +262,7 @@ class OpenAIChatStreamEncoder final : public ChatStreamEncoder {
     out += "data: [DONE]\n\n";
   }
 
-  void fail(const Error& error, std::string& out) override { out.append("data: ").append(error.toJson()).append("\n\n"); }
+  void fail(const Error& error, std::string& out) override { out += error.toOpenAIStreamEvent(); }
 
  private:
   bj::object head() const {

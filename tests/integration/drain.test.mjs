@@ -47,8 +47,19 @@ describe('graceful drain', () => {
     const { events } = await openStream(gw.url, STREAM);
     const started = Date.now();
     gw.signal('SIGTERM');
-    const rest = await withTimeout(collectData(events), 5000, 'the stream to be ended by the drain');
-    expectFinalErrorEvent(rest, ['gateway_draining']);
+    const rest = [];
+    await withTimeout(
+      (async () => {
+        for await (const ev of events) rest.push(ev);
+      })(),
+      5000,
+      'the stream to be ended by the drain',
+    );
+    expectFinalErrorEvent(rest.map((e) => e.data), ['gateway_draining']);
+    // The documented reconnect event: its own name, and a flag in the payload.
+    const last = rest.at(-1);
+    assert.equal(last.event, 'reconnect');
+    assert.equal(JSON.parse(last.data).reconnect, true);
     assert.equal(await exitCode(gw, 5000, 'exit after drain_timeout'), 0);
     const elapsed = Date.now() - started;
     assert.ok(elapsed >= 250 && elapsed < 4000, `exited ${elapsed}ms after SIGTERM, drain_timeout 300ms`);

@@ -38,6 +38,9 @@ struct Error {
   ErrorKind kind = ErrorKind::Internal;
   std::string message;  // safe for clients: never contains secrets or internals
   int retry_after_seconds = 0;  // > 0: answered with a Retry-After header
+  // Which limit an UpstreamTimeout hit: "connect", "first_byte", "idle" or "total"
+  // (a string literal; metrics and the access log label timeouts by it).
+  const char* timeout_kind = nullptr;
 
   int httpStatus() const;
   ErrorSource source() const;

@@ -79,8 +79,10 @@ void warnOutOfDescriptors(const boost::system::error_code& ec) {
 }
 
 Error timeoutError(const char* what, Millis limit) {
-  return Error{ErrorKind::UpstreamTimeout,
-               std::string("The upstream did not respond in time (") + what + " timeout " + std::to_string(limit.count()) + "ms)."};
+  Error e{ErrorKind::UpstreamTimeout,
+          std::string("The upstream did not respond in time (") + what + " timeout " + std::to_string(limit.count()) + "ms)."};
+  e.timeout_kind = what;  // always a literal
+  return e;
 }
 
 }  // namespace

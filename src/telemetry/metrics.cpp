@@ -39,6 +39,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.upstream_errors) upstream_errors[key] += n;
   for (const auto& [key, n] : other.upstream_connections_opened) upstream_connections_opened[key] += n;
   for (const auto& [key, n] : other.upstream_retries) upstream_retries[key] += n;
+  for (const auto& [key, n] : other.upstream_timeouts) upstream_timeouts[key] += n;
   for (const auto& [key, n] : other.breaker_transitions) breaker_transitions[key] += n;
   active_streams += other.active_streams;
   active_connections += other.active_connections;
@@ -129,6 +130,11 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# TYPE tahua_upstream_errors_total counter\n";
   for (const auto& [key, n] : m.upstream_errors)
     out += "tahua_upstream_errors_total{provider=\"" + escapeLabel(key.first) + "\",kind=\"" + escapeLabel(key.second) +
+           "\"} " + std::to_string(n) + "\n";
+  out += "# HELP tahua_upstream_timeouts_total Upstream timeouts by which limit expired (connect, first_byte, idle, total).\n";
+  out += "# TYPE tahua_upstream_timeouts_total counter\n";
+  for (const auto& [key, n] : m.upstream_timeouts)
+    out += "tahua_upstream_timeouts_total{provider=\"" + escapeLabel(key.first) + "\",kind=\"" + escapeLabel(key.second) +
            "\"} " + std::to_string(n) + "\n";
   out += "# HELP tahua_upstream_connections_opened_total New upstream connections (not reused from the pool).\n";
   out += "# TYPE tahua_upstream_connections_opened_total counter\n";

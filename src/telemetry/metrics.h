@@ -56,6 +56,7 @@ struct WorkerMetrics {
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> upstream_errors;  // (provider, kind)
   std::map<std::string, std::uint64_t, std::less<>> upstream_connections_opened;               // provider
   std::map<std::string, std::uint64_t, std::less<>> upstream_retries;                          // provider
+  std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> upstream_timeouts;    // (provider, kind)
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> breaker_transitions;  // (provider, to)
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;

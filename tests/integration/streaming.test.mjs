@@ -128,6 +128,15 @@ describe('upstream timeouts', () => {
     await withTimeout(ex.clientClosed, 2000, 'tahua closing the idle upstream connection');
   });
 
+  it('timeouts are counted by the limit that expired', async () => {
+    const fx = ref.current;
+    const m = await scrape(fx.gw.url);
+    const count = (kind) => sum(m, 'tahua_upstream_timeouts_total', { provider: 'up', kind });
+    assert.ok(count('first_byte') >= 2, 'first_byte timeouts counted');
+    assert.ok(count('idle') >= 1, 'the idle timeout counted');
+    assert.equal(count('connect'), 0);
+  });
+
   it('an upstream that keeps sending within idle is not cut', async () => {
     const fx = ref.current;
     const res = await post(fx.gw.url, '/v1/chat/completions', STREAM);

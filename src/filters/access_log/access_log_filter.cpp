@@ -56,6 +56,7 @@ class AccessLogFilter final : public Filter {
     line["cost_usd"] = cost >= 0 ? boost::json::value(cost) : boost::json::value(nullptr);
     line["api"] = apiName(ctx.endpoint);
     line["error"] = ctx.error ? boost::json::value(ctx.error->code()) : boost::json::value(nullptr);
+    if (ctx.error && ctx.error->timeout_kind) line["timeout"] = ctx.error->timeout_kind;
     if (ctx.streaming) line["chunks"] = ctx.chunks_out;
     if (ctx.attempts > 1) line["attempts"] = ctx.attempts;
     sink_.append(boost::json::serialize(line));

@@ -33,6 +33,12 @@ class MetricsFilter final : public Filter {
       auto it = m_.upstream_errors.find(key);
       if (it == m_.upstream_errors.end()) m_.upstream_errors[{std::string(provider), std::string(ctx.error->code())}] = 1;
       else ++it->second;
+      if (const char* kind = ctx.error->timeout_kind) {
+        auto tk = std::pair<std::string_view, std::string_view>(provider, kind);
+        auto t = m_.upstream_timeouts.find(tk);
+        if (t == m_.upstream_timeouts.end()) m_.upstream_timeouts[{std::string(provider), std::string(kind)}] = 1;
+        else ++t->second;
+      }
     }
   }
 

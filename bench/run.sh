@@ -14,7 +14,8 @@
 # measurement), FOREIGN_MAX (10, % of a core others may use during one), LOAD_WAIT (600,
 # seconds of waiting for a quiet machine, per run), STREAMS_TIMEOUT (120, seconds),
 # KEEP_TMP (1 = keep configs and logs), DEPLOYMENTS (1; N: tahua serves the model from N
-# weighted deployments of the same mock, to measure routing end to end).
+# weighted deployments of the same mock, to measure routing end to end), RESILIENCE (1: retry
+# policy, circuit breaker and timeouts on tahua's provider).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -126,21 +127,27 @@ EOF
 # DEPLOYMENTS=N (default 1) serves mock-gpt from N weighted deployments (50/30/20/...)
 # of N providers that all point at the same mock: the routing decision's end-to-end
 # cost against a single deployment, with everything else equal.
+# RESILIENCE=1 turns on what issue 5 asks to cost < 3% on a healthy upstream: a retry
+# policy, a circuit breaker and explicit timeouts on the provider.
 write_proxy_config() {  # FILE
-  local n=${DEPLOYMENTS:-1} i w providers="" deployments=""
+  local n=${DEPLOYMENTS:-1} i w providers="" deployments="" extra=""
+  if [ "${RESILIENCE:-0}" = 1 ]; then
+    extra=", retry: {attempts: 3, backoff: 50ms}, circuit_breaker: {window: 20, min_calls: 10}"
+    extra+=", timeouts: {connect: 2s, first_byte: 30s, idle: 30s, total: 120s}"
+  fi
   if [ "$n" -le 1 ]; then
     cat >"$1" <<EOF
 server: {workers: 1}
 listeners: [{address: 127.0.0.1, port: $PORT_TAHUA}]
 access_log: {enabled: false}
-providers: [{name: up, type: openai, base_url: "http://127.0.0.1:$PORT_MOCK/v1"}]
+providers: [{name: up, type: openai, base_url: "http://127.0.0.1:$PORT_MOCK/v1"$extra}]
 models: [{name: mock-gpt, provider: up}]
 EOF
     return
   fi
   for i in $(seq "$n"); do
     case $i in 1) w=50 ;; 2) w=30 ;; *) w=20 ;; esac
-    providers+="  - {name: up$i, type: openai, base_url: \"http://127.0.0.1:$PORT_MOCK/v1\"}"$'\n'
+    providers+="  - {name: up$i, type: openai, base_url: \"http://127.0.0.1:$PORT_MOCK/v1\"$extra}"$'\n'
     deployments+="      - {id: d$i, provider: up$i, upstream_model: mock-gpt, weight: $w}"$'\n'
   done
   cat >"$1" <<EOF

@@ -368,7 +368,7 @@ class Session final : public SessionBase {
           continue;
         }
         // 3. Everything failed: the configured fallback answer, if any.
-        if (failed_over && ctx.requested_model->fallback_response) {
+        if (failed_over && ctx.requested_model->fallback_response && inboundFor(ctx.endpoint)) {
           discardAttempt(ctx, *exchange, failure, head);
           if (co_await answerFallback(ctx)) break;
         }

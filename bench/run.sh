@@ -15,7 +15,8 @@
 # seconds of waiting for a quiet machine, per run), STREAMS_TIMEOUT (120, seconds),
 # KEEP_TMP (1 = keep configs and logs), DEPLOYMENTS (1; N: tahua serves the model from N
 # weighted deployments of the same mock, to measure routing end to end), RESILIENCE (1: retry
-# policy, circuit breaker and timeouts on tahua's provider).
+# policy, circuit breaker and timeouts on tahua's provider), HEARTBEAT (e.g. 1s: tahua's
+# server.stream_heartbeat, so held streams get heartbeats between the mock's chunks).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -131,13 +132,15 @@ EOF
 # policy, a circuit breaker and explicit timeouts on the provider.
 write_proxy_config() {  # FILE
   local n=${DEPLOYMENTS:-1} i w providers="" deployments="" extra=""
+  local hb=""  # HEARTBEAT=1s: stream heartbeats on idle streams (streams mode: memory with them on)
+  [ -n "${HEARTBEAT:-}" ] && hb=", stream_heartbeat: $HEARTBEAT"
   if [ "${RESILIENCE:-0}" = 1 ]; then
     extra=", retry: {attempts: 3, backoff: 50ms}, circuit_breaker: {window: 20, min_calls: 10}"
     extra+=", timeouts: {connect: 2s, first_byte: 30s, idle: 30s, total: 120s}"
   fi
   if [ "$n" -le 1 ]; then
     cat >"$1" <<EOF
-server: {workers: 1}
+server: {workers: 1$hb}
 listeners: [{address: 127.0.0.1, port: $PORT_TAHUA}]
 access_log: {enabled: false}
 providers: [{name: up, type: openai, base_url: "http://127.0.0.1:$PORT_MOCK/v1"$extra}]
@@ -151,7 +154,7 @@ EOF
     deployments+="      - {id: d$i, provider: up$i, upstream_model: mock-gpt, weight: $w}"$'\n'
   done
   cat >"$1" <<EOF
-server: {workers: 1}
+server: {workers: 1$hb}
 listeners: [{address: 127.0.0.1, port: $PORT_TAHUA}]
 access_log: {enabled: false}
 providers:

@@ -58,17 +58,22 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
       return bytes;
     }
     // Cut at event boundaries: complete events go out (minus the usage-only one), an
-    // unfinished one waits for its end. Upstreams send whole events, so the carry is
-    // almost always empty.
-    out_.clear();
+    // unfinished one waits for its end. Upstreams send whole events, so usually nothing
+    // is carried or cut and the input itself is returned: no copy, no buffer kept per
+    // stream (a held stream's memory). Only a feed that drops an event or continues a
+    // carried one is rebuilt in out_.
     bytes_ = bytes;
     start_ = 0;
+    materialized_ = false;
     if (!parser_.feed(bytes, *this)) {
       strip_ = false;  // cannot follow events any more: stop cutting, relay the rest as is
+      materialize();
       out_.append(carry_).append(bytes.substr(start_));
       carry_.clear();
       return out_;
     }
+    if (!materialized_ && carry_.empty() && (start_ == bytes.size() || last)) return bytes;
+    if (!materialized_) materialize();
     carry_.append(bytes.substr(start_));
     if (last) {
       out_.append(carry_);
@@ -121,9 +126,22 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     }
     if (!strip_) return;
     const std::size_t end = parser_.eventEnd();
+    // A kept event wholly inside this feed extends the run returned as a view.
+    if (!drop && carry_.empty() && !materialized_) {
+      start_ = end;
+      return;
+    }
+    materialize();
     if (!drop) out_.append(carry_).append(bytes_.substr(start_, end - start_));
     carry_.clear();
     start_ = end;
+  }
+
+  // Switches this feed's output from a view of the input to out_: what was kept so far.
+  void materialize() {
+    if (materialized_) return;
+    materialized_ = true;
+    out_.assign(bytes_.substr(0, start_));
   }
 
   // Usage inside {"<outer>":{"usage":{..}}} or {"usage":{..}} (Anthropic's message_delta).
@@ -177,6 +195,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   std::string carry_;
   std::string_view bytes_;
   std::size_t start_ = 0;
+  bool materialized_ = false;
 };
 
 class TranslatingTranslator final : public ResponseTranslator, private ChunkSink {

@@ -502,3 +502,19 @@ TEST(PassThrough, UpstreamErrorsLoseSecretsAndGainAnOpenAIType) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+TEST(PassThrough, HidingUsageReturnsTheInputItselfWhenNothingIsCut) {
+  auto t = makePassThroughTranslator(WireFormat::OpenAIChat, true);
+  RequestContext ctx;
+  const std::string events =
+      "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\ndata: {\"choices\":[{\"delta\":{}}]}\n\n";
+  std::string_view out = t->onStreamBytes(events, false, ctx);
+  EXPECT_EQ(out, events);
+  EXPECT_EQ(out.data(), events.data());  // a view: no copy, no per-stream buffer
+}
+
+}  // namespace
+}  // namespace tahua

@@ -94,6 +94,7 @@ struct RequestContext {
   const DeploymentConfig* deployment = nullptr;
   const ProviderConfig* provider = nullptr;
   DeploymentState* deployment_state = nullptr;  // this worker's view of it
+  DeploymentState* breaker_slot = nullptr;      // whose breaker admitted the current attempt
   std::string_view route_reason;                // canary decision: pin, allow, sticky, percent, none, single
   std::vector<std::size_t> tried;               // DeploymentConfig::index of failed attempts
   const ModelConfig* requested_model = nullptr; // before any fallback

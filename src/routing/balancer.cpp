@@ -125,6 +125,7 @@ PickResult Balancer::pick(const PickRequest& req) {
     const auto healthy = [&](std::size_t i) {
       const DeploymentState& st = *req.states[i];
       return st.ejected_until <= req.now && st.throttled_until <= req.now &&
+             (st.breaker.state != Breaker::State::Open || st.breaker.open_until <= req.now) &&
              std::find(req.exclude.begin(), req.exclude.end(), ds[i].index) == req.exclude.end();
     };
     if (model.balancing == BalancePolicy::WeightedRandom) {
@@ -173,6 +174,7 @@ PickResult Balancer::pick(const PickRequest& req) {
       subset.push_back(i);
       const DeploymentState& st = *req.states[i];
       if (st.ejected_until > req.now || st.throttled_until > req.now) continue;
+      if (st.breaker.state == Breaker::State::Open && st.breaker.open_until > req.now) continue;  // its breaker is open
       if (!req.exclude.empty() && std::find(req.exclude.begin(), req.exclude.end(), ds[i].index) != req.exclude.end()) continue;
       usable.push_back(i);
       if (ds[i].weight > 0) weighted.push_back(i);

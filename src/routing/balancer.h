@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <random>
@@ -19,6 +20,18 @@
 namespace tahua {
 
 using SteadyClock = std::chrono::steady_clock;
+
+// One deployment's circuit breaker on one worker: the outcomes of its last calls and
+// its state (judged by the circuit_breaker filter; an open one takes the deployment out
+// of selection).
+struct Breaker {
+  enum class State { Closed, Open, HalfOpen };
+  State state = State::Closed;
+  std::deque<std::uint8_t> window;  // per call: bit 0 failed, bit 1 slow
+  SteadyClock::time_point open_until{};
+  int probes_in_flight = 0;
+  int probes_succeeded = 0;
+};
 
 // What one worker has observed of one deployment. Only that worker's thread touches it.
 struct DeploymentState {
@@ -35,6 +48,7 @@ struct DeploymentState {
   std::uint32_t ejections = 0;       // in a row; the back-off doubles with each
   std::uint64_t requests = 0;
   std::uint64_t failures = 0;
+  Breaker breaker;
 };
 
 enum class NodeState { Healthy, Degraded, Overloaded, Unhealthy };

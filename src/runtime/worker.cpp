@@ -45,7 +45,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   chain->add(makeCountTokensFilter());  // answers locally unless the model is Anthropic's
   // After the router (a request for an unknown model is a 404, not a 503 or 429); the
   // breaker before the bulkhead, so a call refused by an open breaker takes no slot.
-  chain->add(makeCircuitBreakerFilter(breakers_, metrics_));
+  chain->add(makeCircuitBreakerFilter(metrics_));
   chain->add(makeBulkheadFilter(bulkhead_, worker_count_));
   return chain;
 }

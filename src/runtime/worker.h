@@ -93,7 +93,6 @@ class Worker {
   unsigned id_;
   unsigned worker_count_;
   BulkheadCounters bulkhead_;
-  BreakerTable breakers_;
   DeploymentStates deployments_;
   NodeTablePtr nodes_;
   Balancer balancer_;

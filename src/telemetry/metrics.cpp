@@ -148,8 +148,8 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# HELP tahua_circuit_breaker_transitions_total Circuit breaker state changes (summed over workers).\n";
   out += "# TYPE tahua_circuit_breaker_transitions_total counter\n";
   for (const auto& [key, n] : m.breaker_transitions)
-    out += "tahua_circuit_breaker_transitions_total{provider=\"" + escapeLabel(key.first) + "\",to=\"" +
-           escapeLabel(key.second) + "\"} " + std::to_string(n) + "\n";
+    out += "tahua_circuit_breaker_transitions_total{provider=\"" + escapeLabel(std::get<0>(key)) + "\",deployment=\"" +
+           escapeLabel(std::get<1>(key)) + "\",to=\"" + escapeLabel(std::get<2>(key)) + "\"} " + std::to_string(n) + "\n";
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";
   out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";

@@ -57,7 +57,8 @@ struct WorkerMetrics {
   std::map<std::string, std::uint64_t, std::less<>> upstream_connections_opened;               // provider
   std::map<std::string, std::uint64_t, std::less<>> upstream_retries;                          // provider
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> upstream_timeouts;    // (provider, kind)
-  std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> breaker_transitions;  // (provider, to)
+  // (provider, deployment, to)
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> breaker_transitions;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

@@ -1,8 +1,12 @@
-// Per-provider circuit breaker: opens on a failure rate, fails fast with 503
-// circuit_open (nothing sent upstream), half-opens after open_for, closes on good probes.
+// Per-deployment circuit breaker (settings from the provider): opens on a failure rate,
+// takes its deployment out of selection, fails fast with 503 circuit_open when no other
+// deployment is left (nothing sent upstream), half-opens after open_for, closes on good
+// probes.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { gatewayWithUpstream, MODEL } from './lib/fixtures.mjs';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
+import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { chatBody, post, request } from './lib/http.mjs';
 import { eventually } from './lib/util.mjs';
 
@@ -31,7 +35,7 @@ describe('circuit breaker', () => {
     assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
     const metrics = (await request(gw.url, '/metrics')).text;
     for (const to of ['open', 'half_open', 'closed'])
-      assert.match(metrics, new RegExp(`^tahua_circuit_breaker_transitions_total\\{provider="up",to="${to}"\\} 1$`, 'm'));
+      assert.match(metrics, new RegExp(`^tahua_circuit_breaker_transitions_total\\{provider="up",deployment="up",to="${to}"\\} 1$`, 'm'));
     assert.ok(gw.stderr.json().some((l) => l.msg === 'circuit breaker' && l.to === 'open'), 'the transition is logged');
   });
 
@@ -54,5 +58,50 @@ describe('circuit breaker', () => {
     const after = await post(gw.url, '/v1/chat/completions', chatBody(MODEL));
     assert.equal(after.json.error.code, 'circuit_open', 'open again after the failed probe');
     assert.equal(upstream.requests.length, 3);
+  });
+
+  it('an open breaker takes its deployment out of selection; the others keep serving', async (t) => {
+    const bad = await startMockUpstream({ t });
+    const config = gatewayConfig({
+      server: { deployment_header: true },
+      providers: [
+        openaiProvider('bad', bad.baseUrl(), {
+          circuit_breaker: { window: 4, min_calls: 4, failure_rate: 50, open_for: '30s', half_open_probes: 1 },
+        }),
+        { name: 'good', type: 'mock' },
+      ],
+      models: [
+        {
+          name: 'chat',
+          balancing: 'round_robin',
+          deployments: [
+            { id: 'a', provider: 'bad', upstream_model: 'x' },
+            { id: 'b', provider: 'good', upstream_model: 'y' },
+          ],
+        },
+      ],
+    });
+    const gw = await startTahua({ t, config });
+    for (let i = 0; i < 10; i++) bad.next({ mode: 'error', status: 500 });
+    // Round robin alternates a, b: four failures on a open its breaker.
+    let failures = 0;
+    for (let i = 0; i < 8 && failures < 4; i++) {
+      const res = await post(gw.url, '/v1/chat/completions', chatBody('chat'));
+      if (res.status === 500) failures += 1;
+    }
+    assert.equal(failures, 4);
+    await eventually(() => gw.stderr.json().some((l) => l.msg === 'circuit breaker' && l.to === 'open' && l.deployment === 'a'), {
+      timeout: 5000,
+      what: 'the breaker of deployment a to open',
+    });
+    const seen = bad.requests.length;
+    for (let i = 0; i < 10; i++) {
+      const res = await post(gw.url, '/v1/chat/completions', chatBody('chat'));
+      assert.equal(res.status, 200, 'no 503: the open deployment is skipped');
+      assert.equal(res.headers['x-tahua-deployment'], 'b');
+    }
+    assert.equal(bad.requests.length, seen, 'nothing more reached the open deployment');
+    const metrics = (await request(gw.url, '/metrics')).text;
+    assert.match(metrics, /^tahua_circuit_breaker_transitions_total\{provider="bad",deployment="a",to="open"\} 1$/m);
   });
 });

@@ -22,7 +22,7 @@ std::string_view stateName(Breaker::State s) {
 
 class CircuitBreakerFilter final : public Filter {
  public:
-  CircuitBreakerFilter(BreakerTable& breakers, WorkerMetrics& metrics) : breakers_(breakers), metrics_(metrics) {}
+  explicit CircuitBreakerFilter(WorkerMetrics& metrics) : metrics_(metrics) {}
   std::string_view name() const override { return "circuit_breaker"; }
 
   FilterStatus onUpstreamSelect(RequestContext& ctx) override { return admit(ctx); }
@@ -33,16 +33,17 @@ class CircuitBreakerFilter final : public Filter {
     judge(ctx);
     ctx.breaker_admitted = false;
     ctx.breaker_probe = false;
+    ctx.breaker_slot = nullptr;
   }
 
  private:
   FilterStatus admit(RequestContext& ctx) {
-    if (!ctx.provider || !ctx.provider->circuit_breaker.enabled) return FilterStatus::Continue;
+    if (!ctx.provider || !ctx.provider->circuit_breaker.enabled || !ctx.deployment_state) return FilterStatus::Continue;
     const CircuitBreakerConfig& cfg = ctx.provider->circuit_breaker;
-    Breaker& b = breaker(ctx.provider->name);
+    Breaker& b = ctx.deployment_state->breaker;
     const auto now = Clock::now();
     if (b.state == Breaker::State::Open && now >= b.open_until) {
-      transition(ctx.provider->name, b, Breaker::State::HalfOpen, "open_for elapsed");
+      transition(ctx, b, Breaker::State::HalfOpen, "open_for elapsed");
       b.probes_in_flight = 0;
       b.probes_succeeded = 0;
     }
@@ -57,6 +58,7 @@ class CircuitBreakerFilter final : public Filter {
       return FilterStatus::Stop;
     }
     ctx.breaker_admitted = true;
+    ctx.breaker_slot = ctx.deployment_state;
     if (b.state == Breaker::State::HalfOpen) {
       ctx.breaker_probe = true;
       ++b.probes_in_flight;
@@ -65,9 +67,9 @@ class CircuitBreakerFilter final : public Filter {
   }
 
   void judge(RequestContext& ctx) {
-    if (!ctx.breaker_admitted || !ctx.provider) return;
+    if (!ctx.breaker_admitted || !ctx.provider || !ctx.breaker_slot) return;
     const CircuitBreakerConfig& cfg = ctx.provider->circuit_breaker;
-    Breaker& b = breaker(ctx.provider->name);
+    Breaker& b = ctx.breaker_slot->breaker;
     if (ctx.breaker_probe) --b.probes_in_flight;
     // Never sent (a later filter refused it) or the client left: says nothing about the upstream.
     if (ctx.attempts == 0 || ctx.status == 499) return;
@@ -76,9 +78,9 @@ class CircuitBreakerFilter final : public Filter {
     if (ctx.breaker_probe) {
       if (b.state != Breaker::State::HalfOpen) return;  // another probe decided already
       if (failed || slow) {
-        open(ctx.provider->name, b, cfg, "a half-open probe failed");
+        open(ctx, b, cfg, "a half-open probe failed");
       } else if (++b.probes_succeeded >= cfg.half_open_probes) {
-        transition(ctx.provider->name, b, Breaker::State::Closed, "half-open probes succeeded");
+        transition(ctx, b, Breaker::State::Closed, "half-open probes succeeded");
         b.window.clear();
       }
       return;
@@ -90,41 +92,35 @@ class CircuitBreakerFilter final : public Filter {
     if (calls < cfg.min_calls) return;
     const int failures = static_cast<int>(std::count_if(b.window.begin(), b.window.end(), [](auto o) { return o & kFailed; }));
     const int slows = static_cast<int>(std::count_if(b.window.begin(), b.window.end(), [](auto o) { return o & kSlow; }));
-    if (failures * 100 >= cfg.failure_rate * calls) open(ctx.provider->name, b, cfg, "failure rate over threshold");
+    if (failures * 100 >= cfg.failure_rate * calls) open(ctx, b, cfg, "failure rate over threshold");
     else if (cfg.slow_call.count() > 0 && slows * 100 >= cfg.slow_call_rate * calls)
-      open(ctx.provider->name, b, cfg, "slow-call rate over threshold");
+      open(ctx, b, cfg, "slow-call rate over threshold");
   }
 
-  Breaker& breaker(std::string_view provider) {
-    auto it = breakers_.find(provider);
-    if (it == breakers_.end()) it = breakers_.emplace(std::string(provider), Breaker{}).first;
-    return it->second;
-  }
-
-  void open(const std::string& provider, Breaker& b, const CircuitBreakerConfig& cfg, std::string_view why) {
+  void open(const RequestContext& ctx, Breaker& b, const CircuitBreakerConfig& cfg, std::string_view why) {
     b.open_until = Clock::now() + cfg.open_for;
     b.window.clear();
-    transition(provider, b, Breaker::State::Open, why);
+    transition(ctx, b, Breaker::State::Open, why);
   }
 
-  void transition(const std::string& provider, Breaker& b, Breaker::State to, std::string_view why) {
-    log::warn("circuit breaker", {{"provider", provider}, {"from", stateName(b.state)}, {"to", stateName(to)},
-                                  {"reason", why}});
+  // The audit trail: every transition is logged and counted.
+  void transition(const RequestContext& ctx, Breaker& b, Breaker::State to, std::string_view why) {
+    const std::string& provider = ctx.provider->name;
+    const std::string deployment = ctx.deployment ? ctx.deployment->id : provider;
+    const std::string model = ctx.model ? ctx.model->name : std::string();
+    log::warn("circuit breaker", {{"provider", provider}, {"model", model}, {"deployment", deployment},
+                                  {"from", stateName(b.state)}, {"to", stateName(to)}, {"reason", why}});
     b.state = to;
-    auto key = std::pair<std::string_view, std::string_view>(provider, stateName(to));
-    auto it = metrics_.breaker_transitions.find(key);
-    if (it == metrics_.breaker_transitions.end()) metrics_.breaker_transitions[{provider, std::string(stateName(to))}] = 1;
-    else ++it->second;
+    ++metrics_.breaker_transitions[{provider, deployment, std::string(stateName(to))}];
   }
 
-  BreakerTable& breakers_;
   WorkerMetrics& metrics_;
 };
 
 }  // namespace
 
-std::unique_ptr<Filter> makeCircuitBreakerFilter(BreakerTable& breakers, WorkerMetrics& metrics) {
-  return std::make_unique<CircuitBreakerFilter>(breakers, metrics);
+std::unique_ptr<Filter> makeCircuitBreakerFilter(WorkerMetrics& metrics) {
+  return std::make_unique<CircuitBreakerFilter>(metrics);
 }
 
 }  // namespace tahua

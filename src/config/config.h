@@ -221,6 +221,11 @@ struct CanaryConfig {
 // Passive outlier ejection from observed failures (5xx, connect errors, timeouts).
 struct OutlierConfig {
   int consecutive_failures = 5;  // 0 = off
+  // Error rate over a time window: at least `min_requests` calls in `interval`, of which
+  // `error_rate` % or more failed. error_rate 0 = off.
+  int error_rate = 0;
+  Millis interval{60'000};
+  int min_requests = 10;
   Millis eject_for{30'000};      // first ejection; doubles for each repeat, up to max
   Millis max_eject_for{300'000};
 };

@@ -496,9 +496,12 @@ class Loader {
       }
       if (auto o = y["outlier"]) {
         const std::string op = p + ".outlier";
-        checkKeys(o, op, {"consecutive_failures", "eject_for", "max_eject_for"});
+        checkKeys(o, op, {"consecutive_failures", "error_rate", "interval", "min_requests", "eject_for", "max_eject_for"});
         if (auto v = o["consecutive_failures"])
           mc.outlier.consecutive_failures = static_cast<int>(integer(v, op + ".consecutive_failures", 0, 10000));
+        if (auto v = o["error_rate"]) mc.outlier.error_rate = static_cast<int>(integer(v, op + ".error_rate", 0, 100));
+        if (auto v = o["interval"]) mc.outlier.interval = duration(v, op + ".interval", Millis(1));
+        if (auto v = o["min_requests"]) mc.outlier.min_requests = static_cast<int>(integer(v, op + ".min_requests", 1, 1'000'000));
         if (auto v = o["eject_for"]) mc.outlier.eject_for = duration(v, op + ".eject_for", Millis(1));
         if (auto v = o["max_eject_for"]) mc.outlier.max_eject_for = duration(v, op + ".max_eject_for", Millis(1));
         if (mc.outlier.max_eject_for < mc.outlier.eject_for) fail(o, op + ".max_eject_for", "must not be below eject_for");

@@ -304,6 +304,17 @@ void recordLatency(DeploymentState& s, double ttfb_ms, SteadyClock::time_point n
 
 void recordOutcome(DeploymentState& s, const OutlierConfig& c, bool failure, SteadyClock::time_point now) {
   ++s.requests;
+  // Error-rate window: counts restart when the interval has passed (a tumbling window:
+  // cheap, and good enough to notice "20% failing for a minute").
+  if (c.error_rate > 0) {
+    if (now - s.window_start >= c.interval) {
+      s.window_start = now;
+      s.window_requests = 0;
+      s.window_failures = 0;
+    }
+    ++s.window_requests;
+    if (failure) ++s.window_failures;
+  }
   if (!failure) {
     s.consecutive_failures = 0;
     if (s.ejected_until <= now) s.ejections = 0;  // healthy again after its ejection
@@ -311,12 +322,18 @@ void recordOutcome(DeploymentState& s, const OutlierConfig& c, bool failure, Ste
   }
   ++s.failures;
   ++s.consecutive_failures;
-  if (c.consecutive_failures > 0 && s.consecutive_failures >= static_cast<std::uint32_t>(c.consecutive_failures) &&
-      s.ejected_until <= now) {
+  const bool by_streak =
+      c.consecutive_failures > 0 && s.consecutive_failures >= static_cast<std::uint32_t>(c.consecutive_failures);
+  const bool by_rate = c.error_rate > 0 && s.window_requests >= static_cast<std::uint32_t>(c.min_requests) &&
+                       s.window_failures * 100 >= static_cast<std::uint32_t>(c.error_rate) * s.window_requests;
+  if ((by_streak || by_rate) && s.ejected_until <= now) {
     auto back_off = c.eject_for * (std::int64_t{1} << std::min<std::uint32_t>(s.ejections, 16));
     s.ejected_until = now + std::min(back_off, c.max_eject_for);
     ++s.ejections;
     s.consecutive_failures = 0;
+    s.window_requests = 0;  // judged: the next window starts after the ejection
+    s.window_failures = 0;
+    s.window_start = now;
   }
 }
 

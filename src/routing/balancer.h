@@ -48,6 +48,10 @@ struct DeploymentState {
   std::uint32_t ejections = 0;       // in a row; the back-off doubles with each
   std::uint64_t requests = 0;
   std::uint64_t failures = 0;
+  // The current error-rate window (outlier.interval): its start and counts.
+  SteadyClock::time_point window_start{};
+  std::uint32_t window_requests = 0;
+  std::uint32_t window_failures = 0;
   Breaker breaker;
 };
 

@@ -729,3 +729,55 @@ TEST(BalancerLatencyEstimate, JumpsUpAtOnceAndDecaysDownOverTime) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+TEST(BalancerEjection, ErrorRateOverAWindowEjects) {
+  OutlierConfig c;
+  c.consecutive_failures = 0;  // only the rate
+  c.error_rate = 20;
+  c.interval = std::chrono::milliseconds(60'000);
+  c.min_requests = 10;
+  c.eject_for = std::chrono::milliseconds(30'000);
+  DeploymentState s;
+  const auto t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+  // 1 failure in 9 successes: 10% < 20%, no ejection; never two failures in a row.
+  for (int i = 0; i < 9; ++i) recordOutcome(s, c, false, t0);
+  recordOutcome(s, c, true, t0);
+  EXPECT_LE(s.ejected_until, t0);
+  // Another failure: 2 of 11 = 18%: still below.
+  recordOutcome(s, c, true, t0);
+  EXPECT_LE(s.ejected_until, t0);
+  // A third: 3 of 12 = 25% >= 20%: ejected.
+  recordOutcome(s, c, true, t0);
+  EXPECT_GT(s.ejected_until, t0);
+  EXPECT_EQ(s.ejected_until, t0 + std::chrono::milliseconds(30'000));
+}
+
+TEST(BalancerEjection, ErrorRateNeedsMinRequestsAndForgetsOldWindows) {
+  OutlierConfig c;
+  c.consecutive_failures = 0;
+  c.error_rate = 50;
+  c.interval = std::chrono::milliseconds(1'000);
+  c.min_requests = 4;
+  DeploymentState s;
+  const auto t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+  recordOutcome(s, c, true, t0);
+  recordOutcome(s, c, true, t0);
+  recordOutcome(s, c, true, t0);
+  EXPECT_LE(s.ejected_until, t0);  // 3 calls < min_requests
+  // The window rolls over: the old failures no longer count.
+  const auto t1 = t0 + std::chrono::milliseconds(1'500);
+  recordOutcome(s, c, false, t1);
+  recordOutcome(s, c, false, t1);
+  recordOutcome(s, c, false, t1);
+  recordOutcome(s, c, true, t1);
+  EXPECT_LE(s.ejected_until, t1);  // 1 of 4 = 25% < 50%
+  recordOutcome(s, c, true, t1);
+  recordOutcome(s, c, true, t1);
+  EXPECT_GT(s.ejected_until, t1);  // 3 of 6 = 50%
+}
+
+}  // namespace
+}  // namespace tahua

@@ -1,6 +1,8 @@
 #include "filters/balancer/balancer_filter.h"
 
 #include <charconv>
+
+#include "http/query.h"
 #include <vector>
 
 namespace tahua {
@@ -34,18 +36,6 @@ bool iequalsPrefix(std::string_view s, std::string_view prefix) {
   for (std::size_t i = 0; i < prefix.size(); ++i)
     if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
   return true;
-}
-
-// The value of `name` in a query string ("a=1&modelVersion=canary"), undecoded.
-std::string_view queryParam(std::string_view query, std::string_view name) {
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    auto eq = pair.find('=');
-    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-  }
-  return {};
 }
 
 bool parseNumber(std::string_view v, double& out) {
@@ -95,7 +85,7 @@ class BalancerFilter final : public Filter {
     req.exclude = ctx.tried;
     if (ctx.headers) {
       req.pin_version = ctx.headers->get("x-tahua-version");
-      if (req.pin_version.empty()) req.pin_version = queryParam(ctx.query, "modelVersion");
+      if (req.pin_version.empty()) req.pin_version = queryParam(ctx.query, "modelVersion").value_or(std::string_view{});
       if (model.canary.enabled) req.sticky_key = stickyKey(*ctx.headers, model.canary);
     }
     const PickResult pick = balancer_.pick(req);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "http/query.h"
 #include "tokens/token_estimator.h"
 
 namespace tahua {
@@ -35,21 +36,6 @@ void computeFeatures(const RequestContext& ctx, Features& f) {
   else f.prompt_tokens = defaultTokenCounter().count(ctx.body);  // completions, responses: the text as a whole
 }
 
-std::string_view queryValue(std::string_view query, std::string_view name, bool& found) {
-  found = false;
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    auto eq = pair.find('=');
-    if (pair.substr(0, eq) == name) {
-      found = true;
-      return eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-    }
-  }
-  return {};
-}
-
 int utcMinuteOfDay() {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   return static_cast<int>(std::chrono::duration_cast<std::chrono::minutes>(now).count() % 1440);
@@ -68,8 +54,7 @@ bool routeMatches(const RouteConfig& r, const RequestContext& ctx, const std::st
     if (value == "*" ? got.empty() : got != value) return false;
   }
   for (const auto& [name, value] : r.query) {
-    bool found = false;
-    if (queryValue(ctx.query, name, found) != value || !found) return false;
+    if (queryParam(ctx.query, name) != value) return false;
   }
   if (r.from_minute >= 0) {
     const int now = utcMinuteOfDay();

@@ -41,6 +41,9 @@ struct ServerConfig {
   Millis drain_timeout{30'000};
   Millis drain_accept_grace{0};  // after SIGTERM keep accepting this long (readyz already 503)
   Millis stream_heartbeat{15'000};  // SSE comment on a stream idle this long; 0 = off
+  // A stream's bytes read from upstream but not yet taken by a slow client; past this
+  // the stream ends with a stream_buffer_overflow event and the upstream is cancelled.
+  std::size_t stream_buffer_bytes = 256 * 1024;
   bool deployment_header = false;  // X-Tahua-Deployment / X-Tahua-Version on answers
 };
 

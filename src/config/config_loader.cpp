@@ -160,7 +160,7 @@ class Loader {
     const std::string p = "server";
     checkKeys(n, p, {"workers", "max_connections", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
                      "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout",
-                     "stream_heartbeat", "drain_accept_grace", "deployment_header"});
+                     "stream_heartbeat", "drain_accept_grace", "deployment_header", "stream_buffer_bytes"});
     if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
     if (auto v = n["max_connections"]) s.max_connections = integer(v, p + ".max_connections", 1, 10'000'000);
     if (auto v = n["max_header_bytes"]) s.max_header_bytes = integer(v, p + ".max_header_bytes", 1024, 1 << 20);
@@ -175,6 +175,8 @@ class Loader {
     if (auto v = n["drain_timeout"]) s.drain_timeout = duration(v, p + ".drain_timeout");
     if (auto v = n["drain_accept_grace"]) s.drain_accept_grace = duration(v, p + ".drain_accept_grace");
     if (auto v = n["stream_heartbeat"]) s.stream_heartbeat = duration(v, p + ".stream_heartbeat");
+    if (auto v = n["stream_buffer_bytes"])
+      s.stream_buffer_bytes = integer(v, p + ".stream_buffer_bytes", 1024, 1ull << 30);
     if (auto v = n["deployment_header"]) s.deployment_header = boolean(v, p + ".deployment_header");
   }
 

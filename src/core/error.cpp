@@ -13,6 +13,7 @@ int Error::httpStatus() const {
     case ErrorKind::ModelNotFound:
     case ErrorKind::UnknownPath: return 404;
     case ErrorKind::MethodNotAllowed: return 405;
+    case ErrorKind::ClientTooSlow: return 408;  // only logged: the stream's head was already sent
     case ErrorKind::ConcurrencyLimited: return 429;
     case ErrorKind::BodyTooLarge: return 413;
     case ErrorKind::HeadersTooLarge: return 431;
@@ -40,6 +41,7 @@ ErrorSource Error::source() const {
     case ErrorKind::MethodNotAllowed:
     case ErrorKind::BodyTooLarge:
     case ErrorKind::HeadersTooLarge:
+    case ErrorKind::ClientTooSlow:
     case ErrorKind::BadHttp: return ErrorSource::Client;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -85,6 +87,7 @@ std::string_view Error::code() const {
     case ErrorKind::Overloaded: return "gateway_overloaded";
     case ErrorKind::ConcurrencyLimited: return "concurrency_limit_exceeded";
     case ErrorKind::CircuitOpen: return "circuit_open";
+    case ErrorKind::ClientTooSlow: return "stream_buffer_overflow";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

@@ -31,6 +31,7 @@ enum class ErrorKind {
   Overloaded,           // the gateway itself is out of a resource (file descriptors)
   ConcurrencyLimited,   // over a configured concurrency cap (bulkhead)
   CircuitOpen,          // the provider's circuit breaker is open: failing fast
+  ClientTooSlow,        // a stream's client fell further behind than server.stream_buffer_bytes
   Internal,
 };
 

@@ -35,6 +35,10 @@ class ResponseTranslator {
   // True once the translator ended the stream itself (an error event was the last thing
   // it returned): the relay stops reading the upstream.
   virtual bool streamEnded() const { return false; }
+  // Whether everything returned so far ends between two events (a stream ended here,
+  // with an error event appended, is well-formed). Translators that emit whole events
+  // are always there; a pass-through relays the upstream's pieces as they come.
+  virtual bool atEventBoundary() const { return true; }
   // A whole non-streaming body; may rewrite it in place and change ctx.status. Fills ctx.usage.
   virtual void onBody(std::string& body, RequestContext& ctx) = 0;
   // The final event sent when a stream must end early (upstream failed, drain).

@@ -97,6 +97,9 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     extractOpenAIUsage(body, ctx.usage);  // chat.completion, responses' response object, embeddings
   }
 
+  // Cutting the usage chunk returns whole events only; otherwise the parser knows.
+  bool atEventBoundary() const override { return strip_ || parser_.atEventBoundary(); }
+
   std::string streamErrorEvent(const Error& error) const override {
     switch (format_) {
       case WireFormat::OpenAIChat: return error.toOpenAIStreamEvent();

@@ -635,62 +635,60 @@ class Session final : public SessionBase {
     // A stream may last minutes: give back the read buffer if it holds no pipelined
     // request (it is reallocated for the next request on this connection).
     if (buffer_.size() == 0) buffer_.shrink_to_fit();
+    if constexpr (!kTls) {
+      // Direct writes (streamSend) need a socket that never blocks; Asio's own async
+      // operations work the same either way. Set once per connection.
+      if (!direct_writes_) {
+        beast::error_code ec;
+        lowest().socket().non_blocking(true, ec);
+        direct_writes_ = !ec;
+      }
+    }
     // From here on the worker's heartbeat sweep may write comments (heartbeatTick).
     relaying_stream_ = true;
     last_write_ = Clock::now();
     co_await pumpStream(ctx, exchange, translator);
+    co_await flushStream();  // no write of this stream may outlive the relay
     relaying_stream_ = false;
-    while (hb_writing_) co_await waitForHeartbeatWrite();  // it uses this session
+    if (out_inflight_.capacity() + out_pending_.capacity() > 64 * 1024) {
+      std::string().swap(out_inflight_);  // a slow client's backlog is not kept for the next request
+      std::string().swap(out_pending_);
+    }
   }
 
   // Idle streams get an SSE comment now and then, so proxies and load balancers in
   // between do not cut them. The worker calls this for every session on a coarse
   // timer (one timer per worker, not per stream: a held stream costs memory). A comment
-  // is written only while the relay waits for the upstream, never between the pieces of
-  // a data write, and never queued behind a full buffer (a write in flight is already
-  // a sign of life).
+  // goes out only when the stream writer is idle: never between the pieces of an event,
+  // never queued behind a backlog (a write in flight is already a sign of life).
   void heartbeatTick(Clock::time_point now) override {
-    if (!relaying_stream_ || hb_writing_ || data_writing_) return;
+    if (!relaying_stream_ || writer_busy_ || clientGone()) return;
     const Millis interval = serverConfig().stream_heartbeat;
     if (interval.count() == 0 || now - last_write_ < interval) return;
     static constexpr std::string_view kChunked = "e\r\n: keep-alive\n\n\r\n";
     static constexpr std::string_view kPlain = ": keep-alive\n\n";  // HTTP/1.0: unframed
     const std::string_view bytes = http10_ ? kPlain : kChunked;
-    hb_writing_ = true;
     last_write_ = now;
-    lowest().expires_after(serverConfig().client_write_timeout);
-    // The relay waits for this write before it writes or ends, so `this` outlives it.
-    asio::async_write(stream_, asio::buffer(bytes.data(), bytes.size()), [this](beast::error_code ec, std::size_t) {
-      hb_writing_ = false;
-      if (ec) {
-        client_gone_ = true;
-        if (exchange_) exchange_->abort();
-      }
-      if (hb_done_) hb_done_->cancel();
-    });
+    const asio::const_buffer buf(bytes.data(), bytes.size());
+    streamSend(std::span<const asio::const_buffer>(&buf, 1));
   }
 
-  asio::awaitable<void> waitForHeartbeatWrite() {
-    if (!hb_done_) hb_done_.emplace(lowest().socket().get_executor());  // rarely needed: made lazily
-    hb_done_->expires_at(Clock::time_point::max());
-    co_await hb_done_->async_wait(kUseTuple);  // cancelled when the heartbeat write completes
-  }
-
+  // Relays upstream pieces to the client as they arrive. The upstream is read on while
+  // the client catches up (the stream writer queues what the socket does not take), up
+  // to server.stream_buffer_bytes: a client further behind than that has its stream
+  // ended with a stream_buffer_overflow event (at an event boundary, so it stays
+  // well-formed) and the upstream cancelled, instead of holding memory or the upstream.
   asio::awaitable<void> pumpStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator) {
+    const std::size_t limit = serverConfig().stream_buffer_bytes;
     for (;;) {
       std::string_view bytes;
       bool done = false;
       auto err = co_await exchange.read(bytes, done);
-      while (hb_writing_) co_await waitForHeartbeatWrite();  // one writer at a time
       if (err) {
         if (clientGone()) co_return;
         // Never a silent truncation: the client learns why its stream ended.
         recordUpstreamFailure(ctx, std::move(*err));
-        std::string event = translator.streamErrorEvent(*ctx.error);
-        keep_alive_ = false;
-        data_writing_ = true;
-        if (co_await writeChunk(event, true)) ctx.bytes_out += event.size();
-        data_writing_ = false;
+        endStreamWithError(ctx, translator);
         co_return;
       }
       std::string_view out;
@@ -706,15 +704,12 @@ class Session final : public SessionBase {
         done = true;
       }
       if (!out.empty() || done) {
-        // The last piece and the terminating chunk go out in one write.
-        data_writing_ = true;
-        const bool ok = co_await writeChunk(out, done);
-        data_writing_ = false;
-        last_write_ = Clock::now();
-        if (!ok) {
-          clientWriteFailed(exchange);
+        // The last piece and the terminating chunk go out together.
+        if (!sendChunk(out, done)) {
+          exchange.abort();
           co_return;
         }
+        last_write_ = Clock::now();
         if (!out.empty()) {
           if (!ctx.first_byte) ctx.first_byte = last_write_;
           ctx.bytes_out += out.size();
@@ -722,28 +717,134 @@ class Session final : public SessionBase {
         }
       }
       if (done) co_return;
+      // Past the bound the stream ends at the next event boundary (an event is small; a
+      // stream that has none in sight is cut at twice the bound).
+      const std::size_t backlog = out_inflight_.size() + out_pending_.size();
+      if (backlog > limit && (translator.atEventBoundary() || backlog > 2 * limit)) {
+        exchange.abort();
+        ++worker_.metrics().stream_buffer_overflows;
+        ctx.fail(Error{ErrorKind::ClientTooSlow, "The client read the stream too slowly; the gateway ended it."});
+        log::warn("stream buffer overflow", {{"request_id", ctx.request_id}, {"backlog_bytes", std::to_string(backlog)}});
+        endStreamWithError(ctx, translator);
+        co_return;
+      }
     }
   }
 
-  // Writes one chunk of a chunked body (nothing if `data` is empty), then the
-  // terminating chunk if `last`. One gathered write: flushed as it is.
-  asio::awaitable<bool> writeChunk(std::string_view data, bool last) {
+  // The translator's error event for ctx.error, then the end of the body.
+  void endStreamWithError(RequestContext& ctx, ResponseTranslator& translator) {
+    std::string event = translator.streamErrorEvent(*ctx.error);
+    keep_alive_ = false;
+    if (sendChunk(event, true)) ctx.bytes_out += event.size();
+  }
+
+  // One chunk of a chunked body (nothing if `data` is empty), then the terminating
+  // chunk if `last`, through the stream writer. False once the client is gone.
+  bool sendChunk(std::string_view data, bool last) {
     static constexpr std::string_view kCrlf = "\r\n";
     static constexpr std::string_view kLast = "0\r\n\r\n";
     char size_buf[20];
     std::array<asio::const_buffer, 4> bufs;
     std::size_t n = 0;
     if (http10_) {  // unframed body (see relayStream)
-      if (data.empty()) co_return true;
-      bufs[n++] = asio::buffer(data.data(), data.size());
-    } else if (!data.empty()) {
-      std::string_view size_line = chunkSizeLine(data.size(), size_buf);
-      bufs[n++] = asio::buffer(size_line.data(), size_line.size());
-      bufs[n++] = asio::buffer(data.data(), data.size());
-      bufs[n++] = asio::buffer(kCrlf.data(), kCrlf.size());
+      if (!data.empty()) bufs[n++] = asio::buffer(data.data(), data.size());
+    } else {
+      if (!data.empty()) {
+        std::string_view size_line = chunkSizeLine(data.size(), size_buf);
+        bufs[n++] = asio::buffer(size_line.data(), size_line.size());
+        bufs[n++] = asio::buffer(data.data(), data.size());
+        bufs[n++] = asio::buffer(kCrlf.data(), kCrlf.size());
+      }
+      if (last) bufs[n++] = asio::buffer(kLast.data(), kLast.size());
     }
-    if (last && !http10_) bufs[n++] = asio::buffer(kLast.data(), kLast.size());
-    co_return co_await writeBuffers(std::span<const asio::const_buffer>(bufs.data(), n));
+    if (n == 0) return !clientGone();
+    return streamSend(std::span<const asio::const_buffer>(bufs.data(), n));
+  }
+
+  // The stream writer. Bytes go out at once when the socket takes them (plain TCP: a
+  // non-blocking send, no copy, no trip through the reactor); what it does not take is
+  // copied to out_inflight_ and written asynchronously, and whatever comes meanwhile
+  // waits in out_pending_, to go out as one write. One write in flight at a time.
+  bool streamSend(std::span<const asio::const_buffer> bufs) {
+    if (clientGone()) return false;
+    if (writer_busy_) {
+      appendBuffers(out_pending_, bufs, 0);
+      return true;
+    }
+    std::size_t written = 0;
+    if constexpr (!kTls) {
+      if (direct_writes_) {
+        beast::error_code ec;
+        written = lowest().socket().write_some(bufs, ec);
+        if (ec == asio::error::would_block || ec == asio::error::try_again) {
+          ec = {};
+          written = 0;
+        }
+        if (ec) {
+          streamFailed();
+          return false;
+        }
+        if (written == asio::buffer_size(bufs)) return true;
+      }
+    }
+    appendBuffers(out_inflight_, bufs, written);
+    startStreamWrite();
+    return true;
+  }
+
+  static void appendBuffers(std::string& to, std::span<const asio::const_buffer> bufs, std::size_t skip) {
+    for (const auto& b : bufs) {
+      const char* p = static_cast<const char*>(b.data());
+      std::size_t size = b.size();
+      const std::size_t drop = std::min(skip, size);
+      skip -= drop;
+      to.append(p + drop, size - drop);
+    }
+  }
+
+  void startStreamWrite() {
+    writer_busy_ = true;
+    lowest().expires_after(serverConfig().client_write_timeout);
+    // The relay waits for the writer before it ends (flushStream), so `this` outlives it.
+    asio::async_write(stream_, asio::buffer(out_inflight_), [this](beast::error_code ec, std::size_t) {
+      out_inflight_.clear();
+      if (ec || clientGone()) {
+        writer_busy_ = false;
+        streamFailed();
+        return;
+      }
+      if (!out_pending_.empty()) {
+        out_inflight_.swap(out_pending_);
+        startStreamWrite();
+        return;
+      }
+      writer_busy_ = false;
+      last_write_ = Clock::now();
+      if (writer_idle_) writer_idle_->cancel();
+    });
+  }
+
+  // A write failed (the client reset, or did not read for client_write_timeout): the
+  // upstream is cancelled at once.
+  void streamFailed() {
+    client_gone_ = true;
+    out_pending_.clear();
+    if (exchange_) exchange_->abort();
+    if (writer_idle_) writer_idle_->cancel();
+  }
+
+  // Waits until everything queued is written, or the write failed. A client known to
+  // be gone is not waited for: its write is cancelled.
+  asio::awaitable<void> flushStream() {
+    while (writer_busy_) {
+      if (clientGone()) {
+        beast::error_code ignored;
+        lowest().socket().cancel(ignored);
+      }
+      if (!writer_idle_) writer_idle_.emplace(lowest().socket().get_executor());  // made lazily: rarely needed
+      writer_idle_->expires_at(Clock::time_point::max());
+      co_await writer_idle_->async_wait(kUseTuple);  // cancelled when the writer goes idle
+    }
   }
 
   asio::awaitable<void> relayBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
@@ -887,9 +988,12 @@ class Session final : public SessionBase {
   // Stream heartbeats (see heartbeatTick).
   bool relaying_stream_ = false;
   Clock::time_point last_write_{};
-  bool hb_writing_ = false;
-  bool data_writing_ = false;
-  std::optional<asio::steady_timer> hb_done_;
+  // The stream writer (see streamSend).
+  bool direct_writes_ = false;  // plain TCP socket set non-blocking
+  bool writer_busy_ = false;    // an async write of out_inflight_ is in flight
+  std::string out_inflight_;
+  std::string out_pending_;
+  std::optional<asio::steady_timer> writer_idle_;
 };
 
 // `tls` keeps the server TLS context alive as long as a session uses it, even after

@@ -41,6 +41,9 @@ class SseParser {
   // blank line that ended the event (so a caller can cut the raw stream at event
   // boundaries without re-encoding it).
   std::size_t eventEnd() const { return event_end_; }
+  // True when the bytes fed so far end between events (no unfinished line or event), so
+  // a stream cut here stays well-formed.
+  bool atEventBoundary() const { return line_.empty() && !has_data_ && event_.empty(); }
 
  private:
   void processLine(std::string_view line, SseSink& sink);

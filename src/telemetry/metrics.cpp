@@ -45,6 +45,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   active_connections += other.active_connections;
   connections_accepted += other.connections_accepted;
   connections_rejected += other.connections_rejected;
+  stream_buffer_overflows += other.stream_buffer_overflows;
 }
 
 namespace {
@@ -162,6 +163,9 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# HELP tahua_connections_rejected_total Client connections refused over server.max_connections.\n";
   out += "# TYPE tahua_connections_rejected_total counter\n";
   out += "tahua_connections_rejected_total " + std::to_string(m.connections_rejected) + "\n";
+  out += "# HELP tahua_stream_buffer_overflows_total Streams ended because the client fell further behind than server.stream_buffer_bytes.\n";
+  out += "# TYPE tahua_stream_buffer_overflows_total counter\n";
+  out += "tahua_stream_buffer_overflows_total " + std::to_string(m.stream_buffer_overflows) + "\n";
   return out;
 }
 

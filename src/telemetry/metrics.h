@@ -63,6 +63,7 @@ struct WorkerMetrics {
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_rejected = 0;  // over server.max_connections
+  std::uint64_t stream_buffer_overflows = 0;  // streams ended: the client fell behind server.stream_buffer_bytes
 
   ModelSeries& series(std::string_view model, std::string_view provider);
   void merge(const WorkerMetrics& other);

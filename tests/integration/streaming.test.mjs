@@ -7,6 +7,21 @@ import { post, chatBody, collectData, chatText, expectError, openStream, expectF
 import { RawClient, rawRequest } from './lib/raw.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { withTimeout, eventually } from './lib/util.mjs';
+import net from 'node:net';
+
+// The payload of a chunked body (whole, as received).
+function dechunk(text) {
+  let out = '';
+  let at = 0;
+  for (;;) {
+    const eol = text.indexOf('\r\n', at);
+    const size = parseInt(text.slice(at, eol), 16);
+    assert.ok(Number.isInteger(size), `a chunk size line at ${at}`);
+    if (size === 0) return out;
+    out += text.slice(eol + 2, eol + 2 + size);
+    at = eol + 2 + size + 2;
+  }
+}
 
 const STREAM = chatBody(MODEL, { stream: true });
 
@@ -173,5 +188,63 @@ describe('stream heartbeats', () => {
       body.split('\n\n').filter((b) => b.startsWith('data: {')).map((b) => JSON.parse(b.slice(6)).choices?.[0]?.delta?.content ?? '').join(''),
       ex.text,
     );
+  });
+});
+
+describe('slow clients', () => {
+  // 20,000 events of ~1 KiB: more than the loopback socket buffers of the slow client
+  // plus its 64 KiB stream buffer, so a client that stops reading must overflow.
+  const BIG = Array.from({ length: 20_000 }, (_, i) => `${String(i).padStart(6, '0')}${'x'.repeat(900)}`);
+
+  it('a client that stops reading is cut with an error event; the upstream is cancelled and fast clients are unaffected', async (t) => {
+    const fx = await gatewayWithUpstream({ t, server: { workers: 1, stream_buffer_bytes: 65536 } });
+    // Its upstream sends everything but the end, then holds: the stream is still live.
+    const slowEx = fx.upstream.next({ pieces: BIG, mode: 'hold', holdAt: BIG.length });
+    // The slow client sends its request and then reads nothing: a paused socket (no
+    // reads, so the kernel does not grow its receive window either).
+    const slow = net.connect({ port: fx.gw.port, host: '127.0.0.1' });
+    t.after(() => slow.destroy());
+    await new Promise((resolve, reject) => slow.once('connect', resolve).once('error', reject));
+    slow.pause();
+    const received = [];
+    slow.on('data', (d) => received.push(d));
+    const slowEnded = new Promise((resolve) => slow.once('end', resolve));
+    slow.write(rawRequest('POST', '/v1/chat/completions', { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(STREAM) }));
+    await slowEx.received;
+
+    // A fast client on the same worker streams the same amount meanwhile, to the end.
+    const fastEx = fx.upstream.next({ pieces: BIG });
+    const client = openaiClient(fx.gw, { timeout: 60_000 });
+    const stream = await client.chat.completions.create({ ...STREAM, stream: true });
+    let fastText = '';
+    for await (const chunk of stream) fastText += chunk.choices[0]?.delta?.content ?? '';
+    assert.equal(fastText, BIG.join(''), 'the fast client got every byte');
+    await withTimeout(fastEx.finished, 5000, 'the fast stream finished upstream');
+
+    // The slow one overflowed: its upstream was cancelled before it finished sending.
+    await withTimeout(slowEx.clientClosed, 10_000, 'tahua cancelling the slow stream upstream');
+    assert.equal(slowEx.state, 'closed');
+    const metrics = await scrape(fx.gw.url);
+    assert.equal(sum(metrics, 'tahua_stream_buffer_overflows_total'), 1);
+
+    // Reading now, the slow client gets a well-formed stream: whole events in order,
+    // then the overflow error event as the last one (no [DONE]: it did not complete).
+    slow.resume();
+    await withTimeout(slowEnded, 20_000, 'the rest of the slow stream and the connection closing');
+    const raw = Buffer.concat(received).toString('utf8');
+    assert.match(raw, /^HTTP\/1\.1 200 /);
+    assert.match(raw, /\r\n0\r\n\r\n$/, 'the chunked body is terminated');
+    const body = dechunk(raw.slice(raw.indexOf('\r\n\r\n') + 4));
+    const blocks = body.split('\n\n').filter(Boolean);
+    const last = blocks.pop();
+    assert.match(last, /^data: /);
+    assert.equal(JSON.parse(last.slice(6)).error.code, 'stream_buffer_overflow');
+    let text = '';
+    for (const block of blocks) {
+      assert.ok(block.startsWith('data: {'), `a whole event: ${block.slice(0, 40)}`);
+      text += JSON.parse(block.slice(6)).choices[0].delta.content ?? '';
+    }
+    assert.ok(text.length > 0 && text.length < BIG.join('').length, 'part of the stream, not all of it');
+    assert.ok(BIG.join('').startsWith(text), 'what arrived is the start of the stream, in order and intact');
   });
 });

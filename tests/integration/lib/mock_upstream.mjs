@@ -24,7 +24,7 @@ export function mockEmbedding(index) {
  * One request/response exchange, created by `MockUpstream.next(behaviour)` (or implicitly
  * for unscripted requests). Behaviour `mode`s:
  *   'normal'        answer fully (default)
- *   'hold'          streaming: send the first event, then wait for release() or reset()
+ *   'hold'          streaming: send the first event (or up to event `holdAt`), then wait for release() or reset()
  *   'stall-headers' never send response headers
  *   'error'         answer `status` with `body` (default: an OpenAI error body)
  *   'garbage'       write bytes that are not HTTP and close the socket
@@ -287,8 +287,8 @@ export class MockUpstream {
     for (let i = 0; i < events.length; i += 1) {
       if (res.destroyed) return;
       res.write(sseEvent(events[i]));
-      if (i === 0) {
-        exchange._firstEvent.resolve();
+      if (i === 0) exchange._firstEvent.resolve();
+      if (i === (exchange.behaviour.holdAt ?? 0)) {
         if (exchange.behaviour.mode === 'hold') {
           const action = await Promise.race([exchange._control.promise, exchange.clientClosed.then(() => 'gone')]);
           if (action === 'gone') return;

@@ -47,10 +47,14 @@ struct ServerConfig {
   bool deployment_header = false;  // X-Tahua-Deployment / X-Tahua-Version on answers
 };
 
-// Concurrency caps for the whole gateway (0 = none). Per tenant/key caps come with tenants.
+// Concurrency caps for the whole gateway (0 = none); routes may have their own. Over a
+// cap a request is refused with 429, or waits up to queue_timeout for a slot (in line
+// with at most max_queue others per cap). Per tenant/key caps come with tenants.
 struct LimitsConfig {
   std::size_t max_concurrent_requests = 0;
   std::size_t max_concurrent_streams = 0;
+  Millis queue_timeout{0};      // 0 = refuse at once
+  std::size_t max_queue = 1000;  // waiters per cap; beyond it: 429 at once
 };
 
 // The admin API (/admin/v1/...): its own listener, never the public one, and a bearer
@@ -175,6 +179,9 @@ struct RouteConfig {
   std::string target;
   std::size_t target_index = 0;
   bool override_model = false;
+  // Concurrency caps of the requests this route chose (0 = none); see LimitsConfig.
+  std::size_t max_concurrent_requests = 0;
+  std::size_t max_concurrent_streams = 0;
   bool needsFeatures() const { return min_prompt_tokens >= 0 || max_prompt_tokens >= 0 || has_tools >= 0; }
 };
 

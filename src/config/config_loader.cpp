@@ -142,7 +142,9 @@ class Loader {
     loadListeners(root["listeners"], root, cfg);
     if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
     if (auto n = root["limits"]) {
-      checkKeys(n, "limits", {"max_concurrent_requests", "max_concurrent_streams"});
+      checkKeys(n, "limits", {"max_concurrent_requests", "max_concurrent_streams", "queue_timeout", "max_queue"});
+      if (auto v = n["queue_timeout"]) cfg.limits.queue_timeout = duration(v, "limits.queue_timeout");
+      if (auto v = n["max_queue"]) cfg.limits.max_queue = integer(v, "limits.max_queue", 0, 10'000'000);
       if (auto v = n["max_concurrent_requests"])
         cfg.limits.max_concurrent_requests = integer(v, "limits.max_concurrent_requests", 0, 10'000'000);
       if (auto v = n["max_concurrent_streams"])
@@ -604,7 +606,7 @@ class Loader {
     for (std::size_t i = 0; i < n.size(); ++i) {
       const std::string p = "routes[" + std::to_string(i) + "]";
       const YAML::Node& y = n[i];
-      checkKeys(y, p, {"name", "match", "when", "target", "override"});
+      checkKeys(y, p, {"name", "match", "when", "target", "override", "limits"});
       RouteConfig r;
       r.name = y["name"] ? nonEmpty(y["name"], p + ".name") : "route-" + std::to_string(i);
       if (!names.insert(r.name).second)
@@ -615,6 +617,13 @@ class Loader {
       if (it == cfg.model_index.end()) fail(y["target"], p + ".target", "unknown model \"" + r.target + "\"");
       r.target_index = it->second;
       if (auto v = y["override"]) r.override_model = boolean(v, p + ".override");
+      if (auto l = y["limits"]) {
+        checkKeys(l, p + ".limits", {"max_concurrent_requests", "max_concurrent_streams"});
+        if (auto v = l["max_concurrent_requests"])
+          r.max_concurrent_requests = integer(v, p + ".limits.max_concurrent_requests", 0, 10'000'000);
+        if (auto v = l["max_concurrent_streams"])
+          r.max_concurrent_streams = integer(v, p + ".limits.max_concurrent_streams", 0, 10'000'000);
+      }
       if (auto m = y["match"]) {
         const std::string mp = p + ".match";
         checkKeys(m, mp, {"model", "path", "headers", "query"});

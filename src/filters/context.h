@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -19,6 +20,7 @@
 namespace tahua {
 
 struct DeploymentState;
+class ConcurrencyLimit;
 
 enum class Endpoint {
   None,
@@ -90,6 +92,7 @@ struct RequestContext {
   RequestFacts facts;
   const ModelConfig* model = nullptr;
   std::string_view route_name;  // the declarative route that chose the model, if any
+  const RouteConfig* route = nullptr;
   // Set by the balancer filter.
   const DeploymentConfig* deployment = nullptr;
   const ProviderConfig* provider = nullptr;
@@ -100,7 +103,13 @@ struct RequestContext {
   const ModelConfig* requested_model = nullptr; // before any fallback
   std::string_view fallback;                    // "model" when a fallback model answered,
                                                 // "response" for the configured fallback answer
-  bool bulkhead_admitted = false;  // counted by the bulkhead filter; released in onComplete
+  // Concurrency slots this request holds (bulkhead filter; released in onComplete), and
+  // the cap it waits for when the filter said Wait (the session queues it there).
+  std::array<ConcurrencyLimit*, 4> bulkhead_held{};
+  std::size_t bulkhead_held_count = 0;
+  ConcurrencyLimit* bulkhead_wait = nullptr;
+  std::string_view bulkhead_scope;  // the scope that refused or queued it: "global", "route"
+  std::size_t resume_filter = 0;    // where onUpstreamSelect goes on after a Wait
   bool breaker_admitted = false;   // the circuit breaker judges this call's outcome
   bool breaker_probe = false;      // ... as a half-open probe
   // The adapter asked an OpenAI-format upstream for stream usage the client did not

@@ -21,6 +21,8 @@ namespace tahua {
 enum class FilterStatus {
   Continue,  // go on with the next filter / phase
   Stop,      // the filter set ctx.error or ctx.local_reply; answer now, skip the upstream
+  Wait,      // (onUpstreamSelect) the request must wait for a slot (ctx.bulkhead_wait); the
+             // session waits, then resumes the chain at the same filter
 };
 
 class Filter {
@@ -57,6 +59,8 @@ class FilterChain {
   FilterStatus requestHeaders(RequestContext& ctx);
   FilterStatus requestBody(RequestContext& ctx);
   FilterStatus upstreamSelect(RequestContext& ctx);
+  // After a Wait: the same phase again, from the filter that asked to wait.
+  FilterStatus resumeUpstreamSelect(RequestContext& ctx);
   void attemptFailed(RequestContext& ctx);
   FilterStatus reselect(RequestContext& ctx);  // clears the previous attempt's error first
   void responseHeaders(RequestContext& ctx);

@@ -18,9 +18,15 @@ std::string_view endpointPath(Endpoint e) {
 
 namespace {
 template <class Hook>
-FilterStatus runUntilStop(std::vector<std::unique_ptr<Filter>>& filters, RequestContext& ctx, Hook hook) {
-  for (auto& f : filters) {
-    if (((*f).*hook)(ctx) == FilterStatus::Stop) return FilterStatus::Stop;
+FilterStatus runUntilStop(std::vector<std::unique_ptr<Filter>>& filters, RequestContext& ctx, Hook hook,
+                          std::size_t from = 0) {
+  for (std::size_t i = from; i < filters.size(); ++i) {
+    const FilterStatus status = ((*filters[i]).*hook)(ctx);
+    if (status == FilterStatus::Stop) return FilterStatus::Stop;
+    if (status == FilterStatus::Wait) {
+      ctx.resume_filter = i;
+      return FilterStatus::Wait;
+    }
     // A filter that recorded an error without saying Stop still stops the request.
     if (ctx.error || ctx.local_reply) return FilterStatus::Stop;
   }
@@ -36,6 +42,9 @@ FilterStatus FilterChain::requestBody(RequestContext& ctx) {
 }
 FilterStatus FilterChain::upstreamSelect(RequestContext& ctx) {
   return runUntilStop(filters_, ctx, &Filter::onUpstreamSelect);
+}
+FilterStatus FilterChain::resumeUpstreamSelect(RequestContext& ctx) {
+  return runUntilStop(filters_, ctx, &Filter::onUpstreamSelect, ctx.resume_filter);
 }
 void FilterChain::attemptFailed(RequestContext& ctx) {
   for (auto& f : filters_) f->onAttemptFailed(ctx);

@@ -108,6 +108,7 @@ Gateway::Gateway(SnapshotPtr snapshot, ConfigSource source)
   auto cfg = std::make_shared<Config>(*snapshot_->config);
   cfg->generation = 1;
   if (auto built = buildSnapshot(cfg); std::holds_alternative<SnapshotPtr>(built)) snapshot_ = std::get<SnapshotPtr>(built);
+  bulkheads_.configure(*snapshot_->config);
 }
 
 void Gateway::reload(std::string_view trigger) {
@@ -153,6 +154,7 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
   if (new_cfg.admin.listener.port != old_cfg.admin.listener.port || new_cfg.admin.enabled != old_cfg.admin.enabled)
     log::warn("config reload: admin listener changes need a restart (a new token applies now)");
   snapshot_ = next;
+  bulkheads_.configure(new_cfg);  // before any worker builds its chain from the new config
   for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get(), next] { w->setSnapshot(next); });
   ++reloads_ok_;
   auto generation = ++generation_;
@@ -184,6 +186,20 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
   text += "# HELP tahua_config_generation Number of the config in use (1 at start, +1 per reload).\n";
   text += "# TYPE tahua_config_generation gauge\n";
   text += "tahua_config_generation " + std::to_string(generation_.load()) + "\n";
+  text += "# HELP tahua_bulkhead_in_use Slots of a concurrency cap in use, by scope and kind (requests, streams).\n";
+  text += "# TYPE tahua_bulkhead_in_use gauge\n";
+  std::string waiting;
+  bulkheads_.forEach([&](const std::string& scope, const Bulkheads::Pair& pair) {
+    for (auto [kind, cap] : {std::pair<const char*, const ConcurrencyLimit*>{"requests", &pair.requests}, {"streams", &pair.streams}}) {
+      if (cap->limit() == 0 && cap->inUse() == 0) continue;
+      const std::string labels = "{scope=\"" + escapeLabel(scope) + "\",kind=\"" + kind + "\"} ";
+      text += "tahua_bulkhead_in_use" + labels + std::to_string(cap->inUse()) + "\n";
+      waiting += "tahua_bulkhead_waiting" + labels + std::to_string(cap->waiting()) + "\n";
+    }
+  });
+  text += "# HELP tahua_bulkhead_waiting Requests queued for a slot of a concurrency cap (limits.queue_timeout).\n";
+  text += "# TYPE tahua_bulkhead_waiting gauge\n";
+  text += waiting;
   co_return text;
 }
 

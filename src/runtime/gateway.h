@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "filters/bulkhead/concurrency_limit.h"
 #include "providers/provider.h"
 #include "routing/balancer.h"
 
@@ -46,6 +47,9 @@ class Gateway {
   // Merges every worker's metrics (each copied on its own thread) into Prometheus text.
   boost::asio::awaitable<std::string> renderMetrics();
 
+  // Concurrency caps shared by every worker (configured before a config is published).
+  Bulkheads& bulkheads() { return bulkheads_; }
+
   // The admin API (src/admin/admin_api.cpp), called on the admin listener's worker.
   struct AdminReply {
     int status = 200;
@@ -75,6 +79,7 @@ class Gateway {
   ConfigPtr base_config_;  // as loaded, before admin overrides
   std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (admin API)
   NodeTable nodes_;  // GPU node status reports
+  Bulkheads bulkheads_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};
   std::atomic<std::uint64_t> reloads_ok_{0};

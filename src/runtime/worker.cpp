@@ -14,6 +14,7 @@
 #include "filters/balancer/balancer_filter.h"
 #include "filters/count_tokens/count_tokens_filter.h"
 #include "filters/router/router_filter.h"
+#include "runtime/gateway.h"
 #include "server/upstream_client.h"
 
 namespace tahua {
@@ -41,12 +42,13 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (snapshot_->config->access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
+  // After the router (a request for an unknown model is a 404, not a 429; the route is
+  // known), before the balancer: a request that waits for a slot picks its deployment
+  // when it gets one.
+  chain->add(makeBulkheadFilter(gateway_.bulkheads(), *snapshot_->config, metrics_));
   chain->add(makeBalancerFilter(deployments_, *snapshot_->config, nodes_, balancer_));
   chain->add(makeCountTokensFilter());  // answers locally unless the model is Anthropic's
-  // After the router (a request for an unknown model is a 404, not a 503 or 429); the
-  // breaker before the bulkhead, so a call refused by an open breaker takes no slot.
   chain->add(makeCircuitBreakerFilter(metrics_));
-  chain->add(makeBulkheadFilter(bulkhead_, worker_count_));
   return chain;
 }
 

@@ -92,7 +92,6 @@ class Worker {
 
   unsigned id_;
   unsigned worker_count_;
-  BulkheadCounters bulkhead_;
   DeploymentStates deployments_;
   NodeTablePtr nodes_;
   Balancer balancer_;

@@ -23,6 +23,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "core/log.h"
+#include "filters/bulkhead/concurrency_limit.h"
 #include "providers/translation.h"
 #include "runtime/gateway.h"
 #include "server/http_head.h"
@@ -298,6 +299,13 @@ class Session final : public SessionBase {
       co_return;
     }
     FilterStatus selected = chain.upstreamSelect(ctx);
+    while (selected == FilterStatus::Wait) {
+      // Over a concurrency cap with limits.queue_timeout: wait in line, then go on (the
+      // bulkhead filter refuses it if no slot came).
+      ConcurrencyLimit& cap = *ctx.bulkhead_wait;
+      if (co_await waitForSlot(cap, ctx)) ctx.bulkhead_held[ctx.bulkhead_held_count++] = &cap;
+      selected = chain.resumeUpstreamSelect(ctx);
+    }
     ctx.requested_model = ctx.model;
     // The client's bytes, kept while another attempt may need them (adapters consume and
     // rewrite ctx.body). Only then: the common request pays no copy.
@@ -384,6 +392,23 @@ class Session final : public SessionBase {
     }
     ctx.end = Clock::now();
     chain.complete(ctx);
+  }
+
+  // Waits in line for a slot of `cap`, at most limits.queue_timeout. True if it was
+  // granted (the request then holds it). The slot may be freed on another worker: the
+  // ticket's wake posts to this one.
+  asio::awaitable<bool> waitForSlot(ConcurrencyLimit& cap, RequestContext& ctx) {
+    auto timer = std::make_shared<asio::steady_timer>(lowest().socket().get_executor());
+    auto ticket = std::make_shared<QueueTicket>();
+    ticket->wake = [timer] { asio::post(timer->get_executor(), [timer] { timer->cancel(); }); };
+    switch (cap.enqueue(ticket, ctx.config->limits.max_queue)) {
+      case ConcurrencyLimit::Enqueued::Acquired: co_return true;
+      case ConcurrencyLimit::Enqueued::Full: co_return false;
+      case ConcurrencyLimit::Enqueued::Queued: break;
+    }
+    timer->expires_after(ctx.config->limits.queue_timeout);
+    co_await timer->async_wait(kUseTuple);  // expired, or cancelled by the wake
+    co_return !cap.withdraw(ticket);
   }
 
   bool mayTryAgain(const RequestContext& ctx) const {

@@ -39,6 +39,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.upstream_errors) upstream_errors[key] += n;
   for (const auto& [key, n] : other.upstream_connections_opened) upstream_connections_opened[key] += n;
   for (const auto& [key, n] : other.upstream_retries) upstream_retries[key] += n;
+  for (const auto& [key, n] : other.bulkhead_rejections) bulkhead_rejections[key] += n;
   for (const auto& [key, n] : other.upstream_timeouts) upstream_timeouts[key] += n;
   for (const auto& [key, n] : other.breaker_transitions) breaker_transitions[key] += n;
   active_streams += other.active_streams;
@@ -47,8 +48,6 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   connections_rejected += other.connections_rejected;
   stream_buffer_overflows += other.stream_buffer_overflows;
 }
-
-namespace {
 
 // Label values are config names or fixed words, but escape anyway: \ " and newline.
 std::string escapeLabel(std::string_view v) {
@@ -66,6 +65,8 @@ std::string escapeLabel(std::string_view v) {
   }
   return out;
 }
+
+namespace {
 
 std::string formatDouble(double v) {
   char buf[64];
@@ -142,6 +143,10 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [provider, n] : m.upstream_connections_opened)
     out += "tahua_upstream_connections_opened_total{provider=\"" + escapeLabel(provider) + "\"} " + std::to_string(n) +
            "\n";
+  out += "# HELP tahua_bulkhead_rejections_total Requests refused 429 over a concurrency cap, by scope (global, route:<name>).\n";
+  out += "# TYPE tahua_bulkhead_rejections_total counter\n";
+  for (const auto& [scope, n] : m.bulkhead_rejections)
+    out += "tahua_bulkhead_rejections_total{scope=\"" + escapeLabel(scope) + "\"} " + std::to_string(n) + "\n";
   out += "# HELP tahua_upstream_retries_total Upstream tries repeated (before any byte reached the client).\n";
   out += "# TYPE tahua_upstream_retries_total counter\n";
   for (const auto& [provider, n] : m.upstream_retries)

@@ -59,6 +59,7 @@ struct WorkerMetrics {
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> upstream_timeouts;    // (provider, kind)
   // (provider, deployment, to)
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> breaker_transitions;
+  std::map<std::string, std::uint64_t, std::less<>> bulkhead_rejections;  // scope: global, route:<name>
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;
@@ -68,6 +69,9 @@ struct WorkerMetrics {
   ModelSeries& series(std::string_view model, std::string_view provider);
   void merge(const WorkerMetrics& other);
 };
+
+// A Prometheus label value with \\, " and newlines escaped.
+std::string escapeLabel(std::string_view v);
 
 // Prometheus text exposition format (version 0.0.4).
 std::string renderPrometheus(const WorkerMetrics& merged);

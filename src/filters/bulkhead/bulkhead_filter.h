@@ -2,20 +2,20 @@
 
 #include <memory>
 
+#include "filters/bulkhead/concurrency_limit.h"
 #include "filters/filter.h"
 
 namespace tahua {
 
-// Caps requests (and, separately, streams) in flight, so a flood cannot exhaust the
-// gateway: over a cap the request is answered 429 concurrency_limit_exceeded with
-// Retry-After at once, before any upstream work. Each worker enforces its share of the
-// configured caps (limit / workers, rounded up): no counter shared across threads.
-// Per-tenant and per-key bulkheads arrive with tenants.
-struct BulkheadCounters {  // owned by the worker, so a reload (new chain) keeps them
-  std::size_t requests = 0;
-  std::size_t streams = 0;
-};
+struct WorkerMetrics;
 
-std::unique_ptr<Filter> makeBulkheadFilter(BulkheadCounters& counters, unsigned workers);
+// Caps requests (and, separately, streams) in flight, for the whole gateway
+// (limits.max_concurrent_*) and per route (routes[].limits), so a flood cannot exhaust
+// the gateway or one route starve the others. Over a cap the request is answered 429
+// concurrency_limit_exceeded with Retry-After, before any upstream work, or, with
+// limits.queue_timeout, waits in line for a slot (the filter says Wait; the session
+// queues it, see ConcurrencyLimit). Caps are process-wide (shared by the workers).
+// Per-tenant and per-key bulkheads arrive with tenants.
+std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics);
 
 }  // namespace tahua

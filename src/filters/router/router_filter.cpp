@@ -115,6 +115,7 @@ class RouterFilter final : public Filter {
       if (const RouteConfig* r = firstRoute(cfg, ctx, ctx.facts.model, model != nullptr)) {
         model = &cfg.models[r->target_index];
         ctx.route_name = r->name;
+        ctx.route = r;
       }
     }
     if (!model) {

@@ -14,7 +14,7 @@ export const PROVIDER = 'up';
  * `models` (default: `gpt-test`). With `t`, both stop when that test ends; otherwise
  * call `close()`.
  */
-export async function gatewayWithUpstream({ t, server, limits, provider = {}, models, env, upstream: upstreamOptions } = {}) {
+export async function gatewayWithUpstream({ t, server, limits, provider = {}, models, routes, env, upstream: upstreamOptions } = {}) {
   const upstream = await startMockUpstream({ t, ...upstreamOptions });
   const config = gatewayConfig({
     server,
@@ -22,6 +22,7 @@ export async function gatewayWithUpstream({ t, server, limits, provider = {}, mo
     providers: [openaiProvider(PROVIDER, upstream.baseUrl(), provider)],
     models: models ?? [{ name: MODEL, provider: PROVIDER }],
   });
+  if (routes) config.routes = routes;
   const gw = await startTahua({ config, env, t });
   const close = async () => {
     await gw.kill();

@@ -182,6 +182,11 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
     co_return ok(bj::object{{"generation", generation_.load()}, {"warnings", std::move(warnings)}});
   }
 
+  if (rest == "healing") {
+    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    co_return AdminReply{200, healingJson()};
+  }
+
   if (rest == "deployments") {
     if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
     auto states = co_await collectDeploymentStates(cfg);

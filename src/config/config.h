@@ -258,6 +258,9 @@ struct GpuScoreConfig {
 
 struct ModelConfig {
   std::string name;
+  // Share (0..100) of this model's traffic sent straight to its first fallback. Never
+  // from the file: set by a self-healing rule (shift_to_fallback) while it is active.
+  double shift_percent = 0;
   std::vector<DeploymentConfig> deployments;  // at least one
   BalancePolicy balancing = BalancePolicy::WeightedRandom;
   CanaryConfig canary;
@@ -278,6 +281,32 @@ struct ModelConfig {
 };
 
 
+// Self-healing: declarative rules over live metrics, evaluated every `interval`; each
+// action (and its undoing) is an audit record (log, admin view, metrics, audit_log file).
+struct HealingRuleConfig {
+  enum class Metric { TtftP99, ErrorRate };
+  enum class Action { ShiftToFallback, Eject };
+  std::string name;
+  std::string model;
+  std::string deployment;  // eject: a deployment id or "*" (each one); shift: empty (the model)
+  Metric metric = Metric::ErrorRate;
+  double above = 0;        // ttft_p99: milliseconds; error_rate: percent
+  Millis for_{60'000};     // the condition holds this long (every interval of it) → act
+  int min_requests = 10;   // an interval with fewer requests has no verdict
+  Action action = Action::Eject;
+  double percent = 100;    // shift_to_fallback: share of the model's traffic moved
+  Millis restore_after{600'000};  // healthy (or idle) this long → undo
+};
+
+struct HealingConfig {
+  Millis interval{10'000};
+  std::string audit_log;   // JSON lines appended per action; empty = log and admin view only
+  std::vector<HealingRuleConfig> rules;
+};
+
+std::string_view healingMetricName(HealingRuleConfig::Metric m);
+std::string_view healingActionName(HealingRuleConfig::Action a);
+
 struct Config {
   std::string source;  // file path, or "<built-in>"
   ServerConfig server;
@@ -294,6 +323,7 @@ struct Config {
   std::unordered_map<std::string, std::vector<std::uint32_t>, StringHash, std::equal_to<>> routes_by_model;
   std::vector<std::uint32_t> routes_any_model;
   AdminConfig admin;
+  HealingConfig healing;
   // Kubernetes-style resources from a config directory that are validated and listed
   // but not acted on yet (RateLimitPolicy, PromptTemplate): "Kind/name".
   std::vector<std::string> inert_resources;

@@ -93,6 +93,7 @@ struct RequestContext {
   const ModelConfig* model = nullptr;
   std::string_view route_name;  // the declarative route that chose the model, if any
   const RouteConfig* route = nullptr;
+  const ModelConfig* shifted_from = nullptr;  // a self-healing shift sent it to this model's fallback
   // Set by the balancer filter.
   const DeploymentConfig* deployment = nullptr;
   const ProviderConfig* provider = nullptr;
@@ -102,7 +103,8 @@ struct RequestContext {
   std::vector<std::size_t> tried;               // DeploymentConfig::index of failed attempts
   const ModelConfig* requested_model = nullptr; // before any fallback
   std::string_view fallback;                    // "model" when a fallback model answered,
-                                                // "response" for the configured fallback answer
+                                                // "response" for the configured fallback answer,
+                                                // "shift" when a self-healing rule sent it there
   // Concurrency slots this request holds (bulkhead filter; released in onComplete), and
   // the cap it waits for when the filter said Wait (the session queues it there).
   std::array<ConcurrencyLimit*, 4> bulkhead_held{};

@@ -288,6 +288,8 @@ PickResult Balancer::pick(const PickRequest& req) {
 }
 
 void recordLatency(DeploymentState& s, double ttfb_ms, SteadyClock::time_point now) {
+  ++s.ttft_buckets[static_cast<std::size_t>(
+      std::lower_bound(kTtftBoundsMs.begin(), kTtftBoundsMs.end(), ttfb_ms) - kTtftBoundsMs.begin())];
   constexpr double kTauMs = 10'000;  // the estimate forgets over ~10 s
   if (!s.has_latency) {
     s.ewma_ms = ttfb_ms;

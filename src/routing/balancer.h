@@ -4,6 +4,7 @@
 // measured in bench/micro (goal: well under 1 µs with 100 deployments).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -33,6 +34,11 @@ struct Breaker {
   int probes_succeeded = 0;
 };
 
+// Upper bounds (ms) of the time-to-first-byte buckets each deployment counts (the last
+// bucket, past them, is +Inf); self-healing rules read percentiles from them.
+inline constexpr std::array<double, 16> kTtftBoundsMs = {5,    10,   25,    50,    100,   250,    500,    1000,
+                                                         2500, 5000, 10000, 20000, 30000, 60000, 120000, 300000};
+
 // What one worker has observed of one deployment. Only that worker's thread touches it.
 struct DeploymentState {
   // Read by every decision first (one cache line with the next few).
@@ -53,6 +59,7 @@ struct DeploymentState {
   std::uint32_t window_requests = 0;
   std::uint32_t window_failures = 0;
   Breaker breaker;
+  std::array<std::uint64_t, kTtftBoundsMs.size() + 1> ttft_buckets{};  // successful calls, cumulative
 };
 
 enum class NodeState { Healthy, Degraded, Overloaded, Unhealthy };

@@ -306,12 +306,13 @@ class Session final : public SessionBase {
       if (co_await waitForSlot(cap, ctx)) ctx.bulkhead_held[ctx.bulkhead_held_count++] = &cap;
       selected = chain.resumeUpstreamSelect(ctx);
     }
-    ctx.requested_model = ctx.model;
+    // A self-healing shift already moved it to the first fallback: the chain goes on from there.
+    ctx.requested_model = ctx.shifted_from ? ctx.shifted_from : ctx.model;
     // The client's bytes, kept while another attempt may need them (adapters consume and
     // rewrite ctx.body). Only then: the common request pays no copy.
     std::string original;
     if (ctx.model && !ctx.local_reply && mayTryAgain(ctx)) original = ctx.body;
-    std::size_t next_fallback = 0;
+    std::size_t next_fallback = ctx.shifted_from ? 1 : 0;
     int model_attempt = 0;  // attempts on the current model: the retry budget
     bool watching = false;
     bool gone_while_waiting = false;

@@ -352,6 +352,9 @@ class HttpExchange final : public UpstreamExchange {
     for (const auto& field : res) {
       std::string_view name = field.name_string();
       if (isHopByHop(name) || beast::iequals(name, "content-type") || beast::iequals(name, "set-cookie")) continue;
+      // The client's x-request-id is the gateway's own; the provider's is kept under
+      // another name (what its support asks for).
+      if (beast::iequals(name, "x-request-id")) name = "x-upstream-request-id";
       head.headers.emplace_back(name, field.value());
     }
     co_return std::nullopt;

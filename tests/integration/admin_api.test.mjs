@@ -8,11 +8,10 @@ import { chatBody, chatText, collectData, openStream, post, request } from './li
 import { scrape, sum } from './lib/metrics.mjs';
 import { toYaml } from './lib/yaml.mjs';
 import { eventually, tryConnect, withTimeout } from './lib/util.mjs';
+import { TOKEN, adminSection, startWithAdmin } from './lib/admin.mjs';
 
-const TOKEN = 'admin-test-token-0123456789abcdef';
 const PROVIDER_SECRET = 'sk-live-SECRET-must-never-leak-4242';
 
-const adminSection = (extra = {}) => ({ listen: { address: '127.0.0.1', port: 0 }, token: TOKEN, ...extra });
 
 /** A config with the admin API; `models`/`providers` default to two mock deployments. */
 function adminConfig({ providers, models, server = {}, admin = adminSection() } = {}) {
@@ -32,27 +31,6 @@ function adminConfig({ providers, models, server = {}, admin = adminSection() } 
   });
   config.admin = admin;
   return config;
-}
-
-/** Starts tahua and returns `{ gw, admin }`; `admin(method, path, options)` calls the admin API. */
-async function startWithAdmin(t, config, options = {}) {
-  const gw = await startTahua({ t, config, ...options });
-  const line = await gw.stderr.waitUntil(
-    () => gw.stderr.json().find((l) => l.msg === 'admin listening'),
-    5000,
-    'the "admin listening" line',
-  );
-  assert.ok(Number.isInteger(line.port) && line.port > 0, `admin port ${line.port}`);
-  assert.notEqual(line.port, gw.port, 'the admin API has its own port');
-  const url = `http://127.0.0.1:${line.port}`;
-  const admin = (method, path, { json, body, token = TOKEN, headers = {} } = {}) =>
-    request(url, path, {
-      method,
-      json,
-      body,
-      headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...headers },
-    });
-  return { gw, admin, url, port: line.port };
 }
 
 function assertAdminError(res, status, code) {

@@ -1,5 +1,7 @@
 #include "filters/router/router_filter.h"
 
+#include <random>
+
 #include <fnmatch.h>
 
 #include <boost/json/parse.hpp>
@@ -94,6 +96,7 @@ const RouteConfig* firstRoute(const Config& cfg, const RequestContext& ctx, cons
 class RouterFilter final : public Filter {
  public:
   std::string_view name() const override { return "router"; }
+  RouterFilter() : rng_(std::random_device{}()) {}
 
   FilterStatus onRequestBody(RequestContext& ctx) override {
     if (ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::None) return FilterStatus::Continue;
@@ -123,9 +126,19 @@ class RouterFilter final : public Filter {
                      "The model '" + ctx.facts.model + "' does not exist or you do not have access to it."});
       return FilterStatus::Stop;
     }
+    if (model->shift_percent > 0 && !model->fallback_indices.empty() &&
+        (model->shift_percent >= 100 || std::uniform_real_distribution<double>(0, 100)(rng_) < model->shift_percent)) {
+      // A self-healing rule moved (this share of) the model's traffic to its first fallback.
+      ctx.shifted_from = model;
+      ctx.fallback = "shift";
+      model = &cfg.models[model->fallback_indices[0]];
+    }
     ctx.model = model;  // the balancer filter picks one of its deployments
     return FilterStatus::Continue;
   }
+
+ private:
+  std::minstd_rand rng_;  // per worker (filters are), so no sharing
 };
 
 }  // namespace

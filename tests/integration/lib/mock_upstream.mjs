@@ -28,7 +28,7 @@ export function mockEmbedding(index) {
  *   'stall-headers' never send response headers
  *   'error'         answer `status` with `body` (default: an OpenAI error body)
  *   'garbage'       write bytes that are not HTTP and close the socket
- * `pieces` overrides the streamed/returned content pieces.
+ * `pieces` overrides the streamed/returned content pieces; `delayMs` delays the answer.
  */
 export class Exchange {
   constructor(behaviour = {}) {
@@ -108,6 +108,7 @@ export class MockUpstream {
     this.exchanges = [];
     this.sockets = new Set();
     this.counter = 0;
+    this.defaultBehaviour = undefined; // behaviour of unscripted requests (e.g. { mode: 'error' })
     server.on('connection', (socket) => {
       this.connections += 1;
       this.sockets.add(socket);
@@ -145,7 +146,7 @@ export class MockUpstream {
   }
 
   onRequest(req, res) {
-    const exchange = this.queue.shift() ?? new Exchange();
+    const exchange = this.queue.shift() ?? new Exchange(this.defaultBehaviour);
     this.exchanges.push(exchange);
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
@@ -183,7 +184,8 @@ export class MockUpstream {
   }
 
   async respond(exchange, record, req, res) {
-    const { mode } = exchange.behaviour;
+    const { mode, delayMs } = exchange.behaviour;
+    if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs)); // a slow upstream (time to first byte)
     if (mode === 'stall-headers') return; // the socket stays open until the peer gives up
     if (mode === 'garbage') {
       req.socket.end('THIS IS NOT HTTP\r\n\r\n');

@@ -16,7 +16,8 @@
 # KEEP_TMP (1 = keep configs and logs), DEPLOYMENTS (1; N: tahua serves the model from N
 # weighted deployments of the same mock, to measure routing end to end), RESILIENCE (1: retry
 # policy, circuit breaker and timeouts on tahua's provider), HEARTBEAT (e.g. 1s: tahua's
-# server.stream_heartbeat, so held streams get heartbeats between the mock's chunks).
+# server.stream_heartbeat, so held streams get heartbeats between the mock's chunks),
+# STREAM (1 = proxy mode sends streaming chats: the per-event relay path).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -233,6 +234,13 @@ REQ_PATH=/v1/chat/completions
 REQ_BODY=$CHAT_BODY
 REQ_EXPECT='"chat.completion"'   # grep pattern a correct answer contains
 [ -n "$CHAT_BODY" ] || die "no wrk.body = '...' line in bench/chat.lua"
+# STREAM=1: the same chat as a stream (16 SSE chunks from the mock): the relay path per
+# event instead of one body; nginx then runs with proxy_buffering off, as for SSE.
+if [ "${STREAM:-0}" = 1 ]; then
+  REQ_BODY=${CHAT_BODY%\}},\"stream\":true}
+  WRK_SCRIPT=$ROOT/bench/body.lua
+  REQ_EXPECT='data: \[DONE\]'
+fi
 
 # One wrk run against a target, pinned to the load CPU. chat.lua ignores BENCH_BODY;
 # body.lua sends it.
@@ -326,6 +334,7 @@ http {
       proxy_pass http://mock;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      $( [ "${STREAM:-0}" = 1 ] && echo "proxy_buffering off;" )
     }
   }
 }

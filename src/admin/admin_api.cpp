@@ -199,8 +199,15 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
         std::uint64_t outstanding = 0, requests = 0, failures = 0;
         double ewma = 0;
         bool ejected = false, throttled = false;
+        // Breakers are per worker: each worker's state, and the worst as the summary.
+        std::uint64_t closed = 0, open = 0, half_open = 0;
         for (const auto& per_worker : states) {
           const DeploymentState& s = per_worker[d.index];
+          // An open breaker past its open_for becomes half-open at the next call; say so now.
+          const bool open_now = s.breaker.state == Breaker::State::Open && s.breaker.open_until > now;
+          if (open_now) ++open;
+          else if (s.breaker.state == Breaker::State::Closed) ++closed;
+          else ++half_open;
           outstanding += s.outstanding;
           requests += s.requests;
           failures += s.failures;
@@ -214,6 +221,10 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
         o["latency_ewma_ms"] = ewma;
         o["ejected"] = ejected;
         o["throttled"] = throttled;
+        const bool breaker_on = snap->providers[d.provider_index].config->circuit_breaker.enabled;
+        o["breaker"] = !breaker_on ? bj::value(nullptr)
+                                   : bj::value(bj::object{{"state", open ? "open" : half_open ? "half_open" : "closed"},
+                                                          {"workers", bj::object{{"closed", closed}, {"open", open}, {"half_open", half_open}}}});
         if (const NodeStatus* st = liveStatus(nodes.get(), d.node, m.gpu, now)) {
           bj::object n = nodeJson(*st, now);
           const double score = loadScore(*st, m.gpu);

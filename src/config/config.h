@@ -75,11 +75,26 @@ enum class ProviderType { OpenAI, AzureOpenAI, Anthropic, Gemini, Bedrock, Mock 
 
 std::string_view providerTypeName(ProviderType t);
 
+// Upstream timeouts. Defaults here, then the top-level `timeouts` section, then the
+// provider's `timeouts`, then a matching route's `timeouts` (field by field).
 struct ProviderTimeouts {
   Millis connect{5'000};
-  Millis first_byte{120'000};
-  Millis idle{60'000};
-  Millis total{600'000};
+  Millis first_byte{120'000};  // request sent → response head
+  Millis idle{60'000};         // between two reads of the body (streams: between chunks)
+  Millis total{600'000};       // the whole attempt
+};
+
+// Timeouts a route sets; unset fields keep the provider's.
+struct TimeoutOverrides {
+  std::optional<Millis> connect, first_byte, idle, total;
+  bool any() const { return connect || first_byte || idle || total; }
+  ProviderTimeouts apply(ProviderTimeouts t) const {
+    if (connect) t.connect = *connect;
+    if (first_byte) t.first_byte = *first_byte;
+    if (idle) t.idle = *idle;
+    if (total) t.total = *total;
+    return t;
+  }
 };
 
 // Retries of one request to the same provider, only while nothing reached the client.
@@ -182,6 +197,7 @@ struct RouteConfig {
   // Concurrency caps of the requests this route chose (0 = none); see LimitsConfig.
   std::size_t max_concurrent_requests = 0;
   std::size_t max_concurrent_streams = 0;
+  TimeoutOverrides timeouts;  // over the chosen provider's, for requests this route chose
   bool needsFeatures() const { return min_prompt_tokens >= 0 || max_prompt_tokens >= 0 || has_tools >= 0; }
 };
 
@@ -313,6 +329,7 @@ struct Config {
   std::vector<ListenerConfig> listeners;
   AccessLogConfig access_log;
   LimitsConfig limits;
+  ProviderTimeouts default_timeouts;  // the top-level `timeouts`: every provider's starting point
   std::vector<ProviderConfig> providers;
   std::vector<ModelConfig> models;
   std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> model_index;

@@ -133,11 +133,22 @@ class Loader {
     return *d;
   }
 
+  TimeoutOverrides timeoutOverrides(const YAML::Node& t, const std::string& tp) {
+    checkKeys(t, tp, {"connect", "first_byte", "idle", "total"});
+    TimeoutOverrides o;
+    if (auto v = t["connect"]) o.connect = duration(v, tp + ".connect", Millis(1));
+    if (auto v = t["first_byte"]) o.first_byte = duration(v, tp + ".first_byte", Millis(1));
+    if (auto v = t["idle"]) o.idle = duration(v, tp + ".idle", Millis(1));
+    if (auto v = t["total"]) o.total = duration(v, tp + ".total", Millis(1));
+    return o;
+  }
+
   Config load(const YAML::Node& root) {
     Config cfg;
     cfg.source = source_;
     if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
-    checkKeys(root, "", {"server", "listeners", "access_log", "limits", "providers", "models", "admin", "routes", "healing"});
+    checkKeys(root, "", {"server", "listeners", "access_log", "limits", "timeouts", "providers", "models", "admin", "routes",
+                         "healing"});
     if (auto n = root["server"]) loadServer(n, cfg.server);
     loadListeners(root["listeners"], root, cfg);
     if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
@@ -150,6 +161,7 @@ class Loader {
       if (auto v = n["max_concurrent_streams"])
         cfg.limits.max_concurrent_streams = integer(v, "limits.max_concurrent_streams", 0, 10'000'000);
     }
+    if (auto t = root["timeouts"]) cfg.default_timeouts = timeoutOverrides(t, "timeouts").apply(cfg.default_timeouts);
     loadProviders(root["providers"], root, cfg);
     loadModels(root["models"], root, cfg);
     resolveFallbacks(root["models"], cfg);
@@ -397,14 +409,8 @@ class Loader {
           pc.headers.emplace_back(std::move(name), std::move(value));
         }
       }
-      if (auto t = y["timeouts"]) {
-        const std::string tp = p + ".timeouts";
-        checkKeys(t, tp, {"connect", "first_byte", "idle", "total"});
-        if (auto v = t["connect"]) pc.timeouts.connect = duration(v, tp + ".connect", Millis(1));
-        if (auto v = t["first_byte"]) pc.timeouts.first_byte = duration(v, tp + ".first_byte", Millis(1));
-        if (auto v = t["idle"]) pc.timeouts.idle = duration(v, tp + ".idle", Millis(1));
-        if (auto v = t["total"]) pc.timeouts.total = duration(v, tp + ".total", Millis(1));
-      }
+      pc.timeouts = cfg.default_timeouts;
+      if (auto t = y["timeouts"]) pc.timeouts = timeoutOverrides(t, p + ".timeouts").apply(pc.timeouts);
       if (auto r = y["retry"]) {
         const std::string rp = p + ".retry";
         checkKeys(r, rp, {"attempts", "on_status", "backoff", "max_backoff"});
@@ -675,7 +681,7 @@ class Loader {
     for (std::size_t i = 0; i < n.size(); ++i) {
       const std::string p = "routes[" + std::to_string(i) + "]";
       const YAML::Node& y = n[i];
-      checkKeys(y, p, {"name", "match", "when", "target", "override", "limits"});
+      checkKeys(y, p, {"name", "match", "when", "target", "override", "limits", "timeouts"});
       RouteConfig r;
       r.name = y["name"] ? nonEmpty(y["name"], p + ".name") : "route-" + std::to_string(i);
       if (!names.insert(r.name).second)
@@ -686,6 +692,7 @@ class Loader {
       if (it == cfg.model_index.end()) fail(y["target"], p + ".target", "unknown model \"" + r.target + "\"");
       r.target_index = it->second;
       if (auto v = y["override"]) r.override_model = boolean(v, p + ".override");
+      if (auto t = y["timeouts"]) r.timeouts = timeoutOverrides(t, p + ".timeouts");
       if (auto l = y["limits"]) {
         checkKeys(l, p + ".limits", {"max_concurrent_requests", "max_concurrent_streams"});
         if (auto v = l["max_concurrent_requests"])

@@ -117,8 +117,9 @@ namespace {
 
 class HttpExchange final : public UpstreamExchange {
  public:
-  HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, Worker& worker)
-      : provider_(provider), cfg_(*provider.config), worker_(worker), body_(std::move(request.body)),
+  HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, Worker& worker, const RouteConfig* route)
+      : provider_(provider), cfg_(*provider.config), worker_(worker),
+        timeouts_(route ? route->timeouts.apply(cfg_.timeouts) : cfg_.timeouts), body_(std::move(request.body)),
         expect_stream_(request.expect_stream) {
     const std::string host_header = hostHeader(cfg_);
     HeadWriter h(head_);
@@ -137,7 +138,7 @@ class HttpExchange final : public UpstreamExchange {
   }
 
   asio::awaitable<std::optional<Error>> start(ResponseHead& head) override {
-    deadline_ = Clock::now() + cfg_.timeouts.total;
+    deadline_ = Clock::now() + timeouts_.total;
     for (int attempt = 0;; ++attempt) {
       conn_ = worker_.pool().take(provider_.origin_key, cfg_.pool_idle_timeout);
       const bool reused = conn_ != nullptr;
@@ -176,10 +177,10 @@ class HttpExchange final : public UpstreamExchange {
       auto remaining = std::chrono::duration_cast<Millis>(deadline_ - Clock::now());
       if (remaining <= Millis(0)) {
         conn_.reset();
-        co_return timeoutError("total", cfg_.timeouts.total);
+        co_return timeoutError("total", timeouts_.total);
       }
-      const bool total_bound = remaining < cfg_.timeouts.idle;
-      conn_->lowest().expires_after(total_bound ? remaining : cfg_.timeouts.idle);
+      const bool total_bound = remaining < timeouts_.idle;
+      conn_->lowest().expires_after(total_bound ? remaining : timeouts_.idle);
       parser_->get().body().data = buf_;
       parser_->get().body().size = sizeof buf_;
       auto [ec, n] = co_await withStream(*conn_, [&](auto& s) {
@@ -189,7 +190,7 @@ class HttpExchange final : public UpstreamExchange {
       if (ec) {
         conn_.reset();
         if (ec == beast::error::timeout && !aborted_)
-          co_return total_bound ? timeoutError("total", cfg_.timeouts.total) : timeoutError("idle", cfg_.timeouts.idle);
+          co_return total_bound ? timeoutError("total", timeouts_.total) : timeoutError("idle", timeouts_.idle);
         co_return interrupted();
       }
       const std::size_t got = sizeof buf_ - parser_->get().body().size;
@@ -225,7 +226,7 @@ class HttpExchange final : public UpstreamExchange {
   }
 
   asio::awaitable<std::optional<Error>> connect() {
-    const auto connect_deadline = Clock::now() + cfg_.timeouts.connect;
+    const auto connect_deadline = Clock::now() + timeouts_.connect;
     auto left = [&] { return std::max(Millis(1), std::chrono::duration_cast<Millis>(connect_deadline - Clock::now())); };
     const bool via_proxy = provider_.proxy.enabled;
     // Plain assignments, not a conditional expression: GCC 12 materialises a temporary
@@ -258,7 +259,7 @@ class HttpExchange final : public UpstreamExchange {
     auto [cec, ep] = co_await conn_->plain->async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
     if (cec) {
       conn_.reset();
-      if (cec == beast::error::timeout) co_return timeoutError("connect", cfg_.timeouts.connect);
+      if (cec == beast::error::timeout) co_return timeoutError("connect", timeouts_.connect);
       if (cec == asio::error::no_descriptors || cec == asio::error::no_buffer_space) {
         // Our own limit, not the upstream's fault: say so, and tell the operator.
         warnOutOfDescriptors(cec);
@@ -287,7 +288,7 @@ class HttpExchange final : public UpstreamExchange {
       auto [hec] = co_await conn_->tls->async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
       if (hec) {
         conn_.reset();
-        if (hec == beast::error::timeout) co_return timeoutError("connect", cfg_.timeouts.connect);
+        if (hec == beast::error::timeout) co_return timeoutError("connect", timeouts_.connect);
         co_return Error{ErrorKind::UpstreamTls, "TLS handshake with the upstream for provider '" + cfg_.name + "' failed."};
       }
     }
@@ -305,7 +306,7 @@ class HttpExchange final : public UpstreamExchange {
     http::response_parser<http::empty_body> parser;
     parser.skip(true);  // a CONNECT answer has no body
     auto [rec, rn] = co_await http::async_read_header(stream, conn_->buffer, parser, asio::as_tuple(asio::use_awaitable));
-    if (rec == beast::error::timeout) co_return timeoutError("connect", cfg_.timeouts.connect);
+    if (rec == beast::error::timeout) co_return timeoutError("connect", timeouts_.connect);
     if (rec || parser.get().result_int() != 200)
       co_return Error{ErrorKind::UpstreamConnect, "The egress proxy refused to connect to the upstream."};
     co_return std::nullopt;
@@ -319,14 +320,14 @@ class HttpExchange final : public UpstreamExchange {
     } else {
       conn_->buffer.reserve(8192);
     }
-    conn_->lowest().expires_after(remaining(cfg_.timeouts.first_byte));
+    conn_->lowest().expires_after(remaining(timeouts_.first_byte));
     std::array<asio::const_buffer, 2> request{asio::buffer(head_), asio::buffer(body_)};
     auto [wec, wn] = co_await withStream(*conn_, [&](auto& s) {
       return asio::async_write(s, request, asio::as_tuple(asio::use_awaitable));
     });
     if (wec) {
       stale_ = wec != beast::error::timeout;
-      if (wec == beast::error::timeout) co_return timeoutError("first_byte", cfg_.timeouts.first_byte);
+      if (wec == beast::error::timeout) co_return timeoutError("first_byte", timeouts_.first_byte);
       co_return Error{ErrorKind::UpstreamConnect, "Could not send the request to the upstream for provider '" + cfg_.name + "'."};
     }
     parser_.emplace();
@@ -337,7 +338,7 @@ class HttpExchange final : public UpstreamExchange {
     });
     if (rec) {
       if (aborted_) co_return interrupted();
-      if (rec == beast::error::timeout) co_return timeoutError("first_byte", cfg_.timeouts.first_byte);
+      if (rec == beast::error::timeout) co_return timeoutError("first_byte", timeouts_.first_byte);
       // Closed before a single byte came back: the classic stale keep-alive race.
       stale_ = !parser_->got_some() &&
                (rec == http::error::end_of_stream || rec == asio::error::eof || rec == asio::error::connection_reset ||
@@ -363,6 +364,7 @@ class HttpExchange final : public UpstreamExchange {
   const ProviderRuntime& provider_;
   const ProviderConfig& cfg_;
   Worker& worker_;
+  const ProviderTimeouts timeouts_;  // the provider's, or the route's over them
   std::optional<tcp::resolver> resolver_;
   std::string head_;  // request line and headers, formatted once
   std::string body_;
@@ -379,9 +381,9 @@ class HttpExchange final : public UpstreamExchange {
 
 }  // namespace
 
-std::unique_ptr<UpstreamExchange> ProviderAdapter::openExchange(UpstreamRequest request, RequestContext&,
+std::unique_ptr<UpstreamExchange> ProviderAdapter::openExchange(UpstreamRequest request, RequestContext& ctx,
                                                                 const ProviderRuntime& provider, Worker& worker) const {
-  return std::make_unique<HttpExchange>(std::move(request), provider, worker);
+  return std::make_unique<HttpExchange>(std::move(request), provider, worker, ctx.route);
 }
 
 }  // namespace tahua

@@ -6,9 +6,10 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { gatewayWithUpstream, MODEL } from './lib/fixtures.mjs';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
-import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { gatewayConfig, openaiProvider } from './lib/tahua.mjs';
 import { chatBody, post, request } from './lib/http.mjs';
 import { eventually } from './lib/util.mjs';
+import { adminSection, startWithAdmin } from './lib/admin.mjs';
 
 describe('circuit breaker', () => {
   it('opens after failures, fails fast, half-opens and closes again', async (t) => {
@@ -81,7 +82,8 @@ describe('circuit breaker', () => {
         },
       ],
     });
-    const gw = await startTahua({ t, config });
+    config.admin = adminSection();
+    const { gw, admin } = await startWithAdmin(t, config);
     for (let i = 0; i < 10; i++) bad.next({ mode: 'error', status: 500 });
     // Round robin alternates a, b: four failures on a open its breaker.
     let failures = 0;
@@ -103,5 +105,10 @@ describe('circuit breaker', () => {
     assert.equal(bad.requests.length, seen, 'nothing more reached the open deployment');
     const metrics = (await request(gw.url, '/metrics')).text;
     assert.match(metrics, /^tahua_circuit_breaker_transitions_total\{provider="bad",deployment="a",to="open"\} 1$/m);
+    // The admin view shows the breaker per deployment (null where none is configured).
+    const view = (await admin('GET', '/admin/v1/deployments')).json;
+    const [a, b] = view.models.find((m) => m.name === 'chat').deployments;
+    assert.deepEqual(a.breaker, { state: 'open', workers: { closed: 0, open: 1, half_open: 0 } });
+    assert.equal(b.breaker, null);
   });
 });

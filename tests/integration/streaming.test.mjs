@@ -3,6 +3,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { gatewayWithUpstream, openaiClient, sharedFixture, MODEL } from './lib/fixtures.mjs';
+import { gatewayConfig, startTahua } from './lib/tahua.mjs';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { post, chatBody, collectData, chatText, expectError, openStream, expectFinalErrorEvent } from './lib/http.mjs';
 import { RawClient, rawRequest } from './lib/raw.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
@@ -157,6 +159,26 @@ describe('upstream timeouts', () => {
     const res = await post(fx.gw.url, '/v1/chat/completions', STREAM);
     assert.equal(res.status, 200);
     assert.match(res.text, /data: \[DONE\]\n\n$/);
+  });
+});
+
+describe('timeouts by scope', () => {
+  it('the top-level timeouts apply to providers without their own; a route overrides them', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({
+      providers: [{ name: 'up', type: 'openai', base_url: upstream.baseUrl(), api_key: 'sk-test-provider-key' }],
+      models: [{ name: MODEL, provider: 'up' }],
+    });
+    config.timeouts = { first_byte: '300ms' };
+    config.routes = [{ name: 'patient', match: { model: 'patient' }, target: MODEL, timeouts: { first_byte: '10s' } }];
+    const gw = await startTahua({ t, config });
+    upstream.defaultBehaviour = { delayMs: 1000 };
+    const direct = await post(gw.url, '/v1/chat/completions', chatBody(MODEL));
+    expectError(direct, 504, 'upstream_timeout');
+    const [line] = await gw.waitForAccessLog((l) => l.request_id === direct.headers['x-request-id']);
+    assert.equal(line.timeout, 'first_byte');
+    const routed = await post(gw.url, '/v1/chat/completions', chatBody('patient'));
+    assert.equal(routed.status, 200, 'the route waits longer than the global first_byte');
   });
 });
 

@@ -66,6 +66,35 @@ describe('graceful drain', () => {
     await withTimeout(ex.clientClosed, 2000, 'the upstream connection to be closed');
   });
 
+  it('SIGTERM with two streams: the short one finishes, the long one gets the reconnect event, exit 0', async (t) => {
+    const { gw, upstream } = await gatewayWithUpstream({ t, server: { drain_timeout: '1500ms' } });
+    const short = upstream.next({ mode: 'hold' });
+    const long = upstream.next({ mode: 'hold' }); // never released
+    const a = await openStream(gw.url, STREAM);
+    const b = await openStream(gw.url, STREAM);
+    gw.signal('SIGTERM');
+    await eventually(async () => (await tryConnect(gw.port)) === 'ECONNREFUSED', { timeout: 3000, what: 'new connections refused' });
+    short.release();
+    const [shortRest, longRest] = await withTimeout(
+      Promise.all([
+        collectData(a.events),
+        (async () => {
+          const all = [];
+          for await (const ev of b.events) all.push(ev);
+          return all;
+        })(),
+      ]),
+      6000,
+      'both streams to end',
+    );
+    assert.equal(shortRest.at(-1), '[DONE]');
+    assert.equal(chatText(shortRest), short.text);
+    assert.equal(longRest.at(-1).event, 'reconnect');
+    assert.equal(JSON.parse(longRest.at(-1).data).error.code, 'gateway_draining');
+    assert.equal(await exitCode(gw, 5000, 'exit after the drain'), 0);
+    await withTimeout(long.clientClosed, 2000, 'the long stream upstream closed');
+  });
+
   it('SIGTERM with nothing in flight exits 0 promptly', async (t) => {
     const { gw } = await gatewayWithUpstream({ t, server: { drain_timeout: '10s' } });
     assert.equal(await gw.stop('SIGTERM', 2000), 0, `exit code (signal ${gw.exitSignal})`);

@@ -109,7 +109,10 @@ struct RetryPolicy {
 // upstreams). Each worker keeps its own breaker over the calls it made.
 struct CircuitBreakerConfig {
   bool enabled = false;
-  int window = 20;                 // the last N calls are judged
+  int window = 20;                 // the last N calls are judged (count-based window)
+  // Time-based window instead: the calls of the last window_duration are judged (at most
+  // 10,000 of them are kept). 0 = count-based.
+  Millis window_duration{0};
   int min_calls = 10;              // no verdict on fewer
   int failure_rate = 50;           // % of failed calls that opens the breaker
   Millis slow_call{30'000};        // time to first byte counted as slow; 0 = never slow

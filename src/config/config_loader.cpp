@@ -426,8 +426,8 @@ class Loader {
       }
       if (auto c = y["circuit_breaker"]) {
         const std::string cp = p + ".circuit_breaker";
-        checkKeys(c, cp, {"enabled", "window", "min_calls", "failure_rate", "slow_call", "slow_call_rate", "open_for",
-                          "half_open_probes"});
+        checkKeys(c, cp, {"enabled", "window", "window_duration", "min_calls", "failure_rate", "slow_call", "slow_call_rate",
+                          "open_for", "half_open_probes"});
         auto& cb = pc.circuit_breaker;
         cb.enabled = true;  // a circuit_breaker section turns it on unless enabled: false
         if (auto v = c["enabled"]) cb.enabled = boolean(v, cp + ".enabled");
@@ -439,7 +439,8 @@ class Loader {
         if (auto v = c["open_for"]) cb.open_for = duration(v, cp + ".open_for", Millis(1));
         if (auto v = c["half_open_probes"])
           cb.half_open_probes = static_cast<int>(integer(v, cp + ".half_open_probes", 1, 1000));
-        if (cb.min_calls > cb.window) fail(c, cp + ".min_calls", "must not exceed window");
+        if (auto v = c["window_duration"]) cb.window_duration = duration(v, cp + ".window_duration");
+        if (cb.window_duration.count() == 0 && cb.min_calls > cb.window) fail(c, cp + ".min_calls", "must not exceed window");
       }
       if (auto t = y["tls"]) {
         checkKeys(t, p + ".tls", {"verify", "ca_file"});

@@ -29,6 +29,7 @@ struct Breaker {
   enum class State { Closed, Open, HalfOpen };
   State state = State::Closed;
   std::deque<std::uint8_t> window;  // per call: bit 0 failed, bit 1 slow
+  std::deque<SteadyClock::time_point> times;  // when each call ended (time-based window only)
   SteadyClock::time_point open_until{};
   int probes_in_flight = 0;
   int probes_succeeded = 0;

@@ -47,6 +47,8 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   connections_accepted += other.connections_accepted;
   connections_rejected += other.connections_rejected;
   stream_buffer_overflows += other.stream_buffer_overflows;
+  for (const auto& [key, n] : other.breaker_states)
+    for (std::size_t i = 0; i < n.size(); ++i) breaker_states[key][i] += n[i];
 }
 
 // Label values are config names or fixed words, but escape anyway: \ " and newline.
@@ -143,6 +145,14 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [provider, n] : m.upstream_connections_opened)
     out += "tahua_upstream_connections_opened_total{provider=\"" + escapeLabel(provider) + "\"} " + std::to_string(n) +
            "\n";
+  out += "# HELP tahua_circuit_breaker_state Workers whose breaker of a deployment is in each state.\n";
+  out += "# TYPE tahua_circuit_breaker_state gauge\n";
+  for (const auto& [key, n] : m.breaker_states) {
+    static constexpr const char* kStates[] = {"closed", "open", "half_open"};
+    for (std::size_t i = 0; i < n.size(); ++i)
+      out += "tahua_circuit_breaker_state{provider=\"" + escapeLabel(key.first) + "\",deployment=\"" + escapeLabel(key.second) +
+             "\",state=\"" + kStates[i] + "\"} " + std::to_string(n[i]) + "\n";
+  }
   out += "# HELP tahua_bulkhead_rejections_total Requests refused 429 over a concurrency cap, by scope (global, route:<name>).\n";
   out += "# TYPE tahua_bulkhead_rejections_total counter\n";
   for (const auto& [scope, n] : m.bulkhead_rejections)

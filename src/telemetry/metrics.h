@@ -59,6 +59,9 @@ struct WorkerMetrics {
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> upstream_timeouts;    // (provider, kind)
   // (provider, deployment, to)
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> breaker_transitions;
+  // Filled when scraped, not on the request path: (provider, deployment) -> how many
+  // workers have its breaker closed, open, half-open.
+  std::map<std::pair<std::string, std::string>, std::array<std::uint64_t, 3>, PairLess> breaker_states;
   std::map<std::string, std::uint64_t, std::less<>> bulkhead_rejections;  // scope: global, route:<name>
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;

@@ -110,5 +110,25 @@ describe('circuit breaker', () => {
     const [a, b] = view.models.find((m) => m.name === 'chat').deployments;
     assert.deepEqual(a.breaker, { state: 'open', workers: { closed: 0, open: 1, half_open: 0 } });
     assert.equal(b.breaker, null);
+    assert.match(metrics, /^tahua_circuit_breaker_state\{provider="bad",deployment="a",state="open"\} 1$/m);
+    assert.match(metrics, /^tahua_circuit_breaker_state\{provider="bad",deployment="a",state="closed"\} 0$/m);
+  });
+
+  it('a time-based window judges only the calls of the last window_duration', async (t) => {
+    const { gw, upstream } = await gatewayWithUpstream({
+      t,
+      provider: { circuit_breaker: { window_duration: '1s', min_calls: 2, failure_rate: 100, open_for: '30s' } },
+    });
+    upstream.defaultBehaviour = { mode: 'error', status: 500 };
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 500);
+    // The window's length is what is tested: let the first failure age out of it.
+    await new Promise((resolve) => setTimeout(resolve, 1300));
+    // One failure in the window: fewer than min_calls, still closed (a count window of 2
+    // would open here).
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 500);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 500, 'two in the window: opens now');
+    const fast = await post(gw.url, '/v1/chat/completions', chatBody(MODEL));
+    assert.equal(fast.json.error.code, 'circuit_open');
+    assert.equal(upstream.requests.length, 3);
   });
 });

@@ -10,6 +10,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::uint8_t kFailed = 1;
 constexpr std::uint8_t kSlow = 2;
+constexpr std::size_t kMaxTimedCalls = 10000;  // a time-based window keeps at most this many calls
 
 std::string_view stateName(Breaker::State s) {
   switch (s) {
@@ -82,12 +83,23 @@ class CircuitBreakerFilter final : public Filter {
       } else if (++b.probes_succeeded >= cfg.half_open_probes) {
         transition(ctx, b, Breaker::State::Closed, "half-open probes succeeded");
         b.window.clear();
+        b.times.clear();
       }
       return;
     }
     if (b.state != Breaker::State::Closed) return;
     b.window.push_back(static_cast<std::uint8_t>((failed ? kFailed : 0) | (slow ? kSlow : 0)));
-    if (static_cast<int>(b.window.size()) > cfg.window) b.window.pop_front();
+    if (cfg.window_duration.count() > 0) {
+      // Time-based: the calls that ended within window_duration (bounded in number).
+      const auto now = Clock::now();
+      b.times.push_back(now);
+      while (!b.times.empty() && (now - b.times.front() > cfg.window_duration || b.times.size() > kMaxTimedCalls)) {
+        b.times.pop_front();
+        b.window.pop_front();
+      }
+    } else if (static_cast<int>(b.window.size()) > cfg.window) {
+      b.window.pop_front();
+    }
     const int calls = static_cast<int>(b.window.size());
     if (calls < cfg.min_calls) return;
     const int failures = static_cast<int>(std::count_if(b.window.begin(), b.window.end(), [](auto o) { return o & kFailed; }));
@@ -100,6 +112,7 @@ class CircuitBreakerFilter final : public Filter {
   void open(const RequestContext& ctx, Breaker& b, const CircuitBreakerConfig& cfg, std::string_view why) {
     b.open_until = Clock::now() + cfg.open_for;
     b.window.clear();
+    b.times.clear();
     transition(ctx, b, Breaker::State::Open, why);
   }
 

@@ -47,11 +47,18 @@ std::vector<HealingAction> HealingEngine::configure(const HealingConfig& healing
     const HealingRuleConfig& rule = healing.rules[r];
     const ModelConfig* model = config.findModel(rule.model);
     if (!model) continue;  // the loader rejects this; be safe for hand-built configs
+    const auto add = [&](const std::string& deployment) {
+      Target t;
+      t.rule = r;
+      t.model = rule.model;
+      t.deployment = deployment;
+      next.push_back(std::move(t));
+    };
     if (rule.action == HealingRuleConfig::Action::ShiftToFallback) {
-      next.push_back(Target{r, rule.model, ""});
+      add("");
     } else {
       for (const auto& d : model->deployments)
-        if (rule.deployment == "*" || rule.deployment == d.id) next.push_back(Target{r, rule.model, d.id});
+        if (rule.deployment == "*" || rule.deployment == d.id) add(d.id);
     }
   }
   // Keep the state of targets whose rule did not change.

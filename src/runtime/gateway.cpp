@@ -174,29 +174,33 @@ void Gateway::publishNodes() {
 
 Gateway::~Gateway() = default;
 
+namespace {
+
+// A worker's metrics, copied on its own thread, with the breaker gauges read from its
+// routing state (gauges are read at scrape time, not kept on the request path).
+asio::awaitable<WorkerMetrics> workerMetrics(Worker* w) {
+  WorkerMetrics m = w->metrics();
+  const auto now = std::chrono::steady_clock::now();
+  const Snapshot& snap = *w->snapshot();
+  for (const auto& model : snap.config->models)
+    for (const auto& d : model.deployments) {
+      if (!snap.providers[d.provider_index].config->circuit_breaker.enabled) continue;
+      const DeploymentState* s = w->deployments().find(model.name, d.id);
+      auto& n = m.breaker_states[{d.provider, d.id}];
+      if (!s || s->breaker.state == Breaker::State::Closed) ++n[0];
+      else if (s->breaker.state == Breaker::State::Open && s->breaker.open_until > now) ++n[1];
+      else ++n[2];
+    }
+  co_return m;
+}
+
+}  // namespace
+
 asio::awaitable<std::string> Gateway::renderMetrics() {
   WorkerMetrics merged;
   for (auto& worker : workers_) {
     Worker* w = worker.get();
-    WorkerMetrics copy = co_await asio::co_spawn(
-        w->io(),
-        [w]() -> asio::awaitable<WorkerMetrics> {
-          WorkerMetrics m = w->metrics();
-          // Breaker states are read from the routing state now (gauges, not counters).
-          const auto now = std::chrono::steady_clock::now();
-          const Snapshot& snap = *w->snapshot();
-          for (const auto& model : snap.config->models)
-            for (const auto& d : model.deployments) {
-              if (!snap.providers[d.provider_index].config->circuit_breaker.enabled) continue;
-              const DeploymentState* s = w->deployments().find(model.name, d.id);
-              auto& n = m.breaker_states[{d.provider, d.id}];
-              if (!s || s->breaker.state == Breaker::State::Closed) ++n[0];
-              else if (s->breaker.state == Breaker::State::Open && s->breaker.open_until > now) ++n[1];
-              else ++n[2];
-            }
-          co_return m;
-        },
-        asio::use_awaitable);
+    WorkerMetrics copy = co_await asio::co_spawn(w->io(), workerMetrics(w), asio::use_awaitable);
     merged.merge(copy);
   }
   std::string text = renderPrometheus(merged);

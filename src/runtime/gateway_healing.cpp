@@ -22,7 +22,23 @@ namespace bj = boost::json;
 
 namespace {
 constexpr std::size_t kAuditKept = 256;  // records in the admin view
+
+// One worker's deployment counters, read on its own thread.
+asio::awaitable<HealthSample> workerHealth(Worker* w) {
+  HealthSample out;
+  const Config& cfg = *w->snapshot()->config;
+  for (const auto& m : cfg.models)
+    for (const auto& d : m.deployments)
+      if (const DeploymentState* s = w->deployments().find(m.name, d.id)) {
+        HealthCounters& c = out[{m.name, d.id}];
+        c.requests = s->requests;
+        c.failures = s->failures;
+        c.ttft = s->ttft_buckets;
+      }
+  co_return out;
 }
+
+}  // namespace
 
 asio::awaitable<void> Gateway::healingLoop() {
   asio::steady_timer timer(co_await asio::this_coro::executor);
@@ -52,22 +68,7 @@ asio::awaitable<HealthSample> Gateway::collectHealth() {
   HealthSample sample;
   for (auto& worker : workers_) {
     Worker* w = worker.get();
-    HealthSample part = co_await asio::co_spawn(
-        w->io(),
-        [w]() -> asio::awaitable<HealthSample> {
-          HealthSample out;
-          const Config& cfg = *w->snapshot()->config;
-          for (const auto& m : cfg.models)
-            for (const auto& d : m.deployments)
-              if (const DeploymentState* s = w->deployments().find(m.name, d.id)) {
-                HealthCounters& c = out[{m.name, d.id}];
-                c.requests = s->requests;
-                c.failures = s->failures;
-                c.ttft = s->ttft_buckets;
-              }
-          co_return out;
-        },
-        asio::use_awaitable);
+    HealthSample part = co_await asio::co_spawn(w->io(), workerHealth(w), asio::use_awaitable);
     for (const auto& [key, c] : part) {
       HealthCounters& into = sample[key];
       into.requests += c.requests;

@@ -102,6 +102,23 @@ describe('--check-config', () => {
   });
 });
 
+describe('README self-healing example', () => {
+  it('the healing block in README.md is valid next to the models it names', async () => {
+    const { readFileSync } = await import('node:fs');
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const blocks = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
+    const healing = blocks.find((b) => b.startsWith('healing:'));
+    assert.ok(healing, 'README has the self-healing example block');
+    const file = writeConfig(
+      'listeners:\n  - address: 127.0.0.1\n    port: 0\nproviders:\n  - {name: mock, type: mock}\n' +
+        'models:\n  - {name: gpt-4o, provider: mock, fallbacks: [gpt-4o-mini]}\n  - {name: gpt-4o-mini, provider: mock}\n' +
+        healing,
+    );
+    const r = checkConfig(file);
+    assert.equal(r.status, 0, r.stderr);
+  });
+});
+
 describe('README provider examples', () => {
   it('the worked provider config in README.md is valid', async () => {
     const { readFileSync } = await import('node:fs');

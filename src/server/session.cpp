@@ -659,8 +659,10 @@ class Session final : public SessionBase {
       co_return;
     }
     // A stream may last minutes: give back the read buffer if it holds no pipelined
-    // request (it is reallocated for the next request on this connection).
+    // request, and the head just written (both are reallocated for the next request on
+    // this connection: one allocation per stream, against memory held for its life).
     if (buffer_.size() == 0) buffer_.shrink_to_fit();
+    std::string().swap(head_);
     if constexpr (!kTls) {
       // Direct writes (streamSend) need a socket that never blocks; Asio's own async
       // operations work the same either way. Set once per connection.

@@ -7,6 +7,7 @@ namespace tahua {
 void SseParser::reset() {
   line_.clear();
   data_.clear();
+  data_in_view_ = false;
   event_.clear();
   id_.clear();
   has_data_ = false;
@@ -47,6 +48,7 @@ bool SseParser::feed(std::string_view bytes, SseSink& sink) {
         return false;
       }
       line_.append(p, end);
+      keepData();
       return true;
     }
     // Where this line (and so an event it ends) stops in `bytes`; a "\r" last in the
@@ -54,29 +56,31 @@ bool SseParser::feed(std::string_view bytes, SseSink& sink) {
     event_end_ = static_cast<std::size_t>(eol - bytes.data()) + 1 +
                  (*eol == '\r' && eol + 1 < end && eol[1] == '\n' ? 1 : 0);
     if (line_.empty()) {
-      processLine(std::string_view(p, static_cast<std::size_t>(eol - p)), sink);
+      processLine(std::string_view(p, static_cast<std::size_t>(eol - p)), true, sink);
     } else {
       line_.append(p, eol);
-      processLine(line_, sink);
+      processLine(line_, false, sink);
       line_.clear();
     }
-    if (data_.size() > max_event_bytes_) {
+    if ((data_in_view_ ? data_view_.size() : data_.size()) > max_event_bytes_) {
       overflow_ = true;
       return false;
     }
     if (*eol == '\r') {
       if (eol + 1 == end) {
         skip_lf_ = true;
+        keepData();
         return true;
       }
       if (eol[1] == '\n') ++eol;
     }
     p = eol + 1;
   }
+  keepData();
   return true;
 }
 
-void SseParser::processLine(std::string_view line, SseSink& sink) {
+void SseParser::processLine(std::string_view line, bool stable, SseSink& sink) {
   if (line.empty()) {
     dispatch(sink);
     return;
@@ -95,8 +99,14 @@ void SseParser::processLine(std::string_view line, SseSink& sink) {
     if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   }
   if (field == "data") {
-    if (has_data_) data_.push_back('\n');
-    data_.append(value);
+    if (!has_data_ && stable) {
+      data_view_ = value;  // valid until this feed returns (see keepData)
+      data_in_view_ = true;
+    } else {
+      keepData();
+      if (has_data_) data_.push_back('\n');
+      data_.append(value);
+    }
     has_data_ = true;
   } else if (field == "event") {
     event_.assign(value);
@@ -108,9 +118,10 @@ void SseParser::processLine(std::string_view line, SseSink& sink) {
 
 void SseParser::dispatch(SseSink& sink) {
   if (has_data_) {
-    sink.onEvent(SseEvent{event_, data_, id_});
+    sink.onEvent(SseEvent{event_, data_in_view_ ? data_view_ : std::string_view(data_), id_});
   }
   data_.clear();
+  data_in_view_ = false;
   event_.clear();
   has_data_ = false;
 }

@@ -46,11 +46,22 @@ class SseParser {
   bool atEventBoundary() const { return line_.empty() && !has_data_ && event_.empty(); }
 
  private:
-  void processLine(std::string_view line, SseSink& sink);
+  // `stable`: the line is a view into the bytes of the current feed (not into line_).
+  void processLine(std::string_view line, bool stable, SseSink& sink);
   void dispatch(SseSink& sink);
+  // Before feed() returns: an unfinished event's data must not point into the caller's bytes.
+  void keepData() {
+    if (!data_in_view_) return;
+    data_.assign(data_view_);
+    data_in_view_ = false;
+  }
 
   std::string line_;   // an unfinished line carried to the next feed
   std::string data_;
+  // The usual event (one data line, whole within one feed) is not copied: its data is a
+  // view into the fed bytes, so a stream keeps no data buffer between events.
+  std::string_view data_view_;
+  bool data_in_view_ = false;
   std::string event_;
   std::string id_;
   bool has_data_ = false;

@@ -80,9 +80,8 @@ asio::awaitable<HealthSample> Gateway::collectHealth() {
 }
 
 void Gateway::applyHealing(const std::vector<HealingAction>& actions) {
-  std::string audit_path;
-  if (snapshot_ && !snapshot_->config->healing.audit_log.empty()) audit_path = snapshot_->config->healing.audit_log;
-  if (base_config_ && !base_config_->healing.audit_log.empty()) audit_path = base_config_->healing.audit_log;
+  // The config as loaded (a reload sets it before calling this), so a new path applies at once.
+  const std::string& audit_path = base_config_->healing.audit_log;
   for (const HealingAction& a : actions) {
     const bool eject = a.action == HealingRuleConfig::Action::Eject;
     if (eject) {

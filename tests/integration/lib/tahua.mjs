@@ -209,9 +209,10 @@ export class Tahua {
  * Starts tahua. `config` is an object (written as YAML) or null to use the built-in
  * default config; `args` are extra CLI arguments; `env` entries override (undefined
  * removes) the inherited environment, from which proxy variables are removed.
+ * `prefix` is a command line that execs the binary (e.g. `['prlimit', '--nofile=48:48', '--']`).
  * With a test context `t`, the process is killed when that test ends.
  */
-export async function startTahua({ config = null, args = [], env = {}, t, listenerCount } = {}) {
+export async function startTahua({ config = null, args = [], env = {}, t, listenerCount, prefix = [] } = {}) {
   assertBinary();
   const childEnv = { ...process.env };
   for (const name of PROXY_VARS) delete childEnv[name];
@@ -220,7 +221,10 @@ export async function startTahua({ config = null, args = [], env = {}, t, listen
     else childEnv[name] = value;
   }
   const argv = [...(config ? ['--config', writeConfig(config)] : []), ...args];
-  const child = spawn(TAHUA_BIN, argv, { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  // `prefix` runs the binary under a wrapper that execs it (e.g. prlimit), so the pid
+  // and signals are still the gateway's.
+  const [cmd, ...cmdArgs] = [...prefix, TAHUA_BIN, ...argv];
+  const child = spawn(cmd, cmdArgs, { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   const tahua = new Tahua(child);
   // A forgotten gateway must not keep the test process alive (the exit hook kills it).

@@ -44,6 +44,11 @@ struct ServerConfig {
   // A stream's bytes read from upstream but not yet taken by a slow client; past this
   // the stream ends with a stream_buffer_overflow event and the upstream is cancelled.
   std::size_t stream_buffer_bytes = 256 * 1024;
+  // The longest event (and so the longest line) an upstream stream may send; past it the
+  // stream ends with upstream_event_too_large (the upstream's fault, not the client's).
+  std::size_t max_stream_event_bytes = 1024 * 1024;
+  std::size_t max_url_bytes = 8 * 1024;  // request target; over it: 414
+  std::size_t max_json_depth = 128;      // nesting of a request body; deeper: 400
   bool deployment_header = false;  // X-Tahua-Deployment / X-Tahua-Version on answers
 };
 

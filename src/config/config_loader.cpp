@@ -243,7 +243,8 @@ class Loader {
     const std::string p = "server";
     checkKeys(n, p, {"workers", "max_connections", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
                      "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout",
-                     "stream_heartbeat", "drain_accept_grace", "deployment_header", "stream_buffer_bytes"});
+                     "stream_heartbeat", "drain_accept_grace", "deployment_header", "stream_buffer_bytes",
+                     "max_stream_event_bytes", "max_url_bytes", "max_json_depth"});
     if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
     if (auto v = n["max_connections"]) s.max_connections = integer(v, p + ".max_connections", 1, 10'000'000);
     if (auto v = n["max_header_bytes"]) s.max_header_bytes = integer(v, p + ".max_header_bytes", 1024, 1 << 20);
@@ -260,6 +261,10 @@ class Loader {
     if (auto v = n["stream_heartbeat"]) s.stream_heartbeat = duration(v, p + ".stream_heartbeat");
     if (auto v = n["stream_buffer_bytes"])
       s.stream_buffer_bytes = integer(v, p + ".stream_buffer_bytes", 1024, 1ull << 30);
+    if (auto v = n["max_stream_event_bytes"])
+      s.max_stream_event_bytes = integer(v, p + ".max_stream_event_bytes", 1024, 1ull << 30);
+    if (auto v = n["max_url_bytes"]) s.max_url_bytes = integer(v, p + ".max_url_bytes", 256, 1 << 20);
+    if (auto v = n["max_json_depth"]) s.max_json_depth = integer(v, p + ".max_json_depth", 8, 10'000);
     if (auto v = n["deployment_header"]) s.deployment_header = boolean(v, p + ".deployment_header");
   }
 

@@ -17,6 +17,7 @@ int Error::httpStatus() const {
     case ErrorKind::ConcurrencyLimited: return 429;
     case ErrorKind::BodyTooLarge: return 413;
     case ErrorKind::HeadersTooLarge: return 431;
+    case ErrorKind::UriTooLong: return 414;
     case ErrorKind::ProviderUnavailable:
     case ErrorKind::Overloaded:
     case ErrorKind::CircuitOpen:
@@ -24,7 +25,9 @@ int Error::httpStatus() const {
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
     case ErrorKind::UpstreamBadResponse:
-    case ErrorKind::UpstreamInterrupted: return 502;
+    case ErrorKind::UpstreamInterrupted:
+    case ErrorKind::UpstreamTruncated:
+    case ErrorKind::UpstreamEventTooLarge: return 502;
     case ErrorKind::UpstreamTimeout: return 504;
     case ErrorKind::Internal: return 500;
   }
@@ -41,13 +44,16 @@ ErrorSource Error::source() const {
     case ErrorKind::MethodNotAllowed:
     case ErrorKind::BodyTooLarge:
     case ErrorKind::HeadersTooLarge:
+    case ErrorKind::UriTooLong:
     case ErrorKind::ClientTooSlow:
     case ErrorKind::BadHttp: return ErrorSource::Client;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
     case ErrorKind::UpstreamTimeout:
     case ErrorKind::UpstreamBadResponse:
-    case ErrorKind::UpstreamInterrupted: return ErrorSource::Upstream;
+    case ErrorKind::UpstreamInterrupted:
+    case ErrorKind::UpstreamTruncated:
+    case ErrorKind::UpstreamEventTooLarge: return ErrorSource::Upstream;
     default: return ErrorSource::Gateway;
   }
 }
@@ -76,6 +82,7 @@ std::string_view Error::code() const {
     case ErrorKind::MethodNotAllowed: return "method_not_allowed";
     case ErrorKind::BodyTooLarge: return "request_too_large";
     case ErrorKind::HeadersTooLarge: return "headers_too_large";
+    case ErrorKind::UriTooLong: return "uri_too_long";
     case ErrorKind::BadHttp: return "bad_request";
     case ErrorKind::ProviderUnavailable: return "provider_unavailable";
     case ErrorKind::UpstreamConnect: return "upstream_unreachable";
@@ -83,6 +90,8 @@ std::string_view Error::code() const {
     case ErrorKind::UpstreamTimeout: return "upstream_timeout";
     case ErrorKind::UpstreamBadResponse: return "upstream_bad_response";
     case ErrorKind::UpstreamInterrupted: return "upstream_stream_interrupted";
+    case ErrorKind::UpstreamTruncated: return "upstream_stream_truncated";
+    case ErrorKind::UpstreamEventTooLarge: return "upstream_event_too_large";
     case ErrorKind::Draining: return "gateway_draining";
     case ErrorKind::Overloaded: return "gateway_overloaded";
     case ErrorKind::ConcurrencyLimited: return "concurrency_limit_exceeded";

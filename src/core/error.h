@@ -20,6 +20,7 @@ enum class ErrorKind {
   MethodNotAllowed,
   BodyTooLarge,
   HeadersTooLarge,
+  UriTooLong,           // request target over server.max_url_bytes
   BadHttp,              // malformed HTTP framing; the connection is closed after it
   ProviderUnavailable,  // provider not usable (e.g. its key is not configured)
   UpstreamConnect,      // refused, unreachable, DNS failure
@@ -27,6 +28,8 @@ enum class ErrorKind {
   UpstreamTimeout,      // connect, first byte, idle or total timeout
   UpstreamBadResponse,  // unparseable or oversized upstream response
   UpstreamInterrupted,  // upstream failed after the response began
+  UpstreamTruncated,    // a stream ended cleanly but before the vendor's end marker
+  UpstreamEventTooLarge,  // a stream event (or line) longer than server.max_stream_event_bytes
   Draining,             // gateway shutting down
   Overloaded,           // the gateway itself is out of a resource (file descriptors)
   ConcurrencyLimited,   // over a configured concurrency cap (bulkhead)

@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <cstring>
+
 #include <boost/json/serialize.hpp>
 #include <boost/json/string.hpp>
 
@@ -18,13 +20,42 @@ std::string_view trimRight(std::string_view s) {
 
 }  // namespace
 
-std::variant<RequestFacts, Error> inspectRequest(std::string& body) {
+bool jsonDeeperThan(std::string_view json, std::size_t max_depth) {
+  const char* p = json.data();
+  const char* end = p + json.size();
+  std::size_t depth = 0;
+  while (p < end) {
+    const char c = *p++;
+    if (c == '"') {
+      // To the closing quote: one not preceded by an odd run of backslashes.
+      for (;;) {
+        const void* q = std::memchr(p, '"', static_cast<std::size_t>(end - p));
+        if (!q) return false;  // unterminated: the parser reports it
+        const char* quote = static_cast<const char*>(q);
+        std::size_t backslashes = 0;
+        for (const char* b = quote; b > p && b[-1] == '\\'; --b) ++backslashes;
+        p = quote + 1;
+        if (backslashes % 2 == 0) break;
+      }
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+    }
+  }
+  return false;
+}
+
+std::variant<RequestFacts, Error> inspectRequest(std::string& body, std::size_t max_depth) {
   using namespace simdjson;
   if (body.capacity() < body.size() + SIMDJSON_PADDING) body.reserve(body.size() + SIMDJSON_PADDING);
   // One parser per thread: it keeps its buffers between requests (no churn).
   thread_local ondemand::parser parser;
   const auto bad_json = [] { return invalid(ErrorKind::InvalidJson, "We could not parse the JSON body of your request."); };
 
+  if (jsonDeeperThan(body, max_depth))
+    return invalid(ErrorKind::InvalidJson,
+                   "The JSON body of your request is nested deeper than " + std::to_string(max_depth) + " levels.");
   RequestFacts facts;
   bool have_model = false;
   ondemand::document doc;

@@ -22,7 +22,13 @@ struct RequestFacts {
 };
 
 // `body` may get extra capacity reserved (simdjson reads a few bytes past the end).
-std::variant<RequestFacts, Error> inspectRequest(std::string& body);
+// Arrays and objects nested deeper than `max_depth` are refused (400 invalid_json), so
+// no parser after this one (translation builds a DOM) recurses without bound.
+std::variant<RequestFacts, Error> inspectRequest(std::string& body, std::size_t max_depth = 128);
+
+// Whether JSON text nests arrays/objects deeper than `max_depth`. Strings are skipped
+// with memchr, so a prompt-heavy body costs little more than reading it once.
+bool jsonDeeperThan(std::string_view json, std::size_t max_depth);
 
 // Replaces the model token in `body` with `new_model` (JSON-escaped). Other bytes are
 // left exactly as the client sent them.

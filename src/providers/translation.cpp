@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "providers/secret_scrubber.h"
 #include "sse/sse_parser.h"
 #include "translate/json_util.h"
 
@@ -46,52 +47,96 @@ bool emptyChoices(std::string_view data) {
   return i < data.size() && data[i] == ']';
 }
 
+// A non-null "finish_reason": the last choice chunk of an OpenAI-format stream.
+bool hasFinishReason(std::string_view data) {
+  for (auto at = data.find("\"finish_reason\""); at != std::string_view::npos; at = data.find("\"finish_reason\"", at + 1)) {
+    std::size_t i = at + 15;
+    while (i < data.size() && (data[i] == ' ' || data[i] == ':' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r')) ++i;
+    if (i < data.size() && data[i] == '"') return true;
+  }
+  return false;
+}
+
+bool looksLikeJsonObject(std::string_view body) {
+  const auto at = body.find_first_not_of(" \t\r\n");
+  return at != std::string_view::npos && body[at] == '{';
+}
+
+}  // namespace
+
+std::string vendorErrorText(std::string_view body, std::size_t max) {
+  std::string text;
+  bool in_tag = false;
+  bool space = false;
+  for (char c : body) {
+    if (c == '<') in_tag = true;
+    else if (c == '>') {
+      in_tag = false;
+      space = true;
+    } else if (!in_tag) {
+      if (c == ' ' || c == '\t' || c == '\r' || c == '\n') space = true;
+      else if (static_cast<unsigned char>(c) >= 0x20) {
+        if (space && !text.empty()) text += ' ';
+        space = false;
+        text += c;
+        if (text.size() >= max) {
+          text += "...";
+          break;
+        }
+      }
+    }
+  }
+  return text;
+}
+
+namespace {
+
 class PassThroughTranslator final : public ResponseTranslator, private SseSink {
  public:
   PassThroughTranslator(WireFormat format, bool strip, const ProviderConfig* provider)
       : format_(format), strip_(strip), provider_(provider) {}
 
+  void onResponseHead(ResponseHead& head, RequestContext& ctx) override {
+    parser_.setMaxEventBytes(ctx.config->server.max_stream_event_bytes);
+    ok_ = head.status >= 200 && head.status < 300;
+    // An error page that is not JSON (a proxy's HTML) is re-shaped in onBody.
+    if (!ok_ && !head.event_stream) head.content_type = "application/json";
+  }
+
   std::string_view onStreamBytes(std::string_view bytes, bool last, RequestContext& ctx) override {
     ctx_ = &ctx;
-    if (!strip_) {
-      parser_.feed(bytes, *this);  // an oversized event only stops observation, not the relay
-      return bytes;
-    }
-    // Cut at event boundaries: complete events go out (minus the usage-only one), an
-    // unfinished one waits for its end. Upstreams send whole events, so usually nothing
-    // is carried or cut and the input itself is returned: no copy, no buffer kept per
-    // stream (a held stream's memory). Only a feed that drops an event or continues a
-    // carried one is rebuilt in out_.
-    bytes_ = bytes;
-    start_ = 0;
-    materialized_ = false;
-    if (!parser_.feed(bytes, *this)) {
-      strip_ = false;  // cannot follow events any more: stop cutting, relay the rest as is
-      materialize();
-      out_.append(carry_).append(bytes.substr(start_));
-      carry_.clear();
-      return out_;
-    }
-    if (!materialized_ && carry_.empty() && (start_ == bytes.size() || last)) return bytes;
-    if (!materialized_) materialize();
-    carry_.append(bytes.substr(start_));
-    if (last) {
-      out_.append(carry_);
-      carry_.clear();
-    }
-    return out_;
+    if (ended_) return {};
+    std::string_view out = relay(bytes, last);
+    // Never a silent end: an event longer than the bound, or a body that ended before
+    // the vendor's end marker, closes the stream with an error event of its own.
+    if (overflow_) return endWith(out, streamEventTooLarge(parser_.maxEventBytes()));
+    if (last && ok_ && !complete_)
+      return endWith(out, Error{ErrorKind::UpstreamTruncated, "The upstream stream ended before its end marker."});
+    return out;
   }
+
+  bool streamEnded() const override { return ended_; }
 
   void onBody(std::string& body, RequestContext& ctx) override {
     if (ctx.status < 200 || ctx.status >= 300) {
       checkError(body, ctx.status);
       return;
     }
+    // A success that is not a JSON object (an HTML page, a cut body) would break every
+    // SDK: it becomes a 502. Only the ends are looked at on the fast path; the usage
+    // scan below reads the rest.
+    if (!looksLikeJsonObject(body) || body.find_last_not_of(" \t\r\n") != body.rfind('}')) {
+      notJson(body, ctx);
+      return;
+    }
     if (format_ == WireFormat::Anthropic) {
       boost::system::error_code ec;
       bj::value v = bj::parse(body, ec);
-      if (!ec && v.is_object())
-        if (const auto* u = json::obj(v.get_object(), "usage")) applyUsage(ctx.usage, anthropicUsageFrom(*u));
+      if (ec || !v.is_object()) {
+        notJson(body, ctx);
+        return;
+      }
+      if (const auto* u = json::obj(v.get_object(), "usage")) applyUsage(ctx.usage, anthropicUsageFrom(*u));
       return;
     }
     extractOpenAIUsage(body, ctx.usage);  // chat.completion, responses' response object, embeddings
@@ -113,18 +158,82 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   }
 
  private:
+  // The upstream bytes to relay, minus the usage-only chunk when it is hidden. Sets
+  // overflow_ when an event outgrew the bound (its bytes so far still go out).
+  std::string_view relay(std::string_view bytes, bool last) {
+    if (!strip_) {
+      overflow_ = !parser_.feed(bytes, *this);
+      return bytes;
+    }
+    // Cut at event boundaries: complete events go out (minus the usage-only one), an
+    // unfinished one waits for its end. Upstreams send whole events, so usually nothing
+    // is carried or cut and the input itself is returned: no copy, no buffer kept per
+    // stream (a held stream's memory). Only a feed that drops an event or continues a
+    // carried one is rebuilt in out_.
+    bytes_ = bytes;
+    start_ = 0;
+    materialized_ = false;
+    if (!parser_.feed(bytes, *this)) {
+      overflow_ = true;
+      strip_ = false;
+      materialize();
+      out_.append(carry_).append(bytes.substr(start_));
+      carry_.clear();
+      return out_;
+    }
+    if (!materialized_ && carry_.empty() && (start_ == bytes.size() || last)) return bytes;
+    if (!materialized_) materialize();
+    carry_.append(bytes.substr(start_));
+    if (last) {
+      out_.append(carry_);
+      carry_.clear();
+    }
+    return out_;
+  }
+
+  static void notJson(std::string& body, RequestContext& ctx) {
+    Error e{ErrorKind::UpstreamBadResponse, "The upstream answered HTTP " + std::to_string(ctx.status) + " with a body that is not JSON."};
+    ctx.status = e.httpStatus();
+    body = ctx.errorBody(e);
+    ctx.fail(std::move(e));
+  }
+
+  // `out`, then (on a fresh line: an unfinished line or event before it is closed
+  // first) the error event; the stream ends there.
+  std::string_view endWith(std::string_view out, Error err) {
+    if (out.data() != out_.data()) out_.assign(out);
+    if (!parser_.atEventBoundary()) out_ += "\n\n";
+    out_ += streamErrorEvent(err);
+    ctx_->fail(std::move(err));
+    ended_ = true;
+    return out_;
+  }
+
   void onEvent(const SseEvent& event) override {
     bool drop = false;
     switch (format_) {
       case WireFormat::OpenAIChat:
-        if (event.data != "[DONE]" && extractOpenAIUsage(event.data, ctx_->usage)) drop = strip_ && emptyChoices(event.data);
+        if (event.data == "[DONE]") {
+          complete_ = true;
+          break;
+        }
+        if (extractOpenAIUsage(event.data, ctx_->usage)) drop = strip_ && emptyChoices(event.data);
+        // A finished choice (some servers send no [DONE] after it) or the upstream's own
+        // error object also end the stream as the upstream meant to.
+        if (!complete_ && (hasFinishReason(event.data) || event.data.starts_with("{\"error\"")))
+          complete_ = true;
         break;
       case WireFormat::Anthropic:
         if (event.event == "message_start" || event.event == "message_delta") readJsonUsage(event.data, "message");
+        else if (event.event == "message_stop" || event.event == "error") complete_ = true;
         break;
       case WireFormat::Responses:
-        if (event.event == "response.completed" || event.event == "response.incomplete" || event.event == "response.failed")
+        if (event.event == "response.completed" || event.event == "response.incomplete" || event.event == "response.failed") {
           readJsonUsage(event.data, "response");
+          complete_ = true;
+        } else if (event.event == "error") {
+          complete_ = true;
+        }
         break;
     }
     if (!strip_) return;
@@ -176,6 +285,16 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   // SDKs see the shape they parse. A body that is not an error object is left as is.
   void checkError(std::string& body, int status) {
     if (provider_) body = scrubSecrets(std::move(body), *provider_);
+    if (!looksLikeJsonObject(body)) {
+      // An HTML page from a proxy in front of the upstream, a plain-text 502: SDKs parse
+      // errors as JSON, so the status is kept and the text re-shaped (and trimmed).
+      UpstreamErrorInfo info;
+      info.status = status;
+      const std::string text = vendorErrorText(body, 200);
+      info.message = "The upstream answered HTTP " + std::to_string(status) + (text.empty() ? "." : " with: " + text);
+      body = (format_ == WireFormat::Anthropic ? anthropicInbound() : openAIChatInbound()).encodeUpstreamError(info);
+      return;
+    }
     if (format_ == WireFormat::Anthropic) return;
     boost::system::error_code ec;
     bj::value v = bj::parse(body, ec);
@@ -199,6 +318,10 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   std::string_view bytes_;
   std::size_t start_ = 0;
   bool materialized_ = false;
+  bool ok_ = true;         // a 2xx answer (only those must end with the end marker)
+  bool complete_ = false;  // the vendor's end marker (or a finish, or its error) was seen
+  bool overflow_ = false;  // an event outgrew server.max_stream_event_bytes
+  bool ended_ = false;     // the stream was ended with an error event
 };
 
 class TranslatingTranslator final : public ResponseTranslator, private ChunkSink {
@@ -213,6 +336,7 @@ class TranslatingTranslator final : public ResponseTranslator, private ChunkSink
       head.event_stream = true;
       head.content_type = "text/event-stream; charset=utf-8";
       decoder_ = codec_.streamDecoder();
+      decoder_->setMaxEventBytes(ctx.config->server.max_stream_event_bytes);
       encoder_ = inbound_.streamEncoder(options_);
     } else {
       head.event_stream = false;
@@ -321,11 +445,7 @@ void addCommonHeaders(UpstreamRequest& req, const RequestContext& ctx, const Pro
 }
 
 std::string scrubSecrets(std::string text, const ProviderConfig& provider) {
-  for (const std::string* secret : {&provider.api_key, &provider.aws.secret_access_key, &provider.aws.session_token}) {
-    if (secret->size() < 4) continue;
-    for (auto at = text.find(*secret); at != std::string::npos; at = text.find(*secret, at))
-      text.replace(at, secret->size(), "[redacted]");
-  }
+  SecretScrubber(provider).scrubWhole(text);
   return text;
 }
 

@@ -38,6 +38,10 @@ bool requestStreamUsage(std::string& body);
 void addCommonHeaders(UpstreamRequest& req, const RequestContext& ctx, const ProviderConfig& provider,
                       std::string_view content_type, std::string_view accept);
 
+// The readable text of an upstream error body that is not JSON (an HTML page): tags
+// dropped, whitespace collapsed, at most `max` characters.
+std::string vendorErrorText(std::string_view body, std::size_t max);
+
 // Removes the provider's credentials from a text taken from an upstream answer.
 std::string scrubSecrets(std::string text, const ProviderConfig& provider);
 

@@ -24,6 +24,7 @@
 
 #include "core/log.h"
 #include "filters/bulkhead/concurrency_limit.h"
+#include "providers/secret_scrubber.h"
 #include "providers/translation.h"
 #include "runtime/gateway.h"
 #include "server/http_head.h"
@@ -171,6 +172,7 @@ class Session final : public SessionBase {
       return Error{ErrorKind::BodyTooLarge, "Request body is larger than " + std::to_string(cfg.max_body_bytes) + " bytes."};
     };
     lowest().expires_after(cfg.header_timeout);
+    if (auto bad = co_await readWholeHead(cfg)) co_return bad;
     auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kUseTuple);
     if (hec == http::error::header_limit) co_return Error{ErrorKind::HeadersTooLarge, "Request headers are too large."};
     // A declared Content-Length over the limit is refused before any body is read.
@@ -184,6 +186,10 @@ class Session final : public SessionBase {
       co_return Error{ErrorKind::BadHttp, "Unsupported Transfer-Encoding."};
     if (head.target().empty() || head.target().front() != '/')
       co_return Error{ErrorKind::BadHttp, "The request target must be an absolute path."};
+    if (head.target().size() > cfg.max_url_bytes) co_return uriTooLong(cfg);
+    // RFC 9112 3.2: an HTTP/1.1 request has exactly one Host; no request has two.
+    if (const auto hosts = head.count(http::field::host); hosts > 1 || (hosts == 0 && head.version() >= 11))
+      co_return Error{ErrorKind::BadHttp, hosts > 1 ? "The request has more than one Host header." : "The request has no Host header."};
     if (parser.is_done()) co_return std::nullopt;
     if (beast::iequals(head[http::field::expect], "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -205,6 +211,37 @@ class Session final : public SessionBase {
     co_return std::nullopt;
   }
 
+  static Error uriTooLong(const ServerConfig& cfg) {
+    return Error{ErrorKind::UriTooLong, "The request URL is longer than " + std::to_string(cfg.max_url_bytes) + " bytes."};
+  }
+
+  // Reads until the whole request head is in buffer_, and checks what Beast's parser
+  // would accept silently: obs-fold (a header line continued on the next, which RFC 9112
+  // 5.2 says a server must reject or replace; other hops may read it differently) and a
+  // request line longer than the URL bound (414 rather than the headers' 431).
+  asio::awaitable<std::optional<Error>> readWholeHead(const ServerConfig& cfg) {
+    std::size_t scanned = 0;  // bytes already searched for the end of the head
+    for (;;) {
+      const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+      const std::size_t from = scanned > 3 ? scanned - 3 : 0;
+      std::size_t end = data.find("\r\n\r\n", from);
+      if (end == std::string_view::npos) end = data.find("\n\n", from);  // bare LF: Beast refuses it
+      const std::size_t line_end = data.find('\n');
+      if ((line_end == std::string_view::npos ? data.size() : line_end) > cfg.max_url_bytes + 32) co_return uriTooLong(cfg);
+      if (end != std::string_view::npos) {
+        for (std::size_t i = data.find('\n'); i != std::string_view::npos && i < end; i = data.find('\n', i + 1))
+          if (data[i + 1] == ' ' || data[i + 1] == '\t')
+            co_return Error{ErrorKind::BadHttp, "A header line continues on the next line (obs-fold), which is not allowed."};
+        co_return std::nullopt;
+      }
+      if (data.size() > cfg.max_header_bytes) co_return Error{ErrorKind::HeadersTooLarge, "Request headers are too large."};
+      scanned = data.size();
+      auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(4096), kUseTuple);
+      if (ec) co_return Error{ErrorKind::Internal, {}};  // closed or timed out mid-head: nothing to answer
+      buffer_.commit(n);
+    }
+  }
+
   asio::awaitable<void> serve(http::request<http::string_body>& req, Clock::time_point received) {
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));
@@ -216,7 +253,11 @@ class Session final : public SessionBase {
       co_return;
     }
 
-    if (match.route != Route::NotFound && req.method() != match.method) {
+    // HEAD is GET without the body (RFC 9110 9.3.2); every answer to it, errors
+    // included, has none, or a keep-alive client would read the body as the next answer.
+    head_only_ = req.method() == http::verb::head;
+    const http::verb method = head_only_ && match.method == http::verb::get ? http::verb::get : req.method();
+    if (match.route != Route::NotFound && method != match.method) {
       RequestContext ctx = newContext(req, received, path, Endpoint::None);
       ctx.fail(Error{ErrorKind::MethodNotAllowed,
                      "Method " + std::string(req.method_string()) + " is not allowed on " + std::string(path) + "."});
@@ -382,7 +423,7 @@ class Session final : public SessionBase {
           if (co_await answerFallback(ctx)) break;
         }
       }
-      if (!gone_while_waiting) co_await relay(ctx, *exchange, *translator, head, std::move(failure));
+      if (!gone_while_waiting) co_await relay(ctx, *exchange, *translator, head, std::move(failure), *provider.config);
       break;
     }
     stopWatch();
@@ -620,7 +661,7 @@ class Session final : public SessionBase {
   }
 
   asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                              ResponseHead& head, std::optional<Error> failure) {
+                              ResponseHead& head, std::optional<Error> failure, const ProviderConfig& provider) {
     if (failure) {
       if (clientGone()) co_return;
       recordUpstreamFailure(ctx, std::move(*failure));
@@ -628,6 +669,18 @@ class Session final : public SessionBase {
       co_return;
     }
     translator.onResponseHead(head, ctx);
+    // No provider credential in any byte the client gets: headers and body alike.
+    SecretScrubber scrubber(provider);
+    std::vector<std::string> scrubbed;  // header values that held one (rare)
+    if (scrubber.active()) {
+      scrubbed.reserve(head.headers.size());  // views into it must not move
+      for (auto& [name, value] : head.headers) {
+        std::string clean;
+        if (!scrubber.scrubValue(value, clean)) continue;
+        scrubbed.push_back(std::move(clean));
+        value = scrubbed.back();
+      }
+    }
     ctx.status = head.status;
     ctx.streaming = head.event_stream;
     ctx.upstream_headers = &head.headers;
@@ -638,12 +691,12 @@ class Session final : public SessionBase {
       }
     chain_->responseHeaders(ctx);
     ctx.upstream_headers = nullptr;  // the views die with the exchange
-    if (ctx.streaming) co_await relayStream(ctx, exchange, translator, head);
-    else co_await relayBody(ctx, exchange, translator, head);
+    if (ctx.streaming) co_await relayStream(ctx, exchange, translator, head, scrubber);
+    else co_await relayBody(ctx, exchange, translator, head, scrubber);
   }
 
   asio::awaitable<void> relayStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                    ResponseHead& head) {
+                                    ResponseHead& head, SecretScrubber& scrubber) {
     // HTTP/1.0 has no chunked encoding: the stream is the body, ended by closing.
     if (http10_) keep_alive_ = false;
     HeadWriter h = beginHead(head.status);
@@ -675,7 +728,7 @@ class Session final : public SessionBase {
     // From here on the worker's heartbeat sweep may write comments (heartbeatTick).
     relaying_stream_ = true;
     last_write_ = Clock::now();
-    co_await pumpStream(ctx, exchange, translator);
+    co_await pumpStream(ctx, exchange, translator, scrubber);
     co_await flushStream();  // no write of this stream may outlive the relay
     relaying_stream_ = false;
     if (out_inflight_.capacity() + out_pending_.capacity() > 64 * 1024) {
@@ -706,8 +759,15 @@ class Session final : public SessionBase {
   // to server.stream_buffer_bytes: a client further behind than that has its stream
   // ended with a stream_buffer_overflow event (at an event boundary, so it stays
   // well-formed) and the upstream cancelled, instead of holding memory or the upstream.
-  asio::awaitable<void> pumpStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator) {
+  //
+  // A stream that ends early (upstream failure, an error the translator found, the
+  // buffer bound) still ends with a complete chunked body, so the connection stays
+  // usable for the client's next request: the head promised keep-alive.
+  asio::awaitable<void> pumpStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
+                                   SecretScrubber& scrubber) {
     const std::size_t limit = serverConfig().stream_buffer_bytes;
+    // Waiting for an event boundary is bounded by the longest event an upstream may send.
+    const std::size_t hard_limit = limit + serverConfig().max_stream_event_bytes + 64 * 1024;
     for (;;) {
       std::string_view bytes;
       bool done = false;
@@ -716,21 +776,21 @@ class Session final : public SessionBase {
         if (clientGone()) co_return;
         // Never a silent truncation: the client learns why its stream ended.
         recordUpstreamFailure(ctx, std::move(*err));
-        endStreamWithError(ctx, translator);
+        endStreamWithError(ctx, translator, scrubber);
         co_return;
       }
       std::string_view out;
       if (!bytes.empty() || done) {
-        out = translator.onStreamBytes(bytes, done, ctx);
+        out = scrubber.scrubPiece(translator.onStreamBytes(bytes, done, ctx));
         if (!out.empty()) chain_->responseChunk(ctx, out);
       }
       if (translator.streamEnded()) {
         // The translator closed the stream with an error event (a vendor error inside
         // the stream, a truncated or malformed one): nothing more comes from upstream.
         exchange.abort();
-        keep_alive_ = false;
         done = true;
       }
+      if (done) scrubber.dropHeld();
       if (!out.empty() || done) {
         // The last piece and the terminating chunk go out together.
         if (!sendChunk(out, done)) {
@@ -748,21 +808,25 @@ class Session final : public SessionBase {
       // Past the bound the stream ends at the next event boundary (an event is small; a
       // stream that has none in sight is cut at twice the bound).
       const std::size_t backlog = out_inflight_.size() + out_pending_.size();
-      if (backlog > limit && (translator.atEventBoundary() || backlog > 2 * limit)) {
+      if (backlog > limit && (translator.atEventBoundary() || backlog > hard_limit)) {
         exchange.abort();
         ++worker_.metrics().stream_buffer_overflows;
         ctx.fail(Error{ErrorKind::ClientTooSlow, "The client read the stream too slowly; the gateway ended it."});
         log::warn("stream buffer overflow", {{"request_id", ctx.request_id}, {"backlog_bytes", std::to_string(backlog)}});
-        endStreamWithError(ctx, translator);
+        endStreamWithError(ctx, translator, scrubber);
         co_return;
       }
     }
   }
 
-  // The translator's error event for ctx.error, then the end of the body.
-  void endStreamWithError(RequestContext& ctx, ResponseTranslator& translator) {
-    std::string event = translator.streamErrorEvent(*ctx.error);
-    keep_alive_ = false;
+  // The translator's error event for ctx.error, then the end of the body. The event
+  // starts on a fresh line: an unfinished line or event before it is closed first (a
+  // parser then sees the error, not one long line). A held-back possible start of a
+  // secret is dropped.
+  void endStreamWithError(RequestContext& ctx, ResponseTranslator& translator, SecretScrubber& scrubber) {
+    scrubber.dropHeld();
+    std::string event = translator.atEventBoundary() ? std::string() : std::string("\n\n");
+    event += translator.streamErrorEvent(*ctx.error);
     if (sendChunk(event, true)) ctx.bytes_out += event.size();
   }
 
@@ -876,7 +940,7 @@ class Session final : public SessionBase {
   }
 
   asio::awaitable<void> relayBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                  ResponseHead& head) {
+                                  ResponseHead& head, const SecretScrubber& scrubber) {
     const ServerConfig& cfg = serverConfig();
     std::string body;
     for (;;) {
@@ -900,10 +964,13 @@ class Session final : public SessionBase {
       if (done) break;
     }
     translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
+    scrubber.scrubWhole(body);
     HeadWriter h = beginHead(ctx.status);
     for (auto& [name, value] : head.headers) h.header(name, value);
     deploymentHeaders(h, ctx);
-    if (!head.content_type.empty()) h.header("Content-Type", head.content_type);
+    // A body the translator replaced with the gateway's own error is JSON whatever the upstream said.
+    if (ctx.error) h.header("Content-Type", "application/json");
+    else if (!head.content_type.empty()) h.header("Content-Type", head.content_type);
     h.contentLength(body.size());
     h.end();
     ctx.bytes_out = body.size();
@@ -957,7 +1024,7 @@ class Session final : public SessionBase {
   // head_ and then `body`, in one gathered write.
   asio::awaitable<bool> writeHeadAnd(std::string_view body) {
     std::array<asio::const_buffer, 2> bufs{asio::buffer(head_), asio::buffer(body.data(), body.size())};
-    co_return co_await writeBuffers(std::span<const asio::const_buffer>(bufs.data(), body.empty() ? 1 : 2));
+    co_return co_await writeBuffers(std::span<const asio::const_buffer>(bufs.data(), body.empty() || head_only_ ? 1 : 2));
   }
 
   asio::awaitable<bool> writeBuffers(std::span<const asio::const_buffer> bufs) {
@@ -981,6 +1048,7 @@ class Session final : public SessionBase {
   // For requests whose framing cannot be trusted: answer, then close.
   asio::awaitable<void> replyBadInput(const Error& err) {
     keep_alive_ = false;
+    head_only_ = false;
     request_id_ = worker_.nextRequestId();
     const std::string body = err.toJson();
     co_await writeSimple(err.httpStatus(), "application/json", body);
@@ -1006,6 +1074,7 @@ class Session final : public SessionBase {
   bool keep_alive_ = true;
   bool client_gone_ = false;
   bool http10_ = false;      // the current request is HTTP/1.0
+  bool head_only_ = false;   // the current request is HEAD: answers carry no body
   std::string request_id_;
   std::string allow_;        // Allow header of a 405
   std::string retry_after_;  // Retry-After header of a 429 / 503

@@ -69,6 +69,20 @@ bool isHopByHop(std::string_view name) {
   return false;
 }
 
+// Whether the comma-separated token list `list` holds `name` (case-insensitive).
+bool namedIn(std::string_view list, std::string_view name) {
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    std::string_view token = list.substr(0, comma);
+    while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
+    while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+    if (beast::iequals(token, name)) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 // At most one warning per second per thread: a descriptor shortage hits every request.
 void warnOutOfDescriptors(const boost::system::error_code& ec) {
   thread_local Clock::time_point last{};
@@ -260,6 +274,13 @@ class HttpExchange final : public UpstreamExchange {
     if (cec) {
       conn_.reset();
       if (cec == beast::error::timeout) co_return timeoutError("connect", timeouts_.connect);
+      if (cec == asio::error::operation_aborted && !aborted_) {
+        // Asio's range connect reports a socket it could not open as "aborted": find
+        // out why by opening one (only on this failure path).
+        tcp::socket probe(worker_.io());
+        probe.open(endpoints.begin()->endpoint().protocol(), cec);
+        if (!cec) cec = asio::error::connection_aborted;
+      }
       if (cec == asio::error::no_descriptors || cec == asio::error::no_buffer_space) {
         // Our own limit, not the upstream's fault: say so, and tell the operator.
         warnOutOfDescriptors(cec);
@@ -350,9 +371,12 @@ class HttpExchange final : public UpstreamExchange {
     // Views into the parser's fields: they live as long as this exchange.
     head.content_type = res[http::field::content_type];
     head.event_stream = beast::iequals(head.content_type.substr(0, 17), "text/event-stream");
+    // Headers the upstream's Connection header names are hop-by-hop too (RFC 9110 7.6.1).
+    const std::string_view connection = res[http::field::connection];
     for (const auto& field : res) {
       std::string_view name = field.name_string();
       if (isHopByHop(name) || beast::iequals(name, "content-type") || beast::iequals(name, "set-cookie")) continue;
+      if (!connection.empty() && namedIn(connection, name)) continue;
       // The client's x-request-id is the gateway's own; the provider's is kept under
       // another name (what its support asks for).
       if (beast::iequals(name, "x-request-id")) name = "x-upstream-request-id";

@@ -32,6 +32,8 @@ class SseParser {
   // Bounds what one unfinished line or event may hold, so a peer that never sends a
   // line end cannot grow memory without limit. Past it, feed() returns false.
   explicit SseParser(std::size_t max_event_bytes = 8 * 1024 * 1024) : max_event_bytes_(max_event_bytes) {}
+  void setMaxEventBytes(std::size_t n) { max_event_bytes_ = n; }
+  std::size_t maxEventBytes() const { return max_event_bytes_; }
 
   // Parses `bytes`, calling the sink for every completed event. Returns false if an
   // event exceeded the size bound (the parser is then unusable until reset()).

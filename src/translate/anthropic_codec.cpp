@@ -259,12 +259,13 @@ class AnthropicStreamDecoder final : public ChatStreamDecoder, private SseSink {
  public:
   std::optional<Error> feed(std::string_view bytes, ChunkSink& sink) override {
     sink_ = &sink;
-    if (!parser_.feed(bytes, *this)) return Error{ErrorKind::UpstreamBadResponse, "The upstream sent an oversized stream event."};
+    if (!parser_.feed(bytes, *this)) return streamEventTooLarge(parser_.maxEventBytes());
     return std::exchange(error_, std::nullopt);
   }
+  void setMaxEventBytes(std::size_t n) override { parser_.setMaxEventBytes(n); }
   std::optional<Error> finish(ChunkSink&) override {
     if (error_) return error_;
-    if (!stopped_) return Error{ErrorKind::UpstreamInterrupted, "The upstream stream ended before message_stop."};
+    if (!stopped_) return Error{ErrorKind::UpstreamTruncated, "The upstream stream ended before message_stop."};
     return std::nullopt;
   }
 

@@ -486,10 +486,10 @@ class BedrockStreamDecoder final : public ChatStreamDecoder {
   std::optional<Error> finish(ChunkSink& sink) override {
     if (error_) return error_;
     if (frames_.midMessage())
-      error_ = Error{ErrorKind::UpstreamInterrupted, "The Bedrock stream ended in the middle of an event."};
+      error_ = Error{ErrorKind::UpstreamTruncated, "The Bedrock stream ended in the middle of an event."};
     else if (!saw_stop_ || !saw_metadata_)
       // metadata (usage) is ConverseStream's last event: without it the stream was cut.
-      error_ = Error{ErrorKind::UpstreamInterrupted,
+      error_ = Error{ErrorKind::UpstreamTruncated,
                      saw_stop_ ? "The Bedrock stream ended before its metadata event."
                                : "The Bedrock stream ended before the message was complete."};
     return error_;

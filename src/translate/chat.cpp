@@ -6,6 +6,11 @@
 
 namespace tahua {
 
+Error streamEventTooLarge(std::size_t limit) {
+  return Error{ErrorKind::UpstreamEventTooLarge, "The upstream sent a stream event or line longer than " +
+                                                     std::to_string(limit) + " bytes (server.max_stream_event_bytes)."};
+}
+
 std::variant<boost::json::object, Error> parseJsonObject(std::string_view text, std::string_view what) {
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(text, ec);

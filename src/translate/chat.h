@@ -90,7 +90,13 @@ class ChatStreamDecoder {
   // The upstream closed the stream. An Error if it ended before the vendor's own end
   // marker (a truncated stream), for formats that have one.
   virtual std::optional<Error> finish(ChunkSink& sink) = 0;
+  // The longest event the upstream may send (server.max_stream_event_bytes), for
+  // decoders of line-based formats.
+  virtual void setMaxEventBytes(std::size_t) {}
 };
+
+// The upstream sent a stream event (or a line) longer than `limit`: its fault.
+Error streamEventTooLarge(std::size_t limit);
 
 // What a vendor codec needs to know beyond the canonical request.
 struct EncodeOptions {

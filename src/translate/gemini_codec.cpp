@@ -585,11 +585,11 @@ class GeminiStreamDecoder final : public ChatStreamDecoder, private SseSink {
   std::optional<Error> feed(std::string_view bytes, ChunkSink& sink) override {
     if (error_) return error_;
     sink_ = &sink;
-    if (!parser_.feed(bytes, *this) && !error_)
-      error_ = badResponse("The upstream sent a stream event larger than the gateway accepts.");
+    if (!parser_.feed(bytes, *this) && !error_) error_ = streamEventTooLarge(parser_.maxEventBytes());
     sink_ = nullptr;
     return error_;
   }
+  void setMaxEventBytes(std::size_t n) override { parser_.setMaxEventBytes(n); }
 
   std::optional<Error> finish(ChunkSink& sink) override {
     if (error_) return error_;
@@ -599,11 +599,11 @@ class GeminiStreamDecoder final : public ChatStreamDecoder, private SseSink {
     parser_.feed("\n\n", *this);
     sink_ = nullptr;
     if (error_) {
-      error_ = Error{ErrorKind::UpstreamInterrupted, "The upstream stream ended in the middle of an event."};
+      error_ = Error{ErrorKind::UpstreamTruncated, "The upstream stream ended in the middle of an event."};
       return error_;
     }
     if (!finished_)
-      return Error{ErrorKind::UpstreamInterrupted, "The upstream stream ended before the answer was complete."};
+      return Error{ErrorKind::UpstreamTruncated, "The upstream stream ended before the answer was complete."};
     return std::nullopt;
   }
 

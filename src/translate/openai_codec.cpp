@@ -69,12 +69,13 @@ class OpenAIStreamDecoder final : public ChatStreamDecoder, private SseSink {
  public:
   std::optional<Error> feed(std::string_view bytes, ChunkSink& sink) override {
     sink_ = &sink;
-    if (!parser_.feed(bytes, *this)) return Error{ErrorKind::UpstreamBadResponse, "The upstream sent an oversized stream event."};
+    if (!parser_.feed(bytes, *this)) return streamEventTooLarge(parser_.maxEventBytes());
     return std::exchange(error_, std::nullopt);
   }
+  void setMaxEventBytes(std::size_t n) override { parser_.setMaxEventBytes(n); }
   std::optional<Error> finish(ChunkSink& sink) override {
     if (error_) return error_;
-    if (!done_ && !finished_) return Error{ErrorKind::UpstreamInterrupted, "The upstream stream ended before it was complete."};
+    if (!done_ && !finished_) return Error{ErrorKind::UpstreamTruncated, "The upstream stream ended before it was complete."};
     return std::nullopt;
   }
 

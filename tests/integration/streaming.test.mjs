@@ -232,8 +232,18 @@ describe('slow clients', () => {
     await new Promise((resolve, reject) => slow.once('connect', resolve).once('error', reject));
     slow.pause();
     const received = [];
-    slow.on('data', (d) => received.push(d));
-    const slowEnded = new Promise((resolve) => slow.once('end', resolve));
+    // The body ends with its last chunk and the connection stays open (keep-alive: the
+    // framing is intact, so the client may send its next request on it).
+    let tail = '';
+    let bodyEnded;
+    const slowEnded = new Promise((resolve) => {
+      bodyEnded = resolve;
+    });
+    slow.on('data', (d) => {
+      received.push(d);
+      tail = (tail + d.toString('latin1')).slice(-16);
+      if (tail.endsWith('\r\n0\r\n\r\n')) bodyEnded();
+    });
     slow.write(rawRequest('POST', '/v1/chat/completions', { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(STREAM) }));
     await slowEx.received;
 
@@ -255,7 +265,7 @@ describe('slow clients', () => {
     // Reading now, the slow client gets a well-formed stream: whole events in order,
     // then the overflow error event as the last one (no [DONE]: it did not complete).
     slow.resume();
-    await withTimeout(slowEnded, 20_000, 'the rest of the slow stream and the connection closing');
+    await withTimeout(slowEnded, 20_000, 'the rest of the slow stream');
     const raw = Buffer.concat(received).toString('utf8');
     assert.match(raw, /^HTTP\/1\.1 200 /);
     assert.match(raw, /\r\n0\r\n\r\n$/, 'the chunked body is terminated');
@@ -271,5 +281,17 @@ describe('slow clients', () => {
     }
     assert.ok(text.length > 0 && text.length < BIG.join('').length, 'part of the stream, not all of it');
     assert.ok(BIG.join('').startsWith(text), 'what arrived is the start of the stream, in order and intact');
+    assert.doesNotMatch(raw.slice(0, raw.indexOf('\r\n\r\n')), /connection: close/i);
+    // The same connection serves the next request.
+    const nextAnswer = new Promise((resolve) => {
+      let buf = '';
+      slow.removeAllListeners('data');
+      slow.on('data', (d) => {
+        buf += d.toString('latin1');
+        if (/^HTTP\/1\.1 200 [\s\S]*\r\n\r\n\{"status":"ok"\}$/.test(buf)) resolve(buf);
+      });
+    });
+    slow.write(rawRequest('GET', '/healthz'));
+    await withTimeout(nextAnswer, 5000, 'the next answer on the same connection');
   });
 });

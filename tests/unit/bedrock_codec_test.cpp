@@ -404,12 +404,12 @@ TEST(BedrockCodec, StreamTruncationIsAnError) {
   // Cut inside an event, and cut cleanly before messageStop / before metadata.
   const auto mid = runStream({std::string_view(bytes).substr(0, bytes.size() - 3)});
   ASSERT_TRUE(mid.error);
-  EXPECT_EQ(mid.error->kind, ErrorKind::UpstreamInterrupted);
+  EXPECT_EQ(mid.error->kind, ErrorKind::UpstreamTruncated);
   const std::string no_stop = eventBytes("messageStart", R"({"role":"assistant"})") +
                               eventBytes("contentBlockDelta", R"({"contentBlockIndex":0,"delta":{"text":"Hi"}})");
   const auto r1 = runStream({no_stop});
   ASSERT_TRUE(r1.error);
-  EXPECT_EQ(r1.error->kind, ErrorKind::UpstreamInterrupted);
+  EXPECT_EQ(r1.error->kind, ErrorKind::UpstreamTruncated);
   EXPECT_EQ(r1.sink.content, "Hi");
   const auto r2 = runStream({no_stop + eventBytes("messageStop", R"({"stopReason":"end_turn"})")});
   ASSERT_TRUE(r2.error);

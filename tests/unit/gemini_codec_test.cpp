@@ -459,7 +459,7 @@ TEST(GeminiStream, TruncatedStreamIsAnError) {
     StreamRun run = runStream({std::string_view(sse).substr(0, cut)});
     EXPECT_FALSE(run.feed_error) << cut;
     ASSERT_TRUE(run.finish_error) << cut;
-    EXPECT_EQ(run.finish_error->kind, ErrorKind::UpstreamInterrupted);
+    EXPECT_EQ(run.finish_error->kind, ErrorKind::UpstreamTruncated);
   }
 }
 
@@ -532,7 +532,7 @@ TEST(GeminiStream, OversizedEventIsAnError) {
   std::string big(9 * 1024 * 1024, 'a');
   auto e = dec->feed("data: " + big, sink);
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->kind, ErrorKind::UpstreamBadResponse);
+  EXPECT_EQ(e->kind, ErrorKind::UpstreamEventTooLarge);
   EXPECT_TRUE(dec->feed("more", sink));  // sticky
 }
 

@@ -80,4 +80,17 @@ TEST(Usage, ExtractedFromChunkAndBody) {
   EXPECT_EQ(embed.total_tokens, 4);
 }
 
+TEST(RequestInspect, NestingDepthIsBounded) {
+  EXPECT_FALSE(jsonDeeperThan(R"({"a":[[{"b":1}]]})", 4));
+  EXPECT_TRUE(jsonDeeperThan(R"({"a":[[{"b":1}]]})", 3));
+  // Brackets inside strings, escaped quotes included, do not count.
+  EXPECT_FALSE(jsonDeeperThan(R"({"s":"[[[[{{{{\"[[[[","t":"\\"})", 1));
+  std::string deep = R"({"model":"m","x":)" + std::string(200, '[') + std::string(200, ']') + "}";
+  auto r = inspectRequest(deep, 128);
+  ASSERT_TRUE(std::holds_alternative<Error>(r));
+  EXPECT_EQ(std::get<Error>(r).kind, ErrorKind::InvalidJson);
+  std::string ok = R"({"model":"m","x":)" + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_TRUE(std::holds_alternative<RequestFacts>(inspectRequest(ok, 128)));
+}
+
 }  // namespace tahua

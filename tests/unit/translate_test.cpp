@@ -190,7 +190,7 @@ TEST(AnthropicCodec, ATruncatedStreamOrAnErrorEventIsAnError) {
   EXPECT_FALSE(d->feed(stream.substr(0, stream.find("event: message_stop")), c));
   auto err = d->finish(c);
   ASSERT_TRUE(err);
-  EXPECT_EQ(err->kind, ErrorKind::UpstreamInterrupted);
+  EXPECT_EQ(err->kind, ErrorKind::UpstreamTruncated);
 
   auto d2 = codec->streamDecoder();
   auto err2 = d2->feed("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", c);

@@ -100,7 +100,7 @@ class RouterFilter final : public Filter {
 
   FilterStatus onRequestBody(RequestContext& ctx) override {
     if (ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::None) return FilterStatus::Continue;
-    auto inspected = inspectRequest(ctx.body);
+    auto inspected = inspectRequest(ctx.body, ctx.config->server.max_json_depth);
     if (auto* err = std::get_if<Error>(&inspected)) {
       ctx.fail(std::move(*err));
       return FilterStatus::Stop;

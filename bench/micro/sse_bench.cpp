@@ -60,7 +60,8 @@ static void BM_TranslateAnthropicStream20Events(benchmark::State& state) {
     ctx.endpoint = tahua::Endpoint::ChatCompletions;
     ctx.facts.model = "claude";
     ctx.facts.stream = true;
-    auto translator = rt.adapter->responseTranslator(ctx, rt);
+    const tahua::UpstreamRequest request;
+    auto translator = rt.adapter->responseTranslator(ctx, request, rt);
     tahua::ResponseHead head;
     head.status = 200;
     translator->onResponseHead(head, ctx);

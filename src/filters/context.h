@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -20,7 +21,7 @@
 namespace tahua {
 
 struct DeploymentState;
-class ConcurrencyLimit;
+class Resumer;
 
 enum class Endpoint {
   None,
@@ -93,30 +94,16 @@ struct RequestContext {
   const ModelConfig* model = nullptr;
   std::string_view route_name;  // the declarative route that chose the model, if any
   const RouteConfig* route = nullptr;
-  const ModelConfig* shifted_from = nullptr;  // a self-healing shift sent it to this model's fallback
   // Set by the balancer filter.
   const DeploymentConfig* deployment = nullptr;
   const ProviderConfig* provider = nullptr;
   DeploymentState* deployment_state = nullptr;  // this worker's view of it
-  DeploymentState* breaker_slot = nullptr;      // whose breaker admitted the current attempt
   std::string_view route_reason;                // canary decision: pin, allow, sticky, percent, none, single
   std::vector<std::size_t> tried;               // DeploymentConfig::index of failed attempts
   const ModelConfig* requested_model = nullptr; // before any fallback
   std::string_view fallback;                    // "model" when a fallback model answered,
                                                 // "response" for the configured fallback answer,
                                                 // "shift" when a self-healing rule sent it there
-  // Concurrency slots this request holds (bulkhead filter; released in onComplete), and
-  // the cap it waits for when the filter said Wait (the session queues it there).
-  std::array<ConcurrencyLimit*, 4> bulkhead_held{};
-  std::size_t bulkhead_held_count = 0;
-  ConcurrencyLimit* bulkhead_wait = nullptr;
-  std::string_view bulkhead_scope;  // the scope that refused or queued it: "global", "route"
-  std::size_t resume_filter = 0;    // where onUpstreamSelect goes on after a Wait
-  bool breaker_admitted = false;   // the circuit breaker judges this call's outcome
-  bool breaker_probe = false;      // ... as a half-open probe
-  // The adapter asked an OpenAI-format upstream for stream usage the client did not
-  // request: the usage-only chunk is metered, then cut from the client's stream.
-  bool hide_stream_usage = false;
 
   // Response side.
   int status = 0;
@@ -124,12 +111,18 @@ struct RequestContext {
   std::uint64_t bytes_out = 0;
   std::uint64_t chunks_out = 0;
   int attempts = 0;  // upstream tries (retries + 1)
-  // The upstream's response headers while onResponseHeaders runs (null otherwise).
-  const std::vector<std::pair<std::string_view, std::string_view>>* upstream_headers = nullptr;
+  // The headers the client will get from the upstream's answer, while
+  // onResponseHeaders runs (null otherwise); filters may change them.
+  std::vector<std::pair<std::string_view, std::string_view>>* upstream_headers = nullptr;
   double upstream_retry_after = 0;  // seconds, from the upstream's Retry-After
   Usage usage;
   std::optional<Error> error;  // the gateway's own error, if any
   std::optional<LocalReply> local_reply;
+
+  // Every filter's per-request State, in one block the session owns (FilterChain::begin).
+  std::byte* filter_state = nullptr;
+  // Lets a filter that paused the request resume it (set by the session).
+  Resumer* resumer = nullptr;
 
   SteadyTime start{};
   std::optional<SteadyTime> first_byte;  // first response byte written to the client

@@ -1,16 +1,26 @@
 // The request pipeline. A request flows through an ordered chain of filters, phase by
-// phase (see docs/life-of-a-request.md):
+// phase (see docs/life-of-a-request.md and docs/writing-a-filter.md):
 //
-//   onRequestHeaders -> onRequestBody -> onUpstreamSelect      (may stop the request)
-//   -> [upstream exchange] -> onResponseHeaders -> onResponseChunk*  (observe only)
-//   -> onComplete                                                 (always, error or not)
+//   onRequestHeaders -> onRequestBody -> onUpstreamSelect   request phases: may Stop or Pause
+//   -> [upstream attempt] (-> onAttemptFailed -> onReselect)*
+//   -> onResponseHeaders -> onResponseData* | onResponseBody   may rewrite what the client gets
+//   -> onComplete                                              always, once, error or not
 //
-// A filter is created per worker from the config snapshot (so it may keep per-worker
-// state without locks) and called for every request on that worker. Every hook has a
-// pass-through default, so a filter overrides only the phases it cares about.
+// A filter object is made per worker from the config snapshot and serves every request
+// of that worker (per-worker state needs no locks). What it keeps per request lives in a
+// State of its own (FilterWithState<State>), laid out by the chain in one block the
+// session owns: no field in RequestContext, no allocation per request.
+//
+// Request phases return Continue, Stop (ctx.error or ctx.local_reply says how to answer)
+// or Pause: the filter started something asynchronous (a queue, a store lookup) and
+// will call ctx.resumer->resume(status) exactly once, on the worker's thread, within a
+// bounded time of its own (it owns the timeout). The chain then goes on with the next
+// filter. A filter that answers at once costs the session no coroutine frame.
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <new>
 #include <string_view>
 #include <vector>
 
@@ -21,8 +31,54 @@ namespace tahua {
 enum class FilterStatus {
   Continue,  // go on with the next filter / phase
   Stop,      // the filter set ctx.error or ctx.local_reply; answer now, skip the upstream
-  Wait,      // (onUpstreamSelect) the request must wait for a slot (ctx.bulkhead_wait); the
-             // session waits, then resumes the chain at the same filter
+  Pause,     // the filter will call ctx.resumer->resume(...) once; nothing runs until then
+};
+
+// Lets a paused request go on. The session gives one to every request (ctx.resumer).
+class Resumer {
+ public:
+  // Continue, or Stop with ctx.error / ctx.local_reply set. On the worker's thread only.
+  virtual void resume(FilterStatus status) = 0;
+
+ protected:
+  ~Resumer() = default;
+};
+
+// A piece of a response stream on its way to the client, after the provider adapter's
+// translation, in the client's API format. Filters see it in chain order; each may leave
+// it as it is, replace it (what later filters and the client see), or end the stream.
+class ResponseData {
+ public:
+  ResponseData(std::string_view bytes, bool last) : bytes_(bytes), last_(last) {}
+
+  std::string_view bytes() const { return bytes_; }
+  // The upstream's last piece (or the stream is being ended by the gateway: aborted()).
+  bool last() const { return last_; }
+  // The stream ends early (upstream failure, an overflow): `bytes()` is empty, and
+  // whatever a filter holds back is to be dropped, not sent.
+  bool aborted() const { return aborted_; }
+
+  // What goes on instead of bytes(). The view must stay valid until the next piece of
+  // this request (keep the text in the filter's State). Holding bytes back (returning a
+  // prefix and keeping the rest for the next piece) is how a filter sees across reads.
+  void replace(std::string_view bytes) { bytes_ = bytes; }
+  // Ends the stream after bytes() with an error event in the client's API shape; the
+  // upstream is cancelled. ctx.error is set to it.
+  void fail(Error error) {
+    failure_ = std::move(error);
+    failed_ = true;
+  }
+  bool failed() const { return failed_; }
+  Error takeFailure() { return std::move(failure_); }
+
+  void setAborted() { aborted_ = true; }
+
+ private:
+  std::string_view bytes_;
+  bool last_ = false;
+  bool aborted_ = false;
+  bool failed_ = false;
+  Error failure_;
 };
 
 class Filter {
@@ -41,36 +97,89 @@ class Filter {
   // as a finished, failed call of ctx.deployment (ctx.status / ctx.error say how).
   virtual void onAttemptFailed(RequestContext&) {}
   // After onAttemptFailed: choose again for ctx.model (possibly a fallback), avoiding
-  // the deployments in ctx.tried. May Stop (e.g. every breaker open).
+  // the deployments in ctx.tried. May Stop (e.g. every breaker open) or Pause.
   virtual FilterStatus onReselect(RequestContext&) { return FilterStatus::Continue; }
-  // The upstream answered (ctx.status, ctx.streaming are set); nothing written yet.
+  // The upstream answered (ctx.status, ctx.streaming are set); nothing is written yet.
+  // The headers the client will get are in *ctx.upstream_headers: a filter may change
+  // or drop them (a replaced value must live in the filter's State).
   virtual void onResponseHeaders(RequestContext&) {}
-  // A piece of the response body as it goes to the client (synchronous: called per
-  // chunk, so it must be cheap).
-  virtual void onResponseChunk(RequestContext&, std::string_view) {}
+  // A piece of a streamed response (only for filters whose wantsResponseData() is true:
+  // the others cost nothing per piece). Synchronous: it runs per piece.
+  virtual void onResponseData(RequestContext&, ResponseData&) {}
+  virtual bool wantsResponseData() const { return false; }
+  // A whole non-streamed response body, before it is written; may be rewritten in place.
+  virtual void onResponseBody(RequestContext&, std::string& /*body*/) {}
   // Always runs last, once, whatever happened (local reply, error, client gone).
   virtual void onComplete(RequestContext&) {}
+
+  // Per-request state (see FilterWithState): its size and alignment, and how to make
+  // and destroy one in the block the chain lays out. Filters without state keep 0.
+  virtual std::size_t stateSize() const { return 0; }
+  virtual std::size_t stateAlign() const { return 1; }
+  virtual void constructState(void*) const {}
+  virtual void destroyState(void*) const {}
+
+ private:
+  friend class FilterChain;
+
+ protected:
+  std::size_t state_offset_ = 0;  // set by the chain when the filter is added
 };
+
+// A filter with per-request state `State` (default-constructible): state(ctx) is this
+// request's, made before the first phase and destroyed after onComplete.
+template <class State>
+class FilterWithState : public Filter {
+ public:
+  std::size_t stateSize() const final { return sizeof(State); }
+  std::size_t stateAlign() const final { return alignof(State); }
+  void constructState(void* at) const final { ::new (at) State(); }
+  void destroyState(void* at) const final { std::launder(static_cast<State*>(at))->~State(); }
+
+ protected:
+  State& state(RequestContext& ctx) const { return *std::launder(reinterpret_cast<State*>(ctx.filter_state + state_offset_)); }
+  const State& state(const RequestContext& ctx) const {
+    return *std::launder(reinterpret_cast<const State*>(ctx.filter_state + state_offset_));
+  }
+};
+
+// The request phases that may Stop or Pause.
+enum class RequestPhase { Headers, Body, UpstreamSelect, Reselect };
 
 class FilterChain {
  public:
-  void add(std::unique_ptr<Filter> filter) { filters_.push_back(std::move(filter)); }
+  void add(std::unique_ptr<Filter> filter);
 
-  FilterStatus requestHeaders(RequestContext& ctx);
-  FilterStatus requestBody(RequestContext& ctx);
-  FilterStatus upstreamSelect(RequestContext& ctx);
-  // After a Wait: the same phase again, from the filter that asked to wait.
-  FilterStatus resumeUpstreamSelect(RequestContext& ctx);
+  // Bytes of the per-request state block (every filter's State) and its alignment.
+  std::size_t stateBytes() const { return state_bytes_; }
+  static constexpr std::size_t kStateAlign = alignof(std::max_align_t);
+
+  // Makes every filter's State in `block` (stateBytes() bytes, kStateAlign-aligned) and
+  // points ctx.filter_state at it. Before the first phase.
+  void begin(RequestContext& ctx, std::byte* block);
+
+  // Runs a request phase from filter `next` on: Continue when every filter continued,
+  // Stop, or Pause (then `next` is the filter after the paused one: run again from it
+  // once the resumer said Continue). Reselect clears the previous attempt's error first
+  // (only when `next` is 0).
+  FilterStatus run(RequestPhase phase, RequestContext& ctx, std::size_t& next);
+
   void attemptFailed(RequestContext& ctx);
-  FilterStatus reselect(RequestContext& ctx);  // clears the previous attempt's error first
   void responseHeaders(RequestContext& ctx);
-  void responseChunk(RequestContext& ctx, std::string_view bytes);
+  // Passes `data` through every filter that wants response data, in order.
+  void responseData(RequestContext& ctx, ResponseData& data);
+  bool wantsResponseData() const { return !data_filters_.empty(); }
+  void responseBody(RequestContext& ctx, std::string& body);
+  // onComplete for every filter, then every State is destroyed (if begin() ran).
   void complete(RequestContext& ctx);
 
   std::size_t size() const { return filters_.size(); }
 
  private:
   std::vector<std::unique_ptr<Filter>> filters_;
+  std::vector<Filter*> data_filters_;   // those whose wantsResponseData()
+  std::vector<Filter*> stateful_;       // those with a State
+  std::size_t state_bytes_ = 0;
 };
 
 }  // namespace tahua

@@ -16,52 +16,67 @@ std::string_view endpointPath(Endpoint e) {
   return "";
 }
 
-namespace {
-template <class Hook>
-FilterStatus runUntilStop(std::vector<std::unique_ptr<Filter>>& filters, RequestContext& ctx, Hook hook,
-                          std::size_t from = 0) {
-  for (std::size_t i = from; i < filters.size(); ++i) {
-    const FilterStatus status = ((*filters[i]).*hook)(ctx);
-    if (status == FilterStatus::Stop) return FilterStatus::Stop;
-    if (status == FilterStatus::Wait) {
-      ctx.resume_filter = i;
-      return FilterStatus::Wait;
-    }
+void FilterChain::add(std::unique_ptr<Filter> filter) {
+  if (filter->stateSize() > 0) {
+    // Each State at the next offset its alignment allows, in one block per request.
+    const std::size_t align = filter->stateAlign();
+    state_bytes_ = (state_bytes_ + align - 1) / align * align;
+    filter->state_offset_ = state_bytes_;
+    state_bytes_ += filter->stateSize();
+    stateful_.push_back(filter.get());
+  }
+  if (filter->wantsResponseData()) data_filters_.push_back(filter.get());
+  filters_.push_back(std::move(filter));
+}
+
+void FilterChain::begin(RequestContext& ctx, std::byte* block) {
+  ctx.filter_state = block;
+  for (Filter* f : stateful_) f->constructState(block + f->state_offset_);
+}
+
+FilterStatus FilterChain::run(RequestPhase phase, RequestContext& ctx, std::size_t& next) {
+  FilterStatus (Filter::*hook)(RequestContext&) = nullptr;
+  switch (phase) {
+    case RequestPhase::Headers: hook = &Filter::onRequestHeaders; break;
+    case RequestPhase::Body: hook = &Filter::onRequestBody; break;
+    case RequestPhase::UpstreamSelect: hook = &Filter::onUpstreamSelect; break;
+    case RequestPhase::Reselect:
+      hook = &Filter::onReselect;
+      if (next == 0) {
+        ctx.error.reset();
+        ctx.status = 0;
+      }
+      break;
+  }
+  while (next < filters_.size()) {
+    const FilterStatus status = ((*filters_[next++]).*hook)(ctx);
+    if (status != FilterStatus::Continue) return status;
     // A filter that recorded an error without saying Stop still stops the request.
     if (ctx.error || ctx.local_reply) return FilterStatus::Stop;
   }
   return FilterStatus::Continue;
 }
-}  // namespace
 
-FilterStatus FilterChain::requestHeaders(RequestContext& ctx) {
-  return runUntilStop(filters_, ctx, &Filter::onRequestHeaders);
-}
-FilterStatus FilterChain::requestBody(RequestContext& ctx) {
-  return runUntilStop(filters_, ctx, &Filter::onRequestBody);
-}
-FilterStatus FilterChain::upstreamSelect(RequestContext& ctx) {
-  return runUntilStop(filters_, ctx, &Filter::onUpstreamSelect);
-}
-FilterStatus FilterChain::resumeUpstreamSelect(RequestContext& ctx) {
-  return runUntilStop(filters_, ctx, &Filter::onUpstreamSelect, ctx.resume_filter);
-}
 void FilterChain::attemptFailed(RequestContext& ctx) {
   for (auto& f : filters_) f->onAttemptFailed(ctx);
-}
-FilterStatus FilterChain::reselect(RequestContext& ctx) {
-  ctx.error.reset();
-  ctx.status = 0;
-  return runUntilStop(filters_, ctx, &Filter::onReselect);
 }
 void FilterChain::responseHeaders(RequestContext& ctx) {
   for (auto& f : filters_) f->onResponseHeaders(ctx);
 }
-void FilterChain::responseChunk(RequestContext& ctx, std::string_view bytes) {
-  for (auto& f : filters_) f->onResponseChunk(ctx, bytes);
+void FilterChain::responseData(RequestContext& ctx, ResponseData& data) {
+  for (Filter* f : data_filters_) {
+    f->onResponseData(ctx, data);
+    if (data.failed()) return;
+  }
+}
+void FilterChain::responseBody(RequestContext& ctx, std::string& body) {
+  for (auto& f : filters_) f->onResponseBody(ctx, body);
 }
 void FilterChain::complete(RequestContext& ctx) {
   for (auto& f : filters_) f->onComplete(ctx);
+  if (!ctx.filter_state) return;
+  for (Filter* f : stateful_) f->destroyState(ctx.filter_state + f->state_offset_);
+  ctx.filter_state = nullptr;
 }
 
 }  // namespace tahua

@@ -29,6 +29,9 @@ struct UpstreamRequest {
   // The client asked for a stream: the transport keeps its read buffer small (a held
   // stream's memory), otherwise it reads a whole typical answer in one system call.
   bool expect_stream = false;
+  // The adapter asked an OpenAI-format upstream for stream usage the client did not
+  // request: the usage-only chunk is metered, then cut from the client's stream.
+  bool hide_stream_usage = false;
 
   void addHeader(std::string_view name, std::string_view value) {
     header_lines.append(name).append(": ").append(value).append("\r\n");

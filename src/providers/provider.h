@@ -54,7 +54,8 @@ class ProviderAdapter {
   // Builds the upstream request from the inbound one (path, headers, body).
   virtual std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx,
                                                             const ProviderRuntime& provider) const = 0;
-  virtual std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext& ctx,
+  // How the answer to `request` (just encoded) reaches the client.
+  virtual std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext& ctx, const UpstreamRequest& request,
                                                                  const ProviderRuntime& provider) const = 0;
   // The transport: HTTP(S) through the worker's connection pool by default.
   virtual std::unique_ptr<UpstreamExchange> openExchange(UpstreamRequest request, RequestContext& ctx,

@@ -97,7 +97,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
       : format_(format), strip_(strip), provider_(provider) {}
 
   void onResponseHead(ResponseHead& head, RequestContext& ctx) override {
-    parser_.setMaxEventBytes(ctx.config->server.max_stream_event_bytes);
+    if (ctx.config) parser_.setMaxEventBytes(ctx.config->server.max_stream_event_bytes);
     ok_ = head.status >= 200 && head.status < 300;
     // An error page that is not JSON (a proxy's HTML) is re-shaped in onBody.
     if (!ok_ && !head.event_stream) head.content_type = "application/json";
@@ -336,7 +336,7 @@ class TranslatingTranslator final : public ResponseTranslator, private ChunkSink
       head.event_stream = true;
       head.content_type = "text/event-stream; charset=utf-8";
       decoder_ = codec_.streamDecoder();
-      decoder_->setMaxEventBytes(ctx.config->server.max_stream_event_bytes);
+      if (ctx.config) decoder_->setMaxEventBytes(ctx.config->server.max_stream_event_bytes);
       encoder_ = inbound_.streamEncoder(options_);
     } else {
       head.event_stream = false;
@@ -450,8 +450,9 @@ std::string scrubSecrets(std::string text, const ProviderConfig& provider) {
 }
 
 std::unique_ptr<ResponseTranslator> TranslatingAdapter::responseTranslator(const RequestContext& ctx,
+                                                                           const UpstreamRequest& request,
                                                                            const ProviderRuntime& provider) const {
-  if (native(ctx)) return passThroughTranslator(ctx, *provider.config);
+  if (native(ctx)) return passThroughTranslator(ctx, request, *provider.config);
   const InboundCodec* inbound = inboundFor(ctx.endpoint);
   InboundOptions options;
   options.model = ctx.facts.model;
@@ -460,7 +461,8 @@ std::unique_ptr<ResponseTranslator> TranslatingAdapter::responseTranslator(const
                                                  *provider.config);
 }
 
-std::unique_ptr<ResponseTranslator> TranslatingAdapter::passThroughTranslator(const RequestContext& ctx,
+std::unique_ptr<ResponseTranslator> TranslatingAdapter::passThroughTranslator(const RequestContext&,
+                                                                              const UpstreamRequest&,
                                                                               const ProviderConfig& provider) const {
   return makePassThroughTranslator(WireFormat::OpenAIChat, false, &provider);
 }

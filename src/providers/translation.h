@@ -50,13 +50,13 @@ std::string scrubSecrets(std::string text, const ProviderConfig& provider);
 class TranslatingAdapter : public ProviderAdapter {
  public:
   explicit TranslatingAdapter(std::unique_ptr<VendorCodec> codec) : codec_(std::move(codec)) {}
-  std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext& ctx,
+  std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext& ctx, const UpstreamRequest& request,
                                                          const ProviderRuntime& provider) const override;
 
  protected:
   // Endpoints this vendor speaks natively (passed through).
   virtual bool native(const RequestContext& ctx) const = 0;
-  virtual std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx,
+  virtual std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request,
                                                                     const ProviderConfig& provider) const;
   // Where the encoded request goes, relative to the origin (base path included).
   virtual std::string upstreamPath(const EncodedRequest& encoded, const RequestContext& ctx,

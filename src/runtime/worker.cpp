@@ -14,6 +14,7 @@
 #include "filters/balancer/balancer_filter.h"
 #include "filters/count_tokens/count_tokens_filter.h"
 #include "filters/router/router_filter.h"
+#include "filters/secrets/secret_filter.h"
 #include "runtime/gateway.h"
 #include "server/upstream_client.h"
 
@@ -34,6 +35,46 @@ Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr
 
 Worker::~Worker() = default;
 
+void Worker::post(std::function<void()> fn) { boost::asio::post(io_, std::move(fn)); }
+
+namespace {
+// The timer and the call share one state: the handle cancels it, and the completion
+// moves the call out before running it, so the call may destroy its own handle.
+struct DelayedCall {
+  explicit DelayedCall(boost::asio::io_context& io) : timer(io) {}
+  boost::asio::steady_timer timer;
+  std::function<void()> fn;
+};
+
+class AsioTimerHandle final : public TimerHandle {
+ public:
+  explicit AsioTimerHandle(std::shared_ptr<DelayedCall> call) : call_(std::move(call)) {}
+  ~AsioTimerHandle() override { cancel(); }
+  void cancel() override {
+    if (!call_) return;
+    call_->fn = nullptr;
+    call_->timer.cancel();
+    call_.reset();
+  }
+
+ private:
+  std::shared_ptr<DelayedCall> call_;
+};
+}  // namespace
+
+std::unique_ptr<TimerHandle> Worker::runAfter(Millis delay, std::function<void()> fn) {
+  auto call = std::make_shared<DelayedCall>(io_);
+  call->fn = std::move(fn);
+  call->timer.expires_after(delay);
+  call->timer.async_wait([call](const boost::system::error_code&) {
+    if (!call->fn) return;  // cancelled
+    auto fn = std::move(call->fn);
+    call->fn = nullptr;
+    fn();
+  });
+  return std::make_unique<AsioTimerHandle>(std::move(call));
+}
+
 std::shared_ptr<FilterChain> Worker::buildChain() {
   // The filter chain, in order. Metrics and access log observe every request, so they
   // sit first and see onComplete even when a later filter stops the request.
@@ -45,10 +86,12 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   // After the router (a request for an unknown model is a 404, not a 429; the route is
   // known), before the balancer: a request that waits for a slot picks its deployment
   // when it gets one.
-  chain->add(makeBulkheadFilter(gateway_.bulkheads(), *snapshot_->config, metrics_));
+  chain->add(makeBulkheadFilter(gateway_.bulkheads(), *snapshot_->config, metrics_, *this));
   chain->add(makeBalancerFilter(deployments_, *snapshot_->config, nodes_, balancer_));
   chain->add(makeCountTokensFilter());  // answers locally unless the model is Anthropic's
   chain->add(makeCircuitBreakerFilter(metrics_));
+  // Last among the response rewriters: what it passes on goes to the client.
+  chain->add(makeSecretFilter());
   return chain;
 }
 

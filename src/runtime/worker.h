@@ -16,6 +16,7 @@
 #include "filters/bulkhead/bulkhead_filter.h"
 #include "filters/circuit_breaker/circuit_breaker_filter.h"
 #include "filters/filter.h"
+#include "filters/worker_services.h"
 #include "providers/provider.h"
 #include "telemetry/access_log_sink.h"
 #include "telemetry/metrics.h"
@@ -43,10 +44,14 @@ class SessionBase {
   SessionBase* next_ = nullptr;
 };
 
-class Worker {
+class Worker final : public WorkerServices {
  public:
   Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log);
-  ~Worker();
+  ~Worker() override;
+
+  // WorkerServices, for filters.
+  void post(std::function<void()> fn) override;
+  std::unique_ptr<TimerHandle> runAfter(Millis delay, std::function<void()> fn) override;
 
   unsigned id() const { return id_; }
   boost::asio::io_context& io() { return io_; }

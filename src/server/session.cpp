@@ -23,8 +23,6 @@
 #include <boost/beast/ssl.hpp>
 
 #include "core/log.h"
-#include "filters/bulkhead/concurrency_limit.h"
-#include "providers/secret_scrubber.h"
 #include "providers/translation.h"
 #include "runtime/gateway.h"
 #include "server/http_head.h"
@@ -83,7 +81,7 @@ bool validRequestId(std::string_view id) {
 }
 
 template <class Stream>
-class Session final : public SessionBase {
+class Session final : public SessionBase, private Resumer {
  public:
   Session(Worker& worker, Stream stream, bool admin) : worker_(worker), stream_(std::move(stream)), admin_(admin) {}
 
@@ -323,7 +321,38 @@ class Session final : public SessionBase {
     if (auto q = req.target().find('?'); q != std::string_view::npos) ctx.query = req.target().substr(q + 1);
     ctx.bytes_in = req.body().size();
     ctx.start = received;
+    // Every filter's State for this request, in a block reused across requests.
+    const std::size_t bytes = chain_->stateBytes();
+    if (state_block_size_ < bytes) {
+      state_block_.reset(new std::max_align_t[(bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)]);
+      state_block_size_ = bytes;
+    }
+    chain_->begin(ctx, reinterpret_cast<std::byte*>(state_block_.get()));
+    ctx.resumer = this;
     return ctx;
+  }
+
+  // Resumer: a filter that paused the request calls this (on this worker's thread).
+  void resume(FilterStatus status) override {
+    resumed_ = status;
+    if (resume_event_) resume_event_->cancel();
+  }
+
+  // A request phase that a filter paused: waits for each resume and goes on from the
+  // filter after the paused one. Only requests that pause pay for this coroutine.
+  asio::awaitable<FilterStatus> finishPausedPhase(RequestPhase phase, RequestContext& ctx, std::size_t next) {
+    FilterStatus status = FilterStatus::Pause;
+    while (status == FilterStatus::Pause) {
+      while (!resumed_) {
+        if (!resume_event_) resume_event_.emplace(lowest().socket().get_executor());
+        resume_event_->expires_at(Clock::time_point::max());
+        co_await resume_event_->async_wait(kUseTuple);  // cancelled by resume()
+      }
+      status = *resumed_;
+      resumed_.reset();
+      if (status == FilterStatus::Continue) status = chain_->run(phase, ctx, next);
+    }
+    co_return status;
   }
 
   // The request pipeline (docs/life-of-a-request.md).
@@ -335,25 +364,27 @@ class Session final : public SessionBase {
   // byte there is no way back (and no double billing).
   asio::awaitable<void> proxy(RequestContext& ctx) {
     FilterChain& chain = *chain_;
-    if (chain.requestHeaders(ctx) == FilterStatus::Stop || chain.requestBody(ctx) == FilterStatus::Stop) {
-      co_await finishLocally(ctx);
-      co_return;
+    for (RequestPhase phase : {RequestPhase::Headers, RequestPhase::Body}) {
+      std::size_t next = 0;
+      FilterStatus status = chain.run(phase, ctx, next);
+      if (status == FilterStatus::Pause) status = co_await finishPausedPhase(phase, ctx, next);
+      if (status == FilterStatus::Stop) {
+        co_await finishLocally(ctx);
+        co_return;
+      }
     }
-    FilterStatus selected = chain.upstreamSelect(ctx);
-    while (selected == FilterStatus::Wait) {
-      // Over a concurrency cap with limits.queue_timeout: wait in line, then go on (the
-      // bulkhead filter refuses it if no slot came).
-      ConcurrencyLimit& cap = *ctx.bulkhead_wait;
-      if (co_await waitForSlot(cap, ctx)) ctx.bulkhead_held[ctx.bulkhead_held_count++] = &cap;
-      selected = chain.resumeUpstreamSelect(ctx);
-    }
-    // A self-healing shift already moved it to the first fallback: the chain goes on from there.
-    ctx.requested_model = ctx.shifted_from ? ctx.shifted_from : ctx.model;
+    std::size_t next_filter = 0;
+    FilterStatus selected = chain.run(RequestPhase::UpstreamSelect, ctx, next_filter);
+    if (selected == FilterStatus::Pause) selected = co_await finishPausedPhase(RequestPhase::UpstreamSelect, ctx, next_filter);
+    // A self-healing shift already moved it to the first fallback (the router set the
+    // requested model): the chain goes on from there.
+    const bool shifted = ctx.requested_model != nullptr;
+    if (!shifted) ctx.requested_model = ctx.model;
     // The client's bytes, kept while another attempt may need them (adapters consume and
     // rewrite ctx.body). Only then: the common request pays no copy.
     std::string original;
     if (ctx.model && !ctx.local_reply && mayTryAgain(ctx)) original = ctx.body;
-    std::size_t next_fallback = ctx.shifted_from ? 1 : 0;
+    std::size_t next_fallback = shifted ? 1 : 0;
     int model_attempt = 0;  // attempts on the current model: the retry budget
     bool watching = false;
     bool gone_while_waiting = false;
@@ -361,7 +392,7 @@ class Session final : public SessionBase {
       if (selected == FilterStatus::Stop) {
         // Refused before an upstream call (every breaker open, a provider without key).
         if (ctx.error && !ctx.local_reply && failoverError(*ctx.error) && nextFallback(ctx, next_fallback, original)) {
-          selected = chain.reselect(ctx);
+          selected = co_await reselect(ctx);
           model_attempt = 0;
           continue;
         }
@@ -379,8 +410,8 @@ class Session final : public SessionBase {
         co_await finishLocally(ctx);
         co_return;
       }
-      auto translator = provider.adapter->responseTranslator(ctx, provider);
       UpstreamRequest& request = std::get<UpstreamRequest>(encoded);
+      auto translator = provider.adapter->responseTranslator(ctx, request, provider);
       const RetryPolicy& retry = provider.config->retry;
       ++model_attempt;
       ++ctx.attempts;
@@ -405,7 +436,7 @@ class Session final : public SessionBase {
             gone_while_waiting = true;
             break;
           }
-          selected = chain.reselect(ctx);
+          selected = co_await reselect(ctx);
           continue;
         }
         const bool failed_over = failure ? failoverError(*failure) : failoverStatus(ctx, head.status);
@@ -413,7 +444,7 @@ class Session final : public SessionBase {
         if (failed_over && next_fallback < ctx.requested_model->fallback_indices.size()) {
           discardAttempt(ctx, *exchange, failure, head);
           nextFallback(ctx, next_fallback, original);
-          selected = chain.reselect(ctx);
+          selected = co_await reselect(ctx);
           model_attempt = 0;
           continue;
         }
@@ -423,7 +454,7 @@ class Session final : public SessionBase {
           if (co_await answerFallback(ctx)) break;
         }
       }
-      if (!gone_while_waiting) co_await relay(ctx, *exchange, *translator, head, std::move(failure), *provider.config);
+      if (!gone_while_waiting) co_await relay(ctx, *exchange, *translator, head, std::move(failure));
       break;
     }
     stopWatch();
@@ -436,21 +467,12 @@ class Session final : public SessionBase {
     chain.complete(ctx);
   }
 
-  // Waits in line for a slot of `cap`, at most limits.queue_timeout. True if it was
-  // granted (the request then holds it). The slot may be freed on another worker: the
-  // ticket's wake posts to this one.
-  asio::awaitable<bool> waitForSlot(ConcurrencyLimit& cap, RequestContext& ctx) {
-    auto timer = std::make_shared<asio::steady_timer>(lowest().socket().get_executor());
-    auto ticket = std::make_shared<QueueTicket>();
-    ticket->wake = [timer] { asio::post(timer->get_executor(), [timer] { timer->cancel(); }); };
-    switch (cap.enqueue(ticket, ctx.config->limits.max_queue)) {
-      case ConcurrencyLimit::Enqueued::Acquired: co_return true;
-      case ConcurrencyLimit::Enqueued::Full: co_return false;
-      case ConcurrencyLimit::Enqueued::Queued: break;
-    }
-    timer->expires_after(ctx.config->limits.queue_timeout);
-    co_await timer->async_wait(kUseTuple);  // expired, or cancelled by the wake
-    co_return !cap.withdraw(ticket);
+  // Chooses again after a failed attempt (filters may pause here too).
+  asio::awaitable<FilterStatus> reselect(RequestContext& ctx) {
+    std::size_t next = 0;
+    FilterStatus status = chain_->run(RequestPhase::Reselect, ctx, next);
+    if (status == FilterStatus::Pause) status = co_await finishPausedPhase(RequestPhase::Reselect, ctx, next);
+    co_return status;
   }
 
   bool mayTryAgain(const RequestContext& ctx) const {
@@ -661,7 +683,7 @@ class Session final : public SessionBase {
   }
 
   asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                              ResponseHead& head, std::optional<Error> failure, const ProviderConfig& provider) {
+                              ResponseHead& head, std::optional<Error> failure) {
     if (failure) {
       if (clientGone()) co_return;
       recordUpstreamFailure(ctx, std::move(*failure));
@@ -669,18 +691,6 @@ class Session final : public SessionBase {
       co_return;
     }
     translator.onResponseHead(head, ctx);
-    // No provider credential in any byte the client gets: headers and body alike.
-    SecretScrubber scrubber(provider);
-    std::vector<std::string> scrubbed;  // header values that held one (rare)
-    if (scrubber.active()) {
-      scrubbed.reserve(head.headers.size());  // views into it must not move
-      for (auto& [name, value] : head.headers) {
-        std::string clean;
-        if (!scrubber.scrubValue(value, clean)) continue;
-        scrubbed.push_back(std::move(clean));
-        value = scrubbed.back();
-      }
-    }
     ctx.status = head.status;
     ctx.streaming = head.event_stream;
     ctx.upstream_headers = &head.headers;
@@ -691,12 +701,12 @@ class Session final : public SessionBase {
       }
     chain_->responseHeaders(ctx);
     ctx.upstream_headers = nullptr;  // the views die with the exchange
-    if (ctx.streaming) co_await relayStream(ctx, exchange, translator, head, scrubber);
-    else co_await relayBody(ctx, exchange, translator, head, scrubber);
+    if (ctx.streaming) co_await relayStream(ctx, exchange, translator, head);
+    else co_await relayBody(ctx, exchange, translator, head);
   }
 
   asio::awaitable<void> relayStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                    ResponseHead& head, SecretScrubber& scrubber) {
+                                    ResponseHead& head) {
     // HTTP/1.0 has no chunked encoding: the stream is the body, ended by closing.
     if (http10_) keep_alive_ = false;
     HeadWriter h = beginHead(head.status);
@@ -728,7 +738,7 @@ class Session final : public SessionBase {
     // From here on the worker's heartbeat sweep may write comments (heartbeatTick).
     relaying_stream_ = true;
     last_write_ = Clock::now();
-    co_await pumpStream(ctx, exchange, translator, scrubber);
+    co_await pumpStream(ctx, exchange, translator);
     co_await flushStream();  // no write of this stream may outlive the relay
     relaying_stream_ = false;
     if (out_inflight_.capacity() + out_pending_.capacity() > 64 * 1024) {
@@ -763,8 +773,7 @@ class Session final : public SessionBase {
   // A stream that ends early (upstream failure, an error the translator found, the
   // buffer bound) still ends with a complete chunked body, so the connection stays
   // usable for the client's next request: the head promised keep-alive.
-  asio::awaitable<void> pumpStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                   SecretScrubber& scrubber) {
+  asio::awaitable<void> pumpStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator) {
     const std::size_t limit = serverConfig().stream_buffer_bytes;
     // Waiting for an event boundary is bounded by the longest event an upstream may send.
     const std::size_t hard_limit = limit + serverConfig().max_stream_event_bytes + 64 * 1024;
@@ -776,13 +785,26 @@ class Session final : public SessionBase {
         if (clientGone()) co_return;
         // Never a silent truncation: the client learns why its stream ended.
         recordUpstreamFailure(ctx, std::move(*err));
-        endStreamWithError(ctx, translator, scrubber);
+        endStreamWithError(ctx, translator);
         co_return;
       }
       std::string_view out;
       if (!bytes.empty() || done) {
-        out = scrubber.scrubPiece(translator.onStreamBytes(bytes, done, ctx));
-        if (!out.empty()) chain_->responseChunk(ctx, out);
+        out = translator.onStreamBytes(bytes, done, ctx);
+        if (chain_->wantsResponseData()) {
+          // Filters may rewrite the piece, hold part of it back, or end the stream.
+          ResponseData data(out, done || translator.streamEnded());
+          chain_->responseData(ctx, data);
+          out = data.bytes();
+          if (data.failed()) {
+            ctx.fail(data.takeFailure());
+            filter_ended_.assign(out);
+            filter_ended_ += translator.streamErrorEvent(*ctx.error);
+            out = filter_ended_;
+            exchange.abort();
+            done = true;
+          }
+        }
       }
       if (translator.streamEnded()) {
         // The translator closed the stream with an error event (a vendor error inside
@@ -790,7 +812,6 @@ class Session final : public SessionBase {
         exchange.abort();
         done = true;
       }
-      if (done) scrubber.dropHeld();
       if (!out.empty() || done) {
         // The last piece and the terminating chunk go out together.
         if (!sendChunk(out, done)) {
@@ -813,7 +834,7 @@ class Session final : public SessionBase {
         ++worker_.metrics().stream_buffer_overflows;
         ctx.fail(Error{ErrorKind::ClientTooSlow, "The client read the stream too slowly; the gateway ended it."});
         log::warn("stream buffer overflow", {{"request_id", ctx.request_id}, {"backlog_bytes", std::to_string(backlog)}});
-        endStreamWithError(ctx, translator, scrubber);
+        endStreamWithError(ctx, translator);
         co_return;
       }
     }
@@ -823,8 +844,12 @@ class Session final : public SessionBase {
   // starts on a fresh line: an unfinished line or event before it is closed first (a
   // parser then sees the error, not one long line). A held-back possible start of a
   // secret is dropped.
-  void endStreamWithError(RequestContext& ctx, ResponseTranslator& translator, SecretScrubber& scrubber) {
-    scrubber.dropHeld();
+  void endStreamWithError(RequestContext& ctx, ResponseTranslator& translator) {
+    if (chain_->wantsResponseData()) {
+      ResponseData end({}, true);  // filters drop what they hold back
+      end.setAborted();
+      chain_->responseData(ctx, end);
+    }
     std::string event = translator.atEventBoundary() ? std::string() : std::string("\n\n");
     event += translator.streamErrorEvent(*ctx.error);
     if (sendChunk(event, true)) ctx.bytes_out += event.size();
@@ -940,7 +965,7 @@ class Session final : public SessionBase {
   }
 
   asio::awaitable<void> relayBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                  ResponseHead& head, const SecretScrubber& scrubber) {
+                                  ResponseHead& head) {
     const ServerConfig& cfg = serverConfig();
     std::string body;
     for (;;) {
@@ -964,7 +989,7 @@ class Session final : public SessionBase {
       if (done) break;
     }
     translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
-    scrubber.scrubWhole(body);
+    chain_->responseBody(ctx, body);
     HeadWriter h = beginHead(ctx.status);
     for (auto& [name, value] : head.headers) h.header(name, value);
     deploymentHeaders(h, ctx);
@@ -1091,6 +1116,13 @@ class Session final : public SessionBase {
   std::string out_inflight_;
   std::string out_pending_;
   std::optional<asio::steady_timer> writer_idle_;
+  std::string filter_ended_;  // a stream a filter ended: its last piece and the error event
+  // Per-request filter State (FilterChain::begin), reused across requests.
+  std::unique_ptr<std::max_align_t[]> state_block_;
+  std::size_t state_block_size_ = 0;
+  // Resumer (see finishPausedPhase).
+  std::optional<FilterStatus> resumed_;
+  std::optional<asio::steady_timer> resume_event_;
 };
 
 // `tls` keeps the server TLS context alive as long as a session uses it, even after

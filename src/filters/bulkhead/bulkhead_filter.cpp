@@ -1,14 +1,33 @@
 #include "filters/bulkhead/bulkhead_filter.h"
 
+#include <array>
+
 #include "telemetry/metrics.h"
 
 namespace tahua {
 namespace {
 
-class BulkheadFilter final : public Filter {
+// A request waiting in line for a slot. Shared by the wake-up (from whichever thread
+// freed the slot, posted to this worker) and the timeout: the first to run decides.
+struct Wait {
+  std::shared_ptr<QueueTicket> ticket;
+  ConcurrencyLimit* cap = nullptr;
+  std::unique_ptr<TimerHandle> timeout;
+  RequestContext* ctx = nullptr;  // valid while !done: the request is paused on it
+  bool done = false;
+};
+
+struct BulkheadState {
+  std::array<ConcurrencyLimit*, 4> held{};  // slots this request holds, released in onComplete
+  std::size_t held_count = 0;
+  std::size_t next_cap = 0;                 // caps [0, next_cap) are taken (or skipped)
+  std::string_view scope;                   // the scope that refused or queued it
+};
+
+class BulkheadFilter final : public FilterWithState<BulkheadState> {
  public:
-  BulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics)
-      : global_(bulkheads.global()), metrics_(metrics) {
+  BulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics, WorkerServices& services)
+      : global_(bulkheads.global()), metrics_(metrics), services_(services) {
     // Route caps resolved once per config, so a request only indexes a vector.
     routes_.reserve(config.routes.size());
     for (const RouteConfig& r : config.routes)
@@ -17,46 +36,102 @@ class BulkheadFilter final : public Filter {
   std::string_view name() const override { return "bulkhead"; }
 
   // After the router (route and `stream` are known), before the balancer (a request that
-  // waits for a slot has not picked its deployment yet). Called again after a Wait: the
-  // slots already held are kept (the caps are taken in a fixed order).
+  // waits for a slot has not picked its deployment yet).
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
     if (ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::None) return FilterStatus::Continue;
-    Bulkheads::Pair* route = nullptr;
-    if (ctx.route) route = routes_[static_cast<std::size_t>(ctx.route - ctx.config->routes.data())];
-    const bool stream = ctx.facts.stream;
-    ConcurrencyLimit* caps[4] = {&global_.requests, stream ? &global_.streams : nullptr, route ? &route->requests : nullptr,
-                                 route && stream ? &route->streams : nullptr};
-    static constexpr std::string_view kScopes[4] = {"global", "global", "route", "route"};
-    std::size_t position = 0;  // caps taken (or skipped) so far, in order
-    for (std::size_t i = 0; i < 4; ++i) {
-      ConcurrencyLimit* cap = caps[i];
-      if (!cap || cap->limit() == 0) continue;
-      if (position++ < ctx.bulkhead_held_count) continue;  // taken before a Wait
-      if (cap->tryAcquire()) {
-        ctx.bulkhead_held[ctx.bulkhead_held_count++] = cap;
-        continue;
-      }
-      ctx.bulkhead_scope = kScopes[i];
-      if (ctx.config->limits.queue_timeout.count() > 0 && ctx.bulkhead_wait != cap) {
-        ctx.bulkhead_wait = cap;  // the session queues the request here, then calls again
-        return FilterStatus::Wait;
-      }
-      reject(ctx);
-      return FilterStatus::Stop;
-    }
-    ctx.bulkhead_wait = nullptr;
-    return FilterStatus::Continue;
+    return acquire(ctx);
   }
 
   void onComplete(RequestContext& ctx) override {
-    for (std::size_t i = 0; i < ctx.bulkhead_held_count; ++i) ctx.bulkhead_held[i]->release();
-    ctx.bulkhead_held_count = 0;
+    BulkheadState& st = state(ctx);
+    for (std::size_t i = 0; i < st.held_count; ++i) st.held[i]->release();
+    st.held_count = 0;
   }
 
  private:
+  // The caps of this request, in a fixed order (so two requests never wait on each
+  // other's slots); absent or unlimited ones are null.
+  std::array<ConcurrencyLimit*, 4> caps(RequestContext& ctx) {
+    Bulkheads::Pair* route = nullptr;
+    if (ctx.route) route = routes_[static_cast<std::size_t>(ctx.route - ctx.config->routes.data())];
+    const bool stream = ctx.facts.stream;
+    std::array<ConcurrencyLimit*, 4> c = {&global_.requests, stream ? &global_.streams : nullptr,
+                                          route ? &route->requests : nullptr, route && stream ? &route->streams : nullptr};
+    for (auto& cap : c)
+      if (cap && cap->limit() == 0) cap = nullptr;
+    return c;
+  }
+
+  // Takes the caps from st.next_cap on. Pauses on a full one when waiting is allowed.
+  FilterStatus acquire(RequestContext& ctx) {
+    static constexpr std::string_view kScopes[4] = {"global", "global", "route", "route"};
+    BulkheadState& st = state(ctx);
+    const auto c = caps(ctx);
+    for (; st.next_cap < c.size(); ++st.next_cap) {
+      ConcurrencyLimit* cap = c[st.next_cap];
+      if (!cap) continue;
+      if (cap->tryAcquire()) {
+        st.held[st.held_count++] = cap;
+        continue;
+      }
+      st.scope = kScopes[st.next_cap];
+      if (ctx.config->limits.queue_timeout.count() > 0 && ctx.resumer) return waitFor(*cap, ctx);
+      reject(ctx);
+      return FilterStatus::Stop;
+    }
+    return FilterStatus::Continue;
+  }
+
+  FilterStatus waitFor(ConcurrencyLimit& cap, RequestContext& ctx) {
+    auto wait = std::make_shared<Wait>();
+    wait->cap = &cap;
+    wait->ctx = &ctx;
+    wait->ticket = std::make_shared<QueueTicket>();
+    // Granted (possibly on another worker's thread): continue on ours.
+    wait->ticket->wake = [this, w = std::weak_ptr<Wait>(wait)] {
+      services_.post([this, w] {
+        if (auto wait = w.lock()) finishWait(*wait, true);
+      });
+    };
+    switch (cap.enqueue(wait->ticket, ctx.config->limits.max_queue)) {
+      case ConcurrencyLimit::Enqueued::Acquired: {
+        BulkheadState& st = state(ctx);
+        st.held[st.held_count++] = &cap;
+        ++st.next_cap;
+        return acquire(ctx);
+      }
+      case ConcurrencyLimit::Enqueued::Full: reject(ctx); return FilterStatus::Stop;
+      case ConcurrencyLimit::Enqueued::Queued: break;
+    }
+    // The timer's callback keeps the wait alive until it runs or is cancelled.
+    wait->timeout = services_.runAfter(ctx.config->limits.queue_timeout, [this, wait] { finishWait(*wait, false); });
+    return FilterStatus::Pause;
+  }
+
+  // The slot came (granted) or the wait timed out; whichever runs first decides.
+  void finishWait(Wait& wait, bool granted) {
+    if (wait.done) return;
+    wait.done = true;
+    RequestContext& ctx = *wait.ctx;
+    if (!granted && wait.cap->withdraw(wait.ticket)) {
+      reject(ctx);
+      wait.timeout.reset();
+      ctx.resumer->resume(FilterStatus::Stop);
+      return;
+    }
+    // Granted, or granted just before the timeout withdrew it: the request holds the slot.
+    BulkheadState& st = state(ctx);
+    st.held[st.held_count++] = wait.cap;
+    ++st.next_cap;
+    const FilterStatus next = acquire(ctx);  // the caps after this one
+    auto timer = std::move(wait.timeout);    // may destroy `wait` (it owns the timer's callback)
+    if (next != FilterStatus::Pause) ctx.resumer->resume(next);
+  }
+
   void reject(RequestContext& ctx) {
-    ++metrics_.bulkhead_rejections[ctx.bulkhead_scope == "route" ? "route:" + std::string(ctx.route_name) : std::string("global")];
-    Error e{ErrorKind::ConcurrencyLimited, ctx.bulkhead_scope == "route"
+    const std::string_view scope = state(ctx).scope;
+    ++metrics_.bulkhead_rejections[scope == "route" ? "route:" + std::string(ctx.route_name) : std::string("global")];
+    Error e{ErrorKind::ConcurrencyLimited, scope == "route"
                                                ? "Too many concurrent requests on route '" + std::string(ctx.route_name) + "'; please retry shortly."
                                                : std::string("Too many concurrent requests; please retry shortly.")};
     e.retry_after_seconds = 1;
@@ -66,12 +141,14 @@ class BulkheadFilter final : public Filter {
   Bulkheads::Pair& global_;
   std::vector<Bulkheads::Pair*> routes_;
   WorkerMetrics& metrics_;
+  WorkerServices& services_;
 };
 
 }  // namespace
 
-std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics) {
-  return std::make_unique<BulkheadFilter>(bulkheads, config, metrics);
+std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics,
+                                           WorkerServices& services) {
+  return std::make_unique<BulkheadFilter>(bulkheads, config, metrics, services);
 }
 
 }  // namespace tahua

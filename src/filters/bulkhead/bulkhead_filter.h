@@ -4,6 +4,7 @@
 
 #include "filters/bulkhead/concurrency_limit.h"
 #include "filters/filter.h"
+#include "filters/worker_services.h"
 
 namespace tahua {
 
@@ -13,9 +14,10 @@ struct WorkerMetrics;
 // (limits.max_concurrent_*) and per route (routes[].limits), so a flood cannot exhaust
 // the gateway or one route starve the others. Over a cap the request is answered 429
 // concurrency_limit_exceeded with Retry-After, before any upstream work, or, with
-// limits.queue_timeout, waits in line for a slot (the filter says Wait; the session
-// queues it, see ConcurrencyLimit). Caps are process-wide (shared by the workers).
+// limits.queue_timeout, waits in line for a slot (the filter pauses the request; a freed
+// slot or the timeout resumes it). Caps are process-wide (shared by the workers).
 // Per-tenant and per-key bulkheads arrive with tenants.
-std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics);
+std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics,
+                                           WorkerServices& services);
 
 }  // namespace tahua

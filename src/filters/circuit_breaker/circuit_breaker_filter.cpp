@@ -21,7 +21,14 @@ std::string_view stateName(Breaker::State s) {
   return "closed";
 }
 
-class CircuitBreakerFilter final : public Filter {
+// The breaker that admitted the current attempt, and whether as a half-open probe.
+struct BreakerAttempt {
+  DeploymentState* slot = nullptr;
+  bool admitted = false;
+  bool probe = false;
+};
+
+class CircuitBreakerFilter final : public FilterWithState<BreakerAttempt> {
  public:
   explicit CircuitBreakerFilter(WorkerMetrics& metrics) : metrics_(metrics) {}
   std::string_view name() const override { return "circuit_breaker"; }
@@ -32,9 +39,7 @@ class CircuitBreakerFilter final : public Filter {
   // A failed attempt before a retry or failover is a finished call for the breaker.
   void onAttemptFailed(RequestContext& ctx) override {
     judge(ctx);
-    ctx.breaker_admitted = false;
-    ctx.breaker_probe = false;
-    ctx.breaker_slot = nullptr;
+    state(ctx) = BreakerAttempt{};
   }
 
  private:
@@ -58,25 +63,27 @@ class CircuitBreakerFilter final : public Filter {
       ctx.fail(std::move(e));
       return FilterStatus::Stop;
     }
-    ctx.breaker_admitted = true;
-    ctx.breaker_slot = ctx.deployment_state;
+    BreakerAttempt& attempt = state(ctx);
+    attempt.admitted = true;
+    attempt.slot = ctx.deployment_state;
     if (b.state == Breaker::State::HalfOpen) {
-      ctx.breaker_probe = true;
+      attempt.probe = true;
       ++b.probes_in_flight;
     }
     return FilterStatus::Continue;
   }
 
   void judge(RequestContext& ctx) {
-    if (!ctx.breaker_admitted || !ctx.provider || !ctx.breaker_slot) return;
+    const BreakerAttempt attempt = state(ctx);
+    if (!attempt.admitted || !ctx.provider || !attempt.slot) return;
     const CircuitBreakerConfig& cfg = ctx.provider->circuit_breaker;
-    Breaker& b = ctx.breaker_slot->breaker;
-    if (ctx.breaker_probe) --b.probes_in_flight;
+    Breaker& b = attempt.slot->breaker;
+    if (attempt.probe) --b.probes_in_flight;
     // Never sent (a later filter refused it) or the client left: says nothing about the upstream.
     if (ctx.attempts == 0 || ctx.status == 499) return;
     const bool failed = (ctx.error && ctx.error->source() == ErrorSource::Upstream) || ctx.status >= 500;
     const bool slow = cfg.slow_call.count() > 0 && ctx.first_byte && *ctx.first_byte - ctx.start >= cfg.slow_call;
-    if (ctx.breaker_probe) {
+    if (attempt.probe) {
       if (b.state != Breaker::State::HalfOpen) return;  // another probe decided already
       if (failed || slow) {
         open(ctx, b, cfg, "a half-open probe failed");

@@ -129,7 +129,7 @@ class RouterFilter final : public Filter {
     if (model->shift_percent > 0 && !model->fallback_indices.empty() &&
         (model->shift_percent >= 100 || std::uniform_real_distribution<double>(0, 100)(rng_) < model->shift_percent)) {
       // A self-healing rule moved (this share of) the model's traffic to its first fallback.
-      ctx.shifted_from = model;
+      ctx.requested_model = model;  // failover goes on from its second fallback
       ctx.fallback = "shift";
       model = &cfg.models[model->fallback_indices[0]];
     }

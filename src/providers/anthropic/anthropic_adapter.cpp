@@ -35,7 +35,7 @@ class AnthropicAdapter final : public TranslatingAdapter {
     return ctx.endpoint == Endpoint::Messages || ctx.endpoint == Endpoint::CountTokens;
   }
 
-  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext&, const ProviderConfig& provider) const override {
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext&, const UpstreamRequest&, const ProviderConfig& provider) const override {
     return makePassThroughTranslator(WireFormat::Anthropic, false, &provider);
   }
 

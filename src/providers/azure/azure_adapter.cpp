@@ -27,7 +27,7 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
     if (!native(ctx)) return translate(ctx, provider);
     UpstreamRequest req;
     req.path = path(p, deployment(ctx), endpointPath(ctx.endpoint));
-    ctx.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
+    req.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
     addCommonHeaders(req, ctx, p, "application/json", ctx.facts.stream ? "text/event-stream" : "application/json");
     authorize(req, provider);
     req.body = std::move(ctx.body);
@@ -41,8 +41,8 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
            ctx.endpoint == Endpoint::Embeddings;
   }
 
-  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const ProviderConfig& provider) const override {
-    return makePassThroughTranslator(WireFormat::OpenAIChat, ctx.hide_stream_usage, &provider);
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {
+    return makePassThroughTranslator(WireFormat::OpenAIChat, request.hide_stream_usage, &provider);
   }
 
   std::string upstreamPath(const EncodedRequest& encoded, const RequestContext& ctx,

@@ -76,7 +76,7 @@ class MockAdapter final : public TranslatingAdapter {
     UpstreamRequest req;
     req.path = std::string(endpointPath(ctx.endpoint));
     if (ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions)
-      ctx.hide_stream_usage = ctx.facts.stream && !ctx.facts.include_usage && provider.config->stream_usage;
+      req.hide_stream_usage = ctx.facts.stream && !ctx.facts.include_usage && provider.config->stream_usage;
     req.body = std::move(ctx.body);
     return req;
   }
@@ -90,7 +90,7 @@ class MockAdapter final : public TranslatingAdapter {
     r.model = ctx.deployment ? ctx.deployment->upstream_model : ctx.facts.model;
     r.stream = ctx.facts.stream;
     // Like a real upstream asked for stream usage (stream_options.include_usage).
-    r.include_usage = ctx.facts.include_usage || ctx.hide_stream_usage || !native(ctx);
+    r.include_usage = ctx.facts.include_usage || request.hide_stream_usage || !native(ctx);
     r.completion_tokens = cfg.completion_tokens;
     r.prompt_tokens = mock::estimatePromptTokens(request.body);
     r.embedding_dimensions = cfg.embedding_dimensions;
@@ -107,8 +107,8 @@ class MockAdapter final : public TranslatingAdapter {
     return ctx.endpoint != Endpoint::Messages && ctx.endpoint != Endpoint::Responses;
   }
 
-  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const ProviderConfig& provider) const override {
-    return makePassThroughTranslator(WireFormat::OpenAIChat, ctx.hide_stream_usage, &provider);
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {
+    return makePassThroughTranslator(WireFormat::OpenAIChat, request.hide_stream_usage, &provider);
   }
 
   std::optional<Error> authorize(UpstreamRequest&, const ProviderRuntime&) const override { return std::nullopt; }

@@ -25,7 +25,7 @@ class OpenAIAdapter final : public TranslatingAdapter {
     UpstreamRequest req;
     req.path = p.base_path;
     req.path += endpointPath(ctx.endpoint);
-    ctx.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
+    req.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
     std::string_view accept = ctx.headers ? ctx.headers->get("accept") : std::string_view{};
     if (accept.empty()) accept = ctx.facts.stream ? "text/event-stream" : "application/json";
     addCommonHeaders(req, ctx, p, "application/json", accept);
@@ -38,9 +38,9 @@ class OpenAIAdapter final : public TranslatingAdapter {
  protected:
   bool native(const RequestContext& ctx) const override { return ctx.endpoint != Endpoint::Messages; }
 
-  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const ProviderConfig& provider) const override {
+  std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {
     return makePassThroughTranslator(ctx.endpoint == Endpoint::Responses ? WireFormat::Responses : WireFormat::OpenAIChat,
-                                     ctx.hide_stream_usage, &provider);
+                                     request.hide_stream_usage, &provider);
   }
 
   std::optional<Error> authorize(UpstreamRequest& req, const ProviderRuntime& provider) const override {

@@ -1,0 +1,30 @@
+// What a filter may ask of its worker's event loop, without Asio in the filter: hand a
+// call over to the worker's thread, and run something after a delay. A filter that
+// pauses a request uses these to resume it (see Resumer in filter.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "core/duration.h"
+
+namespace tahua {
+
+// A pending delayed call; destroying or cancelling it guarantees it will not run.
+class TimerHandle {
+ public:
+  virtual ~TimerHandle() = default;
+  virtual void cancel() = 0;
+};
+
+class WorkerServices {
+ public:
+  virtual ~WorkerServices() = default;
+  // Runs `fn` on this worker's thread soon. Safe to call from any thread.
+  virtual void post(std::function<void()> fn) = 0;
+  // Runs `fn` on this worker's thread after `delay`, unless the handle is cancelled or
+  // destroyed first. Call from the worker's thread.
+  virtual std::unique_ptr<TimerHandle> runAfter(Millis delay, std::function<void()> fn) = 0;
+};
+
+}  // namespace tahua

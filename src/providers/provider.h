@@ -19,7 +19,7 @@ class context;
 
 namespace tahua {
 
-class Worker;
+struct UpstreamEnv;
 
 // Observes (and, for translating adapters, rewrites) the response.
 class ResponseTranslator {
@@ -59,7 +59,7 @@ class ProviderAdapter {
                                                                  const ProviderRuntime& provider) const = 0;
   // The transport: HTTP(S) through the worker's connection pool by default.
   virtual std::unique_ptr<UpstreamExchange> openExchange(UpstreamRequest request, RequestContext& ctx,
-                                                         const ProviderRuntime& provider, Worker& worker) const;
+                                                         const ProviderRuntime& provider, UpstreamEnv& env) const;
 };
 
 // Egress proxy settings from HTTPS_PROXY / HTTP_PROXY / NO_PROXY.

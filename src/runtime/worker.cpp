@@ -23,7 +23,8 @@ namespace tahua {
 Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot,
                std::shared_ptr<LogFile> access_log)
     : id_(id), worker_count_(worker_count), balancer_(std::random_device{}() ^ (std::uint64_t{id} << 32)), gateway_(gateway),
-      snapshot_(std::move(snapshot)), access_log_(std::move(access_log)), pool_(std::make_unique<UpstreamPool>()) {
+      snapshot_(std::move(snapshot)), access_log_(std::move(access_log)), pool_(std::make_unique<UpstreamPool>()),
+      upstream_env_{io_, *pool_, metrics_} {
   chain_ = buildChain();
 
   unsigned char rnd[4];

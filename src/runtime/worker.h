@@ -18,13 +18,13 @@
 #include "filters/filter.h"
 #include "filters/worker_services.h"
 #include "providers/provider.h"
+#include "server/upstream_client.h"
 #include "telemetry/access_log_sink.h"
 #include "telemetry/metrics.h"
 
 namespace tahua {
 
 class Gateway;
-class UpstreamPool;
 
 // A client connection as the worker sees it during drain.
 class SessionBase {
@@ -69,6 +69,7 @@ class Worker final : public WorkerServices {
   const DeploymentStates& deployments() const { return deployments_; }
   const NodeTablePtr& nodes() const { return nodes_; }
   UpstreamPool& pool() { return *pool_; }
+  UpstreamEnv& upstreamEnv() { return upstream_env_; }
   AccessLogSink& accessLog() { return access_log_; }
 
   bool draining() const { return draining_; }
@@ -109,6 +110,7 @@ class Worker final : public WorkerServices {
   WorkerMetrics metrics_;
   AccessLogSink access_log_;
   std::unique_ptr<UpstreamPool> pool_;
+  UpstreamEnv upstream_env_;
   SessionBase* sessions_ = nullptr;
   std::atomic<int> live_sessions_{0};
   bool draining_ = false;

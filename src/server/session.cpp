@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <random>
 #include <span>
 
 #include <boost/asio/as_tuple.hpp>
@@ -25,7 +24,9 @@
 #include "core/log.h"
 #include "providers/translation.h"
 #include "runtime/gateway.h"
+#include "server/attempt_loop.h"
 #include "server/http_head.h"
+#include "server/stream_writer.h"
 #include "runtime/worker.h"
 
 namespace tahua {
@@ -81,9 +82,10 @@ bool validRequestId(std::string_view id) {
 }
 
 template <class Stream>
-class Session final : public SessionBase, private Resumer {
+class Session final : public SessionBase, private Resumer, private AttemptHost, private StreamWriterOwner {
  public:
-  Session(Worker& worker, Stream stream, bool admin) : worker_(worker), stream_(std::move(stream)), admin_(admin) {}
+  Session(Worker& worker, Stream stream, bool admin)
+      : worker_(worker), stream_(std::move(stream)), admin_(admin), writer_(stream_, *this) {}
 
   asio::awaitable<void> run() {
     beast::error_code ec;
@@ -259,8 +261,8 @@ class Session final : public SessionBase, private Resumer {
       RequestContext ctx = newContext(req, received, path, Endpoint::None);
       ctx.fail(Error{ErrorKind::MethodNotAllowed,
                      "Method " + std::string(req.method_string()) + " is not allowed on " + std::string(path) + "."});
-      allow_ = http::to_string(match.method);
-      co_await finishLocally(ctx);
+      const std::string_view allow = http::to_string(match.method);
+      co_await finishLocally(ctx, allow);
       co_return;
     }
     switch (match.route) {
@@ -292,7 +294,10 @@ class Session final : public SessionBase, private Resumer {
     BeastHeaders headers(req);
     ctx.headers = &headers;
     ctx.body = std::move(req.body());
-    co_await proxy(ctx);
+    if (watch_) watch_->gone = false;
+    AttemptEnv env{*snapshot_, *chain_, worker_.upstreamEnv(), worker_.metrics()};
+    co_await runAttempts(ctx, env, *this);
+    if (clientGone()) keep_alive_ = false;
   }
 
   // The admin listener: its own small API, answered by the gateway (src/admin/).
@@ -340,7 +345,7 @@ class Session final : public SessionBase, private Resumer {
 
   // A request phase that a filter paused: waits for each resume and goes on from the
   // filter after the paused one. Only requests that pause pay for this coroutine.
-  asio::awaitable<FilterStatus> finishPausedPhase(RequestPhase phase, RequestContext& ctx, std::size_t next) {
+  asio::awaitable<FilterStatus> finishPausedPhase(RequestPhase phase, RequestContext& ctx, std::size_t next) override {
     FilterStatus status = FilterStatus::Pause;
     while (status == FilterStatus::Pause) {
       while (!resumed_) {
@@ -355,238 +360,46 @@ class Session final : public SessionBase, private Resumer {
     co_return status;
   }
 
-  // The request pipeline (docs/life-of-a-request.md).
-  //
-  // Attempts: an upstream call that fails before anything reached the client may be
-  // tried again (the provider's retry policy; on another deployment of the model when
-  // there is one), then on the model's fallback models in order, and when all of that
-  // failed the model's configured fallback answer is sent. Once relay() has written a
-  // byte there is no way back (and no double billing).
-  asio::awaitable<void> proxy(RequestContext& ctx) {
-    FilterChain& chain = *chain_;
-    for (RequestPhase phase : {RequestPhase::Headers, RequestPhase::Body}) {
-      std::size_t next = 0;
-      FilterStatus status = chain.run(phase, ctx, next);
-      if (status == FilterStatus::Pause) status = co_await finishPausedPhase(phase, ctx, next);
-      if (status == FilterStatus::Stop) {
-        co_await finishLocally(ctx);
-        co_return;
-      }
-    }
-    std::size_t next_filter = 0;
-    FilterStatus selected = chain.run(RequestPhase::UpstreamSelect, ctx, next_filter);
-    if (selected == FilterStatus::Pause) selected = co_await finishPausedPhase(RequestPhase::UpstreamSelect, ctx, next_filter);
-    // A self-healing shift already moved it to the first fallback (the router set the
-    // requested model): the chain goes on from there.
-    const bool shifted = ctx.requested_model != nullptr;
-    if (!shifted) ctx.requested_model = ctx.model;
-    // The client's bytes, kept while another attempt may need them (adapters consume and
-    // rewrite ctx.body). Only then: the common request pays no copy.
-    std::string original;
-    if (ctx.model && !ctx.local_reply && mayTryAgain(ctx)) original = ctx.body;
-    std::size_t next_fallback = shifted ? 1 : 0;
-    int model_attempt = 0;  // attempts on the current model: the retry budget
-    bool watching = false;
-    bool gone_while_waiting = false;
-    for (;;) {
-      if (selected == FilterStatus::Stop) {
-        // Refused before an upstream call (every breaker open, a provider without key).
-        if (ctx.error && !ctx.local_reply && failoverError(*ctx.error) && nextFallback(ctx, next_fallback, original)) {
-          selected = co_await reselect(ctx);
-          model_attempt = 0;
-          continue;
-        }
-        if (ctx.error && !ctx.local_reply && failoverError(*ctx.error) && co_await answerFallback(ctx)) break;
-        stopWatch();
-        co_await finishLocally(ctx);
-        co_return;
-      }
-      const ProviderRuntime& provider = snapshot_->providers[ctx.deployment->provider_index];
-      if (ctx.attempts > 0) ctx.body = original;
-      auto encoded = provider.adapter->encodeRequest(ctx, provider);
-      if (auto* err = std::get_if<Error>(&encoded)) {
-        ctx.fail(std::move(*err));
-        stopWatch();
-        co_await finishLocally(ctx);
-        co_return;
-      }
-      UpstreamRequest& request = std::get<UpstreamRequest>(encoded);
-      auto translator = provider.adapter->responseTranslator(ctx, request, provider);
-      const RetryPolicy& retry = provider.config->retry;
-      ++model_attempt;
-      ++ctx.attempts;
-      std::unique_ptr<UpstreamExchange> exchange = provider.adapter->openExchange(std::move(request), ctx, provider, worker_);
-      exchange_ = exchange.get();
-      if (!watching) {
-        startWatch(*exchange);
-        watching = true;
-      } else if (watch_) {
-        watch_->exchange = exchange.get();
-      }
-      ResponseHead head;
-      std::optional<Error> failure = co_await exchange->start(head);
-      if (!clientGone()) {
-        // 1. A retry, on another deployment of the model when there is one.
-        std::optional<Millis> wait;
-        if (model_attempt < retry.attempts) wait = retryDelay(retry, model_attempt, failure, head);
-        if (wait) {
-          discardAttempt(ctx, *exchange, failure, head);
-          ++worker_.metrics().upstream_retries[provider.config->name];
-          if (!co_await sleepFor(*wait) || clientGone()) {
-            gone_while_waiting = true;
-            break;
-          }
-          selected = co_await reselect(ctx);
-          continue;
-        }
-        const bool failed_over = failure ? failoverError(*failure) : failoverStatus(ctx, head.status);
-        // 2. The next fallback model.
-        if (failed_over && next_fallback < ctx.requested_model->fallback_indices.size()) {
-          discardAttempt(ctx, *exchange, failure, head);
-          nextFallback(ctx, next_fallback, original);
-          selected = co_await reselect(ctx);
-          model_attempt = 0;
-          continue;
-        }
-        // 3. Everything failed: the configured fallback answer, if any.
-        if (failed_over && ctx.requested_model->fallback_response && inboundFor(ctx.endpoint)) {
-          discardAttempt(ctx, *exchange, failure, head);
-          if (co_await answerFallback(ctx)) break;
-        }
-      }
-      if (!gone_while_waiting) co_await relay(ctx, *exchange, *translator, head, std::move(failure));
-      break;
-    }
-    stopWatch();
-    exchange_ = nullptr;
-    if (clientGone()) {
-      ctx.status = 499;  // client closed the request (nginx's convention)
-      keep_alive_ = false;
-    }
+  // AttemptHost: the configured fallback answer, marked with why it was given.
+  asio::awaitable<void> answerFallback(RequestContext& ctx, int status, std::string_view content_type,
+                                       std::string_view body, std::string_view reason) override {
+    ExtraHeaders extra;
+    extra.fallback = reason;
+    co_await writeSimple(status, content_type, body, extra);
+  }
+
+  // A request answered here (404, 405 with its Allow): its local answer, then the
+  // chain's onComplete.
+  asio::awaitable<void> finishLocally(RequestContext& ctx, std::string_view allow = {}) {
+    co_await writeLocal(ctx, allow);
     ctx.end = Clock::now();
-    chain.complete(ctx);
+    chain_->complete(ctx);
   }
 
-  // Chooses again after a failed attempt (filters may pause here too).
-  asio::awaitable<FilterStatus> reselect(RequestContext& ctx) {
-    std::size_t next = 0;
-    FilterStatus status = chain_->run(RequestPhase::Reselect, ctx, next);
-    if (status == FilterStatus::Pause) status = co_await finishPausedPhase(RequestPhase::Reselect, ctx, next);
-    co_return status;
-  }
+  // AttemptHost: writes the local reply or the error the pipeline recorded.
+  asio::awaitable<void> answerLocally(RequestContext& ctx) override { co_await writeLocal(ctx, {}); }
 
-  bool mayTryAgain(const RequestContext& ctx) const {
-    const ModelConfig& m = *ctx.model;
-    if (m.deployments.size() > 1 || !m.fallback_indices.empty() || m.fallback_response) return true;
-    return ctx.deployment && snapshot_->providers[ctx.deployment->provider_index].config->retry.attempts > 1;
-  }
-
-  // Errors that say the upstream (not the request) is the problem: worth another model.
-  static bool failoverError(const Error& e) {
-    switch (e.kind) {
-      case ErrorKind::UpstreamConnect:
-      case ErrorKind::UpstreamTls:
-      case ErrorKind::UpstreamTimeout:
-      case ErrorKind::UpstreamBadResponse:
-      case ErrorKind::CircuitOpen:
-      case ErrorKind::ProviderUnavailable: return true;
-      default: return false;
-    }
-  }
-
-  static bool failoverStatus(const RequestContext& ctx, int status) {
-    const auto& on = ctx.requested_model->fallback_on;
-    return std::find(on.begin(), on.end(), status) != on.end();
-  }
-
-  // Ends an attempt whose answer will not be used: the connection is dropped (its body
-  // is unread) and the filters account for it as a failed call of its deployment.
-  void discardAttempt(RequestContext& ctx, UpstreamExchange& exchange, const std::optional<Error>& failure,
-                      const ResponseHead& head) {
-    exchange.abort();
-    exchange_ = nullptr;
-    if (watch_) watch_->exchange = nullptr;
-    if (failure) ctx.error = *failure;
-    else ctx.status = head.status;
-    chain_->attemptFailed(ctx);
-  }
-
-  bool nextFallback(RequestContext& ctx, std::size_t& next, const std::string& original) {
-    const auto& chain = ctx.requested_model->fallback_indices;
-    if (next >= chain.size()) return false;
-    ctx.model = &ctx.config->models[chain[next++]];
-    ctx.fallback = "model";
-    ctx.body = original;
-    log::info("falling back to another model", {{"request_id", ctx.request_id}, {"from", ctx.requested_model->name},
-                                                 {"to", ctx.model->name}});
-    return true;
-  }
-
-  // Every upstream failed: answer with the requested model's configured fallback, in
-  // the client's API shape and clearly marked (X-Tahua-Fallback, "is_fallback": true).
-  // A non-2xx status goes out as a JSON body (SDKs read errors as JSON), a 2xx stream
-  // request gets a well-formed stream. False if nothing is configured for this API.
-  asio::awaitable<bool> answerFallback(RequestContext& ctx) {
-    const ModelConfig* m = ctx.requested_model;
-    const InboundCodec* inbound = inboundFor(ctx.endpoint);
-    if (!m || !m->fallback_response || !inbound) co_return false;
-    ChatResult r;
-    r.id = "fallback-" + ctx.request_id;
-    r.content = m->fallback_message;
-    r.finish_reason = "stop";
-    r.usage.input = 0;
-    r.usage.output = 0;
-    InboundOptions opts;
-    opts.model = ctx.facts.model;
-    opts.include_usage = ctx.facts.include_usage;
-    const int status = m->fallback_status;
-    std::string body;
-    std::string content_type = "application/json";
-    if (ctx.facts.stream && status < 300) {
-      auto encoder = inbound->streamEncoder(opts);
-      ChatChunk chunk;
-      chunk.start = true;
-      chunk.content = m->fallback_message;
-      chunk.finish_reason = "stop";
-      encoder->onChunk(chunk, body);
-      encoder->finish(body);
-      content_type = "text/event-stream; charset=utf-8";
-    } else {
-      body = inbound->encodeResult(r, opts);
-      if (!body.empty() && body.front() == '{') body.insert(1, "\"is_fallback\":true,");
-    }
-    // Why: the last failure's code, or the last upstream status.
-    fallback_header_ = ctx.error ? std::string(ctx.error->code()) : "upstream_status_" + std::to_string(ctx.status);
-    ctx.fallback = "response";
-    ctx.status = status;
-    ctx.streaming = false;
-    ctx.first_byte = Clock::now();
-    ctx.bytes_out = body.size();
-    co_await writeSimple(status, content_type, body);
-    fallback_header_.clear();
-    co_return true;
-  }
-
-  // Ends the request with a local reply or the error the pipeline recorded.
-  asio::awaitable<void> finishLocally(RequestContext& ctx) {
+  asio::awaitable<void> writeLocal(RequestContext& ctx, std::string_view allow) {
+    ExtraHeaders extra;
+    extra.allow = allow;
     if (ctx.local_reply) {
       ctx.status = ctx.local_reply->status;
       ctx.first_byte = Clock::now();
       ctx.bytes_out = ctx.local_reply->body.size();
-      co_await writeSimple(ctx.status, ctx.local_reply->content_type, ctx.local_reply->body);
+      co_await writeSimple(ctx.status, ctx.local_reply->content_type, ctx.local_reply->body, extra);
     } else {
       Error err = ctx.error ? *ctx.error : Error{ErrorKind::Internal, "Internal error."};
       ctx.status = err.httpStatus();
       std::string body = ctx.errorBody(err);
       ctx.first_byte = Clock::now();
       ctx.bytes_out = body.size();
-      if (err.retry_after_seconds > 0) retry_after_ = std::to_string(err.retry_after_seconds);
-      co_await writeSimple(ctx.status, "application/json", body);
+      char seconds[16];
+      if (err.retry_after_seconds > 0) {
+        auto [end, ec] = std::to_chars(seconds, seconds + sizeof seconds, err.retry_after_seconds);
+        extra.retry_after = std::string_view(seconds, static_cast<std::size_t>(end - seconds));
+      }
+      co_await writeSimple(ctx.status, "application/json", body, extra);
     }
-    allow_.clear();
-    retry_after_.clear();
-    ctx.end = Clock::now();
-    chain_->complete(ctx);
   }
 
   // Watches the client while the upstream works: a client that hangs up cancels the
@@ -599,12 +412,25 @@ class Session final : public SessionBase, private Resumer {
     bool gone = false;
   };
 
-  void startWatch(UpstreamExchange& exchange) {
+  // AttemptHost: the exchange in flight (null between attempts). The first one starts
+  // watching; a client already gone gets its exchange aborted at once.
+  void watchClient(UpstreamExchange* exchange) override {
+    exchange_ = exchange;
     if (!watch_) watch_ = std::make_shared<WatchState>();
-    watch_->exchange = &exchange;
-    watch_->active = true;
-    watch_->gone = false;
-    armWatch();
+    if (watch_->gone) {
+      if (exchange) exchange->abort();
+      return;
+    }
+    watch_->exchange = exchange;
+    if (!watch_->active && exchange) {
+      watch_->active = true;
+      armWatch();
+    }
+  }
+
+  void stopWatching() override {
+    stopWatch();
+    exchange_ = nullptr;
   }
 
   struct WatchHandler {
@@ -646,44 +472,19 @@ class Session final : public SessionBase, private Resumer {
     lowest().socket().cancel(ignored);  // nothing else is pending on the socket now
   }
 
-  bool clientGone() const { return client_gone_ || (watch_ && watch_->gone); }
-
-  // How long to wait before another try, or nothing if this outcome is final: a
-  // connection that never reached the upstream, or a status in `on_status` whose
-  // Retry-After (if any) is within max_backoff. Exponential backoff, full jitter.
-  std::optional<Millis> retryDelay(const RetryPolicy& retry, int attempt, const std::optional<Error>& failure,
-                                   const ResponseHead& head) {
-    Millis floor{0};
-    if (failure) {
-      if (!failure->retryable()) return std::nullopt;
-    } else {
-      if (std::find(retry.on_status.begin(), retry.on_status.end(), head.status) == retry.on_status.end())
-        return std::nullopt;
-      for (const auto& [name, value] : head.headers) {
-        if (!beast::iequals(name, "retry-after")) continue;
-        unsigned seconds = 0;
-        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-        if (ec != std::errc{} || end != value.data() + value.size()) return std::nullopt;  // a date: not worth waiting
-        floor = Millis(std::int64_t{seconds} * 1000);
-        if (floor > retry.max_backoff) return std::nullopt;  // the upstream asks for longer than we wait
-      }
-    }
-    const Millis cap = std::min(retry.max_backoff, retry.backoff * (1 << std::min(attempt - 1, 16)));
-    thread_local std::minstd_rand rng{std::random_device{}()};
-    const Millis jittered{cap.count() > 0 ? static_cast<std::int64_t>(rng() % (cap.count() + 1)) : 0};
-    return std::max(floor, jittered);
-  }
+  bool clientGone() const override { return client_gone_ || (watch_ && watch_->gone); }
 
   // Sleeps unless the client leaves (the watcher cannot abort a timer; it is short).
-  asio::awaitable<bool> sleepFor(Millis wait) {
+  asio::awaitable<bool> sleepFor(Millis wait) override {
     if (wait.count() == 0) co_return true;
     asio::steady_timer timer(lowest().socket().get_executor(), wait);
     auto [ec] = co_await timer.async_wait(kUseTuple);
     co_return !ec;
   }
 
+  // AttemptHost: the answer goes to the client; from here on nothing is retried.
   asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                              ResponseHead& head, std::optional<Error> failure) {
+                              ResponseHead& head, std::optional<Error> failure) override {
     if (failure) {
       if (clientGone()) co_return;
       recordUpstreamFailure(ctx, std::move(*failure));
@@ -726,43 +527,16 @@ class Session final : public SessionBase, private Resumer {
     // this connection: one allocation per stream, against memory held for its life).
     if (buffer_.size() == 0) buffer_.shrink_to_fit();
     std::string().swap(head_);
-    if constexpr (!kTls) {
-      // Direct writes (streamSend) need a socket that never blocks; Asio's own async
-      // operations work the same either way. Set once per connection.
-      if (!direct_writes_) {
-        beast::error_code ec;
-        lowest().socket().non_blocking(true, ec);
-        direct_writes_ = !ec;
-      }
-    }
     // From here on the worker's heartbeat sweep may write comments (heartbeatTick).
-    relaying_stream_ = true;
-    last_write_ = Clock::now();
+    writer_.begin(http10_, serverConfig().client_write_timeout);
     co_await pumpStream(ctx, exchange, translator);
-    co_await flushStream();  // no write of this stream may outlive the relay
-    relaying_stream_ = false;
-    if (out_inflight_.capacity() + out_pending_.capacity() > 64 * 1024) {
-      std::string().swap(out_inflight_);  // a slow client's backlog is not kept for the next request
-      std::string().swap(out_pending_);
-    }
+    co_await writer_.flush();  // no write of this stream may outlive the relay
+    writer_.end();
   }
 
-  // Idle streams get an SSE comment now and then, so proxies and load balancers in
-  // between do not cut them. The worker calls this for every session on a coarse
-  // timer (one timer per worker, not per stream: a held stream costs memory). A comment
-  // goes out only when the stream writer is idle: never between the pieces of an event,
-  // never queued behind a backlog (a write in flight is already a sign of life).
-  void heartbeatTick(Clock::time_point now) override {
-    if (!relaying_stream_ || writer_busy_ || clientGone()) return;
-    const Millis interval = serverConfig().stream_heartbeat;
-    if (interval.count() == 0 || now - last_write_ < interval) return;
-    static constexpr std::string_view kChunked = "e\r\n: keep-alive\n\n\r\n";
-    static constexpr std::string_view kPlain = ": keep-alive\n\n";  // HTTP/1.0: unframed
-    const std::string_view bytes = http10_ ? kPlain : kChunked;
-    last_write_ = now;
-    const asio::const_buffer buf(bytes.data(), bytes.size());
-    streamSend(std::span<const asio::const_buffer>(&buf, 1));
-  }
+  // The worker calls this for every session on a coarse timer (one timer per worker,
+  // not per stream: a held stream costs memory); the writer decides (see heartbeat()).
+  void heartbeatTick(Clock::time_point now) override { writer_.heartbeat(now, serverConfig().stream_heartbeat); }
 
   // Relays upstream pieces to the client as they arrive. The upstream is read on while
   // the client catches up (the stream writer queues what the socket does not take), up
@@ -814,13 +588,12 @@ class Session final : public SessionBase, private Resumer {
       }
       if (!out.empty() || done) {
         // The last piece and the terminating chunk go out together.
-        if (!sendChunk(out, done)) {
+        if (!writer_.sendChunk(out, done)) {
           exchange.abort();
           co_return;
         }
-        last_write_ = Clock::now();
         if (!out.empty()) {
-          if (!ctx.first_byte) ctx.first_byte = last_write_;
+          if (!ctx.first_byte) ctx.first_byte = writer_.lastWrite();
           ctx.bytes_out += out.size();
           ++ctx.chunks_out;
         }
@@ -828,7 +601,7 @@ class Session final : public SessionBase, private Resumer {
       if (done) co_return;
       // Past the bound the stream ends at the next event boundary (an event is small; a
       // stream that has none in sight is cut at twice the bound).
-      const std::size_t backlog = out_inflight_.size() + out_pending_.size();
+      const std::size_t backlog = writer_.backlog();
       if (backlog > limit && (translator.atEventBoundary() || backlog > hard_limit)) {
         exchange.abort();
         ++worker_.metrics().stream_buffer_overflows;
@@ -852,116 +625,14 @@ class Session final : public SessionBase, private Resumer {
     }
     std::string event = translator.atEventBoundary() ? std::string() : std::string("\n\n");
     event += translator.streamErrorEvent(*ctx.error);
-    if (sendChunk(event, true)) ctx.bytes_out += event.size();
+    if (writer_.sendChunk(event, true)) ctx.bytes_out += event.size();
   }
 
-  // One chunk of a chunked body (nothing if `data` is empty), then the terminating
-  // chunk if `last`, through the stream writer. False once the client is gone.
-  bool sendChunk(std::string_view data, bool last) {
-    static constexpr std::string_view kCrlf = "\r\n";
-    static constexpr std::string_view kLast = "0\r\n\r\n";
-    char size_buf[20];
-    std::array<asio::const_buffer, 4> bufs;
-    std::size_t n = 0;
-    if (http10_) {  // unframed body (see relayStream)
-      if (!data.empty()) bufs[n++] = asio::buffer(data.data(), data.size());
-    } else {
-      if (!data.empty()) {
-        std::string_view size_line = chunkSizeLine(data.size(), size_buf);
-        bufs[n++] = asio::buffer(size_line.data(), size_line.size());
-        bufs[n++] = asio::buffer(data.data(), data.size());
-        bufs[n++] = asio::buffer(kCrlf.data(), kCrlf.size());
-      }
-      if (last) bufs[n++] = asio::buffer(kLast.data(), kLast.size());
-    }
-    if (n == 0) return !clientGone();
-    return streamSend(std::span<const asio::const_buffer>(bufs.data(), n));
-  }
-
-  // The stream writer. Bytes go out at once when the socket takes them (plain TCP: a
-  // non-blocking send, no copy, no trip through the reactor); what it does not take is
-  // copied to out_inflight_ and written asynchronously, and whatever comes meanwhile
-  // waits in out_pending_, to go out as one write. One write in flight at a time.
-  bool streamSend(std::span<const asio::const_buffer> bufs) {
-    if (clientGone()) return false;
-    if (writer_busy_) {
-      appendBuffers(out_pending_, bufs, 0);
-      return true;
-    }
-    std::size_t written = 0;
-    if constexpr (!kTls) {
-      if (direct_writes_) {
-        beast::error_code ec;
-        written = lowest().socket().write_some(bufs, ec);
-        if (ec == asio::error::would_block || ec == asio::error::try_again) {
-          ec = {};
-          written = 0;
-        }
-        if (ec) {
-          streamFailed();
-          return false;
-        }
-        if (written == asio::buffer_size(bufs)) return true;
-      }
-    }
-    appendBuffers(out_inflight_, bufs, written);
-    startStreamWrite();
-    return true;
-  }
-
-  static void appendBuffers(std::string& to, std::span<const asio::const_buffer> bufs, std::size_t skip) {
-    for (const auto& b : bufs) {
-      const char* p = static_cast<const char*>(b.data());
-      std::size_t size = b.size();
-      const std::size_t drop = std::min(skip, size);
-      skip -= drop;
-      to.append(p + drop, size - drop);
-    }
-  }
-
-  void startStreamWrite() {
-    writer_busy_ = true;
-    lowest().expires_after(serverConfig().client_write_timeout);
-    // The relay waits for the writer before it ends (flushStream), so `this` outlives it.
-    asio::async_write(stream_, asio::buffer(out_inflight_), [this](beast::error_code ec, std::size_t) {
-      out_inflight_.clear();
-      if (ec || clientGone()) {
-        writer_busy_ = false;
-        streamFailed();
-        return;
-      }
-      if (!out_pending_.empty()) {
-        out_inflight_.swap(out_pending_);
-        startStreamWrite();
-        return;
-      }
-      writer_busy_ = false;
-      last_write_ = Clock::now();
-      if (writer_idle_) writer_idle_->cancel();
-    });
-  }
-
-  // A write failed (the client reset, or did not read for client_write_timeout): the
-  // upstream is cancelled at once.
-  void streamFailed() {
+  // StreamWriterOwner: a write failed (the client reset, or did not read for
+  // client_write_timeout): the upstream is cancelled at once.
+  void streamWriteFailed() override {
     client_gone_ = true;
-    out_pending_.clear();
     if (exchange_) exchange_->abort();
-    if (writer_idle_) writer_idle_->cancel();
-  }
-
-  // Waits until everything queued is written, or the write failed. A client known to
-  // be gone is not waited for: its write is cancelled.
-  asio::awaitable<void> flushStream() {
-    while (writer_busy_) {
-      if (clientGone()) {
-        beast::error_code ignored;
-        lowest().socket().cancel(ignored);
-      }
-      if (!writer_idle_) writer_idle_.emplace(lowest().socket().get_executor());  // made lazily: rarely needed
-      writer_idle_->expires_at(Clock::time_point::max());
-      co_await writer_idle_->async_wait(kUseTuple);  // cancelled when the writer goes idle
-    }
   }
 
   asio::awaitable<void> relayBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
@@ -1059,12 +730,20 @@ class Session final : public SessionBase, private Resumer {
     co_return !ec;
   }
 
-  asio::awaitable<void> writeSimple(int status, std::string_view content_type, std::string_view body) {
+  // Headers some answers carry, passed with the answer.
+  struct ExtraHeaders {
+    std::string_view allow;        // Allow of a 405
+    std::string_view retry_after;  // Retry-After of a 429 / 503
+    std::string_view fallback;     // X-Tahua-Fallback of a configured fallback answer
+  };
+
+  asio::awaitable<void> writeSimple(int status, std::string_view content_type, std::string_view body,
+                                    ExtraHeaders extra = {}) {
     HeadWriter h = beginHead(status);
     h.header("Content-Type", content_type);
-    if (!allow_.empty()) h.header("Allow", allow_);
-    if (!retry_after_.empty()) h.header("Retry-After", retry_after_);
-    if (!fallback_header_.empty()) h.header("X-Tahua-Fallback", fallback_header_);
+    if (!extra.allow.empty()) h.header("Allow", extra.allow);
+    if (!extra.retry_after.empty()) h.header("Retry-After", extra.retry_after);
+    if (!extra.fallback.empty()) h.header("X-Tahua-Fallback", extra.fallback);
     h.contentLength(body.size());
     h.end();
     co_await writeHeadAnd(body);
@@ -1101,21 +780,10 @@ class Session final : public SessionBase, private Resumer {
   bool http10_ = false;      // the current request is HTTP/1.0
   bool head_only_ = false;   // the current request is HEAD: answers carry no body
   std::string request_id_;
-  std::string allow_;        // Allow header of a 405
-  std::string retry_after_;  // Retry-After header of a 429 / 503
-  std::string fallback_header_;  // X-Tahua-Fallback of a configured fallback answer
   std::string head_;        // response head being written; its capacity is reused
   std::shared_ptr<WatchState> watch_;
   UpstreamExchange* exchange_ = nullptr;
-  // Stream heartbeats (see heartbeatTick).
-  bool relaying_stream_ = false;
-  Clock::time_point last_write_{};
-  // The stream writer (see streamSend).
-  bool direct_writes_ = false;  // plain TCP socket set non-blocking
-  bool writer_busy_ = false;    // an async write of out_inflight_ is in flight
-  std::string out_inflight_;
-  std::string out_pending_;
-  std::optional<asio::steady_timer> writer_idle_;
+  StreamWriter<Stream> writer_;  // a relayed stream's client side
   std::string filter_ended_;  // a stream a filter ended: its last piece and the error event
   // Per-request filter State (FilterChain::begin), reused across requests.
   std::unique_ptr<std::max_align_t[]> state_block_;

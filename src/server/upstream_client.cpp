@@ -19,7 +19,7 @@
 
 #include "core/log.h"
 #include "providers/provider.h"
-#include "runtime/worker.h"
+#include "telemetry/metrics.h"
 #include "server/http_head.h"
 
 namespace tahua {
@@ -131,7 +131,7 @@ namespace {
 
 class HttpExchange final : public UpstreamExchange {
  public:
-  HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, Worker& worker, const RouteConfig* route)
+  HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, UpstreamEnv& worker, const RouteConfig* route)
       : provider_(provider), cfg_(*provider.config), worker_(worker),
         timeouts_(route ? route->timeouts.apply(cfg_.timeouts) : cfg_.timeouts), body_(std::move(request.body)),
         expect_stream_(request.expect_stream) {
@@ -154,7 +154,7 @@ class HttpExchange final : public UpstreamExchange {
   asio::awaitable<std::optional<Error>> start(ResponseHead& head) override {
     deadline_ = Clock::now() + timeouts_.total;
     for (int attempt = 0;; ++attempt) {
-      conn_ = worker_.pool().take(provider_.origin_key, cfg_.pool_idle_timeout);
+      conn_ = worker_.pool.take(provider_.origin_key, cfg_.pool_idle_timeout);
       const bool reused = conn_ != nullptr;
       if (!conn_) {
         if (auto err = co_await connect()) co_return err;
@@ -235,7 +235,7 @@ class HttpExchange final : public UpstreamExchange {
   }
 
   void finish() {
-    if (conn_ && parser_->keep_alive() && !aborted_) worker_.pool().put(std::move(conn_), cfg_.pool_max_idle);
+    if (conn_ && parser_->keep_alive() && !aborted_) worker_.pool.put(std::move(conn_), cfg_.pool_max_idle);
     conn_.reset();
   }
 
@@ -260,7 +260,7 @@ class HttpExchange final : public UpstreamExchange {
     if (!ec) {
       endpoints = tcp::resolver::results_type::create(tcp::endpoint(literal, port), host, std::to_string(port));
     } else {
-      resolver_.emplace(worker_.io());  // only for new connections to named hosts
+      resolver_.emplace(worker_.io);  // only for new connections to named hosts
       auto [rec, results] = co_await resolver_->async_resolve(host, std::to_string(port), asio::as_tuple(asio::use_awaitable));
       if (rec || aborted_) co_return Error{ErrorKind::UpstreamConnect, "Could not resolve the upstream host for provider '" + cfg_.name + "'."};
       endpoints = std::move(results);
@@ -268,7 +268,7 @@ class HttpExchange final : public UpstreamExchange {
 
     conn_ = std::make_unique<UpstreamConnection>();
     conn_->key = provider_.origin_key;
-    conn_->plain.emplace(worker_.io());
+    conn_->plain.emplace(worker_.io);
     conn_->plain->expires_after(left());
     auto [cec, ep] = co_await conn_->plain->async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
     if (cec) {
@@ -277,7 +277,7 @@ class HttpExchange final : public UpstreamExchange {
       if (cec == asio::error::operation_aborted && !aborted_) {
         // Asio's range connect reports a socket it could not open as "aborted": find
         // out why by opening one (only on this failure path).
-        tcp::socket probe(worker_.io());
+        tcp::socket probe(worker_.io);
         probe.open(endpoints.begin()->endpoint().protocol(), cec);
         if (!cec) cec = asio::error::connection_aborted;
       }
@@ -289,7 +289,7 @@ class HttpExchange final : public UpstreamExchange {
       co_return Error{ErrorKind::UpstreamConnect, "Could not connect to the upstream for provider '" + cfg_.name + "'."};
     }
     conn_->plain->socket().set_option(tcp::no_delay(true), ec);
-    ++worker_.metrics().upstream_connections_opened[cfg_.name];
+    ++worker_.metrics.upstream_connections_opened[cfg_.name];
 
     if (via_proxy && cfg_.https) {
       if (auto err = co_await proxyConnect(left())) {
@@ -387,7 +387,7 @@ class HttpExchange final : public UpstreamExchange {
 
   const ProviderRuntime& provider_;
   const ProviderConfig& cfg_;
-  Worker& worker_;
+  UpstreamEnv& worker_;
   const ProviderTimeouts timeouts_;  // the provider's, or the route's over them
   std::optional<tcp::resolver> resolver_;
   std::string head_;  // request line and headers, formatted once
@@ -406,7 +406,7 @@ class HttpExchange final : public UpstreamExchange {
 }  // namespace
 
 std::unique_ptr<UpstreamExchange> ProviderAdapter::openExchange(UpstreamRequest request, RequestContext& ctx,
-                                                                const ProviderRuntime& provider, Worker& worker) const {
+                                                                const ProviderRuntime& provider, UpstreamEnv& worker) const {
   return std::make_unique<HttpExchange>(std::move(request), provider, worker, ctx.route);
 }
 

@@ -10,7 +10,23 @@
 
 #include "config/config.h"
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace tahua {
+
+struct WorkerMetrics;
+class UpstreamPool;
+
+// What an upstream exchange needs from the worker it runs on: its event loop, its
+// connection pool and its counters. Narrow on purpose: the transport and the attempt
+// loop do not depend on the worker (and tests build one of these without a worker).
+struct UpstreamEnv {
+  boost::asio::io_context& io;
+  UpstreamPool& pool;
+  WorkerMetrics& metrics;
+};
 
 struct UpstreamConnection;  // defined in upstream_client.cpp (keeps Beast out of here)
 

@@ -82,7 +82,7 @@ class MockAdapter final : public TranslatingAdapter {
   }
 
   std::unique_ptr<UpstreamExchange> openExchange(UpstreamRequest request, RequestContext& ctx,
-                                                 const ProviderRuntime& provider, Worker&) const override {
+                                                 const ProviderRuntime& provider, UpstreamEnv&) const override {
     const MockProviderConfig& cfg = provider.config->mock;
     mock::MockRequest r;
     // A translated request arrives as a chat completion.

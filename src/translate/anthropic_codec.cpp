@@ -15,6 +15,7 @@
 #include <map>
 
 #include "sse/sse_parser.h"
+#include "tokens/token_estimator.h"
 #include "translate/inbound.h"
 #include "translate/json_util.h"
 
@@ -589,7 +590,10 @@ class AnthropicStreamEncoder final : public ChatStreamEncoder {
   void finish(std::string& out) override {
     if (!started_) start({}, out);
     closeBlock(out);
+    // Cumulative totals, as Anthropic's message_delta: input only when the upstream
+    // reported it, so a client keeps message_start's estimate rather than a 0.
     bj::object usage = anthropicUsage(usage_);
+    if (usage_.input < 0) usage.erase("input_tokens");
     emitEvent("message_delta",
               bj::object{{"type", "message_delta"},
                          {"delta", bj::object{{"stop_reason", finishToStop(finish_reason_)}, {"stop_sequence", nullptr}}},
@@ -609,7 +613,11 @@ class AnthropicStreamEncoder final : public ChatStreamEncoder {
 
   void start(const std::string& id, std::string& out) {
     started_ = true;
-    bj::object usage = anthropicUsage(usage_);
+    // Clients (LangChain's ChatAnthropic) read input tokens only here. OpenAI-format
+    // upstreams report usage last, so unless this first chunk has it, the estimate.
+    TokenUsage first = usage_;
+    if (first.input < 0) first.input = options_.estimated_input_tokens;
+    bj::object usage = anthropicUsage(first);
     emitEvent("message_start",
               bj::object{{"type", "message_start"},
                          {"message", bj::object{{"id", id.rfind("msg_", 0) == 0 ? id : randomId("msg_")},
@@ -673,6 +681,12 @@ class AnthropicInbound final : public InboundCodec {
 
   std::unique_ptr<ChatStreamEncoder> streamEncoder(const InboundOptions& options) const override {
     return std::make_unique<AnthropicStreamEncoder>(options);
+  }
+
+  std::int64_t estimatePromptTokens(std::string_view body) const override {
+    boost::system::error_code ec;
+    bj::value v = bj::parse(body, ec);
+    return !ec && v.is_object() ? estimateAnthropicTokens(v.get_object()) : -1;
   }
 
   std::string encodeUpstreamError(const UpstreamErrorInfo& e) const override {

@@ -4,6 +4,7 @@
 // client's wire format, errors included.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +18,9 @@ namespace tahua {
 struct InboundOptions {
   std::string model;          // the model name the client used (answers carry it back)
   bool include_usage = false;  // OpenAI chat: stream_options.include_usage
+  // The gateway's estimate of the prompt's tokens (-1: none). Anthropic streams report
+  // input tokens in message_start, before an OpenAI-format upstream reports any.
+  std::int64_t estimated_input_tokens = -1;
 };
 
 // Encodes one answer stream for the client. Every method appends to `out`.
@@ -38,6 +42,9 @@ class InboundCodec {
   virtual std::variant<boost::json::object, Error> toChat(std::string_view body) const = 0;
   virtual std::string encodeResult(const ChatResult& result, const InboundOptions& options) const = 0;
   virtual std::unique_ptr<ChatStreamEncoder> streamEncoder(const InboundOptions& options) const = 0;
+  // The prompt's tokens estimated from the client's request body, for APIs whose streams
+  // announce them before the upstream does; -1 for the others (no work spent).
+  virtual std::int64_t estimatePromptTokens(std::string_view /*body*/) const { return -1; }
   // A vendor's error answer, re-shaped for this API (the status stays the vendor's).
   virtual std::string encodeUpstreamError(const UpstreamErrorInfo& error) const = 0;
 };

@@ -299,6 +299,39 @@ describe('Anthropic SDK -> tahua -> openai provider (translated)', () => {
     assert.equal(rec.body.model, MODELS.openai.upstream_model);
   });
 
+  it('streamed usage: message_start announces the estimated prompt (> 0, growing with it), the final usage is exact', async () => {
+    const { client, openai } = fx.current;
+    const streamed = async (prompt) => {
+      const starts = [];
+      const deltas = [];
+      const [final] = await withUpstreamRequest(openai, () => {
+        const stream = client.messages.stream({ model, max_tokens: MAX_TOKENS, messages: userMessage(prompt) });
+        stream.on('streamEvent', (event) => {
+          // Copies: the SDK accumulates the final message into message_start's object.
+          if (event.type === 'message_start') starts.push({ ...event.message.usage });
+          if (event.type === 'message_delta') deltas.push({ ...event.usage });
+        });
+        return stream.finalMessage();
+      });
+      assert.equal(starts.length, 1);
+      assert.equal(deltas.length, 1);
+      return { start: starts[0], delta: deltas[0], final };
+    };
+    const short = await streamed('How many tokens?');
+    const long = await streamed('How many tokens? '.repeat(50));
+    // The upstream reports usage only in its last chunk: message_start has the gateway's
+    // estimate (LangChain's ChatAnthropic reads input tokens only from there).
+    assert.ok(short.start.input_tokens > 0, JSON.stringify(short.start));
+    assert.ok(long.start.input_tokens > short.start.input_tokens, `${long.start.input_tokens} > ${short.start.input_tokens}`);
+    for (const { delta, final } of [short, long]) {
+      // message_delta carries the exact cumulative figures, which the SDK keeps.
+      assert.deepEqual(delta, { input_tokens: USAGE.input - USAGE.cached, output_tokens: USAGE.output, cache_read_input_tokens: USAGE.cached });
+      assert.equal(final.usage.input_tokens, USAGE.input - USAGE.cached);
+      assert.equal(final.usage.cache_read_input_tokens, USAGE.cached);
+      assert.equal(final.usage.output_tokens, USAGE.output);
+    }
+  });
+
   it('streaming tool use: finalMessage() has the tool_use block, input_json deltas give TOOL_ARGS', async () => {
     const { client, openai, gw } = fx.current;
     let seen;
@@ -522,6 +555,28 @@ for (const vendor of ['gemini', 'bedrock']) {
       assert.equal(final.stop_reason, 'end_turn');
       assert.equal(final.usage.output_tokens, USAGE.output);
       checkUpstream(rec, { stream: true });
+    });
+
+    it('streamed usage: message_start has the prompt tokens, the final usage is exact', async () => {
+      const { client, [vendor]: mock } = fx.current;
+      let start;
+      const [final] = await withUpstreamRequest(mock, () => {
+        const stream = client.messages.stream({ model, max_tokens: MAX_TOKENS, messages: userMessage(`Usage from ${vendor}`) });
+        stream.on('streamEvent', (event) => {
+          if (event.type === 'message_start') start = { ...event.message.usage };  // the SDK updates its object later
+        });
+        return stream.finalMessage();
+      });
+      // Gemini's promptTokenCount includes cached tokens, Bedrock's inputTokens (like
+      // Anthropic's input_tokens) does not.
+      const exactInput = vendor === 'gemini' ? USAGE.input - USAGE.cached : USAGE.input;
+      // Gemini reports the prompt in its first chunk already; Bedrock only at the end, so
+      // message_start has the gateway's estimate there.
+      if (vendor === 'gemini') assert.equal(start.input_tokens, exactInput, JSON.stringify(start));
+      else assert.ok(start.input_tokens > 0, JSON.stringify(start));
+      assert.equal(final.usage.input_tokens, exactInput);
+      assert.equal(final.usage.cache_read_input_tokens, USAGE.cached);
+      assert.equal(final.usage.output_tokens, USAGE.output);
     });
 
     it('non-streaming tool use', async () => {

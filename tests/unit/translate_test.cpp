@@ -11,6 +11,7 @@
 
 #include "providers/translation.h"
 #include "sse/sse_parser.h"
+#include "tokens/token_estimator.h"
 #include "translate/inbound.h"
 
 namespace tahua {
@@ -277,6 +278,83 @@ TEST(AnthropicInbound, EncodesAnOpenAIStreamAsMessageEvents) {
   const auto& md = events[events.size() - 2].second;
   EXPECT_EQ(md.at("delta").at("stop_reason"), "tool_use");
   EXPECT_EQ(md.at("usage"), bj::parse(R"({"input_tokens":18,"output_tokens":17,"cache_read_input_tokens":64})"));
+}
+
+// Usage in a translated Anthropic stream: message_start announces the prompt's tokens
+// (LangChain's ChatAnthropic reads them only there), message_delta the exact totals.
+bj::object eventData(std::string_view sse, std::string_view name) {
+  for (auto& [n, data] : parseSse(sse).events)
+    if (n == name) return data.as_object();
+  ADD_FAILURE() << "no " << name << " event in " << sse;
+  return {};
+}
+
+TEST(AnthropicInbound, MessageStartHasTheEstimateWhenUsageComesLast) {
+  InboundOptions options{"claude-alias", false};
+  options.estimated_input_tokens = 42;
+  auto encoder = anthropicInbound().streamEncoder(options);
+  struct Sink : ChunkSink {
+    ChatStreamEncoder* e;
+    std::string out;
+    void onChunk(const ChatChunk& c) override { e->onChunk(c, out); }
+  } sink;
+  sink.e = encoder.get();
+  auto d = makeOpenAIChatCodec()->streamDecoder();
+  ASSERT_FALSE(d->feed(readFixture("openai/stream_tool_calls.sse"), sink));  // usage in its last chunk
+  ASSERT_FALSE(d->finish(sink));
+  encoder->finish(sink.out);
+  EXPECT_EQ(eventData(sink.out, "message_start").at("message").at("usage"),
+            bj::parse(R"({"input_tokens":42,"output_tokens":0})"));
+  EXPECT_EQ(eventData(sink.out, "message_delta").at("usage"),
+            bj::parse(R"({"input_tokens":18,"output_tokens":17,"cache_read_input_tokens":64})"));
+}
+
+TEST(AnthropicInbound, MessageStartHasTheUpstreamsCountWhenTheFirstChunkCarriesIt) {
+  InboundOptions options{"m", false};
+  options.estimated_input_tokens = 42;
+  auto encoder = anthropicInbound().streamEncoder(options);
+  std::string out;
+  ChatChunk first;
+  first.start = true;
+  first.content = "Hi";
+  first.usage = TokenUsage{11, 1, 3};  // Gemini reports the prompt in every chunk
+  encoder->onChunk(first, out);
+  ChatChunk last;
+  last.finish_reason = "stop";
+  last.usage = TokenUsage{11, 7, 3};
+  encoder->onChunk(last, out);
+  encoder->finish(out);
+  EXPECT_EQ(eventData(out, "message_start").at("message").at("usage"),
+            bj::parse(R"({"input_tokens":8,"output_tokens":1,"cache_read_input_tokens":3})"));
+  EXPECT_EQ(eventData(out, "message_delta").at("usage"),
+            bj::parse(R"({"input_tokens":8,"output_tokens":7,"cache_read_input_tokens":3})"));
+}
+
+// An upstream that never reports usage: the estimate stands (message_delta leaves
+// input_tokens out rather than overwrite it with 0), output is what is known.
+TEST(AnthropicInbound, WithoutUpstreamUsageMessageDeltaLeavesInputOut) {
+  InboundOptions options{"m", false};
+  options.estimated_input_tokens = 42;
+  auto encoder = anthropicInbound().streamEncoder(options);
+  std::string out;
+  ChatChunk chunk;
+  chunk.start = true;
+  chunk.content = "Hi";
+  chunk.finish_reason = "stop";
+  encoder->onChunk(chunk, out);
+  encoder->finish(out);
+  EXPECT_EQ(eventData(out, "message_start").at("message").at("usage").at("input_tokens"), 42);
+  EXPECT_EQ(eventData(out, "message_delta").at("usage"), bj::parse(R"({"output_tokens":0})"));
+}
+
+TEST(AnthropicInbound, EstimatesThePromptOfAMessagesRequestOnly) {
+  const std::string body = R"({"model":"m","max_tokens":64,"system":"Be brief.",
+      "messages":[{"role":"user","content":"What is the weather in Paris today?"}]})";
+  const std::int64_t estimate = anthropicInbound().estimatePromptTokens(body);
+  EXPECT_GT(estimate, 5);
+  EXPECT_EQ(estimate, estimateAnthropicTokens(bj::parse(body).as_object()));
+  EXPECT_EQ(anthropicInbound().estimatePromptTokens("not json"), -1);
+  EXPECT_EQ(openAIChatInbound().estimatePromptTokens(body), -1);  // its streams announce no usage up front
 }
 
 // ---- OpenAI as the vendor and as the client's API ------------------------------------

@@ -722,8 +722,9 @@ class Loader {
               r.model_globs.push_back(std::move(name));
             } else {
               if (cfg.model_index.count(name) && !r.override_model)
-                fail(v, mp + ".model", "\"" + name + "\" is a configured model, which clients reach directly; "
-                                       "set override: true to route it elsewhere");
+                fail(v, mp + ".model", "\"" + name + "\" is a configured model, which clients reach directly, so this "
+                                       "route would never apply to it; add override: true to the route to send its "
+                                       "requests to \"" + r.target + "\" instead");
               r.models.push_back(std::move(name));
             }
           }

@@ -230,7 +230,7 @@ describe('--check-config rejects bad routes', () => {
     expectRejected([{ name: 'bad', match: { model: 'big' }, target: 'cheap' }], {
       needle: 'model: "big"',
       field: 'routes[0].match.model',
-      message: /override/,
+      message: /"big" is a configured model.*add override: true to the route to send its requests to "cheap"/,
     });
   });
 

@@ -219,7 +219,9 @@ TEST(RoutesConfig, ConfiguredModelWithoutOverride) {
       model: small
     target: large
 )"),
-                   3, "routes[0].match.model", "\"small\" is a configured model");
+                   3, "routes[0].match.model",
+                   "\"small\" is a configured model, which clients reach directly, so this route would never apply "
+                   "to it; add override: true to the route to send its requests to \"large\" instead");
   // In a list too, wherever it is.
   std::string err = loadError(R"(  - name: r
     match:

@@ -136,12 +136,15 @@ describe('upstream timeouts', () => {
     expectError(res, 504, 'upstream_timeout');
   });
 
-  it('upstream silent mid-stream longer than idle -> final SSE error event', async () => {
+  it('upstream silent mid-stream longer than idle -> final SSE error event upstream_timeout (idle), as documented', async () => {
     const fx = ref.current;
     const ex = fx.upstream.next({ mode: 'hold' }); // never released
     const { events } = await openStream(fx.gw.url, STREAM);
     const rest = await withTimeout(collectData(events), 3000, 'the stream to end after the idle timeout');
-    expectFinalErrorEvent(rest, ['upstream_timeout', 'upstream_stream_interrupted']);
+    // A timeout, not an interruption: the README's stream table says so.
+    const error = expectFinalErrorEvent(rest, ['upstream_timeout']);
+    assert.equal(error.type, 'upstream_error');
+    assert.match(error.message, /idle timeout \d+ms/);
     await withTimeout(ex.clientClosed, 2000, 'tahua closing the idle upstream connection');
   });
 

@@ -4,6 +4,14 @@
 
 #include <boost/json.hpp>
 
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
 namespace tahua {
 
 TEST(Error, JsonHasOpenAIShape) {
@@ -54,6 +62,85 @@ TEST(Error, SourceDecidesTypeAndRetryability) {
   EXPECT_TRUE((Error{ErrorKind::UpstreamConnect, ""}).retryable());
   EXPECT_FALSE((Error{ErrorKind::UpstreamInterrupted, ""}).retryable());
   EXPECT_FALSE((Error{ErrorKind::InvalidJson, ""}).retryable());
+}
+
+// The README's error tables (the request table with statuses, the mid-stream table) and
+// the binary must agree: every documented code is one the gateway sends, with the
+// documented status, and every code the gateway sends is documented.
+std::vector<std::string> tableCells(const std::string& row) {
+  std::vector<std::string> cells;
+  std::string cell;
+  for (std::size_t i = 1; i < row.size(); ++i) {  // after the leading '|'
+    if (row[i] == '\\' && i + 1 < row.size() && row[i + 1] == '|') {
+      cell += '|';
+      ++i;
+    } else if (row[i] == '|') {
+      cells.push_back(cell);
+      cell.clear();
+    } else {
+      cell += row[i];
+    }
+  }
+  return cells;
+}
+
+// `codes` in a cell, outside parentheses (which hold types and headers: `rate_limit_error`).
+std::vector<std::string> codesIn(const std::string& cell) {
+  std::string outside;
+  int depth = 0;
+  for (char c : cell) {
+    if (c == '(') ++depth;
+    else if (c == ')') depth = std::max(0, depth - 1);
+    else if (depth == 0) outside += c;
+  }
+  std::vector<std::string> codes;
+  static const std::regex code("`([a-z_]+)`");
+  for (std::sregex_iterator it(outside.begin(), outside.end(), code), end; it != end; ++it) codes.push_back((*it)[1]);
+  return codes;
+}
+
+TEST(Error, TheReadmeDocumentsEveryCodeWithItsStatus) {
+  std::ifstream in("README.md");
+  ASSERT_TRUE(in) << "README.md (tests run from the repository root)";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string readme = ss.str();
+  const auto from = readme.find("The `code` values");
+  const auto to = readme.find("\n## Providers");
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  std::vector<std::string> lines;
+  std::istringstream section(readme.substr(from, to - from));
+  for (std::string line; std::getline(section, line);) lines.push_back(line);
+
+  std::map<std::string, ErrorKind> kinds;
+  for (int k = 0; k <= static_cast<int>(ErrorKind::Internal); ++k) {
+    const Error e{static_cast<ErrorKind>(k), ""};
+    kinds.emplace(std::string(e.code()), e.kind);
+  }
+  std::set<std::string> documented;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& row = lines[i];
+    const bool header = i + 1 < lines.size() && lines[i + 1].rfind("|---", 0) == 0;
+    if (row.rfind("|", 0) != 0 || row.rfind("|---", 0) == 0 || header) continue;
+    const auto cells = tableCells(row);
+    ASSERT_GE(cells.size(), 2u) << row;
+    const auto codes = codesIn(cells.back());
+    EXPECT_FALSE(codes.empty()) << "a row without a code: " << row;
+    for (const auto& code : codes) {
+      auto it = kinds.find(code);
+      if (it == kinds.end()) {
+        ADD_FAILURE() << "the README documents `" << code << "`, which the gateway never sends: " << row;
+        continue;
+      }
+      documented.insert(code);
+      if (cells.size() == 3) {  // case | status | code
+        EXPECT_EQ(std::to_string(Error{it->second, ""}.httpStatus()), std::regex_replace(cells[1], std::regex("\\s"), ""))
+            << code << ": " << row;
+      }
+    }
+  }
+  for (const auto& [code, kind] : kinds) EXPECT_TRUE(documented.count(code)) << "`" << code << "` is not in the README's error tables";
 }
 
 }  // namespace tahua

@@ -5,7 +5,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { gatewayWithUpstream, MODEL, PROVIDER } from './lib/fixtures.mjs';
 import { DEFAULT_PIECES, MOCK_PROMPT_TOKENS } from './lib/mock_upstream.mjs';
-import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { REPO_ROOT, gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { post, request, chatBody } from './lib/http.mjs';
 import { scrape, find, sum } from './lib/metrics.mjs';
 import { eventually, makeTempDir } from './lib/util.mjs';
@@ -80,6 +80,15 @@ describe('health, metrics and access log', () => {
     assert.ok(sum(m, 'tahua_upstream_errors_total', { provider: PROVIDER }) >= 1, 'the garbage response');
     assert.ok(find(m, 'tahua_upstream_errors_total', { provider: PROVIDER }).every((s) => s.labels.kind));
     assert.ok(sum(m, 'tahua_upstream_connections_opened_total', { provider: PROVIDER }) >= 1);
+  });
+
+  it('every metric /metrics exports is listed in the README', async () => {
+    const { types } = await scrape(fx.gw.url);
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const names = Object.keys(types);
+    assert.ok(names.includes('tahua_connections_rejected_total'), names.join(' '));
+    const missing = names.filter((name) => !readme.includes(`\`${name}`));
+    assert.deepEqual(missing, [], 'metrics the README does not list');
   });
 
   it('writes one access log line per request with the documented fields', async () => {

@@ -6,6 +6,7 @@ import { gatewayConfig, startTahua } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
 import { RawClient, rawRequest } from './lib/raw.mjs';
 import { eventually } from './lib/util.mjs';
+import { find, parseMetrics, sum } from './lib/metrics.mjs';
 
 describe('start-up', () => {
   it('refuses to start on a port another tahua already listens on (no silent SO_REUSEPORT sharing)', async (t) => {
@@ -55,5 +56,42 @@ describe('server.max_connections', () => {
     const metrics = (await third.readResponse()).body.toString();
     third.destroy();
     assert.match(metrics, /^tahua_connections_rejected_total [1-9]/m);
+  });
+
+  it('tahua_connections_rejected_total counts exactly the connections refused', async (t) => {
+    const gw = await startTahua({
+      t,
+      config: gatewayConfig({
+        // One worker: the limit is split over workers, so with several the kernel's
+        // spread would decide which connection is over a worker's share.
+        server: { workers: 1, max_connections: 2 },
+        providers: [{ name: 'mock', type: 'mock' }],
+        models: [{ name: 'm', provider: 'mock' }],
+      }),
+    });
+    // Two connections hold the two slots (each answered, so the gateway has them).
+    const held = [];
+    for (let i = 0; i < 2; i += 1) {
+      const c = await RawClient.connect(gw.port);
+      t.after(() => c.destroy());
+      await c.write(rawRequest('GET', '/healthz'));
+      assert.equal((await c.readResponse()).status, 200);
+      held.push(c);
+    }
+    // The third is refused: its 503 and the close are the event awaited.
+    const third = await RawClient.connect(gw.port);
+    t.after(() => third.destroy());
+    const refused = await third.readResponse();
+    assert.equal(refused.status, 503);
+    assert.equal(JSON.parse(refused.body.toString()).error.code, 'gateway_overloaded');
+    await third.closed;
+    // Scraped over a held keep-alive connection: a new one would be refused (and counted).
+    await held[0].write(rawRequest('GET', '/metrics'));
+    const res = await held[0].readResponse();
+    assert.equal(res.status, 200);
+    const metrics = parseMetrics(res.body.toString());
+    assert.equal(find(metrics, 'tahua_connections_rejected_total').length, 1, 'the metric is exported');
+    assert.equal(sum(metrics, 'tahua_connections_rejected_total'), 1);
+    assert.equal(sum(metrics, 'tahua_active_connections'), 2);
   });
 });

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <algorithm>
 #include <functional>
 #include <initializer_list>
@@ -811,11 +812,45 @@ class Loader {
   const SourceMap* sources_ = nullptr;
 };
 
+// yaml-cpp keeps both entries of a mapping whose key is repeated, and a lookup finds the
+// first: a second `api_key` would be ignored without a word. Every mapping is walked once
+// after parsing and a repeated key is an error at its second occurrence.
+std::optional<std::string> duplicateKey(const YAML::Node& node, const std::string& file, const std::string& path,
+                                        int depth = 0) {
+  if (depth > 256) return std::nullopt;  // far deeper than any config; bounds the recursion
+  if (node.IsMap()) {
+    std::map<std::string, YAML::Mark, std::less<>> seen;
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) continue;
+      const std::string& key = kv.first.Scalar();
+      const std::string field = path.empty() ? key : path + "." + key;
+      if (auto [first, fresh] = seen.emplace(key, kv.first.Mark()); !fresh) {
+        std::ostringstream out;
+        out << file;
+        if (const YAML::Mark m = kv.first.Mark(); !m.is_null()) out << ':' << (m.line + 1) << ':' << (m.column + 1);
+        out << ": " << field << ": duplicate key \"" << key << "\"";
+        if (!first->second.is_null()) out << " (first at line " << (first->second.line + 1) << ")";
+        out << "; a key may appear once in a mapping";
+        return out.str();
+      }
+      if (auto e = duplicateKey(kv.second, file, field, depth + 1)) return e;
+    }
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      if (auto e = duplicateKey(node[i], file, path + "[" + std::to_string(i) + "]", depth + 1)) return e;
+  }
+  return std::nullopt;
+}
+
 ConfigLoadResult loadNode(const std::function<YAML::Node()>& parse, std::string source) {
   ConfigLoadResult result;
   Loader loader(source);
   try {
     YAML::Node root = parse();
+    if (auto dup = duplicateKey(root, source, "")) {
+      result.error = std::move(*dup);
+      return result;
+    }
     result.config = std::make_shared<const Config>(loader.load(root));
     result.warnings = std::move(loader.warnings_);
   } catch (const ConfigFailure& f) {
@@ -899,6 +934,10 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
       if (!doc.IsDefined() || doc.IsNull()) continue;
       if (!doc.IsMap()) {
         result.error = markText(file, doc.Mark()) + ": (root): expected a mapping";
+        return result;
+      }
+      if (auto dup = duplicateKey(doc, file, "")) {
+        result.error = std::move(*dup);
         return result;
       }
       if (doc["apiVersion"] || doc["kind"]) {

@@ -3,8 +3,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { checkConfig, writeConfig, REPO_ROOT, startTahua } from './lib/tahua.mjs';
+import { makeTempDir } from './lib/util.mjs';
 
 const VALID = `server:
   workers: 1
@@ -85,6 +86,24 @@ describe('--check-config', () => {
     const r = checkConfig(writeConfig(noModels));
     assert.equal(r.status, 1);
     assert.match(r.stderr, /models/);
+  });
+
+  // yaml-cpp would keep both and the loader would read the first: silently ignoring one.
+  it('rejects a duplicated key (two api_key fields) naming file, line and key', () => {
+    const lines = VALID.split('\n');
+    lines.splice(10, 0, '    api_key: sk-one', '    api_key: sk-two'); // inside providers[0], lines 11 and 12
+    const r = expectInvalid(lines.join('\n'), { line: 12, field: 'providers[0].api_key', message: /duplicate key "api_key" \(first at line 11\)/ });
+    assert.doesNotMatch(r.stderr, /sk-one|sk-two/, 'no key value in the diagnostic');
+  });
+
+  it('rejects a duplicated key in a config directory, naming the file', () => {
+    const dir = makeTempDir();
+    writeFileSync(join(dir, 'base.yaml'), VALID);
+    writeFileSync(join(dir, 'routes.yaml'), 'routes:\n  - name: a\n    target: mock-gpt\n    name: b\n');
+    const r = checkConfig(dir);
+    assert.equal(r.status, 1, `exit status; stderr: ${r.stderr}`);
+    const file = join(dir, 'routes.yaml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    assert.match(r.stderr, new RegExp(`${file}:4:5: routes\\[0\\]\\.name: duplicate key "name" \\(first at line 2\\)`));
   });
 
   it('accepts config/tahua.example.yaml from the repository', () => {

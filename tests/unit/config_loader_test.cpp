@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 namespace tahua {
 namespace {
@@ -264,6 +266,66 @@ TEST(ConfigLoader, PricingDefaultsCachedInputToInput) {
   const Pricing& p = r.config->models[0].pricing;
   EXPECT_TRUE(p.set);
   EXPECT_DOUBLE_EQ(p.cached_input, 3);
+}
+
+// yaml-cpp accepts a repeated mapping key and lookups see the first: the loader refuses it
+// at the second, naming file, line and the key, in block and flow style, at any depth.
+TEST(ConfigLoader, DuplicateKeysAreRefusedWithFileLineAndKey) {
+  const std::string block = R"(listeners:
+  - port: 0
+providers:
+  - name: up
+    type: openai
+    base_url: http://127.0.0.1:9/v1/
+    api_key: sk-first
+    api_key: sk-second
+models:
+  - name: m
+    provider: up
+)";
+  EXPECT_EQ(loadError(block),
+            "t.yaml:8:5: providers[0].api_key: duplicate key \"api_key\" (first at line 7); a key may appear once in a "
+            "mapping");
+  std::string err = loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: mock, name: b}]\n"
+                              "models: [{name: m, provider: a}]\n");
+  EXPECT_EQ(err.rfind("t.yaml:2:35: providers[0].name: duplicate key \"name\" (first at line 2)", 0), 0u) << err;
+  // A whole section given twice: the second would have been ignored.
+  err = loadError(std::string(kMinimal) + "models:\n  - name: other\n    provider: up\n");
+  EXPECT_EQ(err.rfind("t.yaml:11:1: models: duplicate key \"models\" (first at line 8)", 0), 0u) << err;
+  // Deep inside a route.
+  err = loadError(std::string(kMinimal) + "routes:\n  - match: {model: auto, path: /a, path: /b}\n    target: m\n");
+  EXPECT_EQ(err.rfind("t.yaml:12:36: routes[0].match.path: duplicate key \"path\" (first at line 12)", 0), 0u) << err;
+  // The same key in different mappings is fine.
+  EXPECT_TRUE(loadConfigString(kMinimal, "t.yaml").config);
+}
+
+TEST(ConfigLoader, DuplicateKeysInAConfigDirectoryNameTheFile) {
+  char tmpl[] = "/tmp/tahua-dupkeys-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir(tmpl);
+  std::ofstream(dir / "base.yaml") << kMinimal;
+  std::ofstream(dir / "routes.yaml") << R"(apiVersion: tahua.dev/v1
+kind: ModelRoute
+metadata: {name: r}
+spec:
+  match: {model: auto}
+  target: m
+  target: up
+)";
+  auto r = loadConfigFile(dir.string());
+  EXPECT_FALSE(r.config);
+  EXPECT_EQ(r.error.rfind((dir / "routes.yaml").string() + ":7:3: spec.target: duplicate key \"target\" (first at line 6)", 0),
+            0u)
+      << r.error;
+  // A plain document in the directory too.
+  std::ofstream(dir / "routes.yaml") << "limits: {max_queue: 1, max_queue: 2}\n";
+  r = loadConfigFile(dir.string());
+  EXPECT_EQ(r.error.rfind((dir / "routes.yaml").string() + ":1:24: limits.max_queue: duplicate key \"max_queue\"", 0), 0u)
+      << r.error;
+  std::ofstream(dir / "routes.yaml") << "limits: {max_queue: 1}\n";
+  r = loadConfigFile(dir.string());
+  EXPECT_TRUE(r.config) << r.error;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace tahua

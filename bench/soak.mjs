@@ -24,7 +24,7 @@
 //   STREAM_PCT  % streaming requests (70)       IDLE_MS     gateway idle timeout, ms (400)
 //   FAULTS      percentages, e.g. "reset=3,idle=2,nodone=3,http500=3,abort=2" (those)
 //   WORKERS     gateway worker threads (0 = one per core)
-//   SEED        PRNG seed, for a repeatable request mix (random by default)
+//   SEED        PRNG seed: each client's sequence of requests repeats (random by default)
 //   TAHUA_BIN   the binary (build/tahua)        KEEP_TMP    1 keeps the config and the log
 //
 // Exit status: 0 when every request is accounted for, 1 when not (the report says which
@@ -74,17 +74,20 @@ function parseFaults(text) {
   return out;
 }
 
-// mulberry32: a small seeded PRNG, so SEED repeats a run's request mix.
-let rngState = SEED >>> 0;
-function rng() {
-  rngState = (rngState + 0x6d2b79f5) >>> 0;
-  let t = rngState;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+// mulberry32, one per client (seeded SEED + client number): each client's sequence of
+// requests repeats with the same SEED, whatever the timing between clients.
+function makeRng(seed) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
 
-function pickFault() {
+function pickFault(rng) {
   let r = rng() * 100;
   for (const [name, pct] of Object.entries(FAULTS)) {
     if (r < pct) return name;
@@ -300,8 +303,8 @@ function streamOutcome(text) {
   return 'ended silently';
 }
 
-function oneRequest(agent, clientId, n) {
-  const fault0 = pickFault();
+function oneRequest(agent, rng, clientId, n) {
+  const fault0 = pickFault(rng);
   // Stream-only faults make a streaming request; the rest follow STREAM_PCT.
   const stream = fault0 === 'nodone' || fault0 === 'abort' || rng() * 100 < STREAM_PCT;
   const fault = fault0;
@@ -382,8 +385,9 @@ function oneRequest(agent, clientId, n) {
 
 async function client(clientId, deadline) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const rng = makeRng(SEED + clientId);
   let n = 0;
-  while (Date.now() < deadline) await oneRequest(agent, clientId, n++);
+  while (Date.now() < deadline) await oneRequest(agent, rng, clientId, n++);
   agent.destroy();
 }
 

@@ -73,7 +73,9 @@ void expectDiagnostic(const std::string& error, int routes_line, const std::stri
   const std::string want_field = ": " + field + ": ";
   EXPECT_NE(error.find(want_field), std::string::npos) << "want field " << field << " in: " << error;
   EXPECT_TRUE(std::regex_search(error, std::regex(R"(^r\.yaml:\d+:\d+: )"))) << error;
-  if (!message_part.empty()) EXPECT_NE(error.find(message_part), std::string::npos) << error;
+  if (!message_part.empty()) {
+    EXPECT_NE(error.find(message_part), std::string::npos) << error;
+  }
 }
 
 // Case-insensitive request headers, like the session's view over Beast's fields.

@@ -419,7 +419,9 @@ TEST(OpenAIChatInbound, AnAnthropicStreamBecomesChunksEndingWithDone) {
       if (auto* c = delta.if_contains("content")) text += c->as_string();
       if (auto* tc = delta.if_contains("tool_calls")) {
         auto& call = tc->as_array()[0].as_object();
-        if (call.contains("id")) EXPECT_EQ(call.at("id"), "toolu_01T1x1fJ34qAmk2tNTrN7Up6");
+        if (call.contains("id")) {
+          EXPECT_EQ(call.at("id"), "toolu_01T1x1fJ34qAmk2tNTrN7Up6");
+        }
         args += call.at("function").at("arguments").as_string();
       }
       if (choices[0].at("finish_reason").is_string()) finish = choices[0].at("finish_reason").as_string();

@@ -536,7 +536,11 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
 
   // The worker calls this for every session on a coarse timer (one timer per worker,
   // not per stream: a held stream costs memory); the writer decides (see heartbeat()).
-  void heartbeatTick(Clock::time_point now) override { writer_.heartbeat(now, serverConfig().stream_heartbeat); }
+  // Only a session relaying a stream has a pinned snapshot to read the interval from (a
+  // connection that has not sent its request yet has none).
+  void heartbeatTick(Clock::time_point now) override {
+    if (writer_.active()) writer_.heartbeat(now, serverConfig().stream_heartbeat);
+  }
 
   // Relays upstream pieces to the client as they arrive. The upstream is read on while
   // the client catches up (the stream writer queues what the socket does not take), up

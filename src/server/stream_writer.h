@@ -105,6 +105,8 @@ class StreamWriter {
     send(std::span<const boost::asio::const_buffer>(&buf, 1));
   }
 
+  // A stream is being relayed (between begin() and end()).
+  bool active() const { return active_; }
   // Bytes accepted but not yet taken by the client's socket.
   std::size_t backlog() const { return inflight_.size() + pending_.size(); }
   Clock::time_point lastWrite() const { return last_write_; }

@@ -186,6 +186,26 @@ describe('timeouts by scope', () => {
 });
 
 describe('stream heartbeats', () => {
+  it('a connection that has not sent its request yet survives the heartbeat sweeps', async (t) => {
+    const fx = await gatewayWithUpstream({ t, server: { stream_heartbeat: '100ms' } });
+    const idle = await RawClient.connect(fx.gw.port); // accepted, no request yet
+    t.after(() => idle.destroy());
+    const ex = fx.upstream.next({ mode: 'hold' });
+    const client = await RawClient.connect(fx.gw.port);
+    t.after(() => client.destroy());
+    await client.write(
+      rawRequest('POST', '/v1/chat/completions', { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(STREAM) }),
+    );
+    // Heartbeats on the stream prove sweeps ran while the idle connection was there.
+    const count = () => (client.buf.toString().match(/\r\n: keep-alive\n\n\r\n/g) ?? []).length;
+    await client.waitFor(() => count() >= 2, 3000, 'two heartbeats');
+    ex.release();
+    await client.readResponse();
+    await idle.write(rawRequest('GET', '/healthz'));
+    assert.equal((await idle.readResponse()).status, 200);
+    assert.ok(fx.gw.running, 'the gateway is still running');
+  });
+
   it('sends ": keep-alive" comments while the upstream is silent, and none while it streams', async (t) => {
     const fx = await gatewayWithUpstream({ t, server: { stream_heartbeat: '100ms' } });
     const ex = fx.upstream.next({ mode: 'hold' });

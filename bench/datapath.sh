@@ -200,6 +200,24 @@ target_of() {
 
 wall_ns() { date +%s%N; }
 
+proxies_alive() {
+  kill -0 "$NGINX_MASTER" 2>/dev/null && kill -0 "$NGINX_WORKER" 2>/dev/null && kill -0 "$TAHUA_PID" 2>/dev/null
+}
+
+# A proxy died during a measurement: say so loudly, record it (the summary counts crashes),
+# keep the temp dir for its logs, restart whatever died and go on.
+crashed() {  # SCENARIO TARGET ROUND
+  local who
+  for who in nginx tahua; do
+    if [ "$who" = nginx ]; then kill -0 "$NGINX_MASTER" 2>/dev/null && kill -0 "$NGINX_WORKER" 2>/dev/null && continue
+    else kill -0 "$TAHUA_PID" 2>/dev/null && continue; fi
+    log "ERROR: $who exited during round $3 $1 (target $2); logs kept in $TMP; restarting it"
+    echo "$1 $who $3 crashed=1" >>"$TMP/results"
+    KEEP_TMP=1
+    restart_proxy "$who"
+  done
+}
+
 # measure SCENARIO TARGET ROUND: warm up, run once, append
 # "SCENARIO TARGET ROUND key=value ..." to $TMP/results. "foreign" is machine CPU used
 # during the run by anything but our servers and clients, in % of one core; above
@@ -230,9 +248,14 @@ measure() {
       hold) out=$(run_hold_client "$PORT" "$HOLD_N" "$HOLD_EVENTS" "$HOLD_DELAY_MS" "$RSS_PID") ;;
       hold10k) out=$(run_hold_client "$PORT" "$HOLD10K_N" "$HOLD10K_EVENTS" "$HOLD10K_DELAY_MS" "$RSS_PID") ;;
     esac
-    # A server gone (crashed, or Ctrl-C reached the whole process group) leaves nothing to
-    # account: stop here rather than print numbers from missing /proc entries.
-    for p in "${servers[@]}"; do kill -0 "$p" 2>/dev/null || die "$scen $target: process $p (${NAME[$p]:-?}) is gone"; done
+    # A server gone leaves nothing to account. Without the upstream (or after a Ctrl-C
+    # that reached the whole process group) nothing can go on; a proxy that crashed is
+    # recorded as such and restarted, so one crash does not cost the other measurements.
+    kill -0 "$UP_PID" 2>/dev/null || die "$scen $target: the upstream (pid $UP_PID) is gone"
+    if ! proxies_alive; then
+      crashed "$scen" "$target" "$round"
+      return 0
+    fi
     m1=$(cpu_ticks "${PIDS_M[@]}"); u1=$(cpu_ticks "$UP_PID")
     times >"$TMP/times"; c1=$(child_ticks); s1=$(cpu_ticks "${servers[@]}"); b1=$(busy_ticks); w1=$(wall_ns)
     wall_ticks=$(( (w1 - w0) * HZ / 1000000000 ))
@@ -368,6 +391,7 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
     s = $1; t = $2; r = $3; if (r > R) R = r; seen[s] = 1; has[s, t] = 1
     for (i = 4; i <= NF; i++) { split($i, kv, "="); val[s, t, r, kv[1]] = kv[2] }
     if (val[s, t, r, "disturbed"]) dist++
+    if (val[s, t, r, "crashed"]) { crash[s, t]++; crashes++ }
   }
   END {
     ns = split("rate latency streams1 streams64 hold hold10k", order, " ")
@@ -433,7 +457,12 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
         if (s ~ /^hold/) for (r = 1; r <= R; r++) if ((s, t, r, "together") in val && val[s, t, r, "together"] < 1)
           printf "note: %s round %d: at most %.0f%% of the streams were open at once (streams ended before the last opened); its KiB/stream is taken at that count\n", t, r, 100 * val[s, t, r, "together"]
       }
+      for (i = 3; i <= nt; i++) if ((s, targets[i]) in crash)
+        printf "CRASHED: %s exited during %d of the measurements above (its figures exclude them; see its log)\n", targets[i], crash[s, targets[i]]
       printf "\n"
     }
+    if (crashes) printf "WARNING: a proxy crashed %d time(s) during the run\n", crashes
     if (dist) printf "WARNING: %d measurement(s) ran while other work used more than %d%% of a core: treat the numbers as disturbed\n", dist, foreign_max
   }' "$TMP/results"
+# A crash is a failed run, whatever the numbers say.
+! grep -q 'crashed=1' "$TMP/results"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers shared by the benchmark scripts (bench/run.sh, bench/datapath.sh); sourced, not run.
 #
 # The sourcing script sets ROOT first. Shared knobs (environment) with their defaults:
@@ -92,7 +93,9 @@ start_tahua() {
 # write_nginx_config DIR PORT UPSTREAM_PORT BUFFERING WORKER_CONNECTIONS: nginx as a plain
 # keep-alive reverse proxy with its own prefix, config, pid and logs under DIR: 1 worker,
 # no access log, HTTP/1.1 and keep-alive to the upstream. BUFFERING is on or off
-# (proxy_buffering; off is what SSE needs).
+# (proxy_buffering; off is what SSE needs). The listen backlog is tahua's (SOMAXCONN,
+# 4096) instead of nginx's default 511: a burst of new connections then measures the two
+# proxies, not their default accept queues.
 write_nginx_config() {
   local dir=$1 port=$2 up=$3 buffering=$4 wconns=$5
   mkdir -p "$dir/logs" "$dir/tmp"
@@ -112,7 +115,7 @@ http {
   scgi_temp_path $dir/tmp/scgi;
   upstream up { server 127.0.0.1:$up; keepalive 64; }
   server {
-    listen 127.0.0.1:$port;
+    listen 127.0.0.1:$port backlog=4096;
     location / {
       proxy_pass http://up;
       proxy_http_version 1.1;
@@ -124,6 +127,7 @@ http {
 EOF
 }
 
+# shellcheck disable=SC2034  # NGINX_MASTER, NGINX_WORKER: results for the caller
 # start_nginx DIR CPU PORT: start the nginx configured in DIR pinned to CPU, wait until it
 # answers on PORT (the upstream's /healthz through it); set NGINX_MASTER and NGINX_WORKER.
 start_nginx() {

@@ -93,9 +93,11 @@ start_tahua() {
 # write_nginx_config DIR PORT UPSTREAM_PORT BUFFERING WORKER_CONNECTIONS: nginx as a plain
 # keep-alive reverse proxy with its own prefix, config, pid and logs under DIR: 1 worker,
 # no access log, HTTP/1.1 and keep-alive to the upstream. BUFFERING is on or off
-# (proxy_buffering; off is what SSE needs). The listen backlog is tahua's (SOMAXCONN,
-# 4096) instead of nginx's default 511: a burst of new connections then measures the two
-# proxies, not their default accept queues.
+# (proxy_buffering; off is what SSE needs). Bursts of new connections: the listen backlog
+# is tahua's (SOMAXCONN, 4096) instead of nginx's default 511, and multi_accept takes all
+# pending connections per event-loop pass instead of one (by default a worker busy relaying
+# thousands of streams accepts a few hundred connections a second), so a burst measures
+# the two proxies, not nginx's defaults for accepting.
 write_nginx_config() {
   local dir=$1 port=$2 up=$3 buffering=$4 wconns=$5
   mkdir -p "$dir/logs" "$dir/tmp"
@@ -105,7 +107,7 @@ worker_processes 1;
 worker_rlimit_nofile $((wconns + 100));
 pid $dir/nginx.pid;
 error_log $dir/logs/error.log warn;
-events { worker_connections $wconns; }
+events { worker_connections $wconns; multi_accept on; }
 http {
   access_log off;
   client_body_temp_path $dir/tmp/body;
@@ -137,7 +139,8 @@ start_nginx() {
   NGINX_MASTER=$!
   track "$NGINX_MASTER" "nginx"
   wait_http "http://127.0.0.1:$port/healthz" "$NGINX_MASTER"
-  NGINX_WORKER=$(pgrep -P "$NGINX_MASTER" | head -1) || die "no nginx worker"
+  NGINX_WORKER=$(pgrep -P "$NGINX_MASTER" | head -1)
+  [ -n "$NGINX_WORKER" ] || die "nginx (pid $NGINX_MASTER) has no worker process"
 }
 
 # Numbers from a busy machine (e.g. a compile on the other core) are noise. Between

@@ -78,13 +78,15 @@ for p in "$PORT_UP" "$PORT_NGINX" "$PORT_TAHUA"; do check_port_free "$p"; done
 
 bench_start
 
-# Every held stream costs a proxy two descriptors (client and upstream side). Raise the
-# limit as far as allowed (children inherit it) and hold fewer streams if it is still short.
+# Every held stream costs a proxy two descriptors (client and upstream side), and a proxy
+# needs some for itself (listener, logs, idle upstream connections kept alive: nginx stops
+# accepting at worker_connections, which counts them all). Raise the limit as far as
+# allowed (children inherit it) and hold fewer streams if it is still short.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 NOFILE=$(ulimit -n)
 [ "$NOFILE" = unlimited ] && NOFILE=65536
 cap_streams() {  # N -> N, or the most the open-file limit allows, with a warning
-  local n=$1 max=$(((NOFILE - 100) / 2))
+  local n=$1 max=$(((NOFILE - 300) / 2))
   if [ "$n" -gt "$max" ]; then
     log "warning: open-file limit $NOFILE lets a proxy hold ~$max streams (2 descriptors each), not $n; holding $max"
     n=$max

@@ -122,8 +122,12 @@ start_upstream() {
 
 # One nginx config for every scenario: the same location serves streaming and
 # non-streaming completions, as in front of a real LLM API, so buffering is off for all.
+# worker_connections is above the open-file limit on purpose: once fewer than 1/16 of
+# them are free, nginx closes connections that have not sent their request yet (new
+# streams) to make room, so at worker_connections = the limit it holds ~6% fewer streams
+# than it has descriptors for. Sized this way, descriptors are its limit, as for tahua.
 start_nginx_proxy() {
-  write_nginx_config "$TMP/nginx" "$PORT_NGINX" "$PORT_UP" off $((NOFILE - 100))
+  write_nginx_config "$TMP/nginx" "$PORT_NGINX" "$PORT_UP" off $((NOFILE + NOFILE / 8)) "$NOFILE"
   start_nginx "$TMP/nginx" "$PROXY_CPU" "$PORT_NGINX"
 }
 
@@ -202,22 +206,24 @@ target_of() {
 
 wall_ns() { date +%s%N; }
 
-proxies_alive() {
-  kill -0 "$NGINX_MASTER" 2>/dev/null && kill -0 "$NGINX_WORKER" 2>/dev/null && kill -0 "$TAHUA_PID" 2>/dev/null
+proxy_running() {  # nginx | tahua
+  if [ "$1" = nginx ]; then running "$NGINX_MASTER" && running "$NGINX_WORKER"; else running "$TAHUA_PID"; fi
 }
 
-# A proxy died during a measurement: say so loudly, record it (the summary counts crashes),
-# keep the temp dir for its logs, restart whatever died and go on.
-crashed() {  # SCENARIO TARGET ROUND
-  local who
+# After a measurement: a proxy that died is said loudly, recorded (the summary counts
+# crashes; a crash during its own measurement replaces that measurement), restarted, and
+# the temp dir is kept for its logs. Returns 1 if the target itself died.
+check_crashes() {  # SCENARIO TARGET ROUND
+  local who rc=0
   for who in nginx tahua; do
-    if [ "$who" = nginx ]; then kill -0 "$NGINX_MASTER" 2>/dev/null && kill -0 "$NGINX_WORKER" 2>/dev/null && continue
-    else kill -0 "$TAHUA_PID" 2>/dev/null && continue; fi
+    proxy_running "$who" && continue
     log "ERROR: $who exited during round $3 $1 (target $2); logs kept in $TMP; restarting it"
     echo "$1 $who $3 crashed=1" >>"$TMP/results"
     KEEP_TMP=1
+    [ "$who" = "$2" ] && rc=1
     restart_proxy "$who"
   done
+  return "$rc"
 }
 
 # measure SCENARIO TARGET ROUND: warm up, run once, append
@@ -226,7 +232,7 @@ crashed() {  # SCENARIO TARGET ROUND
 # FOREIGN_MAX the run is repeated (TRIES), else kept and flagged disturbed=1.
 measure() {
   local scen=$1 target=$2 round=$3
-  local try disturbed foreign line res out conns="" servers p
+  local try disturbed foreign line res out conns="" servers
   local w0 w1 b0 b1 s0 s1 c0 c1 m0 m1 u0 u1 wall_ticks dm du dc
   case $scen in streams*) conns=${scen#streams} ;; esac
   for try in $(seq "$TRIES"); do
@@ -250,16 +256,13 @@ measure() {
       hold) out=$(run_hold_client "$PORT" "$HOLD_N" "$HOLD_EVENTS" "$HOLD_DELAY_MS" "$RSS_PID") ;;
       hold10k) out=$(run_hold_client "$PORT" "$HOLD10K_N" "$HOLD10K_EVENTS" "$HOLD10K_DELAY_MS" "$RSS_PID") ;;
     esac
-    # A server gone leaves nothing to account. Without the upstream (or after a Ctrl-C
-    # that reached the whole process group) nothing can go on; a proxy that crashed is
-    # recorded as such and restarted, so one crash does not cost the other measurements.
-    kill -0 "$UP_PID" 2>/dev/null || die "$scen $target: the upstream (pid $UP_PID) is gone"
-    if ! proxies_alive; then
-      crashed "$scen" "$target" "$round"
-      return 0
-    fi
     m1=$(cpu_ticks "${PIDS_M[@]}"); u1=$(cpu_ticks "$UP_PID")
     times >"$TMP/times"; c1=$(child_ticks); s1=$(cpu_ticks "${servers[@]}"); b1=$(busy_ticks); w1=$(wall_ns)
+    # Without the upstream (or after a Ctrl-C that reached the whole process group)
+    # nothing can go on; a proxy that crashed is restarted, so one crash does not cost
+    # the other measurements, and a measurement of a proxy that crashed is dropped.
+    running "$UP_PID" || die "$scen $target: the upstream (pid $UP_PID) is gone"
+    check_crashes "$scen" "$target" "$round" || return 0
     wall_ticks=$(( (w1 - w0) * HZ / 1000000000 ))
     [ "$wall_ticks" -gt 0 ] || wall_ticks=1
     foreign=$(( ((b1 - b0) - (s1 - s0) - (c1 - c0)) * 100 / wall_ticks ))
@@ -350,8 +353,12 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-for pid in "$UP_PID" "$NGINX_MASTER" "$TAHUA_PID"; do
-  kill -0 "$pid" 2>/dev/null || die "process $pid died during the run (logs in $TMP)"
+running "$UP_PID" || die "the upstream (pid $UP_PID) died during the run (logs in $TMP)"
+for who in nginx tahua; do
+  proxy_running "$who" && continue
+  log "ERROR: $who exited after the last measurement; logs kept in $TMP"
+  echo "end $who $ROUNDS crashed=1" >>"$TMP/results"
+  KEEP_TMP=1
 done
 if grep -qh '"level":"\(error\|warn\)' "$TMP"/tahua-*.err; then
   log "tahua logged warnings/errors (first 5):"; grep -h '"level":"\(error\|warn\)' "$TMP"/tahua-*.err | head -5 >&2

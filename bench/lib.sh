@@ -90,21 +90,22 @@ start_tahua() {
   grep -q '"msg":"listening"' "$TMP/$name.err" || die "$name: no 'listening' log line"
 }
 
-# write_nginx_config DIR PORT UPSTREAM_PORT BUFFERING WORKER_CONNECTIONS: nginx as a plain
+# write_nginx_config DIR PORT UPSTREAM_PORT BUFFERING WORKER_CONNECTIONS [NOFILE]: nginx as a plain
 # keep-alive reverse proxy with its own prefix, config, pid and logs under DIR: 1 worker,
 # no access log, HTTP/1.1 and keep-alive to the upstream. BUFFERING is on or off
-# (proxy_buffering; off is what SSE needs). Bursts of new connections: the listen backlog
+# (proxy_buffering; off is what SSE needs). NOFILE: the worker's open-file limit
+# (default WORKER_CONNECTIONS + 100). Bursts of new connections: the listen backlog
 # is tahua's (SOMAXCONN, 4096) instead of nginx's default 511, and multi_accept takes all
 # pending connections per event-loop pass instead of one (by default a worker busy relaying
 # thousands of streams accepts a few hundred connections a second), so a burst measures
 # the two proxies, not nginx's defaults for accepting.
 write_nginx_config() {
-  local dir=$1 port=$2 up=$3 buffering=$4 wconns=$5
+  local dir=$1 port=$2 up=$3 buffering=$4 wconns=$5 nofile=${6:-$(($5 + 100))}
   mkdir -p "$dir/logs" "$dir/tmp"
   cat >"$dir/nginx.conf" <<EOF
 daemon off;
 worker_processes 1;
-worker_rlimit_nofile $((wconns + 100));
+worker_rlimit_nofile $nofile;
 pid $dir/nginx.pid;
 error_log $dir/logs/error.log warn;
 events { worker_connections $wconns; multi_accept on; }
@@ -188,13 +189,21 @@ steal_pct() {  # "S0 T0" "S1 T1"
 
 # utime+stime in clock ticks, summed over the given pids (all threads of each process).
 # Fields are counted after the ")" that ends the command name, which may contain spaces.
+# A process that is gone counts 0 (the caller checks liveness where it matters).
 cpu_ticks() {
   local pid total=0 t
   for pid in "$@"; do
-    t=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }')
-    total=$((total + t))
+    t=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ print $12 + $13 }')
+    total=$((total + ${t:-0}))
   done
   echo "$total"
+}
+
+# Whether PID runs. Unlike kill -0, a crashed child not yet reaped (a zombie) is not.
+running() {
+  local state
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+  [ -n "$state" ] && [ "$state" != Z ]
 }
 
 # Busy ticks of the whole machine (user+nice+system+irq+softirq+steal, both CPUs).

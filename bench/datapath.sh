@@ -79,9 +79,9 @@ for p in "$PORT_UP" "$PORT_NGINX" "$PORT_TAHUA"; do check_port_free "$p"; done
 bench_start
 
 # Every held stream costs a proxy two descriptors (client and upstream side), and a proxy
-# needs some for itself (listener, logs, idle upstream connections kept alive: nginx stops
-# accepting at worker_connections, which counts them all). Raise the limit as far as
-# allowed (children inherit it) and hold fewer streams if it is still short.
+# needs a few hundred for itself (listener, logs, epoll, idle upstream connections kept
+# alive). Raise the limit as far as allowed (children inherit it) and hold fewer streams
+# if it is still short.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 NOFILE=$(ulimit -n)
 [ "$NOFILE" = unlimited ] && NOFILE=65536

@@ -374,7 +374,8 @@ echo "hold: $HOLD_N streams x $HOLD_EVENTS events ${HOLD_DELAY_MS} ms apart; hol
 echo
 awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
     -v hold="$HOLD_N streams held, $HOLD_EVENTS events ${HOLD_DELAY_MS} ms apart" \
-    -v hold10k="$HOLD10K_N streams held, $HOLD10K_EVENTS events ${HOLD10K_DELAY_MS} ms apart" '
+    -v hold10k="$HOLD10K_N streams held, $HOLD10K_EVENTS events ${HOLD10K_DELAY_MS} ms apart" \
+    -v hold_delay="$HOLD_DELAY_MS" -v hold10k_delay="$HOLD10K_DELAY_MS" '
   function median(arr, n,   i, j, t) {
     for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
     return n % 2 ? arr[(n+1)/2] : (arr[n/2] + arr[n/2+1]) / 2
@@ -450,7 +451,7 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
           t = targets[i]; p = med(s, t, "rate"); if (p == "nan" || p <= 0) continue
           printf "  / %s (%.0f per s): measured %.2f, capacity %.2f (at least 2 required)", t, p, a / p, cap / p
           if (cap / p < 2) printf "   <<<<< WARNING: THE UPSTREAM IS NOT 2x %s: IT MAY BE WHAT LIMITS IT", toupper(t)
-          else if (a / p < 2) printf "   (measured below 2: the client limited the upstream alone)"
+          else if (a / p < 2) printf "   (measured below 2 with the upstream under its core: not driven to its limit)"
           printf "\n"
         }
       }
@@ -460,6 +461,10 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
         printf "(ms: time to first event from connect() and largest gap between two events of a stream,\n"
         printf " percentiles over the streams. KiB/stream: VmRSS growth of a fresh proxy worker with all\n"
         printf " N streams open, / N. CPU and core use: the proxy over the whole hold; for direct, the upstream.)\n"
+        # direct is the floor: the client and the upstream alone on the load core.
+        d = (s == "hold" ? hold_delay : hold10k_delay); g = med(s, "direct", "gap_p50_ms")
+        if (g != "nan" && g > 1.25 * d)
+          printf "note: direct has a largest-gap p50 of %.1f ms on a %d ms schedule: the load core (upstream + client) is late, and the gaps through the proxies include that\n", g, d
       }
       for (i = 2; i <= nt; i++) {
         t = targets[i]; if (!((s, t) in has)) continue

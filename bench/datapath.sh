@@ -19,8 +19,8 @@
 #   hold10k   the same with HOLD10K_N streams, HOLD10K_EVENTS events HOLD10K_DELAY_MS apart
 #
 # Targets: alone (wrk on PROXY_CPU straight at the upstream, which has LOAD_CPU to itself:
-# the upstream's own rate, which must be at least twice any proxy's; rate and streams
-# only), direct (the client straight at the upstream, both on LOAD_CPU, as in the proxy
+# the upstream's own rate, which must be at least twice any proxy's; rate and 64-client
+# streams only), direct (the client straight at the upstream, both on LOAD_CPU, as in the proxy
 # runs), nginx, tahua. Each round runs every scenario, nginx and tahua in alternating
 # order; the summary has medians over the rounds and the median of the per-round
 # tahua/nginx ratios.
@@ -66,7 +66,7 @@ SCENARIOS=("$@")
 for s in "${SCENARIOS[@]}"; do
   case $s in
     rate|latency|streams|hold|hold10k) ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "usage: $0 [rate] [latency] [streams] [hold] [hold10k]" >&2; exit 2 ;;
   esac
 done

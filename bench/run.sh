@@ -21,7 +21,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TAHUA=${TAHUA:-$ROOT/build/tahua}
+source "$ROOT/bench/lib.sh"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
@@ -30,12 +30,7 @@ THREADS=${THREADS:-1}
 PROXY_CPU=${PROXY_CPU:-0}   # the process under test (nginx or proxying tahua)
 LOAD_CPU=${LOAD_CPU:-1}     # wrk / node and the mock upstream
 PORT_BASE=${PORT_BASE:-18080}
-BUSY_MAX=${BUSY_MAX:-15}
-LOAD_WAIT=${LOAD_WAIT:-600}
 STREAMS_TIMEOUT=${STREAMS_TIMEOUT:-120}
-KEEP_TMP=${KEEP_TMP:-0}
-FOREIGN_MAX=${FOREIGN_MAX:-10}
-HZ=$(getconf CLK_TCK)
 SERVER_PIDS=()   # all servers of the proxy mode, for the foreign-CPU check
 
 PORT_MOCK=$PORT_BASE
@@ -52,69 +47,11 @@ case $MODE in
   *) echo "usage: $0 [proxy | streams [N] | translation]" >&2; exit 2 ;;
 esac
 
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
 for tool in "$TAHUA" taskset curl ss; do
   command -v "$tool" >/dev/null || die "missing $tool"
 done
 
-TMP=$(mktemp -d /tmp/tahua-bench.XXXXXX)
-PIDS=()          # every background process we start, stopped by cleanup()
-declare -A NAME  # pid -> what it is, for messages
-
-track() { PIDS+=("$1"); NAME[$1]=$2; }
-
-cleanup() {
-  local pid alive
-  # SIGTERM first (tahua drains, nginx quits); whatever is left after 5 s gets SIGKILL,
-  # and we say so, because a server that ignores SIGTERM is a bug worth knowing about.
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for _ in $(seq 50); do
-    alive=0
-    for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break
-    sleep 0.1
-  done
-  for pid in "${PIDS[@]}"; do
-    if kill -0 "$pid" 2>/dev/null; then
-      log "warning: ${NAME[$pid]} (pid $pid) did not exit within 5 s of SIGTERM; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  done
-  wait 2>/dev/null || true
-  if [ "$KEEP_TMP" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Fail early instead of benchmarking whatever else owns the port.
-check_port_free() {
-  [ -z "$(ss -Htln "sport = :$1")" ] || die "port $1 is in use (set PORT_BASE)"
-}
-
-# Wait (bounded) until GET $1 answers 200; fail if the process $2 died meanwhile.
-wait_http() {
-  local url=$1 pid=$2
-  for _ in $(seq 100); do
-    curl -sf -o /dev/null --max-time 1 "$url" && return 0
-    kill -0 "$pid" 2>/dev/null || die "process $pid exited before $url answered (logs in $TMP)"
-    sleep 0.1
-  done
-  die "$url did not answer within 10 s (logs in $TMP)"
-}
-
-# start_tahua NAME CPU CONFIG: start a pinned tahua, wait for it, set STARTED_PID.
-# taskset execs tahua, so $! is tahua's own pid.
-start_tahua() {
-  local name=$1 cpu=$2 conf=$3 port
-  taskset -c "$cpu" "$TAHUA" --config "$conf" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  STARTED_PID=$!
-  track "$STARTED_PID" "tahua $name"
-  port=$(sed -n 's/.*port: *\([0-9]*\).*/\1/p' "$conf" | head -1)
-  wait_http "http://127.0.0.1:$port/healthz" "$STARTED_PID"
-  grep -q '"msg":"listening"' "$TMP/$name.err" || die "$name: no 'listening' log line"
-}
+bench_start
 
 write_mock_config() {  # FILE COMPLETION_TOKENS CHUNK_DELAY
   cat >"$1" <<EOF
@@ -168,62 +105,8 @@ $deployments
 EOF
 }
 
-# Numbers from a busy machine (e.g. a compile on the other core) are noise. Between
-# measurements our own processes are idle, so whatever CPU is busy then belongs to someone
-# else: sample it for 2 s and wait, bounded by one LOAD_WAIT budget per run, until it is
-# below BUSY_MAX percent of the machine. Returns 1 if the budget ran out (still busy).
-WAITED=0
-busy_pct() {
-  local a b
-  a=$(awk '/^cpu / { print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat)
-  sleep 2
-  b=$(awk '/^cpu / { print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
-    printf "%.0f\n", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0 }'
-}
-wait_for_quiet() {
-  local busy
-  while :; do
-    busy=$(busy_pct)
-    [ "$busy" -le "$BUSY_MAX" ] && return 0
-    if [ "$WAITED" -ge "$LOAD_WAIT" ]; then
-      log "warning: machine still ${busy}% busy with other work after ${LOAD_WAIT}s of waiting; going on"
-      return 1
-    fi
-    log "machine ${busy}% busy with other work (load $(cut -d' ' -f1 /proc/loadavg)), waiting (${WAITED}s of ${LOAD_WAIT}s)"
-    sleep 30
-    WAITED=$((WAITED + 32))
-  done
-}
-
-print_machine() {
-  echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r)"
-  echo "tahua:   $TAHUA (built $(date -u -r "$TAHUA" +%Y-%m-%dT%H:%M:%SZ), tree $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?'))"
-  echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
-}
-
-# "steal ticks total ticks" from the aggregate cpu line: on a VM, time the hypervisor gave
-# to someone else is the usual reason two identical rounds differ.
-cpu_steal() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print $9, t }' /proc/stat; }
-steal_pct() {  # "S0 T0" "S1 T1"
-  awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
-    printf "%.1f%%", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 0 }'
-}
-
 # ---------------------------------------------------------------------------------------
 # proxy mode
-
-# utime+stime in clock ticks, summed over the given pids (all threads of each process).
-# Fields are counted after the ")" that ends the command name, which may contain spaces.
-cpu_ticks() {
-  local pid total=0 t
-  for pid in "$@"; do
-    t=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }')
-    total=$((total + t))
-  done
-  echo "$total"
-}
 
 # What measure() checks with curl and run_wrk() sends. Proxy mode uses chat.lua as it is;
 # the translation mode switches these per target (use_request), so both modes share one
@@ -247,16 +130,6 @@ fi
 run_wrk() {  # PORT SECONDS
   BENCH_BODY=$REQ_BODY taskset -c "$LOAD_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$2"s --latency -s "$WRK_SCRIPT" \
     "http://127.0.0.1:$1$REQ_PATH"
-}
-
-# Busy ticks of the whole machine (user+nice+system+irq+softirq+steal, both CPUs).
-busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
-
-# CPU ticks of this shell's waited-for children (wrk) from a `times` snapshot. `times`
-# itself must run in this shell, not inside $(...), whose fresh process has no children.
-child_ticks() {
-  tail -1 "$TMP/times" | awk -v hz="$HZ" '{ split($1, u, /[ms]/); split($2, s, /[ms]/)
-    printf "%d\n", (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * hz }'
 }
 
 # measure NAME PORT ROUND PID...: warm up, then one measured wrk run; append one result
@@ -312,41 +185,13 @@ proxy_mode() {
   local mock_pid=$STARTED_PID
   SERVER_PIDS+=("$mock_pid")
 
-  # (b) nginx as a plain keep-alive reverse proxy: its own prefix, config, pid and logs.
-  mkdir -p "$TMP/nginx/logs" "$TMP/nginx/tmp"
-  cat >"$TMP/nginx/nginx.conf" <<EOF
-daemon off;
-worker_processes 1;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/nginx/tmp/body;
-  proxy_temp_path $TMP/nginx/tmp/proxy;
-  fastcgi_temp_path $TMP/nginx/tmp/fastcgi;
-  uwsgi_temp_path $TMP/nginx/tmp/uwsgi;
-  scgi_temp_path $TMP/nginx/tmp/scgi;
-  upstream mock { server 127.0.0.1:$PORT_MOCK; keepalive 64; }
-  server {
-    listen 127.0.0.1:$PORT_NGINX;
-    location / {
-      proxy_pass http://mock;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      $( [ "${STREAM:-0}" = 1 ] && echo "proxy_buffering off;" )
-    }
-  }
-}
-EOF
-  # -e: nginx opens its default error log before reading the config otherwise.
-  taskset -c "$PROXY_CPU" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/logs/error.log" \
-    >"$TMP/nginx.out" 2>&1 &
-  local nginx_master=$!
-  track "$nginx_master" "nginx"
-  wait_http "http://127.0.0.1:$PORT_NGINX/healthz" "$nginx_master"
-  local nginx_worker
-  nginx_worker=$(pgrep -P "$nginx_master" | head -1) || die "no nginx worker"
+  # (b) nginx as a plain keep-alive reverse proxy (bench/lib.sh); proxy_buffering off for
+  # streams, as SSE needs.
+  local buffering=on
+  [ "${STREAM:-0}" = 1 ] && buffering=off
+  write_nginx_config "$TMP/nginx" "$PORT_NGINX" "$PORT_MOCK" "$buffering" 4096
+  start_nginx "$TMP/nginx" "$PROXY_CPU" "$PORT_NGINX"
+  local nginx_master=$NGINX_MASTER nginx_worker=$NGINX_WORKER
   SERVER_PIDS+=("$nginx_master" "$nginx_worker")
 
   # (c) tahua as the proxy, same shape as nginx: 1 worker, no access log.

@@ -366,6 +366,10 @@ class HttpExchange final : public UpstreamExchange {
                 rec == ssl::error::stream_truncated);
       co_return Error{ErrorKind::UpstreamBadResponse, "The upstream closed the connection or sent an invalid response."};
     }
+    // Body reads parse everything already buffered, not one chunk per call: a read that
+    // brought several upstream chunks (events) hands them over together, to go to the
+    // client in one write.
+    parser_->eager(true);
     const auto& res = parser_->get();
     head.status = static_cast<int>(res.result_int());
     // Views into the parser's fields: they live as long as this exchange.

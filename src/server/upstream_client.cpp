@@ -129,6 +129,40 @@ void UpstreamPool::clear() { idle_.clear(); }
 
 namespace {
 
+// The idle and total timeouts of a body being read, as one timer re-armed lazily: a read
+// only records when it started, and the timer, when it fires, either finds the stream
+// silent for `idle` (or past `deadline`) and closes the socket, or sleeps again until the
+// new due time. Beast's per-operation expiry armed and cancelled a timer on every read.
+// Shared with the timer's handler, which may run after the exchange is gone.
+struct BodyTimeout {
+  explicit BodyTimeout(asio::io_context& io) : timer(io) {}
+  asio::steady_timer timer;
+  Clock::time_point last_read{};
+  Clock::time_point deadline{};       // the total timeout
+  Millis idle{};
+  UpstreamConnection* conn = nullptr;  // the socket to close when it expires; null: stopped
+  const char* expired = nullptr;       // "idle" or "total" once it fired
+  bool armed = false;
+
+  Clock::time_point due() const { return std::min(last_read + idle, deadline); }
+
+  static void arm(const std::shared_ptr<BodyTimeout>& self) {
+    self->armed = true;
+    self->timer.expires_at(self->due());
+    self->timer.async_wait([self](const boost::system::error_code&) {
+      self->armed = false;
+      if (!self->conn) return;
+      if (Clock::now() < self->due()) {
+        arm(self);
+        return;
+      }
+      self->expired = self->deadline <= self->last_read + self->idle ? "total" : "idle";
+      boost::system::error_code ignored;
+      self->conn->lowest().socket().close(ignored);  // the pending read fails at once
+    });
+  }
+};
+
 class HttpExchange final : public UpstreamExchange {
  public:
   HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, UpstreamEnv& worker, const RouteConfig* route)
@@ -178,6 +212,8 @@ class HttpExchange final : public UpstreamExchange {
     }
   }
 
+  ~HttpExchange() override { stopBodyTimeout(); }
+
   asio::awaitable<std::optional<Error>> read(std::string_view& bytes, bool& done) override {
     bytes = {};
     done = false;
@@ -188,13 +224,20 @@ class HttpExchange final : public UpstreamExchange {
         done = true;
         co_return std::nullopt;
       }
-      auto remaining = std::chrono::duration_cast<Millis>(deadline_ - Clock::now());
-      if (remaining <= Millis(0)) {
-        conn_.reset();
+      const auto now = Clock::now();
+      if (now >= deadline_) {
+        dropConnection();
         co_return timeoutError("total", timeouts_.total);
       }
-      const bool total_bound = remaining < timeouts_.idle;
-      conn_->lowest().expires_after(total_bound ? remaining : timeouts_.idle);
+      if (!body_timeout_) {
+        body_timeout_ = std::make_shared<BodyTimeout>(worker_.io);
+        body_timeout_->idle = timeouts_.idle;
+        body_timeout_->deadline = deadline_;
+        conn_->lowest().expires_never();  // the head's expiry no longer applies
+      }
+      body_timeout_->conn = conn_.get();
+      body_timeout_->last_read = now;
+      if (!body_timeout_->armed) BodyTimeout::arm(body_timeout_);
       parser_->get().body().data = buf_;
       parser_->get().body().size = sizeof buf_;
       auto [ec, n] = co_await withStream(*conn_, [&](auto& s) {
@@ -202,12 +245,14 @@ class HttpExchange final : public UpstreamExchange {
       });
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
-        conn_.reset();
-        if (ec == beast::error::timeout && !aborted_)
-          co_return total_bound ? timeoutError("total", timeouts_.total) : timeoutError("idle", timeouts_.idle);
+        const char* expired = body_timeout_->expired;
+        dropConnection();
+        if (expired && !aborted_)
+          co_return expired[0] == 't' ? timeoutError("total", timeouts_.total) : timeoutError("idle", timeouts_.idle);
         co_return interrupted();
       }
-      const std::size_t got = sizeof buf_ - parser_->get().body().size;
+      std::size_t got = sizeof buf_ - parser_->get().body().size;
+      if (got > 0) got = drainBuffered(got);
       if (got > 0) {
         bytes = std::string_view(buf_, got);
         if (parser_->is_done()) {
@@ -235,8 +280,40 @@ class HttpExchange final : public UpstreamExchange {
   }
 
   void finish() {
+    stopBodyTimeout();
     if (conn_ && parser_->keep_alive() && !aborted_) worker_.pool.put(std::move(conn_), cfg_.pool_max_idle);
     conn_.reset();
+  }
+
+  // Beast's read returns after one chunk (its eager option instead keeps reading the
+  // socket until the body buffer is full, which would hold a stream's events back).
+  // Whatever the last read already brought is parsed on here, without another read, so
+  // several upstream chunks go to the client in one write. Returns the bytes in buf_.
+  std::size_t drainBuffered(std::size_t got) {
+    while (got < sizeof buf_ && conn_->buffer.size() > 0 && !parser_->is_done()) {
+      parser_->get().body().data = buf_ + got;
+      parser_->get().body().size = sizeof buf_ - got;
+      beast::error_code ec;
+      const std::size_t used = parser_->put(conn_->buffer.data(), ec);
+      conn_->buffer.consume(used);
+      got = sizeof buf_ - parser_->get().body().size;
+      // need_more: an element is cut; need_buffer: buf_ is full; any other error shows on
+      // the next read, which parses from the same place.
+      if (ec || used == 0) break;
+    }
+    return got;
+  }
+
+  void dropConnection() {
+    stopBodyTimeout();
+    conn_.reset();
+  }
+
+  // The connection is done with (pooled, closed or aborted): the timer must not touch it.
+  void stopBodyTimeout() {
+    if (!body_timeout_) return;
+    body_timeout_->conn = nullptr;
+    if (body_timeout_->armed) body_timeout_->timer.cancel();
   }
 
   asio::awaitable<std::optional<Error>> connect() {
@@ -366,10 +443,6 @@ class HttpExchange final : public UpstreamExchange {
                 rec == ssl::error::stream_truncated);
       co_return Error{ErrorKind::UpstreamBadResponse, "The upstream closed the connection or sent an invalid response."};
     }
-    // Body reads parse everything already buffered, not one chunk per call: a read that
-    // brought several upstream chunks (events) hands them over together, to go to the
-    // client in one write.
-    parser_->eager(true);
     const auto& res = parser_->get();
     head.status = static_cast<int>(res.result_int());
     // Views into the parser's fields: they live as long as this exchange.
@@ -397,6 +470,7 @@ class HttpExchange final : public UpstreamExchange {
   std::string head_;  // request line and headers, formatted once
   std::string body_;
   std::unique_ptr<UpstreamConnection> conn_;
+  std::shared_ptr<BodyTimeout> body_timeout_;  // made at the first body read
   std::optional<http::response_parser<http::buffer_body>> parser_;
   Clock::time_point deadline_{};
   bool expect_stream_ = false;

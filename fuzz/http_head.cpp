@@ -13,7 +13,7 @@
 // bytes the peer sends.
 // Checked beyond "no crash": a request the gateway accepts has the target and framing it
 // checked, a body within the limit and, with Content-Length, exactly that long; a
-// response body read to its end is exactly its Content-Length long.
+// response body read to its end is exactly its Content-Length long (where a body may be).
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -116,7 +116,10 @@ void readResponse(FakeSocket& socket, beast::flat_buffer& buffer) {
     if (ec) return;
     total += sizeof buf - parser.get().body().size;
   }
-  if (length) FUZZ_CHECK(total == *length);
+  // 1xx, 204 and 304 answers have no body whatever their Content-Length says (RFC 9110);
+  // the parser is right to read none.
+  const unsigned status = parser.get().result_int();
+  if (length && status / 100 != 1 && status != 204 && status != 304) FUZZ_CHECK(total == *length);
 }
 
 }  // namespace

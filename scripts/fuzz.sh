@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh                    # every target
 #   scripts/fuzz.sh sse_parser ...     # some targets
 #   FUZZ_RUNS=100000 scripts/fuzz.sh   # a quick pass
+#   FUZZ_MAX_TIME=1800 scripts/fuzz.sh # also stop each target after 30 minutes
 #
 # New inputs libFuzzer finds go to a scratch directory (FUZZ_WORK, default
 # /tmp/tahua-fuzz/<target>/corpus, then minimized into .../merged), not into the repo:
@@ -18,6 +19,8 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh --fuzz
 
 runs="${FUZZ_RUNS:-10000000}"
+time_limit=()
+[ -n "${FUZZ_MAX_TIME:-}" ] && time_limit=(-max_total_time="$FUZZ_MAX_TIME")
 work="${FUZZ_WORK:-/tmp/tahua-fuzz}"
 build=build-fuzz
 export CCACHE_BASEDIR="$PWD"
@@ -50,7 +53,7 @@ for t in "${targets[@]}"; do
   rc=0
   # The scratch corpus comes first: libFuzzer writes what it finds into the first
   # directory and only reads the others (the seeds and the kept crashes).
-  nice -n 19 "$build/fuzz_$t" -runs="$runs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  nice -n 19 "$build/fuzz_$t" -runs="$runs" "${time_limit[@]+"${time_limit[@]}"}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$dir/artifacts/" "$dir/corpus" "fuzz/corpus/$t" "fuzz/regressions/$t" >"$dir/log" 2>&1 || rc=$?
   secs=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
@@ -67,6 +70,7 @@ for t in "${targets[@]}"; do
     fi
     grep -m1 -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error|.*fuzz invariant failed)' "$dir/log" >&2 || true
   else
+    [ "${execs:-0}" -lt "$runs" ] && result="ok, stopped at FUZZ_MAX_TIME before $runs runs"
     # Minimized corpus of everything seen (seeds included), for inspection or reseeding.
     nice -n 19 "$build/fuzz_$t" -merge=1 "$dir/merged" "$dir/corpus" "fuzz/corpus/$t" >"$dir/merge.log" 2>&1 || true
   fi

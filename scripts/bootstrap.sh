@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what tahua needs to build, run and test, from Debian packages only.
+# --test adds what the test suite drives, --fuzz what scripts/fuzz.sh needs.
 # Idempotent: packages already present are not touched, apt-get update runs only
 # when something is missing.
 set -euo pipefail
@@ -14,6 +15,11 @@ packages=(
 if [ "${1:-}" = "--test" ]; then
   # Test clients (npm) and the tools the integration tests and benchmarks drive.
   packages+=(nodejs npm redis-server nginx-light wrk)
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+  # scripts/fuzz.sh only (not CI): clang and its runtimes, which hold libFuzzer
+  # (-fsanitize=fuzzer links libclang_rt.fuzzer) and the ASan/UBSan runtimes.
+  packages+=(clang-14 libclang-rt-14-dev)
 fi
 
 missing=()

@@ -48,6 +48,25 @@ std::int64_t signExtend(std::uint64_t v, std::size_t width) {
   return static_cast<std::int64_t>((v ^ sign) - sign);
 }
 
+// A header name as error messages show it. The name is raw upstream bytes, and the
+// message reaches the client inside a JSON error event: bytes that are not printable
+// ASCII (invalid UTF-8, control characters) are written as \xNN, so that event stays
+// valid JSON and the name stays readable.
+std::string printableName(std::string_view name) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : name) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f && b != '\\') {
+      out.push_back(c);
+    } else {
+      out.append("\\x").push_back(kHex[b >> 4]);
+      out.push_back(kHex[b & 0xF]);
+    }
+  }
+  return out;
+}
+
 // Parses the header block; on failure returns what was wrong.
 std::optional<std::string> parseHeaders(std::string_view block, std::vector<EventStreamHeader>& out) {
   std::size_t p = 0;
@@ -61,17 +80,17 @@ std::optional<std::string> parseHeaders(std::string_view block, std::vector<Even
     const std::uint8_t type = static_cast<unsigned char>(block[p++]);
     h.type = static_cast<EventStreamHeaderType>(type);
     if (type == 6 || type == 7) {  // ByteArray, String
-      if (block.size() - p < 2) return "header '" + h.name + "' runs past the header block";
+      if (block.size() - p < 2) return "header '" + printableName(h.name) + "' runs past the header block";
       const std::size_t len = readBigEndian(block, p, 2);
       p += 2;
-      if (block.size() - p < len) return "header '" + h.name + "' runs past the header block";
+      if (block.size() - p < len) return "header '" + printableName(h.name) + "' runs past the header block";
       h.bytes.assign(block.substr(p, len));
       p += len;
     } else {
       const std::size_t width = fixedWidth(type);
       if (width == std::string_view::npos)
-        return "header '" + h.name + "' has unknown value type " + std::to_string(type);
-      if (block.size() - p < width) return "header '" + h.name + "' runs past the header block";
+        return "header '" + printableName(h.name) + "' has unknown value type " + std::to_string(type);
+      if (block.size() - p < width) return "header '" + printableName(h.name) + "' runs past the header block";
       if (h.type == EventStreamHeaderType::Uuid) {
         h.bytes.assign(block.substr(p, width));
       } else if (width == 0) {
@@ -109,12 +128,12 @@ std::variant<std::string, Error> encodeEventStreamMessage(std::span<const EventS
       case EventStreamHeaderType::BoolFalse: break;
       case EventStreamHeaderType::ByteArray:
       case EventStreamHeaderType::String:
-        if (h.bytes.size() > 0xFFFF) return bad("header '" + h.name + "' value over 65535 bytes");
+        if (h.bytes.size() > 0xFFFF) return bad("header '" + printableName(h.name) + "' value over 65535 bytes");
         appendBigEndian(block, h.bytes.size(), 2);
         block += h.bytes;
         break;
       case EventStreamHeaderType::Uuid:
-        if (h.bytes.size() != 16) return bad("header '" + h.name + "' uuid must be 16 bytes");
+        if (h.bytes.size() != 16) return bad("header '" + printableName(h.name) + "' uuid must be 16 bytes");
         block += h.bytes;
         break;
       case EventStreamHeaderType::Byte:
@@ -124,7 +143,7 @@ std::variant<std::string, Error> encodeEventStreamMessage(std::span<const EventS
       case EventStreamHeaderType::Timestamp:
         appendBigEndian(block, static_cast<std::uint64_t>(h.number), fixedWidth(type));
         break;
-      default: return bad("header '" + h.name + "' has an unknown type");
+      default: return bad("header '" + printableName(h.name) + "' has an unknown type");
     }
     if (block.size() > kEventStreamMaxHeadersBytes) return bad("headers over 128 KiB");
   }

@@ -33,9 +33,40 @@ Error badResponse(std::string_view why) {
   return Error{ErrorKind::UpstreamBadResponse, "The upstream sent an invalid Bedrock response: " + std::string(why)};
 }
 
+// Length of the well-formed UTF-8 sequence starting at s[i], 0 if there is none.
+std::size_t utf8SequenceLength(std::string_view s, std::size_t i) {
+  const auto at = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char b = at(0);
+  if (b < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (b >= 0xC2 && b <= 0xDF) n = 2;
+  else if (b == 0xE0) n = 3, lo = 0xA0;
+  else if (b == 0xED) n = 3, hi = 0x9F;  // no UTF-16 surrogates
+  else if (b >= 0xE1 && b <= 0xEF) n = 3;
+  else if (b == 0xF0) n = 4, lo = 0x90;
+  else if (b == 0xF4) n = 4, hi = 0x8F;  // nothing past U+10FFFF
+  else if (b >= 0xF1 && b <= 0xF3) n = 4;
+  else return 0;
+  if (s.size() - i < n || at(1) < lo || at(1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (at(k) < 0x80 || at(k) > 0xBF) return 0;
+  return n;
+}
+
+// Vendor text quoted in our error messages, which reach the client inside JSON, so it
+// must be UTF-8: at most kMaxVendorMessageBytes, cut between characters (not inside
+// one), and bytes that are not UTF-8 (header values are raw bytes) replaced by U+FFFD.
 std::string clip(std::string_view s) {
-  if (s.size() <= kMaxVendorMessageBytes) return std::string(s);
-  return std::string(s.substr(0, kMaxVendorMessageBytes)) + "...";
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8SequenceLength(s, i);
+    const std::string_view piece = n ? s.substr(i, n) : std::string_view("\xEF\xBF\xBD");
+    if (out.size() + piece.size() > kMaxVendorMessageBytes) return out + "...";
+    out += piece;
+    i += n ? n : 1;
+  }
+  return out;
 }
 
 std::string str(const json::string& s) { return std::string(s.data(), s.size()); }

@@ -291,6 +291,10 @@ TEST(BedrockCodec, DecodesErrors) {
   EXPECT_EQ(e.message, "Bedrock returned HTTP 503.");
   e = codec->decodeError(500, std::string(R"({"message":")") + std::string(5000, 'a') + "\"}");
   EXPECT_LE(e.message.size(), 1100u);
+  // The clip falls between characters: the client gets the message inside JSON, which
+  // must stay UTF-8 (a 2-byte "\u00e9" straddling the 1024-byte limit is dropped whole).
+  e = codec->decodeError(500, std::string(R"({"message":")") + std::string(1023, 'a') + "\u00e9tail\"}");
+  EXPECT_EQ(e.message, std::string(1023, 'a') + "...");
 }
 
 // ---------------------------------------------------------------- stream
@@ -446,6 +450,18 @@ TEST(BedrockCodec, StreamExceptionEventIsAnError) {
   ASSERT_TRUE(err);
   EXPECT_NE(err->message.find("InternalFailure"), std::string::npos);
   EXPECT_NE(err->message.find("An internal error occurred."), std::string::npos);
+}
+
+// Header values are raw bytes; quoted in an error (sent to the client as JSON) they must
+// be UTF-8: bytes that are not become U+FFFD, valid multi-byte characters stay.
+TEST(BedrockCodec, StreamErrorHeadersAreQuotedAsUtf8) {
+  std::vector<EventStreamHeader> h{EventStreamHeader::string(":exception-type", "throttling\xFF\xC3" "Exception\xC3\xA9"),
+                                   EventStreamHeader::string(":message-type", "exception")};
+  auto dec = makeBedrockCodec()->streamDecoder();
+  Collect sink;
+  auto err = dec->feed(std::get<std::string>(encodeEventStreamMessage(h, "")), sink);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->message.find("(throttling\xEF\xBF\xBD\xEF\xBF\xBD" "Exception\xC3\xA9)"), std::string::npos) << err->message;
 }
 
 TEST(BedrockCodec, StreamMalformedEventsAreBadResponses) {

@@ -248,6 +248,12 @@ TEST(EventStream, MalformedHeadersAreRejected) {
   expectError(rawMessage("\x02" "ab\x09" "0123456789"sv, ""), "header 'ab' runs past");
 }
 
+// The error message quotes the header name, and it reaches the client inside a JSON
+// error event: raw bytes there (not UTF-8, control characters) would make that JSON invalid.
+TEST(EventStream, HeaderNamesInErrorsArePrintable) {
+  expectError(rawMessage("\x04" "a\xFF\n\\\xFF"sv, ""), "header 'a\\xff\\x0a\\x5c' has unknown value type 255");
+}
+
 TEST(EventStream, HandlerErrorStopsDecoding) {
   const std::string bytes = fixture();
   EventStreamDecoder d;

@@ -49,10 +49,17 @@ export function deferred() {
   return { promise, resolve, reject };
 }
 
+// Temp directories to remove at exit: one exit hook for all of them (a hook per directory
+// tripped node's listener-leak warning in files that make many).
+const tempDirs = new Set();
+process.once('exit', () => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
 /** A fresh temp directory, removed at process exit. */
 export function makeTempDir(prefix = 'tahua-it-') {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  tempDirs.add(dir);
   return dir;
 }
 

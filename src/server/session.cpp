@@ -248,14 +248,15 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     RouteMatch match = matchRoute(path);
     std::string_view incoming_id = req["x-request-id"];
     request_id_ = validRequestId(incoming_id) ? std::string(incoming_id) : worker_.nextRequestId();
+    // HEAD is GET without the body (RFC 9110 9.3.2); every answer to it, errors
+    // included and on the admin listener too, has none, or a keep-alive client would
+    // read the body as the next answer.
+    head_only_ = req.method() == http::verb::head;
     if (admin_) {
       co_await serveAdmin(req, path);
       co_return;
     }
 
-    // HEAD is GET without the body (RFC 9110 9.3.2); every answer to it, errors
-    // included, has none, or a keep-alive client would read the body as the next answer.
-    head_only_ = req.method() == http::verb::head;
     const http::verb method = head_only_ && match.method == http::verb::get ? http::verb::get : req.method();
     if (match.route != Route::NotFound && method != match.method) {
       RequestContext ctx = newContext(req, received, path, Endpoint::None);

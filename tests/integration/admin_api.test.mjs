@@ -9,6 +9,7 @@ import { scrape, sum } from './lib/metrics.mjs';
 import { toYaml } from './lib/yaml.mjs';
 import { eventually, tryConnect, withTimeout } from './lib/util.mjs';
 import { TOKEN, adminSection, startWithAdmin } from './lib/admin.mjs';
+import { RawClient, rawRequest } from './lib/raw.mjs';
 
 const PROVIDER_SECRET = 'sk-live-SECRET-must-never-leak-4242';
 
@@ -74,6 +75,22 @@ const modelView = (res, name) => {
 const deploymentsById = (m) => Object.fromEntries(m.deployments.map((d) => [d.id, d]));
 
 describe('admin API: authentication and listener separation', () => {
+  it('a HEAD on the admin listener gets no body, so the next answer on the connection is read right', async (t) => {
+    const { port } = await startWithAdmin(t, adminConfig());
+    const client = await RawClient.connect(port);
+    t.after(() => client.destroy());
+    await client.write(rawRequest('HEAD', '/admin/v1/config') + rawRequest('GET', '/healthz'));
+    const end = await client.waitFor(() => {
+      const i = client.buf.indexOf('\r\n\r\n');
+      return i >= 0 && i;
+    });
+    assert.match(client.buf.subarray(0, end).toString(), /^HTTP\/1\.1 \d{3} /);
+    client.buf = client.buf.subarray(end + 4);
+    const next = await client.readResponse();
+    assert.equal(next.status, 200);
+    assert.equal(JSON.parse(next.body).status, 'ok');
+  });
+
   it('answers 401 without a token or with a wrong one, 200 with the right one', async (t) => {
     const { admin } = await startWithAdmin(t, adminConfig());
     assertAdminError(await admin('GET', '/admin/v1/config', { token: null }), 401, 'unauthorized');

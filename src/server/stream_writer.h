@@ -136,12 +136,6 @@ class StreamWriter {
     }
   }
 
-  // The connection's write failed elsewhere: drop what is queued, wake a flush.
-  void failed() {
-    pending_.clear();
-    if (idle_) idle_->cancel();
-  }
-
  private:
   boost::beast::tcp_stream& lowest() { return boost::beast::get_lowest_layer(stream_); }
 
@@ -204,8 +198,10 @@ class StreamWriter {
     });
   }
 
+  // A write failed: what is queued is dropped, a flush is woken, the owner is told.
   void fail() {
-    failed();
+    pending_.clear();
+    if (idle_) idle_->cancel();
     owner_.streamWriteFailed();
   }
 

@@ -54,6 +54,9 @@ class UpstreamExchange {
   // Next piece of the response body. `bytes` stays valid until the next call; `done`
   // is set with the last piece (which may be empty).
   virtual boost::asio::awaitable<std::optional<Error>> read(std::string_view& bytes, bool& done) = 0;
+  // Body bytes came with the response head: the first read() returns without waiting
+  // (the relay then writes the head together with them).
+  virtual bool bodyBuffered() const { return false; }
   // Stops the exchange now (client gone, drain deadline): pending start/read complete
   // with an error and the connection is closed, never returned to a pool.
   virtual void abort() noexcept = 0;

@@ -519,17 +519,19 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     h.header("X-Accel-Buffering", "no");
     if (!http10_) h.header("Transfer-Encoding", "chunked");
     h.end();
-    if (!co_await writeHeadAnd({})) {
-      clientWriteFailed(exchange);
+    // From here on the worker's heartbeat sweep may write comments (heartbeatTick).
+    writer_.begin(http10_, serverConfig().client_write_timeout);
+    // Body that came with the upstream's head goes out in the same write as our head;
+    // otherwise the head goes now (the client sees the status before the first token).
+    writer_.holdHead(head_);
+    if (!exchange.bodyBuffered() && !writer_.sendHead()) {  // the client is gone; the exchange is aborted
+      writer_.end();
       co_return;
     }
     // A stream may last minutes: give back the read buffer if it holds no pipelined
-    // request, and the head just written (both are reallocated for the next request on
-    // this connection: one allocation per stream, against memory held for its life).
+    // request (reallocated for the next request on this connection: one allocation per
+    // stream, against memory held for its life). The head goes once it is written.
     if (buffer_.size() == 0) buffer_.shrink_to_fit();
-    std::string().swap(head_);
-    // From here on the worker's heartbeat sweep may write comments (heartbeatTick).
-    writer_.begin(http10_, serverConfig().client_write_timeout);
     co_await pumpStream(ctx, exchange, translator);
     co_await writer_.flush();  // no write of this stream may outlive the relay
     writer_.end();
@@ -603,6 +605,11 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
           ++ctx.chunks_out;
         }
       }
+      if (writer_.holdingHead() && !writer_.sendHead()) {
+        exchange.abort();
+        co_return;
+      }
+      if (head_.capacity() > 0) std::string().swap(head_);  // written (or copied to the backlog)
       if (done) co_return;
       // Past the bound the stream ends at the next event boundary (an event is small; a
       // stream that has none in sight is cut at twice the bound).
@@ -685,11 +692,6 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       ctx.fail(Error{ErrorKind::Draining, "The gateway is shutting down; please retry the request."});
     else
       ctx.fail(std::move(err));
-  }
-
-  void clientWriteFailed(UpstreamExchange& exchange) {
-    client_gone_ = true;
-    exchange.abort();
   }
 
   asio::awaitable<void> writeError(RequestContext& ctx) {

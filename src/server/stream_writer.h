@@ -66,6 +66,13 @@ class StreamWriter {
     last_write_ = Clock::now();
   }
 
+  // The response head, to go out with the first piece of the stream in one write (the
+  // relay holds it back only when that piece is already at hand; it must stay valid
+  // until sent). sendHead() writes it alone if the first piece had nothing to send.
+  void holdHead(std::string_view head) { held_head_ = head; }
+  bool holdingHead() const { return !held_head_.empty(); }
+  bool sendHead() { return send({}); }
+
   // One chunk (nothing if `data` is empty), then the terminating chunk if `last`. False
   // once the client is gone.
   bool sendChunk(std::string_view data, bool last) {
@@ -85,7 +92,7 @@ class StreamWriter {
       }
       if (last) bufs[n++] = boost::asio::buffer(kLast.data(), kLast.size());
     }
-    if (n == 0) return !owner_.clientGone();
+    if (n == 0 && held_head_.empty()) return !owner_.clientGone();
     last_write_ = Clock::now();
     return send(std::span<const boost::asio::const_buffer>(bufs.data(), n));
   }
@@ -141,6 +148,15 @@ class StreamWriter {
 
   bool send(std::span<const boost::asio::const_buffer> bufs) {
     if (owner_.clientGone()) return false;
+    std::array<boost::asio::const_buffer, 8> with_head;
+    if (!held_head_.empty()) {
+      with_head[0] = boost::asio::buffer(held_head_.data(), held_head_.size());
+      const std::size_t n = std::min(bufs.size(), with_head.size() - 1);
+      std::copy_n(bufs.begin(), n, with_head.begin() + 1);
+      bufs = std::span<const boost::asio::const_buffer>(with_head.data(), n + 1);
+      held_head_ = {};
+    }
+    if (bufs.empty()) return true;
     if (busy_) {
       append(pending_, bufs, 0);
       return true;
@@ -207,6 +223,7 @@ class StreamWriter {
 
   Stream& stream_;
   StreamWriterOwner& owner_;
+  std::string_view held_head_;  // the response head, sent with the first piece
   bool http10_ = false;
   bool active_ = false;          // a stream is being relayed (heartbeats allowed)
   bool direct_writes_ = false;   // plain TCP socket set non-blocking

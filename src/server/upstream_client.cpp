@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <array>
+#include <cstring>
 #include <optional>
 
 #include "core/log.h"
@@ -101,7 +102,7 @@ Error timeoutError(const char* what, Millis limit) {
 
 }  // namespace
 
-UpstreamPool::UpstreamPool() = default;
+UpstreamPool::UpstreamPool() : read_buffer_(new char[kReadBufferBytes]) {}
 UpstreamPool::~UpstreamPool() = default;
 
 std::unique_ptr<UpstreamConnection> UpstreamPool::take(const std::string& key, Millis max_age) {
@@ -163,6 +164,38 @@ struct BodyTimeout {
   }
 };
 
+// A response body parsed where it was read: the parser moves each piece of body to the
+// front of the buffer it parses (dropping the chunk framing between), so the body of a
+// read is one contiguous view, with no copy into a second buffer. The output never
+// overtakes the input: every body byte written was consumed from at or after it.
+struct InPlaceBody {
+  struct value_type {
+    char* out = nullptr;
+    std::size_t size = 0;
+  };
+  class reader {
+   public:
+    template <bool isRequest, class Fields>
+    reader(http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
+    void init(const boost::optional<std::uint64_t>&, beast::error_code& ec) { ec = {}; }
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
+      std::size_t n = 0;
+      for (const asio::const_buffer b : beast::buffers_range_ref(buffers)) {
+        std::memmove(body_.out + body_.size, b.data(), b.size());
+        body_.size += b.size();
+        n += b.size();
+      }
+      ec = {};
+      return n;
+    }
+    void finish(beast::error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
+
 class HttpExchange final : public UpstreamExchange {
  public:
   HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, UpstreamEnv& worker, const RouteConfig* route)
@@ -214,15 +247,41 @@ class HttpExchange final : public UpstreamExchange {
 
   ~HttpExchange() override { stopBodyTimeout(); }
 
+  // The body start that came with the head is parsed first, where it lies. Then each
+  // read takes whatever the socket holds (plain TCP: a burst larger than the connection's
+  // small buffer goes on in the worker's read buffer; TLS: into the connection's buffer)
+  // and parses it in place, so every event that arrived goes to the client in one write.
   asio::awaitable<std::optional<Error>> read(std::string_view& bytes, bool& done) override {
     bytes = {};
     done = false;
     if (!conn_ || aborted_) co_return interrupted();
+    // A malformed element after good ones: the good ones went out with the last read.
+    if (parse_error_) co_return badBody();
+    auto& carry = conn_->buffer;  // bytes read but not parsed yet
     for (;;) {
       if (parser_->is_done()) {
         finish();
         done = true;
         co_return std::nullopt;
+      }
+      if (head_leftover_) {
+        head_leftover_ = false;
+        if (carry.size() > 0) {
+          char* data = static_cast<char*>(carry.data().data());
+          std::size_t used = 0;
+          const std::size_t got = parseInPlace(data, carry.size(), used);
+          if (parse_error_ && got == 0) co_return badBody();
+          carry.consume(used);  // the view stays valid: the buffer is only touched by the next read
+          if (got > 0 || parser_->is_done()) {
+            bytes = std::string_view(data, got);
+            if (parser_->is_done()) {
+              finish();
+              done = true;
+            }
+            co_return std::nullopt;
+          }
+          continue;
+        }
       }
       const auto now = Clock::now();
       if (now >= deadline_) {
@@ -238,12 +297,49 @@ class HttpExchange final : public UpstreamExchange {
       body_timeout_->conn = conn_.get();
       body_timeout_->last_read = now;
       if (!body_timeout_->armed) BodyTimeout::arm(body_timeout_);
-      parser_->get().body().data = buf_;
-      parser_->get().body().size = sizeof buf_;
-      auto [ec, n] = co_await withStream(*conn_, [&](auto& s) {
-        return http::async_read_some(s, conn_->buffer, *parser_, asio::as_tuple(asio::use_awaitable));
-      });
-      if (ec == http::error::need_buffer) ec = {};
+
+      char* data = nullptr;
+      std::size_t size = 0;
+      bool in_scratch = false;  // data is in the worker's read buffer, not in carry
+      beast::error_code ec;
+      if (conn_->tls) {
+        auto [rec, n] = co_await conn_->tls->async_read_some(carry.prepare(kTlsReadBytes), asio::as_tuple(asio::use_awaitable));
+        ec = rec;
+        if (!ec) {
+          carry.commit(n);
+          data = static_cast<char*>(carry.data().data());
+          size = carry.size();
+        }
+      } else {
+        // Asio's read tries the socket at once and waits only when it is empty, into the
+        // connection's small buffer (it holds the few bytes an element cut anyway). When
+        // that fills up, the rest is taken without waiting into the worker's read buffer.
+        auto& sock = conn_->lowest().socket();
+        const std::size_t room = std::max<std::size_t>(512, carry.capacity() - carry.size());
+        auto [rec, n] = co_await sock.async_read_some(carry.prepare(room), asio::as_tuple(asio::use_awaitable));
+        ec = rec;
+        if (!ec) {
+          carry.commit(n);
+          data = static_cast<char*>(carry.data().data());
+          size = carry.size();
+          if (n == room) {
+            const std::span<char> scratch = worker_.pool.readBuffer();
+            std::memcpy(scratch.data(), data, size);
+            beast::error_code more_ec;  // an error or the end shows on the next read
+            const std::size_t more = sock.read_some(asio::buffer(scratch.data() + size, scratch.size() - size), more_ec);
+            carry.consume(size);
+            data = scratch.data();
+            size += more_ec ? 0 : more;
+            in_scratch = true;
+          }
+        }
+      }
+      if (ec == asio::error::eof && !aborted_) {
+        // The upstream closed: the end of a body delimited by the close, or a cut one.
+        beast::error_code eof_ec;
+        parser_->put_eof(eof_ec);
+        if (!eof_ec && parser_->is_done()) continue;
+      }
       if (ec) {
         const char* expired = body_timeout_->expired;
         dropConnection();
@@ -251,10 +347,17 @@ class HttpExchange final : public UpstreamExchange {
           co_return expired[0] == 't' ? timeoutError("total", timeouts_.total) : timeoutError("idle", timeouts_.idle);
         co_return interrupted();
       }
-      std::size_t got = sizeof buf_ - parser_->get().body().size;
-      if (got > 0) got = drainBuffered(got);
-      if (got > 0) {
-        bytes = std::string_view(buf_, got);
+      std::size_t used = 0;
+      const std::size_t got = parseInPlace(data, size, used);
+      if (parse_error_ && got == 0) co_return badBody();
+      if (!in_scratch) {
+        carry.consume(used);  // the view stays valid: the buffer is only touched by the next read
+      } else if (used < size) {
+        // An element cut by the read (a chunk-size line, the last chunk): kept for the next.
+        carry.commit(asio::buffer_copy(carry.prepare(size - used), asio::buffer(data + used, size - used)));
+      }
+      if (got > 0 || parser_->is_done()) {
+        bytes = std::string_view(data, got);
         if (parser_->is_done()) {
           finish();
           done = true;
@@ -263,6 +366,8 @@ class HttpExchange final : public UpstreamExchange {
       }
     }
   }
+
+  bool bodyBuffered() const override { return conn_ && head_leftover_ && conn_->buffer.size() > 0; }
 
   void abort() noexcept override {
     aborted_ = true;
@@ -285,23 +390,32 @@ class HttpExchange final : public UpstreamExchange {
     conn_.reset();
   }
 
-  // Beast's read returns after one chunk (its eager option instead keeps reading the
-  // socket until the body buffer is full, which would hold a stream's events back).
-  // Whatever the last read already brought is parsed on here, without another read, so
-  // several upstream chunks go to the client in one write. Returns the bytes in buf_.
-  std::size_t drainBuffered(std::size_t got) {
-    while (got < sizeof buf_ && conn_->buffer.size() > 0 && !parser_->is_done()) {
-      parser_->get().body().data = buf_ + got;
-      parser_->get().body().size = sizeof buf_ - got;
+  // Parses [data, data + size), moving the body to the front of it (InPlaceBody).
+  // Returns the body bytes at `data`; `used` is the input consumed (the rest is an
+  // element the read cut). A malformed body sets parse_error_ (the body parsed before it
+  // is still returned; the error comes with the next read).
+  std::size_t parseInPlace(char* data, std::size_t size, std::size_t& used) {
+    auto& body = parser_->get().body();
+    body.out = data;
+    body.size = 0;
+    used = 0;
+    while (used < size && !parser_->is_done()) {
       beast::error_code ec;
-      const std::size_t used = parser_->put(conn_->buffer.data(), ec);
-      conn_->buffer.consume(used);
-      got = sizeof buf_ - parser_->get().body().size;
-      // need_more: an element is cut; need_buffer: buf_ is full; any other error shows on
-      // the next read, which parses from the same place.
-      if (ec || used == 0) break;
+      const std::size_t n = parser_->put(asio::const_buffer(data + used, size - used), ec);
+      used += n;
+      if (ec == http::error::need_more) break;
+      if (ec) {
+        parse_error_ = true;
+        break;
+      }
+      if (n == 0) break;
     }
-    return got;
+    return body.size;
+  }
+
+  Error badBody() {
+    dropConnection();
+    return Error{ErrorKind::UpstreamBadResponse, "The upstream sent a malformed response body."};
   }
 
   void dropConnection() {
@@ -366,6 +480,9 @@ class HttpExchange final : public UpstreamExchange {
       co_return Error{ErrorKind::UpstreamConnect, "Could not connect to the upstream for provider '" + cfg_.name + "'."};
     }
     conn_->plain->socket().set_option(tcp::no_delay(true), ec);
+    // Body reads try the socket first and only then wait (read()); Asio's own
+    // operations work the same on a non-blocking socket.
+    conn_->plain->socket().non_blocking(true, ec);
     ++worker_.metrics.upstream_connections_opened[cfg_.name];
 
     if (via_proxy && cfg_.https) {
@@ -429,6 +546,7 @@ class HttpExchange final : public UpstreamExchange {
       co_return Error{ErrorKind::UpstreamConnect, "Could not send the request to the upstream for provider '" + cfg_.name + "'."};
     }
     parser_.emplace();
+    parse_error_ = false;
     parser_->header_limit(64 * 1024);
     parser_->body_limit(boost::none);  // bounded by the caller (max_response_bytes) or streamed
     auto [rec, rn] = co_await withStream(*conn_, [&](auto& s) {
@@ -443,6 +561,9 @@ class HttpExchange final : public UpstreamExchange {
                 rec == ssl::error::stream_truncated);
       co_return Error{ErrorKind::UpstreamBadResponse, "The upstream closed the connection or sent an invalid response."};
     }
+    // From here on the parser is fed by read() itself, as much as each read brought.
+    parser_->eager(true);
+    head_leftover_ = true;
     const auto& res = parser_->get();
     head.status = static_cast<int>(res.result_int());
     // Views into the parser's fields: they live as long as this exchange.
@@ -471,14 +592,15 @@ class HttpExchange final : public UpstreamExchange {
   std::string body_;
   std::unique_ptr<UpstreamConnection> conn_;
   std::shared_ptr<BodyTimeout> body_timeout_;  // made at the first body read
-  std::optional<http::response_parser<http::buffer_body>> parser_;
+  std::optional<http::response_parser<InPlaceBody>> parser_;
   Clock::time_point deadline_{};
   bool expect_stream_ = false;
   bool aborted_ = false;
   bool stale_ = false;
-  // One read's worth of body. Streams hold it for their whole life, so it is small;
-  // the socket reads themselves go through the connection's (growable) flat_buffer.
-  char buf_[2048];
+  bool head_leftover_ = false;  // the body start read with the head is not parsed yet
+  bool parse_error_ = false;
+  // A TLS read: the records OpenSSL holds are decrypted into the connection's buffer.
+  static constexpr std::size_t kTlsReadBytes = 16 * 1024;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,8 +44,16 @@ class UpstreamPool {
   void put(std::unique_ptr<UpstreamConnection> conn, std::size_t max_idle);
   void clear();
 
+  // The worker's one buffer for reading response bodies from plain-TCP upstreams. A
+  // read fills it, the relay passes what it holds on before its next co_await, and only
+  // a cut element (a few bytes) is kept per connection: a held stream owns no read
+  // buffer, and a read takes everything the socket has (many events in one system call).
+  std::span<char> readBuffer() { return {read_buffer_.get(), kReadBufferBytes}; }
+  static constexpr std::size_t kReadBufferBytes = 64 * 1024;
+
  private:
   std::unordered_map<std::string, std::vector<std::unique_ptr<UpstreamConnection>>> idle_;
+  std::unique_ptr<char[]> read_buffer_;
 };
 
 }  // namespace tahua

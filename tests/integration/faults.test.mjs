@@ -473,6 +473,73 @@ describe('faults', () => {
     });
   });
 
+  // The gateway parses upstream bodies where it read them (chunk framing removed in
+  // place; a burst larger than the connection's small buffer continues in the worker's
+  // shared read buffer). These pin the cases a read boundary can cut.
+  describe('upstream body framing', () => {
+    const completion = (content) => ({
+      id: 'c', object: 'chat.completion', created: 1, model: 'up',
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+    });
+
+    it('a stream written one byte per write (chunk lines, extensions, CRLFs and trailers cut anywhere) arrives whole, and its upstream connection is reused', async () => {
+      const events = chatStreamEvents(['alpha', 'beta', 'gamma']);
+      let wire = '';
+      for (const e of events) wire += `${Buffer.byteLength(e).toString(16)};ext=1\r\n${e}\r\n`;
+      wire += '0\r\nX-Trailer: t\r\n\r\n';
+      upstream.next(async (x) => {
+        x.socket.setNoDelay(true);
+        x.sse();
+        for (const byte of Buffer.from(wire)) {
+          x.write(Buffer.of(byte));
+          await new Promise((r) => setImmediate(r)); // pacing only: each byte its own write
+        }
+      });
+      const res = await post('/v1/chat/completions', chatBody('gpt', true));
+      assert.equal(res.status, 200);
+      const text = await res.text();
+      assert.equal(text, events.join(''), 'the events, byte for byte, without framing, extensions or trailer');
+      const before = upstream.connections;
+      // The same upstream connection answers the next request: the body ended where it should.
+      upstream.next((x) => x.json(200, completion('again')));
+      const next = await post('/v1/chat/completions', chatBody('gpt', false));
+      assert.equal((await next.json()).choices[0].message.content, 'again');
+      assert.equal(upstream.connections, before, 'no new upstream connection');
+    });
+
+    it('a burst larger than the read buffer (events of 60 KiB written at once) and a 300 KiB answer arrive intact', async () => {
+      const big = (i) => sseData(chatChunk(String.fromCharCode(97 + i).repeat(60 * 1024)));
+      const events = [sseData(chatChunk('')), big(0), big(1), big(2), big(3), 'data: [DONE]\n\n'];
+      upstream.next(async (x) => {
+        x.sse();
+        // One write: the gateway finds well over 64 KiB waiting in its socket.
+        x.write(Buffer.concat(events.map((e) => Buffer.concat([Buffer.from(`${Buffer.byteLength(e).toString(16)}\r\n`), Buffer.from(e), Buffer.from('\r\n')]))));
+        x.endChunks();
+      });
+      const res = await post('/v1/chat/completions', chatBody('gpt', true));
+      assert.equal(await res.text(), events.join(''));
+
+      const content = 'z'.repeat(300 * 1024);
+      upstream.next((x) => x.json(200, completion(content)));
+      const plain = await post('/v1/chat/completions', chatBody('gpt', false));
+      assert.equal(plain.status, 200);
+      assert.equal((await plain.json()).choices[0].message.content, content);
+    });
+
+    it('a malformed chunk size mid-stream ends the stream with an error event, after the good events of the same read', async () => {
+      const good = sseData(chatChunk('one'));
+      upstream.next(async (x) => {
+        x.sse();
+        await x.waitDrained();
+        x.write(`${Buffer.byteLength(good).toString(16)}\r\n${good}\r\nzz\r\nnot a chunk\r\n`); // one write
+      });
+      const res = await post('/v1/chat/completions', chatBody('gpt', true));
+      const body = await res.text();
+      assert.match(body, /"content":"one"/);
+      assert.equal(finalErrorCode(body), 'upstream_bad_response');
+    });
+  });
+
   describe('upstream answers that are not what they claim', () => {
     it('an HTML error page becomes a JSON error in the client API shape, status kept', async () => {
       const html = `<html><body><h1>502 Bad Gateway</h1>${'<p>filler</p>'.repeat(200)}</body></html>`;

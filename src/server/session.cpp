@@ -411,6 +411,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     UpstreamExchange* exchange = nullptr;
     bool active = false;  // false once the request ended: late completions do nothing
     bool gone = false;
+    char peeked = 0;  // the peek's buffer: it must outlive the session
   };
 
   // AttemptHost: the exchange in flight (null between attempts). The first one starts
@@ -434,36 +435,22 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     exchange_ = nullptr;
   }
 
+  // A peek (MSG_PEEK) of one byte: Asio tries it at once only when the socket may hold
+  // data, and otherwise queues it in the reactor without a system call (a plain
+  // readiness wait re-registers the socket with epoll every time).
   struct WatchHandler {
     std::shared_ptr<WatchState> w;
-    tcp::socket* sock;
-    void operator()(beast::error_code ec) {
+    void operator()(beast::error_code ec, std::size_t n) {
       if (!w->active) return;  // the session may be gone: touch nothing but `w`
-      if (!ec) {
-        char byte;
-        ssize_t n = ::recv(sock->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-          // Spurious wake-up. `active` means the session and its socket still exist.
-          tcp::socket* s = sock;
-          s->async_wait(tcp::socket::wait_read, std::move(*this));
-          return;
-        }
-        if (n > 0) {
-          // A pipelined next request (or a TLS record): it stays in the socket for the
-          // next read. Stop watching; a failed write still notices a hang-up.
-          w->active = false;
-          return;
-        }
-      }
       w->active = false;
-      w->gone = true;
+      if (!ec && n > 0) return;  // a pipelined next request (or a TLS record): it stays in the socket
+      w->gone = true;            // end of stream, reset, or the socket closed under us
       if (w->exchange) w->exchange->abort();  // null while waiting between retries
     }
   };
 
   void armWatch() {
-    auto& sock = lowest().socket();
-    sock.async_wait(tcp::socket::wait_read, WatchHandler{watch_, &sock});
+    lowest().socket().async_receive(asio::buffer(&watch_->peeked, 1), tcp::socket::message_peek, WatchHandler{watch_});
   }
 
   void stopWatch() {

@@ -118,11 +118,12 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::take(const std::string& key, M
   return nullptr;
 }
 
-void UpstreamPool::put(std::unique_ptr<UpstreamConnection> conn, std::size_t max_idle) {
+bool UpstreamPool::put(std::unique_ptr<UpstreamConnection>& conn, std::size_t max_idle) {
   auto& list = idle_[conn->key];
-  if (list.size() >= max_idle) return;  // dropped: closes it
+  if (list.size() >= max_idle) return false;
   conn->idle_since = Clock::now();
   list.push_back(std::move(conn));
+  return true;
 }
 
 void UpstreamPool::clear() { idle_.clear(); }
@@ -386,8 +387,13 @@ class HttpExchange final : public UpstreamExchange {
 
   void finish() {
     stopBodyTimeout();
-    if (conn_ && parser_->keep_alive() && !aborted_) worker_.pool.put(std::move(conn_), cfg_.pool_max_idle);
-    conn_.reset();
+    if (conn_ && parser_->keep_alive() && !aborted_) worker_.pool.put(conn_, cfg_.pool_max_idle);
+    if (!conn_) return;
+    // Not kept: closed now, but freed with the exchange, since the last piece read()
+    // returns may live in its buffer.
+    boost::system::error_code ignored;
+    conn_->lowest().socket().close(ignored);
+    spent_ = std::move(conn_);
   }
 
   // Parses [data, data + size), moving the body to the front of it (InPlaceBody).
@@ -591,6 +597,7 @@ class HttpExchange final : public UpstreamExchange {
   std::string head_;  // request line and headers, formatted once
   std::string body_;
   std::unique_ptr<UpstreamConnection> conn_;
+  std::unique_ptr<UpstreamConnection> spent_;  // closed after the body; see finish()
   std::shared_ptr<BodyTimeout> body_timeout_;  // made at the first body read
   std::optional<http::response_parser<InPlaceBody>> parser_;
   Clock::time_point deadline_{};

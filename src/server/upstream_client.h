@@ -40,8 +40,9 @@ class UpstreamPool {
 
   // A live idle connection to `key` no older than `max_age`, or null.
   std::unique_ptr<UpstreamConnection> take(const std::string& key, Millis max_age);
-  // Keeps `conn` for reuse unless `max_idle` connections to its origin are kept already.
-  void put(std::unique_ptr<UpstreamConnection> conn, std::size_t max_idle);
+  // Keeps `conn` for reuse (taking it) unless `max_idle` connections to its origin are
+  // kept already; then it is left with the caller and false returned.
+  bool put(std::unique_ptr<UpstreamConnection>& conn, std::size_t max_idle);
   void clear();
 
   // The worker's one buffer for reading response bodies from plain-TCP upstreams. A

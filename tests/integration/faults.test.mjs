@@ -117,9 +117,12 @@ describe('faults', () => {
         providers: [
           { name: 'oai', type: 'openai', base_url: upstream.baseUrl(), api_key: OPENAI_KEY, timeouts: TIMEOUTS, stream_usage: false },
           { name: 'anth', type: 'anthropic', base_url: upstream.baseUrl(), api_key: ANTHROPIC_KEY, timeouts: TIMEOUTS, default_max_tokens: 64 },
+          // Keeps no idle connection: each is closed when its answer ends.
+          { name: 'oai-nopool', type: 'openai', base_url: upstream.baseUrl(), api_key: OPENAI_KEY, timeouts: TIMEOUTS, stream_usage: false, pool: { max_idle: 0 } },
         ],
         models: [
           { name: 'gpt', provider: 'oai' },
+          { name: 'gpt-nopool', provider: 'oai-nopool' },
           { name: 'claude', provider: 'anth' },
         ],
       }),
@@ -524,6 +527,26 @@ describe('faults', () => {
       const plain = await post('/v1/chat/completions', chatBody('gpt', false));
       assert.equal(plain.status, 200);
       assert.equal((await plain.json()).choices[0].message.content, content);
+    });
+
+    it('a connection closed when its answer ends still delivers the last piece read with that end', async () => {
+      // The end of the body and the events before it arrive in one read, and the
+      // connection is not kept (pool max_idle 0): those bytes must outlive it.
+      const events = chatStreamEvents(['last', 'words']);
+      upstream.next(async (x) => {
+        x.sse();
+        await x.waitDrained();
+        x.write(events.map((e) => `${Buffer.byteLength(e).toString(16)}\r\n${e}\r\n`).join('') + '0\r\n\r\n');
+      });
+      const res = await post('/v1/chat/completions', chatBody('gpt-nopool', true));
+      assert.equal(await res.text(), events.join(''));
+      const answer = { id: 'c', object: 'chat.completion', created: 1, model: 'up', choices: [{ index: 0, message: { role: 'assistant', content: 'whole' }, finish_reason: 'stop' }] };
+      upstream.next((x) => {
+        const payload = JSON.stringify(answer);
+        x.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+      });
+      const plain = await post('/v1/chat/completions', chatBody('gpt-nopool', false));
+      assert.deepEqual(await plain.json(), answer);
     });
 
     it('a malformed chunk size mid-stream ends the stream with an error event, after the good events of the same read', async () => {

@@ -152,7 +152,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       if (bad->kind != ErrorKind::Internal) co_await replyBadInput(*bad);
       co_return false;
     }
-    http::request<http::string_body> req = parser.release();
+    http::request<http::string_body>& req = parser.get();  // not released: one message in this frame
     keep_alive_ = req.keep_alive() && !worker_.draining();
     http10_ = req.version() == 10;
     co_await serve(req, received);
@@ -242,6 +242,9 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     }
   }
 
+  // Note on coroutine frames: a frame holds every local of every branch for the life of
+  // the call, and a held stream keeps its whole chain of frames. The API path therefore
+  // has a frame of its own, with one RequestContext; local answers are another call.
   asio::awaitable<void> serve(http::request<http::string_body>& req, Clock::time_point received) {
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));
@@ -252,12 +255,28 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     // included and on the admin listener too, has none, or a keep-alive client would
     // read the body as the next answer.
     head_only_ = req.method() == http::verb::head;
+    const http::verb method = head_only_ && match.method == http::verb::get ? http::verb::get : req.method();
+    if (admin_ || match.route != Route::Api || method != match.method) {
+      co_await serveLocal(req, received, path, match, method);
+      co_return;
+    }
+    RequestContext ctx = newContext(req, received, path, match.endpoint);
+    BeastHeaders headers(req);
+    ctx.headers = &headers;
+    ctx.body = std::move(req.body());
+    if (watch_) watch_->gone = false;
+    AttemptEnv env{*snapshot_, *chain_, worker_.upstreamEnv(), worker_.metrics()};
+    co_await runAttempts(ctx, env, *this);
+    if (clientGone()) keep_alive_ = false;
+  }
+
+  // Everything answered by the gateway itself: the admin listener, health, metrics, 404, 405.
+  asio::awaitable<void> serveLocal(http::request<http::string_body>& req, Clock::time_point received,
+                                   std::string_view path, RouteMatch match, http::verb method) {
     if (admin_) {
       co_await serveAdmin(req, path);
       co_return;
     }
-
-    const http::verb method = head_only_ && match.method == http::verb::get ? http::verb::get : req.method();
     if (match.route != Route::NotFound && method != match.method) {
       RequestContext ctx = newContext(req, received, path, Endpoint::None);
       ctx.fail(Error{ErrorKind::MethodNotAllowed,
@@ -282,6 +301,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         co_await writeSimple(200, "text/plain; version=0.0.4; charset=utf-8", text);
         co_return;
       }
+      case Route::Api:  // not reached: serve() answers it
       case Route::NotFound: {
         RequestContext ctx = newContext(req, received, path, Endpoint::None);
         ctx.fail(Error{ErrorKind::UnknownPath, "Unknown request URL: " + std::string(req.method_string()) + " " +
@@ -289,16 +309,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         co_await finishLocally(ctx);
         co_return;
       }
-      case Route::Api: break;
     }
-    RequestContext ctx = newContext(req, received, path, match.endpoint);
-    BeastHeaders headers(req);
-    ctx.headers = &headers;
-    ctx.body = std::move(req.body());
-    if (watch_) watch_->gone = false;
-    AttemptEnv env{*snapshot_, *chain_, worker_.upstreamEnv(), worker_.metrics()};
-    co_await runAttempts(ctx, env, *this);
-    if (clientGone()) keep_alive_ = false;
   }
 
   // The admin listener: its own small API, answered by the gateway (src/admin/).

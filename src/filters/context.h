@@ -85,6 +85,8 @@ struct RequestContext {
   std::string_view method;
   std::string_view path;
   std::string_view query;  // after '?', undecoded
+  // The client's request headers, for request phases: once a stream's response starts
+  // they are freed (a held stream does not keep them) and this is null.
   const HeaderView* headers = nullptr;
   std::string body;  // as received; the router may rewrite the model name
   std::uint64_t bytes_in = 0;

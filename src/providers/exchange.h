@@ -57,6 +57,9 @@ class UpstreamExchange {
   // Body bytes came with the response head: the first read() returns without waiting
   // (the relay then writes the head together with them).
   virtual bool bodyBuffered() const { return false; }
+  // The response head has been relayed: the exchange may free it (a held stream's
+  // memory). The views of the ResponseHead die here.
+  virtual void releaseHead() {}
   // Stops the exchange now (client gone, drain deadline): pending start/read complete
   // with an error and the connection is closed, never returned to a pool.
   virtual void abort() noexcept = 0;

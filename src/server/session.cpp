@@ -264,9 +264,11 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     BeastHeaders headers(req);
     ctx.headers = &headers;
     ctx.body = std::move(req.body());
+    request_fields_ = &req;
     if (watch_) watch_->gone = false;
     AttemptEnv env{*snapshot_, *chain_, worker_.upstreamEnv(), worker_.metrics()};
     co_await runAttempts(ctx, env, *this);
+    request_fields_ = nullptr;
     if (clientGone()) keep_alive_ = false;
   }
 
@@ -501,12 +503,21 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       }
     chain_->responseHeaders(ctx);
     ctx.upstream_headers = nullptr;  // the views die with the exchange
-    if (ctx.streaming) co_await relayStream(ctx, exchange, translator, head);
-    else co_await relayBody(ctx, exchange, translator, head);
-  }
-
-  asio::awaitable<void> relayStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                    ResponseHead& head) {
+    if (!ctx.streaming) {
+      co_await relayBody(ctx, exchange, translator, head);
+      co_return;
+    }
+    // A stream, relayed piece by piece as it arrives, in this same coroutine frame (a
+    // held stream keeps its whole chain of frames). The upstream is read on while the
+    // client catches up (the stream writer queues what the socket does not take), up to
+    // server.stream_buffer_bytes: a client further behind than that has its stream ended
+    // with a stream_buffer_overflow event (at an event boundary, so it stays well-formed)
+    // and the upstream cancelled, instead of holding memory or the upstream.
+    //
+    // A stream that ends early (upstream failure, an error the translator found, the
+    // buffer bound) still ends with a complete chunked body, so the connection stays
+    // usable for the client's next request: the head promised keep-alive.
+    //
     // HTTP/1.0 has no chunked encoding: the stream is the body, ended by closing.
     if (http10_) keep_alive_ = false;
     HeadWriter h = beginHead(head.status);
@@ -528,31 +539,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     }
     // A stream may last minutes: give back the read buffer if it holds no pipelined
     // request (reallocated for the next request on this connection: one allocation per
-    // stream, against memory held for its life). The head goes once it is written.
+    // stream, against memory held for its life), the client's request headers (filters
+    // read them in request phases only) and the upstream's response head. Ours goes once
+    // it is written.
     if (buffer_.size() == 0) buffer_.shrink_to_fit();
-    co_await pumpStream(ctx, exchange, translator);
-    co_await writer_.flush();  // no write of this stream may outlive the relay
-    writer_.end();
-  }
-
-  // The worker calls this for every session on a coarse timer (one timer per worker,
-  // not per stream: a held stream costs memory); the writer decides (see heartbeat()).
-  // Only a session relaying a stream has a pinned snapshot to read the interval from (a
-  // connection that has not sent its request yet has none).
-  void heartbeatTick(Clock::time_point now) override {
-    if (writer_.active()) writer_.heartbeat(now, serverConfig().stream_heartbeat);
-  }
-
-  // Relays upstream pieces to the client as they arrive. The upstream is read on while
-  // the client catches up (the stream writer queues what the socket does not take), up
-  // to server.stream_buffer_bytes: a client further behind than that has its stream
-  // ended with a stream_buffer_overflow event (at an event boundary, so it stays
-  // well-formed) and the upstream cancelled, instead of holding memory or the upstream.
-  //
-  // A stream that ends early (upstream failure, an error the translator found, the
-  // buffer bound) still ends with a complete chunked body, so the connection stays
-  // usable for the client's next request: the head promised keep-alive.
-  asio::awaitable<void> pumpStream(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator) {
+    ctx.headers = nullptr;
+    if (request_fields_) request_fields_->clear();
+    exchange.releaseHead();
+    // The pump.
     const std::size_t limit = serverConfig().stream_buffer_bytes;
     // Waiting for an event boundary is bounded by the longest event an upstream may send.
     const std::size_t hard_limit = limit + serverConfig().max_stream_event_bytes + 64 * 1024;
@@ -561,11 +555,11 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       bool done = false;
       auto err = co_await exchange.read(bytes, done);
       if (err) {
-        if (clientGone()) co_return;
+        if (clientGone()) break;
         // Never a silent truncation: the client learns why its stream ended.
         recordUpstreamFailure(ctx, std::move(*err));
         endStreamWithError(ctx, translator);
-        co_return;
+        break;
       }
       std::string_view out;
       if (!bytes.empty() || done) {
@@ -595,7 +589,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         // The last piece and the terminating chunk go out together.
         if (!writer_.sendChunk(out, done)) {
           exchange.abort();
-          co_return;
+          break;
         }
         if (!out.empty()) {
           if (!ctx.first_byte) ctx.first_byte = writer_.lastWrite();
@@ -605,10 +599,10 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       }
       if (writer_.holdingHead() && !writer_.sendHead()) {
         exchange.abort();
-        co_return;
+        break;
       }
       if (head_.capacity() > 0) std::string().swap(head_);  // written (or copied to the backlog)
-      if (done) co_return;
+      if (done) break;
       // Past the bound the stream ends at the next event boundary (an event is small; a
       // stream that has none in sight is cut at twice the bound).
       const std::size_t backlog = writer_.backlog();
@@ -618,9 +612,20 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         ctx.fail(Error{ErrorKind::ClientTooSlow, "The client read the stream too slowly; the gateway ended it."});
         log::warn("stream buffer overflow", {{"request_id", ctx.request_id}, {"backlog_bytes", std::to_string(backlog)}});
         endStreamWithError(ctx, translator);
-        co_return;
+        break;
       }
     }
+    co_await writer_.flush();  // no write of this stream may outlive the relay
+    writer_.end();
+  
+  }
+
+  // The worker calls this for every session on a coarse timer (one timer per worker,
+  // not per stream: a held stream costs memory); the writer decides (see heartbeat()).
+  // Only a session relaying a stream has a pinned snapshot to read the interval from (a
+  // connection that has not sent its request yet has none).
+  void heartbeatTick(Clock::time_point now) override {
+    if (writer_.active()) writer_.heartbeat(now, serverConfig().stream_heartbeat);
   }
 
   // The translator's error event for ctx.error, then the end of the body. The event
@@ -786,6 +791,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   bool head_only_ = false;   // the current request is HEAD: answers carry no body
   std::string request_id_;
   std::string head_;        // response head being written; its capacity is reused
+  http::fields* request_fields_ = nullptr;  // the API request being served (its headers)
   std::shared_ptr<WatchState> watch_;
   UpstreamExchange* exchange_ = nullptr;
   StreamWriter<Stream> writer_;  // a relayed stream's client side

@@ -368,6 +368,11 @@ class HttpExchange final : public UpstreamExchange {
     }
   }
 
+  // The parser keeps its framing state in flags, not in the fields.
+  void releaseHead() override {
+    if (parser_) parser_->get().clear();
+  }
+
   bool bodyBuffered() const override { return conn_ && head_leftover_ && conn_->buffer.size() > 0; }
 
   void abort() noexcept override {

@@ -316,7 +316,11 @@ check_targets() {
   done
   # tahua asked for the usage chunk, metered it and cut it out (the client saw
   # STREAM_EVENTS events, checked above): the usage path runs.
-  curl -s --max-time 2 "http://127.0.0.1:$PORT_TAHUA/metrics" | grep -q '^tahua_tokens_total{.*type="completion".*} [1-9]' ||
+  # (Read whole first: grep -q quits at its match, and under pipefail curl's SIGPIPE
+  # would fail the pipeline.)
+  local metrics
+  metrics=$(curl -s --max-time 2 "http://127.0.0.1:$PORT_TAHUA/metrics" || true)
+  grep -q '^tahua_tokens_total{.*type="completion".*} [1-9]' <<<"$metrics" ||
     log "warning: tahua_tokens_total shows no completion tokens: is the stream usage path running?"
 }
 

@@ -19,6 +19,7 @@
 #include "healing/healing_engine.h"
 #include "providers/provider.h"
 #include "routing/balancer.h"
+#include "server/session_host.h"
 
 namespace tahua {
 
@@ -54,10 +55,7 @@ class Gateway {
   Bulkheads& bulkheads() { return bulkheads_; }
 
   // The admin API (src/admin/admin_api.cpp), called on the admin listener's worker.
-  struct AdminReply {
-    int status = 200;
-    std::string body;
-  };
+  using AdminReply = tahua::AdminReply;  // server/session_host.h
   boost::asio::awaitable<AdminReply> admin(Worker& self, std::string_view method, std::string_view path,
                                            std::string_view authorization, std::string& body);
 

@@ -104,6 +104,17 @@ void Worker::setSnapshot(SnapshotPtr snapshot) {
   pool_->clear();
 }
 
+bool Worker::ready(const Config& config) const { return gateway_.ready(config); }
+
+bool Worker::gatewayDraining() const { return gateway_.draining(); }
+
+boost::asio::awaitable<std::string> Worker::renderMetrics() { return gateway_.renderMetrics(); }
+
+boost::asio::awaitable<AdminReply> Worker::admin(std::string_view method, std::string_view path,
+                                                 std::string_view authorization, std::string& body) {
+  return gateway_.admin(*this, method, path, authorization, body);
+}
+
 std::string Worker::nextRequestId() {
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, ++request_counter_, 16);

@@ -18,6 +18,7 @@
 #include "filters/filter.h"
 #include "filters/worker_services.h"
 #include "providers/provider.h"
+#include "server/session_host.h"
 #include "server/upstream_client.h"
 #include "telemetry/access_log_sink.h"
 #include "telemetry/metrics.h"
@@ -26,25 +27,7 @@ namespace tahua {
 
 class Gateway;
 
-// A client connection as the worker sees it during drain.
-class SessionBase {
- public:
-  virtual ~SessionBase() = default;
-  // Drain began: close now if waiting for a next request; otherwise finish the current
-  // one and close after it.
-  virtual void closeIfIdle() = 0;
-  // Drain deadline passed: end whatever is in flight (streams get a final event).
-  virtual void abortForDrain() = 0;
-  // Called every heartbeat sweep: a session relaying an idle stream writes a comment.
-  virtual void heartbeatTick(std::chrono::steady_clock::time_point now) = 0;
-
- private:
-  friend class Worker;
-  SessionBase* prev_ = nullptr;
-  SessionBase* next_ = nullptr;
-};
-
-class Worker final : public WorkerServices {
+class Worker final : public WorkerServices, public SessionHost {
  public:
   Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log);
   ~Worker() override;
@@ -53,33 +36,40 @@ class Worker final : public WorkerServices {
   void post(std::function<void()> fn) override;
   std::unique_ptr<TimerHandle> runAfter(Millis delay, std::function<void()> fn) override;
 
-  unsigned id() const { return id_; }
-  boost::asio::io_context& io() { return io_; }
+  unsigned id() const override { return id_; }
+  boost::asio::io_context& io() override { return io_; }
   Gateway& gateway() { return gateway_; }
   // The current snapshot and the filter chain built from it. A request copies both
   // pointers when it starts and uses its copies to the end, so a reload never changes
   // the config or the chain under a request in flight.
-  const SnapshotPtr& snapshot() const { return snapshot_; }
-  const std::shared_ptr<FilterChain>& chain() const { return chain_; }
+  const SnapshotPtr& snapshot() const override { return snapshot_; }
+  const std::shared_ptr<FilterChain>& chain() const override { return chain_; }
   // Called on the worker's thread when a new config is published (hot reload).
   void setSnapshot(SnapshotPtr snapshot);
-  WorkerMetrics& metrics() { return metrics_; }
+  WorkerMetrics& metrics() override { return metrics_; }
   // GPU node status reports, published by the gateway (on this worker's thread).
   void setNodes(NodeTablePtr nodes) { nodes_ = std::move(nodes); }
   const DeploymentStates& deployments() const { return deployments_; }
   const NodeTablePtr& nodes() const { return nodes_; }
   UpstreamPool& pool() { return *pool_; }
-  UpstreamEnv& upstreamEnv() { return upstream_env_; }
+  UpstreamEnv& upstreamEnv() override { return upstream_env_; }
   AccessLogSink& accessLog() { return access_log_; }
 
-  bool draining() const { return draining_; }
-  bool drainDeadlinePassed() const { return drain_deadline_passed_; }
+  bool draining() const override { return draining_; }
+  bool drainDeadlinePassed() const override { return drain_deadline_passed_; }
 
-  std::string nextRequestId();
+  std::string nextRequestId() override;
 
-  void registerSession(SessionBase* s);
-  void unregisterSession(SessionBase* s);
+  void registerSession(SessionBase* s) override;
+  void unregisterSession(SessionBase* s) override;
   int liveSessions() const { return live_sessions_.load(std::memory_order_relaxed); }
+
+  // SessionHost: the gateway's own answers (worker.cpp).
+  bool ready(const Config& config) const override;
+  bool gatewayDraining() const override;
+  boost::asio::awaitable<std::string> renderMetrics() override;
+  boost::asio::awaitable<AdminReply> admin(std::string_view method, std::string_view path,
+                                           std::string_view authorization, std::string& body) override;
 
   // Thread body. Returns when stop() is called.
   void run();

@@ -22,12 +22,14 @@
 #include <boost/beast/ssl.hpp>
 
 #include "core/log.h"
+#include "filters/filter.h"
 #include "providers/translation.h"
-#include "runtime/gateway.h"
 #include "server/attempt_loop.h"
 #include "server/http_head.h"
+#include "server/session_host.h"
 #include "server/stream_writer.h"
-#include "runtime/worker.h"
+#include "server/upstream_client.h"
+#include "telemetry/metrics.h"
 
 namespace tahua {
 
@@ -84,7 +86,7 @@ bool validRequestId(std::string_view id) {
 template <class Stream>
 class Session final : public SessionBase, private Resumer, private AttemptHost, private StreamWriterOwner {
  public:
-  Session(Worker& worker, Stream stream, bool admin)
+  Session(SessionHost& worker, Stream stream, bool admin)
       : worker_(worker), stream_(std::move(stream)), admin_(admin), writer_(stream_, *this) {}
 
   asio::awaitable<void> run() {
@@ -292,14 +294,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         co_await writeSimple(200, "application/json", R"({"status":"ok"})");
         co_return;
       case Route::Readyz: {
-        const bool ready = worker_.gateway().ready(*snapshot_->config);
+        const bool ready = worker_.ready(*snapshot_->config);
         std::string_view body = ready ? R"({"status":"ready"})"
-                                      : (worker_.gateway().draining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})");
+                                      : (worker_.gatewayDraining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})");
         co_await writeSimple(ready ? 200 : 503, "application/json", body);
         co_return;
       }
       case Route::Metrics: {
-        std::string text = co_await worker_.gateway().renderMetrics();
+        std::string text = co_await worker_.renderMetrics();
         co_await writeSimple(200, "text/plain; version=0.0.4; charset=utf-8", text);
         co_return;
       }
@@ -323,7 +325,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     std::string_view method = req.method_string();
     std::string_view auth = req[http::field::authorization];
     std::string& body = req.body();
-    Gateway::AdminReply reply = co_await worker_.gateway().admin(worker_, method, path, auth, body);
+    AdminReply reply = co_await worker_.admin(method, path, auth, body);
     log::info("admin request", {{"method", method}, {"path", path}, {"status", reply.status}, {"request_id", request_id_}});
     co_await writeSimple(reply.status, "application/json", reply.body);
   }
@@ -778,7 +780,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     lowest().socket().close(ec);
   }
 
-  Worker& worker_;
+  SessionHost& worker_;  // the worker this connection runs on
   Stream stream_;
   const bool admin_;                     // accepted on the admin listener
   SnapshotPtr snapshot_;                 // pinned for the current request
@@ -807,7 +809,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
 // `tls` keeps the server TLS context alive as long as a session uses it, even after
 // its listener closed during a drain.
 template <class Stream>
-asio::awaitable<void> runSession(Worker& worker, Stream stream, std::shared_ptr<asio::ssl::context> tls, bool admin) {
+asio::awaitable<void> runSession(SessionHost& worker, Stream stream, std::shared_ptr<asio::ssl::context> tls, bool admin) {
   Session<Stream> session(worker, std::move(stream), admin);
   worker.registerSession(&session);
   ++worker.metrics().active_connections;
@@ -819,7 +821,7 @@ asio::awaitable<void> runSession(Worker& worker, Stream stream, std::shared_ptr<
 
 }  // namespace
 
-void startSession(Worker& worker, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls, bool admin) {
+void startSession(SessionHost& worker, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls, bool admin) {
   auto& io = worker.io();
   if (tls) {
     beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tls);

@@ -9,12 +9,12 @@ class context;
 
 namespace tahua {
 
-class Worker;
+class SessionHost;
 
 // Serves one accepted client connection on the worker's thread until it closes.
 // With `tls` set, the connection is TLS (handshake first). An `admin` connection (the
 // admin listener) serves only /admin/v1/... and /healthz; public ones never serve those.
-void startSession(Worker& worker, boost::asio::ip::tcp::socket socket, std::shared_ptr<boost::asio::ssl::context> tls,
+void startSession(SessionHost& worker, boost::asio::ip::tcp::socket socket, std::shared_ptr<boost::asio::ssl::context> tls,
                   bool admin = false);
 
 }  // namespace tahua

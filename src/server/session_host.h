@@ -1,0 +1,74 @@
+// What a client connection needs from the worker it runs on, and through it from the
+// gateway (readiness, the metrics page, the admin API). Narrow on purpose: server/ does
+// not depend on runtime/, which creates the sessions; the worker implements this.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "providers/provider.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace tahua {
+
+class FilterChain;
+struct WorkerMetrics;
+struct UpstreamEnv;
+
+// A client connection as its worker sees it: drain and the heartbeat sweep.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // Drain began: close now if waiting for a next request; otherwise finish the current
+  // one and close after it.
+  virtual void closeIfIdle() = 0;
+  // Drain deadline passed: end whatever is in flight (streams get a final event).
+  virtual void abortForDrain() = 0;
+  // Called every heartbeat sweep: a session relaying an idle stream writes a comment.
+  virtual void heartbeatTick(std::chrono::steady_clock::time_point now) = 0;
+
+ private:
+  friend class Worker;  // keeps its sessions in an intrusive list
+  SessionBase* prev_ = nullptr;
+  SessionBase* next_ = nullptr;
+};
+
+// An answer of the admin API.
+struct AdminReply {
+  int status = 200;
+  std::string body;
+};
+
+class SessionHost {
+ public:
+  virtual boost::asio::io_context& io() = 0;
+  virtual unsigned id() const = 0;
+  // The current snapshot and the filter chain built from it; a request pins both.
+  virtual const SnapshotPtr& snapshot() const = 0;
+  virtual const std::shared_ptr<FilterChain>& chain() const = 0;
+  virtual bool draining() const = 0;
+  virtual bool drainDeadlinePassed() const = 0;
+  virtual std::string nextRequestId() = 0;
+  virtual WorkerMetrics& metrics() = 0;
+  virtual UpstreamEnv& upstreamEnv() = 0;
+  virtual void registerSession(SessionBase* s) = 0;
+  virtual void unregisterSession(SessionBase* s) = 0;
+
+  // Answers the gateway gives itself.
+  virtual bool ready(const Config& config) const = 0;  // /readyz
+  virtual bool gatewayDraining() const = 0;
+  virtual boost::asio::awaitable<std::string> renderMetrics() = 0;
+  virtual boost::asio::awaitable<AdminReply> admin(std::string_view method, std::string_view path,
+                                                   std::string_view authorization, std::string& body) = 0;
+
+ protected:
+  ~SessionHost() = default;
+};
+
+}  // namespace tahua

@@ -12,7 +12,7 @@
 
 #include "config/config.h"
 #include "core/log.h"
-#include "providers/provider.h"
+#include "providers/snapshot.h"
 #include "runtime/gateway.h"
 
 namespace {

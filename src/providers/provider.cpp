@@ -1,4 +1,4 @@
-#include "providers/provider.h"
+#include "providers/snapshot.h"
 
 #include <openssl/evp.h>
 #include <simdjson.h>

@@ -85,16 +85,6 @@ struct ProviderRuntime {
   std::string origin_key;  // pool key: scheme://host:port (+ proxy)
 };
 
-// The config plus what was built from it. Requests hold a shared_ptr to it.
-struct Snapshot {
-  ConfigPtr config;
-  std::vector<ProviderRuntime> providers;  // same order as config->providers
-};
-using SnapshotPtr = std::shared_ptr<const Snapshot>;
-
-// Builds a snapshot (adapters, TLS contexts). Fails on unreadable CA files etc.
-std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config);
-
 std::unique_ptr<ProviderAdapter> makeOpenAIAdapter();
 std::unique_ptr<ProviderAdapter> makeAzureOpenAIAdapter();
 std::unique_ptr<ProviderAdapter> makeAnthropicAdapter();

@@ -17,51 +17,9 @@
 #include <unordered_map>
 
 #include "config/config.h"
+#include "routing/deployment_state.h"
 
 namespace tahua {
-
-using SteadyClock = std::chrono::steady_clock;
-
-// One deployment's circuit breaker on one worker: the outcomes of its last calls and
-// its state (judged by the circuit_breaker filter; an open one takes the deployment out
-// of selection).
-struct Breaker {
-  enum class State { Closed, Open, HalfOpen };
-  State state = State::Closed;
-  std::deque<std::uint8_t> window;  // per call: bit 0 failed, bit 1 slow
-  std::deque<SteadyClock::time_point> times;  // when each call ended (time-based window only)
-  SteadyClock::time_point open_until{};
-  int probes_in_flight = 0;
-  int probes_succeeded = 0;
-};
-
-// Upper bounds (ms) of the time-to-first-byte buckets each deployment counts (the last
-// bucket, past them, is +Inf); self-healing rules read percentiles from them.
-inline constexpr std::array<double, 16> kTtftBoundsMs = {5,    10,   25,    50,    100,   250,    500,    1000,
-                                                         2500, 5000, 10000, 20000, 30000, 60000, 120000, 300000};
-
-// What one worker has observed of one deployment. Only that worker's thread touches it.
-struct DeploymentState {
-  // Read by every decision first (one cache line with the next few).
-  SteadyClock::time_point ejected_until{};
-  SteadyClock::time_point throttled_until{};  // the provider said 429 + Retry-After
-  double throttle = 1;               // < 1 when the provider reports its limit nearly used
-  std::uint32_t outstanding = 0;     // requests in flight
-  std::uint32_t consecutive_failures = 0;
-  double ewma_ms = 0;                // peak-EWMA of time to first byte
-  std::int64_t rr_current = 0;       // smooth weighted round robin
-  bool has_latency = false;
-  SteadyClock::time_point ewma_at{};
-  std::uint32_t ejections = 0;       // in a row; the back-off doubles with each
-  std::uint64_t requests = 0;
-  std::uint64_t failures = 0;
-  // The current error-rate window (outlier.interval): its start and counts.
-  SteadyClock::time_point window_start{};
-  std::uint32_t window_requests = 0;
-  std::uint32_t window_failures = 0;
-  Breaker breaker;
-  std::array<std::uint64_t, kTtftBoundsMs.size() + 1> ttft_buckets{};  // successful calls, cumulative
-};
 
 enum class NodeState { Healthy, Degraded, Overloaded, Unhealthy };
 std::string_view nodeStateName(NodeState s);

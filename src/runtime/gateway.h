@@ -17,7 +17,7 @@
 
 #include "filters/bulkhead/concurrency_limit.h"
 #include "healing/healing_engine.h"
-#include "providers/provider.h"
+#include "providers/snapshot.h"
 #include "routing/balancer.h"
 #include "server/session_host.h"
 

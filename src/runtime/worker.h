@@ -17,7 +17,7 @@
 #include "filters/circuit_breaker/circuit_breaker_filter.h"
 #include "filters/filter.h"
 #include "filters/worker_services.h"
-#include "providers/provider.h"
+#include "providers/snapshot.h"
 #include "server/session_host.h"
 #include "server/upstream_client.h"
 #include "telemetry/access_log_sink.h"

@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "filters/filter.h"
-#include "providers/provider.h"
+#include "providers/snapshot.h"
 
 namespace tahua {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "providers/provider.h"
+#include "providers/snapshot.h"
 
 namespace boost::asio {
 class io_context;

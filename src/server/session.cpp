@@ -523,7 +523,10 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     // HTTP/1.0 has no chunked encoding: the stream is the body, ended by closing.
     if (http10_) keep_alive_ = false;
     HeadWriter h = beginHead(head.status);
-    for (auto& [name, value] : head.headers) h.header(name, value);
+    // A stream's caching and buffering headers are ours (the upstream's would be a
+    // second, possibly conflicting, copy).
+    for (auto& [name, value] : head.headers)
+      if (!beast::iequals(name, "cache-control") && !beast::iequals(name, "x-accel-buffering")) h.header(name, value);
     deploymentHeaders(h, ctx);
     h.header("Content-Type", head.content_type);
     h.header("Cache-Control", "no-cache");

@@ -371,6 +371,22 @@ describe('faults', () => {
       client.destroy();
     });
 
+    it("a stream's Cache-Control and X-Accel-Buffering are the gateway's alone, not doubled by the upstream's", async () => {
+      upstream.next(async (x) => {
+        x.sse({ 'Cache-Control': 'no-cache, must-revalidate', 'X-Accel-Buffering': 'yes', 'X-Kept': 'k' });
+        for (const e of chatStreamEvents(['ok'])) x.chunk(e);
+        x.endChunks();
+      });
+      const client = await RawClient.connect(gw.port);
+      await client.write(postRaw('/v1/chat/completions', chatBody('gpt', true)));
+      const res = await client.readResponse();
+      client.destroy();
+      // (parseResponse joins repeated headers with ", ": one value means one header.)
+      assert.equal(res.headers['cache-control'], 'no-cache');
+      assert.equal(res.headers['x-accel-buffering'], 'no');
+      assert.equal(res.headers['x-kept'], 'k', 'other upstream headers are relayed');
+    });
+
     it("headers the upstream's Connection header names are not relayed", async () => {
       upstream.next((x) =>
         x.json(

@@ -47,6 +47,17 @@ asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> 
                                  std::shared_ptr<asio::ssl::context> tls, std::size_t max_sessions, bool admin) {
   asio::steady_timer backoff(acceptor->get_executor());
   std::chrono::steady_clock::time_point last_warning{};
+  const auto admit = [&](tcp::socket socket) {
+    if (static_cast<std::size_t>(worker.liveSessions()) >= max_sessions) {
+      ++worker.metrics().connections_rejected;
+      rejectConnection(socket);
+      return;
+    }
+    startSession(worker, std::move(socket), tls, admin);
+  };
+  // The extra accepts below must not block.
+  boost::system::error_code nb;
+  acceptor->non_blocking(true, nb);
   for (;;) {
     auto [ec, socket] = co_await acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
     if (ec) {
@@ -61,12 +72,16 @@ asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> 
       co_await backoff.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
-    if (static_cast<std::size_t>(worker.liveSessions()) >= max_sessions) {
-      ++worker.metrics().connections_rejected;
-      rejectConnection(socket);
-      continue;
+    admit(std::move(socket));
+    // Then every connection already waiting, up to a bound (nginx's multi_accept): in a
+    // burst of new streams each accept would otherwise wait a whole round of the event
+    // loop behind the streams being relayed. An error here shows on the next wait.
+    for (int i = 0; i < 64 && !nb; ++i) {
+      boost::system::error_code more_ec;
+      tcp::socket more = acceptor->accept(more_ec);
+      if (more_ec) break;
+      admit(std::move(more));
     }
-    startSession(worker, std::move(socket), tls, admin);
   }
 }
 

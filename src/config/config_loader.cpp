@@ -24,6 +24,20 @@ struct ConfigFailure {
   std::string message;
 };
 
+// The one shape of every config error: "file[:line:column]: field: message". The
+// position is left out when the node has none, the field when the error is about a file.
+std::string configError(std::string_view file, const YAML::Mark& mark, std::string_view field, std::string_view msg) {
+  std::string out(file);
+  if (!mark.is_null()) out += ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
+  if (!field.empty()) {
+    out += ": ";
+    out += field;
+  }
+  out += ": ";
+  out += msg;
+  return out;
+}
+
 // Which file each part of a merged config directory came from.
 struct SourceMap {
   std::map<std::string, std::string, std::less<>> sections;  // top-level key -> file
@@ -59,12 +73,7 @@ class Loader {
   }
 
   [[noreturn]] void fail(const YAML::Node& node, const std::string& field, const std::string& msg) const {
-    std::ostringstream out;
-    out << fileOf(field);
-    const YAML::Mark mark = node.Mark();
-    if (!mark.is_null()) out << ':' << (mark.line + 1) << ':' << (mark.column + 1);
-    out << ": " << (field.empty() ? "(root)" : displayField(field)) << ": " << msg;
-    throw ConfigFailure{out.str()};
+    throw ConfigFailure{configError(fileOf(field), node.Mark(), field.empty() ? "(root)" : displayField(field), msg)};
   }
 
   // Rejects keys not in `allowed` (typos must not be silently ignored).
@@ -825,13 +834,9 @@ std::optional<std::string> duplicateKey(const YAML::Node& node, const std::strin
       const std::string& key = kv.first.Scalar();
       const std::string field = path.empty() ? key : path + "." + key;
       if (auto [first, fresh] = seen.emplace(key, kv.first.Mark()); !fresh) {
-        std::ostringstream out;
-        out << file;
-        if (const YAML::Mark m = kv.first.Mark(); !m.is_null()) out << ':' << (m.line + 1) << ':' << (m.column + 1);
-        out << ": " << field << ": duplicate key \"" << key << "\"";
-        if (!first->second.is_null()) out << " (first at line " << (first->second.line + 1) << ")";
-        out << "; a key may appear once in a mapping";
-        return out.str();
+        std::string msg = "duplicate key \"" + key + "\"";
+        if (!first->second.is_null()) msg += " (first at line " + std::to_string(first->second.line + 1) + ")";
+        return configError(file, kv.first.Mark(), field, msg + "; a key may appear once in a mapping");
       }
       if (auto e = duplicateKey(kv.second, file, field, depth + 1)) return e;
     }
@@ -856,11 +861,7 @@ ConfigLoadResult loadNode(const std::function<YAML::Node()>& parse, std::string 
   } catch (const ConfigFailure& f) {
     result.error = f.message;
   } catch (const YAML::Exception& e) {
-    std::ostringstream out;
-    out << source;
-    if (!e.mark.is_null()) out << ':' << (e.mark.line + 1) << ':' << (e.mark.column + 1);
-    out << ": (yaml): " << e.msg;
-    result.error = out.str();
+    result.error = configError(source, e.mark, "(yaml)", e.msg);
   }
   return result;
 }
@@ -893,13 +894,6 @@ std::string slurp(const std::filesystem::path& p, bool& ok) {
   return buf.str();
 }
 
-std::string markText(const std::string& file, const YAML::Mark& mark) {
-  std::ostringstream out;
-  out << file;
-  if (!mark.is_null()) out << ':' << (mark.line + 1) << ':' << (mark.column + 1);
-  return out.str();
-}
-
 struct Resource {
   std::string file, kind, name;
   YAML::Node spec;
@@ -909,7 +903,7 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
   ConfigLoadResult result;
   const auto files = yamlFiles(dir);
   if (files.empty()) {
-    result.error = dir + ": no *.yaml or *.yml files in the config directory";
+    result.error = configError(dir, YAML::Mark::null_mark(), "", "no *.yaml or *.yml files in the config directory");
     return result;
   }
   SourceMap sources;
@@ -920,20 +914,20 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
     bool ok = false;
     const std::string text = slurp(path, ok);
     if (!ok) {
-      result.error = file + ": cannot open file";
+      result.error = configError(file, YAML::Mark::null_mark(), "", "cannot open file");
       return result;
     }
     std::vector<YAML::Node> docs;
     try {
       docs = YAML::LoadAll(text);
     } catch (const YAML::Exception& e) {
-      result.error = markText(file, e.mark) + ": (yaml): " + e.msg;
+      result.error = configError(file, e.mark, "(yaml)", e.msg);
       return result;
     }
     for (const auto& doc : docs) {
       if (!doc.IsDefined() || doc.IsNull()) continue;
       if (!doc.IsMap()) {
-        result.error = markText(file, doc.Mark()) + ": (root): expected a mapping";
+        result.error = configError(file, doc.Mark(), "(root)", "expected a mapping");
         return result;
       }
       if (auto dup = duplicateKey(doc, file, "")) {
@@ -943,7 +937,7 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
       if (doc["apiVersion"] || doc["kind"]) {
         // apiVersion: tahua.dev/v1, kind, metadata.name, spec.
         const auto bad = [&](const YAML::Node& n, const std::string& field, const std::string& msg) {
-          result.error = markText(file, n.Mark()) + ": " + field + ": " + msg;
+          result.error = configError(file, n.Mark(), field, msg);
         };
         for (const auto& kv : doc) {
           const std::string key = kv.first.as<std::string>();
@@ -976,8 +970,8 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
       for (const auto& kv : doc) {
         const std::string key = kv.first.as<std::string>();
         if (auto it = sources.sections.find(key); it != sources.sections.end()) {
-          result.error = markText(file, kv.first.Mark()) + ": " + key + ": already defined in " + it->second +
-                         " (each top-level section belongs to one file)";
+          result.error = configError(file, kv.first.Mark(), key,
+                                     "already defined in " + it->second + " (each top-level section belongs to one file)");
           return result;
         }
         root[key] = kv.second;
@@ -996,7 +990,7 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
     if (r.kind != "ModelRoute") continue;
     YAML::Node route = r.spec;  // not a clone: clones lose the line numbers errors need
     if (route["name"]) {
-      result.error = markText(r.file, route["name"].Mark()) + ": ModelRoute/" + r.name + ".spec.name: set metadata.name instead";
+      result.error = configError(r.file, route["name"].Mark(), "ModelRoute/" + r.name + ".spec.name", "set metadata.name instead");
       return result;
     }
     route["name"] = r.name;
@@ -1016,7 +1010,7 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
   } catch (const ConfigFailure& f) {
     result.error = f.message;
   } catch (const YAML::Exception& e) {
-    result.error = markText(dir, e.mark) + ": (yaml): " + e.msg;
+    result.error = configError(dir, e.mark, "(yaml)", e.msg);
   }
   return result;
 }
@@ -1045,7 +1039,7 @@ ConfigLoadResult loadConfigFile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return loadConfigDir(path);
   std::ifstream in(path);
-  if (!in) return ConfigLoadResult{nullptr, path + ": cannot open file", {}};
+  if (!in) return ConfigLoadResult{nullptr, configError(path, YAML::Mark::null_mark(), "", "cannot open file"), {}};
   std::stringstream buf;
   buf << in.rdbuf();
   std::string text = buf.str();

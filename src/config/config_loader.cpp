@@ -20,6 +20,56 @@
 namespace tahua {
 namespace {
 
+// One {value, name} table per enum that is both read from YAML and printed back; the
+// parse, the name function and the list of choices in errors all come from it.
+template <class E>
+struct Named {
+  E value;
+  std::string_view name;
+};
+
+constexpr Named<ProviderType> kProviderTypes[] = {
+    {ProviderType::OpenAI, "openai"}, {ProviderType::AzureOpenAI, "azure-openai"},
+    {ProviderType::Anthropic, "anthropic"}, {ProviderType::Gemini, "gemini"},
+    {ProviderType::Bedrock, "bedrock"}, {ProviderType::Mock, "mock"},
+};
+constexpr Named<BalancePolicy> kBalancePolicies[] = {
+    {BalancePolicy::WeightedRandom, "weighted_random"}, {BalancePolicy::RoundRobin, "round_robin"},
+    {BalancePolicy::LeastOutstanding, "least_outstanding"}, {BalancePolicy::Latency, "latency"},
+    {BalancePolicy::GpuAware, "gpu_aware"},
+};
+constexpr Named<HealingRuleConfig::Metric> kHealingMetrics[] = {
+    {HealingRuleConfig::Metric::TtftP99, "ttft_p99"}, {HealingRuleConfig::Metric::ErrorRate, "error_rate"},
+};
+constexpr Named<HealingRuleConfig::Action> kHealingActions[] = {
+    {HealingRuleConfig::Action::ShiftToFallback, "shift_to_fallback"}, {HealingRuleConfig::Action::Eject, "eject"},
+};
+
+template <class E, std::size_t N>
+constexpr std::string_view nameOf(const Named<E> (&table)[N], E value) {
+  for (const auto& e : table)
+    if (e.value == value) return e.name;
+  return "unknown";
+}
+
+template <class E, std::size_t N>
+constexpr std::optional<E> valueOf(const Named<E> (&table)[N], std::string_view name) {
+  for (const auto& e : table)
+    if (e.name == name) return e.value;
+  return std::nullopt;
+}
+
+// "a | b | c" or "a or b", as error messages list the accepted names.
+template <class E, std::size_t N>
+std::string choices(const Named<E> (&table)[N], std::string_view separator) {
+  std::string out;
+  for (const auto& e : table) {
+    if (!out.empty()) out += separator;
+    out += e.name;
+  }
+  return out;
+}
+
 struct ConfigFailure {
   std::string message;
 };
@@ -209,17 +259,17 @@ class Loader {
         for (const auto& d : model->deployments) known = known || d.id == r.deployment;
         if (!known) fail(v, rp + ".deployment", "model \"" + r.model + "\" has no deployment \"" + r.deployment + "\" (or use \"*\")");
       }
-      if (!y["action"]) fail(y, rp + ".action", "required: shift_to_fallback or eject");
+      const std::string actions = choices(kHealingActions, " or ");
+      if (!y["action"]) fail(y, rp + ".action", "required: " + actions);
       const std::string action = str(y["action"], rp + ".action");
-      if (action == "eject") {
-        r.action = HealingRuleConfig::Action::Eject;
+      const auto parsed_action = valueOf(kHealingActions, action);
+      if (!parsed_action) fail(y["action"], rp + ".action", "expected " + actions + ", got \"" + action + "\"");
+      r.action = *parsed_action;
+      if (r.action == HealingRuleConfig::Action::Eject) {
         if (r.deployment.empty()) fail(y["action"], rp + ".action", "eject needs `deployment` (an id, or \"*\" for each one)");
-      } else if (action == "shift_to_fallback") {
-        r.action = HealingRuleConfig::Action::ShiftToFallback;
+      } else {
         if (!r.deployment.empty()) fail(y["deployment"], rp + ".deployment", "shift_to_fallback watches the whole model; omit deployment");
         if (model->fallbacks.empty()) fail(y["action"], rp + ".action", "model \"" + r.model + "\" has no fallbacks to shift to");
-      } else {
-        fail(y["action"], rp + ".action", "expected shift_to_fallback or eject, got \"" + action + "\"");
       }
       if (auto v = y["percent"]) {
         r.percent = number(v, rp + ".percent", "a percentage");
@@ -229,18 +279,18 @@ class Loader {
       if (!w) fail(y, rp + ".when", "required: {metric, above, for}");
       const std::string wp = rp + ".when";
       checkKeys(w, wp, {"metric", "above", "for", "min_requests"});
-      if (!w["metric"]) fail(w, wp + ".metric", "required: ttft_p99 or error_rate");
+      const std::string metrics = choices(kHealingMetrics, " or ");
+      if (!w["metric"]) fail(w, wp + ".metric", "required: " + metrics);
       const std::string metric = str(w["metric"], wp + ".metric");
       if (!w["above"]) fail(w, wp + ".above", "required: the threshold");
-      if (metric == "ttft_p99") {
-        r.metric = HealingRuleConfig::Metric::TtftP99;
+      const auto parsed_metric = valueOf(kHealingMetrics, metric);
+      if (!parsed_metric) fail(w["metric"], wp + ".metric", "expected " + metrics + ", got \"" + metric + "\"");
+      r.metric = *parsed_metric;
+      if (r.metric == HealingRuleConfig::Metric::TtftP99) {
         r.above = static_cast<double>(duration(w["above"], wp + ".above", Millis(1)).count());
-      } else if (metric == "error_rate") {
-        r.metric = HealingRuleConfig::Metric::ErrorRate;
+      } else {
         r.above = number(w["above"], wp + ".above", "a percentage");
         if (r.above >= 100) fail(w["above"], wp + ".above", "must be below 100");
-      } else {
-        fail(w["metric"], wp + ".metric", "expected ttft_p99 or error_rate, got \"" + metric + "\"");
       }
       if (auto v = w["for"]) r.for_ = duration(v, wp + ".for");
       if (auto v = w["min_requests"]) r.min_requests = static_cast<int>(integer(v, wp + ".min_requests", 1, 1'000'000));
@@ -351,16 +401,12 @@ class Loader {
       if (!y["name"]) fail(y, p + ".name", "required");
       pc.name = nonEmpty(y["name"], p + ".name");
       if (!names.insert(pc.name).second) fail(y["name"], p + ".name", "duplicate provider name \"" + pc.name + "\"");
-      constexpr const char* kTypes = "openai | azure-openai | anthropic | gemini | bedrock | mock";
-      if (!y["type"]) fail(y, p + ".type", std::string("required (") + kTypes + ")");
+      const std::string types = choices(kProviderTypes, " | ");
+      if (!y["type"]) fail(y, p + ".type", "required (" + types + ")");
       auto type = str(y["type"], p + ".type");
-      if (type == "openai") pc.type = ProviderType::OpenAI;
-      else if (type == "azure-openai") pc.type = ProviderType::AzureOpenAI;
-      else if (type == "anthropic") pc.type = ProviderType::Anthropic;
-      else if (type == "gemini") pc.type = ProviderType::Gemini;
-      else if (type == "bedrock") pc.type = ProviderType::Bedrock;
-      else if (type == "mock") pc.type = ProviderType::Mock;
-      else fail(y["type"], p + ".type", "unknown provider type \"" + type + "\" (" + kTypes + ")");
+      const auto parsed_type = valueOf(kProviderTypes, type);
+      if (!parsed_type) fail(y["type"], p + ".type", "unknown provider type \"" + type + "\" (" + types + ")");
+      pc.type = *parsed_type;
 
       // Vendor-only settings are rejected on other types: a typo'd type must not
       // silently ignore them.
@@ -567,12 +613,9 @@ class Loader {
       }
       if (auto v = y["balancing"]) {
         const std::string b = str(v, p + ".balancing");
-        if (b == "weighted_random") mc.balancing = BalancePolicy::WeightedRandom;
-        else if (b == "round_robin") mc.balancing = BalancePolicy::RoundRobin;
-        else if (b == "least_outstanding") mc.balancing = BalancePolicy::LeastOutstanding;
-        else if (b == "latency") mc.balancing = BalancePolicy::Latency;
-        else if (b == "gpu_aware") mc.balancing = BalancePolicy::GpuAware;
-        else fail(v, p + ".balancing", "unknown policy \"" + b + "\" (weighted_random | round_robin | least_outstanding | latency | gpu_aware)");
+        const auto policy = valueOf(kBalancePolicies, b);
+        if (!policy) fail(v, p + ".balancing", "unknown policy \"" + b + "\" (" + choices(kBalancePolicies, " | ") + ")");
+        mc.balancing = *policy;
       }
       if (auto c = y["canary"]) {
         const std::string cp = p + ".canary";
@@ -1055,17 +1098,7 @@ ConfigLoadResult loadConfigString(std::string_view yaml, std::string_view source
 
 namespace tahua {
 
-std::string_view providerTypeName(ProviderType t) {
-  switch (t) {
-    case ProviderType::OpenAI: return "openai";
-    case ProviderType::AzureOpenAI: return "azure-openai";
-    case ProviderType::Anthropic: return "anthropic";
-    case ProviderType::Gemini: return "gemini";
-    case ProviderType::Bedrock: return "bedrock";
-    case ProviderType::Mock: return "mock";
-  }
-  return "unknown";
-}
+std::string_view providerTypeName(ProviderType t) { return nameOf(kProviderTypes, t); }
 
 void markCanaryDeployments(ModelConfig& model) {
   model.stable_table = {};
@@ -1080,27 +1113,14 @@ void markCanaryDeployments(ModelConfig& model) {
   }
 }
 
-std::string_view balancePolicyName(BalancePolicy p) {
-  switch (p) {
-    case BalancePolicy::WeightedRandom: return "weighted_random";
-    case BalancePolicy::RoundRobin: return "round_robin";
-    case BalancePolicy::LeastOutstanding: return "least_outstanding";
-    case BalancePolicy::Latency: return "latency";
-    case BalancePolicy::GpuAware: return "gpu_aware";
-  }
-  return "unknown";
-}
+std::string_view balancePolicyName(BalancePolicy p) { return nameOf(kBalancePolicies, p); }
 
 }  // namespace tahua
 
 namespace tahua {
 
-std::string_view healingMetricName(HealingRuleConfig::Metric m) {
-  return m == HealingRuleConfig::Metric::TtftP99 ? "ttft_p99" : "error_rate";
-}
+std::string_view healingMetricName(HealingRuleConfig::Metric m) { return nameOf(kHealingMetrics, m); }
 
-std::string_view healingActionName(HealingRuleConfig::Action a) {
-  return a == HealingRuleConfig::Action::Eject ? "eject" : "shift_to_fallback";
-}
+std::string_view healingActionName(HealingRuleConfig::Action a) { return nameOf(kHealingActions, a); }
 
 }  // namespace tahua

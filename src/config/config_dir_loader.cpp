@@ -1,0 +1,202 @@
+// A config directory (a Kubernetes ConfigMap mount): top-level sections spread over
+// files, plus tahua.dev/v1 resources (ModelRoute, RateLimitPolicy, PromptTemplate).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/loader_detail.h"
+
+namespace tahua::config_detail {
+
+namespace {
+
+std::vector<std::filesystem::path> yamlFiles(const std::string& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // Hidden entries include Kubernetes' ..data / ..2024_... ConfigMap internals.
+    if (name.empty() || name.front() == '.') continue;
+    const std::string ext = e.path().extension().string();
+    if (ext != ".yaml" && ext != ".yml") continue;
+    if (!std::filesystem::is_regular_file(e.path(), ec)) continue;  // follows symlinks
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string slurp(const std::filesystem::path& p, bool& ok) {
+  std::ifstream in(p, std::ios::binary);
+  ok = static_cast<bool>(in);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+struct Resource {
+  std::string file, kind, name;
+  YAML::Node spec;
+};
+
+}  // namespace
+
+ConfigLoadResult loadConfigDir(const std::string& dir) {
+  ConfigLoadResult result;
+  const auto files = yamlFiles(dir);
+  if (files.empty()) {
+    result.error = configError(dir, YAML::Mark::null_mark(), "", "no *.yaml or *.yml files in the config directory");
+    return result;
+  }
+  SourceMap sources;
+  YAML::Node root(YAML::NodeType::Map);
+  std::vector<Resource> resources;
+  for (const auto& path : files) {
+    const std::string file = path.string();
+    bool ok = false;
+    const std::string text = slurp(path, ok);
+    if (!ok) {
+      result.error = configError(file, YAML::Mark::null_mark(), "", "cannot open file");
+      return result;
+    }
+    std::vector<YAML::Node> docs;
+    try {
+      docs = YAML::LoadAll(text);
+    } catch (const YAML::Exception& e) {
+      result.error = configError(file, e.mark, "(yaml)", e.msg);
+      return result;
+    }
+    for (const auto& doc : docs) {
+      if (!doc.IsDefined() || doc.IsNull()) continue;
+      if (!doc.IsMap()) {
+        result.error = configError(file, doc.Mark(), "(root)", "expected a mapping");
+        return result;
+      }
+      if (auto dup = duplicateKey(doc, file, "")) {
+        result.error = std::move(*dup);
+        return result;
+      }
+      if (doc["apiVersion"] || doc["kind"]) {
+        // apiVersion: tahua.dev/v1, kind, metadata.name, spec.
+        const auto bad = [&](const YAML::Node& n, const std::string& field, const std::string& msg) {
+          result.error = configError(file, n.Mark(), field, msg);
+        };
+        for (const auto& kv : doc) {
+          const std::string key = kv.first.as<std::string>();
+          if (key != "apiVersion" && key != "kind" && key != "metadata" && key != "spec") {
+            bad(kv.first, key, "unknown field (allowed: apiVersion, kind, metadata, spec)");
+            return result;
+          }
+        }
+        if (!doc["apiVersion"] || !doc["apiVersion"].IsScalar() || doc["apiVersion"].Scalar() != "tahua.dev/v1") {
+          bad(doc["apiVersion"] ? doc["apiVersion"] : doc, "apiVersion", "must be tahua.dev/v1");
+          return result;
+        }
+        const std::string kind = doc["kind"] && doc["kind"].IsScalar() ? doc["kind"].Scalar() : "";
+        if (kind != "ModelRoute" && kind != "RateLimitPolicy" && kind != "PromptTemplate") {
+          bad(doc["kind"] ? doc["kind"] : doc, "kind", "unknown kind \"" + kind + "\" (ModelRoute | RateLimitPolicy | PromptTemplate)");
+          return result;
+        }
+        const YAML::Node meta = doc["metadata"];
+        if (!meta || !meta.IsMap() || !meta["name"] || !meta["name"].IsScalar() || meta["name"].Scalar().empty()) {
+          bad(meta ? meta : doc, "metadata.name", "required");
+          return result;
+        }
+        if (!doc["spec"] || !doc["spec"].IsMap()) {
+          bad(doc["spec"] ? doc["spec"] : doc, kind + "/" + meta["name"].Scalar() + ".spec", "required: a mapping");
+          return result;
+        }
+        resources.push_back(Resource{file, kind, meta["name"].Scalar(), doc["spec"]});
+        continue;
+      }
+      for (const auto& kv : doc) {
+        const std::string key = kv.first.as<std::string>();
+        if (auto it = sources.sections.find(key); it != sources.sections.end()) {
+          result.error = configError(file, kv.first.Mark(), key,
+                                     "already defined in " + it->second + " (each top-level section belongs to one file)");
+          return result;
+        }
+        root[key] = kv.second;
+        sources.sections[key] = file;
+      }
+    }
+  }
+  // ModelRoutes follow the plain `routes` list, in file order.
+  YAML::Node routes = root["routes"] ? root["routes"] : YAML::Node(YAML::NodeType::Sequence);
+  if (routes.IsSequence())
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      sources.routes.push_back(sources.sections.count("routes") ? sources.sections["routes"] : dir);
+      sources.route_labels.emplace_back();
+    }
+  for (const auto& r : resources) {
+    if (r.kind != "ModelRoute") continue;
+    YAML::Node route = r.spec;  // not a clone: clones lose the line numbers errors need
+    if (route["name"]) {
+      result.error = configError(r.file, route["name"].Mark(), "ModelRoute/" + r.name + ".spec.name", "set metadata.name instead");
+      return result;
+    }
+    route["name"] = r.name;
+    routes.push_back(route);
+    sources.routes.push_back(r.file);
+    sources.route_labels.push_back("ModelRoute/" + r.name + ".spec");
+  }
+  if (routes.IsSequence() && routes.size() > 0) root["routes"] = routes;
+  Loader loader(dir, &sources);
+  try {
+    Config cfg = loader.load(root);
+    cfg.source = dir;
+    for (const auto& r : resources)
+      if (r.kind != "ModelRoute") loader.loadInertResource(r.spec, r.kind, r.name, r.file, cfg);
+    result.config = std::make_shared<const Config>(std::move(cfg));
+    result.warnings = std::move(loader.warnings_);
+  } catch (const ConfigFailure& f) {
+    result.error = f.message;
+  } catch (const YAML::Exception& e) {
+    result.error = configError(dir, e.mark, "(yaml)", e.msg);
+  }
+  return result;
+}
+
+void Loader::loadInertResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
+                               const std::string& file, Config& cfg) {
+  const std::string p = kind + "/" + name + ".spec";
+  Loader in_file(file);
+  if (kind == "RateLimitPolicy") {
+    in_file.checkKeys(spec, p, {"match", "requests_per_minute", "tokens_per_minute"});
+    if (auto m = spec["match"]) in_file.checkKeys(m, p + ".match", {"model", "key", "tenant"});
+    if (auto v = spec["requests_per_minute"]) in_file.integer(v, p + ".requests_per_minute", 1, 1'000'000'000);
+    if (auto v = spec["tokens_per_minute"]) in_file.integer(v, p + ".tokens_per_minute", 1, 1'000'000'000'000);
+  } else {  // PromptTemplate
+    in_file.checkKeys(spec, p, {"template", "variables"});
+    if (!spec["template"]) in_file.fail(spec, p + ".template", "required");
+    in_file.nonEmpty(spec["template"], p + ".template");
+    if (auto v = spec["variables"]; v && !v.IsSequence()) in_file.fail(v, p + ".variables", "expected a list of names");
+  }
+  cfg.inert_resources.push_back(kind + "/" + name);
+  warnings_.push_back(file + ": " + kind + " \"" + name + "\" is valid but not enforced yet");
+}
+
+}  // namespace tahua::config_detail
+
+namespace tahua {
+
+bool readConfigBytes(const std::string& path, std::string& out) {
+  std::error_code ec;
+  bool ok = false;
+  if (!std::filesystem::is_directory(path, ec)) {
+    out = config_detail::slurp(path, ok);
+    return ok;
+  }
+  out.clear();
+  for (const auto& f : config_detail::yamlFiles(path)) {
+    out += f.filename().string();
+    out += '\0';
+    out += config_detail::slurp(f, ok);
+    if (!ok) return false;
+    out += '\0';
+  }
+  return true;
+}
+
+}  // namespace tahua

@@ -1,0 +1,140 @@
+// Shared by the config loader's translation units only (src/config/*.cpp); the public
+// API is in config.h. Loading is off the data path, so errors are thrown internally as
+// ConfigFailure and turned into a message at the boundary.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+
+namespace tahua::config_detail {
+
+// The one shape of every config error: "file[:line:column]: field: message". The
+// position is left out when the node has none, the field when the error is about a file.
+std::string configError(std::string_view file, const YAML::Mark& mark, std::string_view field, std::string_view msg);
+
+struct ConfigFailure {
+  std::string message;
+};
+
+// One {value, name} table per enum that is both read from YAML and printed back; the
+// parse, the *Name() function and the list of choices in errors all come from it.
+template <class E>
+struct Named {
+  E value;
+  std::string_view name;
+};
+
+template <class E, std::size_t N>
+constexpr std::string_view nameOf(const Named<E> (&table)[N], E value) {
+  for (const auto& e : table)
+    if (e.value == value) return e.name;
+  return "unknown";
+}
+
+template <class E, std::size_t N>
+constexpr std::optional<E> valueOf(const Named<E> (&table)[N], std::string_view name) {
+  for (const auto& e : table)
+    if (e.name == name) return e.value;
+  return std::nullopt;
+}
+
+// "a | b | c" or "a or b", as error messages list the accepted names.
+template <class E, std::size_t N>
+std::string choices(const Named<E> (&table)[N], std::string_view separator) {
+  std::string out;
+  for (const auto& e : table) {
+    if (!out.empty()) out += separator;
+    out += e.name;
+  }
+  return out;
+}
+
+// Which file each part of a merged config directory came from.
+struct SourceMap {
+  std::map<std::string, std::string, std::less<>> sections;  // top-level key -> file
+  std::vector<std::string> routes;                           // routes[i] -> file
+  std::vector<std::string> route_labels;  // routes[i] -> "ModelRoute/name.spec" ("" for plain routes)
+};
+
+// Reads one YAML tree into a Config. The node readers are in node_readers.cpp, each
+// section's loader in the file named after it.
+class Loader {
+ public:
+  explicit Loader(std::string source, const SourceMap* sources = nullptr) : source_(std::move(source)), sources_(sources) {}
+
+  Config load(const YAML::Node& root);
+
+  // The file a field path ("routes[3].target", "models[0].name") was read from.
+  std::string fileOf(const std::string& field) const;
+  // A ModelRoute's fields are named after the resource ("ModelRoute/x.spec.target"),
+  // not the routes list it was merged into.
+  std::string displayField(const std::string& field) const;
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& field, const std::string& msg) const;
+
+  // Node readers: each checks the node's shape and range and fails naming the field.
+  // Rejects keys not in `allowed` (typos must not be silently ignored).
+  void checkKeys(const YAML::Node& map, const std::string& path, std::initializer_list<std::string_view> allowed);
+  static std::string join(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+  std::string str(const YAML::Node& node, const std::string& path);
+  std::string nonEmpty(const YAML::Node& node, const std::string& path);
+  bool boolean(const YAML::Node& node, const std::string& path);
+  std::uint64_t integer(const YAML::Node& node, const std::string& path, std::uint64_t min, std::uint64_t max);
+  double number(const YAML::Node& node, const std::string& path, const char* what);
+  double price(const YAML::Node& node, const std::string& path);
+  double percent(const YAML::Node& node, const std::string& path);
+  Millis duration(const YAML::Node& node, const std::string& path, Millis min = Millis(0));
+  TimeoutOverrides timeoutOverrides(const YAML::Node& t, const std::string& tp);
+
+  // server_sections.cpp
+  void loadServer(const YAML::Node& n, ServerConfig& s);
+  void loadListeners(const YAML::Node& n, const YAML::Node& root, Config& cfg);
+  void loadAccessLog(const YAML::Node& n, AccessLogConfig& a);
+  void loadLimits(const YAML::Node& n, LimitsConfig& l);
+  void loadAdmin(const YAML::Node& n, Config& cfg);
+  // providers_section.cpp
+  void loadProviders(const YAML::Node& n, const YAML::Node& root, Config& cfg);
+  void loadAws(const YAML::Node& a, const std::string& ap, ProviderConfig& pc);
+  void parseBaseUrl(const YAML::Node& node, const std::string& path, ProviderConfig& pc);
+  // models_section.cpp
+  void loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg);
+  void resolveFallbacks(const YAML::Node& n, Config& cfg);
+  DeploymentConfig loadDeployment(const YAML::Node& y, const std::string& p, const ModelConfig& mc, const Config& cfg);
+  std::size_t providerIndex(const YAML::Node& node, const std::string& path, const std::string& name, const Config& cfg);
+  // routes_section.cpp
+  void loadRoutes(const YAML::Node& n, Config& cfg);
+  // healing_section.cpp
+  void loadHealing(const YAML::Node& n, Config& cfg);
+  // config_dir_loader.cpp: a Kubernetes-style resource that is validated and listed,
+  // not acted on yet.
+  void loadInertResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
+                         const std::string& file, Config& cfg);
+
+  std::vector<std::string> warnings_;
+
+ private:
+  std::string source_;
+  const SourceMap* sources_ = nullptr;
+};
+
+// yaml-cpp keeps both entries of a repeated key; the error for the first one found.
+std::optional<std::string> duplicateKey(const YAML::Node& node, const std::string& file, const std::string& path,
+                                        int depth = 0);
+
+// A directory of *.yaml files merged into one config (config_dir_loader.cpp).
+ConfigLoadResult loadConfigDir(const std::string& dir);
+
+}  // namespace tahua::config_detail

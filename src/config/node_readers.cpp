@@ -1,0 +1,125 @@
+// The node readers every section uses, and the one error formatter. Every error names
+// file, line, column and the field path, so an operator can fix a typo without guessing.
+#include <cstdlib>
+#include <string>
+
+#include "config/loader_detail.h"
+
+namespace tahua::config_detail {
+
+std::string configError(std::string_view file, const YAML::Mark& mark, std::string_view field, std::string_view msg) {
+  std::string out(file);
+  if (!mark.is_null()) out += ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
+  if (!field.empty()) {
+    out += ": ";
+    out += field;
+  }
+  out += ": ";
+  out += msg;
+  return out;
+}
+
+std::string Loader::fileOf(const std::string& field) const {
+  if (!sources_) return source_;
+  const auto end = field.find_first_of(".[");
+  const std::string top = field.substr(0, end);
+  if (top == "routes" && end != std::string::npos && field[end] == '[') {
+    const std::size_t i = std::strtoul(field.c_str() + end + 1, nullptr, 10);
+    if (i < sources_->routes.size()) return sources_->routes[i];
+  }
+  if (auto it = sources_->sections.find(top); it != sources_->sections.end()) return it->second;
+  return source_;
+}
+
+std::string Loader::displayField(const std::string& field) const {
+  if (!sources_ || field.rfind("routes[", 0) != 0) return field;
+  const std::size_t i = std::strtoul(field.c_str() + 7, nullptr, 10);
+  const auto close = field.find(']');
+  if (i >= sources_->route_labels.size() || sources_->route_labels[i].empty() || close == std::string::npos) return field;
+  return sources_->route_labels[i] + field.substr(close + 1);
+}
+
+void Loader::fail(const YAML::Node& node, const std::string& field, const std::string& msg) const {
+  throw ConfigFailure{configError(fileOf(field), node.Mark(), field.empty() ? "(root)" : displayField(field), msg)};
+}
+
+void Loader::checkKeys(const YAML::Node& map, const std::string& path, std::initializer_list<std::string_view> allowed) {
+  if (!map.IsMap()) fail(map, path, "expected a mapping");
+  for (const auto& kv : map) {
+    auto key = kv.first.as<std::string>();
+    bool ok = false;
+    for (auto a : allowed) ok = ok || a == key;
+    if (!ok) {
+      std::string list;
+      for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(kv.first, join(path, key), "unknown field (allowed: " + list + ")");
+    }
+  }
+}
+
+std::string Loader::str(const YAML::Node& node, const std::string& path) {
+  if (!node.IsScalar()) fail(node, path, "expected a string");
+  return node.Scalar();
+}
+
+std::string Loader::nonEmpty(const YAML::Node& node, const std::string& path) {
+  auto s = str(node, path);
+  if (s.empty()) fail(node, path, "must not be empty");
+  return s;
+}
+
+bool Loader::boolean(const YAML::Node& node, const std::string& path) {
+  bool v = false;
+  if (!node.IsScalar() || !YAML::convert<bool>::decode(node, v)) fail(node, path, "expected true or false");
+  return v;
+}
+
+std::uint64_t Loader::integer(const YAML::Node& node, const std::string& path, std::uint64_t min, std::uint64_t max) {
+  if (!node.IsScalar()) fail(node, path, "expected an integer");
+  const std::string& s = node.Scalar();
+  std::uint64_t v = 0;
+  if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
+    fail(node, path, "expected a non-negative integer, got \"" + s + "\"");
+  v = std::stoull(s);
+  if (v < min || v > max)
+    fail(node, path, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+  return v;
+}
+
+double Loader::number(const YAML::Node& node, const std::string& path, const char* what) {
+  if (!node.IsScalar()) fail(node, path, std::string("expected ") + what);
+  const std::string& s = node.Scalar();
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v >= 0) || v > 1e6)
+    fail(node, path, std::string("expected a non-negative number (") + what + "), got \"" + s + "\"");
+  return v;
+}
+
+double Loader::price(const YAML::Node& node, const std::string& path) { return number(node, path, "USD per million tokens"); }
+
+double Loader::percent(const YAML::Node& node, const std::string& path) {
+  double v = number(node, path, "a percentage");
+  if (v > 100) fail(node, path, "must be between 0 and 100");
+  return v;
+}
+
+Millis Loader::duration(const YAML::Node& node, const std::string& path, Millis min) {
+  if (!node.IsScalar()) fail(node, path, "expected a duration such as 250ms, 5s, 2m");
+  auto d = parseDuration(node.Scalar());
+  if (!d) fail(node, path, "invalid duration \"" + node.Scalar() + "\" (use e.g. 250ms, 5s, 2m)");
+  if (*d < min) fail(node, path, "must be at least " + std::to_string(min.count()) + "ms");
+  return *d;
+}
+
+TimeoutOverrides Loader::timeoutOverrides(const YAML::Node& t, const std::string& tp) {
+  checkKeys(t, tp, {"connect", "first_byte", "idle", "total"});
+  TimeoutOverrides o;
+  if (auto v = t["connect"]) o.connect = duration(v, tp + ".connect", Millis(1));
+  if (auto v = t["first_byte"]) o.first_byte = duration(v, tp + ".first_byte", Millis(1));
+  if (auto v = t["idle"]) o.idle = duration(v, tp + ".idle", Millis(1));
+  if (auto v = t["total"]) o.total = duration(v, tp + ".total", Millis(1));
+  return o;
+}
+
+}  // namespace tahua::config_detail

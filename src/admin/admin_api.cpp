@@ -184,7 +184,12 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
 
   if (rest == "healing") {
     if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
-    co_return AdminReply{200, healingJson()};
+    std::string view;
+    {
+      std::lock_guard lock(mutex_);
+      view = healing_.json(*snapshot_->config);
+    }
+    co_return AdminReply{200, view};
   }
 
   if (rest == "deployments") {

@@ -124,7 +124,7 @@ Gateway::Gateway(SnapshotPtr snapshot, ConfigSource source)
   cfg->generation = 1;
   if (auto built = buildSnapshot(cfg); std::holds_alternative<SnapshotPtr>(built)) snapshot_ = std::get<SnapshotPtr>(built);
   bulkheads_.configure(*snapshot_->config);
-  healing_.configure(snapshot_->config->healing, *snapshot_->config);
+  healing_.configure(*snapshot_->config, generation_.load() + 1);
 }
 
 void Gateway::reload(std::string_view trigger) {
@@ -148,12 +148,12 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
     base_config_ = loaded;
     canary_overrides_.clear();  // the newest action wins: a new config replaces admin changes
     // Self-healing actions stay in force across reloads while their rule does.
-    applyHealing(healing_.configure(loaded->healing, *loaded));
+    healing_.configure(*loaded, generation_.load() + 1);
   }
   auto cfg = std::make_shared<Config>(*base_config_);
   for (auto& m : cfg->models)
     if (auto it = canary_overrides_.find(m.name); it != canary_overrides_.end() && m.canary.enabled) m.canary.percent = it->second;
-  applyHealingOverrides(*cfg);
+  healing_.applyOverrides(*cfg);
   cfg->generation = generation_.load() + 1;
   auto built = buildSnapshot(cfg);
   if (auto* error = std::get_if<std::string>(&built)) return *error;
@@ -226,7 +226,10 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
   text += "# HELP tahua_config_generation Number of the config in use (1 at start, +1 per reload).\n";
   text += "# TYPE tahua_config_generation gauge\n";
   text += "tahua_config_generation " + std::to_string(generation_.load()) + "\n";
-  text += healingMetrics();
+  {
+    std::lock_guard lock(mutex_);
+    text += healing_.metricsText();
+  }
   text += "# HELP tahua_bulkhead_in_use Slots of a concurrency cap in use, by scope and kind (requests, streams).\n";
   text += "# TYPE tahua_bulkhead_in_use gauge\n";
   std::string waiting;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "filters/bulkhead/concurrency_limit.h"
-#include "healing/healing_engine.h"
+#include "healing/healing_state.h"
 #include "providers/snapshot.h"
 #include "routing/balancer.h"
 #include "server/session_host.h"
@@ -73,12 +73,6 @@ class Gateway {
   // collect the deployments' counters, evaluate the rules, apply and audit the actions.
   boost::asio::awaitable<void> healingLoop();
   boost::asio::awaitable<HealthSample> collectHealth();
-  // Records actions in the overrides publish() applies, and audits them. Caller holds mutex_.
-  void applyHealing(const std::vector<HealingAction>& actions);
-  // Applies the healing overrides to a config about to be published. Caller holds mutex_.
-  void applyHealingOverrides(Config& cfg) const;
-  std::string healingMetrics();  // takes mutex_
-  std::string healingJson();     // the admin view; takes mutex_
   // Copies of each worker's deployment state for the admin view.
   boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config);
 
@@ -91,13 +85,7 @@ class Gateway {
   std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (admin API)
   NodeTable nodes_;  // GPU node status reports
   Bulkheads bulkheads_;
-  // Self-healing state (under mutex_): the engine, the overrides its actions put in force,
-  // the last audit records (JSON, oldest first) and action counts by (rule, action).
-  HealingEngine healing_;
-  std::set<std::pair<std::string, std::string>> healing_ejected_;  // (model, deployment)
-  std::map<std::string, double, std::less<>> healing_shift_;       // model -> percent
-  std::deque<std::string> healing_audit_;
-  std::map<std::pair<std::string, std::string>, std::uint64_t> healing_actions_;
+  HealingState healing_;  // self-healing (under mutex_)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};
   std::atomic<std::uint64_t> reloads_ok_{0};

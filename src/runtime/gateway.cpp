@@ -43,6 +43,9 @@ void rejectConnection(tcp::socket& socket) {
   socket.close(ec);
 }
 
+// The admin listener's connection cap (and its listen backlog): a handful of operators.
+constexpr std::size_t kAdminSessions = 64;
+
 asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> acceptor,
                                  std::shared_ptr<asio::ssl::context> tls, std::size_t max_sessions, bool admin) {
   asio::steady_timer backoff(acceptor->get_executor());
@@ -247,6 +250,58 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
   co_return text;
 }
 
+// One listener: an acceptor on `address:port` for each of `workers` (SO_REUSEPORT when
+// there are several; port 0 picks one, which the others join), each running acceptLoop
+// with `max_sessions` as that worker's share. Returns the bound port, or nothing after
+// logging why not.
+std::optional<std::uint16_t> Gateway::bindListener(asio::io_context& main_io, const std::string& address_text,
+                                                   std::uint16_t port, std::span<const std::unique_ptr<Worker>> workers,
+                                                   std::shared_ptr<asio::ssl::context> tls, std::size_t max_sessions,
+                                                   bool admin) {
+  const char* what = admin ? "cannot listen (admin)" : "cannot listen";
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(address_text, ec);
+  if (ec) {
+    log::error(admin ? "invalid admin listener address" : "invalid listener address", {{"address", address_text}});
+    return std::nullopt;
+  }
+  // SO_REUSEPORT would let us join a port another process already listens on (and
+  // silently share its traffic). Probe with a plain bind first: busy means refuse.
+  if (port != 0) {
+    tcp::acceptor probe(main_io);
+    tcp::endpoint ep(address, port);
+    probe.open(ep.protocol(), ec);
+    if (!ec) probe.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) probe.bind(ep, ec);
+    if (ec) {
+      log::error("cannot listen: address in use or not available",
+                 {{"address", address_text}, {"port", port}, {"error", ec.message()}});
+      return std::nullopt;
+    }
+  }
+  const bool reuse_port = workers.size() > 1;
+  for (const auto& worker : workers) {
+    auto acceptor = std::make_shared<tcp::acceptor>(worker->io());
+    tcp::endpoint ep(address, port);
+    acceptor->open(ep.protocol(), ec);
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec && reuse_port) acceptor->set_option(ReusePort(true), ec);
+    if (!ec) acceptor->bind(ep, ec);
+    if (!ec) acceptor->listen(admin ? static_cast<int>(kAdminSessions) : asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      log::error(what, {{"address", address_text}, {"port", port}, {"error", ec.message()}});
+      return std::nullopt;
+    }
+    if (port == 0) port = acceptor->local_endpoint().port();  // the others join this port
+    asio::co_spawn(worker->io(), acceptLoop(*worker, acceptor, tls, max_sessions, admin), asio::detached);
+    worker->addAcceptorTask([acceptor] {
+      boost::system::error_code ignored;  // already closed is fine
+      acceptor->close(ignored);
+    });
+  }
+  return port;
+}
+
 int Gateway::run() {
   // The main thread only waits for signals and orchestrates the drain. The handler is
   // installed before any listener exists, so a SIGTERM right after start is a drain,
@@ -277,8 +332,9 @@ int Gateway::run() {
   }
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, access_log));
 
-  // Every worker gets its own acceptor on the same address (SO_REUSEPORT): the kernel
-  // spreads new connections across them, and no accept lock is shared.
+  // Every worker gets its own acceptor on each public address (SO_REUSEPORT): the kernel
+  // spreads new connections across them, and no accept lock is shared. Each worker takes
+  // its share of the connection limit (SO_REUSEPORT spreads evenly).
   for (const auto& lc : cfg.listeners) {
     std::shared_ptr<asio::ssl::context> tls;
     if (lc.tls) {
@@ -288,72 +344,18 @@ int Gateway::run() {
         return 1;
       }
     }
-    boost::system::error_code ec;
-    auto address = asio::ip::make_address(lc.address, ec);
-    if (ec) {
-      log::error("invalid listener address", {{"address", lc.address}});
-      return 1;
-    }
-    std::uint16_t port = lc.port;
-    // SO_REUSEPORT would let us join a port another process already listens on (and
-    // silently share its traffic). Probe with a plain bind first: busy means refuse.
-    if (port != 0) {
-      tcp::acceptor probe(main_io);
-      tcp::endpoint ep(address, port);
-      probe.open(ep.protocol(), ec);
-      if (!ec) probe.set_option(asio::socket_base::reuse_address(true), ec);
-      if (!ec) probe.bind(ep, ec);
-      if (ec) {
-        log::error("cannot listen: address in use or not available",
-                   {{"address", lc.address}, {"port", port}, {"error", ec.message()}});
-        return 1;
-      }
-    }
-    for (auto& worker : workers_) {
-      auto acceptor = std::make_shared<tcp::acceptor>(worker->io());
-      tcp::endpoint ep(address, port);
-      acceptor->open(ep.protocol(), ec);
-      if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-      if (!ec) acceptor->set_option(ReusePort(true), ec);
-      if (!ec) acceptor->bind(ep, ec);
-      if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-      if (ec) {
-        log::error("cannot listen", {{"address", lc.address}, {"port", port}, {"error", ec.message()}});
-        return 1;
-      }
-      if (port == 0) port = acceptor->local_endpoint().port();  // the others join this port
-      // Each worker takes its share of the connection limit (SO_REUSEPORT spreads evenly).
-      const std::size_t per_worker = (cfg.server.max_connections + n - 1) / n;
-      asio::co_spawn(worker->io(), acceptLoop(*worker, acceptor, tls, per_worker, false), asio::detached);
-      worker->addAcceptorTask([acceptor] {
-        boost::system::error_code ignored;  // already closed is fine
-        acceptor->close(ignored);
-      });
-    }
-    log::info("listening", {{"address", lc.address}, {"port", port}, {"tls", lc.tls.has_value()}, {"workers", n}});
+    const std::size_t per_worker = (cfg.server.max_connections + n - 1) / n;
+    const auto port = bindListener(main_io, lc.address, lc.port, workers_, tls, per_worker, false);
+    if (!port) return 1;
+    log::info("listening", {{"address", lc.address}, {"port", *port}, {"tls", lc.tls.has_value()}, {"workers", n}});
   }
   // The admin API: its own address (never the public listener), on the first worker
   // (a handful of requests; no reason to spread them).
   if (cfg.admin.enabled) {
-    boost::system::error_code ec;
-    auto address = asio::ip::make_address(cfg.admin.listener.address, ec);
-    auto acceptor = std::make_shared<tcp::acceptor>(workers_[0]->io());
-    tcp::endpoint ep(address, cfg.admin.listener.port);
-    if (!ec) acceptor->open(ep.protocol(), ec);
-    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor->bind(ep, ec);
-    if (!ec) acceptor->listen(64, ec);
-    if (ec) {
-      log::error("cannot listen (admin)", {{"address", cfg.admin.listener.address}, {"port", cfg.admin.listener.port},
-                                            {"error", ec.message()}});
-      return 1;
-    }
-    asio::co_spawn(workers_[0]->io(), acceptLoop(*workers_[0], acceptor, nullptr, 64, true), asio::detached);
-    workers_[0]->addAcceptorTask([acceptor] {
-      boost::system::error_code ignored;
-      acceptor->close(ignored);
-    });
-    log::info("admin listening", {{"address", cfg.admin.listener.address}, {"port", acceptor->local_endpoint().port()}});
+    const auto port = bindListener(main_io, cfg.admin.listener.address, cfg.admin.listener.port,
+                                   std::span(workers_.data(), 1), nullptr, kAdminSessions, true);
+    if (!port) return 1;
+    log::info("admin listening", {{"address", cfg.admin.listener.address}, {"port", *port}});
   }
 
   // Self-healing rules are evaluated on the first worker (a few microseconds per interval).

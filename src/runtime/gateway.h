@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <span>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,13 @@
 #include "providers/snapshot.h"
 #include "routing/balancer.h"
 #include "server/session_host.h"
+
+namespace boost::asio {
+class io_context;
+namespace ssl {
+class context;
+}
+}  // namespace boost::asio
 
 namespace tahua {
 
@@ -67,6 +75,11 @@ class Gateway {
   // the current one again with the overrides applied. Caller holds mutex_. Returns an
   // error text if the snapshot cannot be built.
   std::optional<std::string> publish(ConfigPtr loaded, std::string_view trigger);
+  // Binds one listener on the given workers (gateway.cpp). Nothing if it cannot.
+  std::optional<std::uint16_t> bindListener(boost::asio::io_context& main_io, const std::string& address,
+                                            std::uint16_t port, std::span<const std::unique_ptr<Worker>> workers,
+                                            std::shared_ptr<boost::asio::ssl::context> tls, std::size_t max_sessions,
+                                            bool admin);
   // Sends the node status table to every worker. Caller holds mutex_.
   void publishNodes();
   // Self-healing (src/runtime/gateway_healing.cpp): every healing.interval on worker 0,

@@ -5,8 +5,9 @@
 //   with header_limit / body_limit from server.max_header_bytes / max_body_bytes, only
 //   "chunked" accepted as Transfer-Encoding, the target an absolute path, then the body;
 //   requests repeat on the same buffer as on a keep-alive connection (pipelining);
-// - upstream responses (src/server/upstream_client.cpp): response_parser<buffer_body>
-//   with a 64 KiB header limit and no body limit, the body read into a 2 KiB buffer.
+// - upstream responses (src/server/upstream_client.cpp): response_parser<InPlaceBody>
+//   with a 64 KiB header limit and no body limit, the body parsed in place (eager) in
+//   the buffer it was read into, an element a read cut carried to the next read.
 // The bytes arrive in reads of a fuzzer-chosen size, as from a socket.
 //
 // Input: a control byte (request or response side, limits), a read size byte, then the
@@ -24,13 +25,13 @@
 #include <boost/asio/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include "fuzz_input.h"
 #include "http/query.h"
+#include "server/in_place_body.h"
 
 namespace {
 
@@ -97,24 +98,37 @@ bool readRequest(FakeSocket& socket, beast::flat_buffer& buffer, std::size_t hea
   return req.keep_alive();
 }
 
-// One response as UpstreamExchange reads it.
+// One response as HttpExchange reads it: the head, then the body parsed in place in
+// whatever each read brought after what the last one left unparsed.
 void readResponse(FakeSocket& socket, beast::flat_buffer& buffer) {
-  http::response_parser<http::buffer_body> parser;
+  http::response_parser<tahua::InPlaceBody> parser;
   parser.header_limit(64 * 1024);
   parser.body_limit(boost::none);
   boost::system::error_code ec;
   http::read_header(socket, buffer, parser, ec);
   if (ec) return;
+  parser.eager(true);
   const auto length = parser.content_length();
-  char buf[2048];
+  std::string pending(static_cast<const char*>(buffer.data().data()), buffer.size());  // read with the head
   std::uint64_t total = 0;
-  while (!parser.is_done()) {
-    parser.get().body().data = buf;
-    parser.get().body().size = sizeof buf;
-    http::read_some(socket, buffer, parser, ec);
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) return;
-    total += sizeof buf - parser.get().body().size;
+  bool failed = false;
+  for (int reads = 0; !parser.is_done(); ++reads) {
+    if (reads > 0) {
+      char chunk[4096];
+      const std::size_t n = socket.read_some(asio::buffer(chunk), ec);
+      if (ec == asio::error::eof) {
+        parser.put_eof(ec);
+        if (ec) return;  // a cut body: the client reports it
+        continue;
+      }
+      pending.append(chunk, n);
+    }
+    std::size_t used = 0;
+    const std::size_t got = tahua::parseInPlace(parser, pending.data(), pending.size(), used, failed);
+    FUZZ_CHECK(got <= used && used <= pending.size());
+    total += got;
+    if (failed) return;
+    pending.erase(0, used);
   }
   // 1xx, 204 and 304 answers have no body whatever their Content-Length says (RFC 9110);
   // the parser is right to read none.

@@ -22,6 +22,7 @@
 #include "providers/provider.h"
 #include "telemetry/metrics.h"
 #include "server/http_head.h"
+#include "server/in_place_body.h"
 
 namespace tahua {
 
@@ -163,38 +164,6 @@ struct BodyTimeout {
       self->conn->lowest().socket().close(ignored);  // the pending read fails at once
     });
   }
-};
-
-// A response body parsed where it was read: the parser moves each piece of body to the
-// front of the buffer it parses (dropping the chunk framing between), so the body of a
-// read is one contiguous view, with no copy into a second buffer. The output never
-// overtakes the input: every body byte written was consumed from at or after it.
-struct InPlaceBody {
-  struct value_type {
-    char* out = nullptr;
-    std::size_t size = 0;
-  };
-  class reader {
-   public:
-    template <bool isRequest, class Fields>
-    reader(http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
-    void init(const boost::optional<std::uint64_t>&, beast::error_code& ec) { ec = {}; }
-    template <class ConstBufferSequence>
-    std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
-      std::size_t n = 0;
-      for (const asio::const_buffer b : beast::buffers_range_ref(buffers)) {
-        std::memmove(body_.out + body_.size, b.data(), b.size());
-        body_.size += b.size();
-        n += b.size();
-      }
-      ec = {};
-      return n;
-    }
-    void finish(beast::error_code& ec) { ec = {}; }
-
-   private:
-    value_type& body_;
-  };
 };
 
 class HttpExchange final : public UpstreamExchange {
@@ -401,27 +370,12 @@ class HttpExchange final : public UpstreamExchange {
     spent_ = std::move(conn_);
   }
 
-  // Parses [data, data + size), moving the body to the front of it (InPlaceBody).
-  // Returns the body bytes at `data`; `used` is the input consumed (the rest is an
-  // element the read cut). A malformed body sets parse_error_ (the body parsed before it
-  // is still returned; the error comes with the next read).
+  // Parses [data, data + size) in place (parseInPlace). A malformed body sets
+  // parse_error_ (the body parsed before it is still returned; the error comes with the
+  // next read).
   std::size_t parseInPlace(char* data, std::size_t size, std::size_t& used) {
-    auto& body = parser_->get().body();
-    body.out = data;
-    body.size = 0;
-    used = 0;
-    while (used < size && !parser_->is_done()) {
-      beast::error_code ec;
-      const std::size_t n = parser_->put(asio::const_buffer(data + used, size - used), ec);
-      used += n;
-      if (ec == http::error::need_more) break;
-      if (ec) {
-        parse_error_ = true;
-        break;
-      }
-      if (n == 0) break;
-    }
-    return body.size;
+    const std::size_t got = tahua::parseInPlace(*parser_, data, size, used, parse_error_);
+    return got;
   }
 
   Error badBody() {

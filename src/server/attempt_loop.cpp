@@ -75,7 +75,12 @@ class AttemptLoop {
   AttemptLoop(RequestContext& ctx, AttemptEnv env, AttemptHost& host) : ctx_(ctx), env_(env), host_(host) {}
 
   boost::asio::awaitable<void> run() {
-    if (co_await phasesStop()) {
+    // The request phases; a coroutine only when a filter paused one.
+    RequestPhase phase = RequestPhase::Headers;
+    std::size_t next = 0;
+    FilterStatus phases = runRequestPhases(phase, next);
+    if (phases == FilterStatus::Pause) phases = co_await finishRequestPhases(phase, next);
+    if (phases == FilterStatus::Stop) {
       co_await host_.answerLocally(ctx_);
       co_return;
     }
@@ -157,15 +162,28 @@ class AttemptLoop {
   }
 
  private:
-  // The request phases before selection. True if a filter stopped the request.
-  boost::asio::awaitable<bool> phasesStop() {
-    for (RequestPhase phase : {RequestPhase::Headers, RequestPhase::Body}) {
-      std::size_t next = 0;
-      FilterStatus status = env_.chain.run(phase, ctx_, next);
-      if (status == FilterStatus::Pause) status = co_await host_.finishPausedPhase(phase, ctx_, next);
-      if (status == FilterStatus::Stop) co_return true;
+  // The request phases before selection, from `phase` on: Continue, Stop, or Pause
+  // (`phase` and `next` then say where to go on).
+  FilterStatus runRequestPhases(RequestPhase& phase, std::size_t& next) {
+    for (;;) {
+      const FilterStatus status = env_.chain.run(phase, ctx_, next);
+      if (status != FilterStatus::Continue) return status;
+      if (phase == RequestPhase::Body) return FilterStatus::Continue;
+      phase = RequestPhase::Body;
+      next = 0;
     }
-    co_return false;
+  }
+
+  // A request phase a filter paused: waits for it, then runs the rest (Continue or Stop).
+  boost::asio::awaitable<FilterStatus> finishRequestPhases(RequestPhase phase, std::size_t next) {
+    FilterStatus status = co_await host_.finishPausedPhase(phase, ctx_, next);
+    while (status == FilterStatus::Continue && phase == RequestPhase::Headers) {
+      phase = RequestPhase::Body;
+      next = 0;
+      status = runRequestPhases(phase, next);
+      if (status == FilterStatus::Pause) status = co_await host_.finishPausedPhase(phase, ctx_, next);
+    }
+    co_return status;
   }
 
   // Chooses again after a failed attempt (filters may pause here too).

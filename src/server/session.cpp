@@ -174,7 +174,12 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       return Error{ErrorKind::BodyTooLarge, "Request body is larger than " + std::to_string(cfg.max_body_bytes) + " bytes."};
     };
     lowest().expires_after(cfg.header_timeout);
-    if (auto bad = co_await readWholeHead(cfg)) co_return bad;
+    {
+      std::size_t scanned = 0;
+      std::optional<Error> bad;
+      if (!checkHead(cfg, scanned, bad)) bad = co_await readWholeHead(cfg);
+      if (bad) co_return bad;
+    }
     auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kUseTuple);
     if (hec == http::error::header_limit) co_return Error{ErrorKind::HeadersTooLarge, "Request headers are too large."};
     // A declared Content-Length over the limit is refused before any body is read.
@@ -220,28 +225,46 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   // Reads until the whole request head is in buffer_, and checks what Beast's parser
   // would accept silently: obs-fold (a header line continued on the next, which RFC 9112
   // 5.2 says a server must reject or replace; other hops may read it differently) and a
-  // request line longer than the URL bound (414 rather than the headers' 431).
+  // request line longer than the URL bound (414 rather than the headers' 431). The usual
+  // head arrived whole with the first read: that costs no coroutine (checkHead).
   asio::awaitable<std::optional<Error>> readWholeHead(const ServerConfig& cfg) {
     std::size_t scanned = 0;  // bytes already searched for the end of the head
     for (;;) {
-      const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
-      const std::size_t from = scanned > 3 ? scanned - 3 : 0;
-      std::size_t end = data.find("\r\n\r\n", from);
-      if (end == std::string_view::npos) end = data.find("\n\n", from);  // bare LF: Beast refuses it
-      const std::size_t line_end = data.find('\n');
-      if ((line_end == std::string_view::npos ? data.size() : line_end) > cfg.max_url_bytes + 32) co_return uriTooLong(cfg);
-      if (end != std::string_view::npos) {
-        for (std::size_t i = data.find('\n'); i != std::string_view::npos && i < end; i = data.find('\n', i + 1))
-          if (data[i + 1] == ' ' || data[i + 1] == '\t')
-            co_return Error{ErrorKind::BadHttp, "A header line continues on the next line (obs-fold), which is not allowed."};
-        co_return std::nullopt;
-      }
-      if (data.size() > cfg.max_header_bytes) co_return Error{ErrorKind::HeadersTooLarge, "Request headers are too large."};
-      scanned = data.size();
+      std::optional<Error> bad;
+      if (checkHead(cfg, scanned, bad)) co_return bad;
       auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(4096), kUseTuple);
       if (ec) co_return Error{ErrorKind::Internal, {}};  // closed or timed out mid-head: nothing to answer
       buffer_.commit(n);
     }
+  }
+
+  // True when buffer_ holds the whole head (`bad` says what is wrong with it, if
+  // anything) or it is already wrong; false when more must be read. `scanned`: bytes
+  // already searched for the end of the head.
+  bool checkHead(const ServerConfig& cfg, std::size_t& scanned, std::optional<Error>& bad) {
+    const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    const std::size_t from = scanned > 3 ? scanned - 3 : 0;
+    std::size_t end = data.find("\r\n\r\n", from);
+    if (end == std::string_view::npos) end = data.find("\n\n", from);  // bare LF: Beast refuses it
+    const std::size_t line_end = data.find('\n');
+    if ((line_end == std::string_view::npos ? data.size() : line_end) > cfg.max_url_bytes + 32) {
+      bad = uriTooLong(cfg);
+      return true;
+    }
+    if (end != std::string_view::npos) {
+      for (std::size_t i = data.find('\n'); i != std::string_view::npos && i < end; i = data.find('\n', i + 1))
+        if (data[i + 1] == ' ' || data[i + 1] == '\t') {
+          bad = Error{ErrorKind::BadHttp, "A header line continues on the next line (obs-fold), which is not allowed."};
+          return true;
+        }
+      return true;
+    }
+    if (data.size() > cfg.max_header_bytes) {
+      bad = Error{ErrorKind::HeadersTooLarge, "Request headers are too large."};
+      return true;
+    }
+    scanned = data.size();
+    return false;
   }
 
   // Note on coroutine frames: a frame holds every local of every branch for the life of
@@ -735,12 +758,9 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   // head_ and then `body`, in one gathered write.
   asio::awaitable<bool> writeHeadAnd(std::string_view body) {
     std::array<asio::const_buffer, 2> bufs{asio::buffer(head_), asio::buffer(body.data(), body.size())};
-    co_return co_await writeBuffers(std::span<const asio::const_buffer>(bufs.data(), body.empty() || head_only_ ? 1 : 2));
-  }
-
-  asio::awaitable<bool> writeBuffers(std::span<const asio::const_buffer> bufs) {
     lowest().expires_after(serverConfig().client_write_timeout);
-    auto [ec, n] = co_await asio::async_write(stream_, bufs, kUseTuple);
+    auto [ec, n] = co_await asio::async_write(
+        stream_, std::span<const asio::const_buffer>(bufs.data(), body.empty() || head_only_ ? 1 : 2), kUseTuple);
     if (ec) client_gone_ = true;
     co_return !ec;
   }

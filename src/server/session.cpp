@@ -180,11 +180,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       if (!checkHead(cfg, scanned, bad)) bad = co_await readWholeHead(cfg);
       if (bad) co_return bad;
     }
-    auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kUseTuple);
+    // The whole head is in buffer_ (checked above): Beast parses it from there, with no
+    // asynchronous read (which would post its completion through the event loop).
+    beast::error_code hec;
+    buffer_.consume(parser.put(buffer_.data(), hec));
+    if (!hec && !parser.is_header_done()) hec = http::error::partial_message;
     if (hec == http::error::header_limit) co_return Error{ErrorKind::HeadersTooLarge, "Request headers are too large."};
     // A declared Content-Length over the limit is refused before any body is read.
     if (hec == http::error::body_limit) co_return tooLarge();
-    if (hec && quiet(hec)) co_return Error{ErrorKind::Internal, {}};
     if (hec) co_return Error{ErrorKind::BadHttp, "Malformed HTTP request."};
     auto& head = parser.get();
     // Only "chunked" is a body framing we accept; anything else could be read
@@ -209,6 +212,15 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       // Room for the whole body in the read buffer: a large prompt arrives in a few
       // big reads instead of many 512-byte ones.
       buffer_.reserve(buffer_.size() + static_cast<std::size_t>(*len));
+    }
+    // Body bytes that came with the head are parsed from buffer_ too; only the rest is read.
+    if (buffer_.size() > 0) {
+      parser.eager(true);
+      beast::error_code pec;
+      buffer_.consume(parser.put(buffer_.data(), pec));
+      if (pec == http::error::body_limit) co_return tooLarge();
+      if (pec && pec != http::error::need_more) co_return Error{ErrorKind::BadHttp, "Malformed HTTP request body."};
+      if (parser.is_done()) co_return std::nullopt;
     }
     lowest().expires_after(cfg.body_timeout);
     auto [bec, bn] = co_await http::async_read(stream_, buffer_, parser, kUseTuple);

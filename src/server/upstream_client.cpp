@@ -445,7 +445,7 @@ class HttpExchange final : public UpstreamExchange {
       co_return Error{ErrorKind::UpstreamConnect, "Could not connect to the upstream for provider '" + cfg_.name + "'."};
     }
     conn_->plain->socket().set_option(tcp::no_delay(true), ec);
-    // Body reads try the socket first and only then wait (read()); Asio's own
+    // read() takes the rest of a burst with a read that must not block; Asio's own
     // operations work the same on a non-blocking socket.
     conn_->plain->socket().non_blocking(true, ec);
     ++worker_.metrics.upstream_connections_opened[cfg_.name];

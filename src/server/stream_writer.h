@@ -137,6 +137,7 @@ class StreamWriter {
   // backlog is not kept for the next request.
   void end() {
     active_ = false;
+    held_head_ = {};  // never sent (the client left first): it must not outlive the stream
     if (inflight_.capacity() + pending_.capacity() > 64 * 1024) {
       std::string().swap(inflight_);
       std::string().swap(pending_);

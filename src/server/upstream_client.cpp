@@ -234,89 +234,76 @@ class HttpExchange final : public UpstreamExchange {
         done = true;
         co_return std::nullopt;
       }
-      if (head_leftover_) {
-        head_leftover_ = false;
-        if (carry.size() > 0) {
-          char* data = static_cast<char*>(carry.data().data());
-          std::size_t used = 0;
-          const std::size_t got = parseInPlace(data, carry.size(), used);
-          if (parse_error_ && got == 0) co_return badBody();
-          carry.consume(used);  // the view stays valid: the buffer is only touched by the next read
-          if (got > 0 || parser_->is_done()) {
-            bytes = std::string_view(data, got);
-            if (parser_->is_done()) {
-              finish();
-              done = true;
-            }
-            co_return std::nullopt;
-          }
-          continue;
-        }
-      }
-      const auto now = Clock::now();
-      if (now >= deadline_) {
-        dropConnection();
-        co_return timeoutError("total", timeouts_.total);
-      }
-      if (!body_timeout_) {
-        body_timeout_ = std::make_shared<BodyTimeout>(worker_.io);
-        body_timeout_->idle = timeouts_.idle;
-        body_timeout_->deadline = deadline_;
-        conn_->lowest().expires_never();  // the head's expiry no longer applies
-      }
-      body_timeout_->conn = conn_.get();
-      body_timeout_->last_read = now;
-      if (!body_timeout_->armed) BodyTimeout::arm(body_timeout_);
-
       char* data = nullptr;
       std::size_t size = 0;
       bool in_scratch = false;  // data is in the worker's read buffer, not in carry
-      beast::error_code ec;
-      if (conn_->tls) {
-        auto [rec, n] = co_await conn_->tls->async_read_some(carry.prepare(kTlsReadBytes), asio::as_tuple(asio::use_awaitable));
-        ec = rec;
-        if (!ec) {
-          carry.commit(n);
-          data = static_cast<char*>(carry.data().data());
-          size = carry.size();
-        }
+      if (head_leftover_ && carry.size() > 0) {
+        // The body start that came with the head: parsed where it lies, without a read.
+        data = static_cast<char*>(carry.data().data());
+        size = carry.size();
       } else {
-        // Asio's read tries the socket at once and waits only when it is empty, into the
-        // connection's small buffer (it holds the few bytes an element cut anyway). When
-        // that fills up, the rest is taken without waiting into the worker's read buffer.
-        auto& sock = conn_->lowest().socket();
-        const std::size_t room = std::max<std::size_t>(512, carry.capacity() - carry.size());
-        auto [rec, n] = co_await sock.async_read_some(carry.prepare(room), asio::as_tuple(asio::use_awaitable));
-        ec = rec;
-        if (!ec) {
-          carry.commit(n);
-          data = static_cast<char*>(carry.data().data());
-          size = carry.size();
-          if (n == room) {
-            const std::span<char> scratch = worker_.pool.readBuffer();
-            std::memcpy(scratch.data(), data, size);
-            beast::error_code more_ec;  // an error or the end shows on the next read
-            const std::size_t more = sock.read_some(asio::buffer(scratch.data() + size, scratch.size() - size), more_ec);
-            carry.consume(size);
-            data = scratch.data();
-            size += more_ec ? 0 : more;
-            in_scratch = true;
+        const auto now = Clock::now();
+        if (now >= deadline_) {
+          dropConnection();
+          co_return timeoutError("total", timeouts_.total);
+        }
+        if (!body_timeout_) {
+          body_timeout_ = std::make_shared<BodyTimeout>(worker_.io);
+          body_timeout_->idle = timeouts_.idle;
+          body_timeout_->deadline = deadline_;
+          conn_->lowest().expires_never();  // the head's expiry no longer applies
+        }
+        body_timeout_->conn = conn_.get();
+        body_timeout_->last_read = now;
+        if (!body_timeout_->armed) BodyTimeout::arm(body_timeout_);
+        beast::error_code ec;
+        if (conn_->tls) {
+          auto [rec, n] = co_await conn_->tls->async_read_some(carry.prepare(kTlsReadBytes), asio::as_tuple(asio::use_awaitable));
+          ec = rec;
+          if (!ec) {
+            carry.commit(n);
+            data = static_cast<char*>(carry.data().data());
+            size = carry.size();
+          }
+        } else {
+          // Asio's read tries the socket at once and waits only when it is empty, into the
+          // connection's small buffer (it holds the few bytes an element cut anyway). When
+          // that fills up, the rest is taken without waiting into the worker's read buffer.
+          auto& sock = conn_->lowest().socket();
+          const std::size_t room = std::max<std::size_t>(512, carry.capacity() - carry.size());
+          auto [rec, n] = co_await sock.async_read_some(carry.prepare(room), asio::as_tuple(asio::use_awaitable));
+          ec = rec;
+          if (!ec) {
+            carry.commit(n);
+            data = static_cast<char*>(carry.data().data());
+            size = carry.size();
+            if (n == room) {
+              const std::span<char> scratch = worker_.pool.readBuffer();
+              std::memcpy(scratch.data(), data, size);
+              beast::error_code more_ec;  // an error or the end shows on the next read
+              const std::size_t more = sock.read_some(asio::buffer(scratch.data() + size, scratch.size() - size), more_ec);
+              carry.consume(size);
+              data = scratch.data();
+              size += more_ec ? 0 : more;
+              in_scratch = true;
+            }
           }
         }
+        if (ec == asio::error::eof && !aborted_) {
+          // The upstream closed: the end of a body delimited by the close, or a cut one.
+          beast::error_code eof_ec;
+          parser_->put_eof(eof_ec);
+          if (!eof_ec && parser_->is_done()) continue;
+        }
+        if (ec) {
+          const char* expired = body_timeout_->expired;
+          dropConnection();
+          if (expired && !aborted_)
+            co_return expired[0] == 't' ? timeoutError("total", timeouts_.total) : timeoutError("idle", timeouts_.idle);
+          co_return interrupted();
+        }
       }
-      if (ec == asio::error::eof && !aborted_) {
-        // The upstream closed: the end of a body delimited by the close, or a cut one.
-        beast::error_code eof_ec;
-        parser_->put_eof(eof_ec);
-        if (!eof_ec && parser_->is_done()) continue;
-      }
-      if (ec) {
-        const char* expired = body_timeout_->expired;
-        dropConnection();
-        if (expired && !aborted_)
-          co_return expired[0] == 't' ? timeoutError("total", timeouts_.total) : timeoutError("idle", timeouts_.idle);
-        co_return interrupted();
-      }
+      head_leftover_ = false;
       std::size_t used = 0;
       const std::size_t got = parseInPlace(data, size, used);
       if (parse_error_ && got == 0) co_return badBody();
@@ -374,8 +361,7 @@ class HttpExchange final : public UpstreamExchange {
   // parse_error_ (the body parsed before it is still returned; the error comes with the
   // next read).
   std::size_t parseInPlace(char* data, std::size_t size, std::size_t& used) {
-    const std::size_t got = tahua::parseInPlace(*parser_, data, size, used, parse_error_);
-    return got;
+    return tahua::parseInPlace(*parser_, data, size, used, parse_error_);
   }
 
   Error badBody() {

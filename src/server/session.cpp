@@ -19,12 +19,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 
 #include "core/log.h"
 #include "filters/filter.h"
 #include "providers/translation.h"
 #include "server/attempt_loop.h"
+#include "server/deadline.h"
 #include "server/http_head.h"
 #include "server/session_host.h"
 #include "server/stream_writer.h"
@@ -87,13 +87,13 @@ template <class Stream>
 class Session final : public SessionBase, private Resumer, private AttemptHost, private StreamWriterOwner {
  public:
   Session(SessionHost& worker, Stream stream, bool admin)
-      : worker_(worker), stream_(std::move(stream)), admin_(admin), writer_(stream_, *this) {}
+      : worker_(worker), stream_(std::move(stream)), deadline_(lowest()), admin_(admin), writer_(stream_, deadline_, *this) {}
 
   asio::awaitable<void> run() {
     beast::error_code ec;
-    lowest().socket().set_option(tcp::no_delay(true), ec);
+    lowest().set_option(tcp::no_delay(true), ec);
     if constexpr (kTls) {
-      lowest().expires_after(worker_.snapshot()->config->server.header_timeout);
+      deadline_.after(worker_.snapshot()->config->server.header_timeout);
       auto [hec] = co_await stream_.async_handshake(asio::ssl::stream_base::server, kUseTuple);
       if (hec) co_return;  // bad or slow TLS client: nothing to answer in HTTP
     }
@@ -104,7 +104,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         // An idle connection does not keep a large request's buffer.
         if (buffer_.capacity() > 64 * 1024) buffer_.shrink_to_fit();
         // Keep-alive idle: wait for the first byte of the next request.
-        lowest().expires_after(worker_.snapshot()->config->server.keepalive_timeout);
+        deadline_.after(worker_.snapshot()->config->server.keepalive_timeout);
         auto [rec, n] = co_await stream_.async_read_some(buffer_.prepare(1024), kUseTuple);
         if (rec) break;  // closed, reset, idle timeout or drain: all end the connection quietly
         buffer_.commit(n);
@@ -119,7 +119,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   void closeIfIdle() override {
     if (!idle_) return;
     beast::error_code ignored;
-    lowest().socket().close(ignored);
+    lowest().close(ignored);
   }
 
   void abortForDrain() override {
@@ -128,9 +128,12 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   }
 
  private:
-  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+  static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
 
-  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  tcp::socket& lowest() {
+    if constexpr (kTls) return stream_.next_layer();
+    else return stream_;
+  }
   // Settings of the snapshot pinned for the current request.
   const ServerConfig& serverConfig() const { return snapshot_->config->server; }
 
@@ -154,6 +157,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       if (bad->kind != ErrorKind::Internal) co_await replyBadInput(*bad);
       co_return false;
     }
+    deadline_.never();  // the upstream's own time limits apply until the answer is written
     http::request<http::string_body>& req = parser.get();  // not released: one message in this frame
     keep_alive_ = req.keep_alive() && !worker_.draining();
     http10_ = req.version() == 10;
@@ -166,14 +170,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   asio::awaitable<std::optional<Error>> readRequest(http::request_parser<http::string_body>& parser) {
     const ServerConfig& cfg = serverConfig();
     const auto quiet = [](beast::error_code ec) {
-      return ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
+      return ec == http::error::end_of_stream || ec == asio::error::eof ||
              ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
              ec == asio::error::bad_descriptor;
     };
     const auto tooLarge = [&] {
       return Error{ErrorKind::BodyTooLarge, "Request body is larger than " + std::to_string(cfg.max_body_bytes) + " bytes."};
     };
-    lowest().expires_after(cfg.header_timeout);
+    deadline_.after(cfg.header_timeout);
     {
       std::size_t scanned = 0;
       std::optional<Error> bad;
@@ -203,7 +207,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     if (parser.is_done()) co_return std::nullopt;
     if (beast::iequals(head[http::field::expect], "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      lowest().expires_after(cfg.client_write_timeout);
+      deadline_.after(cfg.client_write_timeout);
       auto [cec, cn] = co_await asio::async_write(stream_, asio::buffer(kContinue), kUseTuple);
       if (cec) co_return Error{ErrorKind::Internal, {}};
     }
@@ -222,7 +226,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       if (pec && pec != http::error::need_more) co_return Error{ErrorKind::BadHttp, "Malformed HTTP request body."};
       if (parser.is_done()) co_return std::nullopt;
     }
-    lowest().expires_after(cfg.body_timeout);
+    deadline_.after(cfg.body_timeout);
     auto [bec, bn] = co_await http::async_read(stream_, buffer_, parser, kUseTuple);
     if (bec == http::error::body_limit) co_return tooLarge();
     if (bec && quiet(bec)) co_return Error{ErrorKind::Internal, {}};
@@ -400,7 +404,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     FilterStatus status = FilterStatus::Pause;
     while (status == FilterStatus::Pause) {
       while (!resumed_) {
-        if (!resume_event_) resume_event_.emplace(lowest().socket().get_executor());
+        if (!resume_event_) resume_event_.emplace(lowest().get_executor());
         resume_event_->expires_at(Clock::time_point::max());
         co_await resume_event_->async_wait(kUseTuple);  // cancelled by resume()
       }
@@ -500,14 +504,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   };
 
   void armWatch() {
-    lowest().socket().async_receive(asio::buffer(&watch_->peeked, 1), tcp::socket::message_peek, WatchHandler{watch_});
+    lowest().async_receive(asio::buffer(&watch_->peeked, 1), tcp::socket::message_peek, WatchHandler{watch_});
   }
 
   void stopWatch() {
     if (!watch_ || !watch_->active) return;
     watch_->active = false;
     beast::error_code ignored;
-    lowest().socket().cancel(ignored);  // nothing else is pending on the socket now
+    lowest().cancel(ignored);  // nothing else is pending on the socket now
   }
 
   bool clientGone() const override { return client_gone_ || (watch_ && watch_->gone); }
@@ -515,7 +519,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   // Sleeps unless the client leaves (the watcher cannot abort a timer; it is short).
   asio::awaitable<bool> sleepFor(Millis wait) override {
     if (wait.count() == 0) co_return true;
-    asio::steady_timer timer(lowest().socket().get_executor(), wait);
+    asio::steady_timer timer(lowest().get_executor(), wait);
     auto [ec] = co_await timer.async_wait(kUseTuple);
     co_return !ec;
   }
@@ -770,7 +774,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   // head_ and then `body`, in one gathered write.
   asio::awaitable<bool> writeHeadAnd(std::string_view body) {
     std::array<asio::const_buffer, 2> bufs{asio::buffer(head_), asio::buffer(body.data(), body.size())};
-    lowest().expires_after(serverConfig().client_write_timeout);
+    deadline_.after(serverConfig().client_write_timeout);
     auto [ec, n] = co_await asio::async_write(
         stream_, std::span<const asio::const_buffer>(bufs.data(), body.empty() || head_only_ ? 1 : 2), kUseTuple);
     if (ec) client_gone_ = true;
@@ -808,15 +812,16 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   asio::awaitable<void> shutdown() {
     beast::error_code ec;
     if constexpr (kTls) {
-      lowest().expires_after(std::chrono::seconds(1));
+      deadline_.after(std::chrono::seconds(1));
       co_await stream_.async_shutdown(kUseTuple);
     }
-    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
-    lowest().socket().close(ec);
+    lowest().shutdown(tcp::socket::shutdown_send, ec);
+    lowest().close(ec);
   }
 
   SessionHost& worker_;  // the worker this connection runs on
   Stream stream_;
+  Deadline deadline_;                    // the time limit of what the connection does now
   const bool admin_;                     // accepted on the admin listener
   SnapshotPtr snapshot_;                 // pinned for the current request
   std::shared_ptr<FilterChain> chain_;   // pinned for the current request
@@ -859,10 +864,10 @@ asio::awaitable<void> runSession(SessionHost& worker, Stream stream, std::shared
 void startSession(SessionHost& worker, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls, bool admin) {
   auto& io = worker.io();
   if (tls) {
-    beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tls);
+    asio::ssl::stream<tcp::socket> stream(std::move(socket), *tls);
     asio::co_spawn(io, runSession(worker, std::move(stream), tls, admin), asio::detached);
   } else {
-    asio::co_spawn(io, runSession(worker, beast::tcp_stream(std::move(socket)), nullptr, admin), asio::detached);
+    asio::co_spawn(io, runSession(worker, std::move(socket), nullptr, admin), asio::detached);
   }
 }
 

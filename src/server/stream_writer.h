@@ -22,9 +22,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core.hpp>
+#include <boost/asio/ip/tcp.hpp>
 
 #include "core/duration.h"
+#include "server/deadline.h"
 #include "server/http_head.h"
 
 namespace tahua {
@@ -43,10 +44,11 @@ class StreamWriterOwner {
 template <class Stream>
 class StreamWriter {
   using Clock = std::chrono::steady_clock;
-  static constexpr bool kTls = !std::is_same_v<Stream, boost::beast::tcp_stream>;
+  static constexpr bool kTls = !std::is_same_v<Stream, boost::asio::ip::tcp::socket>;
 
  public:
-  StreamWriter(Stream& stream, StreamWriterOwner& owner) : stream_(stream), owner_(owner) {}
+  StreamWriter(Stream& stream, Deadline& deadline, StreamWriterOwner& owner)
+      : stream_(stream), deadline_(deadline), owner_(owner) {}
 
   // A stream begins (its head is written). `http10`: no chunked encoding, the body is
   // unframed and ends with the connection.
@@ -57,8 +59,8 @@ class StreamWriter {
       // Direct writes need a socket that never blocks; Asio's own async operations work
       // the same either way. Set once per connection.
       if (!direct_writes_) {
-        boost::beast::error_code ec;
-        lowest().socket().non_blocking(true, ec);
+        boost::system::error_code ec;
+        lowest().non_blocking(true, ec);
         direct_writes_ = !ec;
       }
     }
@@ -124,10 +126,10 @@ class StreamWriter {
   boost::asio::awaitable<void> flush() {
     while (busy_) {
       if (owner_.clientGone()) {
-        boost::beast::error_code ignored;
-        lowest().socket().cancel(ignored);
+        boost::system::error_code ignored;
+        lowest().cancel(ignored);
       }
-      if (!idle_) idle_.emplace(lowest().socket().get_executor());  // made lazily: rarely needed
+      if (!idle_) idle_.emplace(lowest().get_executor());  // made lazily: rarely needed
       idle_->expires_at(Clock::time_point::max());
       co_await idle_->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));  // cancelled when idle
     }
@@ -145,7 +147,10 @@ class StreamWriter {
   }
 
  private:
-  boost::beast::tcp_stream& lowest() { return boost::beast::get_lowest_layer(stream_); }
+  boost::asio::ip::tcp::socket& lowest() {
+    if constexpr (kTls) return stream_.next_layer();
+    else return stream_;
+  }
 
   bool send(std::span<const boost::asio::const_buffer> bufs) {
     if (owner_.clientGone()) return false;
@@ -165,8 +170,8 @@ class StreamWriter {
     std::size_t written = 0;
     if constexpr (!kTls) {
       if (direct_writes_) {
-        boost::beast::error_code ec;
-        written = lowest().socket().write_some(bufs, ec);
+        boost::system::error_code ec;
+        written = lowest().write_some(bufs, ec);
         if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
           ec = {};
           written = 0;
@@ -195,9 +200,9 @@ class StreamWriter {
 
   void startWrite() {
     busy_ = true;
-    lowest().expires_after(write_timeout_);
+    deadline_.after(write_timeout_);
     // The relay waits for the writer before it ends (flush), so `this` outlives it.
-    boost::asio::async_write(stream_, boost::asio::buffer(inflight_), [this](boost::beast::error_code ec, std::size_t) {
+    boost::asio::async_write(stream_, boost::asio::buffer(inflight_), [this](boost::system::error_code ec, std::size_t) {
       inflight_.clear();
       if (ec || owner_.clientGone()) {
         busy_ = false;
@@ -210,6 +215,7 @@ class StreamWriter {
         return;
       }
       busy_ = false;
+      deadline_.never();  // the relay waits for the upstream again
       last_write_ = Clock::now();
       if (idle_) idle_->cancel();
     });
@@ -223,6 +229,7 @@ class StreamWriter {
   }
 
   Stream& stream_;
+  Deadline& deadline_;  // the connection's (it bounds a write of the backlog)
   StreamWriterOwner& owner_;
   std::string_view held_head_;  // the response head, sent with the first piece
   bool http10_ = false;

@@ -7,13 +7,13 @@
 #include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "providers/provider.h"
 #include "telemetry/metrics.h"
+#include "server/deadline.h"
 #include "server/http_head.h"
 #include "server/in_place_body.h"
 
@@ -34,25 +35,28 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 struct UpstreamConnection {
-  std::optional<beast::tcp_stream> plain;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
+  explicit UpstreamConnection(asio::io_context& io) : socket(io), deadline(socket) {}
+
+  tcp::socket socket;                            // plain TCP (moved into tls under TLS)
+  std::optional<ssl::stream<tcp::socket>> tls;
+  Deadline deadline;                             // connect, first byte, idle and total limits
   beast::flat_buffer buffer;
   std::string key;
   Clock::time_point idle_since{};
 
-  beast::tcp_stream& lowest() { return tls ? tls->next_layer() : *plain; }
+  tcp::socket& lowest() { return tls ? tls->next_layer() : socket; }
 };
 
 namespace {
 
 template <class F>
 auto withStream(UpstreamConnection& c, F&& f) {
-  return c.tls ? f(*c.tls) : f(*c.plain);
+  return c.tls ? f(*c.tls) : f(c.socket);
 }
 
 // Is a pooled connection still usable? The peer may have closed it while idle.
 bool looksAlive(UpstreamConnection& c) {
-  auto& sock = c.lowest().socket();
+  auto& sock = c.lowest();
   if (!sock.is_open()) return false;
   char byte;
   ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -132,40 +136,6 @@ void UpstreamPool::clear() { idle_.clear(); }
 
 namespace {
 
-// The idle and total timeouts of a body being read, as one timer re-armed lazily: a read
-// only records when it started, and the timer, when it fires, either finds the stream
-// silent for `idle` (or past `deadline`) and closes the socket, or sleeps again until the
-// new due time. Beast's per-operation expiry armed and cancelled a timer on every read.
-// Shared with the timer's handler, which may run after the exchange is gone.
-struct BodyTimeout {
-  explicit BodyTimeout(asio::io_context& io) : timer(io) {}
-  asio::steady_timer timer;
-  Clock::time_point last_read{};
-  Clock::time_point deadline{};       // the total timeout
-  Millis idle{};
-  UpstreamConnection* conn = nullptr;  // the socket to close when it expires; null: stopped
-  const char* expired = nullptr;       // "idle" or "total" once it fired
-  bool armed = false;
-
-  Clock::time_point due() const { return std::min(last_read + idle, deadline); }
-
-  static void arm(const std::shared_ptr<BodyTimeout>& self) {
-    self->armed = true;
-    self->timer.expires_at(self->due());
-    self->timer.async_wait([self](const boost::system::error_code&) {
-      self->armed = false;
-      if (!self->conn) return;
-      if (Clock::now() < self->due()) {
-        arm(self);
-        return;
-      }
-      self->expired = self->deadline <= self->last_read + self->idle ? "total" : "idle";
-      boost::system::error_code ignored;
-      self->conn->lowest().socket().close(ignored);  // the pending read fails at once
-    });
-  }
-};
-
 class HttpExchange final : public UpstreamExchange {
  public:
   HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, UpstreamEnv& worker, const RouteConfig* route)
@@ -215,8 +185,6 @@ class HttpExchange final : public UpstreamExchange {
     }
   }
 
-  ~HttpExchange() override { stopBodyTimeout(); }
-
   // The body start that came with the head is parsed first, where it lies. Then each
   // read takes whatever the socket holds (plain TCP: a burst larger than the connection's
   // small buffer goes on in the worker's read buffer; TLS: into the connection's buffer)
@@ -247,15 +215,9 @@ class HttpExchange final : public UpstreamExchange {
           dropConnection();
           co_return timeoutError("total", timeouts_.total);
         }
-        if (!body_timeout_) {
-          body_timeout_ = std::make_shared<BodyTimeout>(worker_.io);
-          body_timeout_->idle = timeouts_.idle;
-          body_timeout_->deadline = deadline_;
-          conn_->lowest().expires_never();  // the head's expiry no longer applies
-        }
-        body_timeout_->conn = conn_.get();
-        body_timeout_->last_read = now;
-        if (!body_timeout_->armed) BodyTimeout::arm(body_timeout_);
+        // The idle limit runs from this read; the total one from the start.
+        idle_limit_ = now + timeouts_.idle < deadline_;
+        conn_->deadline.at(idle_limit_ ? now + timeouts_.idle : deadline_);
         beast::error_code ec;
         if (conn_->tls) {
           auto [rec, n] = co_await conn_->tls->async_read_some(carry.prepare(kTlsReadBytes), asio::as_tuple(asio::use_awaitable));
@@ -269,7 +231,7 @@ class HttpExchange final : public UpstreamExchange {
           // Asio's read tries the socket at once and waits only when it is empty, into the
           // connection's small buffer (it holds the few bytes an element cut anyway). When
           // that fills up, the rest is taken without waiting into the worker's read buffer.
-          auto& sock = conn_->lowest().socket();
+          auto& sock = conn_->socket;
           const std::size_t room = std::max<std::size_t>(512, carry.capacity() - carry.size());
           auto [rec, n] = co_await sock.async_read_some(carry.prepare(room), asio::as_tuple(asio::use_awaitable));
           ec = rec;
@@ -296,10 +258,10 @@ class HttpExchange final : public UpstreamExchange {
           if (!eof_ec && parser_->is_done()) continue;
         }
         if (ec) {
-          const char* expired = body_timeout_->expired;
+          const bool expired = conn_->deadline.expired();
           dropConnection();
           if (expired && !aborted_)
-            co_return expired[0] == 't' ? timeoutError("total", timeouts_.total) : timeoutError("idle", timeouts_.idle);
+            co_return idle_limit_ ? timeoutError("idle", timeouts_.idle) : timeoutError("total", timeouts_.total);
           co_return interrupted();
         }
       }
@@ -335,7 +297,7 @@ class HttpExchange final : public UpstreamExchange {
     aborted_ = true;
     boost::system::error_code ignored;
     if (resolver_) resolver_->cancel();
-    if (conn_) conn_->lowest().socket().close(ignored);
+    if (conn_) conn_->lowest().close(ignored);
   }
 
  private:
@@ -347,13 +309,13 @@ class HttpExchange final : public UpstreamExchange {
   }
 
   void finish() {
-    stopBodyTimeout();
+    if (conn_) conn_->deadline.never();
     if (conn_ && parser_->keep_alive() && !aborted_) worker_.pool.put(conn_, cfg_.pool_max_idle);
     if (!conn_) return;
     // Not kept: closed now, but freed with the exchange, since the last piece read()
     // returns may live in its buffer.
     boost::system::error_code ignored;
-    conn_->lowest().socket().close(ignored);
+    conn_->lowest().close(ignored);
     spent_ = std::move(conn_);
   }
 
@@ -369,17 +331,7 @@ class HttpExchange final : public UpstreamExchange {
     return Error{ErrorKind::UpstreamBadResponse, "The upstream sent a malformed response body."};
   }
 
-  void dropConnection() {
-    stopBodyTimeout();
-    conn_.reset();
-  }
-
-  // The connection is done with (pooled, closed or aborted): the timer must not touch it.
-  void stopBodyTimeout() {
-    if (!body_timeout_) return;
-    body_timeout_->conn = nullptr;
-    if (body_timeout_->armed) body_timeout_->timer.cancel();
-  }
+  void dropConnection() { conn_.reset(); }
 
   asio::awaitable<std::optional<Error>> connect() {
     const auto connect_deadline = Clock::now() + timeouts_.connect;
@@ -408,14 +360,14 @@ class HttpExchange final : public UpstreamExchange {
       endpoints = std::move(results);
     }
 
-    conn_ = std::make_unique<UpstreamConnection>();
+    conn_ = std::make_unique<UpstreamConnection>(worker_.io);
     conn_->key = provider_.origin_key;
-    conn_->plain.emplace(worker_.io);
-    conn_->plain->expires_after(left());
-    auto [cec, ep] = co_await conn_->plain->async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
+    conn_->deadline.after(left());
+    auto [cec, ep] = co_await asio::async_connect(conn_->socket, endpoints, asio::as_tuple(asio::use_awaitable));
     if (cec) {
+      const bool timed_out = conn_->deadline.expired();
       conn_.reset();
-      if (cec == beast::error::timeout) co_return timeoutError("connect", timeouts_.connect);
+      if (timed_out) co_return timeoutError("connect", timeouts_.connect);
       if (cec == asio::error::operation_aborted && !aborted_) {
         // Asio's range connect reports a socket it could not open as "aborted": find
         // out why by opening one (only on this failure path).
@@ -430,10 +382,10 @@ class HttpExchange final : public UpstreamExchange {
       }
       co_return Error{ErrorKind::UpstreamConnect, "Could not connect to the upstream for provider '" + cfg_.name + "'."};
     }
-    conn_->plain->socket().set_option(tcp::no_delay(true), ec);
+    conn_->socket.set_option(tcp::no_delay(true), ec);
     // read() takes the rest of a burst with a read that must not block; Asio's own
     // operations work the same on a non-blocking socket.
-    conn_->plain->socket().non_blocking(true, ec);
+    conn_->socket.non_blocking(true, ec);
     ++worker_.metrics.upstream_connections_opened[cfg_.name];
 
     if (via_proxy && cfg_.https) {
@@ -443,18 +395,18 @@ class HttpExchange final : public UpstreamExchange {
       }
     }
     if (cfg_.https) {
-      beast::tcp_stream tcp_stream = std::move(*conn_->plain);
-      conn_->plain.reset();
-      conn_->tls.emplace(std::move(tcp_stream), *provider_.tls);
+      conn_->tls.emplace(std::move(conn_->socket), *provider_.tls);
+      conn_->deadline.watch(conn_->tls->next_layer());
       asio::ip::make_address(cfg_.host, ec);
       const bool is_ip = !ec;
       if (!is_ip) SSL_set_tlsext_host_name(conn_->tls->native_handle(), cfg_.host.c_str());
       if (cfg_.tls_verify) conn_->tls->set_verify_callback(ssl::host_name_verification(cfg_.host));
-      conn_->tls->next_layer().expires_after(left());
+      conn_->deadline.after(left());
       auto [hec] = co_await conn_->tls->async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
       if (hec) {
+        const bool timed_out = conn_->deadline.expired();
         conn_.reset();
-        if (hec == beast::error::timeout) co_return timeoutError("connect", timeouts_.connect);
+        if (timed_out) co_return timeoutError("connect", timeouts_.connect);
         co_return Error{ErrorKind::UpstreamTls, "TLS handshake with the upstream for provider '" + cfg_.name + "' failed."};
       }
     }
@@ -462,17 +414,18 @@ class HttpExchange final : public UpstreamExchange {
   }
 
   asio::awaitable<std::optional<Error>> proxyConnect(Millis limit) {
-    auto& stream = *conn_->plain;
+    auto& stream = conn_->socket;
     http::request<http::empty_body> req{http::verb::connect, cfg_.host + ":" + std::to_string(cfg_.port), 11};
     req.set(http::field::host, cfg_.host + ":" + std::to_string(cfg_.port));
     if (!provider_.proxy.authorization.empty()) req.set(http::field::proxy_authorization, provider_.proxy.authorization);
-    stream.expires_after(limit);
+    conn_->deadline.after(limit);
     auto [wec, wn] = co_await http::async_write(stream, req, asio::as_tuple(asio::use_awaitable));
+    if (wec && conn_->deadline.expired()) co_return timeoutError("connect", timeouts_.connect);
     if (wec) co_return Error{ErrorKind::UpstreamConnect, "Could not reach the egress proxy."};
     http::response_parser<http::empty_body> parser;
     parser.skip(true);  // a CONNECT answer has no body
     auto [rec, rn] = co_await http::async_read_header(stream, conn_->buffer, parser, asio::as_tuple(asio::use_awaitable));
-    if (rec == beast::error::timeout) co_return timeoutError("connect", timeouts_.connect);
+    if (rec && conn_->deadline.expired()) co_return timeoutError("connect", timeouts_.connect);
     if (rec || parser.get().result_int() != 200)
       co_return Error{ErrorKind::UpstreamConnect, "The egress proxy refused to connect to the upstream."};
     co_return std::nullopt;
@@ -486,14 +439,14 @@ class HttpExchange final : public UpstreamExchange {
     } else {
       conn_->buffer.reserve(8192);
     }
-    conn_->lowest().expires_after(remaining(timeouts_.first_byte));
+    conn_->deadline.after(remaining(timeouts_.first_byte));
     std::array<asio::const_buffer, 2> request{asio::buffer(head_), asio::buffer(body_)};
     auto [wec, wn] = co_await withStream(*conn_, [&](auto& s) {
       return asio::async_write(s, request, asio::as_tuple(asio::use_awaitable));
     });
     if (wec) {
-      stale_ = wec != beast::error::timeout;
-      if (wec == beast::error::timeout) co_return timeoutError("first_byte", timeouts_.first_byte);
+      stale_ = !conn_->deadline.expired();
+      if (!stale_) co_return timeoutError("first_byte", timeouts_.first_byte);
       co_return Error{ErrorKind::UpstreamConnect, "Could not send the request to the upstream for provider '" + cfg_.name + "'."};
     }
     parser_.emplace();
@@ -505,13 +458,14 @@ class HttpExchange final : public UpstreamExchange {
     });
     if (rec) {
       if (aborted_) co_return interrupted();
-      if (rec == beast::error::timeout) co_return timeoutError("first_byte", timeouts_.first_byte);
+      if (conn_->deadline.expired()) co_return timeoutError("first_byte", timeouts_.first_byte);
       // Closed before a single byte came back: the classic stale keep-alive race.
       stale_ = !parser_->got_some() &&
                (rec == http::error::end_of_stream || rec == asio::error::eof || rec == asio::error::connection_reset ||
                 rec == ssl::error::stream_truncated);
       co_return Error{ErrorKind::UpstreamBadResponse, "The upstream closed the connection or sent an invalid response."};
     }
+    conn_->deadline.never();  // until read() sets the body's limits
     // From here on the parser is fed by read() itself, as much as each read brought.
     parser_->eager(true);
     head_leftover_ = true;
@@ -543,7 +497,6 @@ class HttpExchange final : public UpstreamExchange {
   std::string body_;
   std::unique_ptr<UpstreamConnection> conn_;
   std::unique_ptr<UpstreamConnection> spent_;  // closed after the body; see finish()
-  std::shared_ptr<BodyTimeout> body_timeout_;  // made at the first body read
   std::optional<http::response_parser<InPlaceBody>> parser_;
   Clock::time_point deadline_{};
   bool expect_stream_ = false;
@@ -551,6 +504,7 @@ class HttpExchange final : public UpstreamExchange {
   bool stale_ = false;
   bool head_leftover_ = false;  // the body start read with the head is not parsed yet
   bool parse_error_ = false;
+  bool idle_limit_ = false;  // the body read's limit is the idle one, not the total
   // A TLS read: the records OpenSSL holds are decrypted into the connection's buffer.
   static constexpr std::size_t kTlsReadBytes = 16 * 1024;
 };

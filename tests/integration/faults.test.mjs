@@ -13,6 +13,7 @@ import { RawClient, rawRequest } from './lib/raw.mjs';
 import { startFaultyUpstream, chatStreamEvents, chatChunk, sseData } from './lib/faulty_upstream.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { send } from './lib/http.mjs';
+import { deferred } from './lib/util.mjs';
 
 const OPENAI_KEY = 'sk-faulty-openai-key-0123456789';
 const ANTHROPIC_KEY = 'sk-ant-faulty-key-9876543210';
@@ -543,6 +544,28 @@ describe('faults', () => {
       const plain = await post('/v1/chat/completions', chatBody('gpt', false));
       assert.equal(plain.status, 200);
       assert.equal((await plain.json()).choices[0].message.content, content);
+    });
+
+    it('a kept connection the upstream closed meanwhile loses no request: it goes again, once, on a new connection', async () => {
+      const closedByUpstream = deferred();
+      upstream.next(async (x) => {
+        x.json(200, completion('first'));
+        await x.waitDrained();
+        x.socket.destroy(); // a FIN without Connection: close, just after the answer: the gateway kept it
+        await x.closed;
+        closedByUpstream.resolve();
+      });
+      const first = await post('/v1/chat/completions', chatBody('gpt', false));
+      assert.equal((await first.json()).choices[0].message.content, 'first');
+      await closedByUpstream.promise;
+      const connections = upstream.connections;
+      const requests = upstream.requests.length;
+      upstream.next((x) => x.json(200, completion('second')));
+      const second = await post('/v1/chat/completions', chatBody('gpt', false));
+      assert.equal(second.status, 200);
+      assert.equal((await second.json()).choices[0].message.content, 'second');
+      assert.equal(upstream.connections, connections + 1, 'one new connection');
+      assert.equal(upstream.requests.length, requests + 1, 'the request reached the upstream once');
     });
 
     it('a connection closed when its answer ends still delivers the last piece read with that end', async () => {

@@ -134,11 +134,47 @@ void Worker::registerSession(SessionBase* s) {
 }
 
 void Worker::unregisterSession(SessionBase* s) {
+  watchSoonCancel(s);
   if (s->prev_) s->prev_->next_ = s->next_;
   else sessions_ = s->next_;
   if (s->next_) s->next_->prev_ = s->prev_;
   s->prev_ = s->next_ = nullptr;
   live_sessions_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::watchSoon(SessionBase* s) {
+  if (s->watch_queued_) return;
+  s->watch_queued_ = true;
+  s->watch_prev_ = nullptr;
+  s->watch_next_ = watch_soon_;
+  if (watch_soon_) watch_soon_->watch_prev_ = s;
+  watch_soon_ = s;
+  if (watch_timer_armed_) return;
+  // One timer for all: it runs only while some request waits for its watch.
+  if (!watch_timer_) watch_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  watch_timer_armed_ = true;
+  watch_timer_->expires_after(SessionHost::kWatchDelay);
+  watch_timer_->async_wait([this](boost::system::error_code ec) {
+    watch_timer_armed_ = false;
+    if (!ec) watchTick();
+  });
+}
+
+void Worker::watchSoonCancel(SessionBase* s) {
+  if (!s->watch_queued_) return;
+  if (s->watch_prev_) s->watch_prev_->watch_next_ = s->watch_next_;
+  else watch_soon_ = s->watch_next_;
+  if (s->watch_next_) s->watch_next_->watch_prev_ = s->watch_prev_;
+  s->watch_prev_ = s->watch_next_ = nullptr;
+  s->watch_queued_ = false;
+}
+
+void Worker::watchTick() {
+  // One at a time from the head: the list stays whole whatever arming one changes.
+  while (SessionBase* s = watch_soon_) {
+    watchSoonCancel(s);
+    s->armClientWatch();
+  }
 }
 
 void Worker::run() {
@@ -202,6 +238,7 @@ void Worker::stop() {
   pool_->clear();
   if (flush_timer_) flush_timer_->cancel();
   if (heartbeat_timer_) heartbeat_timer_->cancel();
+  if (watch_timer_) watch_timer_->cancel();
   io_.stop();
 }
 

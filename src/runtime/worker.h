@@ -62,6 +62,8 @@ class Worker final : public WorkerServices, public SessionHost {
 
   void registerSession(SessionBase* s) override;
   void unregisterSession(SessionBase* s) override;
+  void watchSoon(SessionBase* s) override;
+  void watchSoonCancel(SessionBase* s) override;
   int liveSessions() const { return live_sessions_.load(std::memory_order_relaxed); }
 
   // SessionHost: the gateway's own answers (worker.cpp).
@@ -84,6 +86,7 @@ class Worker final : public WorkerServices, public SessionHost {
  private:
   void scheduleLogFlush();
   void scheduleHeartbeatSweep();
+  void watchTick();
   std::shared_ptr<FilterChain> buildChain();
 
   unsigned id_;
@@ -102,6 +105,9 @@ class Worker final : public WorkerServices, public SessionHost {
   std::unique_ptr<UpstreamPool> pool_;
   UpstreamEnv upstream_env_;
   SessionBase* sessions_ = nullptr;
+  SessionBase* watch_soon_ = nullptr;  // sessions whose client watch starts at the next tick
+  std::unique_ptr<boost::asio::steady_timer> watch_timer_;
+  bool watch_timer_armed_ = false;
   std::atomic<int> live_sessions_{0};
   bool draining_ = false;
   bool drain_deadline_passed_ = false;

@@ -32,11 +32,16 @@ class SessionBase {
   virtual void abortForDrain() = 0;
   // Called every heartbeat sweep: a session relaying an idle stream writes a comment.
   virtual void heartbeatTick(std::chrono::steady_clock::time_point now) = 0;
+  // Called at the watch tick after SessionHost::watchSoon: start watching the client.
+  virtual void armClientWatch() = 0;
 
  private:
-  friend class Worker;  // keeps its sessions in an intrusive list
+  friend class Worker;  // keeps its sessions in intrusive lists
   SessionBase* prev_ = nullptr;
   SessionBase* next_ = nullptr;
+  SessionBase* watch_prev_ = nullptr;  // in the list of sessions waiting for the watch tick
+  SessionBase* watch_next_ = nullptr;
+  bool watch_queued_ = false;
 };
 
 // An answer of the admin API.
@@ -59,6 +64,13 @@ class SessionHost {
   virtual UpstreamEnv& upstreamEnv() = 0;
   virtual void registerSession(SessionBase* s) = 0;
   virtual void unregisterSession(SessionBase* s) = 0;
+  // Watching a client for a hang-up costs a system call (a peek that finds nothing), so
+  // a request only starts to at the worker's next watch tick (within kWatchDelay): one
+  // answered sooner never pays for it. armClientWatch() is called then, unless
+  // watchSoonCancel() came first.
+  virtual void watchSoon(SessionBase* s) = 0;
+  virtual void watchSoonCancel(SessionBase* s) = 0;
+  static constexpr std::chrono::milliseconds kWatchDelay{50};
 
   // Answers the gateway gives itself.
   virtual bool ready(const Config& config) const = 0;  // /readyz

@@ -84,6 +84,26 @@ describe('streaming through tahua', () => {
     await withTimeout(ex.clientClosed, 5000, 'tahua closing the upstream socket');
   });
 
+  it('a client that hangs up before a non-streaming answer came closes the upstream connection, counted as 499', async () => {
+    // Nothing is written to the client before the answer: only the client watch (armed
+    // at the worker's watch tick) can notice. Without it the upstream would be held
+    // until its first_byte timeout, and the request counted as a 504.
+    const fx = ref.current;
+    const ex = fx.upstream.next({ mode: 'stall-headers' });
+    const before = sum(await scrape(fx.gw.url), 'tahua_requests_total', { status: '499' });
+    const client = await RawClient.connect(fx.gw.port);
+    await client.write(rawRequest('POST', '/v1/chat/completions', {
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(chatBody(MODEL)),
+    }));
+    await ex.received;
+    client.destroy();
+    await withTimeout(ex.clientClosed, 5000, 'tahua closing the upstream socket');
+    await eventually(async () => sum(await scrape(fx.gw.url), 'tahua_requests_total', { status: '499' }) === before + 1, {
+      what: 'one more 499 in tahua_requests_total',
+    });
+  });
+
   it('upstream reset mid-stream ends the stream with an upstream_stream_interrupted event', async () => {
     const fx = ref.current;
     const ex = fx.upstream.next({ mode: 'hold' });

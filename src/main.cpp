@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "core/log.h"
+#include "core/malloc_tuning.h"
 #include "providers/snapshot.h"
 #include "runtime/gateway.h"
 
@@ -40,6 +41,7 @@ bool parseListen(const std::string& text, tahua::ListenerConfig& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tahua::execWithMallocTuning(argv);  // before anything else: it may run this program again
   std::string config_path;
   std::string check_path;
   std::string listen;

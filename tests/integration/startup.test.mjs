@@ -1,6 +1,7 @@
 // Process start-up and connection limits: refusing a port another process already
 // listens on; server.max_connections.
 import { describe, it } from 'node:test';
+import { readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import { gatewayConfig, startTahua } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
@@ -93,5 +94,24 @@ describe('server.max_connections', () => {
     assert.equal(find(metrics, 'tahua_connections_rejected_total').length, 1, 'the metric is exported');
     assert.equal(sum(metrics, 'tahua_connections_rejected_total'), 1);
     assert.equal(sum(metrics, 'tahua_active_connections'), 2);
+  });
+});
+
+describe('malloc tuning (src/core/malloc_tuning.cpp)', () => {
+  const environ = (gw) => readFileSync(`/proc/${gw.child.pid}/environ`, 'latin1').split('\0');
+  const tunables = (gw) => environ(gw).filter((e) => e.startsWith('GLIBC_TUNABLES='));
+  const listen = ['--listen', '127.0.0.1:0'];
+
+  it('runs itself again with a larger glibc tcache, same pid, and serves', async (t) => {
+    const gw = await startTahua({ t, args: listen, env: { GLIBC_TUNABLES: undefined, LD_PRELOAD: undefined, TAHUA_MALLOC_TUNING: undefined } });
+    assert.deepEqual(tunables(gw), ['GLIBC_TUNABLES=glibc.malloc.tcache_count=64']);
+    assert.equal((await request(gw.url, '/healthz')).status, 200);
+  });
+
+  it("keeps the operator's GLIBC_TUNABLES, and TAHUA_MALLOC_TUNING=off turns it off", async (t) => {
+    const own = await startTahua({ t, args: listen, env: { GLIBC_TUNABLES: 'glibc.malloc.tcache_count=8', LD_PRELOAD: undefined } });
+    assert.deepEqual(tunables(own), ['GLIBC_TUNABLES=glibc.malloc.tcache_count=8']);
+    const off = await startTahua({ t, args: listen, env: { GLIBC_TUNABLES: undefined, LD_PRELOAD: undefined, TAHUA_MALLOC_TUNING: 'off' } });
+    assert.deepEqual(tunables(off), []);
   });
 });

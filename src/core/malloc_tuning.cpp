@@ -1,0 +1,29 @@
+// Why: glibc's per-thread cache (tcache) keeps 7 freed blocks of each size. A worker
+// frees a burst of same-sized blocks when requests end (coroutine frames: Asio's own
+// recycling keeps only a few; parsers' header fields; exchanges) and allocates a burst
+// when the next ones start, so most of them went through malloc's slower bins. 64 per
+// size absorbs the bursts: 5% less CPU per proxied request in an A/B run against nginx
+// (docs/benchmarks.md). The cache holds at most 64 freed blocks per size class per
+// thread, which is nothing next to a held stream's memory.
+#include "core/malloc_tuning.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tahua {
+
+namespace {
+constexpr const char* kTunables = "glibc.malloc.tcache_count=64";
+}
+
+void execWithMallocTuning(char** argv) {
+  if (std::getenv("GLIBC_TUNABLES") || std::getenv("LD_PRELOAD")) return;
+  if (const char* off = std::getenv("TAHUA_MALLOC_TUNING"); off && std::strcmp(off, "off") == 0) return;
+  if (setenv("GLIBC_TUNABLES", kTunables, 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("GLIBC_TUNABLES");  // the exec failed: go on as we are
+}
+
+}  // namespace tahua

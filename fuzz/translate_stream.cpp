@@ -45,7 +45,7 @@ std::string describe(const ChatChunk& c) {
   for (const auto* part : {&c.id, &c.model, &c.content, &c.finish_reason}) s.append(*part).push_back('|');
   for (const auto& t : c.tool_calls) s.append(std::to_string(t.index)).append(",").append(t.name).append(",").append(t.arguments).append(";");
   if (c.usage)
-    for (const auto n : {c.usage->input, c.usage->output, c.usage->cached_input}) s.append(",").append(std::to_string(n));
+    for (const auto n : {c.usage->prompt_tokens, c.usage->completion_tokens, c.usage->cached_tokens}) s.append(",").append(std::to_string(n));
   return s;
 }
 

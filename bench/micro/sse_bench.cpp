@@ -3,7 +3,7 @@
 // Anthropic stream into OpenAI chunks as the anthropic adapter does for OpenAI clients.
 #include <benchmark/benchmark.h>
 
-#include "filters/context.h"
+#include "request/request_context.h"
 #include "providers/mock/mock_responses.h"
 #include "providers/translation.h"
 

@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "filters/context.h"
+#include "request/request_context.h"
 
 namespace tahua {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "filters/context.h"
+#include "request/request_context.h"
 #include "providers/exchange.h"
 
 namespace boost::asio::ssl {

@@ -21,10 +21,10 @@ const InboundCodec* inboundFor(Endpoint e) {
 
 namespace {
 
-void applyUsage(Usage& usage, const TokenUsage& t) {
-  if (t.input >= 0) usage.prompt_tokens = t.input;
-  if (t.output >= 0) usage.completion_tokens = t.output;
-  if (t.cached_input >= 0) usage.cached_tokens = t.cached_input;
+void applyUsage(Usage& usage, const Usage& t) {
+  if (t.prompt_tokens >= 0) usage.prompt_tokens = t.prompt_tokens;
+  if (t.completion_tokens >= 0) usage.completion_tokens = t.completion_tokens;
+  if (t.cached_tokens >= 0) usage.cached_tokens = t.cached_tokens;
   if (usage.prompt_tokens >= 0 || usage.completion_tokens >= 0)
     usage.total_tokens = std::max<std::int64_t>(usage.prompt_tokens, 0) + std::max<std::int64_t>(usage.completion_tokens, 0);
 }
@@ -267,14 +267,14 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     if (!u) return;
     if (format_ == WireFormat::Anthropic) {
       // message_start carries input (and a provisional output); message_delta the final output.
-      TokenUsage t = anthropicUsageFrom(*u);
-      if (!json::integer(*u, "input_tokens")) t.input = -1;
+      Usage t = anthropicUsageFrom(*u);
+      if (!json::integer(*u, "input_tokens")) t.prompt_tokens = -1;
       applyUsage(ctx_->usage, t);
     } else {
-      TokenUsage t;
-      t.input = json::integer(*u, "input_tokens").value_or(-1);
-      t.output = json::integer(*u, "output_tokens").value_or(-1);
-      if (const auto* d = json::obj(*u, "input_tokens_details")) t.cached_input = json::integer(*d, "cached_tokens").value_or(-1);
+      Usage t;
+      t.prompt_tokens = json::integer(*u, "input_tokens").value_or(-1);
+      t.completion_tokens = json::integer(*u, "output_tokens").value_or(-1);
+      if (const auto* d = json::obj(*u, "input_tokens_details")) t.cached_tokens = json::integer(*d, "cached_tokens").value_or(-1);
       applyUsage(ctx_->usage, t);
     }
   }

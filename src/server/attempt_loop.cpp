@@ -227,8 +227,8 @@ class AttemptLoop {
     r.id = "fallback-" + ctx_.request_id;
     r.content = m->fallback_message;
     r.finish_reason = "stop";
-    r.usage.input = 0;
-    r.usage.output = 0;
+    r.usage.prompt_tokens = 0;
+    r.usage.completion_tokens = 0;
     InboundOptions opts;
     opts.model = ctx_.facts.model;
     opts.include_usage = ctx_.facts.include_usage;

@@ -54,14 +54,14 @@ std::string_view finishToStop(std::string_view finish) {
   return "end_turn";
 }
 
-TokenUsage readAnthropicUsage(const bj::object& u) {
-  TokenUsage usage;
+Usage readAnthropicUsage(const bj::object& u) {
+  Usage usage;
   auto in = json::integer(u, "input_tokens");
   auto read = json::integer(u, "cache_read_input_tokens");
   auto created = json::integer(u, "cache_creation_input_tokens");
-  if (in) usage.input = *in + read.value_or(0) + created.value_or(0);  // canonical input includes cached
-  if (read) usage.cached_input = *read;
-  usage.output = json::integer(u, "output_tokens").value_or(-1);
+  if (in) usage.prompt_tokens = *in + read.value_or(0) + created.value_or(0);  // canonical input includes cached
+  if (read) usage.cached_tokens = *read;
+  usage.completion_tokens = json::integer(u, "output_tokens").value_or(-1);
   return usage;
 }
 
@@ -289,7 +289,7 @@ class AnthropicStreamDecoder final : public ChatStreamDecoder, private SseSink {
         chunk.model = json::strOr(*m, "model");
         if (const auto* u = json::obj(*m, "usage")) {
           usage_ = readAnthropicUsage(*u);
-          usage_.output = std::max<std::int64_t>(usage_.output, 0);
+          usage_.completion_tokens = std::max<std::int64_t>(usage_.completion_tokens, 0);
         }
       }
     } else if (type == "content_block_start") {
@@ -322,10 +322,10 @@ class AnthropicStreamDecoder final : public ChatStreamDecoder, private SseSink {
       if (const auto* delta = json::obj(o, "delta"))
         if (auto stop = json::str(*delta, "stop_reason")) chunk.finish_reason = stopToFinish(*stop);
       if (const auto* u = json::obj(o, "usage")) {
-        TokenUsage later = readAnthropicUsage(*u);
-        if (later.output >= 0) usage_.output = later.output;
-        if (json::integer(*u, "input_tokens")) usage_.input = later.input;
-        if (later.cached_input >= 0) usage_.cached_input = later.cached_input;
+        Usage later = readAnthropicUsage(*u);
+        if (later.completion_tokens >= 0) usage_.completion_tokens = later.completion_tokens;
+        if (json::integer(*u, "input_tokens")) usage_.prompt_tokens = later.prompt_tokens;
+        if (later.cached_tokens >= 0) usage_.cached_tokens = later.cached_tokens;
       }
       chunk.usage = usage_;
     } else if (type == "message_stop") {
@@ -345,7 +345,7 @@ class AnthropicStreamDecoder final : public ChatStreamDecoder, private SseSink {
   SseParser parser_;
   ChunkSink* sink_ = nullptr;
   std::optional<Error> error_;
-  TokenUsage usage_;
+  Usage usage_;
   std::map<int, int> block_tool_;  // content block index -> tool call index
   int tools_ = 0;
   bool stopped_ = false;
@@ -531,11 +531,11 @@ std::variant<bj::object, Error> anthropicToChat(const bj::object& req) {
   return chat;
 }
 
-bj::object anthropicUsage(const TokenUsage& u) {
-  const std::int64_t cached = std::max<std::int64_t>(u.cached_input, 0);
-  bj::object o{{"input_tokens", std::max<std::int64_t>(u.input - cached, 0)},
-               {"output_tokens", std::max<std::int64_t>(u.output, 0)}};
-  if (u.cached_input >= 0) o["cache_read_input_tokens"] = u.cached_input;
+bj::object anthropicUsage(const Usage& u) {
+  const std::int64_t cached = std::max<std::int64_t>(u.cached_tokens, 0);
+  bj::object o{{"input_tokens", std::max<std::int64_t>(u.prompt_tokens - cached, 0)},
+               {"output_tokens", std::max<std::int64_t>(u.completion_tokens, 0)}};
+  if (u.cached_tokens >= 0) o["cache_read_input_tokens"] = u.cached_tokens;
   return o;
 }
 
@@ -593,7 +593,7 @@ class AnthropicStreamEncoder final : public ChatStreamEncoder {
     // Cumulative totals, as Anthropic's message_delta: input only when the upstream
     // reported it, so a client keeps message_start's estimate rather than a 0.
     bj::object usage = anthropicUsage(usage_);
-    if (usage_.input < 0) usage.erase("input_tokens");
+    if (usage_.prompt_tokens < 0) usage.erase("input_tokens");
     emitEvent("message_delta",
               bj::object{{"type", "message_delta"},
                          {"delta", bj::object{{"stop_reason", finishToStop(finish_reason_)}, {"stop_sequence", nullptr}}},
@@ -615,8 +615,8 @@ class AnthropicStreamEncoder final : public ChatStreamEncoder {
     started_ = true;
     // Clients (LangChain's ChatAnthropic) read input tokens only here. OpenAI-format
     // upstreams report usage last, so unless this first chunk has it, the estimate.
-    TokenUsage first = usage_;
-    if (first.input < 0) first.input = options_.estimated_input_tokens;
+    Usage first = usage_;
+    if (first.prompt_tokens < 0) first.prompt_tokens = options_.estimated_input_tokens;
     bj::object usage = anthropicUsage(first);
     emitEvent("message_start",
               bj::object{{"type", "message_start"},
@@ -644,7 +644,7 @@ class AnthropicStreamEncoder final : public ChatStreamEncoder {
   int block_ = 0;
   std::map<int, int> tool_block_;  // tool call index -> content block index
   std::string finish_reason_ = "stop";
-  TokenUsage usage_;
+  Usage usage_;
 };
 
 class AnthropicInbound final : public InboundCodec {
@@ -697,7 +697,7 @@ class AnthropicInbound final : public InboundCodec {
 
 }  // namespace
 
-TokenUsage anthropicUsageFrom(const bj::object& usage) { return readAnthropicUsage(usage); }
+Usage anthropicUsageFrom(const bj::object& usage) { return readAnthropicUsage(usage); }
 
 const InboundCodec& anthropicInbound() {
   static const AnthropicInbound codec;

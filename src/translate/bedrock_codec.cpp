@@ -456,14 +456,14 @@ std::string finishReason(std::string_view stop_reason) {
 }
 
 // Converse counts cache reads and writes apart from inputTokens; ours includes them.
-TokenUsage usageFrom(const json::object& u) {
-  TokenUsage usage;
+Usage usageFrom(const json::object& u) {
+  Usage usage;
   const std::int64_t in = nonNegativeInt(u.if_contains("inputTokens"));
   const std::int64_t read = nonNegativeInt(u.if_contains("cacheReadInputTokens"));
   const std::int64_t write = nonNegativeInt(u.if_contains("cacheWriteInputTokens"));
-  if (in >= 0) usage.input = in + std::max<std::int64_t>(read, 0) + std::max<std::int64_t>(write, 0);
-  usage.output = nonNegativeInt(u.if_contains("outputTokens"));
-  usage.cached_input = read;
+  if (in >= 0) usage.prompt_tokens = in + std::max<std::int64_t>(read, 0) + std::max<std::int64_t>(write, 0);
+  usage.completion_tokens = nonNegativeInt(u.if_contains("outputTokens"));
+  usage.cached_tokens = read;
   return usage;
 }
 

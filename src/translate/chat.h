@@ -20,16 +20,9 @@
 #include <boost/json/object.hpp>
 
 #include "core/error.h"
+#include "core/usage.h"
 
 namespace tahua {
-
-// Token counts as the provider reported them; -1 = not reported.
-struct TokenUsage {
-  std::int64_t input = -1;         // prompt tokens, cached ones included
-  std::int64_t output = -1;        // completion tokens
-  std::int64_t cached_input = -1;  // of `input`, read from the provider's prompt cache
-  bool present() const { return input >= 0 || output >= 0; }
-};
 
 struct ToolCall {
   std::string id;         // "call_..." / "toolu_..." as the vendor named it
@@ -45,7 +38,7 @@ struct ChatResult {
   std::vector<ToolCall> tool_calls;
   // OpenAI's vocabulary: "stop", "length", "tool_calls", "content_filter".
   std::string finish_reason = "stop";
-  TokenUsage usage;
+  Usage usage;
 };
 
 // One increment of a stream. Any field may be empty; a vendor event that carries
@@ -64,7 +57,7 @@ struct ChatChunk {
   std::string content;      // text delta
   std::vector<ToolCallDelta> tool_calls;
   std::string finish_reason;  // set once, on the chunk that ends the turn
-  std::optional<TokenUsage> usage;  // may come with any chunk; later ones replace earlier
+  std::optional<Usage> usage;  // may come with any chunk; later ones replace earlier
 };
 
 class ChunkSink {

@@ -465,7 +465,7 @@ std::optional<std::int64_t> count(const json::object& o, std::string_view key) {
   return n;
 }
 
-std::optional<TokenUsage> readUsage(const json::object& response) {
+std::optional<Usage> readUsage(const json::object& response) {
   const json::value* um = field(response, "usageMetadata");
   if (!um || !um->is_object()) return std::nullopt;
   const json::object& m = um->get_object();
@@ -474,12 +474,12 @@ std::optional<TokenUsage> readUsage(const json::object& response) {
   auto thoughts = count(m, "thoughtsTokenCount");
   auto total = count(m, "totalTokenCount");
   auto cached = count(m, "cachedContentTokenCount");
-  TokenUsage u;
-  if (prompt) u.input = *prompt;
+  Usage u;
+  if (prompt) u.prompt_tokens = *prompt;
   // Thinking tokens are billed as output, as OpenAI counts reasoning tokens.
-  if (candidates || thoughts) u.output = candidates.value_or(0) + thoughts.value_or(0);
-  else if (total && prompt && *total >= *prompt) u.output = *total - *prompt;
-  if (cached) u.cached_input = *cached;
+  if (candidates || thoughts) u.completion_tokens = candidates.value_or(0) + thoughts.value_or(0);
+  else if (total && prompt && *total >= *prompt) u.completion_tokens = *total - *prompt;
+  if (cached) u.cached_tokens = *cached;
   if (!u.present()) return std::nullopt;
   return u;
 }
@@ -498,7 +498,7 @@ struct DecodedResponse {
   std::string finish_reason;  // Gemini's raw value, "" if none
   bool has_candidate = false;
   bool prompt_blocked = false;
-  std::optional<TokenUsage> usage;
+  std::optional<Usage> usage;
 };
 
 std::string mapFinishReason(std::string_view reason, bool has_tool_calls) {

@@ -58,7 +58,7 @@ std::unique_ptr<VendorCodec> makeOpenAIChatCodec();
 std::unique_ptr<VendorCodec> makeAnthropicCodec();
 
 // Anthropic's usage object -> canonical (input includes cache reads and writes).
-TokenUsage anthropicUsageFrom(const boost::json::object& usage);
+Usage anthropicUsageFrom(const boost::json::object& usage);
 
 // Shared by codecs: OpenAI finish_reason <-> error type names by HTTP status.
 std::string_view openAIErrorType(int status);

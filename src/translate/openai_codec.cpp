@@ -32,22 +32,22 @@ std::int64_t nowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-TokenUsage readOpenAIUsage(const bj::object& u) {
-  TokenUsage usage;
-  usage.input = json::integer(u, "prompt_tokens").value_or(-1);
-  usage.output = json::integer(u, "completion_tokens").value_or(-1);
+Usage readOpenAIUsage(const bj::object& u) {
+  Usage usage;
+  usage.prompt_tokens = json::integer(u, "prompt_tokens").value_or(-1);
+  usage.completion_tokens = json::integer(u, "completion_tokens").value_or(-1);
   if (const auto* details = json::obj(u, "prompt_tokens_details"))
-    usage.cached_input = json::integer(*details, "cached_tokens").value_or(-1);
+    usage.cached_tokens = json::integer(*details, "cached_tokens").value_or(-1);
   return usage;
 }
 
-bj::object usageObject(const TokenUsage& u) {
+bj::object usageObject(const Usage& u) {
   bj::object o;
-  const std::int64_t in = std::max<std::int64_t>(u.input, 0), out = std::max<std::int64_t>(u.output, 0);
+  const std::int64_t in = std::max<std::int64_t>(u.prompt_tokens, 0), out = std::max<std::int64_t>(u.completion_tokens, 0);
   o["prompt_tokens"] = in;
   o["completion_tokens"] = out;
   o["total_tokens"] = in + out;
-  if (u.cached_input >= 0) o["prompt_tokens_details"] = bj::object{{"cached_tokens", u.cached_input}};
+  if (u.cached_tokens >= 0) o["prompt_tokens_details"] = bj::object{{"cached_tokens", u.cached_tokens}};
   return o;
 }
 
@@ -276,7 +276,7 @@ class OpenAIChatStreamEncoder final : public ChatStreamEncoder {
   std::int64_t created_;
   std::string id_;
   bool sent_role_ = false;
-  TokenUsage usage_;
+  Usage usage_;
 };
 
 class OpenAIChatInbound final : public InboundCodec {

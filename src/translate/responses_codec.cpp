@@ -140,10 +140,10 @@ std::variant<bj::object, Error> responsesToChat(const bj::object& req) {
   return chat;
 }
 
-bj::object responsesUsage(const TokenUsage& u) {
-  const std::int64_t in = std::max<std::int64_t>(u.input, 0), out = std::max<std::int64_t>(u.output, 0);
+bj::object responsesUsage(const Usage& u) {
+  const std::int64_t in = std::max<std::int64_t>(u.prompt_tokens, 0), out = std::max<std::int64_t>(u.completion_tokens, 0);
   return bj::object{{"input_tokens", in},
-                    {"input_tokens_details", bj::object{{"cached_tokens", std::max<std::int64_t>(u.cached_input, 0)}}},
+                    {"input_tokens_details", bj::object{{"cached_tokens", std::max<std::int64_t>(u.cached_tokens, 0)}}},
                     {"output_tokens", out},
                     {"output_tokens_details", bj::object{{"reasoning_tokens", 0}}},
                     {"total_tokens", in + out}};
@@ -162,7 +162,7 @@ bj::object callItem(const std::string& id, const ToolCall& call, bool done) {
 }
 
 bj::object responseObject(const std::string& id, std::int64_t created, const std::string& model, std::string_view status,
-                          bj::array output, const TokenUsage* usage, bool incomplete) {
+                          bj::array output, const Usage* usage, bool incomplete) {
   bj::object o{{"id", id},
                {"object", "response"},
                {"created_at", created},
@@ -302,7 +302,7 @@ class ResponsesStreamEncoder final : public ChatStreamEncoder {
   std::map<int, Call> calls_;  // by chat tool call index
   int open_call_ = -1;
   std::string finish_reason_ = "stop";
-  TokenUsage usage_;
+  Usage usage_;
 };
 
 class ResponsesInbound final : public InboundCodec {

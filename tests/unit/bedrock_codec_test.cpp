@@ -225,9 +225,9 @@ TEST(BedrockCodec, DecodesTextResponse) {
   EXPECT_EQ(r.content, "Paris is sunny, 18 C.");
   EXPECT_TRUE(r.tool_calls.empty());
   EXPECT_EQ(r.finish_reason, "stop");
-  EXPECT_EQ(r.usage.input, 125);
-  EXPECT_EQ(r.usage.output, 9);
-  EXPECT_EQ(r.usage.cached_input, -1);
+  EXPECT_EQ(r.usage.prompt_tokens, 125);
+  EXPECT_EQ(r.usage.completion_tokens, 9);
+  EXPECT_EQ(r.usage.cached_tokens, -1);
 }
 
 TEST(BedrockCodec, DecodesToolUseResponse) {
@@ -240,9 +240,9 @@ TEST(BedrockCodec, DecodesToolUseResponse) {
   EXPECT_EQ(r.tool_calls[1].name, "get_time");
   EXPECT_EQ(json::parse(r.tool_calls[1].arguments), json::parse("{}"));
   EXPECT_EQ(r.finish_reason, "tool_calls");
-  EXPECT_EQ(r.usage.input, 300 + 1024 + 176);  // cache reads and writes included
-  EXPECT_EQ(r.usage.cached_input, 1024);
-  EXPECT_EQ(r.usage.output, 80);
+  EXPECT_EQ(r.usage.prompt_tokens, 300 + 1024 + 176);  // cache reads and writes included
+  EXPECT_EQ(r.usage.cached_tokens, 1024);
+  EXPECT_EQ(r.usage.completion_tokens, 80);
 }
 
 TEST(BedrockCodec, StopReasons) {
@@ -324,7 +324,7 @@ struct Collect : ChunkSink {
   std::string content;
   std::map<int, ToolCall> calls;
   std::string finish_reason;
-  std::optional<TokenUsage> usage;
+  std::optional<Usage> usage;
   int starts = 0;
   void onChunk(const ChatChunk& c) override {
     std::string s = (c.start ? "S|" : "|") + c.content + "|";
@@ -336,8 +336,8 @@ struct Collect : ChunkSink {
       call.arguments += t.arguments;
     }
     s += "|" + c.finish_reason;
-    if (c.usage) s += "|u" + std::to_string(c.usage->input) + "/" + std::to_string(c.usage->output) + "/" +
-                      std::to_string(c.usage->cached_input);
+    if (c.usage) s += "|u" + std::to_string(c.usage->prompt_tokens) + "/" + std::to_string(c.usage->completion_tokens) + "/" +
+                      std::to_string(c.usage->cached_tokens);
     chunks.push_back(s);
     content += c.content;
     if (!c.finish_reason.empty()) finish_reason = c.finish_reason;
@@ -378,9 +378,9 @@ TEST(BedrockCodec, StreamFixtureDecodes) {
   EXPECT_EQ(s.calls.at(1).arguments, "{}");
   EXPECT_EQ(s.finish_reason, "tool_calls");
   ASSERT_TRUE(s.usage.has_value());
-  EXPECT_EQ(s.usage->input, 412 + 1024);
-  EXPECT_EQ(s.usage->output, 57);
-  EXPECT_EQ(s.usage->cached_input, 1024);
+  EXPECT_EQ(s.usage->prompt_tokens, 412 + 1024);
+  EXPECT_EQ(s.usage->completion_tokens, 57);
+  EXPECT_EQ(s.usage->cached_tokens, 1024);
   EXPECT_EQ(s.chunks.front(), "S|||");
 }
 
@@ -527,8 +527,8 @@ TEST(BedrockCodec, StreamIgnoresUnknownEventsAndReasoning) {
   EXPECT_EQ(run.sink.content, "ok");
   EXPECT_EQ(run.sink.finish_reason, "length");
   ASSERT_TRUE(run.sink.usage);
-  EXPECT_EQ(run.sink.usage->input, 3);
-  EXPECT_EQ(run.sink.usage->cached_input, -1);
+  EXPECT_EQ(run.sink.usage->prompt_tokens, 3);
+  EXPECT_EQ(run.sink.usage->cached_tokens, -1);
   EXPECT_EQ(run.sink.starts, 1);
 }
 

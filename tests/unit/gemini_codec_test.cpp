@@ -275,9 +275,9 @@ TEST(GeminiCodec, DecodesTextResponse) {
   EXPECT_EQ(res.content, "Lisbon is sunny today, around 21 °C.");
   EXPECT_TRUE(res.tool_calls.empty());
   EXPECT_EQ(res.finish_reason, "stop");
-  EXPECT_EQ(res.usage.input, 57);
-  EXPECT_EQ(res.usage.output, 12);
-  EXPECT_EQ(res.usage.cached_input, 32);
+  EXPECT_EQ(res.usage.prompt_tokens, 57);
+  EXPECT_EQ(res.usage.completion_tokens, 12);
+  EXPECT_EQ(res.usage.cached_tokens, 32);
 }
 
 TEST(GeminiCodec, DecodesFunctionCallResponse) {
@@ -296,9 +296,9 @@ TEST(GeminiCodec, DecodesFunctionCallResponse) {
     EXPECT_EQ(c.id.size(), 5u + 24u);
   }
   EXPECT_NE(res.tool_calls[0].id, res.tool_calls[1].id);
-  EXPECT_EQ(res.usage.input, 120);
-  EXPECT_EQ(res.usage.output, 31);
-  EXPECT_EQ(res.usage.cached_input, -1);
+  EXPECT_EQ(res.usage.prompt_tokens, 120);
+  EXPECT_EQ(res.usage.completion_tokens, 31);
+  EXPECT_EQ(res.usage.cached_tokens, -1);
 }
 
 TEST(GeminiCodec, FinishReasons) {
@@ -320,7 +320,7 @@ TEST(GeminiCodec, SafetyStopWithoutContentAndBlockedPrompt) {
   ASSERT_TRUE(std::holds_alternative<ChatResult>(r));
   EXPECT_EQ(std::get<ChatResult>(r).finish_reason, "content_filter");
   EXPECT_EQ(std::get<ChatResult>(r).content, "");
-  EXPECT_EQ(std::get<ChatResult>(r).usage.input, 9);
+  EXPECT_EQ(std::get<ChatResult>(r).usage.prompt_tokens, 9);
 
   r = decode(R"({"promptFeedback":{"blockReason":"SAFETY","safetyRatings":[]},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}})");
   ASSERT_TRUE(std::holds_alternative<ChatResult>(r));
@@ -334,7 +334,7 @@ TEST(GeminiCodec, ThoughtPartsAreNotAnswerText) {
       "finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1,"thoughtsTokenCount":20}})");
   ASSERT_TRUE(std::holds_alternative<ChatResult>(r));
   EXPECT_EQ(std::get<ChatResult>(r).content, "42");
-  EXPECT_EQ(std::get<ChatResult>(r).usage.output, 21);
+  EXPECT_EQ(std::get<ChatResult>(r).usage.completion_tokens, 21);
 }
 
 TEST(GeminiCodec, MalformedResponsesAreErrors) {
@@ -370,8 +370,8 @@ std::string render(const std::vector<ChatChunk>& chunks) {
     }
     out += " finish=" + c.finish_reason;
     if (c.usage)
-      out += " usage=" + std::to_string(c.usage->input) + "/" + std::to_string(c.usage->output) + "/" +
-             std::to_string(c.usage->cached_input);
+      out += " usage=" + std::to_string(c.usage->prompt_tokens) + "/" + std::to_string(c.usage->completion_tokens) + "/" +
+             std::to_string(c.usage->cached_tokens);
     out += "\n";
   }
   return out;

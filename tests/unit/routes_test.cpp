@@ -21,7 +21,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
-#include "filters/context.h"
+#include "request/request_context.h"
 #include "tokens/token_estimator.h"
 
 namespace tahua {

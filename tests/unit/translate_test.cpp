@@ -34,7 +34,7 @@ struct Collected : ChunkSink {
   std::string text;
   std::map<int, ToolCall> calls;
   std::string finish;
-  TokenUsage usage;
+  Usage usage;
   void onChunk(const ChatChunk& c) override {
     if (c.start) ++starts;
     text += c.content;
@@ -54,7 +54,7 @@ struct Collected : ChunkSink {
       if (it == o.calls.end() || it->second.id != c.id || it->second.name != c.name || it->second.arguments != c.arguments)
         return false;
     }
-    return usage.input == o.usage.input && usage.output == o.usage.output && usage.cached_input == o.usage.cached_input;
+    return usage.prompt_tokens == o.usage.prompt_tokens && usage.completion_tokens == o.usage.completion_tokens && usage.cached_tokens == o.usage.cached_tokens;
   }
 };
 
@@ -160,9 +160,9 @@ TEST(AnthropicCodec, DecodesAResponseWithToolUse) {
   EXPECT_EQ(r.tool_calls[0].name, "get_weather");
   EXPECT_EQ(bj::parse(r.tool_calls[0].arguments), bj::parse(R"({"location":"San Francisco, CA","unit":"celsius"})"));
   EXPECT_EQ(r.finish_reason, "tool_calls");
-  EXPECT_EQ(r.usage.input, 3095);  // 2095 uncached + 1000 read from the cache
-  EXPECT_EQ(r.usage.cached_input, 1000);
-  EXPECT_EQ(r.usage.output, 503);
+  EXPECT_EQ(r.usage.prompt_tokens, 3095);  // 2095 uncached + 1000 read from the cache
+  EXPECT_EQ(r.usage.cached_tokens, 1000);
+  EXPECT_EQ(r.usage.completion_tokens, 503);
 }
 
 TEST(AnthropicCodec, DecodesTheToolUseStreamAtEverySplit) {
@@ -176,9 +176,9 @@ TEST(AnthropicCodec, DecodesTheToolUseStreamAtEverySplit) {
   EXPECT_EQ(c.calls.at(0).name, "get_weather");
   EXPECT_EQ(c.calls.at(0).arguments, R"({"location": "San Francisco, CA", "unit": "fahrenheit"})");
   EXPECT_EQ(c.finish, "tool_calls");
-  EXPECT_EQ(c.usage.input, 572);
-  EXPECT_EQ(c.usage.cached_input, 100);
-  EXPECT_EQ(c.usage.output, 89);
+  EXPECT_EQ(c.usage.prompt_tokens, 572);
+  EXPECT_EQ(c.usage.cached_tokens, 100);
+  EXPECT_EQ(c.usage.completion_tokens, 89);
   expectSplitInvariant(*codec, stream);
   EXPECT_TRUE(decodeWhole(*codec, crlf(stream)) == c);
 }
@@ -229,7 +229,7 @@ TEST(AnthropicInbound, EncodesAResultAsAMessage) {
   r.content = "Hi";
   r.tool_calls.push_back(ToolCall{"call_1", "get_weather", R"({"location":"Paris"})"});
   r.finish_reason = "tool_calls";
-  r.usage = TokenUsage{20, 5, 8};
+  r.usage = Usage{.prompt_tokens = 20, .completion_tokens = 5, .cached_tokens = 8};
   auto msg = bj::parse(anthropicInbound().encodeResult(r, InboundOptions{"claude-alias", false})).as_object();
   EXPECT_EQ(msg.at("type"), "message");
   EXPECT_EQ(msg.at("model"), "claude-alias");
@@ -317,11 +317,11 @@ TEST(AnthropicInbound, MessageStartHasTheUpstreamsCountWhenTheFirstChunkCarriesI
   ChatChunk first;
   first.start = true;
   first.content = "Hi";
-  first.usage = TokenUsage{11, 1, 3};  // Gemini reports the prompt in every chunk
+  first.usage = Usage{.prompt_tokens = 11, .completion_tokens = 1, .cached_tokens = 3};  // Gemini reports the prompt in every chunk
   encoder->onChunk(first, out);
   ChatChunk last;
   last.finish_reason = "stop";
-  last.usage = TokenUsage{11, 7, 3};
+  last.usage = Usage{.prompt_tokens = 11, .completion_tokens = 7, .cached_tokens = 3};
   encoder->onChunk(last, out);
   encoder->finish(out);
   EXPECT_EQ(eventData(out, "message_start").at("message").at("usage"),
@@ -368,9 +368,9 @@ TEST(OpenAIChatCodec, DecodesTheToolCallStreamAtEverySplit) {
   EXPECT_EQ(c.calls.at(0).arguments, R"({"location": "Paris"})");
   EXPECT_EQ(c.calls.at(1).name, "get_time");
   EXPECT_EQ(c.finish, "tool_calls");
-  EXPECT_EQ(c.usage.input, 82);
-  EXPECT_EQ(c.usage.cached_input, 64);
-  EXPECT_EQ(c.usage.output, 17);
+  EXPECT_EQ(c.usage.prompt_tokens, 82);
+  EXPECT_EQ(c.usage.cached_tokens, 64);
+  EXPECT_EQ(c.usage.completion_tokens, 17);
   expectSplitInvariant(*codec, stream);
 }
 
@@ -476,7 +476,7 @@ TEST(ResponsesInbound, StreamsTextAndAFunctionCallAsResponseEvents) {
   ChatChunk c;
   c.tool_calls.push_back(ToolCallDelta{0, "", "", "ty\":1}"});
   c.finish_reason = "tool_calls";
-  c.usage = TokenUsage{10, 4, -1};
+  c.usage = Usage{.prompt_tokens = 10, .completion_tokens = 4, .cached_tokens = -1};
   encoder->onChunk(c, out);
   encoder->finish(out);
   auto events = parseSse(out).events;

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "filters/context.h"
+#include "request/request_context.h"
 
 namespace tahua::mock {
 

@@ -1,6 +1,8 @@
 // Per-request state, owned by the session for one request and dropped at its end.
-// Filters read and write it; nothing here depends on Asio or Beast, so a filter is a
-// small translation unit that compiles fast and can be unit-tested without sockets.
+// Filters read and write it, adapters encode from it; nothing here depends on Asio or
+// Beast, so a filter is a small translation unit that compiles fast and can be
+// unit-tested without sockets. Its own folder, below both filters/ and providers/: the
+// secrets filter uses the providers' scrubber, and adapters read the request.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/usage.h"
 #include "http/request_inspect.h"
 
 namespace tahua {
@@ -47,14 +50,6 @@ class HeaderView {
  public:
   virtual ~HeaderView() = default;
   virtual std::string_view get(std::string_view name) const = 0;
-};
-
-struct Usage {
-  std::int64_t prompt_tokens = -1;  // -1: not reported
-  std::int64_t completion_tokens = -1;
-  std::int64_t total_tokens = -1;
-  std::int64_t cached_tokens = -1;  // of prompt_tokens, served from the provider's prompt cache
-  bool present() const { return prompt_tokens >= 0 || completion_tokens >= 0 || total_tokens >= 0; }
 };
 
 // Cost in USD from the model's price table; negative when unknown (no pricing, no usage).

@@ -10,17 +10,15 @@
 //   GET  /admin/v1/nodes                   node status reports
 //   PUT  /admin/v1/nodes/{id}/status       {"state", "gpu_util", "gpu_memory", ...}
 //   POST /admin/v1/drain                   graceful drain, as SIGTERM
+#include "admin/admin_api.h"
+
 #include <openssl/crypto.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
 #include "core/log.h"
-#include "runtime/gateway.h"
-#include "runtime/worker.h"
 
 namespace tahua {
 namespace asio = boost::asio;
@@ -30,11 +28,11 @@ namespace {
 
 constexpr std::size_t kMaxNodes = 10'000;
 
-Gateway::AdminReply error(int status, std::string_view code, std::string message) {
+AdminReply error(int status, std::string_view code, std::string message) {
   return {status, bj::serialize(bj::object{{"error", bj::object{{"message", message}, {"type", "admin_error"}, {"code", code}}}})};
 }
 
-Gateway::AdminReply ok(bj::object o) { return {200, bj::serialize(o)}; }
+AdminReply ok(bj::object o) { return {200, bj::serialize(o)}; }
 
 bool authorized(const Config& cfg, std::string_view authorization) {
   constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive (RFC 9110)
@@ -125,28 +123,13 @@ bool validNodeId(std::string_view id) {
 
 }  // namespace
 
-asio::awaitable<std::vector<std::vector<DeploymentState>>> Gateway::collectDeploymentStates(const Config& config) {
-  std::vector<std::vector<DeploymentState>> all;
-  for (auto& worker : workers_) {
-    Worker* w = worker.get();
-    auto copy = co_await asio::co_spawn(
-        w->io(),
-        [w, &config]() -> asio::awaitable<std::vector<DeploymentState>> {
-          std::vector<DeploymentState> out(config.deployment_count);
-          for (const auto& m : config.models)
-            for (const auto& d : m.deployments)
-              if (const DeploymentState* s = w->deployments().find(m.name, d.id)) out[d.index] = *s;
-          co_return out;
-        },
-        asio::use_awaitable);
-    all.push_back(std::move(copy));
-  }
-  co_return all;
+void AdminApi::applyOverrides(Config& config) const {
+  for (auto& m : config.models)
+    if (auto it = canary_overrides_.find(m.name); it != canary_overrides_.end() && m.canary.enabled) m.canary.percent = it->second;
 }
 
-asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_view method, std::string_view path,
-                                                    std::string_view authorization, std::string& body) {
-  SnapshotPtr snap = self.snapshot();
+asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr nodes, std::string_view method,
+                                             std::string_view path, std::string_view authorization, std::string& body) {
   const Config& cfg = *snap->config;
   if (!authorized(cfg, authorization)) co_return error(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
   constexpr std::string_view kPrefix = "/admin/v1/";
@@ -159,7 +142,7 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
     if (method != "PUT") co_return error(405, "method_not_allowed", "Use GET or PUT.");
     auto loaded = loadConfigString(body, "<admin api>");
     if (!loaded.config) {
-      ++reloads_failed_;
+      host_.countRejectedConfig();
       log::error("config from the admin API rejected; still serving the previous config", {{"error", loaded.error}});
       co_return error(400, "invalid_config", loaded.error);
     }
@@ -167,35 +150,34 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
       co_return error(400, "invalid_config",
                       "The new config has no usable admin section: applying it would lock the admin API out.");
     ConfigPtr next = loaded.config;
-    if (source_.listen) {
+    if (const auto& listen = host_.listenOverride()) {
       auto copy = std::make_shared<Config>(*next);
-      copy->listeners = {*source_.listen};
+      copy->listeners = {*listen};
       next = copy;
     }
-    std::lock_guard lock(mutex_);
-    if (auto err = publish(next, "admin")) {
-      ++reloads_failed_;
+    std::lock_guard lock(host_.lock());
+    if (auto err = host_.publish(next, "admin")) {
+      host_.countRejectedConfig();
       co_return error(400, "invalid_config", *err);
     }
     bj::array warnings;
     for (const auto& w : loaded.warnings) warnings.push_back(bj::string(w));
-    co_return ok(bj::object{{"generation", generation_.load()}, {"warnings", std::move(warnings)}});
+    co_return ok(bj::object{{"generation", host_.generation()}, {"warnings", std::move(warnings)}});
   }
 
   if (rest == "healing") {
     if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
     std::string view;
     {
-      std::lock_guard lock(mutex_);
-      view = healing_.json(*snapshot_->config);
+      std::lock_guard lock(host_.lock());
+      view = host_.healingJson();
     }
     co_return AdminReply{200, view};
   }
 
   if (rest == "deployments") {
     if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
-    auto states = co_await collectDeploymentStates(cfg);
-    const NodeTablePtr& nodes = self.nodes();
+    auto states = co_await host_.collectDeploymentStates(cfg);
     bj::array models;
     for (const auto& m : cfg.models) {
       bj::array ds;
@@ -259,20 +241,20 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
     if (ec || !v.is_object() || !v.get_object().contains("percent") ||
         !numberField(v.get_object(), "percent", 0, 100, 0, percent, problem))
       co_return error(400, "invalid_request", problem.empty() ? "Body must be {\"percent\": 0..100}." : problem);
-    std::lock_guard lock(mutex_);
-    const ModelConfig* m = base_config_->findModel(model);
+    std::lock_guard lock(host_.lock());
+    const ModelConfig* m = host_.baseConfig()->findModel(model);
     if (!m) co_return error(404, "model_not_found", "No model '" + model + "' in the active config.");
     if (!m->canary.enabled) co_return error(400, "no_canary", "Model '" + model + "' has no canary section in its config.");
     canary_overrides_[model] = percent;
-    if (auto err = publish(nullptr, "admin canary")) co_return error(500, "internal_error", *err);
-    log::info("canary weight changed", {{"model", model}, {"percent", percent}, {"generation", generation_.load()}});
-    co_return ok(bj::object{{"model", model}, {"percent", percent}, {"generation", generation_.load()}});
+    if (auto err = host_.publish(nullptr, "admin canary")) co_return error(500, "internal_error", *err);
+    log::info("canary weight changed", {{"model", model}, {"percent", percent}, {"generation", host_.generation()}});
+    co_return ok(bj::object{{"model", model}, {"percent", percent}, {"generation", host_.generation()}});
   }
 
   if (rest == "nodes") {
     if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
     bj::object out;
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(host_.lock());
     for (const auto& [id, s] : nodes_) out[id] = nodeJson(s, now);
     co_return ok(bj::object{{"nodes", std::move(out)}});
   }
@@ -281,9 +263,9 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
     const std::string id(rest.substr(6, rest.size() - 13));
     if (!validNodeId(id)) co_return error(400, "invalid_request", "Node ids are 1-128 characters of [A-Za-z0-9._:-].");
     if (method == "DELETE") {
-      std::lock_guard lock(mutex_);
+      std::lock_guard lock(host_.lock());
       nodes_.erase(id);
-      publishNodes();
+      host_.publishNodes(std::make_shared<const NodeTable>(nodes_));
       co_return ok(bj::object{{"node", id}, {"deleted", true}});
     }
     if (method != "PUT") co_return error(405, "method_not_allowed", "Use PUT or DELETE.");
@@ -304,11 +286,11 @@ asio::awaitable<Gateway::AdminReply> Gateway::admin(Worker& self, std::string_vi
       co_return error(400, "invalid_request", problem);
     s.reported = now;
     s.reported_wall = std::chrono::system_clock::now();
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(host_.lock());
     if (!nodes_.count(id) && nodes_.size() >= kMaxNodes)
       co_return error(429, "too_many_nodes", "The node table is full (" + std::to_string(kMaxNodes) + " nodes).");
     nodes_[id] = s;
-    publishNodes();
+    host_.publishNodes(std::make_shared<const NodeTable>(nodes_));
     co_return ok(bj::object{{"node", id}, {"status", nodeJson(s, now)}});
   }
 

@@ -1,8 +1,8 @@
 // What self-healing keeps between evaluations: the engine (rules and targets), the
 // overrides its actions put in force (ejected deployments, traffic shifted to a
 // fallback), and the audit trail (the last records, counts by rule and action). The
-// gateway owns one, under its mutex, and drives it: the loop that collects the workers'
-// counters and re-publishes the config is in src/runtime/gateway_healing.cpp.
+// gateway keeps one under its control mutex; the loop that feeds it the workers'
+// counters and re-publishes the config is src/healing/healing_loop.cpp.
 #pragma once
 
 #include <cstdint>

@@ -149,13 +149,12 @@ void Gateway::reload(std::string_view trigger) {
 std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view trigger) {
   if (loaded) {
     base_config_ = loaded;
-    canary_overrides_.clear();  // the newest action wins: a new config replaces admin changes
+    admin_.configReplaced();  // the newest action wins: a new config replaces admin changes
     // Self-healing actions stay in force across reloads while their rule does.
     healing_.configure(*loaded, generation_.load() + 1);
   }
   auto cfg = std::make_shared<Config>(*base_config_);
-  for (auto& m : cfg->models)
-    if (auto it = canary_overrides_.find(m.name); it != canary_overrides_.end() && m.canary.enabled) m.canary.percent = it->second;
+  admin_.applyOverrides(*cfg);
   healing_.applyOverrides(*cfg);
   cfg->generation = generation_.load() + 1;
   auto built = buildSnapshot(cfg);
@@ -185,9 +184,62 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
   return std::nullopt;
 }
 
-void Gateway::publishNodes() {
-  auto table = std::make_shared<const NodeTable>(nodes_);
+void Gateway::publishNodes(NodeTablePtr table) {
   for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get(), table] { w->setNodes(table); });
+}
+
+namespace {
+
+// One worker's deployment counters, read on its own thread.
+asio::awaitable<HealthSample> workerHealth(Worker* w) {
+  HealthSample out;
+  const Config& cfg = *w->snapshot()->config;
+  for (const auto& m : cfg.models)
+    for (const auto& d : m.deployments)
+      if (const DeploymentState* s = w->deployments().find(m.name, d.id)) {
+        HealthCounters& c = out[{m.name, d.id}];
+        c.requests = s->requests;
+        c.failures = s->failures;
+        c.ttft = s->ttft_buckets;
+      }
+  co_return out;
+}
+
+}  // namespace
+
+asio::awaitable<HealthSample> Gateway::collectHealth() {
+  HealthSample sample;
+  for (auto& worker : workers_) {
+    Worker* w = worker.get();
+    HealthSample part = co_await asio::co_spawn(w->io(), workerHealth(w), asio::use_awaitable);
+    for (const auto& [key, c] : part) {
+      HealthCounters& into = sample[key];
+      into.requests += c.requests;
+      into.failures += c.failures;
+      for (std::size_t i = 0; i < into.ttft.size(); ++i) into.ttft[i] += c.ttft[i];
+    }
+  }
+  co_return sample;
+}
+
+
+asio::awaitable<std::vector<std::vector<DeploymentState>>> Gateway::collectDeploymentStates(const Config& config) {
+  std::vector<std::vector<DeploymentState>> all;
+  for (auto& worker : workers_) {
+    Worker* w = worker.get();
+    auto copy = co_await asio::co_spawn(
+        w->io(),
+        [w, &config]() -> asio::awaitable<std::vector<DeploymentState>> {
+          std::vector<DeploymentState> out(config.deployment_count);
+          for (const auto& m : config.models)
+            for (const auto& d : m.deployments)
+              if (const DeploymentState* s = w->deployments().find(m.name, d.id)) out[d.index] = *s;
+          co_return out;
+        },
+        asio::use_awaitable);
+    all.push_back(std::move(copy));
+  }
+  co_return all;
 }
 
 Gateway::~Gateway() = default;
@@ -359,7 +411,7 @@ int Gateway::run() {
   }
 
   // Self-healing rules are evaluated on the first worker (a few microseconds per interval).
-  asio::co_spawn(workers_[0]->io(), healingLoop(), asio::detached);
+  asio::co_spawn(workers_[0]->io(), runHealingLoop(healing_, *this), asio::detached);
 
   std::vector<std::thread> threads;
   for (auto& worker : workers_) threads.emplace_back([w = worker.get()] { w->run(); });

@@ -16,7 +16,9 @@
 #include <variant>
 #include <vector>
 
+#include "admin/admin_api.h"
 #include "filters/bulkhead/concurrency_limit.h"
+#include "healing/healing_loop.h"
 #include "healing/healing_state.h"
 #include "providers/snapshot.h"
 #include "routing/balancer.h"
@@ -44,7 +46,7 @@ struct ConfigSource {
 // field; warnings (e.g. unset key variables) are appended to `warnings`.
 std::variant<SnapshotPtr, std::string> loadSnapshot(const ConfigSource& source, std::vector<std::string>& warnings);
 
-class Gateway {
+class Gateway final : private AdminHost, private HealingHost {
  public:
   Gateway(SnapshotPtr snapshot, ConfigSource source);
   ~Gateway();
@@ -55,17 +57,15 @@ class Gateway {
 
   // Ready: config loaded (the worker's `config`), a provider usable, not draining.
   bool ready(const Config& config) const { return !draining() && config.anyProviderUsable(); }
-  bool draining() const { return draining_.load(std::memory_order_relaxed); }
+  bool draining() const override { return draining_.load(std::memory_order_relaxed); }
   // Merges every worker's metrics (each copied on its own thread) into Prometheus text.
   boost::asio::awaitable<std::string> renderMetrics();
 
   // Concurrency caps shared by every worker (configured before a config is published).
   Bulkheads& bulkheads() { return bulkheads_; }
 
-  // The admin API (src/admin/admin_api.cpp), called on the admin listener's worker.
-  using AdminReply = tahua::AdminReply;  // server/session_host.h
-  boost::asio::awaitable<AdminReply> admin(Worker& self, std::string_view method, std::string_view path,
-                                           std::string_view authorization, std::string& body);
+  // The admin API (src/admin/), called on the admin listener's worker.
+  AdminApi& adminApi() { return admin_; }
 
  private:
   // SIGHUP / file change: read the config again; publish it to every worker if valid,
@@ -74,20 +74,25 @@ class Gateway {
   // Publishes a freshly loaded config (clears admin overrides) or, with `loaded` null,
   // the current one again with the overrides applied. Caller holds mutex_. Returns an
   // error text if the snapshot cannot be built.
-  std::optional<std::string> publish(ConfigPtr loaded, std::string_view trigger);
+  std::optional<std::string> publish(ConfigPtr loaded, std::string_view trigger) override;
+
+  // AdminHost: what the admin API asks of the gateway.
+  std::mutex& lock() override { return mutex_; }
+  const ConfigPtr& baseConfig() const override { return base_config_; }
+  std::string healingJson() const override { return healing_.json(*snapshot_->config); }
+  std::uint64_t generation() const override { return generation_.load(); }
+  void countRejectedConfig() override { ++reloads_failed_; }
+  const std::optional<ListenerConfig>& listenOverride() const override { return source_.listen; }
+  boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config) override;
+  void publishNodes(NodeTablePtr table) override;
   // Binds one listener on the given workers (gateway.cpp). Nothing if it cannot.
   std::optional<std::uint16_t> bindListener(boost::asio::io_context& main_io, const std::string& address,
                                             std::uint16_t port, std::span<const std::unique_ptr<Worker>> workers,
                                             std::shared_ptr<boost::asio::ssl::context> tls, std::size_t max_sessions,
                                             bool admin);
-  // Sends the node status table to every worker. Caller holds mutex_.
-  void publishNodes();
-  // Self-healing (src/runtime/gateway_healing.cpp): every healing.interval on worker 0,
-  // collect the deployments' counters, evaluate the rules, apply and audit the actions.
-  boost::asio::awaitable<void> healingLoop();
-  boost::asio::awaitable<HealthSample> collectHealth();
-  // Copies of each worker's deployment state for the admin view.
-  boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config);
+  // HealingHost: what the self-healing loop (src/healing/healing_loop.cpp) asks.
+  const Config& servedConfig() const override { return *snapshot_->config; }
+  boost::asio::awaitable<HealthSample> collectHealth() override;
 
   ConfigSource source_;
   // Guards what reloads and the admin API change: the main thread (signals, file watch)
@@ -95,10 +100,9 @@ class Gateway {
   std::mutex mutex_;
   SnapshotPtr snapshot_;  // the last good one published (workers have their own copy)
   ConfigPtr base_config_;  // as loaded, before admin overrides
-  std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (admin API)
-  NodeTable nodes_;  // GPU node status reports
+  AdminApi admin_{*this};  // its canary overrides and node table (under mutex_)
   Bulkheads bulkheads_;
-  HealingState healing_;  // self-healing (under mutex_)
+  HealingState healing_;  // self-healing's rules, actions in force and audit trail (under mutex_)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};
   std::atomic<std::uint64_t> reloads_ok_{0};

@@ -112,7 +112,7 @@ boost::asio::awaitable<std::string> Worker::renderMetrics() { return gateway_.re
 
 boost::asio::awaitable<AdminReply> Worker::admin(std::string_view method, std::string_view path,
                                                  std::string_view authorization, std::string& body) {
-  return gateway_.admin(*this, method, path, authorization, body);
+  return gateway_.adminApi().handle(snapshot_, nodes_, method, path, authorization, body);
 }
 
 std::string Worker::nextRequestId() {

@@ -1,0 +1,40 @@
+#include "healing/healing_loop.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+
+#include "core/log.h"
+
+namespace tahua {
+
+namespace asio = boost::asio;
+
+asio::awaitable<void> runHealingLoop(HealingState& state, HealingHost& host) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    Millis interval;
+    bool any = false;
+    {
+      std::lock_guard lock(host.lock());
+      interval = host.servedConfig().healing.interval;
+      any = !state.engine().targets().empty();
+    }
+    timer.expires_after(interval);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec || host.draining()) co_return;
+    if (!any) continue;
+    HealthSample sample = co_await host.collectHealth();
+    if (host.draining()) co_return;
+    std::lock_guard lock(host.lock());
+    std::vector<HealingAction> actions = state.engine().evaluate(std::chrono::steady_clock::now(), sample);
+    if (actions.empty()) continue;
+    // The audit path of the config as loaded, so a new path applies at once.
+    state.apply(actions, host.baseConfig()->healing.audit_log, host.generation() + 1);
+    if (auto err = host.publish(nullptr, "healing")) log::error("self-healing: cannot publish the change", {{"error", *err}});
+  }
+}
+
+}  // namespace tahua

@@ -51,7 +51,7 @@ BENCHMARK(BM_PassThroughStream20Events);
 static void BM_TranslateAnthropicStream20Events(benchmark::State& state) {
   const std::string stream = anthropicStream20();
   tahua::ProviderConfig provider;
-  provider.type = tahua::ProviderType::Anthropic;
+  provider.type = "anthropic";
   tahua::ProviderRuntime rt;
   rt.config = &provider;
   rt.adapter = tahua::makeAnthropicAdapter();

@@ -67,8 +67,8 @@ bj::object canaryJson(const CanaryConfig& c) {
 bj::object configJson(const Config& cfg) {
   bj::array providers;
   for (const auto& p : cfg.providers) {
-    bj::object o{{"name", p.name}, {"type", providerTypeName(p.type)}, {"usable", p.usable}};
-    if (p.type != ProviderType::Mock) o["base_url"] = p.base_url;  // never credentials (the loader refuses them in URLs)
+    bj::object o{{"name", p.name}, {"type", p.type}, {"usable", p.usable}};
+    if (!p.base_url.empty()) o["base_url"] = p.base_url;  // never credentials (the loader refuses them in URLs)
     providers.push_back(std::move(o));
   }
   bj::array models;

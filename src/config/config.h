@@ -76,9 +76,7 @@ struct AccessLogConfig {
   std::string path = "-";
 };
 
-enum class ProviderType { OpenAI, AzureOpenAI, Anthropic, Gemini, Bedrock, Mock };
-
-std::string_view providerTypeName(ProviderType t);
+struct ProviderKind;  // config/provider_kind.h
 
 // Upstream timeouts. Defaults here, then the top-level `timeouts` section, then the
 // provider's `timeouts`, then a matching route's `timeouts` (field by field).
@@ -142,7 +140,8 @@ struct AwsConfig {
 
 struct ProviderConfig {
   std::string name;
-  ProviderType type = ProviderType::OpenAI;
+  std::string type;                    // the type's name, as in the config ("openai", "bedrock", ...)
+  const ProviderKind* kind = nullptr;  // its entry in the vendor registry (config/provider_kind.h)
   std::string base_url;
   // Parsed from base_url.
   bool https = false;

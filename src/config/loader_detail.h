@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,7 +86,10 @@ class Loader {
 
   // Node readers: each checks the node's shape and range and fails naming the field.
   // Rejects keys not in `allowed` (typos must not be silently ignored).
-  void checkKeys(const YAML::Node& map, const std::string& path, std::initializer_list<std::string_view> allowed);
+  void checkKeys(const YAML::Node& map, const std::string& path, std::span<const std::string_view> allowed);
+  void checkKeys(const YAML::Node& map, const std::string& path, std::initializer_list<std::string_view> allowed) {
+    checkKeys(map, path, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  }
   static std::string join(const std::string& path, std::string_view key) {
     return path.empty() ? std::string(key) : path + "." + std::string(key);
   }
@@ -107,7 +111,6 @@ class Loader {
   void loadAdmin(const YAML::Node& n, Config& cfg);
   // providers_section.cpp
   void loadProviders(const YAML::Node& n, const YAML::Node& root, Config& cfg);
-  void loadAws(const YAML::Node& a, const std::string& ap, ProviderConfig& pc);
   void parseBaseUrl(const YAML::Node& node, const std::string& path, ProviderConfig& pc);
   // models_section.cpp
   void loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg);

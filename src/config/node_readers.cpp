@@ -43,7 +43,7 @@ void Loader::fail(const YAML::Node& node, const std::string& field, const std::s
   throw ConfigFailure{configError(fileOf(field), node.Mark(), field.empty() ? "(root)" : displayField(field), msg)};
 }
 
-void Loader::checkKeys(const YAML::Node& map, const std::string& path, std::initializer_list<std::string_view> allowed) {
+void Loader::checkKeys(const YAML::Node& map, const std::string& path, std::span<const std::string_view> allowed) {
   if (!map.IsMap()) fail(map, path, "expected a mapping");
   for (const auto& kv : map) {
     auto key = kv.first.as<std::string>();

@@ -3,17 +3,67 @@
 #include <boost/url/parse.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <algorithm>
 #include <set>
 
 #include "config/loader_detail.h"
+#include "config/provider_kind.h"
 
 namespace tahua::config_detail {
 
-constexpr Named<ProviderType> kProviderTypes[] = {
-    {ProviderType::OpenAI, "openai"}, {ProviderType::AzureOpenAI, "azure-openai"},
-    {ProviderType::Anthropic, "anthropic"}, {ProviderType::Gemini, "gemini"},
-    {ProviderType::Bedrock, "bedrock"}, {ProviderType::Mock, "mock"},
+namespace {
+
+// A vendor's settings (config/provider_kind.h) read through the loader's own node readers.
+class YamlProviderOptions final : public ProviderOptions {
+ public:
+  YamlProviderOptions(Loader& loader, const YAML::Node& map, std::string path)
+      : loader_(loader), map_(map), path_(std::move(path)) {}
+
+  bool has(std::string_view key) const override { return static_cast<bool>(node(key)); }
+  std::string text(std::string_view key) const override { return loader_.nonEmpty(node(key), field(key)); }
+  std::int64_t integer(std::string_view key, std::int64_t min, std::int64_t max) const override {
+    return static_cast<std::int64_t>(
+        loader_.integer(node(key), field(key), static_cast<std::uint64_t>(min), static_cast<std::uint64_t>(max)));
+  }
+  bool boolean(std::string_view key) const override { return loader_.boolean(node(key), field(key)); }
+  Millis duration(std::string_view key) const override { return loader_.duration(node(key), field(key)); }
+  std::unique_ptr<ProviderOptions> section(std::string_view key, std::initializer_list<std::string_view> allowed) const override {
+    const YAML::Node n = node(key);
+    loader_.checkKeys(n, field(key), allowed);
+    return std::make_unique<YamlProviderOptions>(loader_, n, field(key));
+  }
+  [[noreturn]] void fail(std::string_view key, const std::string& message) const override {
+    const YAML::Node n = node(key);
+    loader_.fail(n ? n : map_, field(key), message);
+  }
+  void warn(const std::string& message) const override { loader_.warnings_.push_back(message); }
+
+ private:
+  YAML::Node node(std::string_view key) const { return map_[std::string(key)]; }
+  std::string field(std::string_view key) const { return path_ + "." + std::string(key); }
+
+  Loader& loader_;
+  YAML::Node map_;
+  std::string path_;
 };
+
+// "openai | azure-openai | ..." for errors.
+std::string kindChoices() {
+  std::string out;
+  for (const ProviderKind* k : providerKinds()) {
+    if (!out.empty()) out += " | ";
+    out += k->type;
+  }
+  return out;
+}
+
+bool takes(const ProviderKind& kind, std::string_view key) {
+  for (auto k : kind.options)
+    if (k == key) return true;
+  return false;
+}
+
+}  // namespace
 
 void Loader::loadProviders(const YAML::Node& n, const YAML::Node& root, Config& cfg) {
   if (!n) fail(root, "providers", "required: at least one provider");
@@ -22,56 +72,45 @@ void Loader::loadProviders(const YAML::Node& n, const YAML::Node& root, Config& 
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "providers[" + std::to_string(i) + "]";
     const YAML::Node& y = n[i];
-    checkKeys(y, p, {"name", "type", "base_url", "api_key", "api_key_env", "headers", "timeouts", "retry", "circuit_breaker",
-                     "tls", "pool", "mock", "anthropic_version", "default_max_tokens", "api_version", "stream_usage", "aws"});
+    // The common keys and every vendor's own (those of other types are refused below).
+    std::vector<std::string_view> keys = {"name", "type",  "base_url", "api_key", "api_key_env", "headers",
+                                          "timeouts", "retry", "circuit_breaker", "tls", "pool"};
+    for (const ProviderKind* k : providerKinds())
+      for (auto key : k->options)
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    checkKeys(y, p, keys);
     ProviderConfig pc;
     if (!y["name"]) fail(y, p + ".name", "required");
     pc.name = nonEmpty(y["name"], p + ".name");
     if (!names.insert(pc.name).second) fail(y["name"], p + ".name", "duplicate provider name \"" + pc.name + "\"");
-    const std::string types = choices(kProviderTypes, " | ");
+    const std::string types = kindChoices();
     if (!y["type"]) fail(y, p + ".type", "required (" + types + ")");
     auto type = str(y["type"], p + ".type");
-    const auto parsed_type = valueOf(kProviderTypes, type);
-    if (!parsed_type) fail(y["type"], p + ".type", "unknown provider type \"" + type + "\" (" + types + ")");
-    pc.type = *parsed_type;
+    const ProviderKind* kind = findProviderKind(type);
+    if (!kind) fail(y["type"], p + ".type", "unknown provider type \"" + type + "\" (" + types + ")");
+    pc.type = type;
+    pc.kind = kind;
 
     // Vendor-only settings are rejected on other types: a typo'd type must not
     // silently ignore them.
-    const auto onlyFor = [&](const char* key, std::initializer_list<ProviderType> types) {
-      if (!y[key]) return false;
-      for (auto t : types)
-        if (t == pc.type) return true;
-      fail(y[key], p + "." + key, "not used by type " + type);
-      return false;
-    };
-    if (onlyFor("anthropic_version", {ProviderType::Anthropic})) pc.anthropic_version = nonEmpty(y["anthropic_version"], p + ".anthropic_version");
-    if (onlyFor("default_max_tokens", {ProviderType::Anthropic, ProviderType::Bedrock}))
-      pc.default_max_tokens = integer(y["default_max_tokens"], p + ".default_max_tokens", 1, 10'000'000);
-    if (onlyFor("api_version", {ProviderType::AzureOpenAI})) pc.api_version = nonEmpty(y["api_version"], p + ".api_version");
-    if (pc.type == ProviderType::AzureOpenAI && pc.api_version.empty())
-      fail(y, p + ".api_version", "required for type azure-openai (e.g. \"2024-10-21\")");
-    if (pc.api_version.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos)
-      fail(y["api_version"], p + ".api_version", "unexpected characters");
-    if (onlyFor("stream_usage", {ProviderType::OpenAI, ProviderType::AzureOpenAI, ProviderType::Mock}))
-      pc.stream_usage = boolean(y["stream_usage"], p + ".stream_usage");
-    if (onlyFor("aws", {ProviderType::Bedrock})) loadAws(y["aws"], p + ".aws", pc);
-    if (pc.type == ProviderType::Bedrock && !y["aws"]) fail(y, p + ".aws", "required for type bedrock (region and credentials)");
+    for (const ProviderKind* other : providerKinds())
+      for (auto key : other->options)
+        if (const YAML::Node v = y[std::string(key)]; v && !takes(*kind, key))
+          fail(v, p + "." + std::string(key), "not used by type " + type);
+    if (kind->read_options) kind->read_options(YamlProviderOptions(*this, y, p), pc);
 
-    if (pc.type == ProviderType::Mock) {
-      if (y["base_url"]) fail(y["base_url"], p + ".base_url", "not used by type mock");
+    if (!kind->remote) {
+      if (y["base_url"]) fail(y["base_url"], p + ".base_url", "not used by type " + type);
     } else if (y["base_url"]) {
       parseBaseUrl(y["base_url"], p + ".base_url", pc);
-    } else if (pc.type == ProviderType::OpenAI || pc.type == ProviderType::AzureOpenAI) {
+    } else if (!kind->default_base_url) {
       fail(y, p + ".base_url", "required for type " + type);
     } else {
       // The vendor's public endpoint.
-      YAML::Node def(pc.type == ProviderType::Anthropic ? std::string("https://api.anthropic.com/v1")
-                     : pc.type == ProviderType::Gemini  ? std::string("https://generativelanguage.googleapis.com/v1beta")
-                                                        : "https://bedrock-runtime." + pc.aws.region + ".amazonaws.com");
-      parseBaseUrl(def, p + ".base_url", pc);
+      parseBaseUrl(YAML::Node(kind->default_base_url(pc)), p + ".base_url", pc);
     }
-    if (pc.type == ProviderType::Bedrock && (y["api_key"] || y["api_key_env"]))
-      fail(y["api_key"] ? y["api_key"] : y["api_key_env"], p + ".api_key", "bedrock uses aws credentials, not an api key");
+    if (kind->api_key_refused && (y["api_key"] || y["api_key_env"]))
+      fail(y["api_key"] ? y["api_key"] : y["api_key_env"], p + ".api_key", kind->api_key_refused);
     if (y["api_key"] && y["api_key_env"]) fail(y["api_key"], p + ".api_key", "set api_key or api_key_env, not both");
     if (auto v = y["api_key"]) pc.api_key = str(v, p + ".api_key");
     if (auto v = y["api_key_env"]) {
@@ -143,46 +182,8 @@ void Loader::loadProviders(const YAML::Node& n, const YAML::Node& root, Config& 
       if (auto v = t["max_idle"]) pc.pool_max_idle = integer(v, p + ".pool.max_idle", 0, 100000);
       if (auto v = t["idle_timeout"]) pc.pool_idle_timeout = duration(v, p + ".pool.idle_timeout", Millis(1));
     }
-    if (auto m = y["mock"]) {
-      if (pc.type != ProviderType::Mock) fail(m, p + ".mock", "only for type mock");
-      checkKeys(m, p + ".mock", {"completion_tokens", "chunk_delay", "embedding_dimensions"});
-      if (auto v = m["completion_tokens"])
-        pc.mock.completion_tokens = static_cast<int>(integer(v, p + ".mock.completion_tokens", 1, 100000));
-      if (auto v = m["chunk_delay"]) pc.mock.chunk_delay = duration(v, p + ".mock.chunk_delay");
-      if (auto v = m["embedding_dimensions"])
-        pc.mock.embedding_dimensions = static_cast<int>(integer(v, p + ".mock.embedding_dimensions", 1, 65536));
-    }
     cfg.providers.push_back(std::move(pc));
   }
-}
-
-void Loader::loadAws(const YAML::Node& a, const std::string& ap, ProviderConfig& pc) {
-  checkKeys(a, ap, {"region", "access_key_id", "access_key_id_env", "secret_access_key", "secret_access_key_env",
-                    "session_token", "session_token_env"});
-  if (!a["region"]) fail(a, ap + ".region", "required");
-  pc.aws.region = nonEmpty(a["region"], ap + ".region");
-  if (pc.aws.region.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
-    fail(a["region"], ap + ".region", "not an AWS region name");
-  // Each credential comes literally or from an environment variable (the usual
-  // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN).
-  const auto secret = [&](const char* key, const char* env_key, const char* default_env, bool required, std::string& out) {
-    if (a[key] && a[env_key]) fail(a[key], ap + "." + key, std::string("set ") + key + " or " + env_key + ", not both");
-    if (a[key]) {
-      out = nonEmpty(a[key], ap + "." + key);
-      return;
-    }
-    std::string env = a[env_key] ? nonEmpty(a[env_key], ap + "." + env_key) : std::string(default_env);
-    if (const char* v = std::getenv(env.c_str()); v && *v) {
-      out = v;
-    } else if (required) {
-      pc.usable = false;
-      warnings_.push_back("provider \"" + pc.name + "\": environment variable " + env +
-                          " is not set; its models answer 503 until it is");
-    }
-  };
-  secret("access_key_id", "access_key_id_env", "AWS_ACCESS_KEY_ID", true, pc.aws.access_key_id);
-  secret("secret_access_key", "secret_access_key_env", "AWS_SECRET_ACCESS_KEY", true, pc.aws.secret_access_key);
-  secret("session_token", "session_token_env", "AWS_SESSION_TOKEN", false, pc.aws.session_token);
 }
 
 void Loader::parseBaseUrl(const YAML::Node& node, const std::string& path, ProviderConfig& pc) {
@@ -209,8 +210,3 @@ void Loader::parseBaseUrl(const YAML::Node& node, const std::string& path, Provi
 
 }  // namespace tahua::config_detail
 
-namespace tahua {
-
-std::string_view providerTypeName(ProviderType t) { return config_detail::nameOf(config_detail::kProviderTypes, t); }
-
-}  // namespace tahua

@@ -7,7 +7,9 @@
 #include <boost/url/parse.hpp>
 #include <cstdlib>
 
+#include "config/provider_kind.h"
 #include "core/log.h"
+#include "providers/vendors.h"
 
 namespace tahua {
 namespace {
@@ -69,7 +71,7 @@ std::string hostHeader(const ProviderConfig& p) {
 
 ProxySettings proxyFor(const ProviderConfig& provider) {
   ProxySettings s;
-  if (provider.type == ProviderType::Mock) return s;
+  if (provider.kind && !provider.kind->remote) return s;
   std::string url = provider.https ? envFirst({"HTTPS_PROXY", "https_proxy"}) : envFirst({"HTTP_PROXY", "http_proxy"});
   if (url.empty()) return s;
   if (noProxyMatches(provider.host, envFirst({"NO_PROXY", "no_proxy"}))) return s;
@@ -93,21 +95,28 @@ ProxySettings proxyFor(const ProviderConfig& provider) {
   return s;
 }
 
+#define TAHUA_DECLARE_KIND(kind, factory) extern const ProviderKind kind;
+TAHUA_VENDORS(TAHUA_DECLARE_KIND)
+#undef TAHUA_DECLARE_KIND
+
+// The adapter of a vendor's kind (vendors.h); null for a kind it does not list.
+std::unique_ptr<ProviderAdapter> makeAdapter(const ProviderKind* kind) {
+#define TAHUA_MAKE_ADAPTER(vendor_kind, factory) \
+  if (kind == &vendor_kind) return factory();
+  TAHUA_VENDORS(TAHUA_MAKE_ADAPTER)
+#undef TAHUA_MAKE_ADAPTER
+  return nullptr;
+}
+
 std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config) {
   auto snap = std::make_shared<Snapshot>();
   snap->config = config;
   for (const auto& p : config->providers) {
     ProviderRuntime rt;
     rt.config = &p;
-    switch (p.type) {
-      case ProviderType::OpenAI: rt.adapter = makeOpenAIAdapter(); break;
-      case ProviderType::AzureOpenAI: rt.adapter = makeAzureOpenAIAdapter(); break;
-      case ProviderType::Anthropic: rt.adapter = makeAnthropicAdapter(); break;
-      case ProviderType::Gemini: rt.adapter = makeGeminiAdapter(); break;
-      case ProviderType::Bedrock: rt.adapter = makeBedrockAdapter(); break;
-      case ProviderType::Mock: rt.adapter = makeMockAdapter(); break;
-    }
-    if (p.type != ProviderType::Mock) {
+    rt.adapter = makeAdapter(p.kind);
+    if (!rt.adapter) return "provider \"" + p.name + "\": no adapter for type \"" + p.type + "\"";
+    if (p.kind->remote) {
       if (p.https) {
         std::string error;
         rt.tls = makeClientTls(p, error);

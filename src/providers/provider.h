@@ -1,6 +1,7 @@
 // A provider adapter translates between the gateway's inbound API (OpenAI's, for now)
-// and one vendor's wire format. Adding a vendor is one new adapter (a folder under
-// providers/) plus its name in makeAdapter(); the proxy loop does not change.
+// and one vendor's wire format. Adding a vendor is its folder under providers/ (the
+// adapter and its kind: type name, settings, default endpoint; config/provider_kind.h)
+// plus one line in providers/vendors.h; the proxy loop does not change.
 #pragma once
 
 #include <memory>

@@ -478,7 +478,7 @@ std::variant<UpstreamRequest, Error> TranslatingAdapter::translate(RequestContex
   const InboundCodec* inbound = inboundFor(ctx.endpoint);
   if (!inbound)
     return Error{ErrorKind::InvalidRequest, "The " + std::string(ctx.path) + " endpoint is not supported by provider type '" +
-                                                std::string(providerTypeName(p.type)) + "' (model '" + ctx.facts.model + "')."};
+                                                p.type + "' (model '" + ctx.facts.model + "')."};
   auto chat = inbound->toChat(ctx.body);
   if (auto* err = std::get_if<Error>(&chat)) return std::move(*err);
   EncodeOptions options;

@@ -1,4 +1,5 @@
 #include "config/config.h"
+#include "config/provider_kind.h"
 
 #include <gtest/gtest.h>
 
@@ -196,7 +197,9 @@ TEST(ConfigLoader, VendorProvidersGetTheirDefaults) {
   auto r = loadConfigString(withProvider("{name: p, type: anthropic, api_key: k}"), "t.yaml");
   ASSERT_TRUE(r.config) << r.error;
   const auto& a = r.config->providers[0];
-  EXPECT_EQ(a.type, ProviderType::Anthropic);
+  EXPECT_EQ(a.type, "anthropic");
+  ASSERT_NE(a.kind, nullptr);
+  EXPECT_EQ(a.kind, findProviderKind("anthropic"));
   EXPECT_TRUE(a.https);
   EXPECT_EQ(a.host, "api.anthropic.com");
   EXPECT_EQ(a.base_path, "/v1");

@@ -15,7 +15,7 @@ class CountTokensFilter final : public Filter {
   // Runs after the router chose the model.
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
     if (ctx.endpoint != Endpoint::CountTokens) return FilterStatus::Continue;
-    if (ctx.provider && ctx.provider->type == ProviderType::Anthropic) return FilterStatus::Continue;
+    if (ctx.provider && ctx.provider->type == "anthropic") return FilterStatus::Continue;
     boost::system::error_code ec;
     boost::json::value v = boost::json::parse(ctx.body, ec);
     if (ec || !v.is_object()) {

@@ -99,6 +99,8 @@ ProxySettings proxyFor(const ProviderConfig& provider) {
 TAHUA_VENDORS(TAHUA_DECLARE_KIND)
 #undef TAHUA_DECLARE_KIND
 
+namespace {
+
 // The adapter of a vendor's kind (vendors.h); null for a kind it does not list.
 std::unique_ptr<ProviderAdapter> makeAdapter(const ProviderKind* kind) {
 #define TAHUA_MAKE_ADAPTER(vendor_kind, factory) \
@@ -107,6 +109,8 @@ std::unique_ptr<ProviderAdapter> makeAdapter(const ProviderKind* kind) {
 #undef TAHUA_MAKE_ADAPTER
   return nullptr;
 }
+
+}  // namespace
 
 std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config) {
   auto snap = std::make_shared<Snapshot>();

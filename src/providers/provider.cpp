@@ -95,10 +95,6 @@ ProxySettings proxyFor(const ProviderConfig& provider) {
   return s;
 }
 
-#define TAHUA_DECLARE_KIND(kind, factory) extern const ProviderKind kind;
-TAHUA_VENDORS(TAHUA_DECLARE_KIND)
-#undef TAHUA_DECLARE_KIND
-
 namespace {
 
 // The adapter of a vendor's kind (vendors.h); null for a kind it does not list.

@@ -6,10 +6,6 @@
 
 namespace tahua {
 
-#define TAHUA_DECLARE_KIND(kind, factory) extern const ProviderKind kind;
-TAHUA_VENDORS(TAHUA_DECLARE_KIND)
-#undef TAHUA_DECLARE_KIND
-
 namespace {
 #define TAHUA_KIND_ADDRESS(kind, factory) &kind,
 constexpr const ProviderKind* kKinds[] = {TAHUA_VENDORS(TAHUA_KIND_ADDRESS)};

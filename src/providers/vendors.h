@@ -4,6 +4,8 @@
 // the config loader's fuzz target links only them), kinds with factories in provider.cpp.
 #pragma once
 
+#include "config/provider_kind.h"
+
 #define TAHUA_VENDORS(VENDOR)                        \
   VENDOR(kOpenAIKind, makeOpenAIAdapter)             \
   VENDOR(kAzureOpenAIKind, makeAzureOpenAIAdapter)   \
@@ -11,3 +13,10 @@
   VENDOR(kGeminiKind, makeGeminiAdapter)             \
   VENDOR(kBedrockKind, makeBedrockAdapter)           \
   VENDOR(kMockKind, makeMockAdapter)
+
+namespace tahua {
+// Each kind is defined in its vendor's folder.
+#define TAHUA_DECLARE_KIND(kind, factory) extern const ProviderKind kind;
+TAHUA_VENDORS(TAHUA_DECLARE_KIND)
+#undef TAHUA_DECLARE_KIND
+}  // namespace tahua

@@ -223,8 +223,7 @@ class HttpExchange final : public UpstreamExchange {
           co_return timeoutError("total", timeouts_.total);
         }
         // The idle limit runs from this read; the total one from the start.
-        idle_limit_ = now + timeouts_.idle < deadline_;
-        conn_->deadline.at(idle_limit_ ? now + timeouts_.idle : deadline_);
+        conn_->deadline.at(std::min(now + timeouts_.idle, deadline_));
         beast::error_code ec;
         if (conn_->tls) {
           auto [rec, n] = co_await conn_->tls->async_read_some(carry.prepare(kTlsReadBytes), asio::as_tuple(asio::use_awaitable));
@@ -266,9 +265,10 @@ class HttpExchange final : public UpstreamExchange {
         }
         if (ec) {
           const bool expired = conn_->deadline.expired();
+          const bool idle = conn_->deadline.due() < deadline_;  // which of the two limits it was
           dropConnection();
           if (expired && !aborted_)
-            co_return idle_limit_ ? timeoutError("idle", timeouts_.idle) : timeoutError("total", timeouts_.total);
+            co_return idle ? timeoutError("idle", timeouts_.idle) : timeoutError("total", timeouts_.total);
           co_return interrupted();
         }
       }
@@ -511,7 +511,6 @@ class HttpExchange final : public UpstreamExchange {
   bool stale_ = false;
   bool head_leftover_ = false;  // the body start read with the head is not parsed yet
   bool parse_error_ = false;
-  bool idle_limit_ = false;  // the body read's limit is the idle one, not the total
   // A TLS read: the records OpenSSL holds are decrypted into the connection's buffer.
   static constexpr std::size_t kTlsReadBytes = 16 * 1024;
 };

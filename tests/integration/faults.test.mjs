@@ -651,6 +651,39 @@ describe('faults', () => {
   });
 });
 
+describe('the body timeouts', () => {
+  it('a stream that keeps arriving within idle but outlasts total ends with the total timeout, counted as total', async (t) => {
+    const upstream = await startFaultyUpstream({ t });
+    upstream.defaultBehaviour = async (x) => {
+      x.sse();
+      // An event every 20 ms (well within idle) until the gateway closes the connection.
+      let closed = false;
+      x.closed.then(() => {
+        closed = true;
+      });
+      for (let i = 0; i < 1000 && !closed; i++) {
+        x.chunk(sseData(chatChunk(`p${i} `)));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    const gw = await startTahua({
+      t,
+      config: gatewayConfig({
+        providers: [{ name: 'oai', type: 'openai', base_url: upstream.baseUrl(), api_key: OPENAI_KEY, stream_usage: false,
+                      timeouts: { connect: '2s', first_byte: '2s', idle: '5s', total: '400ms' } }],
+        models: [{ name: 'gpt', provider: 'oai' }],
+      }),
+    });
+    const res = await send(gw.url, '/v1/chat/completions', { method: 'POST', body: chatBody('gpt', true) });
+    const body = await res.text();
+    assert.equal(finalErrorCode(body), 'upstream_timeout');
+    assert.match(sseEvents(body).at(-1).data, /total timeout 400ms/);
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_upstream_timeouts_total', { provider: 'oai', kind: 'total' }), 1);
+    assert.equal(sum(m, 'tahua_upstream_timeouts_total', { provider: 'oai', kind: 'idle' }), 0);
+  });
+});
+
 describe('out of file descriptors', () => {
   it('a new upstream connection that finds no descriptor is 503 gateway_overloaded, not an upstream failure', async (t) => {
     const LIMIT = 48;

@@ -3,6 +3,7 @@
 // snapshot it started with alive for its whole life.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -330,6 +331,70 @@ struct HealingConfig {
 std::string_view healingMetricName(HealingRuleConfig::Metric m);
 std::string_view healingActionName(HealingRuleConfig::Action a);
 
+// Rate limits and quotas of one scope (a tenant, a key, a tenant x model, a model over
+// all tenants); 0 = no limit of that kind. See README "Tenants, keys and limits".
+struct LimitSet {
+  std::int64_t requests_per_minute = 0;  // sliding window of 60 s
+  std::int64_t tokens_per_minute = 0;    // token bucket: holds this many, refills as many per minute
+  std::int64_t tokens_per_day = 0;       // quotas over the UTC calendar day / month
+  std::int64_t tokens_per_month = 0;
+  double usd_per_day = 0;                // budgets, priced from the models' `pricing`
+  double usd_per_month = 0;
+  bool any() const {
+    return requests_per_minute || tokens_per_minute || tokens_per_day || tokens_per_month || usd_per_day > 0 ||
+           usd_per_month > 0;
+  }
+};
+
+struct TenantConfig {
+  std::string name;
+  std::vector<std::string> models;  // the models its keys may use; empty = all
+  LimitSet limits;                  // all of the tenant's keys together
+  std::vector<std::pair<std::string, LimitSet>> model_limits;  // tenant x model
+};
+
+// A gateway API key. Only its SHA-256 is kept (config and store alike); `prefix` is the
+// key's first characters, for people to recognise it in lists and logs.
+struct ApiKeyConfig {
+  std::string name;  // unique among keys
+  std::string tenant;
+  std::array<unsigned char, 32> sha256{};
+  std::string prefix;
+  std::vector<std::string> models;  // allowed models (within the tenant's); empty = the tenant's
+  std::int64_t expires_at = 0;      // unix seconds; 0 = never
+  LimitSet limits;
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+// One link of an authentication chain (see AuthLink): the built-in key check, or a
+// fixed identity for requests that reach it (internal paths).
+struct AuthLinkConfig {
+  enum class Type { ApiKey, Anonymous };
+  Type type = Type::ApiKey;
+  std::string tenant;  // anonymous: the tenant its requests count against
+};
+
+// A chain of links for the requests it matches (first matching chain wins).
+struct AuthChainConfig {
+  std::string name;
+  std::string path_prefix;  // empty = any
+  std::vector<std::pair<std::string, std::string>> headers;  // lower-case name, exact value ("*": present)
+  std::vector<AuthLinkConfig> links;
+};
+
+struct AuthConfig {
+  bool enabled = false;  // on when tenants or keys are declared, unless auth.enabled says otherwise
+  std::vector<AuthChainConfig> chains;  // none matching: the built-in key check alone
+};
+
+// Limits over all tenants, and how token limits estimate a request before it runs.
+struct RateLimitConfig {
+  // Completion tokens reserved for a request that sets no max_tokens (and that a token
+  // limit applies to); calibrated to the real count afterwards.
+  std::int64_t default_max_tokens = 1024;
+  std::vector<std::pair<std::string, LimitSet>> models;  // per model, every caller together
+};
+
 struct Config {
   std::string source;  // file path, or "<built-in>"
   ServerConfig server;
@@ -348,6 +413,10 @@ struct Config {
   std::vector<std::uint32_t> routes_any_model;
   AdminConfig admin;
   HealingConfig healing;
+  AuthConfig auth;
+  std::vector<TenantConfig> tenants;
+  std::vector<ApiKeyConfig> keys;
+  RateLimitConfig rate_limits;
   // Kubernetes-style resources from a config directory that are validated and listed
   // but not acted on yet (RateLimitPolicy, PromptTemplate): "Kind/name".
   std::vector<std::string> inert_resources;

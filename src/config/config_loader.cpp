@@ -16,7 +16,7 @@ Config Loader::load(const YAML::Node& root) {
   cfg.source = source_;
   if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
   checkKeys(root, "", {"server", "listeners", "access_log", "limits", "timeouts", "providers", "models", "admin", "routes",
-                       "healing"});
+                       "healing", "tenants", "keys", "auth", "rate_limits"});
   if (auto n = root["server"]) loadServer(n, cfg.server);
   loadListeners(root["listeners"], root, cfg);
   if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
@@ -28,6 +28,16 @@ Config Loader::load(const YAML::Node& root) {
   if (auto n = root["routes"]) loadRoutes(n, cfg);
   if (auto n = root["admin"]) loadAdmin(n, cfg);
   if (auto n = root["healing"]) loadHealing(n, cfg);
+  if (auto n = root["tenants"]) loadTenants(n, cfg);
+  if (auto n = root["keys"]) loadKeys(n, cfg);
+  // Declaring tenants or keys turns authentication on; `auth.enabled: false` is the
+  // explicit way to keep it off (limits then have no caller to count against).
+  cfg.auth.enabled = !cfg.tenants.empty() || !cfg.keys.empty();
+  if (auto n = root["auth"]) loadAuth(n, cfg);
+  if (auto n = root["rate_limits"]) loadRateLimits(n, cfg);
+  if (!cfg.auth.enabled)
+    warnings_.push_back("authentication is off: every client may call without an API key (declare `tenants` and `keys` "
+                        "to require one)");
   return cfg;
 }
 

@@ -121,6 +121,13 @@ class Loader {
   void loadRoutes(const YAML::Node& n, Config& cfg);
   // healing_section.cpp
   void loadHealing(const YAML::Node& n, Config& cfg);
+  // tenants_section.cpp
+  void loadTenants(const YAML::Node& n, Config& cfg);
+  void loadKeys(const YAML::Node& n, Config& cfg);
+  void loadAuth(const YAML::Node& n, Config& cfg);
+  void loadRateLimits(const YAML::Node& n, Config& cfg);
+  LimitSet limitSet(const YAML::Node& n, const std::string& path);
+  std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
   // config_dir_loader.cpp: a Kubernetes-style resource that is validated and listed,
   // not acted on yet.
   void loadInertResource(const YAML::Node& spec, const std::string& kind, const std::string& name,

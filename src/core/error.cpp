@@ -14,7 +14,13 @@ int Error::httpStatus() const {
     case ErrorKind::UnknownPath: return 404;
     case ErrorKind::MethodNotAllowed: return 405;
     case ErrorKind::ClientTooSlow: return 408;  // only logged: the stream's head was already sent
-    case ErrorKind::ConcurrencyLimited: return 429;
+    case ErrorKind::ConcurrencyLimited:
+    case ErrorKind::RateLimited:
+    case ErrorKind::LimitTooSmall:
+    case ErrorKind::QuotaExceeded: return 429;
+    case ErrorKind::MissingApiKey:
+    case ErrorKind::InvalidApiKey: return 401;
+    case ErrorKind::ModelNotAllowed: return 403;
     case ErrorKind::BodyTooLarge: return 413;
     case ErrorKind::HeadersTooLarge: return 431;
     case ErrorKind::UriTooLong: return 414;
@@ -46,6 +52,9 @@ ErrorSource Error::source() const {
     case ErrorKind::HeadersTooLarge:
     case ErrorKind::UriTooLong:
     case ErrorKind::ClientTooSlow:
+    case ErrorKind::MissingApiKey:
+    case ErrorKind::InvalidApiKey:
+    case ErrorKind::ModelNotAllowed:
     case ErrorKind::BadHttp: return ErrorSource::Client;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -63,7 +72,9 @@ ErrorSource Error::source() const {
 bool Error::retryable() const { return kind == ErrorKind::UpstreamConnect; }
 
 std::string_view Error::type() const {
-  if (kind == ErrorKind::ConcurrencyLimited) return "rate_limit_error";  // what SDKs retry on
+  if (kind == ErrorKind::ConcurrencyLimited || kind == ErrorKind::RateLimited || kind == ErrorKind::LimitTooSmall)
+    return "rate_limit_error";  // what SDKs retry on (status 429 is what they check)
+  if (kind == ErrorKind::QuotaExceeded) return "insufficient_quota";  // OpenAI's type and code for it
   switch (source()) {
     case ErrorSource::Client: return "invalid_request_error";
     case ErrorSource::Upstream: return "upstream_error";
@@ -95,6 +106,12 @@ std::string_view Error::code() const {
     case ErrorKind::Draining: return "gateway_draining";
     case ErrorKind::Overloaded: return "gateway_overloaded";
     case ErrorKind::ConcurrencyLimited: return "concurrency_limit_exceeded";
+    case ErrorKind::MissingApiKey: return "missing_api_key";
+    case ErrorKind::InvalidApiKey: return "invalid_api_key";
+    case ErrorKind::ModelNotAllowed: return "model_not_allowed";
+    case ErrorKind::RateLimited: return "rate_limit_exceeded";
+    case ErrorKind::LimitTooSmall: return "request_exceeds_limit";
+    case ErrorKind::QuotaExceeded: return "insufficient_quota";
     case ErrorKind::CircuitOpen: return "circuit_open";
     case ErrorKind::ClientTooSlow: return "stream_buffer_overflow";
     case ErrorKind::Internal: return "internal_error";
@@ -124,6 +141,8 @@ std::string Error::toAnthropicJson() const {
   std::string_view t;
   switch (httpStatus()) {
     case 400: t = "invalid_request_error"; break;
+    case 401: t = "authentication_error"; break;
+    case 403: t = "permission_error"; break;
     case 404: t = "not_found_error"; break;
     case 413: t = "request_too_large"; break;
     case 429: t = "rate_limit_error"; break;

@@ -33,6 +33,12 @@ enum class ErrorKind {
   Draining,             // gateway shutting down
   Overloaded,           // the gateway itself is out of a resource (file descriptors)
   ConcurrencyLimited,   // over a configured concurrency cap (bulkhead)
+  MissingApiKey,        // auth is on and the request carries no key
+  InvalidApiKey,        // unknown, revoked or expired key
+  ModelNotAllowed,      // the key (or its tenant) may not use the model
+  RateLimited,          // over a request or token rate limit (Retry-After says when)
+  LimitTooSmall,        // the request alone needs more than a limit's whole capacity: never passes
+  QuotaExceeded,        // a token quota or money budget of the period is used up
   CircuitOpen,          // the provider's circuit breaker is open: failing fast
   ClientTooSlow,        // a stream's client fell further behind than server.stream_buffer_bytes
   Internal,

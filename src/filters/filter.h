@@ -99,9 +99,11 @@ class Filter {
   // After onAttemptFailed: choose again for ctx.model (possibly a fallback), avoiding
   // the deployments in ctx.tried. May Stop (e.g. every breaker open) or Pause.
   virtual FilterStatus onReselect(RequestContext&) { return FilterStatus::Continue; }
-  // The upstream answered (ctx.status, ctx.streaming are set); nothing is written yet.
-  // The headers the client will get are in *ctx.upstream_headers: a filter may change
-  // or drop them (a replaced value must live in the filter's State).
+  // An answer is about to be written: the upstream's (ctx.status, ctx.streaming are
+  // set) or the gateway's own (ctx.error or ctx.local_reply: a refusal, a fallback
+  // answer), once per request. The headers the client will get are in
+  // *ctx.response_headers: a filter may change, drop or add them (a value that is not
+  // a literal must live in the filter's State).
   virtual void onResponseHeaders(RequestContext&) {}
   // A piece of a streamed response (only for filters whose wantsResponseData() is true:
   // the others cost nothing per piece). Synchronous: it runs per piece.

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <boost/json/serialize.hpp>
@@ -108,6 +109,10 @@ std::variant<RequestFacts, Error> inspectRequest(std::string& body, std::size_t 
           if (opt.value().get_bool().get(v) == SUCCESS) facts.include_usage = v;
         }
       }
+    } else if (key == "max_tokens" || key == "max_completion_tokens" || key == "max_output_tokens") {
+      // The completion bound token limits reserve; the upstream judges its validity.
+      std::int64_t v = 0;
+      if (value.get_int64().get(v) == SUCCESS && v > 0) facts.max_tokens = std::max(facts.max_tokens, v);
     }
   }
   // Anything after the object ("{...} junk") leaves the iterator in bounds.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -16,6 +17,9 @@ struct RequestFacts {
   std::string model;
   bool stream = false;
   bool include_usage = false;
+  // max_tokens / max_completion_tokens (OpenAI) / max_output_tokens (Responses): the
+  // largest one given, 0 when none.
+  std::int64_t max_tokens = 0;
   // Where the model's JSON string token (with its quotes) sits in the body.
   std::size_t model_offset = 0;
   std::size_t model_length = 0;

@@ -72,6 +72,14 @@ struct LocalReply {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+// Who is calling, as the auth filter established it. Both null when authentication is
+// off; `key` is null for a chain's anonymous link. Points into the config (or the key
+// table) the request pinned.
+struct Principal {
+  const TenantConfig* tenant = nullptr;
+  const ApiKeyConfig* key = nullptr;
+};
+
 struct RequestContext {
   ConfigPtr config;  // the snapshot this request started with
   unsigned worker_id = 0;
@@ -85,6 +93,9 @@ struct RequestContext {
   const HeaderView* headers = nullptr;
   std::string body;  // as received; the router may rewrite the model name
   std::uint64_t bytes_in = 0;
+
+  // Set by the auth filter.
+  Principal principal;
 
   // Set by the router filter.
   RequestFacts facts;
@@ -108,9 +119,11 @@ struct RequestContext {
   std::uint64_t bytes_out = 0;
   std::uint64_t chunks_out = 0;
   int attempts = 0;  // upstream tries (retries + 1)
-  // The headers the client will get from the upstream's answer, while
-  // onResponseHeaders runs (null otherwise); filters may change them.
-  std::vector<std::pair<std::string_view, std::string_view>>* upstream_headers = nullptr;
+  // While onResponseHeaders runs (null otherwise): the headers the client will get
+  // besides the gateway's own framing: the upstream's (translated), or, for an answer
+  // the gateway gives itself (an error, a local reply), none at first. Filters may
+  // change, drop or add entries (a value that is not a literal lives in their State).
+  std::vector<std::pair<std::string_view, std::string_view>>* response_headers = nullptr;
   double upstream_retry_after = 0;  // seconds, from the upstream's Retry-After
   Usage usage;
   std::optional<Error> error;  // the gateway's own error, if any

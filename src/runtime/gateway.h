@@ -23,6 +23,7 @@
 #include "providers/snapshot.h"
 #include "routing/balancer.h"
 #include "server/session_host.h"
+#include "store/memory_store.h"
 
 namespace boost::asio {
 class io_context;
@@ -63,6 +64,7 @@ class Gateway final : private AdminHost, private HealingHost {
 
   // Concurrency caps shared by every worker (configured before a config is published).
   Bulkheads& bulkheads() { return bulkheads_; }
+  StateStore& stateStore() { return *store_; }
 
   // The admin API (src/admin/), called on the admin listener's worker.
   AdminApi& adminApi() { return admin_; }
@@ -102,6 +104,9 @@ class Gateway final : private AdminHost, private HealingHost {
   ConfigPtr base_config_;  // as loaded, before admin overrides
   AdminApi admin_{*this};  // its canary overrides and node table (under mutex_)
   Bulkheads bulkheads_;
+  // Limit counters (and, to come, keys and idempotency records) shared by the workers;
+  // in-process for now, Redis with many replicas.
+  std::unique_ptr<StateStore> store_ = std::make_unique<MemoryStore>();
   HealingState healing_;  // self-healing's rules, actions in force and audit trail (under mutex_)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};

@@ -9,6 +9,8 @@
 #include <random>
 
 #include "filters/access_log/access_log_filter.h"
+#include "filters/auth/auth_filter.h"
+#include "filters/rate_limit/rate_limit_filter.h"
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
 #include "filters/balancer/balancer_filter.h"
@@ -81,14 +83,20 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   // sit first and see onComplete even when a later filter stops the request.
   auto chain = std::make_shared<FilterChain>();
   chain->add(makeMetricsFilter(metrics_));
-  if (snapshot_->config->access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
+  const Config& config = *snapshot_->config;
+  if (config.access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
+  // Before anything answers (the model list included): who is calling.
+  if (config.auth.enabled) chain->add(makeAuthFilter(config, metrics_));
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
+  if (config.auth.enabled) chain->add(makeModelAccessFilter());  // the model is known now
+  // Before the bulkhead: a request over its rate takes no slot and waits in no line.
+  if (rateLimitsConfigured(config)) chain->add(makeRateLimitFilter(config, gateway_.stateStore(), metrics_));
   // After the router (a request for an unknown model is a 404, not a 429; the route is
   // known), before the balancer: a request that waits for a slot picks its deployment
   // when it gets one.
-  chain->add(makeBulkheadFilter(gateway_.bulkheads(), *snapshot_->config, metrics_, *this));
-  chain->add(makeBalancerFilter(deployments_, *snapshot_->config, nodes_, balancer_));
+  chain->add(makeBulkheadFilter(gateway_.bulkheads(), config, metrics_, *this));
+  chain->add(makeBalancerFilter(deployments_, config, nodes_, balancer_));
   chain->add(makeCountTokensFilter());  // answers locally unless the model is Anthropic's
   chain->add(makeCircuitBreakerFilter(metrics_));
   // Last among the response rewriters: what it passes on goes to the client.

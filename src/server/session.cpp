@@ -420,6 +420,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
                                        std::string_view body, std::string_view reason) override {
     ExtraHeaders extra;
     extra.fallback = reason;
+    HeaderList added;
+    filterHeaders(ctx, added, extra);
     co_await writeSimple(status, content_type, body, extra);
   }
 
@@ -437,6 +439,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   asio::awaitable<void> writeLocal(RequestContext& ctx, std::string_view allow) {
     ExtraHeaders extra;
     extra.allow = allow;
+    HeaderList added;
+    filterHeaders(ctx, added, extra);
     if (ctx.local_reply) {
       ctx.status = ctx.local_reply->status;
       ctx.first_byte = Clock::now();
@@ -554,14 +558,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     translator.onResponseHead(head, ctx);
     ctx.status = head.status;
     ctx.streaming = head.event_stream;
-    ctx.upstream_headers = &head.headers;
+    ctx.response_headers = &head.headers;
     for (const auto& [name, value] : head.headers)
       if (beast::iequals(name, "retry-after")) {
         unsigned seconds = 0;
         if (std::from_chars(value.data(), value.data() + value.size(), seconds).ec == std::errc{}) ctx.upstream_retry_after = seconds;
       }
     chain_->responseHeaders(ctx);
-    ctx.upstream_headers = nullptr;  // the views die with the exchange
+    ctx.response_headers = nullptr;  // the views die with the exchange
     if (!ctx.streaming) {
       co_await relayBody(ctx, exchange, translator, head);
       co_return;
@@ -723,13 +727,13 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       if (err) {
         if (clientGone()) co_return;
         recordUpstreamFailure(ctx, std::move(*err));
-        co_await writeError(ctx);
+        co_await writeError(ctx, true);
         co_return;
       }
       if (body.size() + bytes.size() > cfg.max_response_bytes) {
         exchange.abort();
         ctx.fail(Error{ErrorKind::UpstreamBadResponse, "The upstream response is larger than the gateway accepts."});
-        co_await writeError(ctx);
+        co_await writeError(ctx, true);
         co_return;
       }
       if (body.empty() && done) body.reserve(bytes.size() + 64);  // single piece: one allocation, padded for simdjson
@@ -759,12 +763,17 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       ctx.fail(std::move(err));
   }
 
-  asio::awaitable<void> writeError(RequestContext& ctx) {
+  // `filtered`: onResponseHeaders already ran for this request (the upstream's head was
+  // accepted, then its body failed); it runs once per request.
+  asio::awaitable<void> writeError(RequestContext& ctx, bool filtered = false) {
     ctx.status = ctx.error->httpStatus();
     std::string body = ctx.errorBody(*ctx.error);
     ctx.bytes_out = body.size();
     ctx.first_byte = Clock::now();
-    co_await writeSimple(ctx.status, "application/json", body);
+    ExtraHeaders extra;
+    HeaderList added;
+    if (!filtered) filterHeaders(ctx, added, extra);
+    co_await writeSimple(ctx.status, "application/json", body, extra);
   }
 
   // Which deployment answered, for verifying a canary's share from outside
@@ -804,7 +813,19 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     std::string_view allow;        // Allow of a 405
     std::string_view retry_after;  // Retry-After of a 429 / 503
     std::string_view fallback;     // X-Tahua-Fallback of a configured fallback answer
+    std::span<const std::pair<std::string_view, std::string_view>> added;  // by filters
   };
+
+  using HeaderList = std::vector<std::pair<std::string_view, std::string_view>>;
+
+  // An answer the gateway gives itself passes the filters' onResponseHeaders too (a
+  // refusal carries the rate-limit headers): what they add goes out with it.
+  void filterHeaders(RequestContext& ctx, HeaderList& added, ExtraHeaders& extra) {
+    ctx.response_headers = &added;
+    chain_->responseHeaders(ctx);
+    ctx.response_headers = nullptr;
+    extra.added = added;
+  }
 
   asio::awaitable<void> writeSimple(int status, std::string_view content_type, std::string_view body,
                                     ExtraHeaders extra = {}) {
@@ -813,6 +834,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     if (!extra.allow.empty()) h.header("Allow", extra.allow);
     if (!extra.retry_after.empty()) h.header("Retry-After", extra.retry_after);
     if (!extra.fallback.empty()) h.header("X-Tahua-Fallback", extra.fallback);
+    for (const auto& [name, value] : extra.added) h.header(name, value);
     h.contentLength(body.size());
     h.end();
     co_await writeHeadAnd(body);

@@ -40,6 +40,8 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.upstream_connections_opened) upstream_connections_opened[key] += n;
   for (const auto& [key, n] : other.upstream_retries) upstream_retries[key] += n;
   for (const auto& [key, n] : other.bulkhead_rejections) bulkhead_rejections[key] += n;
+  for (const auto& [key, n] : other.auth_failures) auth_failures[key] += n;
+  for (const auto& [key, n] : other.limit_rejections) limit_rejections[key] += n;
   for (const auto& [key, n] : other.upstream_timeouts) upstream_timeouts[key] += n;
   for (const auto& [key, n] : other.breaker_transitions) breaker_transitions[key] += n;
   active_streams += other.active_streams;
@@ -157,6 +159,15 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# TYPE tahua_bulkhead_rejections_total counter\n";
   for (const auto& [scope, n] : m.bulkhead_rejections)
     out += "tahua_bulkhead_rejections_total{scope=\"" + escapeLabel(scope) + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP tahua_auth_failures_total Requests refused 401, by code (missing_api_key, invalid_api_key).\n";
+  out += "# TYPE tahua_auth_failures_total counter\n";
+  for (const auto& [code, n] : m.auth_failures)
+    out += "tahua_auth_failures_total{code=\"" + escapeLabel(code) + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP tahua_rate_limited_total Requests refused 429 by a rate limit, quota or budget, by scope and limit.\n";
+  out += "# TYPE tahua_rate_limited_total counter\n";
+  for (const auto& [key, n] : m.limit_rejections)
+    out += "tahua_rate_limited_total{scope=\"" + escapeLabel(key.first) + "\",limit=\"" + escapeLabel(key.second) + "\"} " +
+           std::to_string(n) + "\n";
   out += "# HELP tahua_upstream_retries_total Upstream tries repeated (before any byte reached the client).\n";
   out += "# TYPE tahua_upstream_retries_total counter\n";
   for (const auto& [provider, n] : m.upstream_retries)

@@ -63,6 +63,10 @@ struct WorkerMetrics {
   // workers have its breaker closed, open, half-open.
   std::map<std::pair<std::string, std::string>, std::array<std::uint64_t, 3>, PairLess> breaker_states;
   std::map<std::string, std::uint64_t, std::less<>> bulkhead_rejections;  // scope: global, route:<name>
+  std::map<std::string, std::uint64_t, std::less<>> auth_failures;        // code: missing_api_key, invalid_api_key
+  // Requests refused by a rate limit, quota or budget: (scope, limit), e.g.
+  // ("tenant", "requests_per_minute"), ("key", "usd_per_day").
+  std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> limit_rejections;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

@@ -135,8 +135,9 @@ models: [{name: m, provider: a}]
   EXPECT_TRUE(r.config->providers[0].usable);
   EXPECT_EQ(r.config->providers[0].port, 443);
   EXPECT_FALSE(r.config->providers[1].usable);
-  ASSERT_EQ(r.warnings.size(), 1u);
-  EXPECT_EQ(r.warnings[0].find("sk-secret"), std::string::npos);
+  ASSERT_EQ(r.warnings.size(), 2u);  // the unset variable, and authentication being off
+  EXPECT_NE(r.warnings[0].find("TAHUA_TEST_MISSING"), std::string::npos);
+  for (const auto& w : r.warnings) EXPECT_EQ(w.find("sk-secret"), std::string::npos);
 }
 
 TEST(ConfigLoader, RetryAndCircuitBreakerSections) {

@@ -263,7 +263,7 @@ TEST(SecretFilter, RedactsHeadersPiecesAndBodiesOfTheAnsweringProvider) {
   ctx.provider = &provider;
   chain.begin(ctx, block.get());
   std::vector<std::pair<std::string_view, std::string_view>> headers{{"x-echo", "Bearer sk-live-0123456789"}, {"x-ok", "1"}};
-  ctx.upstream_headers = &headers;
+  ctx.response_headers = &headers;
   chain.responseHeaders(ctx);
   EXPECT_EQ(headers[0].second, "Bearer [redacted]");
   EXPECT_EQ(headers[1].second, "1");

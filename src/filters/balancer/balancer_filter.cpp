@@ -110,9 +110,9 @@ class BalancerFilter final : public Filter {
   // (x-ratelimit-remaining-requests / anthropic-ratelimit-requests-remaining against the
   // limit), the deployment's weight shrinks before it starts answering 429.
   void onResponseHeaders(RequestContext& ctx) override {
-    if (!ctx.deployment_state || !ctx.upstream_headers) return;
+    if (!ctx.deployment_state || !ctx.response_headers) return;
     double remaining = -1, limit = -1;
-    for (const auto& [name, value] : *ctx.upstream_headers) {
+    for (const auto& [name, value] : *ctx.response_headers) {
       if (iequalsPrefix(name, "x-ratelimit-remaining-requests") || iequalsPrefix(name, "anthropic-ratelimit-requests-remaining"))
         parseNumber(value, remaining);
       else if (iequalsPrefix(name, "x-ratelimit-limit-requests") || iequalsPrefix(name, "anthropic-ratelimit-requests-limit"))

@@ -23,10 +23,10 @@ class SecretFilter final : public FilterWithState<SecretState> {
     SecretState& st = state(ctx);
     if (!ctx.provider) return;
     st.scrubber.emplace(*ctx.provider);
-    if (!st.scrubber->active() || !ctx.upstream_headers) return;
+    if (!st.scrubber->active() || !ctx.response_headers) return;
     st.headers.clear();
-    st.headers.reserve(ctx.upstream_headers->size());  // the views below must not move
-    for (auto& [name, value] : *ctx.upstream_headers) {
+    st.headers.reserve(ctx.response_headers->size());  // the views below must not move
+    for (auto& [name, value] : *ctx.response_headers) {
       std::string clean;
       if (!st.scrubber->scrubValue(value, clean)) continue;
       st.headers.push_back(std::move(clean));

@@ -1,0 +1,237 @@
+// Tenants, their API keys, the authentication chains and the limits over all tenants:
+// the `tenants`, `keys`, `auth` and `rate_limits` sections.
+#include <cctype>
+#include <ctime>
+#include <set>
+
+#include "config/loader_detail.h"
+
+namespace tahua::config_detail {
+namespace {
+
+int hexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "2027-01-01T00:00:00Z" or "2027-01-01" (midnight UTC) -> unix seconds; -1 if malformed.
+std::int64_t parseUtc(const std::string& s) {
+  std::tm tm{};
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
+  char tail = 0;
+  if (s.size() == 10) {
+    if (std::sscanf(s.c_str(), "%4d-%2d-%2d%c", &y, &mo, &d, &tail) != 3) return -1;
+  } else if (s.size() == 20 && s[10] == 'T' && s[19] == 'Z') {
+    if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%c", &y, &mo, &d, &h, &mi, &sec, &tail) != 6) return -1;
+  } else {
+    return -1;
+  }
+  if (y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59) return -1;
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = sec;
+  const std::time_t t = timegm(&tm);
+  if (tm.tm_mday != d) return -1;  // 2027-02-30 normalised into March
+  return static_cast<std::int64_t>(t);
+}
+
+constexpr std::string_view kLimitKeys[] = {"requests_per_minute", "tokens_per_minute", "tokens_per_day",
+                                           "tokens_per_month",    "usd_per_day",       "usd_per_month"};
+
+}  // namespace
+
+LimitSet Loader::limitSet(const YAML::Node& n, const std::string& p) {
+  checkKeys(n, p, kLimitKeys);
+  LimitSet l;
+  auto count = [&](const char* key, std::int64_t& out) {
+    if (auto v = n[key]) out = static_cast<std::int64_t>(integer(v, p + "." + key, 1, 1'000'000'000'000));
+  };
+  count("requests_per_minute", l.requests_per_minute);
+  count("tokens_per_minute", l.tokens_per_minute);
+  count("tokens_per_day", l.tokens_per_day);
+  count("tokens_per_month", l.tokens_per_month);
+  if (auto v = n["usd_per_day"]) l.usd_per_day = number(v, p + ".usd_per_day", "USD");
+  if (auto v = n["usd_per_month"]) l.usd_per_month = number(v, p + ".usd_per_month", "USD");
+  return l;
+}
+
+std::vector<std::string> Loader::modelList(const YAML::Node& n, const std::string& p, const Config& cfg) {
+  if (!n.IsSequence()) fail(n, p, "expected a list of model names");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string ip = p + "[" + std::to_string(i) + "]";
+    std::string name = nonEmpty(n[i], ip);
+    if (!cfg.findModel(name)) fail(n[i], ip, "unknown model \"" + name + "\"");
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
+void Loader::loadTenants(const YAML::Node& n, Config& cfg) {
+  if (!n.IsSequence()) fail(n, "tenants", "expected a list of tenants");
+  std::set<std::string, std::less<>> names;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string p = "tenants[" + std::to_string(i) + "]";
+    const YAML::Node& y = n[i];
+    checkKeys(y, p, {"name", "models", "limits", "model_limits"});
+    TenantConfig t;
+    if (!y["name"]) fail(y, p + ".name", "required");
+    t.name = nonEmpty(y["name"], p + ".name");
+    for (char c : t.name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+        fail(y["name"], p + ".name", "may only hold letters, digits, '-', '_' and '.'");
+    if (!names.insert(t.name).second) fail(y["name"], p + ".name", "duplicate tenant \"" + t.name + "\"");
+    if (auto v = y["models"]) t.models = modelList(v, p + ".models", cfg);
+    if (auto v = y["limits"]) t.limits = limitSet(v, p + ".limits");
+    if (auto m = y["model_limits"]) {
+      if (!m.IsMap()) fail(m, p + ".model_limits", "expected a mapping of model name to limits");
+      for (const auto& kv : m) {
+        const std::string model = str(kv.first, p + ".model_limits");
+        const std::string mp = p + ".model_limits." + model;
+        if (!cfg.findModel(model)) fail(kv.first, mp, "unknown model \"" + model + "\"");
+        t.model_limits.emplace_back(model, limitSet(kv.second, mp));
+      }
+    }
+    cfg.tenants.push_back(std::move(t));
+  }
+}
+
+void Loader::loadKeys(const YAML::Node& n, Config& cfg) {
+  if (!n.IsSequence()) fail(n, "keys", "expected a list of API keys");
+  std::set<std::string, std::less<>> names;
+  std::set<std::array<unsigned char, 32>> digests;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string p = "keys[" + std::to_string(i) + "]";
+    const YAML::Node& y = n[i];
+    checkKeys(y, p, {"name", "tenant", "sha256", "prefix", "models", "expires_at", "limits", "metadata"});
+    ApiKeyConfig k;
+    for (const char* req : {"name", "tenant", "sha256"})
+      if (!y[req]) fail(y, p + "." + req, "required");
+    k.name = nonEmpty(y["name"], p + ".name");
+    if (!names.insert(k.name).second) fail(y["name"], p + ".name", "duplicate key name \"" + k.name + "\"");
+    k.tenant = nonEmpty(y["tenant"], p + ".tenant");
+    const TenantConfig* tenant = nullptr;
+    for (const auto& t : cfg.tenants)
+      if (t.name == k.tenant) tenant = &t;
+    if (!tenant) fail(y["tenant"], p + ".tenant", "unknown tenant \"" + k.tenant + "\" (declare it under `tenants`)");
+    // The hash, never the key: a config file in git must not hold secrets.
+    const std::string hex = str(y["sha256"], p + ".sha256");
+    bool ok = hex.size() == 64;
+    for (std::size_t j = 0; ok && j < 32; ++j) {
+      const int hi = hexDigit(hex[2 * j]), lo = hexDigit(hex[2 * j + 1]);
+      ok = hi >= 0 && lo >= 0;
+      if (ok) k.sha256[j] = static_cast<unsigned char>(hi * 16 + lo);
+    }
+    if (!ok)
+      fail(y["sha256"], p + ".sha256",
+           "expected the key's SHA-256 as 64 hex digits (printf %s \"$KEY\" | sha256sum), not the key itself");
+    if (!digests.insert(k.sha256).second) fail(y["sha256"], p + ".sha256", "the same key is declared twice");
+    if (auto v = y["prefix"]) {
+      k.prefix = str(v, p + ".prefix");
+      if (k.prefix.size() > 12) fail(v, p + ".prefix", "at most 12 characters: a display prefix, not the key");
+    }
+    if (auto v = y["models"]) {
+      k.models = modelList(v, p + ".models", cfg);
+      if (!tenant->models.empty())
+        for (std::size_t j = 0; j < k.models.size(); ++j) {
+          bool allowed = false;
+          for (const auto& m : tenant->models) allowed = allowed || m == k.models[j];
+          if (!allowed)
+            fail(v[j], p + ".models[" + std::to_string(j) + "]",
+                 "model \"" + k.models[j] + "\" is not among tenant \"" + k.tenant + "\"'s models");
+        }
+    }
+    if (auto v = y["expires_at"]) {
+      k.expires_at = parseUtc(str(v, p + ".expires_at"));
+      if (k.expires_at < 0) fail(v, p + ".expires_at", "expected a UTC time such as 2027-01-31T00:00:00Z or 2027-01-31");
+    }
+    if (auto v = y["limits"]) k.limits = limitSet(v, p + ".limits");
+    if (auto m = y["metadata"]) {
+      if (!m.IsMap()) fail(m, p + ".metadata", "expected a mapping of name to text");
+      for (const auto& kv : m) {
+        const std::string name = str(kv.first, p + ".metadata");
+        k.metadata.emplace_back(name, str(kv.second, p + ".metadata." + name));
+      }
+    }
+    cfg.keys.push_back(std::move(k));
+  }
+}
+
+void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
+  checkKeys(n, "auth", {"enabled", "chains"});
+  if (auto v = n["enabled"]) cfg.auth.enabled = boolean(v, "auth.enabled");
+  auto c = n["chains"];
+  if (!c) return;
+  if (!c.IsSequence()) fail(c, "auth.chains", "expected a list of chains");
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const std::string p = "auth.chains[" + std::to_string(i) + "]";
+    const YAML::Node& y = c[i];
+    checkKeys(y, p, {"name", "match", "links"});
+    AuthChainConfig chain;
+    chain.name = y["name"] ? nonEmpty(y["name"], p + ".name") : "chain-" + std::to_string(i);
+    if (auto m = y["match"]) {
+      checkKeys(m, p + ".match", {"path_prefix", "headers"});
+      if (auto v = m["path_prefix"]) {
+        chain.path_prefix = nonEmpty(v, p + ".match.path_prefix");
+        if (chain.path_prefix.front() != '/') fail(v, p + ".match.path_prefix", "must start with /");
+      }
+      if (auto h = m["headers"]) {
+        if (!h.IsMap()) fail(h, p + ".match.headers", "expected a mapping of name to value");
+        for (const auto& kv : h) {
+          std::string name = str(kv.first, p + ".match.headers");
+          for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+          chain.headers.emplace_back(name, str(kv.second, p + ".match.headers." + name));
+        }
+      }
+    }
+    auto links = y["links"];
+    if (!links || !links.IsSequence() || links.size() == 0) fail(links ? links : y, p + ".links", "required: a non-empty list");
+    for (std::size_t j = 0; j < links.size(); ++j) {
+      const std::string lp = p + ".links[" + std::to_string(j) + "]";
+      const YAML::Node& l = links[j];
+      AuthLinkConfig link;
+      // `api_key` alone, or a mapping with `type` (and its settings).
+      const YAML::Node type = l.IsMap() ? l["type"] : l;
+      if (l.IsMap()) checkKeys(l, lp, {"type", "tenant"});
+      if (!type) fail(l, lp + ".type", "required");
+      const std::string t = str(type, lp + (l.IsMap() ? ".type" : ""));
+      if (t == "api_key") {
+        link.type = AuthLinkConfig::Type::ApiKey;
+        if (l.IsMap() && l["tenant"]) fail(l["tenant"], lp + ".tenant", "not used by type api_key");
+      } else if (t == "anonymous") {
+        link.type = AuthLinkConfig::Type::Anonymous;
+        if (!l.IsMap() || !l["tenant"]) fail(l, lp + ".tenant", "required for type anonymous (whose limits its requests count against)");
+        link.tenant = nonEmpty(l["tenant"], lp + ".tenant");
+        bool known = false;
+        for (const auto& tc : cfg.tenants) known = known || tc.name == link.tenant;
+        if (!known) fail(l["tenant"], lp + ".tenant", "unknown tenant \"" + link.tenant + "\"");
+      } else {
+        fail(type, lp + ".type", "unknown link type \"" + t + "\" (api_key | anonymous)");
+      }
+      chain.links.push_back(std::move(link));
+    }
+    cfg.auth.chains.push_back(std::move(chain));
+  }
+}
+
+void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {
+  checkKeys(n, "rate_limits", {"default_max_tokens", "models"});
+  if (auto v = n["default_max_tokens"])
+    cfg.rate_limits.default_max_tokens = static_cast<std::int64_t>(integer(v, "rate_limits.default_max_tokens", 0, 10'000'000));
+  if (auto m = n["models"]) {
+    if (!m.IsMap()) fail(m, "rate_limits.models", "expected a mapping of model name to limits");
+    for (const auto& kv : m) {
+      const std::string model = str(kv.first, "rate_limits.models");
+      const std::string mp = "rate_limits.models." + model;
+      if (!cfg.findModel(model)) fail(kv.first, mp, "unknown model \"" + model + "\"");
+      cfg.rate_limits.models.emplace_back(model, limitSet(kv.second, mp));
+    }
+  }
+}
+
+}  // namespace tahua::config_detail

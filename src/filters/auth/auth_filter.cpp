@@ -1,0 +1,169 @@
+#include "filters/auth/auth_filter.h"
+
+#include <ctime>
+#include <vector>
+
+#include "filters/auth/auth_link.h"
+#include "telemetry/metrics.h"
+#include "tenants/key_table.h"
+
+namespace tahua {
+namespace {
+
+bool iequalsPrefix(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i)
+    if ((s[i] | 0x20) != prefix[i]) return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+class ApiKeyLink final : public AuthLink {
+ public:
+  explicit ApiKeyLink(const KeyTable& keys) : keys_(keys) {}
+  std::string_view name() const override { return "api_key"; }
+
+  AuthOutcome check(RequestContext& ctx, Principal& out) const override {
+    const std::string_view key = ctx.headers ? presentedKey(*ctx.headers) : std::string_view{};
+    if (key.empty()) return AuthOutcome::Pass;
+    const ApiKeyConfig* k = keys_.find(sha256(key));
+    // The message never echoes the key: access logs and client-side logs keep it.
+    if (!k) {
+      ctx.fail(Error{ErrorKind::InvalidApiKey, "Invalid API key."});
+      return AuthOutcome::Refused;
+    }
+    if (k->expires_at != 0 && static_cast<std::int64_t>(std::time(nullptr)) >= k->expires_at) {
+      ctx.fail(Error{ErrorKind::InvalidApiKey, "This API key has expired."});
+      return AuthOutcome::Refused;
+    }
+    out.key = k;
+    out.tenant = keys_.tenant(k->tenant);
+    return AuthOutcome::Authenticated;
+  }
+
+ private:
+  const KeyTable& keys_;
+};
+
+class AnonymousLink final : public AuthLink {
+ public:
+  explicit AnonymousLink(const TenantConfig& tenant) : tenant_(tenant) {}
+  std::string_view name() const override { return "anonymous"; }
+  AuthOutcome check(RequestContext&, Principal& out) const override {
+    out.tenant = &tenant_;
+    return AuthOutcome::Authenticated;
+  }
+
+ private:
+  const TenantConfig& tenant_;
+};
+
+struct Chain {
+  const AuthChainConfig* config = nullptr;  // null: the default chain (the key check alone)
+  std::vector<std::unique_ptr<AuthLink>> links;
+};
+
+class AuthFilter final : public Filter {
+ public:
+  AuthFilter(const Config& config, WorkerMetrics& metrics) : keys_(config), metrics_(metrics) {
+    for (const auto& c : config.auth.chains) {
+      Chain chain{&c, {}};
+      for (const auto& l : c.links) {
+        if (l.type == AuthLinkConfig::Type::ApiKey) chain.links.push_back(makeApiKeyLink(keys_));
+        else if (const TenantConfig* t = keys_.tenant(l.tenant)) chain.links.push_back(makeAnonymousLink(*t));
+      }
+      chains_.push_back(std::move(chain));
+    }
+    fallback_.links.push_back(makeApiKeyLink(keys_));
+  }
+  std::string_view name() const override { return "auth"; }
+
+  FilterStatus onRequestHeaders(RequestContext& ctx) override {
+    if (!ctx.config->auth.enabled) return FilterStatus::Continue;
+    const Chain& chain = match(ctx);
+    for (const auto& link : chain.links) {
+      switch (link->check(ctx, ctx.principal)) {
+        case AuthOutcome::Authenticated: return FilterStatus::Continue;
+        case AuthOutcome::Refused: return refused(ctx);
+        case AuthOutcome::Pass: break;
+      }
+    }
+    ctx.fail(Error{ErrorKind::MissingApiKey,
+                   "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'."});
+    return refused(ctx);
+  }
+
+ private:
+  const Chain& match(const RequestContext& ctx) const {
+    for (const auto& c : chains_) {
+      const AuthChainConfig& m = *c.config;
+      if (!m.path_prefix.empty() && ctx.path.substr(0, m.path_prefix.size()) != m.path_prefix) continue;
+      bool ok = true;
+      for (const auto& [name, value] : m.headers) {
+        const std::string_view got = ctx.headers ? ctx.headers->get(name) : std::string_view{};
+        ok = ok && (value == "*" ? !got.empty() : got == value);
+      }
+      if (ok) return c;
+    }
+    return fallback_;
+  }
+
+  FilterStatus refused(RequestContext& ctx) {
+    const std::string_view code = ctx.error->code();
+    auto it = metrics_.auth_failures.find(code);
+    if (it == metrics_.auth_failures.end()) metrics_.auth_failures.emplace(std::string(code), 1);
+    else ++it->second;
+    return FilterStatus::Stop;
+  }
+
+  KeyTable keys_;  // this worker's
+  WorkerMetrics& metrics_;
+  std::vector<Chain> chains_;
+  Chain fallback_;
+};
+
+class ModelAccessFilter final : public Filter {
+ public:
+  std::string_view name() const override { return "model_access"; }
+  FilterStatus onUpstreamSelect(RequestContext& ctx) override {
+    if (!ctx.model || modelAllowed(ctx.principal, ctx.model->name)) return FilterStatus::Continue;
+    ctx.fail(Error{ErrorKind::ModelNotAllowed, "This API key may not use the model '" + ctx.model->name + "'."});
+    return FilterStatus::Stop;
+  }
+};
+
+bool listed(const std::vector<std::string>& models, std::string_view model) {
+  if (models.empty()) return true;
+  for (const auto& m : models)
+    if (m == model) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string_view presentedKey(const HeaderView& headers) {
+  std::string_view auth = headers.get("authorization");
+  if (!auth.empty()) return iequalsPrefix(auth, "bearer ") ? trim(auth.substr(7)) : std::string_view{};
+  if (auto k = trim(headers.get("x-api-key")); !k.empty()) return k;
+  return trim(headers.get("api-key"));
+}
+
+std::unique_ptr<AuthLink> makeApiKeyLink(const KeyTable& keys) { return std::make_unique<ApiKeyLink>(keys); }
+std::unique_ptr<AuthLink> makeAnonymousLink(const TenantConfig& tenant) { return std::make_unique<AnonymousLink>(tenant); }
+
+bool modelAllowed(const Principal& principal, std::string_view model) {
+  if (principal.key && !listed(principal.key->models, model)) return false;
+  return !principal.tenant || listed(principal.tenant->models, model);
+}
+
+std::unique_ptr<Filter> makeAuthFilter(const Config& config, WorkerMetrics& metrics) {
+  return std::make_unique<AuthFilter>(config, metrics);
+}
+std::unique_ptr<Filter> makeModelAccessFilter() { return std::make_unique<ModelAccessFilter>(); }
+
+}  // namespace tahua

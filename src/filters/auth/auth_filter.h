@@ -1,0 +1,25 @@
+#pragma once
+
+#include <memory>
+
+#include "filters/filter.h"
+
+namespace tahua {
+
+struct WorkerMetrics;
+
+// Authentication (`auth`): who is calling. Runs first among the request filters (before
+// /v1/models is answered): the chain matching the request (auth.chains, else the
+// built-in key check alone) sets ctx.principal or answers 401 in the client's API
+// shape. Off (every request passes, ctx.principal empty) when the config declares no
+// tenants and no keys.
+std::unique_ptr<Filter> makeAuthFilter(const Config& config, WorkerMetrics& metrics);
+
+// Authorization of the model (`model_access`), after the router has chosen it: a key
+// or tenant with a models list may only use those (403 model_not_allowed).
+std::unique_ptr<Filter> makeModelAccessFilter();
+
+// Whether `principal` may use `model` (its key's list, then its tenant's).
+bool modelAllowed(const Principal& principal, std::string_view model);
+
+}  // namespace tahua

@@ -1,0 +1,340 @@
+#include "filters/rate_limit/rate_limit_filter.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <unordered_map>
+
+#include "store/state_store.h"
+#include "telemetry/metrics.h"
+
+namespace tahua {
+namespace {
+
+enum class Unit : std::uint8_t { Requests, Tokens, MicroUsd };
+
+// One limit of one scope, resolved from the config once per worker and snapshot.
+struct CheckTemplate {
+  std::string key;  // the counter's name in the store; a tenant's share a hash tag
+  LimitSpec spec;
+  Unit unit = Unit::Requests;
+  std::string_view scope;  // tenant | key | tenant_model | model
+  std::string_view limit;  // requests_per_minute, ...
+};
+using Group = std::vector<CheckTemplate>;
+
+Group makeGroup(const LimitSet& l, const std::string& prefix, std::string_view scope) {
+  Group g;
+  auto add = [&](std::int64_t limit, std::string_view suffix, LimitKind kind, Unit unit, Calendar cal,
+                 std::string_view name) {
+    if (limit <= 0) return;
+    CheckTemplate t;
+    t.key = prefix + ":" + std::string(suffix);
+    t.spec.kind = kind;
+    t.spec.limit = limit;
+    t.spec.period_ms = 60'000;
+    t.spec.calendar = cal;
+    t.unit = unit;
+    t.scope = scope;
+    t.limit = name;
+    g.push_back(std::move(t));
+  };
+  add(l.requests_per_minute, "rpm", LimitKind::Window, Unit::Requests, Calendar::Day, "requests_per_minute");
+  add(l.tokens_per_minute, "tpm", LimitKind::Bucket, Unit::Tokens, Calendar::Day, "tokens_per_minute");
+  add(l.tokens_per_day, "tpd", LimitKind::Quota, Unit::Tokens, Calendar::Day, "tokens_per_day");
+  add(l.tokens_per_month, "tpmo", LimitKind::Quota, Unit::Tokens, Calendar::Month, "tokens_per_month");
+  add(static_cast<std::int64_t>(std::llround(l.usd_per_day * 1e6)), "usdd", LimitKind::Quota, Unit::MicroUsd, Calendar::Day,
+      "usd_per_day");
+  add(static_cast<std::int64_t>(std::llround(l.usd_per_month * 1e6)), "usdm", LimitKind::Quota, Unit::MicroUsd,
+      Calendar::Month, "usd_per_month");
+  return g;
+}
+
+// "750ms", "1.5s", "6m0s", "2h3m0s" (the form OpenAI's x-ratelimit-reset-* use).
+std::size_t formatReset(std::int64_t ms, char* out, std::size_t size) {
+  int n;
+  if (ms < 1000) n = std::snprintf(out, size, "%lldms", static_cast<long long>(std::max<std::int64_t>(ms, 0)));
+  else if (ms < 60'000) {
+    n = std::snprintf(out, size, "%.3f", static_cast<double>(ms) / 1000.0);
+    while (n > 0 && out[n - 1] == '0') --n;
+    if (n > 0 && out[n - 1] == '.') --n;
+    out[n++] = 's';
+  } else {
+    const long long s = ms / 1000;
+    if (s < 3600) n = std::snprintf(out, size, "%lldm%llds", s / 60, s % 60);
+    else n = std::snprintf(out, size, "%lldh%lldm%llds", s / 3600, s / 60 % 60, s % 60);
+  }
+  return static_cast<std::size_t>(std::clamp(n, 0, static_cast<int>(size)));
+}
+
+// A header value kept in the request's State (headers are views).
+struct Value {
+  char text[24];
+  std::uint8_t size = 0;
+  std::string_view view() const { return {text, size}; }
+  void number(std::int64_t v) { size = static_cast<std::uint8_t>(std::to_chars(text, text + sizeof text, v).ptr - text); }
+  void reset(std::int64_t ms) { size = static_cast<std::uint8_t>(formatReset(ms, text, sizeof text)); }
+};
+
+struct RateLimitState {
+  std::array<const Group*, 4> groups{};  // the request's limits, as admitted
+  bool admitted = false;
+  bool deciding = false;       // inside store.admit: an answer now is synchronous
+  bool answered = false;       // the store answered while `deciding`
+  FilterStatus answer = FilterStatus::Continue;
+  std::int64_t reserved_tokens = 0;
+  std::int64_t reserved_micro_usd = 0;
+  std::int64_t admitted_at = 0;  // the store's time: calibration goes to the quota period charged
+  bool has_requests = false, has_tokens = false;
+  bool final_refusal = false;  // waiting will not help soon: SDKs are told not to retry
+  Value requests[3], tokens[3];  // limit, remaining, reset
+};
+
+class RateLimitFilter final : public FilterWithState<RateLimitState> {
+ public:
+  RateLimitFilter(const Config& config, StateStore& store, WorkerMetrics& metrics) : store_(store), metrics_(metrics) {
+    for (const auto& t : config.tenants) {
+      const std::string tag = "tahua:{t:" + t.name + "}";
+      if (t.limits.any()) tenants_.emplace(&t, makeGroup(t.limits, tag + ":tenant", "tenant"));
+      for (const auto& [model, limits] : t.model_limits)
+        if (const ModelConfig* m = config.findModel(model); m && limits.any())
+          pairs_[&t].emplace_back(m, makeGroup(limits, tag + ":model:" + model, "tenant_model"));
+    }
+    for (const auto& k : config.keys)
+      if (k.limits.any()) keys_.emplace(&k, makeGroup(k.limits, "tahua:{t:" + k.tenant + "}:key:" + k.name, "key"));
+    for (const auto& [model, limits] : config.rate_limits.models)
+      if (const ModelConfig* m = config.findModel(model); m && limits.any())
+        models_.emplace(m, makeGroup(limits, "tahua:{m:" + model + "}:model", "model"));
+    default_max_tokens_ = config.rate_limits.default_max_tokens;
+  }
+  std::string_view name() const override { return "rate_limit"; }
+
+  FilterStatus onUpstreamSelect(RequestContext& ctx) override {
+    if (!ctx.model || ctx.endpoint == Endpoint::CountTokens) return FilterStatus::Continue;
+    RateLimitState& st = state(ctx);
+    st.groups = {find(tenants_, ctx.principal.tenant), find(keys_, ctx.principal.key), pair(ctx), find(models_, ctx.model)};
+    if (!st.groups[0] && !st.groups[1] && !st.groups[2] && !st.groups[3]) return FilterStatus::Continue;
+
+    // The estimate every token limit reserves; calibrated in onComplete.
+    const std::int64_t prompt = static_cast<std::int64_t>((ctx.body.size() + 3) / 4);
+    const std::int64_t completion =
+        ctx.endpoint == Endpoint::Embeddings ? 0 : ctx.facts.max_tokens > 0 ? ctx.facts.max_tokens : default_max_tokens_;
+    st.reserved_tokens = prompt + completion;
+    st.reserved_micro_usd = microUsd(ctx.model, prompt, completion);
+
+    std::array<LimitCheck, Admission::kMaxChecks> checks;
+    std::size_t n = 0;
+    for (const Group* g : st.groups)
+      if (g)
+        for (const CheckTemplate& t : *g) {
+          if (n == checks.size()) break;
+          checks[n++] = check(t, st);
+        }
+    st.deciding = true;
+    store_.admit(std::span<const LimitCheck>(checks.data(), n), [this, &ctx](const Admission& a) { decided(ctx, a); });
+    st.deciding = false;
+    if (st.answered) return st.answer;
+    return FilterStatus::Pause;  // the store resumes the request through decided()
+  }
+
+  void onResponseHeaders(RequestContext& ctx) override {
+    RateLimitState& st = state(ctx);
+    if (!ctx.response_headers) return;
+    auto& h = *ctx.response_headers;
+    // OpenAI's and Anthropic's SDKs retry a 429 unless told not to.
+    if (st.final_refusal) h.emplace_back("x-should-retry", "false");
+    if (!st.has_requests && !st.has_tokens) return;
+    // The provider's limits are the gateway's account's, not this caller's.
+    std::erase_if(h, [](const auto& kv) { return kv.first.size() > 12 && iequalsPrefix(kv.first, "x-ratelimit-"); });
+    if (st.has_requests) {
+      h.emplace_back("x-ratelimit-limit-requests", st.requests[0].view());
+      h.emplace_back("x-ratelimit-remaining-requests", st.requests[1].view());
+      h.emplace_back("x-ratelimit-reset-requests", st.requests[2].view());
+    }
+    if (st.has_tokens) {
+      h.emplace_back("x-ratelimit-limit-tokens", st.tokens[0].view());
+      h.emplace_back("x-ratelimit-remaining-tokens", st.tokens[1].view());
+      h.emplace_back("x-ratelimit-reset-tokens", st.tokens[2].view());
+    }
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    RateLimitState& st = state(ctx);
+    if (!st.admitted) return;
+    st.admitted = false;
+    // What the request really cost: the usage the upstream reported; nothing when no
+    // answer came (the provider does not bill a failed call); the reservation when an
+    // answer came without usage (it cannot be known better).
+    std::int64_t tokens = st.reserved_tokens, micro_usd = st.reserved_micro_usd;
+    const Usage& u = ctx.usage;
+    if (u.prompt_tokens > 0 || u.completion_tokens > 0) {
+      const std::int64_t p = std::max<std::int64_t>(u.prompt_tokens, 0), c = std::max<std::int64_t>(u.completion_tokens, 0);
+      tokens = p + c;
+      const double cost = costUsd(ctx.model, u);
+      micro_usd = cost > 0 ? static_cast<std::int64_t>(std::ceil(cost * 1e6)) : 0;
+    } else if (ctx.status < 200 || ctx.status >= 300) {
+      tokens = 0;
+      micro_usd = 0;
+    }
+    for (const Group* g : st.groups)
+      if (g)
+        for (const CheckTemplate& t : *g) {
+          if (t.unit == Unit::Requests) continue;
+          const std::int64_t delta = t.unit == Unit::Tokens ? tokens - st.reserved_tokens : micro_usd - st.reserved_micro_usd;
+          if (delta != 0) store_.adjust(check(t, st), st.admitted_at, delta);
+        }
+  }
+
+ private:
+  template <class Map, class K>
+  static const Group* find(const Map& m, const K* key) {
+    if (!key) return nullptr;
+    auto it = m.find(key);
+    return it == m.end() ? nullptr : &it->second;
+  }
+  const Group* pair(const RequestContext& ctx) const {
+    auto it = ctx.principal.tenant ? pairs_.find(ctx.principal.tenant) : pairs_.end();
+    if (it == pairs_.end()) return nullptr;
+    for (const auto& [model, group] : it->second)
+      if (model == ctx.model) return &group;
+    return nullptr;
+  }
+
+  static bool iequalsPrefix(std::string_view s, std::string_view prefix) {
+    for (std::size_t i = 0; i < prefix.size(); ++i)
+      if ((s[i] | 0x20) != prefix[i]) return false;
+    return true;
+  }
+
+  static std::int64_t microUsd(const ModelConfig* model, std::int64_t prompt, std::int64_t completion) {
+    if (!model || !model->pricing.set) return 0;
+    // USD per million tokens = micro-USD per token.
+    return static_cast<std::int64_t>(
+        std::ceil(static_cast<double>(prompt) * model->pricing.input + static_cast<double>(completion) * model->pricing.output));
+  }
+
+  static LimitCheck check(const CheckTemplate& t, const RateLimitState& st) {
+    LimitCheck c{t.key, t.spec, 1};
+    c.cost = t.unit == Unit::Requests ? 1 : t.unit == Unit::Tokens ? st.reserved_tokens : st.reserved_micro_usd;
+    return c;
+  }
+
+  const CheckTemplate* templateAt(const RateLimitState& st, std::size_t index) const {
+    for (const Group* g : st.groups)
+      if (g) {
+        if (index < g->size()) return &(*g)[index];
+        index -= g->size();
+      }
+    return nullptr;
+  }
+
+  // The store's answer (now, or later on this worker's thread).
+  void decided(RequestContext& ctx, const Admission& a) {
+    RateLimitState& st = state(ctx);
+    // The tightest request and token limits, for the headers.
+    const LimitDecision* req = nullptr;
+    const LimitDecision* tok = nullptr;
+    const CheckTemplate *req_t = nullptr, *tok_t = nullptr;
+    for (std::size_t i = 0; i < a.count; ++i) {
+      const CheckTemplate* t = templateAt(st, i);
+      if (!t || t->spec.kind == LimitKind::Quota) continue;
+      const LimitDecision& d = a.decisions[i];
+      if (t->unit == Unit::Requests && (!req || d.remaining < req->remaining)) req = &d, req_t = t;
+      if (t->unit == Unit::Tokens && (!tok || d.remaining < tok->remaining)) tok = &d, tok_t = t;
+    }
+    if (req) {
+      st.has_requests = true;
+      st.requests[0].number(req_t->spec.limit);
+      st.requests[1].number(req->remaining);
+      st.requests[2].reset(req->reset_ms);
+    }
+    if (tok) {
+      st.has_tokens = true;
+      st.tokens[0].number(tok_t->spec.limit);
+      st.tokens[1].number(tok->remaining);
+      st.tokens[2].reset(tok->reset_ms);
+    }
+    FilterStatus status = FilterStatus::Continue;
+    if (a.allowed) {
+      st.admitted = true;
+      st.admitted_at = a.at_ms;
+    } else {
+      refuse(ctx, st, *templateAt(st, a.denied), a.decisions[a.denied]);
+      status = FilterStatus::Stop;
+    }
+    if (st.deciding) {
+      st.answered = true;
+      st.answer = status;
+    } else {
+      ctx.resumer->resume(status);
+    }
+  }
+
+  void refuse(RequestContext& ctx, RateLimitState& st, const CheckTemplate& t, const LimitDecision& d) {
+    auto key = std::pair<std::string_view, std::string_view>(t.scope, t.limit);
+    if (auto it = metrics_.limit_rejections.find(key); it != metrics_.limit_rejections.end()) ++it->second;
+    else metrics_.limit_rejections.emplace(std::pair<std::string, std::string>(t.scope, t.limit), 1);
+
+    const std::int64_t requested = t.unit == Unit::Requests ? 1 : t.unit == Unit::Tokens ? st.reserved_tokens : st.reserved_micro_usd;
+    auto amount = [&](std::int64_t v) {
+      if (t.unit != Unit::MicroUsd) return std::to_string(v);
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "$%.6f", static_cast<double>(v) / 1e6);
+      return std::string(buf);
+    };
+    std::string what = std::string(t.limit);
+    std::replace(what.begin(), what.end(), '_', ' ');
+    const std::string where = " for model '" + ctx.model->name + "' on " + what + " (" + std::string(t.scope) + " limit)";
+    const bool quota = t.spec.kind == LimitKind::Quota;
+    if (d.never || quota) st.final_refusal = true;
+    if (d.never) {
+      // Waiting cannot help: no Retry-After (a client would retry for ever).
+      ctx.fail(Error{ErrorKind::LimitTooSmall, "Request too large" + where + ": Limit " + amount(t.spec.limit) + ", Requested " +
+                                                   amount(requested) + ". Reduce the prompt or max_tokens."});
+      return;
+    }
+    Error e{quota ? ErrorKind::QuotaExceeded : ErrorKind::RateLimited, ""};
+    e.retry_after_seconds = static_cast<int>(std::min<std::int64_t>((d.retry_after_ms + 999) / 1000, 366LL * 24 * 3600));
+    e.retry_after_seconds = std::max(e.retry_after_seconds, 1);
+    char wait[24];
+    const std::string in(wait, formatReset(d.retry_after_ms, wait, sizeof wait));
+    if (e.kind == ErrorKind::QuotaExceeded)
+      e.message = "Quota exceeded" + where + ": Limit " + amount(t.spec.limit) + ", Remaining " + amount(d.remaining) +
+                  ", Requested " + amount(requested) + ". It resets in " + in + ".";
+    else
+      e.message = "Rate limit reached" + where + ": Limit " + amount(t.spec.limit) + ", Remaining " + amount(d.remaining) +
+                  ", Requested " + amount(requested) + ". Please try again in " + in + ".";
+    ctx.fail(std::move(e));
+  }
+
+  StateStore& store_;
+  WorkerMetrics& metrics_;
+  std::unordered_map<const TenantConfig*, Group> tenants_;
+  std::unordered_map<const ApiKeyConfig*, Group> keys_;
+  std::unordered_map<const TenantConfig*, std::vector<std::pair<const ModelConfig*, Group>>> pairs_;
+  std::unordered_map<const ModelConfig*, Group> models_;
+  std::int64_t default_max_tokens_ = 1024;
+};
+
+}  // namespace
+
+bool rateLimitsConfigured(const Config& config) {
+  for (const auto& t : config.tenants) {
+    if (t.limits.any()) return true;
+    for (const auto& [m, l] : t.model_limits)
+      if (l.any()) return true;
+  }
+  for (const auto& k : config.keys)
+    if (k.limits.any()) return true;
+  for (const auto& [m, l] : config.rate_limits.models)
+    if (l.any()) return true;
+  return false;
+}
+
+std::unique_ptr<Filter> makeRateLimitFilter(const Config& config, StateStore& store, WorkerMetrics& metrics) {
+  return std::make_unique<RateLimitFilter>(config, store, metrics);
+}
+
+}  // namespace tahua

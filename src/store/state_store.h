@@ -1,0 +1,53 @@
+// The one interface for state shared by every replica of the gateway: limit counters
+// now; keys, tenants, idempotency records and locks as they arrive. Two implementations:
+// in-process (MemoryStore, the default: one replica, nothing to run beside it) and
+// Redis (many replicas). Decisions are asynchronous so the Redis store can answer over
+// the network: `done` runs on the calling worker's thread, possibly before the call
+// returns (the in-process store always answers at once, so a request never pauses on it).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+
+#include "limits/limiters.h"
+
+namespace tahua {
+
+// One counter a request is checked against: its name in the store (shared by every
+// replica: the same name is the same counter), how it limits, and what the request costs.
+struct LimitCheck {
+  std::string_view key;  // valid until the call returns (the store copies what it keeps)
+  LimitSpec spec;
+  std::int64_t cost = 1;
+};
+
+// The answer for a whole request: every check allowed (and each was charged its cost)
+// or one refused (and none was charged).
+struct Admission {
+  static constexpr std::size_t kMaxChecks = 32;
+  bool allowed = true;
+  std::size_t denied = kMaxChecks;  // the first refusing check
+  std::size_t count = 0;
+  std::int64_t at_ms = 0;  // the store's time of the decision (calibration refers to it)
+  std::array<LimitDecision, kMaxChecks> decisions{};
+};
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  // All or nothing over `checks` (at most Admission::kMaxChecks).
+  virtual void admit(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) = 0;
+  // Calibration after the request: adds `delta` (negative: a refund) to a bucket or quota
+  // the request was charged at `charged_ms` (Admission::at_ms). Never dropped: a store
+  // that cannot apply it at once keeps it.
+  virtual void adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta) = 0;
+};
+
+// Wall-clock unix milliseconds (limits are shared with other replicas: not steady time).
+std::int64_t unixMillis();
+
+}  // namespace tahua

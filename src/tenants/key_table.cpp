@@ -1,0 +1,35 @@
+#include "tenants/key_table.h"
+
+#include <openssl/crypto.h>
+
+#include <cstring>
+
+namespace tahua {
+
+std::size_t KeyTable::DigestHash::operator()(const Sha256& d) const noexcept {
+  std::size_t h = 0;
+  std::memcpy(&h, d.data(), sizeof h);
+  return h;
+}
+
+bool KeyTable::DigestEqual::operator()(const Sha256& a, const Sha256& b) const noexcept {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+KeyTable::KeyTable(const Config& config) {
+  for (const auto& t : config.tenants) tenants_.emplace(t.name, &t);
+  by_digest_.reserve(config.keys.size());
+  for (const auto& k : config.keys) by_digest_.emplace(k.sha256, &k);
+}
+
+const ApiKeyConfig* KeyTable::find(const Sha256& digest) const {
+  auto it = by_digest_.find(digest);
+  return it == by_digest_.end() ? nullptr : it->second;
+}
+
+const TenantConfig* KeyTable::tenant(std::string_view name) const {
+  auto it = tenants_.find(name);
+  return it == tenants_.end() ? nullptr : it->second;
+}
+
+}  // namespace tahua

@@ -84,8 +84,8 @@ export async function* sseEvents(response) {
  * POSTs a streaming request, asserts a 200 SSE response and waits for its first event:
  * `{ res, events, first }` (events: the iterator, positioned after the first event).
  */
-export async function openStream(baseUrl, body, { path = '/v1/chat/completions', signal } = {}) {
-  const res = await send(baseUrl, path, { method: 'POST', json: body, signal });
+export async function openStream(baseUrl, body, { path = '/v1/chat/completions', signal, headers } = {}) {
+  const res = await send(baseUrl, path, { method: 'POST', json: body, signal, headers });
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
   const events = sseEvents(res);

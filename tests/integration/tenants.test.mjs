@@ -1,0 +1,207 @@
+// Tenants, API keys and limits (README "Tenants, keys and limits"), against the real
+// binary with the official SDKs: 401/403 in each API's shape before any upstream call,
+// request and token limits with their headers, calibration from a stream's real usage,
+// quotas, and the answers SDKs must not retry.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
+import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { chatBody, collectData, openStream, post, send, toResult } from './lib/http.mjs';
+import { scrape, sum } from './lib/metrics.mjs';
+
+const MODEL = 'gpt-test';
+const OTHER = 'gpt-other';
+const KEY_A = 'tk-team-a-0123456789abcdef';
+const KEY_B = 'tk-team-b-0123456789abcdef';
+const KEY_OLD = 'tk-expired-0123456789abcdef';
+const sha256 = (s) => createHash('sha256').update(s).digest('hex');
+
+async function start(t, { tenants, keys, rate_limits, auth } = {}) {
+  const upstream = await startMockUpstream({ t });
+  const config = gatewayConfig({
+    providers: [openaiProvider('up', upstream.baseUrl())],
+    models: [{ name: MODEL, provider: 'up' }, { name: OTHER, provider: 'up' }],
+  });
+  config.tenants = tenants ?? [{ name: 'team-a' }, { name: 'team-b', models: [MODEL] }];
+  config.keys = keys ?? [
+    { name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A), prefix: 'tk-team-a' },
+    { name: 'b-main', tenant: 'team-b', sha256: sha256(KEY_B) },
+    { name: 'a-old', tenant: 'team-a', sha256: sha256(KEY_OLD), expires_at: '2020-01-01T00:00:00Z' },
+  ];
+  if (rate_limits) config.rate_limits = rate_limits;
+  if (auth) config.auth = auth;
+  const gw = await startTahua({ config, t });
+  return { gw, upstream };
+}
+
+const bearer = (key) => ({ authorization: `Bearer ${key}` });
+
+describe('tenants and keys', () => {
+  it('refuses a missing, unknown or expired key with 401 in the OpenAI shape, before any upstream call', async (t) => {
+    const { gw, upstream } = await start(t);
+    for (const [headers, code] of [
+      [{}, 'missing_api_key'],
+      [bearer('tk-wrong'), 'invalid_api_key'],
+      [{ 'x-api-key': 'tk-wrong' }, 'invalid_api_key'],
+      [bearer(KEY_OLD), 'invalid_api_key'],
+    ]) {
+      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers });
+      assert.equal(r.status, 401, JSON.stringify(headers));
+      assert.equal(r.json.error.code, code);
+      assert.ok(!JSON.stringify(r.json).includes('tk-'), 'the answer never echoes a key');
+    }
+    // Every API path, the model list included.
+    assert.equal((await toResult(await send(gw.url, '/v1/models'))).status, 401);
+    assert.equal(upstream.requests.length, 0, 'nothing reached the upstream');
+
+    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'tk-wrong', maxRetries: 0 });
+    await assert.rejects(sdk.chat.completions.create(chatBody(MODEL)), (e) => {
+      assert.ok(e instanceof OpenAI.AuthenticationError);
+      assert.equal(e.code, 'invalid_api_key');
+      return true;
+    });
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_auth_failures_total', { code: 'invalid_api_key' }), 4);
+    assert.equal(sum(m, 'tahua_auth_failures_total', { code: 'missing_api_key' }), 2);
+  });
+
+  it('answers the Anthropic SDK with authentication_error, for x-api-key and Bearer alike', async (t) => {
+    const { gw, upstream } = await start(t);
+    for (const options of [{ apiKey: 'tk-wrong' }, { authToken: 'tk-wrong', apiKey: null }]) {
+      const sdk = new Anthropic({ baseURL: gw.url, maxRetries: 0, ...options });
+      await assert.rejects(sdk.messages.create({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }), (e) => {
+        assert.ok(e instanceof Anthropic.AuthenticationError, String(e));
+        assert.equal(e.error.type, 'error');
+        assert.equal(e.error.error.type, 'authentication_error');
+        return true;
+      });
+    }
+    assert.equal(upstream.requests.length, 0);
+  });
+
+  it('lets a valid key through, never forwards it, and limits a key to its models with 403', async (t) => {
+    const { gw, upstream } = await start(t);
+    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY_B, maxRetries: 0 });
+    const ok = await sdk.chat.completions.create(chatBody(MODEL));
+    assert.ok(ok.choices[0].message.content.length > 0);
+    assert.equal(upstream.requests.length, 1);
+    assert.equal(upstream.requests[0].headers.authorization, 'Bearer sk-test-provider-key', 'the provider key, not the client one');
+    assert.ok(!JSON.stringify(upstream.requests[0].headers).includes(KEY_B));
+
+    await assert.rejects(sdk.chat.completions.create(chatBody(OTHER)), (e) => {
+      assert.ok(e instanceof OpenAI.PermissionDeniedError, String(e));
+      assert.equal(e.code, 'model_not_allowed');
+      return true;
+    });
+    assert.equal(upstream.requests.length, 1, 'the refused model was never called');
+    // Team a has no model list: both models.
+    const a = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY_A, maxRetries: 0 });
+    await a.chat.completions.create(chatBody(OTHER));
+    const anthropic = new Anthropic({ baseURL: gw.url, apiKey: KEY_B, maxRetries: 0 });
+    await assert.rejects(anthropic.messages.create({ model: OTHER, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }), (e) => {
+      assert.ok(e instanceof Anthropic.PermissionDeniedError, String(e));
+      assert.equal(e.error.error.type, 'permission_error');
+      return true;
+    });
+  });
+
+  it('says at start that authentication is off when no tenants or keys are declared', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: MODEL, provider: 'up' }] });
+    const gw = await startTahua({ config, t });
+    assert.ok(gw.stderr.lines.some((l) => l.includes('authentication is off')), 'a startup warning');
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
+  });
+});
+
+describe('rate limits', () => {
+  it('a tenant over its requests per minute gets 429 with Retry-After and x-ratelimit headers', async (t) => {
+    const { gw, upstream } = await start(t, { tenants: [{ name: 'team-a', limits: { requests_per_minute: 3 } }, { name: 'team-b' }] });
+    const seen = [];
+    for (let i = 0; i < 3; i += 1) {
+      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) });
+      assert.equal(r.status, 200);
+      assert.equal(r.headers['x-ratelimit-limit-requests'], '3');
+      seen.push(r.headers['x-ratelimit-remaining-requests']);
+      assert.match(r.headers['x-ratelimit-reset-requests'], /^\d+(\.\d+)?(ms|s)$|^\d+m\d+s$/);
+    }
+    assert.deepEqual(seen, ['2', '1', '0']);
+    const over = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) });
+    assert.equal(over.status, 429);
+    assert.equal(over.json.error.code, 'rate_limit_exceeded');
+    assert.equal(over.json.error.type, 'rate_limit_error');
+    assert.match(over.json.error.message, /requests per minute \(tenant limit\): Limit 3, Remaining 0, Requested 1/);
+    assert.ok(Number(over.headers['retry-after']) >= 1);
+    assert.equal(over.headers['x-ratelimit-remaining-requests'], '0');
+    assert.equal(upstream.requests.length, 3, 'the refused request never reached the upstream');
+    // Another tenant is not affected.
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_B) })).status, 200);
+    // The Anthropic SDK sees its own shape.
+    const anthropic = new Anthropic({ baseURL: gw.url, apiKey: KEY_A, maxRetries: 0 });
+    await assert.rejects(anthropic.messages.create({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }), (e) => {
+      assert.ok(e instanceof Anthropic.RateLimitError, String(e));
+      assert.equal(e.error.error.type, 'rate_limit_error');
+      return true;
+    });
+    assert.equal(sum(await scrape(gw.url), 'tahua_rate_limited_total', { scope: 'tenant', limit: 'requests_per_minute' }), 2);
+  });
+
+  it('reserves a stream\'s estimate and calibrates the token bucket from its real usage', async (t) => {
+    const LIMIT = 100_000;
+    const { gw } = await start(t, { rate_limits: { models: { [MODEL]: { tokens_per_minute: LIMIT } } } });
+    const body = chatBody(MODEL, { stream: true, max_tokens: 20_000 });
+    const estimate = (b) => Math.ceil(JSON.stringify(b).length / 4) + b.max_tokens;
+    const { res, events } = await openStream(gw.url, body, { headers: bearer(KEY_A) });
+    const first = Number(res.headers.get('x-ratelimit-remaining-tokens'));
+    assert.equal(res.headers.get('x-ratelimit-limit-tokens'), String(LIMIT));
+    assert.equal(first, LIMIT - estimate(body), 'the whole estimate is reserved at admission');
+    const data = await collectData(events);
+    assert.equal(data.at(-1), '[DONE]');
+    // The client did not ask for usage; the gateway did, and the real count is what the
+    // bucket keeps: the next request sees the 20,000-token reservation refunded.
+    const next = chatBody(MODEL, { max_tokens: 10 });
+    const r = await post(gw.url, '/v1/chat/completions', next, { headers: bearer(KEY_A) });
+    const remaining = Number(r.headers['x-ratelimit-remaining-tokens']);
+    assert.ok(remaining > first + 19_000, `refunded: ${remaining} after ${first}`);
+    assert.ok(remaining <= LIMIT - estimate(next), 'the stream\'s real usage is still charged');
+  });
+
+  it('refuses a request larger than the whole bucket for good: no Retry-After, and SDKs do not retry it', async (t) => {
+    const { gw, upstream } = await start(t, { rate_limits: { models: { [MODEL]: { tokens_per_minute: 1000 } } } });
+    const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL, { max_tokens: 5000 }), { headers: bearer(KEY_A) });
+    assert.equal(r.status, 429);
+    assert.equal(r.json.error.code, 'request_exceeds_limit');
+    assert.match(r.json.error.message, /Limit 1000, Requested \d+/);
+    assert.equal(r.headers['retry-after'], undefined);
+    assert.equal(r.headers['x-should-retry'], 'false');
+    // The SDK would retry a 429 twice; x-should-retry stops it at one request.
+    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY_A, maxRetries: 2 });
+    await assert.rejects(sdk.chat.completions.create(chatBody(MODEL, { max_tokens: 5000 })), OpenAI.RateLimitError);
+    assert.equal(sum(await scrape(gw.url), 'tahua_rate_limited_total', { scope: 'model', limit: 'tokens_per_minute' }), 2);
+    assert.equal(upstream.requests.length, 0);
+  });
+
+  it('a per-key daily token quota answers insufficient_quota once used up', async (t) => {
+    const { gw } = await start(t, {
+      keys: [{ name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A), limits: { tokens_per_day: 3000 } }],
+    });
+    const body = chatBody(MODEL, { max_tokens: 2900 });
+    let refused = null;
+    for (let i = 0; i < 50 && !refused; i += 1) {
+      const r = await post(gw.url, '/v1/chat/completions', body, { headers: bearer(KEY_A) });
+      if (r.status !== 200) refused = r;
+    }
+    // Each reserves ~2,900 and is calibrated down to its real (small) usage, so a few
+    // pass; the quota refuses once a reservation no longer fits in what is left.
+    assert.ok(refused, 'the quota refused');
+    assert.equal(refused.status, 429);
+    assert.equal(refused.json.error.code, 'insufficient_quota');
+    assert.equal(refused.json.error.type, 'insufficient_quota');
+    assert.match(refused.json.error.message, /tokens per day \(key limit\)/);
+    assert.equal(refused.headers['x-should-retry'], 'false');
+    assert.ok(Number(refused.headers['retry-after']) <= 86_400);
+  });
+});

@@ -10,6 +10,7 @@
 //   GET  /admin/v1/nodes                   node status reports
 //   PUT  /admin/v1/nodes/{id}/status       {"state", "gpu_util", "gpu_memory", ...}
 //   POST /admin/v1/drain                   graceful drain, as SIGTERM
+//   tenants, keys, audit                    see admin/tenant_admin.h
 #include "admin/admin_api.h"
 
 #include <openssl/crypto.h>
@@ -19,6 +20,7 @@
 #include <boost/json.hpp>
 
 #include "core/log.h"
+#include "core/sha256.h"
 
 namespace tahua {
 namespace asio = boost::asio;
@@ -34,15 +36,22 @@ AdminReply error(int status, std::string_view code, std::string message) {
 
 AdminReply ok(bj::object o) { return {200, bj::serialize(o)}; }
 
-bool authorized(const Config& cfg, std::string_view authorization) {
+// The admin token, or a tenant's token (looked up by its SHA-256); none: nullopt.
+std::optional<AdminCaller> caller(const Config& cfg, std::string_view authorization) {
   constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive (RFC 9110)
-  if (!cfg.admin.enabled || authorization.size() <= kBearer.size()) return false;
+  if (!cfg.admin.enabled || authorization.size() <= kBearer.size()) return std::nullopt;
   for (std::size_t i = 0; i < kBearer.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kBearer[i]) return false;
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kBearer[i]) return std::nullopt;
   std::string_view presented = authorization.substr(kBearer.size());
   const std::string& token = cfg.admin.token;
   // Constant time over the token's length: no early exit that times the prefix.
-  return presented.size() == token.size() && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0;
+  if (presented.size() == token.size() && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0)
+    return AdminCaller{true, "", "admin"};
+  if (cfg.admin.tenant_tokens.empty()) return std::nullopt;
+  const Sha256 digest = sha256(presented);
+  for (const auto& t : cfg.admin.tenant_tokens)
+    if (CRYPTO_memcmp(digest.data(), t.sha256.data(), digest.size()) == 0) return AdminCaller{false, t.tenant, t.name};
+  return std::nullopt;
 }
 
 bj::object deploymentJson(const DeploymentConfig& d) {
@@ -131,10 +140,14 @@ void AdminApi::applyOverrides(Config& config) const {
 asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr nodes, std::string_view method,
                                              std::string_view path, std::string_view authorization, std::string& body) {
   const Config& cfg = *snap->config;
-  if (!authorized(cfg, authorization)) co_return error(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
+  const std::optional<AdminCaller> who = caller(cfg, authorization);
+  if (!who) co_return error(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
   constexpr std::string_view kPrefix = "/admin/v1/";
   if (path.substr(0, kPrefix.size()) != kPrefix) co_return error(404, "unknown_url", "Unknown admin URL: " + std::string(path));
   const std::string_view rest = path.substr(kPrefix.size());
+  if (auto reply = co_await tenant_admin_.handle(*who, cfg, method, rest, body)) co_return std::move(*reply);
+  // Everything else is the operator's: a tenant's token manages its own keys only.
+  if (!who->full) co_return error(403, "forbidden", "A tenant token may only manage its tenant's keys.");
   const auto now = SteadyClock::now();
 
   if (rest == "config") {

@@ -16,39 +16,15 @@
 #include "providers/snapshot.h"
 #include "routing/balancer.h"
 #include "routing/deployment_state.h"
+#include "admin/admin_host.h"
+#include "admin/tenant_admin.h"
 #include "server/session_host.h"
 
 namespace tahua {
 
-// What the admin API needs from the gateway. Calls marked "locked" expect the caller to
-// hold lock() (the gateway's control mutex: reloads, self-healing and the admin API all
-// publish configs).
-class AdminHost {
- public:
-  virtual std::mutex& lock() = 0;
-  // Locked. A new config (null: the current one again, with every override applied);
-  // an error text if it cannot be published.
-  virtual std::optional<std::string> publish(ConfigPtr loaded, std::string_view trigger) = 0;
-  // Locked. The config as loaded, before any override.
-  virtual const ConfigPtr& baseConfig() const = 0;
-  // Locked. Self-healing's view (GET /admin/v1/healing).
-  virtual std::string healingJson() const = 0;
-  virtual std::uint64_t generation() const = 0;
-  virtual void countRejectedConfig() = 0;
-  // The --listen override, which a config published at run time keeps.
-  virtual const std::optional<ListenerConfig>& listenOverride() const = 0;
-  // Every worker's copy of the deployments' live state, each taken on its own thread.
-  virtual boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config) = 0;
-  // Sends a node status table to every worker.
-  virtual void publishNodes(NodeTablePtr table) = 0;
-
- protected:
-  ~AdminHost() = default;
-};
-
 class AdminApi {
  public:
-  explicit AdminApi(AdminHost& host) : host_(host) {}
+  explicit AdminApi(AdminHost& host) : host_(host), tenant_admin_(host) {}
 
   // One admin request, on the admin listener's worker: `snapshot` and `nodes` are that
   // worker's.
@@ -62,6 +38,7 @@ class AdminApi {
 
  private:
   AdminHost& host_;
+  TenantAdmin tenant_admin_;  // /admin/v1/tenants, /keys, /audit
   std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (locked)
   NodeTable nodes_;                                               // GPU node status reports (locked)
 };

@@ -65,11 +65,27 @@ struct LimitsConfig {
 
 // The admin API (/admin/v1/...): its own listener, never the public one, and a bearer
 // token. Disabled unless both are configured.
+// A token that manages one tenant's keys through the admin API (and nothing else).
+struct TenantAdminToken {
+  std::string name;  // who acted, in the audit trail
+  std::string tenant;
+  std::array<unsigned char, 32> sha256{};  // only the hash is configured
+};
+
 struct AdminConfig {
   bool enabled = false;
   ListenerConfig listener;
   std::string token;      // secret
   std::string token_env;  // where it came from, for messages
+  std::vector<TenantAdminToken> tenant_tokens;
+};
+
+// Where shared state lives. In process (the default; one replica): counters in memory,
+// and what cannot be rebuilt (admin-created tenants and keys, quota consumption) in
+// `journal`, a file read back at start.
+struct StoreConfig {
+  std::string journal;          // empty: nothing survives a restart (warned about)
+  Millis flush_interval{1'000};  // how often quota consumption is appended to the journal
 };
 
 struct AccessLogConfig {
@@ -351,6 +367,9 @@ struct TenantConfig {
   std::vector<std::string> models;  // the models its keys may use; empty = all
   LimitSet limits;                  // all of the tenant's keys together
   std::vector<std::pair<std::string, LimitSet>> model_limits;  // tenant x model
+  bool from_store = false;  // created through the admin API (not the config file)
+  std::int64_t created_at = 0;
+  std::string created_by;
 };
 
 // A gateway API key. Only its SHA-256 is kept (config and store alike); `prefix` is the
@@ -364,6 +383,9 @@ struct ApiKeyConfig {
   std::int64_t expires_at = 0;      // unix seconds; 0 = never
   LimitSet limits;
   std::vector<std::pair<std::string, std::string>> metadata;
+  bool from_store = false;  // created through the admin API (not the config file)
+  std::int64_t created_at = 0;
+  std::string created_by;
 };
 
 // One link of an authentication chain (see AuthLink): the built-in key check, or a
@@ -414,6 +436,7 @@ struct Config {
   AdminConfig admin;
   HealingConfig healing;
   AuthConfig auth;
+  StoreConfig store;
   std::vector<TenantConfig> tenants;
   std::vector<ApiKeyConfig> keys;
   RateLimitConfig rate_limits;

@@ -126,6 +126,8 @@ class Loader {
   void loadKeys(const YAML::Node& n, Config& cfg);
   void loadAuth(const YAML::Node& n, Config& cfg);
   void loadRateLimits(const YAML::Node& n, Config& cfg);
+  void loadTenantTokens(const YAML::Node& n, Config& cfg);
+  void loadStore(const YAML::Node& n, Config& cfg);
   LimitSet limitSet(const YAML::Node& n, const std::string& path);
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
   // config_dir_loader.cpp: a Kubernetes-style resource that is validated and listed,

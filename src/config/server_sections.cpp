@@ -80,7 +80,7 @@ void Loader::loadLimits(const YAML::Node& n, LimitsConfig& l) {
 
 void Loader::loadAdmin(const YAML::Node& n, Config& cfg) {
   const std::string p = "admin";
-  checkKeys(n, p, {"listen", "token", "token_env"});
+  checkKeys(n, p, {"listen", "token", "token_env", "tenant_tokens"});
   AdminConfig& a = cfg.admin;
   if (!n["listen"]) fail(n, p + ".listen", "required: the admin API's own address and port");
   const YAML::Node& l = n["listen"];

@@ -1,10 +1,10 @@
 // Tenants, their API keys, the authentication chains and the limits over all tenants:
 // the `tenants`, `keys`, `auth` and `rate_limits` sections.
 #include <cctype>
-#include <ctime>
 #include <set>
 
 #include "config/loader_detail.h"
+#include "core/utc_time.h"
 
 namespace tahua::config_detail {
 namespace {
@@ -14,30 +14,6 @@ int hexDigit(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-// "2027-01-01T00:00:00Z" or "2027-01-01" (midnight UTC) -> unix seconds; -1 if malformed.
-std::int64_t parseUtc(const std::string& s) {
-  std::tm tm{};
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
-  char tail = 0;
-  if (s.size() == 10) {
-    if (std::sscanf(s.c_str(), "%4d-%2d-%2d%c", &y, &mo, &d, &tail) != 3) return -1;
-  } else if (s.size() == 20 && s[10] == 'T' && s[19] == 'Z') {
-    if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%c", &y, &mo, &d, &h, &mi, &sec, &tail) != 6) return -1;
-  } else {
-    return -1;
-  }
-  if (y < 1970 || y > 9999 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59) return -1;
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = sec;
-  const std::time_t t = timegm(&tm);
-  if (tm.tm_mday != d) return -1;  // 2027-02-30 normalised into March
-  return static_cast<std::int64_t>(t);
 }
 
 constexpr std::string_view kLimitKeys[] = {"requests_per_minute", "tokens_per_minute", "tokens_per_day",
@@ -147,7 +123,7 @@ void Loader::loadKeys(const YAML::Node& n, Config& cfg) {
         }
     }
     if (auto v = y["expires_at"]) {
-      k.expires_at = parseUtc(str(v, p + ".expires_at"));
+      k.expires_at = parseUtcTime(str(v, p + ".expires_at"));
       if (k.expires_at < 0) fail(v, p + ".expires_at", "expected a UTC time such as 2027-01-31T00:00:00Z or 2027-01-31");
     }
     if (auto v = y["limits"]) k.limits = limitSet(v, p + ".limits");
@@ -217,6 +193,39 @@ void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
     }
     cfg.auth.chains.push_back(std::move(chain));
   }
+}
+
+void Loader::loadTenantTokens(const YAML::Node& n, Config& cfg) {
+  const std::string p = "admin.tenant_tokens";
+  if (!n.IsSequence()) fail(n, p, "expected a list of {name, tenant, sha256}");
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string ip = p + "[" + std::to_string(i) + "]";
+    const YAML::Node& y = n[i];
+    checkKeys(y, ip, {"name", "tenant", "sha256"});
+    for (const char* req : {"name", "tenant", "sha256"})
+      if (!y[req]) fail(y, ip + "." + req, "required");
+    TenantAdminToken t;
+    t.name = nonEmpty(y["name"], ip + ".name");
+    t.tenant = nonEmpty(y["tenant"], ip + ".tenant");
+    bool known = false;
+    for (const auto& tc : cfg.tenants) known = known || tc.name == t.tenant;
+    if (!known) fail(y["tenant"], ip + ".tenant", "unknown tenant \"" + t.tenant + "\" (declare it under `tenants`)");
+    const std::string hex = str(y["sha256"], ip + ".sha256");
+    bool ok = hex.size() == 64;
+    for (std::size_t j = 0; ok && j < 32; ++j) {
+      const int hi = hexDigit(hex[2 * j]), lo = hexDigit(hex[2 * j + 1]);
+      ok = hi >= 0 && lo >= 0;
+      if (ok) t.sha256[j] = static_cast<unsigned char>(hi * 16 + lo);
+    }
+    if (!ok) fail(y["sha256"], ip + ".sha256", "expected the token's SHA-256 as 64 hex digits, not the token itself");
+    cfg.admin.tenant_tokens.push_back(std::move(t));
+  }
+}
+
+void Loader::loadStore(const YAML::Node& n, Config& cfg) {
+  checkKeys(n, "store", {"journal", "flush_interval"});
+  if (auto v = n["journal"]) cfg.store.journal = nonEmpty(v, "store.journal");
+  if (auto v = n["flush_interval"]) cfg.store.flush_interval = duration(v, "store.flush_interval", Millis(10));
 }
 
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {

@@ -174,14 +174,46 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
     log::warn("config reload: server.workers changes need a restart");
   if (new_cfg.admin.listener.port != old_cfg.admin.listener.port || new_cfg.admin.enabled != old_cfg.admin.enabled)
     log::warn("config reload: admin listener changes need a restart (a new token applies now)");
+  if (new_cfg.store.journal != old_cfg.store.journal) log::warn("config reload: store changes need a restart");
   snapshot_ = next;
   bulkheads_.configure(new_cfg);  // before any worker builds its chain from the new config
-  for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get(), next] { w->setSnapshot(next); });
+  TenantDirectoryPtr tenants = tenants_ = buildTenants(new_cfg);
+  for (auto& worker : workers_)
+    asio::post(worker->io(), [w = worker.get(), next, tenants] { w->setSnapshot(next, tenants); });
   ++reloads_ok_;
   auto generation = ++generation_;
   log::info("config reloaded", {{"config", new_cfg.source}, {"trigger", trigger}, {"generation", generation},
                                  {"models", new_cfg.models.size()}, {"providers", new_cfg.providers.size()}});
   return std::nullopt;
+}
+
+TenantDirectoryPtr Gateway::buildTenants(const Config& config) {
+  std::vector<std::string> notes;
+  auto dir = buildTenantDirectory(config, store_->records(kTenantRecords), store_->records(kKeyRecords), notes);
+  for (const auto& n : notes) log::warn(n);
+  return dir;
+}
+
+TenantDirectoryPtr Gateway::tenants() const {
+  std::lock_guard lock(mutex_);
+  return tenants_;
+}
+
+asio::awaitable<void> Gateway::publishTenants() {
+  TenantDirectoryPtr dir;
+  {
+    std::lock_guard lock(mutex_);
+    dir = tenants_ = buildTenants(*snapshot_->config);
+  }
+  for (auto& worker : workers_) {
+    Worker* w = worker.get();
+    co_await asio::co_spawn(
+        w->io(), [w, dir]() -> asio::awaitable<void> {
+          w->setTenants(dir);
+          co_return;
+        },
+        asio::use_awaitable);
+  }
 }
 
 void Gateway::publishNodes(NodeTablePtr table) {
@@ -382,7 +414,20 @@ int Gateway::run() {
     log::error(error);
     return 1;
   }
-  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, access_log));
+  // The store before anything reads it: what the journal kept is in force at once.
+  if (!cfg.store.journal.empty()) {
+    std::vector<std::string> warnings;
+    if (!static_cast<MemoryStore&>(*store_).openJournal(cfg.store.journal, cfg.store.flush_interval, warnings, error)) {
+      log::error("cannot open the state journal", {{"error", error}});
+      return 1;
+    }
+    for (const auto& w : warnings) log::warn(w);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    tenants_ = buildTenants(cfg);
+  }
+  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log));
 
   // Every worker gets its own acceptor on each public address (SO_REUSEPORT): the kernel
   // spreads new connections across them, and no accept lock is shared. Each worker takes

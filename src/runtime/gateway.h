@@ -24,6 +24,7 @@
 #include "routing/balancer.h"
 #include "server/session_host.h"
 #include "store/memory_store.h"
+#include "tenants/tenant_directory.h"
 
 namespace boost::asio {
 class io_context;
@@ -87,6 +88,11 @@ class Gateway final : private AdminHost, private HealingHost {
   const std::optional<ListenerConfig>& listenOverride() const override { return source_.listen; }
   boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config) override;
   void publishNodes(NodeTablePtr table) override;
+  StateStore& store() override { return *store_; }
+  TenantDirectoryPtr tenants() const override;
+  boost::asio::awaitable<void> publishTenants() override;
+  // Builds the directory of `config` plus the store's records (notes logged).
+  TenantDirectoryPtr buildTenants(const Config& config);
   // Binds one listener on the given workers (gateway.cpp). Nothing if it cannot.
   std::optional<std::uint16_t> bindListener(boost::asio::io_context& main_io, const std::string& address,
                                             std::uint16_t port, std::span<const std::unique_ptr<Worker>> workers,
@@ -99,7 +105,7 @@ class Gateway final : private AdminHost, private HealingHost {
   ConfigSource source_;
   // Guards what reloads and the admin API change: the main thread (signals, file watch)
   // and the admin listener's worker both publish.
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   SnapshotPtr snapshot_;  // the last good one published (workers have their own copy)
   ConfigPtr base_config_;  // as loaded, before admin overrides
   AdminApi admin_{*this};  // its canary overrides and node table (under mutex_)
@@ -107,6 +113,7 @@ class Gateway final : private AdminHost, private HealingHost {
   // Limit counters (and, to come, keys and idempotency records) shared by the workers;
   // in-process for now, Redis with many replicas.
   std::unique_ptr<StateStore> store_ = std::make_unique<MemoryStore>();
+  TenantDirectoryPtr tenants_;  // the last one published (under mutex_)
   HealingState healing_;  // self-healing's rules, actions in force and audit trail (under mutex_)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};

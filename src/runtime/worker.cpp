@@ -22,10 +22,10 @@
 
 namespace tahua {
 
-Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot,
+Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, TenantDirectoryPtr tenants,
                std::shared_ptr<LogFile> access_log)
     : id_(id), worker_count_(worker_count), balancer_(std::random_device{}() ^ (std::uint64_t{id} << 32)), gateway_(gateway),
-      snapshot_(std::move(snapshot)), access_log_(std::move(access_log)), pool_(std::make_unique<UpstreamPool>()),
+      snapshot_(std::move(snapshot)), tenants_(std::move(tenants)), access_log_(std::move(access_log)), pool_(std::make_unique<UpstreamPool>()),
       upstream_env_{io_, *pool_, metrics_} {
   chain_ = buildChain();
 
@@ -86,12 +86,13 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   const Config& config = *snapshot_->config;
   if (config.access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
   // Before anything answers (the model list included): who is calling.
-  if (config.auth.enabled) chain->add(makeAuthFilter(config, metrics_));
+  if (config.auth.enabled) chain->add(makeAuthFilter(config, tenants_, metrics_));
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
   if (config.auth.enabled) chain->add(makeModelAccessFilter());  // the model is known now
   // Before the bulkhead: a request over its rate takes no slot and waits in no line.
-  if (rateLimitsConfigured(config)) chain->add(makeRateLimitFilter(config, gateway_.stateStore(), metrics_));
+  if (rateLimitsConfigured(config, *tenants_))
+    chain->add(makeRateLimitFilter(config, tenants_, gateway_.stateStore(), metrics_));
   // After the router (a request for an unknown model is a 404, not a 429; the route is
   // known), before the balancer: a request that waits for a slot picks its deployment
   // when it gets one.
@@ -104,8 +105,14 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   return chain;
 }
 
-void Worker::setSnapshot(SnapshotPtr snapshot) {
+void Worker::setTenants(TenantDirectoryPtr tenants) {
+  tenants_ = std::move(tenants);
+  chain_ = buildChain();
+}
+
+void Worker::setSnapshot(SnapshotPtr snapshot, TenantDirectoryPtr tenants) {
   snapshot_ = std::move(snapshot);
+  tenants_ = std::move(tenants);
   chain_ = buildChain();
   // Idle connections were set up for the old providers (TLS settings, proxy): start
   // fresh. Connections in use finish their request and are then dropped.

@@ -20,6 +20,7 @@
 #include "providers/snapshot.h"
 #include "server/session_host.h"
 #include "server/upstream_client.h"
+#include "tenants/tenant_directory.h"
 #include "telemetry/access_log_sink.h"
 #include "telemetry/metrics.h"
 
@@ -29,7 +30,8 @@ class Gateway;
 
 class Worker final : public WorkerServices, public SessionHost {
  public:
-  Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, std::shared_ptr<LogFile> access_log);
+  Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, TenantDirectoryPtr tenants,
+         std::shared_ptr<LogFile> access_log);
   ~Worker() override;
 
   // WorkerServices, for filters.
@@ -44,8 +46,11 @@ class Worker final : public WorkerServices, public SessionHost {
   // the config or the chain under a request in flight.
   const SnapshotPtr& snapshot() const override { return snapshot_; }
   const std::shared_ptr<FilterChain>& chain() const override { return chain_; }
-  // Called on the worker's thread when a new config is published (hot reload).
-  void setSnapshot(SnapshotPtr snapshot);
+  // Called on the worker's thread when a new config is published (hot reload), with the
+  // tenants and keys that go with it.
+  void setSnapshot(SnapshotPtr snapshot, TenantDirectoryPtr tenants);
+  // Called on the worker's thread when tenants or keys changed (admin API, store).
+  void setTenants(TenantDirectoryPtr tenants);
   WorkerMetrics& metrics() override { return metrics_; }
   // GPU node status reports, published by the gateway (on this worker's thread).
   void setNodes(NodeTablePtr nodes) { nodes_ = std::move(nodes); }
@@ -96,6 +101,7 @@ class Worker final : public WorkerServices, public SessionHost {
   Balancer balancer_;
   Gateway& gateway_;
   SnapshotPtr snapshot_;
+  TenantDirectoryPtr tenants_;
   // One thread does all I/O on this context: no locking in the reactor. (Other threads
   // only post to it, which stays locked.)
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};

@@ -1,15 +1,24 @@
-// The in-process state store: one replica's counters in memory, shared by its workers.
-// Counters are spread over 64 shards, each behind its own mutex held for the few
-// arithmetic steps of a decision; an admission locks the shards of its checks in
-// index order (no deadlock) and so is atomic over all of them.
+// The in-process state store: one replica's counters and records in memory, shared by
+// its workers. Counters are spread over 64 shards, each behind its own mutex held for
+// the few arithmetic steps of a decision; an admission locks the shards of its checks
+// in index order (no deadlock) and so is atomic over all of them.
+//
+// With a journal (store.journal), what cannot be rebuilt survives a restart: records
+// are appended (and fsynced) as they are written, quota consumption is appended by a
+// flush every `flush_interval` (see store/journal.h for the policy). Token buckets and
+// request windows start afresh after a restart.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "config/config.h"
+#include "store/journal.h"
 #include "store/state_store.h"
 
 namespace tahua {
@@ -18,9 +27,22 @@ class MemoryStore final : public StateStore {
  public:
   // `clock` returns unix milliseconds (tests pass a fake one).
   explicit MemoryStore(std::function<std::int64_t()> clock = unixMillis) : clock_(std::move(clock)) {}
+  ~MemoryStore() override;
+
+  // Reads `path` (creating it) and keeps it from now on; `error` says why not. Call
+  // before the store is used.
+  bool openJournal(const std::string& path, Millis flush_interval, std::vector<std::string>& warnings, std::string& error);
+  // Writes quota consumption changed since the last flush (the flush thread calls it).
+  void flush();
 
   void admit(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) override;
+  void peek(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) override;
   void adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta) override;
+
+  std::vector<Record> records(std::string_view ns) const override;
+  void putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) override;
+  void eraseRecord(std::string_view ns, std::string_view id, WriteDone done) override;
+  void onRecordsChanged(std::function<void()> fn) override;
 
   // The decision `check` would get now, without charging it (admin views, tests).
   LimitDecision peek(const LimitCheck& check);
@@ -28,15 +50,31 @@ class MemoryStore final : public StateStore {
 
  private:
   static constexpr std::size_t kShards = 64;
+  struct Counter {
+    LimitState state;
+    bool quota = false;  // journaled
+    bool dirty = false;  // changed since the last flush
+  };
   struct Shard {
     mutable std::mutex mu;
-    std::unordered_map<std::string, LimitState, StringHash, std::equal_to<>> states;
+    std::unordered_map<std::string, Counter, StringHash, std::equal_to<>> counters;
   };
   static std::size_t shardOf(std::string_view key) { return StringHash{}(key) % kShards; }
-  LimitState& stateOf(Shard& shard, std::string_view key);
+  Counter& counterOf(Shard& shard, std::string_view key, const LimitSpec& spec);
+  void changed();
 
   std::function<std::int64_t()> clock_;
   std::array<Shard, kShards> shards_;
+
+  mutable std::mutex records_mu_;  // records_, journal_, listeners_
+  JournalState records_;           // records and, at load, the journaled quotas
+  std::unique_ptr<Journal> journal_;
+  std::vector<std::function<void()>> listeners_;
+
+  std::mutex flush_mu_;
+  std::condition_variable flush_cv_;
+  bool stopping_ = false;
+  std::thread flusher_;
 };
 
 }  // namespace tahua

@@ -10,8 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "limits/limiters.h"
 
@@ -41,10 +44,28 @@ class StateStore {
   virtual ~StateStore() = default;
   // All or nothing over `checks` (at most Admission::kMaxChecks).
   virtual void admit(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) = 0;
+  // The same decisions without charging anything (usage views): with cost 0, each
+  // decision's `remaining` is what is left and `reset_ms` when it is full again.
+  virtual void peek(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) = 0;
   // Calibration after the request: adds `delta` (negative: a refund) to a bucket or quota
   // the request was charged at `charged_ms` (Admission::at_ms). Never dropped: a store
   // that cannot apply it at once keeps it.
   virtual void adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta) = 0;
+
+  // Durable records: JSON documents by namespace ("tenants", "keys") and id, written by
+  // the admin API. Every replica keeps a mirror of them, so reading is local and
+  // synchronous; a write completes through `done` (an error text, or none) on any
+  // thread, once it is durable.
+  struct Record {
+    std::string id;
+    std::string json;
+  };
+  using WriteDone = std::function<void(std::optional<std::string> error)>;
+  virtual std::vector<Record> records(std::string_view ns) const = 0;
+  virtual void putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) = 0;
+  virtual void eraseRecord(std::string_view ns, std::string_view id, WriteDone done) = 0;
+  // `fn` runs (on any thread) after the mirror changed, by this replica or another.
+  virtual void onRecordsChanged(std::function<void()> fn) = 0;
 };
 
 // Wall-clock unix milliseconds (limits are shared with other replicas: not steady time).

@@ -16,10 +16,10 @@ bool KeyTable::DigestEqual::operator()(const Sha256& a, const Sha256& b) const n
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-KeyTable::KeyTable(const Config& config) {
-  for (const auto& t : config.tenants) tenants_.emplace(t.name, &t);
-  by_digest_.reserve(config.keys.size());
-  for (const auto& k : config.keys) by_digest_.emplace(k.sha256, &k);
+KeyTable::KeyTable(TenantDirectoryPtr directory) : directory_(std::move(directory)) {
+  for (const auto& t : directory_->tenants) tenants_.emplace(t.name, &t);
+  by_digest_.reserve(directory_->keys.size());
+  for (const auto& k : directory_->keys) by_digest_.emplace(k.sha256, &k);
 }
 
 const ApiKeyConfig* KeyTable::find(const Sha256& digest) const {

@@ -1,8 +1,7 @@
 // The API keys a worker checks requests against, by the SHA-256 of the key: a request's
 // key is hashed once and looked up here, so the check costs one hash and one probe and
 // the table never holds a key itself. Each worker has its own table (no sharing, no
-// lock); it points into the config (and, with the admin API, the store's records) it
-// was built from, which outlive it.
+// lock); it keeps the directory it points into alive.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +10,13 @@
 
 #include "config/config.h"
 #include "core/sha256.h"
+#include "tenants/tenant_directory.h"
 
 namespace tahua {
 
 class KeyTable {
  public:
-  explicit KeyTable(const Config& config);
+  explicit KeyTable(TenantDirectoryPtr directory);
 
   // The key whose SHA-256 is `digest`, or null. Digests are compared in constant time
   // (CRYPTO_memcmp): what the probe's timing could reveal is the digest of a guess,
@@ -34,6 +34,7 @@ class KeyTable {
   };
   std::unordered_map<Sha256, const ApiKeyConfig*, DigestHash, DigestEqual> by_digest_;
   std::unordered_map<std::string_view, const TenantConfig*> tenants_;
+  TenantDirectoryPtr directory_;  // what the pointers point into
 };
 
 }  // namespace tahua

@@ -13,6 +13,7 @@
 #include "filters/filter.h"
 #include "filters/rate_limit/rate_limit_filter.h"
 #include "store/memory_store.h"
+#include "tenants/tenant_directory.h"
 #include "telemetry/metrics.h"
 
 namespace tahua {
@@ -56,6 +57,11 @@ keys:
 )" + more;
 }
 
+TenantDirectoryPtr directory(const ConfigPtr& cfg) {
+  std::vector<std::string> notes;
+  return buildTenantDirectory(*cfg, {}, {}, notes);
+}
+
 struct Block {
   explicit Block(const FilterChain& chain) : storage(chain.stateBytes() / sizeof(std::max_align_t) + 2) {}
   std::byte* get() { return reinterpret_cast<std::byte*>(storage.data()); }
@@ -85,7 +91,7 @@ TEST(AuthFilter, KnownKeysPassUnknownMissingAndExpiredOnesGet401) {
   ASSERT_TRUE(cfg->auth.enabled);
   WorkerMetrics metrics;
   FilterChain chain;
-  chain.add(makeAuthFilter(*cfg, metrics));
+  chain.add(makeAuthFilter(*cfg, directory(cfg), metrics));
   Block block(chain);
   struct Case {
     const char* header;
@@ -142,7 +148,7 @@ auth:
 )"));
   WorkerMetrics metrics;
   FilterChain chain;
-  chain.add(makeAuthFilter(*cfg, metrics));
+  chain.add(makeAuthFilter(*cfg, directory(cfg), metrics));
   Block block(chain);
   {
     Call run;  // the internal chain: no key is fine, it is the internal tenant's
@@ -243,9 +249,9 @@ TEST(AuthConfig, ErrorsNameTheField) {
 // --- the rate-limit filter ---
 
 struct LimitFixture {
-  explicit LimitFixture(const std::string& extra) : cfg(load(keys(extra))), store([this] { return now; }) {
-    chain.add(makeAuthFilter(*cfg, metrics));
-    chain.add(makeRateLimitFilter(*cfg, store, metrics));
+  explicit LimitFixture(const std::string& extra) : cfg(load(keys(extra))), dir(directory(cfg)), store([this] { return now; }) {
+    chain.add(makeAuthFilter(*cfg, dir, metrics));
+    chain.add(makeRateLimitFilter(*cfg, dir, store, metrics));
     block = std::make_unique<Block>(chain);
   }
   // One request by `key` for `model`: its status after the request phases, and the
@@ -283,6 +289,7 @@ struct LimitFixture {
   }
 
   ConfigPtr cfg;
+  TenantDirectoryPtr dir;
   std::int64_t now = 1'000'000'000'000;
   MemoryStore store;
   WorkerMetrics metrics;
@@ -363,8 +370,9 @@ keys:
   MemoryStore store([&] { return now; });
   WorkerMetrics metrics;
   FilterChain chain;
-  chain.add(makeAuthFilter(*cfg, metrics));
-  chain.add(makeRateLimitFilter(*cfg, store, metrics));
+  const TenantDirectoryPtr dir = directory(cfg);
+  chain.add(makeAuthFilter(*cfg, dir, metrics));
+  chain.add(makeRateLimitFilter(*cfg, dir, store, metrics));
   Block block(chain);
   auto go = [&](std::int64_t max_tokens, Usage usage) {
     Call run;

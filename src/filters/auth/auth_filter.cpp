@@ -70,7 +70,8 @@ struct Chain {
 
 class AuthFilter final : public Filter {
  public:
-  AuthFilter(const Config& config, WorkerMetrics& metrics) : keys_(config), metrics_(metrics) {
+  AuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics)
+      : keys_(std::move(directory)), metrics_(metrics) {
     for (const auto& c : config.auth.chains) {
       Chain chain{&c, {}};
       for (const auto& l : c.links) {
@@ -161,8 +162,8 @@ bool modelAllowed(const Principal& principal, std::string_view model) {
   return !principal.tenant || listed(principal.tenant->models, model);
 }
 
-std::unique_ptr<Filter> makeAuthFilter(const Config& config, WorkerMetrics& metrics) {
-  return std::make_unique<AuthFilter>(config, metrics);
+std::unique_ptr<Filter> makeAuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics) {
+  return std::make_unique<AuthFilter>(config, std::move(directory), metrics);
 }
 std::unique_ptr<Filter> makeModelAccessFilter() { return std::make_unique<ModelAccessFilter>(); }
 

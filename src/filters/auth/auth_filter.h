@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "filters/filter.h"
+#include "tenants/tenant_directory.h"
 
 namespace tahua {
 
@@ -11,9 +12,10 @@ struct WorkerMetrics;
 // Authentication (`auth`): who is calling. Runs first among the request filters (before
 // /v1/models is answered): the chain matching the request (auth.chains, else the
 // built-in key check alone) sets ctx.principal or answers 401 in the client's API
-// shape. Off (every request passes, ctx.principal empty) when the config declares no
-// tenants and no keys.
-std::unique_ptr<Filter> makeAuthFilter(const Config& config, WorkerMetrics& metrics);
+// shape. The keys are the directory's (the config file's and the admin API's). Off
+// (every request passes, ctx.principal empty) when the config declares no tenants and
+// no keys and does not set auth.enabled.
+std::unique_ptr<Filter> makeAuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics);
 
 // Authorization of the model (`model_access`), after the router has chosen it: a key
 // or tenant with a models list may only use those (403 model_not_allowed).

@@ -7,50 +7,16 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "limits/limit_plan.h"
 #include "store/state_store.h"
 #include "telemetry/metrics.h"
 
 namespace tahua {
 namespace {
 
-enum class Unit : std::uint8_t { Requests, Tokens, MicroUsd };
-
-// One limit of one scope, resolved from the config once per worker and snapshot.
-struct CheckTemplate {
-  std::string key;  // the counter's name in the store; a tenant's share a hash tag
-  LimitSpec spec;
-  Unit unit = Unit::Requests;
-  std::string_view scope;  // tenant | key | tenant_model | model
-  std::string_view limit;  // requests_per_minute, ...
-};
-using Group = std::vector<CheckTemplate>;
-
-Group makeGroup(const LimitSet& l, const std::string& prefix, std::string_view scope) {
-  Group g;
-  auto add = [&](std::int64_t limit, std::string_view suffix, LimitKind kind, Unit unit, Calendar cal,
-                 std::string_view name) {
-    if (limit <= 0) return;
-    CheckTemplate t;
-    t.key = prefix + ":" + std::string(suffix);
-    t.spec.kind = kind;
-    t.spec.limit = limit;
-    t.spec.period_ms = 60'000;
-    t.spec.calendar = cal;
-    t.unit = unit;
-    t.scope = scope;
-    t.limit = name;
-    g.push_back(std::move(t));
-  };
-  add(l.requests_per_minute, "rpm", LimitKind::Window, Unit::Requests, Calendar::Day, "requests_per_minute");
-  add(l.tokens_per_minute, "tpm", LimitKind::Bucket, Unit::Tokens, Calendar::Day, "tokens_per_minute");
-  add(l.tokens_per_day, "tpd", LimitKind::Quota, Unit::Tokens, Calendar::Day, "tokens_per_day");
-  add(l.tokens_per_month, "tpmo", LimitKind::Quota, Unit::Tokens, Calendar::Month, "tokens_per_month");
-  add(static_cast<std::int64_t>(std::llround(l.usd_per_day * 1e6)), "usdd", LimitKind::Quota, Unit::MicroUsd, Calendar::Day,
-      "usd_per_day");
-  add(static_cast<std::int64_t>(std::llround(l.usd_per_month * 1e6)), "usdm", LimitKind::Quota, Unit::MicroUsd,
-      Calendar::Month, "usd_per_month");
-  return g;
-}
+using Unit = LimitUnit;
+using CheckTemplate = PlannedLimit;
+using Group = LimitPlan;
 
 // "750ms", "1.5s", "6m0s", "2h3m0s" (the form OpenAI's x-ratelimit-reset-* use).
 std::size_t formatReset(std::int64_t ms, char* out, std::size_t size) {
@@ -94,19 +60,19 @@ struct RateLimitState {
 
 class RateLimitFilter final : public FilterWithState<RateLimitState> {
  public:
-  RateLimitFilter(const Config& config, StateStore& store, WorkerMetrics& metrics) : store_(store), metrics_(metrics) {
-    for (const auto& t : config.tenants) {
-      const std::string tag = "tahua:{t:" + t.name + "}";
-      if (t.limits.any()) tenants_.emplace(&t, makeGroup(t.limits, tag + ":tenant", "tenant"));
+  RateLimitFilter(const Config& config, TenantDirectoryPtr directory, StateStore& store, WorkerMetrics& metrics)
+      : directory_(std::move(directory)), store_(store), metrics_(metrics) {
+    for (const auto& t : directory_->tenants) {
+      if (t.limits.any()) tenants_.emplace(&t, tenantLimits(t));
       for (const auto& [model, limits] : t.model_limits)
         if (const ModelConfig* m = config.findModel(model); m && limits.any())
-          pairs_[&t].emplace_back(m, makeGroup(limits, tag + ":model:" + model, "tenant_model"));
+          pairs_[&t].emplace_back(m, tenantModelLimits(t, model, limits));
     }
-    for (const auto& k : config.keys)
-      if (k.limits.any()) keys_.emplace(&k, makeGroup(k.limits, "tahua:{t:" + k.tenant + "}:key:" + k.name, "key"));
+    for (const auto& k : directory_->keys)
+      if (k.limits.any()) keys_.emplace(&k, keyLimits(k));
     for (const auto& [model, limits] : config.rate_limits.models)
       if (const ModelConfig* m = config.findModel(model); m && limits.any())
-        models_.emplace(m, makeGroup(limits, "tahua:{m:" + model + "}:model", "model"));
+        models_.emplace(m, modelLimits(model, limits));
     default_max_tokens_ = config.rate_limits.default_max_tokens;
   }
   std::string_view name() const override { return "rate_limit"; }
@@ -309,6 +275,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     ctx.fail(std::move(e));
   }
 
+  TenantDirectoryPtr directory_;  // the principals' records the maps below are keyed by
   StateStore& store_;
   WorkerMetrics& metrics_;
   std::unordered_map<const TenantConfig*, Group> tenants_;
@@ -320,21 +287,22 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
 
 }  // namespace
 
-bool rateLimitsConfigured(const Config& config) {
-  for (const auto& t : config.tenants) {
+bool rateLimitsConfigured(const Config& config, const TenantDirectory& directory) {
+  for (const auto& t : directory.tenants) {
     if (t.limits.any()) return true;
     for (const auto& [m, l] : t.model_limits)
       if (l.any()) return true;
   }
-  for (const auto& k : config.keys)
+  for (const auto& k : directory.keys)
     if (k.limits.any()) return true;
   for (const auto& [m, l] : config.rate_limits.models)
     if (l.any()) return true;
   return false;
 }
 
-std::unique_ptr<Filter> makeRateLimitFilter(const Config& config, StateStore& store, WorkerMetrics& metrics) {
-  return std::make_unique<RateLimitFilter>(config, store, metrics);
+std::unique_ptr<Filter> makeRateLimitFilter(const Config& config, TenantDirectoryPtr directory, StateStore& store,
+                                            WorkerMetrics& metrics) {
+  return std::make_unique<RateLimitFilter>(config, std::move(directory), store, metrics);
 }
 
 }  // namespace tahua

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "filters/filter.h"
+#include "tenants/tenant_directory.h"
 
 namespace tahua {
 
@@ -19,9 +20,10 @@ struct WorkerMetrics;
 // bucket, quota and budget to the real usage: refunds an over-reservation and charges an
 // under-reservation. Every answer carries x-ratelimit-{limit,remaining,reset}-{requests,
 // tokens} of the tightest applicable limit, in place of the upstream's.
-std::unique_ptr<Filter> makeRateLimitFilter(const Config& config, StateStore& store, WorkerMetrics& metrics);
+std::unique_ptr<Filter> makeRateLimitFilter(const Config& config, TenantDirectoryPtr directory, StateStore& store,
+                                            WorkerMetrics& metrics);
 
 // Whether any limit is configured (else the filter is left out of the chain).
-bool rateLimitsConfigured(const Config& config);
+bool rateLimitsConfigured(const Config& config, const TenantDirectory& directory);
 
 }  // namespace tahua

@@ -1,0 +1,53 @@
+// What the admin API asks of the gateway, which implements it (src/runtime/gateway.cpp).
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "providers/snapshot.h"
+#include "routing/balancer.h"
+#include "routing/deployment_state.h"
+#include "store/state_store.h"
+#include "tenants/tenant_directory.h"
+
+namespace tahua {
+
+// What the admin API needs from the gateway. Calls marked "locked" expect the caller to
+// hold lock() (the gateway's control mutex: reloads, self-healing and the admin API all
+// publish configs).
+class AdminHost {
+ public:
+  virtual std::mutex& lock() = 0;
+  // Locked. A new config (null: the current one again, with every override applied);
+  // an error text if it cannot be published.
+  virtual std::optional<std::string> publish(ConfigPtr loaded, std::string_view trigger) = 0;
+  // Locked. The config as loaded, before any override.
+  virtual const ConfigPtr& baseConfig() const = 0;
+  // Locked. Self-healing's view (GET /admin/v1/healing).
+  virtual std::string healingJson() const = 0;
+  virtual std::uint64_t generation() const = 0;
+  virtual void countRejectedConfig() = 0;
+  // The --listen override, which a config published at run time keeps.
+  virtual const std::optional<ListenerConfig>& listenOverride() const = 0;
+  // Every worker's copy of the deployments' live state, each taken on its own thread.
+  virtual boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config) = 0;
+  // Sends a node status table to every worker.
+  virtual void publishNodes(NodeTablePtr table) = 0;
+  // Shared state (admin-created tenants and keys are records in it).
+  virtual StateStore& store() = 0;
+  // The tenants and keys in force (config file + store).
+  virtual TenantDirectoryPtr tenants() const = 0;
+  // Rebuilds the directory from the config and the store's records and waits until
+  // every worker uses it (so a key the admin API just answered for works at once).
+  virtual boost::asio::awaitable<void> publishTenants() = 0;
+
+ protected:
+  ~AdminHost() = default;
+};
+
+}  // namespace tahua

@@ -1,0 +1,64 @@
+// The admin API's tenants and keys (/admin/v1/tenants, /admin/v1/keys) and the audit
+// trail of every admin change (/admin/v1/audit). Records live in the state store (so a
+// key created through one replica works on all, and survives restarts); the gateway
+// then publishes a new tenant directory to every worker before the answer goes out.
+//
+//   GET    /admin/v1/tenants               list (a tenant token: its own)
+//   POST   /admin/v1/tenants               {"name", "models", "limits", "model_limits"}   (admin token)
+//   GET    /admin/v1/tenants/{name}        one, with its limits' usage
+//   PATCH  /admin/v1/tenants/{name}        models, limits, model_limits                   (admin token)
+//   DELETE /admin/v1/tenants/{name}        one without keys                               (admin token)
+//   GET    /admin/v1/keys[?tenant=name]    list: names, prefixes, never secrets
+//   POST   /admin/v1/keys                  {"name", "tenant", "models", "expires_at", "limits", "metadata"}
+//                                          -> 201 with "key": the secret, shown this once
+//   GET    /admin/v1/keys/{name}           one, with its limits' usage
+//   PATCH  /admin/v1/keys/{name}           models, expires_at, limits, metadata
+//   DELETE /admin/v1/keys/{name}           revoke
+//   GET    /admin/v1/audit                 the last 1,000 admin changes                   (admin token)
+//
+// Tenants and keys declared in the config file are listed but not changed here (409):
+// the file is their source of truth.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "admin/admin_host.h"
+#include "server/session_host.h"
+
+namespace tahua {
+
+// Who is calling the admin API: the admin token, or a tenant's token (admin.tenant_tokens).
+struct AdminCaller {
+  bool full = false;
+  std::string tenant;  // a tenant token's tenant
+  std::string name;    // "admin", or the tenant token's name (the audit trail's "who")
+};
+
+class TenantAdmin {
+ public:
+  explicit TenantAdmin(AdminHost& host) : host_(host) {}
+
+  // The answer for `rest` (the path after /admin/v1/) if it is one of this class's.
+  boost::asio::awaitable<std::optional<AdminReply>> handle(const AdminCaller& caller, const Config& config,
+                                                           std::string_view method, std::string_view rest,
+                                                           const std::string& body);
+
+ private:
+  boost::asio::awaitable<AdminReply> tenants(const AdminCaller& caller, const Config& config, std::string_view method,
+                                             std::string_view name, const std::string& body);
+  boost::asio::awaitable<AdminReply> keys(const AdminCaller& caller, const Config& config, std::string_view method,
+                                          std::string_view name, std::string_view query, const std::string& body);
+  // Every change: who, what, when; never a secret. Logged and kept for GET /audit.
+  void audit(const AdminCaller& caller, std::string_view action, std::string_view target, std::string_view detail = {});
+
+  AdminHost& host_;
+  std::mutex mu_;
+  std::deque<std::string> audit_;  // JSON objects, newest last
+};
+
+}  // namespace tahua

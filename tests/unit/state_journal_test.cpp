@@ -1,0 +1,162 @@
+// The in-process store's journal: records and quota consumption survive a restart, a
+// torn last line is dropped, a damaged journal refuses to load; and the tenant
+// directory's precedence between the config file and the store's records.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/sha256.h"
+#include "store/journal.h"
+#include "store/memory_store.h"
+#include "tenants/tenant_directory.h"
+
+namespace tahua {
+namespace {
+
+std::string tempPath(const char* name) {
+  auto dir = std::filesystem::temp_directory_path() / ("tahua-journal-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+void putSync(MemoryStore& s, std::string_view ns, std::string_view id, std::string json) {
+  std::optional<std::string> err = "not called";
+  s.putRecord(ns, id, std::move(json), [&](std::optional<std::string> e) { err = std::move(e); });
+  ASSERT_FALSE(err) << *err;
+}
+
+TEST(StateJournal, RecordsAndQuotaConsumptionSurviveARestart) {
+  const std::string path = tempPath("a.journal");
+  const LimitCheck quota{"tahua:{t:a}:tenant:tpd", LimitSpec{LimitKind::Quota, 1000, 0, Calendar::Day}, 300};
+  const std::int64_t now = 1'800'000'000'000;
+  {
+    MemoryStore s([&] { return now; });
+    std::vector<std::string> warnings;
+    std::string error;
+    ASSERT_TRUE(s.openJournal(path, Millis(60'000), warnings, error)) << error;
+    putSync(s, "keys", "k1", R"({"name":"k1"})");
+    putSync(s, "keys", "k2", R"({"name":"k2"})");
+    std::optional<std::string> err;
+    s.eraseRecord("keys", "k1", [&](std::optional<std::string> e) { err = e; });
+    s.admit(std::span<const LimitCheck>(&quota, 1), [](const Admission& a) { EXPECT_TRUE(a.allowed); });
+  }  // the destructor flushes the quota
+  MemoryStore s([&] { return now; });
+  std::vector<std::string> warnings;
+  std::string error;
+  ASSERT_TRUE(s.openJournal(path, Millis(60'000), warnings, error)) << error;
+  EXPECT_TRUE(warnings.empty());
+  const auto keys = s.records("keys");
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0].id, "k2");
+  EXPECT_EQ(s.peek(LimitCheck{quota.key, quota.spec, 0}).remaining, 700);  // the 300 consumed before the restart
+  // Buckets and windows are not journaled: a fresh start.
+  EXPECT_EQ(s.counters(), 1u);
+}
+
+TEST(StateJournal, ATornLastLineIsDroppedAndADamagedOneRefused) {
+  const std::string path = tempPath("b.journal");
+  std::ofstream(path) << R"({"op":"put","ns":"keys","id":"k","doc":{"name":"k"}})" << "\n" << R"({"op":"put","ns":"ke)";
+  {
+    JournalState state;
+    std::vector<std::string> warnings;
+    std::string error;
+    Journal j(path, state, warnings, error);
+    EXPECT_EQ(error, "");
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("torn last line"), std::string::npos);
+    EXPECT_EQ(state.records["keys"].size(), 1u);
+  }
+  std::ofstream(path) << "garbage\n" << R"({"op":"put","ns":"keys","id":"k","doc":{}})" << "\n";
+  JournalState state;
+  std::vector<std::string> warnings;
+  std::string error;
+  Journal j(path, state, warnings, error);
+  EXPECT_NE(error.find(path + ":1: not a journal entry"), std::string::npos) << error;
+}
+
+TEST(StateJournal, CompactionKeepsOnlyTheLiveState) {
+  const std::string path = tempPath("c.journal");
+  JournalState state;
+  std::vector<std::string> warnings;
+  std::string error;
+  Journal j(path, state, warnings, error);
+  ASSERT_EQ(error, "");
+  const std::string doc(200, 'x');
+  for (int i = 0; i < 8000; ++i) {
+    state.records["keys"]["k"] = "{\"v\":\"" + doc + "\"}";
+    ASSERT_TRUE(j.append(Journal::putLine("keys", "k", state.records["keys"]["k"]), false));
+  }
+  EXPECT_GT(j.bytes(), 1024u * 1024);
+  ASSERT_TRUE(j.compactIfLarge(state));
+  EXPECT_LT(std::filesystem::file_size(path), 1024u);
+  JournalState again;
+  Journal reread(path, again, warnings, error);
+  EXPECT_EQ(again.records["keys"]["k"], state.records["keys"]["k"]);
+}
+
+TEST(TenantDirectory, TheConfigFileWinsAndBadRecordsAreNotedNotFatal) {
+  auto r = loadConfigString(R"(
+listeners: [{port: 0}]
+providers: [{name: mock, type: mock}]
+models: [{name: m1, provider: mock}]
+tenants: [{name: a}]
+keys: [{name: ka, tenant: a, sha256: )" + toHex(sha256("sk-a")) + "}]\n",
+                            "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  ApiKeyConfig k;
+  k.name = "kb";
+  k.tenant = "b";
+  k.sha256 = sha256("sk-b");
+  TenantConfig b;
+  b.name = "b";
+  TenantConfig shadow;
+  shadow.name = "a";
+  shadow.models = {"m1"};
+  ApiKeyConfig orphan = k;
+  orphan.name = "orphan";
+  orphan.tenant = "gone";
+  orphan.sha256 = sha256("sk-o");
+  std::vector<std::string> notes;
+  auto dir = buildTenantDirectory(*r.config, {{"b", tenantToJson(b)}, {"a", tenantToJson(shadow)}, {"x", "{bad"}},
+                                  {{"kb", keyToJson(k)}, {"orphan", keyToJson(orphan)}}, notes);
+  ASSERT_EQ(dir->tenants.size(), 2u);
+  EXPECT_TRUE(dir->tenant("a")->models.empty()) << "the config's tenant a, not the record's";
+  EXPECT_TRUE(dir->tenant("b")->from_store);
+  ASSERT_TRUE(dir->key("kb"));
+  EXPECT_EQ(dir->key("kb")->sha256, sha256("sk-b"));
+  EXPECT_FALSE(dir->key("orphan"));
+  EXPECT_EQ(notes.size(), 3u);  // the shadowed tenant, the bad record, the orphan key
+}
+
+TEST(TenantDirectory, KeyRecordsRoundTripWithoutTheSecret) {
+  auto r = loadConfigString("listeners: [{port: 0}]\nproviders: [{name: mock, type: mock}]\nmodels: [{name: m1, provider: mock}]\n", "t");
+  ASSERT_TRUE(r.config);
+  ApiKeyConfig k;
+  k.name = "ci";
+  k.tenant = "t";
+  k.sha256 = sha256("tk-secret-value");
+  k.prefix = "tk-secret";
+  k.models = {"m1"};
+  k.expires_at = 1'900'000'000;
+  k.limits.tokens_per_day = 5;
+  k.limits.usd_per_month = 2.5;
+  k.metadata = {{"owner", "ci"}};
+  const std::string json = keyToJson(k);
+  EXPECT_EQ(json.find("tk-secret-value"), std::string::npos);
+  ApiKeyConfig back;
+  ASSERT_FALSE(keyFromJson(json, *r.config, back, false));
+  EXPECT_EQ(back.sha256, k.sha256);
+  EXPECT_EQ(back.models, k.models);
+  EXPECT_EQ(back.expires_at, k.expires_at);
+  EXPECT_EQ(back.limits.tokens_per_day, 5);
+  EXPECT_DOUBLE_EQ(back.limits.usd_per_month, 2.5);
+  EXPECT_EQ(back.metadata, k.metadata);
+  EXPECT_NE(*keyFromJson(R"({"name":"x","tenant":"t","models":["nope"]})", *r.config, back, false), "");
+  EXPECT_NE(keyFromJson(R"({"limits":{"tokens_per_hour":1}})", *r.config, back, true)->find("limits.tokens_per_hour"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tahua

@@ -143,9 +143,12 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   const std::optional<AdminCaller> who = caller(cfg, authorization);
   if (!who) co_return error(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
   constexpr std::string_view kPrefix = "/admin/v1/";
+  const std::string_view target = path;  // with its query, which only tenant_admin_ reads
+  path = target.substr(0, target.find('?'));
   if (path.substr(0, kPrefix.size()) != kPrefix) co_return error(404, "unknown_url", "Unknown admin URL: " + std::string(path));
   const std::string_view rest = path.substr(kPrefix.size());
-  if (auto reply = co_await tenant_admin_.handle(*who, cfg, method, rest, body)) co_return std::move(*reply);
+  auto tenant_op = tenant_admin_.handle(*who, cfg, method, target.substr(kPrefix.size()), body);
+  if (auto reply = co_await std::move(tenant_op)) co_return std::move(*reply);
   // Everything else is the operator's: a tenant's token manages its own keys only.
   if (!who->full) co_return error(403, "forbidden", "A tenant token may only manage its tenant's keys.");
   const auto now = SteadyClock::now();

@@ -27,7 +27,7 @@ class AdminApi {
   explicit AdminApi(AdminHost& host) : host_(host), tenant_admin_(host) {}
 
   // One admin request, on the admin listener's worker: `snapshot` and `nodes` are that
-  // worker's.
+  // worker's; `path` is the request target, query included.
   boost::asio::awaitable<AdminReply> handle(SnapshotPtr snapshot, NodeTablePtr nodes, std::string_view method,
                                             std::string_view path, std::string_view authorization, std::string& body);
 

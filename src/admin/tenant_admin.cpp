@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <chrono>
+#include <functional>
 
 #include "core/log.h"
 #include "core/sha256.h"
@@ -30,37 +31,50 @@ std::int64_t nowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The store answers through a callback, possibly on another thread: resume this
-// coroutine on its own executor with the result.
-template <class Result, class Start>
-asio::awaitable<Result> await(Start start) {
+// The store answers through a callback, possibly on another thread: this resumes the
+// coroutine on its own executor with the result. (GCC 12 miscompiles temporaries with
+// destructors inside a co_await expression: every awaitable below is a named local.)
+template <class Result>
+asio::awaitable<Result> await(std::function<void(std::function<void(Result)>)> start) {
   auto ex = co_await asio::this_coro::executor;
-  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(Result)>(
-      [start = std::move(start), ex](auto handler) mutable {
-        auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        start([h, ex](Result r) { asio::post(ex, [h, r = std::move(r)]() mutable { std::move (*h)(std::move(r)); }); });
-      },
-      asio::use_awaitable);
+  auto initiate = [start = std::move(start), ex](auto handler) mutable {
+    auto h = std::make_shared<decltype(handler)>(std::move(handler));
+    start([h, ex](Result r) { asio::post(ex, [h, r = std::move(r)]() mutable { std::move (*h)(std::move(r)); }); });
+  };
+  auto op = asio::async_initiate<const asio::use_awaitable_t<>&, void(Result)>(std::move(initiate), asio::use_awaitable);
+  Result r = co_await std::move(op);
+  co_return r;
 }
 
-asio::awaitable<std::optional<std::string>> put(StateStore& store, std::string_view ns, std::string id, std::string json) {
-  co_return co_await await<std::optional<std::string>>([&store, ns, id = std::move(id), json = std::move(json)](auto done) mutable {
-    store.putRecord(ns, id, std::move(json), std::move(done));
-  });
+using WriteResult = std::optional<std::string>;
+
+asio::awaitable<WriteResult> put(StateStore& store, std::string_view ns, std::string id, std::string json) {
+  std::function<void(std::function<void(WriteResult)>)> start = [&store, ns, id, json](std::function<void(WriteResult)> done) {
+    store.putRecord(ns, id, json, std::move(done));
+  };
+  auto op = await<WriteResult>(std::move(start));
+  WriteResult r = co_await std::move(op);
+  co_return r;
 }
 
-asio::awaitable<std::optional<std::string>> erase(StateStore& store, std::string_view ns, std::string id) {
-  co_return co_await await<std::optional<std::string>>(
-      [&store, ns, id = std::move(id)](auto done) mutable { store.eraseRecord(ns, id, std::move(done)); });
+asio::awaitable<WriteResult> erase(StateStore& store, std::string_view ns, std::string id) {
+  std::function<void(std::function<void(WriteResult)>)> start = [&store, ns, id](std::function<void(WriteResult)> done) {
+    store.eraseRecord(ns, id, std::move(done));
+  };
+  auto op = await<WriteResult>(std::move(start));
+  WriteResult r = co_await std::move(op);
+  co_return r;
 }
 
 // Each limit of a plan with what is left of it now.
 asio::awaitable<bj::array> usage(StateStore& store, const LimitPlan& plan) {
-  std::vector<LimitCheck> checks;
-  for (const auto& p : plan) checks.push_back(LimitCheck{p.key, p.spec, 0});
-  const Admission a = co_await await<Admission>([&store, &checks](auto done) {
-    store.peek(checks, [done = std::move(done)](const Admission& x) mutable { done(x); });
-  });
+  auto checks = std::make_shared<std::vector<LimitCheck>>();
+  for (const auto& p : plan) checks->push_back(LimitCheck{p.key, p.spec, 0});
+  std::function<void(std::function<void(Admission)>)> start = [&store, checks](std::function<void(Admission)> done) {
+    store.peek(*checks, [done = std::move(done)](const Admission& x) { done(x); });
+  };
+  auto op = await<Admission>(std::move(start));
+  const Admission a = co_await std::move(op);
   bj::array out;
   for (std::size_t i = 0; i < plan.size() && i < a.count; ++i) {
     const PlannedLimit& p = plan[i];
@@ -120,8 +134,16 @@ asio::awaitable<std::optional<AdminReply>> TenantAdmin::handle(const AdminCaller
       return rest.substr(base.size() + 1);
     return std::nullopt;
   };
-  if (auto name = split("tenants")) co_return co_await tenants(caller, config, method, *name, body);
-  if (auto name = split("keys")) co_return co_await keys(caller, config, method, *name, query, body);
+  if (auto name = split("tenants")) {
+    auto op = tenants(caller, config, method, *name, body);
+    AdminReply r = co_await std::move(op);
+    co_return r;
+  }
+  if (auto name = split("keys")) {
+    auto op = keys(caller, config, method, *name, query, body);
+    AdminReply r = co_await std::move(op);
+    co_return r;
+  }
   if (rest == "audit") {
     if (!caller.full) co_return error(403, "forbidden", "Only the admin token may read the audit trail.");
     if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
@@ -153,8 +175,10 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
     t.from_store = true;
     t.created_at = nowSeconds();
     t.created_by = caller.name;
-    if (auto e = co_await put(host_.store(), kTenantRecords, t.name, tenantToJson(t))) co_return error(503, "store_unavailable", *e);
-    co_await host_.publishTenants();
+    auto write = put(host_.store(), kTenantRecords, t.name, tenantToJson(t));
+    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    auto published = host_.publishTenants();
+    co_await std::move(published);
     audit(caller, "tenant.create", t.name);
     co_return AdminReply{201, tenantToJson(t)};
   }
@@ -168,7 +192,8 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
       plan.insert(plan.end(), more.begin(), more.end());
     }
     bj::value v = parsed(tenantToJson(*t));
-    v.as_object()["usage"] = co_await usage(host_.store(), plan);
+    auto used = usage(host_.store(), plan);
+    v.as_object()["usage"] = co_await std::move(used);
     co_return AdminReply{200, bj::serialize(v)};
   }
   if (!caller.full) co_return error(403, "forbidden", "Only the admin token may change a tenant.");
@@ -177,8 +202,10 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
   if (method == "PATCH") {
     TenantConfig next = *t;
     if (auto e = tenantFromJson(body, config, next, true)) co_return error(400, "invalid_request", *e);
-    if (auto e = co_await put(host_.store(), kTenantRecords, next.name, tenantToJson(next))) co_return error(503, "store_unavailable", *e);
-    co_await host_.publishTenants();
+    auto write = put(host_.store(), kTenantRecords, next.name, tenantToJson(next));
+    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    auto published = host_.publishTenants();
+    co_await std::move(published);
     audit(caller, "tenant.update", next.name, body.size() <= 512 ? std::string_view(body) : std::string_view("(large)"));
     co_return AdminReply{200, tenantToJson(next)};
   }
@@ -186,8 +213,10 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
     for (const auto& k : dir->keys)
       if (k.tenant == t->name) co_return error(409, "tenant_has_keys", "Revoke tenant '" + t->name + "''s keys first.");
     const std::string tenant_name = t->name;
-    if (auto e = co_await erase(host_.store(), kTenantRecords, tenant_name)) co_return error(503, "store_unavailable", *e);
-    co_await host_.publishTenants();
+    auto write = erase(host_.store(), kTenantRecords, tenant_name);
+    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    auto published = host_.publishTenants();
+    co_await std::move(published);
     audit(caller, "tenant.delete", tenant_name);
     co_return AdminReply{200, bj::serialize(bj::object{{"deleted", tenant_name}})};
   }
@@ -238,8 +267,10 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     k.from_store = true;
     k.created_at = nowSeconds();
     k.created_by = caller.name;
-    if (auto e = co_await put(host_.store(), kKeyRecords, k.name, keyToJson(k))) co_return error(503, "store_unavailable", *e);
-    co_await host_.publishTenants();
+    auto write = put(host_.store(), kKeyRecords, k.name, keyToJson(k));
+    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    auto published = host_.publishTenants();
+    co_await std::move(published);
     audit(caller, "key.create", k.name, k.tenant);
     bj::value v = parsed(keyToJson(k));
     v.as_object().erase("sha256");
@@ -252,7 +283,9 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
   if (method == "GET") {
     bj::value v = parsed(keyToJson(*k));
     v.as_object().erase("sha256");
-    v.as_object()["usage"] = co_await usage(host_.store(), keyLimits(*k));
+    const LimitPlan plan = keyLimits(*k);
+    auto used = usage(host_.store(), plan);
+    v.as_object()["usage"] = co_await std::move(used);
     co_return AdminReply{200, bj::serialize(v)};
   }
   if (!k->from_store)
@@ -260,8 +293,10 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
   if (method == "PATCH") {
     ApiKeyConfig next = *k;
     if (auto e = keyFromJson(body, config, next, true)) co_return error(400, "invalid_request", *e);
-    if (auto e = co_await put(host_.store(), kKeyRecords, next.name, keyToJson(next))) co_return error(503, "store_unavailable", *e);
-    co_await host_.publishTenants();
+    auto write = put(host_.store(), kKeyRecords, next.name, keyToJson(next));
+    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    auto published = host_.publishTenants();
+    co_await std::move(published);
     audit(caller, "key.update", next.name, body.size() <= 512 ? std::string_view(body) : std::string_view("(large)"));
     bj::value v = parsed(keyToJson(next));
     v.as_object().erase("sha256");
@@ -269,8 +304,10 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
   }
   if (method == "DELETE") {
     const std::string key_name = k->name;
-    if (auto e = co_await erase(host_.store(), kKeyRecords, key_name)) co_return error(503, "store_unavailable", *e);
-    co_await host_.publishTenants();
+    auto write = erase(host_.store(), kKeyRecords, key_name);
+    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    auto published = host_.publishTenants();
+    co_await std::move(published);
     audit(caller, "key.revoke", key_name);
     co_return AdminReply{200, bj::serialize(bj::object{{"revoked", key_name}})};
   }

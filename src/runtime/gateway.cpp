@@ -207,12 +207,14 @@ asio::awaitable<void> Gateway::publishTenants() {
   }
   for (auto& worker : workers_) {
     Worker* w = worker.get();
-    co_await asio::co_spawn(
-        w->io(), [w, dir]() -> asio::awaitable<void> {
-          w->setTenants(dir);
-          co_return;
-        },
-        asio::use_awaitable);
+    // A named awaitable: GCC 12 mishandles temporaries with destructors (the lambda's
+    // shared_ptr) inside a co_await expression.
+    auto apply = [w, dir]() -> asio::awaitable<void> {
+      w->setTenants(dir);
+      co_return;
+    };
+    auto op = asio::co_spawn(w->io(), std::move(apply), asio::use_awaitable);
+    co_await std::move(op);
   }
 }
 

@@ -317,7 +317,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   asio::awaitable<void> serveLocal(http::request<http::string_body>& req, Clock::time_point received,
                                    std::string_view path, RouteMatch match, http::verb method) {
     if (admin_) {
-      co_await serveAdmin(req, path);
+      co_await serveAdmin(req, path, req.target());  // the admin API reads a few query parameters
       co_return;
     }
     if (match.route != Route::NotFound && method != match.method) {
@@ -356,7 +356,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   }
 
   // The admin listener: its own small API, answered by the gateway (src/admin/).
-  asio::awaitable<void> serveAdmin(http::request<http::string_body>& req, std::string_view path) {
+  asio::awaitable<void> serveAdmin(http::request<http::string_body>& req, std::string_view path, std::string_view target) {
     if (path == "/healthz") {
       co_await writeSimple(200, "application/json", R"({"status":"ok"})");
       co_return;
@@ -364,7 +364,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     std::string_view method = req.method_string();
     std::string_view auth = req[http::field::authorization];
     std::string& body = req.body();
-    AdminReply reply = co_await worker_.admin(method, path, auth, body);
+    AdminReply reply = co_await worker_.admin(method, target, auth, body);
     log::info("admin request", {{"method", method}, {"path", path}, {"status", reply.status}, {"request_id", request_id_}});
     co_await writeSimple(reply.status, "application/json", reply.body);
   }

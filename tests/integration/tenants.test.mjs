@@ -86,6 +86,9 @@ describe('tenants and keys', () => {
     const { gw, upstream } = await start(t);
     const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY_B, maxRetries: 0 });
     const ok = await sdk.chat.completions.create(chatBody(MODEL));
+    const line = await gw.stdout.waitUntil(() => gw.stdout.json().find((l) => l.path === '/v1/chat/completions' && l.status === 200), 3000, 'the access log line');
+    assert.equal(line.tenant, 'team-b');
+    assert.equal(line.key, 'b-main');
     assert.ok(ok.choices[0].message.content.length > 0);
     assert.equal(upstream.requests.length, 1);
     assert.equal(upstream.requests[0].headers.authorization, 'Bearer sk-test-provider-key', 'the provider key, not the client one');

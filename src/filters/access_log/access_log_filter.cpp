@@ -36,6 +36,12 @@ class AccessLogFilter final : public Filter {
     line["version"] = ctx.deployment ? boost::json::value(ctx.deployment->version) : boost::json::value(nullptr);
     if (!ctx.route_reason.empty()) line["route"] = ctx.route_reason;
     if (!ctx.route_name.empty()) line["route_name"] = ctx.route_name;
+    // Who called: the tenant, the key's name and its display prefix (never the key).
+    if (ctx.principal.tenant) line["tenant"] = ctx.principal.tenant->name;
+    if (ctx.principal.key) {
+      line["key"] = ctx.principal.key->name;
+      if (!ctx.principal.key->prefix.empty()) line["key_prefix"] = ctx.principal.key->prefix;
+    }
     if (!ctx.fallback.empty()) {
       line["fallback"] = ctx.fallback;
       if (ctx.requested_model) line["requested_model"] = ctx.requested_model->name;

@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
   libssl-dev ca-certificates openssl
-  libsimdjson-dev libyaml-cpp-dev
+  libsimdjson-dev libyaml-cpp-dev libhiredis-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [ "${1:-}" = "--test" ]; then

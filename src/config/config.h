@@ -83,9 +83,28 @@ struct AdminConfig {
 // Where shared state lives. In process (the default; one replica): counters in memory,
 // and what cannot be rebuilt (admin-created tenants and keys, quota consumption) in
 // `journal`, a file read back at start.
+//
+// Redis (type: redis; many replicas): every replica shares the counters and records.
+// When Redis does not answer within `command_timeout`, each replica limits on its own
+// with the shared limits divided by the replicas seen alive (heartbeats), until it is
+// back.
+struct RedisStoreConfig {
+  std::string url = "redis://127.0.0.1:6379";  // redis://[[user]:password@]host[:port][/db]
+  Millis command_timeout{200};
+  Millis heartbeat{2'000};   // a replica announces itself this often ...
+  Millis replica_ttl{6'000};  // ... and counts as alive this long after
+  Millis resync{30'000};      // full reload of the records (besides change notifications)
+  // Refuse to start unless the server persists (AOF or RDB) and never evicts (the
+  // records and quotas cannot be rebuilt). Off only for a throwaway Redis.
+  bool require_persistence = true;
+};
+
 struct StoreConfig {
-  std::string journal;          // empty: nothing survives a restart (warned about)
-  Millis flush_interval{1'000};  // how often quota consumption is appended to the journal
+  enum class Type { Memory, Redis };
+  Type type = Type::Memory;
+  std::string journal;          // memory: empty = nothing survives a restart (warned about)
+  Millis flush_interval{1'000};  // memory: how often quota consumption is appended to the journal
+  RedisStoreConfig redis;
 };
 
 struct AccessLogConfig {

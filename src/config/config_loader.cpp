@@ -37,7 +37,7 @@ Config Loader::load(const YAML::Node& root) {
   if (auto n = root["rate_limits"]) loadRateLimits(n, cfg);
   if (auto n = root["store"]) loadStore(n, cfg);
   if (auto n = root["admin"]; n && n["tenant_tokens"]) loadTenantTokens(n["tenant_tokens"], cfg);
-  if (cfg.admin.enabled && cfg.auth.enabled && cfg.store.journal.empty())
+  if (cfg.admin.enabled && cfg.auth.enabled && cfg.store.type == StoreConfig::Type::Memory && cfg.store.journal.empty())
     warnings_.push_back("store.journal is not set: tenants and keys created through the admin API, and quota consumption, "
                         "will not survive a restart");
   if (!cfg.auth.enabled)

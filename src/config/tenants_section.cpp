@@ -223,9 +223,34 @@ void Loader::loadTenantTokens(const YAML::Node& n, Config& cfg) {
 }
 
 void Loader::loadStore(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "store", {"journal", "flush_interval"});
-  if (auto v = n["journal"]) cfg.store.journal = nonEmpty(v, "store.journal");
-  if (auto v = n["flush_interval"]) cfg.store.flush_interval = duration(v, "store.flush_interval", Millis(10));
+  checkKeys(n, "store", {"type", "journal", "flush_interval", "redis"});
+  StoreConfig& s = cfg.store;
+  if (auto v = n["type"]) {
+    const std::string t = str(v, "store.type");
+    if (t == "memory") s.type = StoreConfig::Type::Memory;
+    else if (t == "redis") s.type = StoreConfig::Type::Redis;
+    else fail(v, "store.type", "unknown store type \"" + t + "\" (memory | redis)");
+  }
+  if (auto v = n["journal"]) s.journal = nonEmpty(v, "store.journal");
+  if (auto v = n["flush_interval"]) s.flush_interval = duration(v, "store.flush_interval", Millis(10));
+  if (auto r = n["redis"]) {
+    const std::string p = "store.redis";
+    checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "require_persistence"});
+    if (auto v = r["url"]) {
+      s.redis.url = nonEmpty(v, p + ".url");
+      if (s.redis.url.rfind("redis://", 0) != 0 || s.redis.url.size() == 8)
+        fail(v, p + ".url", "expected redis://[[user]:password@]host[:port][/db]");
+    }
+    if (auto v = r["command_timeout"]) s.redis.command_timeout = duration(v, p + ".command_timeout", Millis(1));
+    if (auto v = r["heartbeat"]) s.redis.heartbeat = duration(v, p + ".heartbeat", Millis(100));
+    if (auto v = r["replica_ttl"]) s.redis.replica_ttl = duration(v, p + ".replica_ttl", Millis(200));
+    if (auto v = r["resync"]) s.redis.resync = duration(v, p + ".resync", Millis(100));
+    if (auto v = r["require_persistence"]) s.redis.require_persistence = boolean(v, p + ".require_persistence");
+    if (s.redis.replica_ttl <= s.redis.heartbeat)
+      fail(r["replica_ttl"] ? r["replica_ttl"] : r, p + ".replica_ttl", "must be longer than store.redis.heartbeat");
+  }
+  if (s.type == StoreConfig::Type::Redis && !s.journal.empty())
+    fail(n["journal"], "store.journal", "only for type memory (Redis keeps the state itself)");
 }
 
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {

@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "runtime/worker.h"
 #include "server/session.h"
+#include "store/redis/redis_store.h"
 
 namespace tahua {
 
@@ -199,6 +200,12 @@ TenantDirectoryPtr Gateway::tenants() const {
   return tenants_;
 }
 
+void Gateway::tenantsChanged() {
+  std::lock_guard lock(mutex_);
+  TenantDirectoryPtr dir = tenants_ = buildTenants(*snapshot_->config);
+  for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get(), dir] { w->setTenants(dir); });
+}
+
 asio::awaitable<void> Gateway::publishTenants() {
   TenantDirectoryPtr dir;
   {
@@ -319,6 +326,23 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
     std::lock_guard lock(mutex_);
     text += healing_.metricsText();
   }
+  if (const StateStore::Stats st = store_->stats(); st.shared) {
+    text += "# HELP tahua_store_up Whether the shared state store (Redis) answers (1) or limits are per replica (0).\n";
+    text += "# TYPE tahua_store_up gauge\n";
+    text += "tahua_store_up " + std::string(st.up ? "1" : "0") + "\n";
+    text += "# HELP tahua_store_local_decisions_total Limit decisions made by this replica alone while the shared store did not answer.\n";
+    text += "# TYPE tahua_store_local_decisions_total counter\n";
+    text += "tahua_store_local_decisions_total " + std::to_string(st.local_decisions) + "\n";
+    text += "# HELP tahua_store_replicas Replicas seen alive through the store's heartbeats (local limits divide by it).\n";
+    text += "# TYPE tahua_store_replicas gauge\n";
+    text += "tahua_store_replicas " + std::to_string(st.replicas) + "\n";
+    text += "# HELP tahua_store_adjustments_pending Usage calibrations kept until the shared store answers again.\n";
+    text += "# TYPE tahua_store_adjustments_pending gauge\n";
+    text += "tahua_store_adjustments_pending " + std::to_string(st.adjustments_pending) + "\n";
+    text += "# HELP tahua_store_adjustments_dropped_total Calibrations dropped over the bound of 100,000 kept.\n";
+    text += "# TYPE tahua_store_adjustments_dropped_total counter\n";
+    text += "tahua_store_adjustments_dropped_total " + std::to_string(st.adjustments_dropped) + "\n";
+  }
   text += "# HELP tahua_bulkhead_in_use Slots of a concurrency cap in use, by scope and kind (requests, streams).\n";
   text += "# TYPE tahua_bulkhead_in_use gauge\n";
   std::string waiting;
@@ -416,8 +440,19 @@ int Gateway::run() {
     log::error(error);
     return 1;
   }
-  // The store before anything reads it: what the journal kept is in force at once.
-  if (!cfg.store.journal.empty()) {
+  // The store before anything reads it: what the journal (or Redis) kept is in force at once.
+  RedisStore* redis = nullptr;
+  if (cfg.store.type == StoreConfig::Type::Redis) {
+    auto store = std::make_unique<RedisStore>(cfg.store.redis);
+    std::vector<std::string> warnings;
+    if (!store->start(error, warnings)) {
+      log::error("cannot use the Redis store", {{"error", error}});
+      return 1;
+    }
+    for (const auto& w : warnings) log::warn(w);
+    redis = store.get();
+    store_ = std::move(store);
+  } else if (!cfg.store.journal.empty()) {
     std::vector<std::string> warnings;
     if (!static_cast<MemoryStore&>(*store_).openJournal(cfg.store.journal, cfg.store.flush_interval, warnings, error)) {
       log::error("cannot open the state journal", {{"error", error}});
@@ -430,6 +465,11 @@ int Gateway::run() {
     tenants_ = buildTenants(cfg);
   }
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log));
+  // Each worker's own Redis connection, made on its thread before it serves anything.
+  if (redis)
+    for (auto& worker : workers_) asio::post(worker->io(), [redis, w = worker.get()] { redis->attach(w->io()); });
+  // Another replica changed tenants or keys: every worker gets the new directory.
+  store_->onRecordsChanged([this] { tenantsChanged(); });
 
   // Every worker gets its own acceptor on each public address (SO_REUSEPORT): the kernel
   // spreads new connections across them, and no accept lock is shared. Each worker takes

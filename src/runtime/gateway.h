@@ -91,6 +91,8 @@ class Gateway final : private AdminHost, private HealingHost {
   StateStore& store() override { return *store_; }
   TenantDirectoryPtr tenants() const override;
   boost::asio::awaitable<void> publishTenants() override;
+  // The store's records changed (another replica): rebuild and send to every worker.
+  void tenantsChanged();
   // Builds the directory of `config` plus the store's records (notes logged).
   TenantDirectoryPtr buildTenants(const Config& config);
   // Binds one listener on the given workers (gateway.cpp). Nothing if it cannot.

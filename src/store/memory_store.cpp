@@ -173,7 +173,7 @@ void MemoryStore::peek(std::span<const LimitCheck> checks, std::function<void(co
   done(out);
 }
 
-void MemoryStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta) {
+void MemoryStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta, bool) {
   if (delta == 0) return;
   Shard& s = shards_[shardOf(check.key)];
   std::lock_guard lock(s.mu);

@@ -37,7 +37,7 @@ class MemoryStore final : public StateStore {
 
   void admit(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) override;
   void peek(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) override;
-  void adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta) override;
+  void adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta, bool local = true) override;
 
   std::vector<Record> records(std::string_view ns) const override;
   void putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) override;

@@ -36,6 +36,7 @@ struct Admission {
   std::size_t denied = kMaxChecks;  // the first refusing check
   std::size_t count = 0;
   std::int64_t at_ms = 0;  // the store's time of the decision (calibration refers to it)
+  bool local = false;      // decided by this replica alone (the shared store was unreachable)
   std::array<LimitDecision, kMaxChecks> decisions{};
 };
 
@@ -48,9 +49,22 @@ class StateStore {
   // decision's `remaining` is what is left and `reset_ms` when it is full again.
   virtual void peek(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) = 0;
   // Calibration after the request: adds `delta` (negative: a refund) to a bucket or quota
-  // the request was charged at `charged_ms` (Admission::at_ms). Never dropped: a store
-  // that cannot apply it at once keeps it.
-  virtual void adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta) = 0;
+  // the request was charged at `charged_ms` (Admission::at_ms), where it was charged
+  // (`local`: Admission::local). Never dropped: a store that cannot apply it at once
+  // keeps it (bounded; what exceeds the bound is counted and logged).
+  virtual void adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta, bool local) = 0;
+
+  // For /metrics: whether the shared store answers, decisions made locally instead,
+  // replicas seen alive, calibrations kept for later and dropped over the bound.
+  struct Stats {
+    bool shared = false;  // a store shared with other replicas (Redis)
+    bool up = true;
+    std::uint64_t local_decisions = 0;
+    std::uint64_t replicas = 1;
+    std::uint64_t adjustments_pending = 0;
+    std::uint64_t adjustments_dropped = 0;
+  };
+  virtual Stats stats() const { return {}; }
 
   // Durable records: JSON documents by namespace ("tenants", "keys") and id, written by
   // the admin API. Every replica keeps a mirror of them, so reading is local and

@@ -53,6 +53,7 @@ struct RateLimitState {
   std::int64_t reserved_tokens = 0;
   std::int64_t reserved_micro_usd = 0;
   std::int64_t admitted_at = 0;  // the store's time: calibration goes to the quota period charged
+  bool admitted_locally = false;  // the store decided without its shared backend
   bool has_requests = false, has_tokens = false;
   bool final_refusal = false;  // waiting will not help soon: SDKs are told not to retry
   Value requests[3], tokens[3];  // limit, remaining, reset
@@ -149,7 +150,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
         for (const CheckTemplate& t : *g) {
           if (t.unit == Unit::Requests) continue;
           const std::int64_t delta = t.unit == Unit::Tokens ? tokens - st.reserved_tokens : micro_usd - st.reserved_micro_usd;
-          if (delta != 0) store_.adjust(check(t, st), st.admitted_at, delta);
+          if (delta != 0) store_.adjust(check(t, st), st.admitted_at, delta, st.admitted_locally);
         }
   }
 
@@ -226,6 +227,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     if (a.allowed) {
       st.admitted = true;
       st.admitted_at = a.at_ms;
+      st.admitted_locally = a.local;
     } else {
       refuse(ctx, st, *templateAt(st, a.denied), a.decisions[a.denied]);
       status = FilterStatus::Stop;

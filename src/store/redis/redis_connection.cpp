@@ -1,0 +1,232 @@
+#include "store/redis/redis_connection.h"
+
+#include <hiredis/hiredis.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/url/parse.hpp>
+#include <charconv>
+
+
+namespace tahua {
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr Millis kMaxBackoff{2'000};
+constexpr std::size_t kMaxPending = 100'000;  // beyond it a command fails at once
+
+RedisReply copyReply(const redisReply* r) {
+  RedisReply out;
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::Integer;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::String;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::Status;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::Error;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::Array;
+      out.elements.reserve(r->elements);
+      for (std::size_t i = 0; i < r->elements; ++i) out.elements.push_back(copyReply(r->element[i]));
+      break;
+    default: out.type = RedisReply::Type::Nil;
+  }
+  return out;
+}
+
+// RESP formatting by hiredis (one allocation of its own, copied into our buffer).
+void appendCommand(std::string& out, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lens;
+  argv.reserve(args.size());
+  lens.reserve(args.size());
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char* cmd = nullptr;
+  const int n = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), argv.data(), lens.data());
+  if (n > 0 && cmd) out.append(cmd, static_cast<std::size_t>(n));
+  if (cmd) redisFreeCommand(cmd);
+}
+
+}  // namespace
+
+std::optional<std::string> parseRedisUrl(std::string_view url, RedisEndpoint& out) {
+  auto parsed = boost::urls::parse_uri(url);
+  if (!parsed) return "not a URL (expected redis://[[user]:password@]host[:port][/db])";
+  const auto& u = *parsed;
+  if (u.scheme() != "redis") return "the scheme must be redis:// (TLS to Redis is not supported yet)";
+  if (u.host().empty()) return "a host is required";
+  out.host = std::string(u.host_address());
+  if (u.has_port()) {
+    if (u.port_number() == 0) return "the port must be 1-65535";
+    out.port = u.port_number();
+  }
+  if (u.has_userinfo()) {
+    out.username = std::string(u.user());
+    out.password = std::string(u.password());
+  }
+  std::string_view path = u.encoded_path();
+  if (!path.empty() && path != "/") {
+    path.remove_prefix(1);
+    int db = 0;
+    auto [p, ec] = std::from_chars(path.data(), path.data() + path.size(), db);
+    if (ec != std::errc{} || p != path.data() + path.size() || db < 0 || db > 1'000'000) return "the path must be a database number, e.g. /0";
+    out.db = db;
+  }
+  return std::nullopt;
+}
+
+RedisConnection::RedisConnection(asio::io_context& io, RedisEndpoint endpoint, Millis command_timeout)
+    : io_(io), endpoint_(std::move(endpoint)), timeout_(command_timeout), socket_(io), timer_(io), in_(16 * 1024) {}
+
+RedisConnection::~RedisConnection() {
+  if (reader_) redisReaderFree(reader_);
+}
+
+bool RedisConnection::usable() const {
+  return state_ != State::Down || std::chrono::steady_clock::now() >= retry_at_;
+}
+
+void RedisConnection::close() { fail("closed"); }
+
+void RedisConnection::send(const std::vector<std::string>& args, Callback cb) {
+  if (!usable() || pending_.size() >= kMaxPending) {
+    asio::post(io_, [cb = std::move(cb)] { cb(std::nullopt); });
+    return;
+  }
+  appendCommand(out_, args);
+  pending_.push_back({std::move(cb), std::chrono::steady_clock::now() + timeout_});
+  armTimer();
+  if (state_ == State::Down) connect();
+  else if (state_ == State::Up) flush();
+}
+
+void RedisConnection::connect() {
+  state_ = State::Connecting;
+  const unsigned gen = ++generation_;
+  auto self = shared_from_this();
+  auto resolver = std::make_shared<tcp::resolver>(io_);
+  resolver->async_resolve(endpoint_.host, std::to_string(endpoint_.port), [this, self, resolver, gen](auto ec, auto results) {
+    if (gen != generation_) return;
+    if (ec) return fail("cannot resolve the host");
+    socket_ = tcp::socket(io_);
+    asio::async_connect(socket_, results, [this, self, gen](auto ec, const tcp::endpoint&) {
+      if (gen != generation_) return;
+      if (ec) return fail("cannot connect");
+      socket_.set_option(tcp::no_delay(true));
+      if (reader_) redisReaderFree(reader_);
+      reader_ = redisReaderCreate();
+      // AUTH and SELECT go first, ahead of whatever was queued meanwhile.
+      std::string handshake;
+      std::vector<Pending> first;
+      auto check = [this, self, gen](std::optional<RedisReply> r) {
+        if (gen == generation_ && (!r || r->isError())) fail("AUTH or SELECT was refused");
+      };
+      const auto deadline = std::chrono::steady_clock::now() + timeout_;
+      if (!endpoint_.password.empty()) {
+        if (endpoint_.username.empty()) appendCommand(handshake, {"AUTH", endpoint_.password});
+        else appendCommand(handshake, {"AUTH", endpoint_.username, endpoint_.password});
+        first.push_back({check, deadline});
+      }
+      if (endpoint_.db != 0) {
+        appendCommand(handshake, {"SELECT", std::to_string(endpoint_.db)});
+        first.push_back({check, deadline});
+      }
+      out_.insert(0, handshake);
+      for (auto it = first.rbegin(); it != first.rend(); ++it) pending_.push_front(std::move(*it));
+      state_ = State::Up;
+      backoff_ = Millis(100);
+      startRead();
+      flush();
+    });
+  });
+}
+
+void RedisConnection::flush() {
+  if (write_in_flight_ || out_.empty() || state_ != State::Up) return;
+  writing_.swap(out_);
+  out_.clear();
+  write_in_flight_ = true;
+  auto self = shared_from_this();
+  const unsigned gen = generation_;
+  asio::async_write(socket_, asio::buffer(writing_), [this, self, gen](auto ec, std::size_t) {
+    if (gen != generation_) return;
+    write_in_flight_ = false;
+    writing_.clear();
+    if (ec) return fail("write failed");
+    flush();
+  });
+}
+
+void RedisConnection::startRead() {
+  auto self = shared_from_this();
+  const unsigned gen = generation_;
+  socket_.async_read_some(asio::buffer(in_), [this, self, gen](auto ec, std::size_t n) {
+    if (gen != generation_) return;
+    if (ec) return fail("the server closed the connection");
+    if (redisReaderFeed(reader_, in_.data(), n) != REDIS_OK) return fail("protocol error");
+    for (;;) {
+      void* raw = nullptr;
+      if (redisReaderGetReply(reader_, &raw) != REDIS_OK) return fail("protocol error");
+      if (!raw) break;
+      RedisReply reply = copyReply(static_cast<redisReply*>(raw));
+      freeReplyObject(raw);
+      if (pending_.empty()) {
+        if (on_push_) on_push_(reply);
+        continue;
+      }
+      Callback cb = std::move(pending_.front().cb);
+      pending_.pop_front();
+      cb(std::move(reply));
+      if (gen != generation_) return;  // the callback closed the connection
+    }
+    startRead();
+  });
+}
+
+void RedisConnection::armTimer() {
+  if (timer_armed_ || pending_.empty()) return;
+  timer_armed_ = true;
+  timer_.expires_at(pending_.front().deadline);
+  auto self = shared_from_this();
+  timer_.async_wait([this, self](auto) {
+    timer_armed_ = false;
+    if (pending_.empty()) return;
+    if (pending_.front().deadline <= std::chrono::steady_clock::now()) return fail("command timeout");
+    armTimer();
+  });
+}
+
+void RedisConnection::fail(const char* why) {
+  ++generation_;
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  last_error_ = why;  // the store logs state changes once, not every connection's
+  state_ = State::Down;
+  retry_at_ = std::chrono::steady_clock::now() + backoff_;
+  backoff_ = std::min(backoff_ * 2, kMaxBackoff);
+  write_in_flight_ = false;
+  out_.clear();
+  writing_.clear();
+  std::deque<Pending> failed;
+  failed.swap(pending_);
+  for (auto& p : failed) p.cb(std::nullopt);
+}
+
+}  // namespace tahua

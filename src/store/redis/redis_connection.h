@@ -1,0 +1,98 @@
+// One connection to a Redis server, on one io_context (a worker's, or the store's
+// control thread): commands are pipelined (written as they come, answered in order),
+// replies parsed by hiredis' reader, every command bounded by the command timeout, and
+// a broken connection is reopened after a backoff. While it is down or backing off, a
+// command fails at once (the caller falls back; nothing waits on a dead server).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/duration.h"
+
+struct redisReader;
+
+namespace tahua {
+
+// A reply, copied out of hiredis' tree.
+struct RedisReply {
+  enum class Type { Nil, Integer, String, Status, Error, Array };
+  Type type = Type::Nil;
+  long long integer = 0;
+  std::string str;  // String, Status, Error
+  std::vector<RedisReply> elements;
+  bool isError() const { return type == Type::Error; }
+};
+
+struct RedisEndpoint {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  std::string password;  // AUTH, if set (secret: never logged)
+  std::string username;  // ACL user (Redis 6+), with password
+  int db = 0;
+};
+
+class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
+ public:
+  // The reply, or nullopt when the connection failed, timed out or is down.
+  using Callback = std::function<void(std::optional<RedisReply>)>;
+
+  RedisConnection(boost::asio::io_context& io, RedisEndpoint endpoint, Millis command_timeout);
+  ~RedisConnection();
+
+  // On the connection's io_context thread. Connects first if needed.
+  void send(const std::vector<std::string>& args, Callback cb);
+  // Up: connected, or not yet tried / backoff over (a command would be sent).
+  bool usable() const;
+  // Connected now (a subscriber checks it to know whether it still receives).
+  bool up() const { return state_ == State::Up; }
+  void close();
+  // Why the last failure happened ("cannot connect", "command timeout", ...).
+  const char* lastError() const { return last_error_; }
+
+  // For a subscriber: every reply that does not answer a command (pushed messages).
+  void onPush(std::function<void(const RedisReply&)> fn) { on_push_ = std::move(fn); }
+
+ private:
+  struct Pending {
+    Callback cb;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  void connect();
+  void startRead();
+  void flush();
+  void armTimer();
+  void fail(const char* why);
+
+  boost::asio::io_context& io_;
+  RedisEndpoint endpoint_;
+  Millis timeout_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer timer_;
+  enum class State { Down, Connecting, Up } state_ = State::Down;
+  std::chrono::steady_clock::time_point retry_at_{};
+  Millis backoff_{100};
+  std::deque<Pending> pending_;  // sent or queued, in order
+  std::string out_;              // formatted commands not yet written
+  std::string writing_;          // the buffer of the write in flight
+  bool write_in_flight_ = false;
+  bool timer_armed_ = false;
+  std::vector<char> in_;
+  redisReader* reader_ = nullptr;
+  std::function<void(const RedisReply&)> on_push_;
+  unsigned generation_ = 0;
+  const char* last_error_ = "";  // bumps when the socket is replaced: stale handlers do nothing
+};
+
+// "redis://[[user]:password@]host[:port][/db]" -> endpoint; an error text if malformed.
+std::optional<std::string> parseRedisUrl(std::string_view url, RedisEndpoint& out);
+
+}  // namespace tahua

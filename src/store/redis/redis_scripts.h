@@ -1,0 +1,189 @@
+// The Lua scripts the Redis store runs (EVALSHA; EVAL when the server answers NOSCRIPT).
+// Each read-modify-write of shared state is one script, so it is atomic on the server.
+// The limit arithmetic mirrors src/limits/limiters.cpp step for step (the unit tests of
+// that file are the specification); time is the server's (TIME), so every replica
+// agrees on windows and calendar days whatever its own clock says.
+#pragma once
+
+namespace tahua::redis_scripts {
+
+// Shared helpers: the server's time in ms and the UTC calendar period of a quota.
+#define TAHUA_LUA_PRELUDE                                                                        \
+  "local t = redis.call('TIME')\n"                                                              \
+  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                     \
+  "local function days_from_civil(y, m, d)\n"                                                   \
+  "  if m <= 2 then y = y - 1 end\n"                                                            \
+  "  local era = math.floor(y / 400)\n"                                                         \
+  "  local yoe = y - era * 400\n"                                                               \
+  "  local mp = (m + 9) % 12\n"                                                                 \
+  "  local doy = math.floor((153 * mp + 2) / 5) + d - 1\n"                                      \
+  "  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy\n"              \
+  "  return era * 146097 + doe - 719468\n"                                                      \
+  "end\n"                                                                                       \
+  "local function civil_from_days(z)\n"                                                         \
+  "  z = z + 719468\n"                                                                          \
+  "  local era = math.floor(z / 146097)\n"                                                      \
+  "  local doe = z - era * 146097\n"                                                            \
+  "  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)\n" \
+  "  local y = yoe + era * 400\n"                                                               \
+  "  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))\n"            \
+  "  local mp = math.floor((5 * doy + 2) / 153)\n"                                              \
+  "  local m = mp < 10 and mp + 3 or mp - 9\n"                                                  \
+  "  if m <= 2 then y = y + 1 end\n"                                                            \
+  "  return y, m\n"                                                                             \
+  "end\n"                                                                                       \
+  "local function period(cal, at)\n"                                                            \
+  "  local day = math.floor(at / 86400000)\n"                                                   \
+  "  if cal == 0 then return day, (day + 1) * 86400000 end\n"                                   \
+  "  local y, m = civil_from_days(day)\n"                                                       \
+  "  local ny, nm = y, m + 1\n"                                                                 \
+  "  if nm > 12 then nm = 1; ny = y + 1 end\n"                                                  \
+  "  return (y - 1970) * 12 + m - 1, days_from_civil(ny, nm, 1) * 86400000\n"                   \
+  "end\n"
+
+// KEYS: the counters. ARGV[1]: 1 = charge when every check allows, 0 = only look.
+// Then five per check: kind (0 window, 1 bucket, 2 quota), limit, period_ms,
+// calendar (0 day, 1 month), cost. Returns {allowed, denied (1-based, 0 = none), now,
+// then per check: allowed, never, remaining, reset_ms, retry_ms}.
+inline constexpr const char* kAdmit = TAHUA_LUA_PRELUDE R"LUA(
+local charge = tonumber(ARGV[1]) == 1
+local n = #KEYS
+local states = {}
+local out = {1, 0, now}
+for i = 1, n do
+  local base = 1 + (i - 1) * 5
+  local kind = tonumber(ARGV[base + 1])
+  local limit = tonumber(ARGV[base + 2])
+  local P = tonumber(ARGV[base + 3])
+  local cal = tonumber(ARGV[base + 4])
+  local cost = tonumber(ARGV[base + 5])
+  local h = redis.call('HMGET', KEYS[i], 'a', 'b', 'c', 't')
+  local a, b, c, tok = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3]) or 0, tonumber(h[4])
+  local allowed, never, remaining, reset, retry = 0, 0, 0, 0, 0
+  local st = {kind = kind, limit = limit, P = P, cal = cal, cost = cost}
+  if cost > limit then never = 1 end
+  if kind == 0 then
+    local start = now - (now % P)
+    if a ~= start then
+      if a == start - P then b = c else b = 0 end
+      c = 0
+      a = start
+    end
+    local e = now - a
+    local used = b * (P - e) + c * P
+    local cap = limit * P
+    if never == 0 and used + cost * P <= cap then allowed = 1 end
+    local after = used + (allowed == 1 and cost * P or 0)
+    if after < cap then remaining = math.floor((cap - after) / P) end
+    local cur = c + (allowed == 1 and cost or 0)
+    if cur > 0 then reset = (P - e) + P elseif b > 0 then reset = P - e end
+    if allowed == 0 and never == 0 then
+      local room = limit - c - cost
+      if room >= 0 and b > 0 then
+        retry = math.max(1, P - math.floor(room * P / b) - e)
+      else
+        local e2 = 0
+        if c > 0 then e2 = math.max(0, P - math.floor((limit - cost) * P / c)) end
+        retry = (P - e) + e2
+      end
+    end
+    st.a, st.b, st.c = a, b, c
+  elseif kind == 1 then
+    if tok == nil or a == nil then
+      tok = limit
+      a = now
+    elseif now > a then
+      tok = math.min(limit, tok + (now - a) * limit / P)
+      a = now
+    end
+    if never == 0 and tok >= cost then allowed = 1 end
+    local left = tok - (allowed == 1 and cost or 0)
+    if left > 0 then remaining = math.floor(left) end
+    local rate = limit / P
+    reset = math.ceil((limit - left) / rate)
+    if allowed == 0 and never == 0 then retry = math.max(1, math.ceil((cost - tok) / rate)) end
+    st.a, st.tok = a, tok
+  else
+    local pid, pend = period(cal, now)
+    if a ~= pid then a = pid; b = 0 end
+    if never == 0 and b + cost <= limit then allowed = 1 end
+    local used = b + (allowed == 1 and cost or 0)
+    remaining = math.max(0, limit - used)
+    reset = math.max(0, pend - now)
+    if allowed == 0 and never == 0 then retry = math.max(1, reset) end
+    st.a, st.b, st.pend = a, b, pend
+  end
+  if allowed == 0 and out[1] == 1 then
+    out[1] = 0
+    out[2] = i
+  end
+  states[i] = st
+  table.insert(out, allowed)
+  table.insert(out, never)
+  table.insert(out, remaining)
+  table.insert(out, reset)
+  table.insert(out, retry)
+end
+if charge and out[1] == 1 then
+  for i = 1, n do
+    local st = states[i]
+    if st.kind == 0 then
+      redis.call('HSET', KEYS[i], 'a', st.a, 'b', st.b, 'c', st.c + st.cost)
+      redis.call('PEXPIRE', KEYS[i], 2 * st.P)
+    elseif st.kind == 1 then
+      local tok = st.tok - st.cost
+      redis.call('HSET', KEYS[i], 'a', st.a, 't', tostring(tok))
+      -- A full bucket needs no state: past the time to refill, the key may go.
+      redis.call('PEXPIRE', KEYS[i], math.ceil((st.limit - tok) * st.P / st.limit) + 1000)
+    else
+      redis.call('HSET', KEYS[i], 'a', st.a, 'b', st.b + st.cost)
+      redis.call('PEXPIREAT', KEYS[i], st.pend + 86400000)
+    end
+  end
+end
+return out
+)LUA";
+
+// KEYS[1]: a counter charged before. ARGV: kind, limit, period_ms, calendar,
+// charged_ms, delta (negative: a refund). Windows are never adjusted.
+inline constexpr const char* kAdjust = TAHUA_LUA_PRELUDE R"LUA(
+local kind = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local P = tonumber(ARGV[3])
+local cal = tonumber(ARGV[4])
+local charged = tonumber(ARGV[5])
+local delta = tonumber(ARGV[6])
+local h = redis.call('HMGET', KEYS[1], 'a', 'b', 't')
+local a, b, tok = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3])
+if kind == 1 then
+  if tok == nil or a == nil then
+    tok = limit
+    a = now
+  elseif now > a then
+    tok = math.min(limit, tok + (now - a) * limit / P)
+    a = now
+  end
+  tok = math.min(limit, tok - delta)
+  redis.call('HSET', KEYS[1], 'a', a, 't', tostring(tok))
+  redis.call('PEXPIRE', KEYS[1], math.ceil((limit - tok) * P / limit) + 1000)
+elseif kind == 2 then
+  local pid = period(cal, charged)
+  if a == pid then
+    redis.call('HSET', KEYS[1], 'b', math.max(0, b + delta))
+  end
+end
+return 1
+)LUA";
+
+// KEYS[1]: the replicas' heartbeat set. ARGV: this replica's id, how long a replica
+// counts as alive (ms). Returns how many are alive (this one included).
+inline constexpr const char* kHeartbeat = TAHUA_LUA_PRELUDE R"LUA(
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 4)
+return redis.call('ZCARD', KEYS[1])
+)LUA";
+
+#undef TAHUA_LUA_PRELUDE
+
+}  // namespace tahua::redis_scripts

@@ -1,0 +1,454 @@
+#include "store/redis/redis_store.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <algorithm>
+#include <future>
+
+#include "core/log.h"
+#include "store/redis/redis_connection.h"
+#include "store/redis/redis_scripts.h"
+
+namespace tahua {
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr std::size_t kMaxKeptAdjustments = 100'000;
+constexpr std::string_view kRecordsPrefix = "tahua:records:";
+constexpr const char* kChangesChannel = "tahua:changes";
+constexpr const char* kReplicasKey = "tahua:replicas";
+
+// The connection of the worker whose thread this is (RedisStore::attach).
+thread_local std::shared_ptr<RedisConnection> t_connection;
+
+std::string sha1Hex(std::string_view text) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(text.data(), text.size(), md, &len, EVP_sha1(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
+std::string replicaId() {
+  char host[128] = {};
+  gethostname(host, sizeof host - 1);
+  unsigned char rnd[4];
+  RAND_bytes(rnd, sizeof rnd);
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
+  return std::string(host) + ":" + std::to_string(getpid()) + ":" + suffix;
+}
+
+// The checks, copied: the reply (or the local fallback) comes after the caller's span died.
+struct SavedChecks {
+  std::vector<std::string> keys;
+  std::vector<LimitCheck> checks;
+  explicit SavedChecks(std::span<const LimitCheck> in) {
+    keys.reserve(in.size());
+    for (const auto& c : in) keys.emplace_back(c.key);
+    checks.assign(in.begin(), in.end());
+    for (std::size_t i = 0; i < checks.size(); ++i) checks[i].key = keys[i];
+  }
+};
+
+bool parseAdmission(const RedisReply& r, std::size_t n, Admission& a) {
+  if (r.type != RedisReply::Type::Array || r.elements.size() != 3 + 5 * n) return false;
+  for (const auto& e : r.elements)
+    if (e.type != RedisReply::Type::Integer) return false;
+  a.allowed = r.elements[0].integer == 1;
+  a.denied = r.elements[1].integer > 0 ? static_cast<std::size_t>(r.elements[1].integer - 1) : Admission::kMaxChecks;
+  a.at_ms = r.elements[2].integer;
+  a.count = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto* e = &r.elements[3 + 5 * i];
+    LimitDecision& d = a.decisions[i];
+    d.allowed = e[0].integer == 1;
+    d.never = e[1].integer == 1;
+    d.remaining = e[2].integer;
+    d.reset_ms = e[3].integer;
+    d.retry_after_ms = e[4].integer;
+  }
+  return a.allowed || a.denied < n;
+}
+
+std::vector<std::string> checkArgs(const LimitCheck& c) {
+  return {std::to_string(static_cast<int>(c.spec.kind)), std::to_string(c.spec.limit), std::to_string(c.spec.period_ms),
+          std::to_string(static_cast<int>(c.spec.calendar))};
+}
+
+}  // namespace
+
+RedisStore::RedisStore(RedisStoreConfig config)
+    : config_(std::move(config)),
+      replica_id_(replicaId()),
+      admit_sha_(sha1Hex(redis_scripts::kAdmit)),
+      adjust_sha_(sha1Hex(redis_scripts::kAdjust)),
+      heartbeat_sha_(sha1Hex(redis_scripts::kHeartbeat)) {}
+
+RedisStore::~RedisStore() {
+  if (control_io_) control_io_->stop();
+  if (control_thread_.joinable()) control_thread_.join();
+}
+
+void RedisStore::evalsha(RedisConnection& conn, const std::string& sha, const char* script, std::vector<std::string> args,
+                         std::function<void(std::optional<RedisReply>)> cb) {
+  args.insert(args.begin(), {"EVALSHA", sha});
+  auto retry_args = std::make_shared<std::vector<std::string>>(args);
+  auto self = conn.shared_from_this();
+  conn.send(args, [self, retry_args, script, cb = std::move(cb)](std::optional<RedisReply> r) mutable {
+    if (r && r->isError() && r->str.rfind("NOSCRIPT", 0) == 0) {
+      // The server lost its script cache (a restart): EVAL sends the text and caches it.
+      (*retry_args)[0] = "EVAL";
+      (*retry_args)[1] = script;
+      self->send(*retry_args, std::move(cb));
+      return;
+    }
+    cb(std::move(r));
+  });
+}
+
+bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
+  RedisEndpoint endpoint;
+  if (auto e = parseRedisUrl(config_.url, endpoint)) {
+    error = "store.redis.url: " + *e;
+    return false;
+  }
+  control_io_ = std::make_unique<asio::io_context>(1);
+  control_ = std::make_shared<RedisConnection>(*control_io_, endpoint, std::max(config_.command_timeout, Millis(1'000)));
+  // The subscriber waits for messages for ever; its timeout only bounds SUBSCRIBE itself.
+  subscriber_ = std::make_shared<RedisConnection>(*control_io_, endpoint, std::max(config_.command_timeout, Millis(1'000)));
+  endpoint_text_ = endpoint.host + ":" + std::to_string(endpoint.port);
+  endpoint_ = std::make_unique<RedisEndpoint>(std::move(endpoint));
+
+  // The first conversation, before anything is served: what the server keeps, and the records.
+  struct Probe {
+    std::optional<RedisReply> policy, aof, save;
+    bool answered = false;
+  };
+  auto probe = std::make_shared<Probe>();
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  asio::post(*control_io_, [this, probe, done] {
+    control_->send({"CONFIG", "GET", "maxmemory-policy"}, [probe](auto r) { probe->policy = std::move(r); });
+    control_->send({"CONFIG", "GET", "appendonly"}, [probe](auto r) { probe->aof = std::move(r); });
+    control_->send({"CONFIG", "GET", "save"}, [this, probe, done](auto r) {
+      probe->save = std::move(r);
+      probe->answered = probe->save.has_value();
+      if (!probe->answered) {
+        done->set_value();
+        return;
+      }
+      // The records, loaded before the gateway builds its tenant directory.
+      auto left = std::make_shared<int>(2);
+      for (std::string_view ns : {std::string_view("tenants"), std::string_view("keys")})
+        reloadRecords(ns, false, [left, done] {
+          if (--*left == 0) done->set_value();
+        });
+    });
+  });
+  control_thread_ = std::thread([this] {
+    auto guard = asio::make_work_guard(*control_io_);
+    control_io_->run();
+  });
+  // The probe's own commands time out within a second; this wait is only a backstop.
+  if (finished.wait_for(std::chrono::seconds(5)) != std::future_status::ready || !probe->answered) {
+    warnings.push_back("Redis at " + endpoint_text_ + " does not answer (" + control_->lastError() +
+                       "); limits are per replica until it does");
+  } else {
+    auto value = [](const std::optional<RedisReply>& r) -> std::optional<std::string> {
+      if (!r || r->type != RedisReply::Type::Array || r->elements.size() != 2) return std::nullopt;
+      return r->elements[1].str;
+    };
+    const auto policy = value(probe->policy), aof = value(probe->aof), save = value(probe->save);
+    if (!policy || !aof || !save) {
+      warnings.push_back("Redis at " + endpoint_text_ +
+                         " does not allow CONFIG GET: cannot check that it persists and never evicts (see README)");
+    } else if (config_.require_persistence) {
+      if (*policy != "noeviction") {
+        error = "Redis at " + endpoint_text_ + " has maxmemory-policy " + *policy +
+                ": it may evict tenants, keys and quota counters, which cannot be rebuilt. Set noeviction (use a separate "
+                "Redis for caches), or store.redis.require_persistence: false for a throwaway server";
+      } else if (*aof != "yes" && save->empty()) {
+        error = "Redis at " + endpoint_text_ +
+                " persists nothing (appendonly no, save \"\"): tenants, keys and quotas would be lost with it. Turn on AOF "
+                "or RDB, or set store.redis.require_persistence: false for a throwaway server";
+      }
+    }
+    if (!error.empty()) return false;
+    markUp(true, "");
+  }
+  asio::post(*control_io_, [this] {
+    subscribe();
+    controlTick();
+  });
+  return true;
+}
+
+void RedisStore::attach(asio::io_context& io) {
+  t_connection = std::make_shared<RedisConnection>(io, *endpoint_, config_.command_timeout);
+}
+
+void RedisStore::markUp(bool up, const char* why) {
+  if (up_.exchange(up) == up) return;
+  if (up)
+    log::info("redis store available: limits are shared across replicas", {{"redis", endpoint_text_}});
+  else
+    log::warn("redis store unavailable: limiting per replica (shared limits divided by the replicas seen alive)",
+              {{"redis", endpoint_text_}, {"reason", why}, {"replicas", replicas_.load()}});
+}
+
+void RedisStore::admit(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) {
+  decide(checks, true, std::move(done));
+}
+
+void RedisStore::peek(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) {
+  decide(checks, false, std::move(done));
+}
+
+void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done) {
+  checks = checks.first(std::min(checks.size(), Admission::kMaxChecks));
+  RedisConnection* conn = t_connection.get();
+  if (!conn || !conn->usable()) {
+    decideLocally(checks, charge, done);
+    return;
+  }
+  std::vector<std::string> args;
+  args.reserve(2 + checks.size() * 6);
+  args.push_back(std::to_string(checks.size()));
+  for (const auto& c : checks) args.emplace_back(c.key);
+  args.push_back(charge ? "1" : "0");
+  for (const auto& c : checks) {
+    for (auto& a : checkArgs(c)) args.push_back(std::move(a));
+    args.push_back(std::to_string(c.cost));
+  }
+  auto saved = std::make_shared<SavedChecks>(checks);
+  evalsha(*conn, admit_sha_, redis_scripts::kAdmit, std::move(args),
+          [this, saved, charge, done = std::move(done), conn](std::optional<RedisReply> r) {
+            Admission a;
+            if (!r || !parseAdmission(*r, saved->checks.size(), a)) {
+              markUp(false, !r ? conn->lastError() : r->isError() ? "script error" : "unexpected reply");
+              if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
+              decideLocally(saved->checks, charge, done);
+              return;
+            }
+            markUp(true, "");
+            done(a);
+          });
+}
+
+void RedisStore::decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done) {
+  // Each replica takes its share of every shared limit.
+  const std::int64_t replicas = static_cast<std::int64_t>(std::max<std::uint64_t>(1, replicas_.load()));
+  std::vector<LimitCheck> scaled(checks.begin(), checks.end());
+  for (auto& c : scaled) c.spec.limit = std::max<std::int64_t>(1, (c.spec.limit + replicas - 1) / replicas);
+  auto finish = [&](const Admission& local) {
+    Admission a = local;
+    a.local = true;
+    for (std::size_t i = 0; i < a.count; ++i) {
+      LimitDecision& d = a.decisions[i];
+      // Too large for this replica's share, not for the limit: a wait (for Redis) helps.
+      if (d.never && checks[i].cost <= checks[i].spec.limit) {
+        d.never = false;
+        d.retry_after_ms = 1'000;
+      }
+    }
+    done(a);
+  };
+  if (charge) ++local_decisions_;
+  if (charge) local_.admit(scaled, finish);
+  else local_.peek(scaled, finish);
+}
+
+void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta, bool local) {
+  if (delta == 0 || check.spec.kind == LimitKind::Window) return;
+  if (local) {
+    const std::int64_t replicas = static_cast<std::int64_t>(std::max<std::uint64_t>(1, replicas_.load()));
+    LimitCheck scaled = check;
+    scaled.spec.limit = std::max<std::int64_t>(1, (check.spec.limit + replicas - 1) / replicas);
+    local_.adjust(scaled, charged_ms, delta, true);
+    return;
+  }
+  std::vector<std::string> args{"1", std::string(check.key)};
+  for (auto& a : checkArgs(check)) args.push_back(std::move(a));
+  args.push_back(std::to_string(charged_ms));
+  args.push_back(std::to_string(delta));
+  RedisConnection* conn = t_connection.get();
+  if (!conn || !conn->usable()) {
+    keepAdjustment(std::move(args));
+    return;
+  }
+  auto kept = std::make_shared<std::vector<std::string>>(args);
+  evalsha(*conn, adjust_sha_, redis_scripts::kAdjust, std::move(args), [this, kept](std::optional<RedisReply> r) {
+    if (!r || r->isError()) keepAdjustment(std::move(*kept));
+  });
+}
+
+void RedisStore::keepAdjustment(std::vector<std::string> args) {
+  std::lock_guard lock(mu_);
+  if (kept_.size() >= kMaxKeptAdjustments) {
+    if (dropped_++ == 0)
+      log::error("redis store: calibrations waiting for Redis exceed 100,000; dropping the oldest (counted in "
+                 "tahua_store_adjustments_dropped_total)");
+    kept_.pop_front();
+  }
+  kept_.push_back(std::move(args));
+}
+
+void RedisStore::controlTick() {
+  // Heartbeat: announce this replica and learn how many are alive.
+  evalsha(*control_, heartbeat_sha_, redis_scripts::kHeartbeat,
+          {"1", kReplicasKey, replica_id_, std::to_string(config_.replica_ttl.count())}, [this](std::optional<RedisReply> r) {
+            if (r && r->type == RedisReply::Type::Integer && r->integer > 0) {
+              replicas_ = static_cast<std::uint64_t>(r->integer);
+              markUp(true, "");
+              // Redis is back: send the calibrations kept meanwhile.
+              std::deque<std::vector<std::string>> kept;
+              {
+                std::lock_guard lock(mu_);
+                kept.swap(kept_);
+              }
+              for (auto& args : kept) {
+                auto copy = std::make_shared<std::vector<std::string>>(args);
+                evalsha(*control_, adjust_sha_, redis_scripts::kAdjust, std::move(args), [this, copy](std::optional<RedisReply> r) {
+                  if (!r || r->isError()) keepAdjustment(std::move(*copy));
+                });
+              }
+            } else {
+              markUp(false, control_->lastError());
+            }
+          });
+  // The subscriber reconnects (and the records are reloaded: messages were missed).
+  if (!subscriber_->up() && subscriber_->usable()) {
+    subscribe();
+    for (std::string_view ns : {std::string_view("tenants"), std::string_view("keys")}) reloadRecords(ns, true, {});
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_resync_) {
+    next_resync_ = now + config_.resync;
+    for (std::string_view ns : {std::string_view("tenants"), std::string_view("keys")}) reloadRecords(ns, true, {});
+  }
+  auto timer = std::make_shared<asio::steady_timer>(*control_io_, config_.heartbeat);
+  timer->async_wait([this, timer](auto ec) {
+    if (!ec) controlTick();
+  });
+}
+
+void RedisStore::subscribe() {
+  subscriber_->onPush([this](const RedisReply& r) {
+    // ["message", channel, ns]: another replica (or this one) changed records of `ns`.
+    if (r.type == RedisReply::Type::Array && r.elements.size() == 3 && r.elements[0].str == "message")
+      reloadRecords(r.elements[2].str, true, {});
+  });
+  subscriber_->send({"SUBSCRIBE", kChangesChannel}, [](std::optional<RedisReply>) {});
+}
+
+void RedisStore::reloadRecords(std::string_view ns, bool notify, std::function<void()> then) {
+  if (ns != "tenants" && ns != "keys") {
+    if (then) then();
+    return;
+  }
+  std::string name(ns);
+  control_->send({"HGETALL", std::string(kRecordsPrefix) + name}, [this, name, notify, then = std::move(then)](std::optional<RedisReply> r) {
+    if (r && r->type == RedisReply::Type::Array && r->elements.size() % 2 == 0) {
+      std::vector<Record> fresh;
+      for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) fresh.push_back({r->elements[i].str, r->elements[i + 1].str});
+      std::sort(fresh.begin(), fresh.end(), [](const Record& a, const Record& b) { return a.id < b.id; });
+      bool changed = false;
+      std::vector<std::function<void()>> listeners;
+      {
+        std::lock_guard lock(mu_);
+        auto& current = records_[name];
+        changed = current.size() != fresh.size();
+        for (std::size_t i = 0; !changed && i < fresh.size(); ++i)
+          changed = current[i].id != fresh[i].id || current[i].json != fresh[i].json;
+        if (changed) current = std::move(fresh);
+        listeners = listeners_;
+      }
+      if (changed && notify)
+        for (auto& fn : listeners) fn();
+    }
+    if (then) then();
+  });
+}
+
+std::vector<StateStore::Record> RedisStore::records(std::string_view ns) const {
+  std::lock_guard lock(mu_);
+  auto it = records_.find(ns);
+  return it == records_.end() ? std::vector<Record>{} : it->second;
+}
+
+void RedisStore::putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) {
+  asio::post(*control_io_, [this, ns = std::string(ns), id = std::string(id), json = std::move(json), done = std::move(done)]() mutable {
+    control_->send({"HSET", std::string(kRecordsPrefix) + ns, id, json},
+                   [this, ns, id, json, done = std::move(done)](std::optional<RedisReply> r) mutable {
+                     if (!r || r->isError()) {
+                       done("the Redis store did not take the change (" + std::string(r ? r->str : control_->lastError()) +
+                            "); nothing was changed");
+                       return;
+                     }
+                     {
+                       std::lock_guard lock(mu_);
+                       auto& list = records_[ns];
+                       auto it = std::find_if(list.begin(), list.end(), [&](const Record& x) { return x.id == id; });
+                       if (it != list.end()) it->json = json;
+                       else {
+                         list.push_back({id, json});
+                         std::sort(list.begin(), list.end(), [](const Record& a, const Record& b) { return a.id < b.id; });
+                       }
+                     }
+                     control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
+                     done(std::nullopt);
+                   });
+  });
+}
+
+void RedisStore::eraseRecord(std::string_view ns, std::string_view id, WriteDone done) {
+  asio::post(*control_io_, [this, ns = std::string(ns), id = std::string(id), done = std::move(done)]() mutable {
+    control_->send({"HDEL", std::string(kRecordsPrefix) + ns, id},
+                   [this, ns, id, done = std::move(done)](std::optional<RedisReply> r) mutable {
+                     if (!r || r->isError()) {
+                       done("the Redis store did not take the change (" + std::string(r ? r->str : control_->lastError()) +
+                            "); nothing was changed");
+                       return;
+                     }
+                     {
+                       std::lock_guard lock(mu_);
+                       auto& list = records_[ns];
+                       std::erase_if(list, [&](const Record& x) { return x.id == id; });
+                     }
+                     control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
+                     done(std::nullopt);
+                   });
+  });
+}
+
+void RedisStore::onRecordsChanged(std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  listeners_.push_back(std::move(fn));
+}
+
+StateStore::Stats RedisStore::stats() const {
+  Stats s;
+  s.shared = true;
+  s.up = up_.load();
+  s.local_decisions = local_decisions_.load();
+  s.replicas = replicas_.load();
+  s.adjustments_dropped = dropped_.load();
+  std::lock_guard lock(mu_);
+  s.adjustments_pending = kept_.size();
+  return s;
+}
+
+}  // namespace tahua

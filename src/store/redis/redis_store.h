@@ -1,0 +1,101 @@
+// The Redis state store: every replica shares its counters and records through one
+// Redis server. Each worker has its own pipelined connection on its own io_context (a
+// limit decision is one EVALSHA, answered on the worker's thread, no lock); a control
+// thread keeps a connection for records and heartbeats and a subscriber for change
+// notifications.
+//
+// When Redis does not answer within the command timeout (or is known to be down), a
+// decision is made at once by a local store with every limit divided by the replicas
+// seen alive, counted, and logged once per change of state; calibrations for Redis are
+// kept (bounded) and sent when it is back. Nothing waits on a dead server.
+//
+// Redis Cluster and Sentinel are not supported yet (docs/tenants-and-limits.md): the
+// counters of one request are one script over one connection.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config.h"
+#include "store/memory_store.h"
+#include "store/state_store.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace tahua {
+
+class RedisConnection;
+struct RedisReply;
+struct RedisEndpoint;
+
+class RedisStore final : public StateStore {
+ public:
+  explicit RedisStore(RedisStoreConfig config);
+  ~RedisStore() override;
+
+  // Connects (waiting up to a few seconds), checks the server's persistence and
+  // eviction policy, loads the records and starts the control thread. False with
+  // `error` when the server refuses what the config requires; an unreachable server
+  // is not an error (warned about: limits start local and turn shared once it answers).
+  bool start(std::string& error, std::vector<std::string>& warnings);
+  // Gives the calling thread (a worker, running `io`) its own connection.
+  void attach(boost::asio::io_context& io);
+
+  void admit(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) override;
+  void peek(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) override;
+  void adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta, bool local) override;
+
+  std::vector<Record> records(std::string_view ns) const override;
+  void putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) override;
+  void eraseRecord(std::string_view ns, std::string_view id, WriteDone done) override;
+  void onRecordsChanged(std::function<void()> fn) override;
+
+  Stats stats() const override;
+
+ private:
+  void decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done);
+  void decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done);
+  void markUp(bool up, const char* why);
+  // Sends `args` as EVALSHA of `script` on `conn`; on NOSCRIPT, as EVAL (which loads it).
+  static void evalsha(RedisConnection& conn, const std::string& sha, const char* script, std::vector<std::string> args,
+                      std::function<void(std::optional<RedisReply>)> cb);
+  // Control thread.
+  void controlTick();
+  void reloadRecords(std::string_view ns, bool notify, std::function<void()> then);
+  void subscribe();
+  void keepAdjustment(std::vector<std::string> args);
+
+  RedisStoreConfig config_;
+  std::unique_ptr<RedisEndpoint> endpoint_;
+  std::string endpoint_text_;  // host:port, for logs (never the password)
+  std::string replica_id_;
+  std::chrono::steady_clock::time_point next_resync_{};
+  std::string admit_sha_, adjust_sha_, heartbeat_sha_;
+
+  MemoryStore local_;  // decisions while Redis is unreachable
+  std::atomic<bool> up_{false};
+  std::atomic<std::uint64_t> local_decisions_{0};
+  std::atomic<std::uint64_t> replicas_{1};
+  std::atomic<std::uint64_t> dropped_{0};
+
+  std::unique_ptr<boost::asio::io_context> control_io_;
+  std::shared_ptr<RedisConnection> control_;
+  std::shared_ptr<RedisConnection> subscriber_;
+  std::thread control_thread_;
+
+  mutable std::mutex mu_;  // records_, listeners_, kept_
+  std::map<std::string, std::vector<Record>, std::less<>> records_;
+  std::vector<std::function<void()>> listeners_;
+  std::deque<std::vector<std::string>> kept_;  // calibrations waiting for Redis
+};
+
+}  // namespace tahua

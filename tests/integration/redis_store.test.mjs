@@ -1,0 +1,139 @@
+// The Redis state store (store.type: redis) with a real redis-server: three replicas
+// enforce one global limit, token limits calibrate from streamed usage, a key revoked
+// through one replica is refused by the others, Redis stopped mid-run turns limiting
+// local (never unlimited, never a hang) and shared again when it returns, and a server
+// that would lose or evict state is refused at start.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
+import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { chatBody, collectData, openStream, post } from './lib/http.mjs';
+import { scrape, sum } from './lib/metrics.mjs';
+import { adminSection, startWithAdmin } from './lib/admin.mjs';
+import { startRedis } from './lib/redis.mjs';
+import { eventually } from './lib/util.mjs';
+
+const MODEL = 'gpt-test';
+const KEY = 'tk-shared-0123456789abcdef';
+const sha256 = (s) => createHash('sha256').update(s).digest('hex');
+const bearer = (key) => ({ authorization: `Bearer ${key}` });
+
+function config(upstream, redis, { limits = {}, admin = false, rateLimits } = {}) {
+  const c = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: MODEL, provider: 'up' }] });
+  c.access_log = { enabled: false };
+  c.tenants = [{ name: 'team', limits }];
+  c.keys = [{ name: 'shared', tenant: 'team', sha256: sha256(KEY) }];
+  c.store = { type: 'redis', redis: { url: redis.url, command_timeout: '200ms', heartbeat: '100ms', replica_ttl: '1s', resync: '1s' } };
+  if (admin) c.admin = adminSection();
+  if (rateLimits) c.rate_limits = rateLimits;
+  return c;
+}
+
+async function replicas(t, n, upstream, redis, options) {
+  const out = [];
+  for (let i = 0; i < n; i += 1) {
+    if (options?.admin) out.push((await startWithAdmin(t, config(upstream, redis, options))));
+    else out.push({ gw: await startTahua({ t, config: config(upstream, redis, options) }) });
+  }
+  // Every replica has announced itself: local limits would divide by n.
+  await eventually(async () => {
+    for (const { gw } of out) if (sum(await scrape(gw.url), 'tahua_store_replicas') !== n) return false;
+    return true;
+  }, { timeout: 5000, what: `${n} replicas seen alive` });
+  return out;
+}
+
+describe('redis store', () => {
+  it('three replicas sharing one Redis enforce one global limit of 300 requests per minute', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const gws = (await replicas(t, 3, upstream, redis, { limits: { requests_per_minute: 300 } })).map((r) => r.gw);
+    // 360 requests, 120 per replica, 12 at a time on each: the limit is the cluster's.
+    const statuses = [];
+    await Promise.all(gws.map(async (gw) => {
+      for (let batch = 0; batch < 10; batch += 1) {
+        const rs = await Promise.all(Array.from({ length: 12 }, () => post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) })));
+        statuses.push(...rs.map((r) => r.status));
+      }
+    }));
+    const ok = statuses.filter((s) => s === 200).length;
+    assert.ok(Math.abs(ok - 300) <= 6, `admitted ${ok} of 360 (limit 300, ±2%)`);
+    assert.equal(statuses.filter((s) => s === 429).length, 360 - ok);
+    assert.equal(upstream.requests.length, ok);
+    for (const gw of gws) assert.equal(sum(await scrape(gw.url), 'tahua_store_local_decisions_total'), 0, 'every decision was shared');
+  });
+
+  it('calibrates the shared token bucket from a stream\'s real usage', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const [{ gw: a }, { gw: b }] = await replicas(t, 2, upstream, redis, { limits: { tokens_per_minute: 100000 } });
+    const body = chatBody(MODEL, { stream: true, max_tokens: 30000 });
+    const { res, events } = await openStream(a.url, body, { headers: bearer(KEY) });
+    const first = Number(res.headers.get('x-ratelimit-remaining-tokens'));
+    assert.ok(first <= 100000 - 30000);
+    assert.equal((await collectData(events)).at(-1), '[DONE]');
+    // The other replica sees the refund: the bucket is Redis's, not a replica's.
+    await eventually(async () => {
+      const r = await post(b.url, '/v1/chat/completions', chatBody(MODEL, { max_tokens: 10 }), { headers: bearer(KEY) });
+      return Number(r.headers['x-ratelimit-remaining-tokens']) > first + 29000;
+    }, { what: 'the refund seen through the other replica' });
+    const [, tokens] = redis.cli('HMGET', 'tahua:{t:team}:tenant:tpm', 'a', 't').split('\n');
+    assert.ok(Number(tokens) > 99000, `the bucket in Redis holds ${tokens}`);
+  });
+
+  it('a key created and revoked through one replica works, then is refused, on the others', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const [one, two] = await replicas(t, 2, upstream, redis, { admin: true });
+    const created = await one.admin('POST', '/admin/v1/keys', { json: { name: 'roaming', tenant: 'team' } });
+    assert.equal(created.status, 201, created.text);
+    const secret = created.json.key;
+    await eventually(async () => (await post(two.gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(secret) })).status === 200,
+      { what: 'the new key accepted by the other replica' });
+    assert.equal((await one.admin('DELETE', '/admin/v1/keys/roaming')).status, 200);
+    await eventually(async () => (await post(two.gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(secret) })).status === 401,
+      { what: 'the revoked key refused by the other replica' });
+    assert.equal(redis.cli('HEXISTS', 'tahua:records:keys', 'roaming'), '0');
+  });
+
+  it('Redis stopped mid-run: limits turn local (the limit divided by the replicas), nothing hangs; back when it returns', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const [{ gw: a }, { gw: b }] = await replicas(t, 2, upstream, redis, { limits: { requests_per_minute: 10 } });
+    assert.equal((await post(a.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) })).status, 200);
+    await redis.stop();
+    // The first request after the outage finds out (refused connection or timeout).
+    const during = [];
+    for (let i = 0; i < 8; i += 1) during.push((await post(a.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) })).status);
+    // Replica a alone may admit its half of the limit: 5, never the whole 10 (or more).
+    assert.deepEqual(during, [200, 200, 200, 200, 200, 429, 429, 429]);
+    await a.stderr.waitUntil(() => a.stderr.json().find((l) => l.msg?.startsWith('redis store unavailable')), 3000, 'the fallback log line');
+    await eventually(async () => sum(await scrape(a.url), 'tahua_store_up') === 0, { what: 'tahua_store_up 0' });
+    assert.ok(sum(await scrape(a.url), 'tahua_store_local_decisions_total') >= 8);
+    const unavailable = a.stderr.json().filter((l) => l.msg?.startsWith('redis store unavailable'));
+    assert.equal(unavailable.length, 1, 'logged once per change of state');
+
+    await redis.start();
+    await eventually(async () => sum(await scrape(a.url), 'tahua_store_up') === 1 && sum(await scrape(b.url), 'tahua_store_up') === 1,
+      { timeout: 5000, what: 'both replicas back on Redis' });
+    // Shared again: b's requests count in Redis, where a's decisions go too.
+    const before = sum(await scrape(b.url), 'tahua_store_local_decisions_total');
+    assert.equal((await post(b.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) })).status, 200);
+    assert.equal(sum(await scrape(b.url), 'tahua_store_local_decisions_total'), before);
+    assert.equal(redis.cli('EXISTS', 'tahua:{t:team}:tenant:rpm'), '1');
+  });
+
+  it('refuses a Redis that evicts or persists nothing, naming the setting', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    for (const [args, pattern] of [
+      [['--maxmemory-policy', 'allkeys-lru'], /maxmemory-policy allkeys-lru/],
+      [['--appendonly', 'no'], /persists nothing/],
+    ]) {
+      const redis = await startRedis({ t, args });
+      const gw = await startTahua({ t, config: config(upstream, redis) }).catch((e) => e);
+      assert.ok(gw instanceof Error, 'tahua did not start');
+      assert.match(gw.message, pattern);
+    }
+  });
+});

@@ -229,6 +229,8 @@ struct RouteConfig {
   std::string path;                      // exact request path; empty = any
   std::vector<std::pair<std::string, std::string>> headers;  // lower-case name, exact value ("*": present)
   std::vector<std::pair<std::string, std::string>> query;    // name, exact value
+  std::vector<std::string> tenants;  // the caller's tenant is one of these (auth on)
+  std::vector<std::string> keys;     // the caller's key (by name) is one of these
   // Request features (cost-aware routing); -1 / unset = any.
   std::int64_t min_prompt_tokens = -1;
   std::int64_t max_prompt_tokens = -1;
@@ -284,6 +286,8 @@ struct CanaryConfig {
   // The key a request is hashed on so a user stays on one side: a header (e.g.
   // x-user-id); empty = the client's API key. No key: random per request.
   std::string sticky_header;
+  // sticky_by: tenant hashes (and matches `allow` against) the caller's tenant name.
+  bool sticky_by_tenant = false;
   std::vector<std::string> allow;  // key values (user ids) always sent to the canary
 };
 
@@ -375,10 +379,16 @@ struct LimitSet {
   std::int64_t tokens_per_month = 0;
   double usd_per_day = 0;                // budgets, priced from the models' `pricing`
   double usd_per_month = 0;
+  // Concurrency caps (bulkheads) of the scope: in flight at once, over every replica's
+  // workers of this process (0 = none). Over it: 429 concurrency_limit_exceeded.
+  std::int64_t max_concurrent_requests = 0;
+  std::int64_t max_concurrent_streams = 0;
+  // Any rate limit, quota or budget (the rate-limit filter's); caps are the bulkhead's.
   bool any() const {
     return requests_per_minute || tokens_per_minute || tokens_per_day || tokens_per_month || usd_per_day > 0 ||
            usd_per_month > 0;
   }
+  bool anyCap() const { return max_concurrent_requests || max_concurrent_streams; }
 };
 
 struct TenantConfig {

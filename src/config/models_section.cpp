@@ -51,7 +51,14 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
     }
     if (auto c = y["canary"]) {
       const std::string cp = p + ".canary";
-      checkKeys(c, cp, {"version", "percent", "sticky_header", "allow"});
+      checkKeys(c, cp, {"version", "percent", "sticky_header", "sticky_by", "allow"});
+      if (auto v = c["sticky_by"]) {
+        const std::string by = str(v, cp + ".sticky_by");
+        if (by == "tenant") mc.canary.sticky_by_tenant = true;
+        else if (by != "api_key" && by != "header") fail(v, cp + ".sticky_by", "expected api_key, header or tenant");
+        if (by == "header" && !c["sticky_header"]) fail(v, cp + ".sticky_header", "required with sticky_by: header");
+        if (by != "header" && c["sticky_header"]) fail(c["sticky_header"], cp + ".sticky_header", "only with sticky_by: header");
+      }
       mc.canary.enabled = true;
       if (auto v = c["version"]) mc.canary.version = nonEmpty(v, cp + ".version");
       if (auto v = c["percent"]) mc.canary.percent = percent(v, cp + ".percent");

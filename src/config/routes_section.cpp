@@ -34,7 +34,19 @@ void Loader::loadRoutes(const YAML::Node& n, Config& cfg) {
     }
     if (auto m = y["match"]) {
       const std::string mp = p + ".match";
-      checkKeys(m, mp, {"model", "path", "headers", "query"});
+      checkKeys(m, mp, {"model", "path", "headers", "query", "tenant", "key"});
+      // The caller (auth on): a tenant or key name, or a list of them. Admin-created
+      // tenants and keys count too, so the names are not checked against the file.
+      for (auto [field, out] : {std::pair<const char*, std::vector<std::string>*>{"tenant", &r.tenants}, {"key", &r.keys}}) {
+        if (auto v = m[field]) {
+          if (v.IsSequence()) {
+            if (v.size() == 0) fail(v, mp + "." + field, "must not be an empty list");
+            for (std::size_t k = 0; k < v.size(); ++k) out->push_back(nonEmpty(v[k], mp + "." + field + "[" + std::to_string(k) + "]"));
+          } else {
+            out->push_back(nonEmpty(v, mp + "." + field));
+          }
+        }
+      }
       if (auto v = m["model"]) {
         std::vector<std::string> list;
         if (v.IsSequence()) {

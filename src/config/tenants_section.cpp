@@ -16,8 +16,9 @@ int hexDigit(char c) {
   return -1;
 }
 
-constexpr std::string_view kLimitKeys[] = {"requests_per_minute", "tokens_per_minute", "tokens_per_day",
-                                           "tokens_per_month",    "usd_per_day",       "usd_per_month"};
+constexpr std::string_view kLimitKeys[] = {"requests_per_minute", "tokens_per_minute",       "tokens_per_day",
+                                           "tokens_per_month",    "usd_per_day",             "usd_per_month",
+                                           "max_concurrent_requests", "max_concurrent_streams"};
 
 }  // namespace
 
@@ -31,6 +32,8 @@ LimitSet Loader::limitSet(const YAML::Node& n, const std::string& p) {
   count("tokens_per_minute", l.tokens_per_minute);
   count("tokens_per_day", l.tokens_per_day);
   count("tokens_per_month", l.tokens_per_month);
+  count("max_concurrent_requests", l.max_concurrent_requests);
+  count("max_concurrent_streams", l.max_concurrent_streams);
   if (auto v = n["usd_per_day"]) l.usd_per_day = number(v, p + ".usd_per_day", "USD");
   if (auto v = n["usd_per_month"]) l.usd_per_month = number(v, p + ".usd_per_month", "USD");
   return l;

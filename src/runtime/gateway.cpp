@@ -192,6 +192,7 @@ TenantDirectoryPtr Gateway::buildTenants(const Config& config) {
   std::vector<std::string> notes;
   auto dir = buildTenantDirectory(config, store_->records(kTenantRecords), store_->records(kKeyRecords), notes);
   for (const auto& n : notes) log::warn(n);
+  bulkheads_.configureTenants(*dir);  // before any worker builds its chain from it
   return dir;
 }
 

@@ -96,7 +96,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   // After the router (a request for an unknown model is a 404, not a 429; the route is
   // known), before the balancer: a request that waits for a slot picks its deployment
   // when it gets one.
-  chain->add(makeBulkheadFilter(gateway_.bulkheads(), config, metrics_, *this));
+  chain->add(makeBulkheadFilter(gateway_.bulkheads(), config, tenants_, metrics_, *this));
   chain->add(makeBalancerFilter(deployments_, config, nodes_, balancer_));
   chain->add(makeCountTokensFilter());  // answers locally unless the model is Anthropic's
   chain->add(makeCircuitBreakerFilter(metrics_));

@@ -13,8 +13,9 @@ namespace bj = boost::json;
 
 namespace {
 
-constexpr std::string_view kLimitNames[] = {"requests_per_minute", "tokens_per_minute", "tokens_per_day",
-                                            "tokens_per_month",    "usd_per_day",       "usd_per_month"};
+constexpr std::string_view kLimitNames[] = {"requests_per_minute", "tokens_per_minute",       "tokens_per_day",
+                                            "tokens_per_month",    "usd_per_day",             "usd_per_month",
+                                            "max_concurrent_requests", "max_concurrent_streams"};
 
 bj::object limitsJson(const LimitSet& l) {
   bj::object o;
@@ -24,6 +25,8 @@ bj::object limitsJson(const LimitSet& l) {
   if (l.tokens_per_month) o["tokens_per_month"] = l.tokens_per_month;
   if (l.usd_per_day > 0) o["usd_per_day"] = l.usd_per_day;
   if (l.usd_per_month > 0) o["usd_per_month"] = l.usd_per_month;
+  if (l.max_concurrent_requests) o["max_concurrent_requests"] = l.max_concurrent_requests;
+  if (l.max_concurrent_streams) o["max_concurrent_streams"] = l.max_concurrent_streams;
   return o;
 }
 
@@ -33,7 +36,10 @@ std::optional<std::string> readLimits(const bj::value& v, const std::string& fie
   for (const auto& [k, val] : *o) {
     bool known = false;
     for (auto n : kLimitNames) known = known || k == n;
-    if (!known) return field + "." + std::string(k) + ": unknown limit (requests_per_minute, tokens_per_minute, tokens_per_day, tokens_per_month, usd_per_day, usd_per_month)";
+    if (!known)
+      return field + "." + std::string(k) +
+             ": unknown limit (requests_per_minute, tokens_per_minute, tokens_per_day, tokens_per_month, usd_per_day, "
+             "usd_per_month, max_concurrent_requests, max_concurrent_streams)";
     const std::string f = field + "." + std::string(k);
     // null or 0 removes the limit.
     if (val.is_null()) continue;
@@ -48,7 +54,9 @@ std::optional<std::string> readLimits(const bj::value& v, const std::string& fie
     if (k == "requests_per_minute") out.requests_per_minute = n;
     else if (k == "tokens_per_minute") out.tokens_per_minute = n;
     else if (k == "tokens_per_day") out.tokens_per_day = n;
-    else out.tokens_per_month = n;
+    else if (k == "tokens_per_month") out.tokens_per_month = n;
+    else if (k == "max_concurrent_requests") out.max_concurrent_requests = n;
+    else out.max_concurrent_streams = n;
   }
   return std::nullopt;
 }

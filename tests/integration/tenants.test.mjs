@@ -19,11 +19,12 @@ const KEY_B = 'tk-team-b-0123456789abcdef';
 const KEY_OLD = 'tk-expired-0123456789abcdef';
 const sha256 = (s) => createHash('sha256').update(s).digest('hex');
 
-async function start(t, { tenants, keys, rate_limits, auth } = {}) {
+async function start(t, { tenants, keys, rate_limits, auth, routes, models, server } = {}) {
   const upstream = await startMockUpstream({ t });
   const config = gatewayConfig({
+    server,
     providers: [openaiProvider('up', upstream.baseUrl())],
-    models: [{ name: MODEL, provider: 'up' }, { name: OTHER, provider: 'up' }],
+    models: models ?? [{ name: MODEL, provider: 'up' }, { name: OTHER, provider: 'up' }],
   });
   config.tenants = tenants ?? [{ name: 'team-a' }, { name: 'team-b', models: [MODEL] }];
   config.keys = keys ?? [
@@ -33,6 +34,7 @@ async function start(t, { tenants, keys, rate_limits, auth } = {}) {
   ];
   if (rate_limits) config.rate_limits = rate_limits;
   if (auth) config.auth = auth;
+  if (routes) config.routes = routes;
   const gw = await startTahua({ config, t });
   return { gw, upstream };
 }
@@ -117,6 +119,55 @@ describe('tenants and keys', () => {
     const gw = await startTahua({ config, t });
     assert.ok(gw.stderr.lines.some((l) => l.includes('authentication is off')), 'a startup warning');
     assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
+  });
+});
+
+describe('tenants in routing and bulkheads', () => {
+  it('routes match on the caller\'s tenant and key', async (t) => {
+    const { gw, upstream } = await start(t, {
+      routes: [
+        { name: 'a-auto', match: { model: 'auto', tenant: 'team-a' }, target: OTHER },
+        { name: 'b-auto', match: { model: 'auto', key: ['b-main'] }, target: MODEL },
+      ],
+    });
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('auto'), { headers: bearer(KEY_A) })).status, 200);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('auto'), { headers: bearer(KEY_B) })).status, 200);
+    assert.deepEqual(upstream.requests.map((r) => r.json.model), [OTHER, MODEL]);
+  });
+
+  it('a canary can be sticky by tenant, with an allow-list of tenants', async (t) => {
+    const { gw } = await start(t, {
+      server: { deployment_header: true },
+      tenants: [{ name: 'team-a' }, { name: 'team-b' }],
+      models: [{
+        name: MODEL,
+        deployments: [{ id: 'stable', provider: 'up', version: 'v1' }, { id: 'next', provider: 'up', version: 'v2' }],
+        canary: { version: 'v2', percent: 0, sticky_by: 'tenant', allow: ['team-a'] },
+      }],
+    });
+    for (let i = 0; i < 4; i += 1) {
+      const a = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) });
+      const b = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_B) });
+      assert.equal(a.headers['x-tahua-version'], 'v2', 'team-a is on the allow-list');
+      assert.equal(b.headers['x-tahua-version'], 'v1', 'team-b gets the 0% canary never');
+    }
+  });
+
+  it('a tenant\'s concurrency cap refuses its second stream while another tenant streams on', async (t) => {
+    const { gw, upstream } = await start(t, {
+      tenants: [{ name: 'team-a', limits: { max_concurrent_streams: 1 } }, { name: 'team-b', models: [MODEL] }],
+    });
+    const held = upstream.next({ mode: 'hold' });
+    const { events } = await openStream(gw.url, chatBody(MODEL, { stream: true }), { headers: bearer(KEY_A) });
+    const over = await post(gw.url, '/v1/chat/completions', chatBody(MODEL, { stream: true }), { headers: bearer(KEY_A) });
+    assert.equal(over.status, 429);
+    assert.equal(over.json.error.code, 'concurrency_limit_exceeded');
+    assert.match(over.json.error.message, /tenant 'team-a'/);
+    const other = await post(gw.url, '/v1/chat/completions', chatBody(MODEL, { stream: true }), { headers: bearer(KEY_B) });
+    assert.equal(other.status, 200);
+    held.release();
+    assert.equal((await collectData(events)).at(-1), '[DONE]');
+    assert.equal(sum(await scrape(gw.url), 'tahua_bulkhead_rejections_total', { scope: 'tenant:team-a' }), 1);
   });
 });
 

@@ -190,7 +190,7 @@ struct BulkheadFixture {
     config->limits.queue_timeout = Millis(100);
     config->limits.max_queue = 1;
     bulkheads.configure(*config);
-    chain.add(makeBulkheadFilter(bulkheads, *config, metrics, worker));
+    chain.add(makeBulkheadFilter(bulkheads, *config, nullptr, metrics, worker));
   }
   void begin(RequestContext& ctx, Block& block) {
     ctx.config = config;

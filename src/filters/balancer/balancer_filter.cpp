@@ -86,7 +86,9 @@ class BalancerFilter final : public Filter {
     if (ctx.headers) {
       req.pin_version = ctx.headers->get("x-tahua-version");
       if (req.pin_version.empty()) req.pin_version = queryParam(ctx.query, "modelVersion").value_or(std::string_view{});
-      if (model.canary.enabled) req.sticky_key = stickyKey(*ctx.headers, model.canary);
+      if (model.canary.enabled)
+        req.sticky_key = model.canary.sticky_by_tenant ? (ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : std::string_view{})
+                                                       : stickyKey(*ctx.headers, model.canary);
     }
     const PickResult pick = balancer_.pick(req);
     const DeploymentConfig& d = model.deployments[pick.index];

@@ -1,6 +1,7 @@
 #include "filters/bulkhead/bulkhead_filter.h"
 
 #include <array>
+#include <unordered_map>
 
 #include "telemetry/metrics.h"
 
@@ -17,8 +18,10 @@ struct Wait {
   bool done = false;
 };
 
+constexpr std::size_t kCaps = 8;  // global, route, tenant, key: requests and streams each
+
 struct BulkheadState {
-  std::array<ConcurrencyLimit*, 4> held{};  // slots this request holds, released in onComplete
+  std::array<ConcurrencyLimit*, kCaps> held{};  // slots this request holds, released in onComplete
   std::size_t held_count = 0;
   std::size_t next_cap = 0;                 // caps [0, next_cap) are taken (or skipped)
   std::string_view scope;                   // the scope that refused or queued it
@@ -26,12 +29,19 @@ struct BulkheadState {
 
 class BulkheadFilter final : public FilterWithState<BulkheadState> {
  public:
-  BulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics, WorkerServices& services)
-      : global_(bulkheads.global()), metrics_(metrics), services_(services) {
-    // Route caps resolved once per config, so a request only indexes a vector.
+  BulkheadFilter(Bulkheads& bulkheads, const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics,
+                 WorkerServices& services)
+      : global_(bulkheads.global()), directory_(std::move(directory)), metrics_(metrics), services_(services) {
+    // Caps resolved once per config and directory, so a request only looks up pointers.
     routes_.reserve(config.routes.size());
     for (const RouteConfig& r : config.routes)
       routes_.push_back(r.max_concurrent_requests || r.max_concurrent_streams ? bulkheads.route(r.name) : nullptr);
+    if (directory_) {
+      for (const auto& t : directory_->tenants)
+        if (t.limits.anyCap()) tenants_.emplace(&t, bulkheads.scoped("tenant:" + t.name));
+      for (const auto& k : directory_->keys)
+        if (k.limits.anyCap()) keys_.emplace(&k, bulkheads.scoped("key:" + k.name));
+    }
   }
   std::string_view name() const override { return "bulkhead"; }
 
@@ -51,12 +61,20 @@ class BulkheadFilter final : public FilterWithState<BulkheadState> {
  private:
   // The caps of this request, in a fixed order (so two requests never wait on each
   // other's slots); absent or unlimited ones are null.
-  std::array<ConcurrencyLimit*, 4> caps(RequestContext& ctx) {
+  std::array<ConcurrencyLimit*, kCaps> caps(RequestContext& ctx) {
     Bulkheads::Pair* route = nullptr;
     if (ctx.route) route = routes_[static_cast<std::size_t>(ctx.route - ctx.config->routes.data())];
+    Bulkheads::Pair* tenant = find(tenants_, ctx.principal.tenant);
+    Bulkheads::Pair* key = find(keys_, ctx.principal.key);
     const bool stream = ctx.facts.stream;
-    std::array<ConcurrencyLimit*, 4> c = {&global_.requests, stream ? &global_.streams : nullptr,
-                                          route ? &route->requests : nullptr, route && stream ? &route->streams : nullptr};
+    std::array<ConcurrencyLimit*, kCaps> c = {&global_.requests,
+                                              stream ? &global_.streams : nullptr,
+                                              route ? &route->requests : nullptr,
+                                              route && stream ? &route->streams : nullptr,
+                                              tenant ? &tenant->requests : nullptr,
+                                              tenant && stream ? &tenant->streams : nullptr,
+                                              key ? &key->requests : nullptr,
+                                              key && stream ? &key->streams : nullptr};
     for (auto& cap : c)
       if (cap && cap->limit() == 0) cap = nullptr;
     return c;
@@ -64,7 +82,7 @@ class BulkheadFilter final : public FilterWithState<BulkheadState> {
 
   // Takes the caps from st.next_cap on. Pauses on a full one when waiting is allowed.
   FilterStatus acquire(RequestContext& ctx) {
-    static constexpr std::string_view kScopes[4] = {"global", "global", "route", "route"};
+    static constexpr std::string_view kScopes[kCaps] = {"global", "global", "route", "route", "tenant", "tenant", "key", "key"};
     BulkheadState& st = state(ctx);
     const auto c = caps(ctx);
     for (; st.next_cap < c.size(); ++st.next_cap) {
@@ -130,25 +148,39 @@ class BulkheadFilter final : public FilterWithState<BulkheadState> {
 
   void reject(RequestContext& ctx) {
     const std::string_view scope = state(ctx).scope;
-    ++metrics_.bulkhead_rejections[scope == "route" ? "route:" + std::string(ctx.route_name) : std::string("global")];
-    Error e{ErrorKind::ConcurrencyLimited, scope == "route"
-                                               ? "Too many concurrent requests on route '" + std::string(ctx.route_name) + "'; please retry shortly."
-                                               : std::string("Too many concurrent requests; please retry shortly.")};
+    std::string name;  // the scope's name: the route's, the tenant's, the key's
+    if (scope == "route") name = ctx.route_name;
+    else if (scope == "tenant" && ctx.principal.tenant) name = ctx.principal.tenant->name;
+    else if (scope == "key" && ctx.principal.key) name = ctx.principal.key->name;
+    ++metrics_.bulkhead_rejections[scope == "global" ? std::string("global") : std::string(scope) + ":" + name];
+    Error e{ErrorKind::ConcurrencyLimited, scope == "global" ? std::string("Too many concurrent requests; please retry shortly.")
+                                                             : "Too many concurrent requests for " + std::string(scope) + " '" +
+                                                                   name + "'; please retry shortly."};
     e.retry_after_seconds = 1;
     ctx.fail(std::move(e));
   }
 
+  template <class Map, class K>
+  static Bulkheads::Pair* find(const Map& m, const K* k) {
+    if (!k || m.empty()) return nullptr;
+    auto it = m.find(k);
+    return it == m.end() ? nullptr : it->second;
+  }
+
   Bulkheads::Pair& global_;
   std::vector<Bulkheads::Pair*> routes_;
+  TenantDirectoryPtr directory_;  // the tenants and keys the maps below point into
+  std::unordered_map<const TenantConfig*, Bulkheads::Pair*> tenants_;
+  std::unordered_map<const ApiKeyConfig*, Bulkheads::Pair*> keys_;
   WorkerMetrics& metrics_;
   WorkerServices& services_;
 };
 
 }  // namespace
 
-std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics,
-                                           WorkerServices& services) {
-  return std::make_unique<BulkheadFilter>(bulkheads, config, metrics, services);
+std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, TenantDirectoryPtr directory,
+                                           WorkerMetrics& metrics, WorkerServices& services) {
+  return std::make_unique<BulkheadFilter>(bulkheads, config, std::move(directory), metrics, services);
 }
 
 }  // namespace tahua

@@ -5,6 +5,7 @@
 #include "filters/bulkhead/concurrency_limit.h"
 #include "filters/filter.h"
 #include "filters/worker_services.h"
+#include "tenants/tenant_directory.h"
 
 namespace tahua {
 
@@ -16,8 +17,9 @@ struct WorkerMetrics;
 // concurrency_limit_exceeded with Retry-After, before any upstream work, or, with
 // limits.queue_timeout, waits in line for a slot (the filter pauses the request; a freed
 // slot or the timeout resumes it). Caps are process-wide (shared by the workers).
-// Per-tenant and per-key bulkheads arrive with tenants.
-std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, WorkerMetrics& metrics,
-                                           WorkerServices& services);
+// Tenants and keys have caps of their own (limits.max_concurrent_*, from `directory`;
+// null: none).
+std::unique_ptr<Filter> makeBulkheadFilter(Bulkheads& bulkheads, const Config& config, TenantDirectoryPtr directory,
+                                           WorkerMetrics& metrics, WorkerServices& services);
 
 }  // namespace tahua

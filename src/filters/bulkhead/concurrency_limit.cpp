@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "config/config.h"
+#include "tenants/tenant_directory.h"
 
 namespace tahua {
 
@@ -76,6 +77,29 @@ void Bulkheads::configure(const Config& config) {
   }
 }
 
+void Bulkheads::configureTenants(const TenantDirectory& directory) {
+  std::lock_guard lock(mutex_);
+  for (auto& [name, pair] : scoped_) {
+    pair->requests.setLimit(0);
+    pair->streams.setLimit(0);
+  }
+  auto set = [&](const std::string& scope, const LimitSet& l) {
+    if (!l.anyCap()) return;
+    auto& pair = scoped_[scope];
+    if (!pair) pair = std::make_unique<Pair>();
+    pair->requests.setLimit(static_cast<std::size_t>(l.max_concurrent_requests));
+    pair->streams.setLimit(static_cast<std::size_t>(l.max_concurrent_streams));
+  };
+  for (const auto& t : directory.tenants) set("tenant:" + t.name, t.limits);
+  for (const auto& k : directory.keys) set("key:" + k.name, k.limits);
+}
+
+Bulkheads::Pair* Bulkheads::scoped(std::string_view scope) {
+  std::lock_guard lock(mutex_);
+  auto it = scoped_.find(scope);
+  return it == scoped_.end() ? nullptr : it->second.get();
+}
+
 Bulkheads::Pair* Bulkheads::route(std::string_view name) {
   std::lock_guard lock(mutex_);
   auto it = routes_.find(name);
@@ -86,6 +110,7 @@ void Bulkheads::forEach(const std::function<void(const std::string&, const Pair&
   fn("global", global_);
   std::lock_guard lock(mutex_);
   for (const auto& [name, pair] : routes_) fn("route:" + name, *pair);
+  for (const auto& [scope, pair] : scoped_) fn(scope, *pair);
 }
 
 }  // namespace tahua

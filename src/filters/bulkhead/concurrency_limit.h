@@ -17,6 +17,7 @@
 namespace tahua {
 
 struct Config;
+struct TenantDirectory;
 
 // A request waiting for a slot. `wake` is called (from any thread, without locks held)
 // once the slot was granted to it; it must hand over to the waiter's own thread.
@@ -66,6 +67,11 @@ class Bulkheads {
   Pair& global() { return global_; }
   // The caps of a route by name, or null if it never had any.
   Pair* route(std::string_view name);
+  // Sets the caps of every tenant and key (limits.max_concurrent_*), from the config
+  // file and the admin API; others get 0. Not on the request path.
+  void configureTenants(const TenantDirectory& directory);
+  // The caps of "tenant:<name>" / "key:<name>", or null if it never had any.
+  Pair* scoped(std::string_view scope);
   // Calls `fn(scope, pair)` for every scope ("global", "route:<name>"), for metrics.
   void forEach(const std::function<void(const std::string&, const Pair&)>& fn);
 
@@ -73,6 +79,7 @@ class Bulkheads {
   Pair global_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<Pair>, std::less<>> routes_;
+  std::map<std::string, std::unique_ptr<Pair>, std::less<>> scoped_;  // tenant:<name>, key:<name>
 };
 
 }  // namespace tahua

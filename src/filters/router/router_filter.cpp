@@ -51,6 +51,11 @@ bool routeMatches(const RouteConfig& r, const RequestContext& ctx, const std::st
     if (!hit) return false;
   }
   if (!r.path.empty() && r.path != ctx.path) return false;
+  if (!r.tenants.empty() &&
+      (!ctx.principal.tenant || std::find(r.tenants.begin(), r.tenants.end(), ctx.principal.tenant->name) == r.tenants.end()))
+    return false;
+  if (!r.keys.empty() && (!ctx.principal.key || std::find(r.keys.begin(), r.keys.end(), ctx.principal.key->name) == r.keys.end()))
+    return false;
   for (const auto& [name, value] : r.headers) {
     std::string_view got = ctx.headers ? ctx.headers->get(name) : std::string_view{};
     if (value == "*" ? got.empty() : got != value) return false;

@@ -438,12 +438,34 @@ struct AuthConfig {
   std::vector<AuthChainConfig> chains;  // none matching: the built-in key check alone
 };
 
+// A rate-limit policy (seed S0 4.2): limits for the requests it matches, with rules per
+// client type (the value of `client_header`) and a rollout of a rule to a share of its
+// requests (by hash, so a caller stays on one side). Counted per key, per tenant or
+// over everyone (`per`).
+struct RateLimitRule {
+  std::string client_type;
+  LimitSet limits;
+  double rollout_percent = 100;  // the rule applies to this share; the rest get the default
+  std::string rollout_header;    // hashed to pick the share; empty = the caller's key (or tenant)
+};
+
+struct RateLimitPolicyConfig {
+  std::string name;
+  std::vector<std::string> models, tenants, keys;  // match (all given lists must hold the request's); empty = any
+  std::string client_header = "x-client-type";
+  enum class Per { Key, Tenant, All };
+  Per per = Per::Key;
+  LimitSet limits;  // the default, for requests no rule takes
+  std::vector<RateLimitRule> rules;
+};
+
 // Limits over all tenants, and how token limits estimate a request before it runs.
 struct RateLimitConfig {
   // Completion tokens reserved for a request that sets no max_tokens (and that a token
   // limit applies to); calibrated to the real count afterwards.
   std::int64_t default_max_tokens = 1024;
   std::vector<std::pair<std::string, LimitSet>> models;  // per model, every caller together
+  std::vector<RateLimitPolicyConfig> policies;           // rate_limits.policies, then RateLimitPolicy resources
 };
 
 struct Config {

@@ -147,7 +147,7 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
     Config cfg = loader.load(root);
     cfg.source = dir;
     for (const auto& r : resources)
-      if (r.kind != "ModelRoute") loader.loadInertResource(r.spec, r.kind, r.name, r.file, cfg);
+      if (r.kind != "ModelRoute") loader.loadResource(r.spec, r.kind, r.name, r.file, cfg);
     result.config = std::make_shared<const Config>(std::move(cfg));
     result.warnings = std::move(loader.warnings_);
   } catch (const ConfigFailure& f) {
@@ -158,15 +158,18 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
   return result;
 }
 
-void Loader::loadInertResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
+void Loader::loadResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
                                const std::string& file, Config& cfg) {
   const std::string p = kind + "/" + name + ".spec";
   Loader in_file(file);
   if (kind == "RateLimitPolicy") {
-    in_file.checkKeys(spec, p, {"match", "requests_per_minute", "tokens_per_minute"});
-    if (auto m = spec["match"]) in_file.checkKeys(m, p + ".match", {"model", "key", "tenant"});
-    if (auto v = spec["requests_per_minute"]) in_file.integer(v, p + ".requests_per_minute", 1, 1'000'000'000);
-    if (auto v = spec["tokens_per_minute"]) in_file.integer(v, p + ".tokens_per_minute", 1, 1'000'000'000'000);
+    // Active: a policy like rate_limits.policies, named after the resource.
+    RateLimitPolicyConfig pol = in_file.rateLimitPolicy(spec, p, cfg);
+    pol.name = name;
+    for (const auto& other : cfg.rate_limits.policies)
+      if (other.name == pol.name) in_file.fail(spec, p, "a policy named \"" + name + "\" exists (rate_limits.policies)");
+    cfg.rate_limits.policies.push_back(std::move(pol));
+    return;
   } else {  // PromptTemplate
     in_file.checkKeys(spec, p, {"template", "variables"});
     if (!spec["template"]) in_file.fail(spec, p + ".template", "required");

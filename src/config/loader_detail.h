@@ -128,11 +128,12 @@ class Loader {
   void loadRateLimits(const YAML::Node& n, Config& cfg);
   void loadTenantTokens(const YAML::Node& n, Config& cfg);
   void loadStore(const YAML::Node& n, Config& cfg);
+  RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);
   LimitSet limitSet(const YAML::Node& n, const std::string& path);
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
   // config_dir_loader.cpp: a Kubernetes-style resource that is validated and listed,
   // not acted on yet.
-  void loadInertResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
+  void loadResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
                          const std::string& file, Config& cfg);
 
   std::vector<std::string> warnings_;

@@ -256,8 +256,88 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
     fail(n["journal"], "store.journal", "only for type memory (Redis keeps the state itself)");
 }
 
+RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::string& p, const Config&) {
+  checkKeys(y, p, {"name", "match", "per", "client_header", "rules", "requests_per_minute", "tokens_per_minute", "tokens_per_day",
+                   "tokens_per_month", "usd_per_day", "usd_per_month"});
+  RateLimitPolicyConfig pol;
+  if (auto v = y["name"]) pol.name = nonEmpty(v, p + ".name");
+  if (auto m = y["match"]) {
+    checkKeys(m, p + ".match", {"model", "tenant", "key"});
+    for (auto [field, out] : {std::pair<const char*, std::vector<std::string>*>{"model", &pol.models}, {"tenant", &pol.tenants},
+                              {"key", &pol.keys}}) {
+      const YAML::Node v = m[field];
+      if (!v) continue;
+      const std::string fp = p + ".match." + field;
+      if (v.IsSequence())
+        for (std::size_t k = 0; k < v.size(); ++k) out->push_back(nonEmpty(v[k], fp + "[" + std::to_string(k) + "]"));
+      else
+        out->push_back(nonEmpty(v, fp));
+      // Models are matched by the name the client asked for or the model a route chose,
+      // so a route alias ("auto") is a valid name here.
+    }
+  }
+  if (auto v = y["per"]) {
+    const std::string per = str(v, p + ".per");
+    if (per == "key") pol.per = RateLimitPolicyConfig::Per::Key;
+    else if (per == "tenant") pol.per = RateLimitPolicyConfig::Per::Tenant;
+    else if (per == "all") pol.per = RateLimitPolicyConfig::Per::All;
+    else fail(v, p + ".per", "expected key, tenant or all");
+  }
+  if (auto v = y["client_header"]) {
+    pol.client_header = nonEmpty(v, p + ".client_header");
+    for (auto& ch : pol.client_header) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  // The default limits are the policy's own limit keys.
+  YAML::Node defaults;
+  for (auto k : kLimitKeys)
+    if (y[std::string(k)]) defaults[std::string(k)] = y[std::string(k)];
+  if (defaults.size() > 0) pol.limits = limitSet(defaults, p);
+  if (auto r = y["rules"]) {
+    if (!r.IsSequence()) fail(r, p + ".rules", "expected a list of rules");
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const std::string rp = p + ".rules[" + std::to_string(i) + "]";
+      const YAML::Node& ry = r[i];
+      checkKeys(ry, rp, {"client_type", "rollout", "requests_per_minute", "tokens_per_minute", "tokens_per_day", "tokens_per_month",
+                         "usd_per_day", "usd_per_month"});
+      RateLimitRule rule;
+      if (!ry["client_type"]) fail(ry, rp + ".client_type", "required: the value of " + pol.client_header + " this rule is for");
+      rule.client_type = nonEmpty(ry["client_type"], rp + ".client_type");
+      for (const auto& other : pol.rules)
+        if (other.client_type == rule.client_type) fail(ry["client_type"], rp + ".client_type", "a rule for \"" + rule.client_type + "\" exists");
+      YAML::Node limits;
+      for (auto k : kLimitKeys)
+        if (ry[std::string(k)]) limits[std::string(k)] = ry[std::string(k)];
+      rule.limits = limitSet(limits, rp);
+      if (!rule.limits.any()) fail(ry, rp, "a rule needs at least one limit");
+      if (auto ro = ry["rollout"]) {
+        checkKeys(ro, rp + ".rollout", {"percent", "hash_header"});
+        if (!ro["percent"]) fail(ro, rp + ".rollout.percent", "required");
+        rule.rollout_percent = percent(ro["percent"], rp + ".rollout.percent");
+        if (auto h = ro["hash_header"]) {
+          rule.rollout_header = nonEmpty(h, rp + ".rollout.hash_header");
+          for (auto& ch : rule.rollout_header) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        }
+      }
+      pol.rules.push_back(std::move(rule));
+    }
+  }
+  if (!pol.limits.any() && pol.rules.empty()) fail(y, p, "a policy needs limits or rules");
+  return pol;
+}
+
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "rate_limits", {"default_max_tokens", "models"});
+  checkKeys(n, "rate_limits", {"default_max_tokens", "models", "policies"});
+  if (auto ps = n["policies"]) {
+    if (!ps.IsSequence()) fail(ps, "rate_limits.policies", "expected a list of policies");
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const std::string p = "rate_limits.policies[" + std::to_string(i) + "]";
+      RateLimitPolicyConfig pol = rateLimitPolicy(ps[i], p, cfg);
+      if (pol.name.empty()) pol.name = "policy-" + std::to_string(i);
+      for (const auto& other : cfg.rate_limits.policies)
+        if (other.name == pol.name) fail(ps[i]["name"] ? ps[i]["name"] : ps[i], p + ".name", "duplicate policy \"" + pol.name + "\"");
+      cfg.rate_limits.policies.push_back(std::move(pol));
+    }
+  }
   if (auto v = n["default_max_tokens"])
     cfg.rate_limits.default_max_tokens = static_cast<std::int64_t>(integer(v, "rate_limits.default_max_tokens", 0, 10'000'000));
   if (auto m = n["models"]) {

@@ -36,6 +36,10 @@ std::string tenantTag(std::string_view tenant) { return "tahua:{t:" + std::strin
 
 }  // namespace
 
+LimitPlan planLimits(const LimitSet& limits, const std::string& prefix, std::string_view scope) {
+  return plan(limits, prefix, scope);
+}
+
 LimitPlan tenantLimits(const TenantConfig& t) { return plan(t.limits, tenantTag(t.name) + ":tenant", "tenant"); }
 
 LimitPlan keyLimits(const ApiKeyConfig& k) { return plan(k.limits, tenantTag(k.tenant) + ":key:" + k.name, "key"); }

@@ -29,5 +29,7 @@ LimitPlan tenantLimits(const TenantConfig& tenant);
 LimitPlan keyLimits(const ApiKeyConfig& key);
 LimitPlan tenantModelLimits(const TenantConfig& tenant, std::string_view model, const LimitSet& limits);
 LimitPlan modelLimits(std::string_view model, const LimitSet& limits);
+// Any scope: counters named `prefix`:<limit> (rate-limit policies build their own).
+LimitPlan planLimits(const LimitSet& limits, const std::string& prefix, std::string_view scope);
 
 }  // namespace tahua

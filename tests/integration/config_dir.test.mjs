@@ -67,11 +67,13 @@ describe('config directory (Kubernetes ConfigMap)', () => {
   it('merges plain sections and ModelRoute resources, and reloads on a ..data swap', async (t) => {
     const cm = configMap({ 'base.yaml': BASE, 'routes.yaml': routes('small') });
     const gw = await startTahua({ t, args: ['--config', cm.dir] });
-    // Inert kinds are accepted and said to be so.
-    assert.ok(gw.stderr.json().some((l) => /RateLimitPolicy "free-tier" is valid but not enforced yet/.test(l.msg ?? '')));
+    // Inert kinds are accepted and said to be so; RateLimitPolicy is enforced (tenants.test.mjs).
+    assert.ok(gw.stderr.json().some((l) => /PromptTemplate "support" is valid but not enforced yet/.test(l.msg ?? '')));
+    assert.ok(!gw.stderr.json().some((l) => /RateLimitPolicy "free-tier" is valid but not enforced/.test(l.msg ?? '')));
 
     const short = await post(gw.url, '/v1/chat/completions', chat('auto', 'hi'));
     assert.equal(short.status, 200);
+    assert.equal(short.headers['x-ratelimit-limit-requests'], '60', 'the RateLimitPolicy applies (model auto)');
     assert.equal(short.json.model, 'small-up');
     const long = await post(gw.url, '/v1/chat/completions', chat('auto', 'word '.repeat(400)));
     assert.equal(long.json.model, 'large-up');

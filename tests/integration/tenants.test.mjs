@@ -238,6 +238,39 @@ describe('rate limits', () => {
     assert.equal(upstream.requests.length, 0);
   });
 
+  it('a rate-limit policy has rules per client type, a rollout, and counts per key', async (t) => {
+    const { gw } = await start(t, {
+      rate_limits: {
+        policies: [{
+          name: 'by-client',
+          match: { model: MODEL },
+          per: 'key',
+          requests_per_minute: 2,
+          rules: [
+            { client_type: 'mobile', requests_per_minute: 4 },
+            { client_type: 'web', requests_per_minute: 10, rollout: { percent: 0 } },
+          ],
+        }],
+      },
+    });
+    const go = async (key, type) => (await post(gw.url, '/v1/chat/completions', chatBody(MODEL), {
+      headers: { ...bearer(key), ...(type ? { 'x-client-type': type } : {}) },
+    }));
+    const statuses = async (key, type, n) => {
+      const out = [];
+      for (let i = 0; i < n; i += 1) out.push((await go(key, type)).status);
+      return out;
+    };
+    assert.deepEqual(await statuses(KEY_A, null, 3), [200, 200, 429], 'the default: 2 per minute');
+    assert.deepEqual(await statuses(KEY_A, 'mobile', 5), [200, 200, 200, 200, 429], 'the mobile rule: 4, counted apart');
+    // The web rule is rolled out to 0%: web clients get the default, already used up.
+    const web = await go(KEY_A, 'web');
+    assert.equal(web.status, 429);
+    assert.match(web.json.error.message, /requests per minute \(policy limit\): Limit 2/);
+    assert.deepEqual(await statuses(KEY_B, null, 2), [200, 200], 'per key: b has its own count');
+    assert.equal(sum(await scrape(gw.url), 'tahua_rate_limited_total', { scope: 'policy', limit: 'requests_per_minute' }), 3);
+  });
+
   it('a per-key daily token quota answers insufficient_quota once used up', async (t) => {
     const { gw } = await start(t, {
       keys: [{ name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A), limits: { tokens_per_day: 3000 } }],

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include <boost/container_hash/hash.hpp>
+
 #include "limits/limit_plan.h"
 #include "store/state_store.h"
 #include "telemetry/metrics.h"
@@ -44,8 +46,11 @@ struct Value {
   void reset(std::int64_t ms) { size = static_cast<std::uint8_t>(formatReset(ms, text, sizeof text)); }
 };
 
+constexpr std::size_t kFixedGroups = 4;   // tenant, key, tenant x model, model
+constexpr std::size_t kMaxGroups = 8;     // and up to four matching rate-limit policies
+
 struct RateLimitState {
-  std::array<const Group*, 4> groups{};  // the request's limits, as admitted
+  std::array<const Group*, kMaxGroups> groups{};  // the request's limits, as admitted
   bool admitted = false;
   bool deciding = false;       // inside store.admit: an answer now is synchronous
   bool answered = false;       // the store answered while `deciding`
@@ -75,6 +80,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
       if (const ModelConfig* m = config.findModel(model); m && limits.any())
         models_.emplace(m, modelLimits(model, limits));
     default_max_tokens_ = config.rate_limits.default_max_tokens;
+    policies_ = &config.rate_limits.policies;
   }
   std::string_view name() const override { return "rate_limit"; }
 
@@ -82,7 +88,12 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     if (!ctx.model || ctx.endpoint == Endpoint::CountTokens) return FilterStatus::Continue;
     RateLimitState& st = state(ctx);
     st.groups = {find(tenants_, ctx.principal.tenant), find(keys_, ctx.principal.key), pair(ctx), find(models_, ctx.model)};
-    if (!st.groups[0] && !st.groups[1] && !st.groups[2] && !st.groups[3]) return FilterStatus::Continue;
+    std::size_t next = kFixedGroups;
+    for (std::size_t i = 0; i < policies_->size() && next < kMaxGroups; ++i)
+      if (const Group* g = policyGroup(i, ctx)) st.groups[next++] = g;
+    bool any = false;
+    for (const Group* g : st.groups) any = any || g;
+    if (!any) return FilterStatus::Continue;
 
     // The estimate every token limit reserves; calibrated in onComplete.
     const std::int64_t prompt = static_cast<std::int64_t>((ctx.body.size() + 3) / 4);
@@ -167,6 +178,55 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     for (const auto& [model, group] : it->second)
       if (model == ctx.model) return &group;
     return nullptr;
+  }
+
+  // The limits a policy puts on this request (its rule for the client type, within the
+  // rule's rollout, else its default), counted per key, tenant or over everyone; null
+  // when the policy does not match. Groups are made on first use and kept (per worker).
+  const Group* policyGroup(std::size_t index, const RequestContext& ctx) {
+    const RateLimitPolicyConfig& pol = (*policies_)[index];
+    auto listed = [](const std::vector<std::string>& list, std::string_view name) {
+      return std::find(list.begin(), list.end(), name) != list.end();
+    };
+    if (!pol.models.empty() && !listed(pol.models, ctx.model->name) && !listed(pol.models, ctx.facts.model)) return nullptr;
+    if (!pol.tenants.empty() && (!ctx.principal.tenant || !listed(pol.tenants, ctx.principal.tenant->name))) return nullptr;
+    if (!pol.keys.empty() && (!ctx.principal.key || !listed(pol.keys, ctx.principal.key->name))) return nullptr;
+    const std::string_view type = ctx.headers ? ctx.headers->get(pol.client_header) : std::string_view{};
+    std::size_t rule = pol.rules.size();  // the default
+    for (std::size_t r = 0; r < pol.rules.size() && !type.empty(); ++r) {
+      if (pol.rules[r].client_type != type) continue;
+      const RateLimitRule& rl = pol.rules[r];
+      bool in = rl.rollout_percent >= 100;
+      if (!in) {
+        // The same caller (or trace) always lands on the same side of the rollout.
+        std::string_view source = !rl.rollout_header.empty() && ctx.headers ? ctx.headers->get(rl.rollout_header)
+                                  : ctx.principal.key                       ? std::string_view(ctx.principal.key->name)
+                                  : ctx.principal.tenant                    ? std::string_view(ctx.principal.tenant->name)
+                                                                            : std::string_view{};
+        in = !source.empty() &&
+             static_cast<double>(boost::hash_range(source.begin(), source.end()) % 10000) < rl.rollout_percent * 100;
+      }
+      if (in) rule = r;
+      break;
+    }
+    const LimitSet& limits = rule < pol.rules.size() ? pol.rules[rule].limits : pol.limits;
+    if (!limits.any()) return nullptr;
+    const void* who = nullptr;
+    using Per = RateLimitPolicyConfig::Per;
+    if (pol.per == Per::Key && ctx.principal.key) who = ctx.principal.key;
+    else if (pol.per != Per::All && ctx.principal.tenant) who = ctx.principal.tenant;
+    const PolicyKey key{index, rule, who};
+    auto it = policy_groups_.find(key);
+    if (it != policy_groups_.end()) return &it->second;
+    const std::string rule_name = rule < pol.rules.size() ? pol.rules[rule].client_type : "default";
+    std::string prefix;
+    if (who && who == ctx.principal.key)
+      prefix = "tahua:{t:" + ctx.principal.key->tenant + "}:policy:" + pol.name + ":" + rule_name + ":key:" + ctx.principal.key->name;
+    else if (who)
+      prefix = "tahua:{t:" + ctx.principal.tenant->name + "}:policy:" + pol.name + ":" + rule_name;
+    else
+      prefix = "tahua:{p:" + pol.name + "}:" + rule_name;
+    return &policy_groups_.emplace(key, planLimits(limits, prefix, "policy")).first->second;
   }
 
   static bool iequalsPrefix(std::string_view s, std::string_view prefix) {
@@ -285,11 +345,26 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
   std::unordered_map<const TenantConfig*, std::vector<std::pair<const ModelConfig*, Group>>> pairs_;
   std::unordered_map<const ModelConfig*, Group> models_;
   std::int64_t default_max_tokens_ = 1024;
+  const std::vector<RateLimitPolicyConfig>* policies_ = nullptr;  // the config's (the chain pins it)
+  struct PolicyKey {
+    std::size_t policy, rule;
+    const void* who;
+    bool operator==(const PolicyKey&) const = default;
+  };
+  struct PolicyKeyHash {
+    std::size_t operator()(const PolicyKey& k) const noexcept {
+      std::size_t h = k.policy * 1'000'003u ^ k.rule;
+      boost::hash_combine(h, k.who);
+      return h;
+    }
+  };
+  std::unordered_map<PolicyKey, Group, PolicyKeyHash> policy_groups_;
 };
 
 }  // namespace
 
 bool rateLimitsConfigured(const Config& config, const TenantDirectory& directory) {
+  if (!config.rate_limits.policies.empty()) return true;
   for (const auto& t : directory.tenants) {
     if (t.limits.any()) return true;
     for (const auto& [m, l] : t.model_limits)

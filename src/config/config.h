@@ -459,6 +459,15 @@ struct RateLimitPolicyConfig {
   std::vector<RateLimitRule> rules;
 };
 
+// Idempotency-Key (README "Idempotency"): a retry with the same key (and the same
+// request) within `ttl` gets the stored answer instead of a second upstream call.
+struct IdempotencyConfig {
+  bool enabled = true;
+  Millis ttl{3'600'000};        // a completed answer is kept this long
+  Millis lock_ttl{120'000};     // an answer in progress holds its key this long, renewed while it runs
+  std::size_t max_body_bytes = 4 * 1024 * 1024;  // a larger answer is not kept (its retries get 409)
+};
+
 // Limits over all tenants, and how token limits estimate a request before it runs.
 struct RateLimitConfig {
   // Completion tokens reserved for a request that sets no max_tokens (and that a token
@@ -488,6 +497,7 @@ struct Config {
   HealingConfig healing;
   AuthConfig auth;
   StoreConfig store;
+  IdempotencyConfig idempotency;
   std::vector<TenantConfig> tenants;
   std::vector<ApiKeyConfig> keys;
   RateLimitConfig rate_limits;

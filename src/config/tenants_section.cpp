@@ -325,6 +325,16 @@ RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::st
   return pol;
 }
 
+void Loader::loadIdempotency(const YAML::Node& n, Config& cfg) {
+  const std::string p = "idempotency";
+  checkKeys(n, p, {"enabled", "ttl", "lock_ttl", "max_body_bytes"});
+  IdempotencyConfig& c = cfg.idempotency;
+  if (auto v = n["enabled"]) c.enabled = boolean(v, p + ".enabled");
+  if (auto v = n["ttl"]) c.ttl = duration(v, p + ".ttl", Millis(1'000));
+  if (auto v = n["lock_ttl"]) c.lock_ttl = duration(v, p + ".lock_ttl", Millis(1'000));
+  if (auto v = n["max_body_bytes"]) c.max_body_bytes = integer(v, p + ".max_body_bytes", 1024, 256ull << 20);
+}
+
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {
   checkKeys(n, "rate_limits", {"default_max_tokens", "models", "policies"});
   if (auto ps = n["policies"]) {

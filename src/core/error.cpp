@@ -21,6 +21,9 @@ int Error::httpStatus() const {
     case ErrorKind::MissingApiKey:
     case ErrorKind::InvalidApiKey: return 401;
     case ErrorKind::ModelNotAllowed: return 403;
+    case ErrorKind::IdempotencyInProgress:
+    case ErrorKind::IdempotencyNotKept: return 409;
+    case ErrorKind::IdempotencyKeyReused: return 422;
     case ErrorKind::BodyTooLarge: return 413;
     case ErrorKind::HeadersTooLarge: return 431;
     case ErrorKind::UriTooLong: return 414;
@@ -55,6 +58,9 @@ ErrorSource Error::source() const {
     case ErrorKind::MissingApiKey:
     case ErrorKind::InvalidApiKey:
     case ErrorKind::ModelNotAllowed:
+    case ErrorKind::IdempotencyInProgress:
+    case ErrorKind::IdempotencyKeyReused:
+    case ErrorKind::IdempotencyNotKept:
     case ErrorKind::BadHttp: return ErrorSource::Client;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -112,6 +118,9 @@ std::string_view Error::code() const {
     case ErrorKind::RateLimited: return "rate_limit_exceeded";
     case ErrorKind::LimitTooSmall: return "request_exceeds_limit";
     case ErrorKind::QuotaExceeded: return "insufficient_quota";
+    case ErrorKind::IdempotencyInProgress: return "idempotency_in_progress";
+    case ErrorKind::IdempotencyKeyReused: return "idempotency_key_reused";
+    case ErrorKind::IdempotencyNotKept: return "idempotency_answer_not_kept";
     case ErrorKind::CircuitOpen: return "circuit_open";
     case ErrorKind::ClientTooSlow: return "stream_buffer_overflow";
     case ErrorKind::Internal: return "internal_error";

@@ -39,6 +39,9 @@ enum class ErrorKind {
   RateLimited,          // over a request or token rate limit (Retry-After says when)
   LimitTooSmall,        // the request alone needs more than a limit's whole capacity: never passes
   QuotaExceeded,        // a token quota or money budget of the period is used up
+  IdempotencyInProgress,  // the same Idempotency-Key is being answered right now
+  IdempotencyKeyReused,   // the Idempotency-Key was used for a different request
+  IdempotencyNotKept,     // the key's answer was too large to keep: not run again
   CircuitOpen,          // the provider's circuit breaker is open: failing fast
   ClientTooSlow,        // a stream's client fell further behind than server.stream_buffer_bytes
   Internal,

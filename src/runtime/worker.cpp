@@ -10,6 +10,7 @@
 
 #include "filters/access_log/access_log_filter.h"
 #include "filters/auth/auth_filter.h"
+#include "filters/idempotency/idempotency_filter.h"
 #include "filters/rate_limit/rate_limit_filter.h"
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
@@ -102,6 +103,9 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   chain->add(makeCircuitBreakerFilter(metrics_));
   // Last among the response rewriters: what it passes on goes to the client.
   chain->add(makeSecretFilter());
+  // After every rewriter: it keeps the answer as the client got it. Its request phase
+  // (onRequestBody) still runs before any upstream is chosen.
+  if (config.idempotency.enabled) chain->add(makeIdempotencyFilter(gateway_.stateStore(), *this));
   return chain;
 }
 

@@ -1,7 +1,10 @@
 #include "store/memory_store.h"
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <chrono>
+
+#include "core/base64.h"
 
 namespace tahua {
 
@@ -46,6 +49,7 @@ bool MemoryStore::openJournal(const std::string& path, Millis flush_interval, st
     c.state.a = q.period;
     c.state.b = q.used;
   }
+  loadAnswers();
   flusher_ = std::thread([this, flush_interval] {
     std::unique_lock lock(flush_mu_);
     while (!flush_cv_.wait_for(lock, flush_interval, [this] { return stopping_; })) {
@@ -72,7 +76,150 @@ void MemoryStore::flush() {
     }
   }
   if (!lines.empty()) journal_->append(lines, false);
+  expireAnswers(clock_());
   journal_->compactIfLarge(records_);
+}
+
+namespace {
+constexpr std::string_view kAnswers = "idempotency";
+}
+
+void MemoryStore::loadAnswers() {
+  // Under records_mu_ (openJournal).
+  auto it = records_.records.find(kAnswers);
+  if (it == records_.records.end()) return;
+  const std::int64_t now = clock_();
+  std::lock_guard lock(idem_mu_);
+  for (const auto& [key, doc] : it->second) {
+    boost::system::error_code ec;
+    auto v = boost::json::parse(doc, ec);
+    const auto* o = ec ? nullptr : v.if_object();
+    if (!o || !o->contains("expires_ms") || !o->at("expires_ms").is_int64()) continue;
+    KeptAnswer a;
+    a.expires_ms = o->at("expires_ms").as_int64();
+    if (a.expires_ms <= now) continue;
+    auto text = [&](std::string_view k) { return o->contains(k) && o->at(k).is_string() ? std::string(o->at(k).as_string()) : std::string(); };
+    a.record.fingerprint = text("fingerprint");
+    a.record.content_type = text("content_type");
+    a.record.status = o->contains("status") && o->at("status").is_int64() ? static_cast<int>(o->at("status").as_int64()) : 200;
+    auto body = base64Decode(text("body"));
+    if (!body) continue;
+    a.record.body = std::move(*body);
+    answer_bytes_ += a.record.body.size();
+    answers_[key] = std::move(a);
+  }
+}
+
+void MemoryStore::expireAnswers(std::int64_t now) {
+  // Under records_mu_ (flush).
+  std::lock_guard lock(idem_mu_);
+  auto recs = records_.records.find(kAnswers);
+  for (auto it = answers_.begin(); it != answers_.end();) {
+    if (it->second.expires_ms > now) {
+      ++it;
+      continue;
+    }
+    if (recs != records_.records.end()) recs->second.erase(it->first);
+    answer_bytes_ -= std::min(answer_bytes_, it->second.record.body.size());
+    it = answers_.erase(it);
+  }
+  std::erase_if(locks_, [&](const auto& kv) { return kv.second.expires_ms <= now; });
+}
+
+void MemoryStore::getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) {
+  std::optional<Idempotent> out;
+  {
+    std::lock_guard lock(idem_mu_);
+    auto it = answers_.find(key);
+    if (it != answers_.end() && it->second.expires_ms > clock_()) out = it->second.record;
+  }
+  // Found or not, the store answered: an empty record means "none".
+  done(out ? std::move(out) : std::optional<Idempotent>(Idempotent{}));
+}
+
+void MemoryStore::putIdempotent(std::string_view key, Idempotent record, Millis ttl) {
+  const std::int64_t expires = clock_() + ttl.count();
+  std::string doc;
+  if (journal_) {
+    boost::json::object o{{"fingerprint", record.fingerprint}, {"status", record.status}, {"content_type", record.content_type},
+                          {"body", base64Encode(record.body)}, {"expires_ms", expires}};
+    doc = boost::json::serialize(o);
+  }
+  {
+    std::lock_guard lock(idem_mu_);
+    auto& slot = answers_[std::string(key)];
+    answer_bytes_ -= std::min(answer_bytes_, slot.record.body.size());
+    answer_bytes_ += record.body.size();
+    slot = KeptAnswer{std::move(record), expires};
+    if (answer_bytes_ > kMaxAnswerBytes) {
+      // Over the memory bound: drop the tenth that expires soonest (a retry of those runs
+      // again, as without the key). Rare, so a scan is fine.
+      std::vector<std::pair<std::int64_t, std::string>> order;
+      order.reserve(answers_.size());
+      for (const auto& [k, a] : answers_) order.emplace_back(a.expires_ms, k);
+      std::sort(order.begin(), order.end());
+      for (std::size_t i = 0; i < order.size() / 10 + 1 && i < order.size(); ++i) {
+        auto it = answers_.find(order[i].second);
+        answer_bytes_ -= std::min(answer_bytes_, it->second.record.body.size());
+        answers_.erase(it);
+      }
+    }
+    // Without a journal nothing else sweeps: expired answers go every 1,024 puts.
+    if (!journal_ && ++puts_since_sweep_ >= 1024) {
+      puts_since_sweep_ = 0;
+      const std::int64_t now = clock_();
+      for (auto it = answers_.begin(); it != answers_.end();) {
+        if (it->second.expires_ms > now) {
+          ++it;
+          continue;
+        }
+        answer_bytes_ -= std::min(answer_bytes_, it->second.record.body.size());
+        it = answers_.erase(it);
+      }
+      std::erase_if(locks_, [&](const auto& kv) { return kv.second.expires_ms <= now; });
+    }
+  }
+  if (!doc.empty()) {
+    std::lock_guard lock(records_mu_);
+    // Not fsynced: losing the last answers in a machine crash means a retry runs again,
+    // as it would have without the key.
+    if (journal_->append(Journal::putLine(std::string(kAnswers), std::string(key), doc), false))
+      records_.records[std::string(kAnswers)][std::string(key)] = std::move(doc);
+  }
+}
+
+void MemoryStore::tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
+  bool held = false;
+  {
+    std::lock_guard lock(idem_mu_);
+    const std::int64_t now = clock_();
+    auto it = locks_.find(name);
+    if (it == locks_.end() || it->second.expires_ms <= now || it->second.owner == owner) {
+      locks_[std::string(name)] = Lock{std::string(owner), now + ttl.count()};
+      held = true;
+    }
+  }
+  done(held);
+}
+
+void MemoryStore::renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
+  bool held = false;
+  {
+    std::lock_guard lock(idem_mu_);
+    const std::int64_t now = clock_();
+    auto it = locks_.find(name);
+    if (it != locks_.end() && it->second.owner == owner && it->second.expires_ms > now) {
+      it->second.expires_ms = now + ttl.count();
+      held = true;
+    }
+  }
+  done(held);
+}
+
+void MemoryStore::unlock(std::string_view name, std::string_view owner) {
+  std::lock_guard lock(idem_mu_);
+  auto it = locks_.find(name);
+  if (it != locks_.end() && it->second.owner == owner) locks_.erase(it);
 }
 
 std::vector<StateStore::Record> MemoryStore::records(std::string_view ns) const {

@@ -44,6 +44,12 @@ class MemoryStore final : public StateStore {
   void eraseRecord(std::string_view ns, std::string_view id, WriteDone done) override;
   void onRecordsChanged(std::function<void()> fn) override;
 
+  void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) override;
+  void putIdempotent(std::string_view key, Idempotent record, Millis ttl) override;
+  void tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
+  void renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
+  void unlock(std::string_view name, std::string_view owner) override;
+
   // The decision `check` would get now, without charging it (admin views, tests).
   LimitDecision peek(const LimitCheck& check);
   std::size_t counters() const;
@@ -70,6 +76,24 @@ class MemoryStore final : public StateStore {
   JournalState records_;           // records and, at load, the journaled quotas
   std::unique_ptr<Journal> journal_;
   std::vector<std::function<void()>> listeners_;
+
+  // Idempotency records (journaled as records of namespace "idempotency") and locks.
+  struct KeptAnswer {
+    Idempotent record;
+    std::int64_t expires_ms = 0;
+  };
+  struct Lock {
+    std::string owner;
+    std::int64_t expires_ms = 0;
+  };
+  std::mutex idem_mu_;
+  std::unordered_map<std::string, KeptAnswer, StringHash, std::equal_to<>> answers_;
+  std::unordered_map<std::string, Lock, StringHash, std::equal_to<>> locks_;
+  std::size_t puts_since_sweep_ = 0;
+  std::size_t answer_bytes_ = 0;  // bounded by kMaxAnswerBytes: the soonest to expire go first
+  static constexpr std::size_t kMaxAnswerBytes = 256u << 20;
+  void loadAnswers();  // from records_ at openJournal
+  void expireAnswers(std::int64_t now);
 
   std::mutex flush_mu_;
   std::condition_variable flush_cv_;

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/duration.h"
 #include "limits/limiters.h"
 
 namespace tahua {
@@ -80,6 +81,27 @@ class StateStore {
   virtual void eraseRecord(std::string_view ns, std::string_view id, WriteDone done) = 0;
   // `fn` runs (on any thread) after the mirror changed, by this replica or another.
   virtual void onRecordsChanged(std::function<void()> fn) = 0;
+
+  // Idempotency records: a completed answer kept under its key for a while, so a retry
+  // gets it again instead of a second (billed) call. `done` runs on the calling worker's
+  // thread with the record (status 0: there is none); a store that cannot answer falls
+  // back to this replica's own records.
+  struct Idempotent {
+    std::string fingerprint;  // of the request that made it (a different request with the key is refused)
+    int status = 0;
+    std::string content_type;
+    std::string body;
+  };
+  virtual void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) = 0;
+  virtual void putIdempotent(std::string_view key, Idempotent record, Millis ttl) = 0;
+
+  // Distributed locks (SET NX PX with an owner token; renewal and release check the
+  // owner, so a lock that expired and was taken by another is never released by the
+  // first). For one-replica-only work and for requests in flight under an idempotency
+  // key. `done(true)` when this owner holds it now; on the calling worker's thread.
+  virtual void tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) = 0;
+  virtual void renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) = 0;
+  virtual void unlock(std::string_view name, std::string_view owner) = 0;
 };
 
 // Wall-clock unix milliseconds (limits are shared with other replicas: not steady time).

@@ -12,6 +12,8 @@ import { gatewayConfig, openaiProvider } from './lib/tahua.mjs';
 import { chatBody, post } from './lib/http.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { makeTempDir } from './lib/util.mjs';
+import { readFileSync } from 'node:fs';
+import { REPO_ROOT } from './lib/tahua.mjs';
 
 const MODEL = 'gpt-test';
 const TENANT_TOKEN = 'ops-tenant-token-0123456789';
@@ -129,5 +131,36 @@ describe('admin API: tenants and keys', () => {
     assert.equal((await post(second.gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(secret) })).status, 200);
     const after = (await second.admin('GET', '/admin/v1/keys/keeper')).json.usage.find((u) => u.limit === 'tokens_per_day');
     assert.ok(after.used > before.used, `consumption carried over: ${before.used} then ${after.used}`);
+  });
+});
+
+describe('README tenants and limits example', () => {
+  it('runs as documented: keys work, the admin flow creates, shows and revokes a key', async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const blocks = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
+    let example = blocks.find((b) => b.startsWith('# Tenants and limits example'));
+    assert.ok(example, 'README has the tenants and limits example');
+    example = example
+      .replace('port: 8080', 'port: 0')
+      .replace('port: 9090', 'port: 0')
+      .replace(/journal: tahua-state\.journal/, `journal: ${join(makeTempDir(), 'state.journal')}`);
+    const { gw, admin } = await startWithAdmin(t, example, { listenerCount: 1, env: { TAHUA_ADMIN_TOKEN: 'readme-admin-token-0123456789' } });
+    const ok = await post(gw.url, '/v1/chat/completions', chatBody('mock-gpt'), { headers: bearer('tk-search-example-key') });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers['x-ratelimit-limit-requests'], '100', 'the by-client policy is the tightest');
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('mock-large'), { headers: bearer('tk-search-example-key') })).status, 403);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('mock-gpt'), { headers: bearer('tk-research-example-key') })).status, 200);
+    const token = 'readme-admin-token-0123456789';
+    assert.equal((await admin('POST', '/admin/v1/tenants', { json: { name: 'ads', limits: { requests_per_minute: 120 } }, token })).status, 201);
+    const key = await admin('POST', '/admin/v1/keys', { json: { name: 'ads-prod', tenant: 'ads', expires_at: '2027-12-31' }, token });
+    assert.equal(key.status, 201);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('mock-gpt'), { headers: bearer(key.json.key) })).status, 200);
+    const view = await admin('GET', '/admin/v1/keys/ads-prod', { token });
+    assert.equal(view.json.expires_at, '2027-12-31T00:00:00Z');
+    assert.equal((await admin('DELETE', '/admin/v1/keys/ads-prod', { token })).status, 200);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('mock-gpt'), { headers: bearer(key.json.key) })).status, 401);
+    // The tenant token manages search-team's keys only.
+    const mine = await admin('GET', '/admin/v1/keys', { token: 'search-admin-example-token' });
+    assert.deepEqual(mine.json.keys.map((k) => k.name), ['search-prod']);
   });
 });

@@ -184,3 +184,59 @@ TEST(MemoryStore, AdjustCalibratesABucketSharedByName) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+TEST(Locks, OnlyTheOwnerRenewsOrReleasesAndAnExpiredLockIsFree) {
+  std::int64_t now = 0;
+  MemoryStore store([&] { return now; });
+  bool held = false;
+  auto keep = [&](bool h) { held = h; };
+  store.tryLock("job", "a", Millis(1'000), keep);
+  EXPECT_TRUE(held);
+  store.tryLock("job", "b", Millis(1'000), keep);
+  EXPECT_FALSE(held);
+  store.unlock("job", "b");  // not b's: nothing happens
+  store.tryLock("job", "b", Millis(1'000), keep);
+  EXPECT_FALSE(held);
+  now = 900;
+  store.renewLock("job", "a", Millis(1'000), keep);  // until 1,900
+  EXPECT_TRUE(held);
+  now = 1'500;
+  store.tryLock("job", "b", Millis(1'000), keep);
+  EXPECT_FALSE(held) << "renewed, still a's";
+  now = 1'900;
+  store.tryLock("job", "b", Millis(1'000), keep);
+  EXPECT_TRUE(held) << "expired: b takes it";
+  store.renewLock("job", "a", Millis(1'000), keep);
+  EXPECT_FALSE(held) << "a lost it and cannot renew b's";
+  store.unlock("job", "a");
+  store.tryLock("job", "c", Millis(1'000), keep);
+  EXPECT_FALSE(held) << "a's unlock did not release b's lock";
+  store.unlock("job", "b");
+  store.tryLock("job", "c", Millis(1'000), keep);
+  EXPECT_TRUE(held);
+}
+
+TEST(IdempotentAnswers, KeptUntilTheirTtlAndStatusZeroMeansNone) {
+  std::int64_t now = 0;
+  MemoryStore store([&] { return now; });
+  std::optional<StateStore::Idempotent> got;
+  auto keep = [&](std::optional<StateStore::Idempotent> r) { got = std::move(r); };
+  store.getIdempotent("k", keep);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 0);
+  store.putIdempotent("k", {"fp", 200, "application/json", "{\"ok\":true}"}, Millis(1'000));
+  now = 999;
+  store.getIdempotent("k", keep);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->body, "{\"ok\":true}");
+  EXPECT_EQ(got->fingerprint, "fp");
+  now = 1'000;
+  store.getIdempotent("k", keep);
+  EXPECT_EQ(got->status, 0);
+}
+
+}  // namespace
+}  // namespace tahua

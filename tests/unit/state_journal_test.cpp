@@ -56,6 +56,32 @@ TEST(StateJournal, RecordsAndQuotaConsumptionSurviveARestart) {
   EXPECT_EQ(s.counters(), 1u);
 }
 
+TEST(StateJournal, IdempotentAnswersSurviveARestartUntilTheyExpire) {
+  const std::string path = tempPath("d.journal");
+  std::int64_t now = 1'000;
+  const std::string body("data: {\"x\":1}\n\n\x01\xff", 17);  // any bytes
+  {
+    MemoryStore s([&] { return now; });
+    std::vector<std::string> warnings;
+    std::string error;
+    ASSERT_TRUE(s.openJournal(path, Millis(60'000), warnings, error)) << error;
+    s.putIdempotent("k", {"fp", 200, "text/event-stream", body}, Millis(10'000));
+  }
+  MemoryStore s([&] { return now; });
+  std::vector<std::string> warnings;
+  std::string error;
+  ASSERT_TRUE(s.openJournal(path, Millis(60'000), warnings, error)) << error;
+  std::optional<StateStore::Idempotent> got;
+  s.getIdempotent("k", [&](std::optional<StateStore::Idempotent> r) { got = std::move(r); });
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->body, body);
+  EXPECT_EQ(got->content_type, "text/event-stream");
+  now = 11'000;
+  s.getIdempotent("k", [&](std::optional<StateStore::Idempotent> r) { got = std::move(r); });
+  EXPECT_EQ(got->status, 0);
+}
+
 TEST(StateJournal, ATornLastLineIsDroppedAndADamagedOneRefused) {
   const std::string path = tempPath("b.journal");
   std::ofstream(path) << R"({"op":"put","ns":"keys","id":"k","doc":{"name":"k"}})" << "\n" << R"({"op":"put","ns":"ke)";

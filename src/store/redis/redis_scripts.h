@@ -184,6 +184,23 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 4)
 return redis.call('ZCARD', KEYS[1])
 )LUA";
 
+// Lock renewal and release, only by the owner that holds it. KEYS[1]: the lock;
+// ARGV[1]: the owner; renewal: ARGV[2] the new TTL (ms). Returns 1 if it was held.
+inline constexpr const char* kRenewLock = R"LUA(
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+  return 1
+end
+return 0
+)LUA";
+
+inline constexpr const char* kUnlock = R"LUA(
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+)LUA";
+
 #undef TAHUA_LUA_PRELUDE
 
 }  // namespace tahua::redis_scripts

@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <future>
 
+#include <boost/json.hpp>
+
+#include "core/base64.h"
 #include "core/log.h"
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_scripts.h"
@@ -95,7 +98,9 @@ RedisStore::RedisStore(RedisStoreConfig config)
       replica_id_(replicaId()),
       admit_sha_(sha1Hex(redis_scripts::kAdmit)),
       adjust_sha_(sha1Hex(redis_scripts::kAdjust)),
-      heartbeat_sha_(sha1Hex(redis_scripts::kHeartbeat)) {}
+      heartbeat_sha_(sha1Hex(redis_scripts::kHeartbeat)),
+      renew_sha_(sha1Hex(redis_scripts::kRenewLock)),
+      unlock_sha_(sha1Hex(redis_scripts::kUnlock)) {}
 
 RedisStore::~RedisStore() {
   if (control_io_) control_io_->stop();
@@ -437,6 +442,95 @@ void RedisStore::eraseRecord(std::string_view ns, std::string_view id, WriteDone
 void RedisStore::onRecordsChanged(std::function<void()> fn) {
   std::lock_guard lock(mu_);
   listeners_.push_back(std::move(fn));
+}
+
+// An answer is one string value (JSON, the body in base64) set with its TTL in one
+// command: no state without an expiry, whatever happens between two commands.
+void RedisStore::getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) {
+  RedisConnection* conn = t_connection.get();
+  if (!conn || !conn->usable()) {
+    local_.getIdempotent(key, std::move(done));
+    return;
+  }
+  std::string k(key);
+  conn->send({"GET", k}, [this, k, done = std::move(done)](std::optional<RedisReply> r) mutable {
+    if (!r || r->isError()) {
+      local_.getIdempotent(k, std::move(done));
+      return;
+    }
+    Idempotent out;
+    if (r->type == RedisReply::Type::String) {
+      boost::system::error_code ec;
+      auto v = boost::json::parse(r->str, ec);
+      const auto* o = ec ? nullptr : v.if_object();
+      auto text = [&](std::string_view f) { return o && o->contains(f) && o->at(f).is_string() ? std::string(o->at(f).as_string()) : std::string(); };
+      auto body = base64Decode(text("body"));
+      if (o && body && o->contains("status") && o->at("status").is_int64()) {
+        out.fingerprint = text("fingerprint");
+        out.content_type = text("content_type");
+        out.status = static_cast<int>(o->at("status").as_int64());
+        out.body = std::move(*body);
+      }
+    }
+    done(std::move(out));
+  });
+}
+
+void RedisStore::putIdempotent(std::string_view key, Idempotent record, Millis ttl) {
+  RedisConnection* conn = t_connection.get();
+  if (!conn || !conn->usable()) {
+    local_.putIdempotent(key, std::move(record), ttl);
+    return;
+  }
+  const std::string value = boost::json::serialize(boost::json::object{{"fingerprint", record.fingerprint},
+                                                                       {"status", record.status},
+                                                                       {"content_type", record.content_type},
+                                                                       {"body", base64Encode(record.body)}});
+  auto kept = std::make_shared<Idempotent>(std::move(record));
+  std::string k(key);
+  conn->send({"SET", k, value, "PX", std::to_string(ttl.count())}, [this, k, kept, ttl](std::optional<RedisReply> r) {
+    if (!r || r->isError()) local_.putIdempotent(k, std::move(*kept), ttl);  // this replica keeps it at least
+  });
+}
+
+void RedisStore::tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
+  RedisConnection* conn = t_connection.get();
+  if (!conn || !conn->usable()) {
+    local_.tryLock(name, owner, ttl, std::move(done));
+    return;
+  }
+  std::string n(name), o(owner);
+  conn->send({"SET", n, o, "NX", "PX", std::to_string(ttl.count())}, [this, n, o, ttl, done = std::move(done)](std::optional<RedisReply> r) mutable {
+    if (!r || r->isError()) {
+      local_.tryLock(n, o, ttl, std::move(done));
+      return;
+    }
+    done(r->type == RedisReply::Type::Status && r->str == "OK");
+  });
+}
+
+void RedisStore::renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
+  RedisConnection* conn = t_connection.get();
+  if (!conn || !conn->usable()) {
+    local_.renewLock(name, owner, ttl, std::move(done));
+    return;
+  }
+  std::string n(name), o(owner);
+  evalsha(*conn, renew_sha_, redis_scripts::kRenewLock, {"1", n, o, std::to_string(ttl.count())},
+          [this, n, o, ttl, done = std::move(done)](std::optional<RedisReply> r) mutable {
+            if (!r || r->isError()) {
+              local_.renewLock(n, o, ttl, std::move(done));
+              return;
+            }
+            done(r->type == RedisReply::Type::Integer && r->integer == 1);
+          });
+}
+
+void RedisStore::unlock(std::string_view name, std::string_view owner) {
+  local_.unlock(name, owner);  // it may have been taken here while Redis was away
+  RedisConnection* conn = t_connection.get();
+  if (!conn || !conn->usable()) return;  // the lock expires by its TTL
+  evalsha(*conn, unlock_sha_, redis_scripts::kUnlock, {"1", std::string(name), std::string(owner)}, [](std::optional<RedisReply>) {});
 }
 
 StateStore::Stats RedisStore::stats() const {

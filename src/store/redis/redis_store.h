@@ -61,6 +61,12 @@ class RedisStore final : public StateStore {
 
   Stats stats() const override;
 
+  void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) override;
+  void putIdempotent(std::string_view key, Idempotent record, Millis ttl) override;
+  void tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
+  void renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
+  void unlock(std::string_view name, std::string_view owner) override;
+
  private:
   void decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done);
   void decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done);
@@ -79,7 +85,7 @@ class RedisStore final : public StateStore {
   std::string endpoint_text_;  // host:port, for logs (never the password)
   std::string replica_id_;
   std::chrono::steady_clock::time_point next_resync_{};
-  std::string admit_sha_, adjust_sha_, heartbeat_sha_;
+  std::string admit_sha_, adjust_sha_, heartbeat_sha_, renew_sha_, unlock_sha_;
 
   MemoryStore local_;  // decisions while Redis is unreachable
   std::atomic<bool> up_{false};

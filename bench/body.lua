@@ -7,3 +7,6 @@ dofile(dir .. "chat.lua")
 local body = os.getenv("BENCH_BODY")
 assert(body and body ~= "", "bench/body.lua: BENCH_BODY is not set")
 wrk.body = body
+-- BENCH_AUTH: an Authorization header (bench/limits.sh), sent with every request.
+local auth = os.getenv("BENCH_AUTH")
+if auth and auth ~= "" then wrk.headers["Authorization"] = auth end

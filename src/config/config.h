@@ -51,6 +51,7 @@ struct ServerConfig {
   std::size_t max_url_bytes = 8 * 1024;  // request target; over it: 414
   std::size_t max_json_depth = 128;      // nesting of a request body; deeper: 400
   bool deployment_header = false;  // X-Tahua-Deployment / X-Tahua-Version on answers
+  bool tenant_metrics = false;     // per-tenant series in /metrics (bounded: 1,000 tenants)
 };
 
 // Concurrency caps for the whole gateway (0 = none); routes may have their own. Over a
@@ -97,6 +98,10 @@ struct RedisStoreConfig {
   // Refuse to start unless the server persists (AOF or RDB) and never evicts (the
   // records and quotas cannot be rebuilt). Off only for a throwaway Redis.
   bool require_persistence = true;
+  // Sentinel: the master is the one these sentinels name `sentinel_master` (the url's
+  // host and port are then not used; its password and database are).
+  std::vector<std::string> sentinels;  // host:port
+  std::string sentinel_master;
 };
 
 struct StoreConfig {

@@ -238,7 +238,23 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
   if (auto v = n["flush_interval"]) s.flush_interval = duration(v, "store.flush_interval", Millis(10));
   if (auto r = n["redis"]) {
     const std::string p = "store.redis";
-    checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "require_persistence"});
+    checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "require_persistence", "sentinel"});
+    if (auto sn = r["sentinel"]) {
+      checkKeys(sn, p + ".sentinel", {"addresses", "master"});
+      auto a = sn["addresses"];
+      if (!a || !a.IsSequence() || a.size() == 0) fail(a ? a : sn, p + ".sentinel.addresses", "required: a list of host:port");
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        const std::string ap = p + ".sentinel.addresses[" + std::to_string(i) + "]";
+        std::string addr = nonEmpty(a[i], ap);
+        const auto colon = addr.rfind(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size() ||
+            addr.find_first_not_of("0123456789", colon + 1) != std::string::npos)
+          fail(a[i], ap, "expected host:port");
+        s.redis.sentinels.push_back(std::move(addr));
+      }
+      if (!sn["master"]) fail(sn, p + ".sentinel.master", "required: the master's name the sentinels monitor");
+      s.redis.sentinel_master = nonEmpty(sn["master"], p + ".sentinel.master");
+    }
     if (auto v = r["url"]) {
       s.redis.url = nonEmpty(v, p + ".url");
       if (s.redis.url.rfind("redis://", 0) != 0 || s.redis.url.size() == 8)

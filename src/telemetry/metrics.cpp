@@ -42,6 +42,13 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.bulkhead_rejections) bulkhead_rejections[key] += n;
   for (const auto& [key, n] : other.auth_failures) auth_failures[key] += n;
   for (const auto& [key, n] : other.limit_rejections) limit_rejections[key] += n;
+  for (const auto& [tenant, t] : other.tenants) {
+    TenantSeries& mine = tenants[tenant];
+    for (const auto& [status, n] : t.requests_by_status) mine.requests_by_status[status] += n;
+    mine.prompt_tokens += t.prompt_tokens;
+    mine.completion_tokens += t.completion_tokens;
+    mine.cost_usd += t.cost_usd;
+  }
   for (const auto& [key, n] : other.upstream_timeouts) upstream_timeouts[key] += n;
   for (const auto& [key, n] : other.breaker_transitions) breaker_transitions[key] += n;
   active_streams += other.active_streams;
@@ -168,6 +175,27 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, n] : m.limit_rejections)
     out += "tahua_rate_limited_total{scope=\"" + escapeLabel(key.first) + "\",limit=\"" + escapeLabel(key.second) + "\"} " +
            std::to_string(n) + "\n";
+  if (!m.tenants.empty()) {
+    out += "# HELP tahua_tenant_requests_total Requests per tenant and status (server.tenant_metrics).\n";
+    out += "# TYPE tahua_tenant_requests_total counter\n";
+    for (const auto& [tenant, t] : m.tenants)
+      for (const auto& [status, n] : t.requests_by_status)
+        out += "tahua_tenant_requests_total{tenant=\"" + escapeLabel(tenant) + "\",status=\"" + std::to_string(status) + "\"} " +
+               std::to_string(n) + "\n";
+    out += "# HELP tahua_tenant_tokens_total Tokens per tenant and type (server.tenant_metrics).\n";
+    out += "# TYPE tahua_tenant_tokens_total counter\n";
+    for (const auto& [tenant, t] : m.tenants) {
+      out += "tahua_tenant_tokens_total{tenant=\"" + escapeLabel(tenant) + "\",type=\"prompt\"} " + std::to_string(t.prompt_tokens) + "\n";
+      out += "tahua_tenant_tokens_total{tenant=\"" + escapeLabel(tenant) + "\",type=\"completion\"} " + std::to_string(t.completion_tokens) + "\n";
+    }
+    out += "# HELP tahua_tenant_cost_usd_total Cost per tenant from the models' pricing (server.tenant_metrics).\n";
+    out += "# TYPE tahua_tenant_cost_usd_total counter\n";
+    for (const auto& [tenant, t] : m.tenants) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.6f", t.cost_usd);
+      out += "tahua_tenant_cost_usd_total{tenant=\"" + escapeLabel(tenant) + "\"} " + buf + "\n";
+    }
+  }
   out += "# HELP tahua_upstream_retries_total Upstream tries repeated (before any byte reached the client).\n";
   out += "# TYPE tahua_upstream_retries_total counter\n";
   for (const auto& [provider, n] : m.upstream_retries)

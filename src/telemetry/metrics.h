@@ -67,6 +67,16 @@ struct WorkerMetrics {
   // Requests refused by a rate limit, quota or budget: (scope, limit), e.g.
   // ("tenant", "requests_per_minute"), ("key", "usd_per_day").
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> limit_rejections;
+  // Per tenant (server.tenant_metrics, opt-in; at most kMaxTenantSeries tenants, the rest
+  // under "other"): requests by status, tokens, cost.
+  struct TenantSeries {
+    std::map<int, std::uint64_t> requests_by_status;
+    std::uint64_t prompt_tokens = 0;
+    std::uint64_t completion_tokens = 0;
+    double cost_usd = 0;
+  };
+  static constexpr std::size_t kMaxTenantSeries = 1000;
+  std::map<std::string, TenantSeries, std::less<>> tenants;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

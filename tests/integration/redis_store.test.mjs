@@ -11,7 +11,7 @@ import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { chatBody, collectData, openStream, post } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
-import { startRedis } from './lib/redis.mjs';
+import { startRedis, startSentinel } from './lib/redis.mjs';
 import { eventually } from './lib/util.mjs';
 
 const MODEL = 'gpt-test';
@@ -135,5 +135,34 @@ describe('redis store', () => {
       assert.ok(gw instanceof Error, 'tahua did not start');
       assert.match(gw.message, pattern);
     }
+  });
+});
+
+describe('redis store with Sentinel', () => {
+  it('follows a failover: the master named by the sentinel, local limits meanwhile, shared again after', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    // No 5 s wait before a full sync (Redis 7's repl-diskless-sync-delay).
+    const master = await startRedis({ t, args: ['--repl-diskless-sync-delay', '0'] });
+    const replica = await startRedis({ t, args: ['--replicaof', '127.0.0.1', String(master.port)] });
+    await eventually(() => replica.cli('info', 'replication').includes('master_link_status:up'), { timeout: 5000, what: 'the replica in sync' });
+    const sentinel = await startSentinel({ t, masterPort: master.port });
+    const c = config(upstream, master, { limits: { tokens_per_day: 1000000000 } });
+    c.store.redis.url = 'redis://ignored-with-sentinel:1';
+    c.store.redis.sentinel = { addresses: [`127.0.0.1:${sentinel.port}`], master: 'mymaster' };
+    const gw = await startTahua({ t, config: c });
+    const used = (redis) => Number(redis.cli('HGET', 'tahua:{t:team}:tenant:tpd', 'b') || 0);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) })).status, 200);
+    assert.ok(used(master) > 0, 'counted on the master');
+
+    await master.stop();
+    await eventually(() => sentinel.master()[1] === String(replica.port), { timeout: 15000, interval: 100, what: 'the sentinel promoting the replica' });
+    const before = used(replica);
+    // Requests go on throughout (locally while the master is gone), then count on the new master.
+    await eventually(async () => {
+      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) });
+      assert.equal(r.status, 200);
+      return sum(await scrape(gw.url), 'tahua_store_up') === 1 && used(replica) > before;
+    }, { timeout: 10000, interval: 100, what: 'shared limiting on the promoted replica' });
+    await gw.stderr.waitUntil(() => gw.stderr.json().find((l) => l.msg === 'redis master (from sentinel)' && l.address.endsWith(`:${replica.port}`)), 3000, 'the new master logged');
   });
 });

@@ -113,6 +113,19 @@ describe('tenants and keys', () => {
     });
   });
 
+  it('counts per tenant in /metrics only when server.tenant_metrics is on', async (t) => {
+    const { gw } = await start(t, { server: { tenant_metrics: true } });
+    await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) });
+    await post(gw.url, '/v1/chat/completions', chatBody(OTHER), { headers: bearer(KEY_B) });
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_tenant_requests_total', { tenant: 'team-a', status: '200' }), 1);
+    assert.equal(sum(m, 'tahua_tenant_requests_total', { tenant: 'team-b', status: '403' }), 1);
+    assert.ok(sum(m, 'tahua_tenant_tokens_total', { tenant: 'team-a', type: 'completion' }) > 0);
+    const { gw: plain } = await start(t);
+    await post(plain.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) });
+    assert.equal(sum(await scrape(plain.url), 'tahua_tenant_requests_total'), 0, 'off by default');
+  });
+
   it('says at start that authentication is off when no tenants or keys are declared', async (t) => {
     const upstream = await startMockUpstream({ t });
     const config = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: MODEL, provider: 'up' }] });

@@ -27,7 +27,9 @@ class MetricsFilter final : public Filter {
     if (ctx.usage.prompt_tokens > 0) s.prompt_tokens += static_cast<std::uint64_t>(ctx.usage.prompt_tokens);
     if (ctx.usage.completion_tokens > 0) s.completion_tokens += static_cast<std::uint64_t>(ctx.usage.completion_tokens);
     if (ctx.usage.cached_tokens > 0) s.cached_tokens += static_cast<std::uint64_t>(ctx.usage.cached_tokens);
-    if (double cost = costUsd(ctx.model, ctx.usage); cost > 0) s.cost_usd += cost;
+    const double cost = costUsd(ctx.model, ctx.usage);
+    if (cost > 0) s.cost_usd += cost;
+    if (ctx.principal.tenant && ctx.config->server.tenant_metrics) tenantSeries(ctx, cost);
     if (ctx.error && ctx.error->source() == ErrorSource::Upstream) {
       auto key = std::pair<std::string_view, std::string_view>(provider, ctx.error->code());
       auto it = m_.upstream_errors.find(key);
@@ -43,6 +45,21 @@ class MetricsFilter final : public Filter {
   }
 
  private:
+  // Bounded: past kMaxTenantSeries tenants, the rest share the series "other".
+  void tenantSeries(const RequestContext& ctx, double cost) {
+    std::string_view name = ctx.principal.tenant->name;
+    auto it = m_.tenants.find(name);
+    if (it == m_.tenants.end()) {
+      if (m_.tenants.size() >= WorkerMetrics::kMaxTenantSeries) name = "other";
+      it = m_.tenants.try_emplace(std::string(name)).first;
+    }
+    WorkerMetrics::TenantSeries& t = it->second;
+    ++t.requests_by_status[ctx.status];
+    if (ctx.usage.prompt_tokens > 0) t.prompt_tokens += static_cast<std::uint64_t>(ctx.usage.prompt_tokens);
+    if (ctx.usage.completion_tokens > 0) t.completion_tokens += static_cast<std::uint64_t>(ctx.usage.completion_tokens);
+    if (cost > 0) t.cost_usd += cost;
+  }
+
   WorkerMetrics& m_;
 };
 

@@ -119,6 +119,7 @@ void RedisConnection::send(const std::vector<std::string>& args, Callback cb) {
 
 void RedisConnection::connect() {
   state_ = State::Connecting;
+  if (where_) endpoint_ = where_();
   const unsigned gen = ++generation_;
   auto self = shared_from_this();
   auto resolver = std::make_shared<tcp::resolver>(io_);

@@ -60,6 +60,8 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
 
   // For a subscriber: every reply that does not answer a command (pushed messages).
   void onPush(std::function<void(const RedisReply&)> fn) { on_push_ = std::move(fn); }
+  // Where to connect, asked at every (re)connect: with Sentinel, the master it names now.
+  void onConnect(std::function<RedisEndpoint()> where) { where_ = std::move(where); }
 
  private:
   struct Pending {
@@ -88,6 +90,7 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   std::vector<char> in_;
   redisReader* reader_ = nullptr;
   std::function<void(const RedisReply&)> on_push_;
+  std::function<RedisEndpoint()> where_;
   unsigned generation_ = 0;
   const char* last_error_ = "";  // bumps when the socket is replaced: stale handlers do nothing
 };

@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <algorithm>
+#include <charconv>
 #include <future>
 
 #include <boost/json.hpp>
@@ -86,6 +87,16 @@ bool parseAdmission(const RedisReply& r, std::size_t n, Admission& a) {
   return a.allowed || a.denied < n;
 }
 
+// A reply that means "this server cannot serve us now" (a replica after a failover, a
+// server loading its data): the connection is closed so the next command reconnects,
+// with Sentinel to the current master.
+bool unusableServer(const std::optional<RedisReply>& r) {
+  if (!r || !r->isError()) return false;
+  for (const char* prefix : {"READONLY", "LOADING", "MASTERDOWN"})
+    if (r->str.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 std::vector<std::string> checkArgs(const LimitCheck& c) {
   return {std::to_string(static_cast<int>(c.spec.kind)), std::to_string(c.spec.limit), std::to_string(c.spec.period_ms),
           std::to_string(static_cast<int>(c.spec.calendar))};
@@ -131,11 +142,25 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
     return false;
   }
   control_io_ = std::make_unique<asio::io_context>(1);
-  control_ = std::make_shared<RedisConnection>(*control_io_, endpoint, std::max(config_.command_timeout, Millis(1'000)));
-  // The subscriber waits for messages for ever; its timeout only bounds SUBSCRIBE itself.
-  subscriber_ = std::make_shared<RedisConnection>(*control_io_, endpoint, std::max(config_.command_timeout, Millis(1'000)));
-  endpoint_text_ = endpoint.host + ":" + std::to_string(endpoint.port);
+  endpoint_text_ = config_.sentinels.empty() ? endpoint.host + ":" + std::to_string(endpoint.port)
+                                             : "sentinel master " + config_.sentinel_master;
   endpoint_ = std::make_unique<RedisEndpoint>(std::move(endpoint));
+  control_ = connection(*control_io_, std::max(config_.command_timeout, Millis(1'000)));
+  // The subscriber waits for messages for ever; its timeout only bounds SUBSCRIBE itself.
+  subscriber_ = connection(*control_io_, std::max(config_.command_timeout, Millis(1'000)));
+  control_thread_ = std::thread([this] {
+    auto guard = asio::make_work_guard(*control_io_);
+    control_io_->run();
+  });
+  if (!config_.sentinels.empty()) {
+    // The master first: every connection asks for it when it connects.
+    auto asked = std::make_shared<std::promise<bool>>();
+    auto answer = asked->get_future();
+    asio::post(*control_io_, [this, asked] { querySentinels(0, [asked](bool ok) { asked->set_value(ok); }); });
+    if (answer.wait_for(std::chrono::seconds(5)) != std::future_status::ready || !answer.get())
+      warnings.push_back("no sentinel of store.redis.sentinel.addresses named a master \"" + config_.sentinel_master +
+                         "\"; limits are per replica until one does");
+  }
 
   // The first conversation, before anything is served: what the server keeps, and the records.
   struct Probe {
@@ -162,10 +187,6 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
           if (--*left == 0) done->set_value();
         });
     });
-  });
-  control_thread_ = std::thread([this] {
-    auto guard = asio::make_work_guard(*control_io_);
-    control_io_->run();
   });
   // The probe's own commands time out within a second; this wait is only a backstop.
   if (finished.wait_for(std::chrono::seconds(5)) != std::future_status::ready || !probe->answered) {
@@ -201,8 +222,53 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
   return true;
 }
 
-void RedisStore::attach(asio::io_context& io) {
-  t_connection = std::make_shared<RedisConnection>(io, *endpoint_, config_.command_timeout);
+void RedisStore::attach(asio::io_context& io) { t_connection = connection(io, config_.command_timeout); }
+
+std::shared_ptr<RedisConnection> RedisStore::connection(asio::io_context& io, Millis timeout) {
+  auto conn = std::make_shared<RedisConnection>(io, currentEndpoint(), timeout);
+  conn->onConnect([this] { return currentEndpoint(); });
+  return conn;
+}
+
+RedisEndpoint RedisStore::currentEndpoint() const {
+  std::lock_guard lock(endpoint_mu_);
+  return *endpoint_;
+}
+
+void RedisStore::querySentinels(std::size_t index, std::function<void(bool)> done) {
+  if (index >= config_.sentinels.size()) {
+    done(false);
+    return;
+  }
+  const std::string& addr = config_.sentinels[index];
+  RedisEndpoint sentinel;
+  sentinel.host = addr.substr(0, addr.rfind(':'));
+  sentinel.port = static_cast<std::uint16_t>(std::stoi(addr.substr(addr.rfind(':') + 1)));
+  auto conn = std::make_shared<RedisConnection>(*control_io_, sentinel, std::max(config_.command_timeout, Millis(500)));
+  conn->send({"SENTINEL", "get-master-addr-by-name", config_.sentinel_master},
+             [this, conn, index, done = std::move(done)](std::optional<RedisReply> r) mutable {
+               conn->close();
+               if (!r || r->type != RedisReply::Type::Array || r->elements.size() != 2) {
+                 querySentinels(index + 1, std::move(done));
+                 return;
+               }
+               const std::string host = r->elements[0].str;
+               int port = 0;
+               std::from_chars(r->elements[1].str.data(), r->elements[1].str.data() + r->elements[1].str.size(), port);
+               if (host.empty() || port <= 0 || port > 65535) {
+                 querySentinels(index + 1, std::move(done));
+                 return;
+               }
+               bool changed = false;
+               {
+                 std::lock_guard lock(endpoint_mu_);
+                 changed = endpoint_->host != host || endpoint_->port != port;
+                 endpoint_->host = host;
+                 endpoint_->port = static_cast<std::uint16_t>(port);
+               }
+               if (changed) log::info("redis master (from sentinel)", {{"master", config_.sentinel_master}, {"address", host + ":" + std::to_string(port)}});
+               done(true);
+             });
 }
 
 void RedisStore::markUp(bool up, const char* why) {
@@ -242,6 +308,7 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
   evalsha(*conn, admit_sha_, redis_scripts::kAdmit, std::move(args),
           [this, saved, charge, done = std::move(done), conn](std::optional<RedisReply> r) {
             Admission a;
+            if (unusableServer(r)) conn->close();
             if (!r || !parseAdmission(*r, saved->checks.size(), a)) {
               markUp(false, !r ? conn->lastError() : r->isError() ? "script error" : "unexpected reply");
               if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
@@ -295,7 +362,8 @@ void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::i
     return;
   }
   auto kept = std::make_shared<std::vector<std::string>>(args);
-  evalsha(*conn, adjust_sha_, redis_scripts::kAdjust, std::move(args), [this, kept](std::optional<RedisReply> r) {
+  evalsha(*conn, adjust_sha_, redis_scripts::kAdjust, std::move(args), [this, kept, conn](std::optional<RedisReply> r) {
+    if (unusableServer(r)) conn->close();
     if (!r || r->isError()) keepAdjustment(std::move(*kept));
   });
 }
@@ -331,9 +399,13 @@ void RedisStore::controlTick() {
                 });
               }
             } else {
-              markUp(false, control_->lastError());
+              if (unusableServer(r)) control_->close();
+              markUp(false, r && r->isError() ? "the server refused (a replica, or loading)" : control_->lastError());
             }
           });
+  // Sentinel: who is master now (every fifth tick, and every tick while Redis is away).
+  if (!config_.sentinels.empty() && (!up_.load() || ++ticks_ % 5 == 0))
+    querySentinels(0, [](bool) {});
   // The subscriber reconnects (and the records are reloaded: messages were missed).
   if (!subscriber_->up() && subscriber_->usable()) {
     subscribe();

@@ -79,10 +79,17 @@ class RedisStore final : public StateStore {
   void reloadRecords(std::string_view ns, bool notify, std::function<void()> then);
   void subscribe();
   void keepAdjustment(std::vector<std::string> args);
+  // Sentinel: asks the sentinels in turn which server is the master now; `done(true)`
+  // if one answered. On the control thread.
+  void querySentinels(std::size_t index, std::function<void(bool)> done);
+  RedisEndpoint currentEndpoint() const;
+  std::shared_ptr<RedisConnection> connection(boost::asio::io_context& io, Millis timeout);
 
   RedisStoreConfig config_;
-  std::unique_ptr<RedisEndpoint> endpoint_;
+  std::unique_ptr<RedisEndpoint> endpoint_;  // from the url; with Sentinel the master's address replaces its host and port
+  mutable std::mutex endpoint_mu_;
   std::string endpoint_text_;  // host:port, for logs (never the password)
+  unsigned ticks_ = 0;
   std::string replica_id_;
   std::chrono::steady_clock::time_point next_resync_{};
   std::string admit_sha_, adjust_sha_, heartbeat_sha_, renew_sha_, unlock_sha_;

@@ -47,3 +47,37 @@ export async function startRedis({ t, args = [] } = {}) {
   if (t) t.after(() => redis.stop());
   return redis;
 }
+
+/** A Redis Sentinel (redis-server --sentinel) watching the master on `masterPort` as `name`, quorum 1, quick failover. */
+export async function startSentinel({ t, masterPort, name = 'mymaster' }) {
+  const { writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const port = await closedPort();
+  const dir = makeTempDir('tahua-sentinel-');
+  const conf = join(dir, 'sentinel.conf');
+  writeFileSync(conf, [
+    `port ${port}`, 'bind 127.0.0.1', `dir ${dir}`,
+    `sentinel monitor ${name} 127.0.0.1 ${masterPort} 1`,
+    `sentinel down-after-milliseconds ${name} 500`,
+    `sentinel failover-timeout ${name} 2000`,
+    `sentinel parallel-syncs ${name} 1`, '',
+  ].join('\n'));
+  const child = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
+  child.unref();
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const cli = (...args) => execFileSync('redis-cli', ['-p', String(port), ...args.map(String)], { encoding: 'utf8' }).trim();
+  await eventually(() => { try { return cli('ping') === 'PONG'; } catch { return false; } }, { timeout: 5000, what: 'the sentinel' });
+  const sentinel = {
+    port,
+    cli,
+    master: () => cli('sentinel', 'get-master-addr-by-name', name).split('\n'),
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.ref();
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+  if (t) t.after(() => sentinel.stop());
+  return sentinel;
+}

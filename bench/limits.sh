@@ -78,7 +78,7 @@ EOF
     memory|redis)
       echo "tenants: [{name: bench, limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}]"
       echo "keys: [{name: k, tenant: bench, sha256: $HASH, limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}]"
-      [ "$1" = redis ] && echo "store: {type: redis, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}}" ;;
+      if [ "$1" = redis ]; then echo "store: {type: redis, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}}"; fi ;;
   esac
 }
 

@@ -325,7 +325,9 @@ void MemoryStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::
   Shard& s = shards_[shardOf(check.key)];
   std::lock_guard lock(s.mu);
   Counter& c = counterOf(s, check.key, check.spec);
-  adjustLimit(check.spec, c.state, clock_(), charged_ms, delta);
+  // The charge's time stands in for now: a bucket is not refilled here (the next
+  // decision does that from its own last update), and no clock is read.
+  adjustLimit(check.spec, c.state, charged_ms, charged_ms, delta);
   c.dirty = true;
 }
 

@@ -20,21 +20,42 @@ using Unit = LimitUnit;
 using CheckTemplate = PlannedLimit;
 using Group = LimitPlan;
 
-// "750ms", "1.5s", "6m0s", "2h3m0s" (the form OpenAI's x-ratelimit-reset-* use).
+// "750ms", "1.5s", "6m0s", "2h3m0s" (the form OpenAI's x-ratelimit-reset-* use), with
+// to_chars (no printf on the request path).
 std::size_t formatReset(std::int64_t ms, char* out, std::size_t size) {
-  int n;
-  if (ms < 1000) n = std::snprintf(out, size, "%lldms", static_cast<long long>(std::max<std::int64_t>(ms, 0)));
-  else if (ms < 60'000) {
-    n = std::snprintf(out, size, "%.3f", static_cast<double>(ms) / 1000.0);
-    while (n > 0 && out[n - 1] == '0') --n;
-    if (n > 0 && out[n - 1] == '.') --n;
-    out[n++] = 's';
+  char* p = out;
+  char* const end = out + size;
+  auto num = [&](std::int64_t v) { p = std::to_chars(p, end, v).ptr; };
+  auto lit = [&](std::string_view s) {
+    for (char c : s)
+      if (p < end) *p++ = c;
+  };
+  ms = std::max<std::int64_t>(ms, 0);
+  if (ms < 1000) {
+    num(ms);
+    lit("ms");
+  } else if (ms < 60'000) {
+    num(ms / 1000);
+    if (const std::int64_t frac = ms % 1000) {
+      char digits[3] = {static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10), static_cast<char>('0' + frac % 10)};
+      std::size_t n = 3;
+      while (n > 0 && digits[n - 1] == '0') --n;
+      lit(".");
+      lit(std::string_view(digits, n));
+    }
+    lit("s");
   } else {
-    const long long s = ms / 1000;
-    if (s < 3600) n = std::snprintf(out, size, "%lldm%llds", s / 60, s % 60);
-    else n = std::snprintf(out, size, "%lldh%lldm%llds", s / 3600, s / 60 % 60, s % 60);
+    const std::int64_t s = ms / 1000;
+    if (s >= 3600) {
+      num(s / 3600);
+      lit("h");
+    }
+    num(s / 60 % (s >= 3600 ? 60 : 1'000'000'000));
+    lit("m");
+    num(s % 60);
+    lit("s");
   }
-  return static_cast<std::size_t>(std::clamp(n, 0, static_cast<int>(size)));
+  return static_cast<std::size_t>(p - out);
 }
 
 // A header value kept in the request's State (headers are views).

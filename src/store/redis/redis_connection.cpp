@@ -49,17 +49,26 @@ RedisReply copyReply(const redisReply* r) {
 }
 
 // RESP formatting by hiredis (one allocation of its own, copied into our buffer).
-void appendCommand(std::string& out, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  argv.reserve(args.size());
-  lens.reserve(args.size());
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
+void appendCommand(std::string& out, std::span<const std::string_view> args) {
+  constexpr std::size_t kInline = 64;
+  const char* argv_inline[kInline];
+  std::size_t lens_inline[kInline];
+  std::vector<const char*> argv_heap;
+  std::vector<std::size_t> lens_heap;
+  const char** argv = argv_inline;
+  std::size_t* lens = lens_inline;
+  if (args.size() > kInline) {
+    argv_heap.resize(args.size());
+    lens_heap.resize(args.size());
+    argv = argv_heap.data();
+    lens = lens_heap.data();
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    argv[i] = args[i].data();
+    lens[i] = args[i].size();
   }
   char* cmd = nullptr;
-  const int n = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), argv.data(), lens.data());
+  const int n = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), argv, lens);
   if (n > 0 && cmd) out.append(cmd, static_cast<std::size_t>(n));
   if (cmd) redisFreeCommand(cmd);
 }
@@ -105,7 +114,7 @@ bool RedisConnection::usable() const {
 
 void RedisConnection::close() { fail("closed"); }
 
-void RedisConnection::send(const std::vector<std::string>& args, Callback cb) {
+void RedisConnection::send(std::span<const std::string_view> args, Callback cb) {
   if (!usable() || pending_.size() >= kMaxPending) {
     asio::post(io_, [cb = std::move(cb)] { cb(std::nullopt); });
     return;
@@ -113,8 +122,17 @@ void RedisConnection::send(const std::vector<std::string>& args, Callback cb) {
   appendCommand(out_, args);
   pending_.push_back({std::move(cb), std::chrono::steady_clock::now() + timeout_});
   armTimer();
-  if (state_ == State::Down) connect();
-  else if (state_ == State::Up) flush();
+  if (state_ == State::Down) {
+    connect();
+  } else if (state_ == State::Up && !flush_posted_ && !write_in_flight_) {
+    // Written at the end of this turn of the event loop, with whatever else the other
+    // requests of the turn send: one system call for many commands.
+    flush_posted_ = true;
+    asio::post(io_, [this, self = shared_from_this(), gen = generation_] {
+      flush_posted_ = false;
+      if (gen == generation_) flush();
+    });
+  }
 }
 
 void RedisConnection::connect() {
@@ -137,16 +155,25 @@ void RedisConnection::connect() {
       std::string handshake;
       std::vector<Pending> first;
       auto check = [this, self, gen](std::optional<RedisReply> r) {
-        if (gen == generation_ && (!r || r->isError())) fail("AUTH or SELECT was refused");
+        if (gen == generation_ && (!r || r->isError())) fail("AUTH, SELECT or SCRIPT LOAD was refused");
       };
       const auto deadline = std::chrono::steady_clock::now() + timeout_;
       if (!endpoint_.password.empty()) {
-        if (endpoint_.username.empty()) appendCommand(handshake, {"AUTH", endpoint_.password});
-        else appendCommand(handshake, {"AUTH", endpoint_.username, endpoint_.password});
+        const std::string_view auth1[] = {"AUTH", endpoint_.password};
+        const std::string_view auth2[] = {"AUTH", endpoint_.username, endpoint_.password};
+        if (endpoint_.username.empty()) appendCommand(handshake, auth1);
+        else appendCommand(handshake, auth2);
         first.push_back({check, deadline});
       }
       if (endpoint_.db != 0) {
-        appendCommand(handshake, {"SELECT", std::to_string(endpoint_.db)});
+        const std::string db = std::to_string(endpoint_.db);
+        const std::string_view select[] = {"SELECT", db};
+        appendCommand(handshake, select);
+        first.push_back({check, deadline});
+      }
+      for (const auto& command : handshake_) {
+        std::vector<std::string_view> views(command.begin(), command.end());
+        appendCommand(handshake, views);
         first.push_back({check, deadline});
       }
       out_.insert(0, handshake);
@@ -223,6 +250,7 @@ void RedisConnection::fail(const char* why) {
   retry_at_ = std::chrono::steady_clock::now() + backoff_;
   backoff_ = std::min(backoff_ * 2, kMaxBackoff);
   write_in_flight_ = false;
+  flush_posted_ = false;
   out_.clear();
   writing_.clear();
   std::deque<Pending> failed;

@@ -12,7 +12,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <initializer_list>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -48,8 +51,19 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   RedisConnection(boost::asio::io_context& io, RedisEndpoint endpoint, Millis command_timeout);
   ~RedisConnection();
 
-  // On the connection's io_context thread. Connects first if needed.
-  void send(const std::vector<std::string>& args, Callback cb);
+  // On the connection's io_context thread. Connects first if needed. Commands sent in
+  // one turn of the event loop leave in one write.
+  void send(std::span<const std::string_view> args, Callback cb);
+  void send(std::initializer_list<std::string_view> args, Callback cb) {
+    send(std::span<const std::string_view>(args.begin(), args.size()), std::move(cb));
+  }
+  void send(const std::vector<std::string>& args, Callback cb) {
+    std::vector<std::string_view> views(args.begin(), args.end());
+    send(std::span<const std::string_view>(views), std::move(cb));
+  }
+  // Commands sent first on every new connection, after AUTH and SELECT (SCRIPT LOAD):
+  // a refusal closes the connection.
+  void onEveryConnect(std::vector<std::vector<std::string>> commands) { handshake_ = std::move(commands); }
   // Up: connected, or not yet tried / backoff over (a command would be sent).
   bool usable() const;
   // Connected now (a subscriber checks it to know whether it still receives).
@@ -91,6 +105,8 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   redisReader* reader_ = nullptr;
   std::function<void(const RedisReply&)> on_push_;
   std::function<RedisEndpoint()> where_;
+  std::vector<std::vector<std::string>> handshake_;
+  bool flush_posted_ = false;
   unsigned generation_ = 0;
   const char* last_error_ = "";  // bumps when the socket is replaced: stale handlers do nothing
 };

@@ -41,13 +41,27 @@ namespace tahua::redis_scripts {
   "  return (y - 1970) * 12 + m - 1, days_from_civil(ny, nm, 1) * 86400000\n"                   \
   "end\n"
 
+// A counter is one string "a b c t" (SET with PX: state and expiry in one command), so
+// a decision over n counters is TIME, one MGET and at most n SETs.
+#define TAHUA_LUA_STATE                                                                        \
+  "local function parse(v)\n"                                                                 \
+  "  if not v then return nil, 0, 0, nil end\n"                                               \
+  "  local a, b, c, t = string.match(v, '^(%S+) (%S+) (%S+) (%S+)$')\n"                      \
+  "  if t == '-' then t = nil end\n"                                                          \
+  "  return tonumber(a), tonumber(b) or 0, tonumber(c) or 0, tonumber(t)\n"                   \
+  "end\n"                                                                                     \
+  "local function state(a, b, c, t)\n"                                                        \
+  "  return string.format('%d %d %d %s', a or 0, b or 0, c or 0, t and string.format('%.17g', t) or '-')\n" \
+  "end\n"
+
 // KEYS: the counters. ARGV[1]: 1 = charge when every check allows, 0 = only look.
 // Then five per check: kind (0 window, 1 bucket, 2 quota), limit, period_ms,
 // calendar (0 day, 1 month), cost. Returns {allowed, denied (1-based, 0 = none), now,
 // then per check: allowed, never, remaining, reset_ms, retry_ms}.
-inline constexpr const char* kAdmit = TAHUA_LUA_PRELUDE R"LUA(
+inline constexpr const char* kAdmit = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE R"LUA(
 local charge = tonumber(ARGV[1]) == 1
 local n = #KEYS
+local vals = redis.call('MGET', unpack(KEYS))
 local states = {}
 local out = {1, 0, now}
 for i = 1, n do
@@ -57,10 +71,9 @@ for i = 1, n do
   local P = tonumber(ARGV[base + 3])
   local cal = tonumber(ARGV[base + 4])
   local cost = tonumber(ARGV[base + 5])
-  local h = redis.call('HMGET', KEYS[i], 'a', 'b', 'c', 't')
-  local a, b, c, tok = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3]) or 0, tonumber(h[4])
+  local a, b, c, tok = parse(vals[i])
   local allowed, never, remaining, reset, retry = 0, 0, 0, 0, 0
-  local st = {kind = kind, limit = limit, P = P, cal = cal, cost = cost}
+  local st = {kind = kind, limit = limit, P = P, cost = cost}
   if cost > limit then never = 1 end
   if kind == 0 then
     local start = now - (now % P)
@@ -118,61 +131,61 @@ for i = 1, n do
     out[2] = i
   end
   states[i] = st
-  table.insert(out, allowed)
-  table.insert(out, never)
-  table.insert(out, remaining)
-  table.insert(out, reset)
-  table.insert(out, retry)
+  out[#out + 1] = allowed
+  out[#out + 1] = never
+  out[#out + 1] = remaining
+  out[#out + 1] = reset
+  out[#out + 1] = retry
 end
 if charge and out[1] == 1 then
   for i = 1, n do
     local st = states[i]
     if st.kind == 0 then
-      redis.call('HSET', KEYS[i], 'a', st.a, 'b', st.b, 'c', st.c + st.cost)
-      redis.call('PEXPIRE', KEYS[i], 2 * st.P)
+      redis.call('SET', KEYS[i], state(st.a, st.b, st.c + st.cost, nil), 'PX', 2 * st.P)
     elseif st.kind == 1 then
       local tok = st.tok - st.cost
-      redis.call('HSET', KEYS[i], 'a', st.a, 't', tostring(tok))
       -- A full bucket needs no state: past the time to refill, the key may go.
-      redis.call('PEXPIRE', KEYS[i], math.ceil((st.limit - tok) * st.P / st.limit) + 1000)
+      redis.call('SET', KEYS[i], state(st.a, 0, 0, tok), 'PX', math.ceil((st.limit - tok) * st.P / st.limit) + 1000)
     else
-      redis.call('HSET', KEYS[i], 'a', st.a, 'b', st.b + st.cost)
-      redis.call('PEXPIREAT', KEYS[i], st.pend + 86400000)
+      redis.call('SET', KEYS[i], state(st.a, st.b + st.cost, 0, nil), 'PX', st.pend + 86400000 - now)
     end
   end
 end
 return out
 )LUA";
 
-// KEYS[1]: a counter charged before. ARGV: kind, limit, period_ms, calendar,
-// charged_ms, delta (negative: a refund). Windows are never adjusted.
-inline constexpr const char* kAdjust = TAHUA_LUA_PRELUDE R"LUA(
-local kind = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-local P = tonumber(ARGV[3])
-local cal = tonumber(ARGV[4])
-local charged = tonumber(ARGV[5])
-local delta = tonumber(ARGV[6])
-local h = redis.call('HMGET', KEYS[1], 'a', 'b', 't')
-local a, b, tok = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3])
-if kind == 1 then
-  if tok == nil or a == nil then
-    tok = limit
-    a = now
-  elseif now > a then
-    tok = math.min(limit, tok + (now - a) * limit / P)
-    a = now
-  end
-  tok = math.min(limit, tok - delta)
-  redis.call('HSET', KEYS[1], 'a', a, 't', tostring(tok))
-  redis.call('PEXPIRE', KEYS[1], math.ceil((limit - tok) * P / limit) + 1000)
-elseif kind == 2 then
-  local pid = period(cal, charged)
-  if a == pid then
-    redis.call('HSET', KEYS[1], 'b', math.max(0, b + delta))
+// Calibrations, many at once. KEYS: counters charged before. ARGV: six per key: kind,
+// limit, period_ms, calendar, charged_ms, delta (negative: a refund). Windows are never
+// adjusted; a quota charged in a period that has ended is left alone.
+inline constexpr const char* kAdjust = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE R"LUA(
+local vals = redis.call('MGET', unpack(KEYS))
+for i = 1, #KEYS do
+  local base = (i - 1) * 6
+  local kind = tonumber(ARGV[base + 1])
+  local limit = tonumber(ARGV[base + 2])
+  local P = tonumber(ARGV[base + 3])
+  local cal = tonumber(ARGV[base + 4])
+  local charged = tonumber(ARGV[base + 5])
+  local delta = tonumber(ARGV[base + 6])
+  local a, b, c, tok = parse(vals[i])
+  if kind == 1 then
+    if tok == nil or a == nil then
+      tok = limit
+      a = now
+    elseif now > a then
+      tok = math.min(limit, tok + (now - a) * limit / P)
+      a = now
+    end
+    tok = math.min(limit, tok - delta)
+    redis.call('SET', KEYS[i], state(a, 0, 0, tok), 'PX', math.ceil((limit - tok) * P / limit) + 1000)
+  elseif kind == 2 then
+    local pid, pend = period(cal, charged)
+    if a == pid then
+      redis.call('SET', KEYS[i], state(a, math.max(0, b + delta), 0, nil), 'PX', math.max(1, pend + 86400000 - now))
+    end
   end
 end
-return 1
+return #KEYS
 )LUA";
 
 // KEYS[1]: the replicas' heartbeat set. ARGV: this replica's id, how long a replica
@@ -202,5 +215,6 @@ return 0
 )LUA";
 
 #undef TAHUA_LUA_PRELUDE
+#undef TAHUA_LUA_STATE
 
 }  // namespace tahua::redis_scripts

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <algorithm>
 #include <charconv>
+#include <unordered_map>
 #include <future>
 
 #include <boost/json.hpp>
@@ -31,6 +32,55 @@ constexpr const char* kReplicasKey = "tahua:replicas";
 
 // The connection of the worker whose thread this is (RedisStore::attach).
 thread_local std::shared_ptr<RedisConnection> t_connection;
+
+// A command's arguments built without a string per argument: numbers are written into
+// one buffer reserved up front (so the views into it stay valid), keys are views of the
+// caller's. Reused by every command of the thread.
+struct ArgScratch {
+  std::string numbers;
+  std::vector<std::pair<std::size_t, std::size_t>> number_at;  // (offset, size), or size npos: a view
+  std::vector<std::string_view> views;
+  std::vector<std::string_view> argv;
+  void begin(std::size_t max_number_bytes) {
+    numbers.clear();
+    numbers.reserve(max_number_bytes);
+    number_at.clear();
+    views.clear();
+    argv.clear();
+  }
+  void view(std::string_view v) {
+    number_at.emplace_back(views.size(), std::string_view::npos);
+    views.push_back(v);
+  }
+  void number(std::int64_t v) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    number_at.emplace_back(numbers.size(), static_cast<std::size_t>(end - buf));
+    numbers.append(buf, end);
+  }
+  std::span<const std::string_view> finish() {
+    for (const auto& [at, size] : number_at)
+      argv.push_back(size == std::string_view::npos ? views[at] : std::string_view(numbers.data() + at, size));
+    return argv;
+  }
+};
+thread_local ArgScratch t_args;
+
+// Calibrations of this worker, summed per counter and sent together every 20 ms (one
+// script call for all of them, not one per request).
+struct PendingAdjustment {
+  LimitSpec spec;
+  std::int64_t charged_ms = 0;
+  std::int64_t delta = 0;
+};
+struct AdjustBatch {
+  std::unordered_map<std::string, PendingAdjustment> pending;  // counter (#period for quotas) -> sum
+  std::unique_ptr<asio::steady_timer> timer;
+  bool armed = false;
+};
+thread_local std::unique_ptr<AdjustBatch> t_adjust;
+constexpr Millis kAdjustEvery{20};
+constexpr std::size_t kAdjustPerCommand = 200;
 
 std::string sha1Hex(std::string_view text) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -92,7 +142,7 @@ bool parseAdmission(const RedisReply& r, std::size_t n, Admission& a) {
 // with Sentinel to the current master.
 bool unusableServer(const std::optional<RedisReply>& r) {
   if (!r || !r->isError()) return false;
-  for (const char* prefix : {"READONLY", "LOADING", "MASTERDOWN"})
+  for (const char* prefix : {"READONLY", "LOADING", "MASTERDOWN", "NOSCRIPT"})
     if (r->str.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -222,11 +272,22 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
   return true;
 }
 
-void RedisStore::attach(asio::io_context& io) { t_connection = connection(io, config_.command_timeout); }
+void RedisStore::attach(asio::io_context& io) {
+  t_connection = connection(io, config_.command_timeout);
+  t_adjust = std::make_unique<AdjustBatch>();
+  t_adjust->timer = std::make_unique<asio::steady_timer>(io);
+}
 
 std::shared_ptr<RedisConnection> RedisStore::connection(asio::io_context& io, Millis timeout) {
   auto conn = std::make_shared<RedisConnection>(io, currentEndpoint(), timeout);
   conn->onConnect([this] { return currentEndpoint(); });
+  // The scripts are loaded on every new connection, so EVALSHA finds them (a server
+  // restarted since is a new connection); NOSCRIPT after that (SCRIPT FLUSH) closes it.
+  std::vector<std::vector<std::string>> load;
+  for (const char* script : {redis_scripts::kAdmit, redis_scripts::kAdjust, redis_scripts::kHeartbeat, redis_scripts::kRenewLock,
+                             redis_scripts::kUnlock})
+    load.push_back({"SCRIPT", "LOAD", script});
+  conn->onEveryConnect(std::move(load));
   return conn;
 }
 
@@ -295,29 +356,46 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
     decideLocally(checks, charge, done);
     return;
   }
-  std::vector<std::string> args;
-  args.reserve(2 + checks.size() * 6);
-  args.push_back(std::to_string(checks.size()));
-  for (const auto& c : checks) args.emplace_back(c.key);
-  args.push_back(charge ? "1" : "0");
+  ArgScratch& a = t_args;
+  a.begin(24 * (6 * checks.size() + 2));
+  a.view("EVALSHA");
+  a.view(admit_sha_);
+  a.number(static_cast<std::int64_t>(checks.size()));
+  for (const auto& c : checks) a.view(c.key);
+  a.number(charge ? 1 : 0);
   for (const auto& c : checks) {
-    for (auto& a : checkArgs(c)) args.push_back(std::move(a));
-    args.push_back(std::to_string(c.cost));
+    a.number(static_cast<int>(c.spec.kind));
+    a.number(c.spec.limit);
+    a.number(c.spec.period_ms);
+    a.number(static_cast<int>(c.spec.calendar));
+    a.number(c.cost);
   }
-  auto saved = std::make_shared<SavedChecks>(checks);
-  evalsha(*conn, admit_sha_, redis_scripts::kAdmit, std::move(args),
-          [this, saved, charge, done = std::move(done), conn](std::optional<RedisReply> r) {
-            Admission a;
-            if (unusableServer(r)) conn->close();
-            if (!r || !parseAdmission(*r, saved->checks.size(), a)) {
-              markUp(false, !r ? conn->lastError() : r->isError() ? "script error" : "unexpected reply");
-              if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
-              decideLocally(saved->checks, charge, done);
-              return;
-            }
-            markUp(true, "");
-            done(a);
-          });
+  // The checks' keys are views of the caller's counter names, which outlive the request
+  // (the filter chain the request pinned); only the array is copied.
+  struct Call {
+    std::array<LimitCheck, Admission::kMaxChecks> checks;
+    std::size_t n = 0;
+    bool charge = false;
+    std::function<void(const Admission&)> done;
+  };
+  auto call = std::make_shared<Call>();
+  std::copy(checks.begin(), checks.end(), call->checks.begin());
+  call->n = checks.size();
+  call->charge = charge;
+  call->done = std::move(done);
+  conn->send(a.finish(), [this, call, conn](std::optional<RedisReply> r) {
+    Admission adm;
+    if (unusableServer(r)) conn->close();
+    const std::span<const LimitCheck> saved(call->checks.data(), call->n);
+    if (!r || !parseAdmission(*r, call->n, adm)) {
+      markUp(false, !r ? conn->lastError() : r->isError() ? "script error" : "unexpected reply");
+      if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
+      decideLocally(saved, call->charge, call->done);
+      return;
+    }
+    markUp(true, "");
+    call->done(adm);
+  });
 }
 
 void RedisStore::decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done) {
@@ -352,20 +430,75 @@ void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::i
     local_.adjust(scaled, charged_ms, delta, true);
     return;
   }
-  std::vector<std::string> args{"1", std::string(check.key)};
-  for (auto& a : checkArgs(check)) args.push_back(std::move(a));
-  args.push_back(std::to_string(charged_ms));
-  args.push_back(std::to_string(delta));
-  RedisConnection* conn = t_connection.get();
-  if (!conn || !conn->usable()) {
+  AdjustBatch* batch = t_adjust.get();
+  if (!batch) {  // not a worker's thread: straight to the control thread's retry list
+    std::vector<std::string> args{"1", std::string(check.key)};
+    for (auto& a : checkArgs(check)) args.push_back(std::move(a));
+    args.push_back(std::to_string(charged_ms));
+    args.push_back(std::to_string(delta));
     keepAdjustment(std::move(args));
     return;
   }
-  auto kept = std::make_shared<std::vector<std::string>>(args);
-  evalsha(*conn, adjust_sha_, redis_scripts::kAdjust, std::move(args), [this, kept, conn](std::optional<RedisReply> r) {
-    if (unusableServer(r)) conn->close();
-    if (!r || r->isError()) keepAdjustment(std::move(*kept));
+  std::string key(check.key);
+  if (check.spec.kind == LimitKind::Quota) key += "#" + std::to_string(periodOf(check.spec.calendar, charged_ms).id);
+  PendingAdjustment& p = batch->pending[key];
+  if (p.delta == 0) {
+    p.spec = check.spec;
+    p.charged_ms = charged_ms;
+  }
+  p.delta += delta;
+  if (batch->armed) return;
+  batch->armed = true;
+  batch->timer->expires_after(kAdjustEvery);
+  batch->timer->async_wait([this](auto ec) {
+    if (!ec) flushAdjustments();
   });
+}
+
+void RedisStore::flushAdjustments() {
+  AdjustBatch& batch = *t_adjust;
+  batch.armed = false;
+  RedisConnection* conn = t_connection.get();
+  // One script call per kAdjustPerCommand counters; what Redis does not take is kept
+  // for the control thread to send later.
+  std::vector<std::vector<std::string>> sent;
+  auto send = [&] {
+    if (sent.empty()) return;
+    ArgScratch& a = t_args;
+    a.begin(24 * 7 * sent.size());
+    a.view("EVALSHA");
+    a.view(adjust_sha_);
+    a.number(static_cast<std::int64_t>(sent.size()));
+    for (const auto& args : sent) a.view(args[1]);
+    for (const auto& args : sent)
+      for (std::size_t i = 2; i < args.size(); ++i) a.view(args[i]);
+    auto kept = std::make_shared<std::vector<std::vector<std::string>>>(std::move(sent));
+    sent.clear();
+    if (!conn || !conn->usable()) {
+      for (auto& args : *kept) keepAdjustment(std::move(args));
+      return;
+    }
+    conn->send(a.finish(), [this, kept, conn](std::optional<RedisReply> r) {
+      if (unusableServer(r)) conn->close();
+      if (!r || r->isError())
+        for (auto& args : *kept) keepAdjustment(std::move(args));
+    });
+  };
+  for (auto& [key, p] : batch.pending) {
+    if (p.delta == 0) continue;
+    const std::string counter = key.substr(0, key.find('#'));
+    LimitCheck c{counter, p.spec, 0};
+    std::vector<std::string> args{"1", counter};
+    for (auto& x : checkArgs(c)) args.push_back(std::move(x));
+    args.push_back(std::to_string(p.charged_ms));
+    args.push_back(std::to_string(p.delta));
+    sent.push_back(std::move(args));
+    p.delta = 0;
+    if (sent.size() == kAdjustPerCommand) send();
+  }
+  send();
+  // The counters stay in the map (no allocation next time), up to a bound.
+  if (batch.pending.size() > 10'000) batch.pending.clear();
 }
 
 void RedisStore::keepAdjustment(std::vector<std::string> args) {

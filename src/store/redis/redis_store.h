@@ -79,6 +79,7 @@ class RedisStore final : public StateStore {
   void reloadRecords(std::string_view ns, bool notify, std::function<void()> then);
   void subscribe();
   void keepAdjustment(std::vector<std::string> args);
+  void flushAdjustments();  // this worker's summed calibrations, as one script call
   // Sentinel: asks the sentinels in turn which server is the master now; `done(true)`
   // if one answered. On the control thread.
   void querySentinels(std::size_t index, std::function<void(bool)> done);

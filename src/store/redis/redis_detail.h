@@ -1,0 +1,90 @@
+// Shared by the Redis store's translation units (src/store/redis/*.cpp) only.
+#pragma once
+
+#include <boost/asio/steady_timer.hpp>
+#include <charconv>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "limits/limiters.h"
+#include "store/redis/redis_connection.h"
+#include "store/state_store.h"
+
+namespace tahua::redis_detail {
+
+constexpr std::size_t kMaxKeptAdjustments = 100'000;
+constexpr std::string_view kRecordsPrefix = "tahua:records:";
+constexpr const char* kChangesChannel = "tahua:changes";
+constexpr const char* kReplicasKey = "tahua:replicas";
+
+// The connection of the worker whose thread this is (RedisStore::attach).
+std::shared_ptr<RedisConnection>& workerConnection();
+
+// A command's arguments built without a string per argument: numbers are written into
+// one buffer reserved up front (so the views into it stay valid), keys are views of the
+// caller's. Reused by every command of the thread.
+struct ArgScratch {
+  std::string numbers;
+  std::vector<std::pair<std::size_t, std::size_t>> number_at;  // (offset, size), or size npos: a view
+  std::vector<std::string_view> views;
+  std::vector<std::string_view> argv;
+  void begin(std::size_t max_number_bytes) {
+    numbers.clear();
+    numbers.reserve(max_number_bytes);
+    number_at.clear();
+    views.clear();
+    argv.clear();
+  }
+  void view(std::string_view v) {
+    number_at.emplace_back(views.size(), std::string_view::npos);
+    views.push_back(v);
+  }
+  void number(std::int64_t v) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    number_at.emplace_back(numbers.size(), static_cast<std::size_t>(end - buf));
+    numbers.append(buf, end);
+  }
+  std::span<const std::string_view> finish() {
+    for (const auto& [at, size] : number_at)
+      argv.push_back(size == std::string_view::npos ? views[at] : std::string_view(numbers.data() + at, size));
+    return argv;
+  }
+};
+ArgScratch& argScratch();  // this thread's
+
+// Calibrations of this worker, summed per counter and sent together every 20 ms (one
+// script call for all of them, not one per request).
+struct PendingAdjustment {
+  LimitSpec spec;
+  std::int64_t charged_ms = 0;
+  std::int64_t delta = 0;
+};
+struct AdjustBatch {
+  std::unordered_map<std::string, PendingAdjustment> pending;  // counter (#period for quotas) -> sum
+  std::unique_ptr<boost::asio::steady_timer> timer;
+  bool armed = false;
+};
+std::unique_ptr<AdjustBatch>& adjustBatch();  // this worker's (null elsewhere)
+constexpr Millis kAdjustEvery{20};
+constexpr std::size_t kAdjustPerCommand = 200;
+
+// A reply that means "this server cannot serve us now" (a replica after a failover, a
+// server loading its data): the connection is closed so the next command reconnects,
+// with Sentinel to the current master.
+inline bool unusableServer(const std::optional<RedisReply>& r) {
+  if (!r || !r->isError()) return false;
+  for (const char* prefix : {"READONLY", "LOADING", "MASTERDOWN", "NOSCRIPT"})
+    if (r->str.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+
+std::vector<std::string> checkArgs(const LimitCheck& c);
+
+}  // namespace tahua::redis_detail

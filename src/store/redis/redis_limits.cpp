@@ -1,0 +1,216 @@
+// The Redis store's limit decisions (one script call per request, on the worker's own
+// connection), the per-replica fallback, and calibrations summed per worker.
+#include "store/redis/redis_store.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+
+#include "core/log.h"
+#include "store/redis/redis_connection.h"
+#include "store/redis/redis_detail.h"
+#include "store/redis/redis_scripts.h"
+
+namespace tahua {
+namespace asio = boost::asio;
+using namespace redis_detail;
+
+namespace {
+
+bool parseAdmission(const RedisReply& r, std::size_t n, Admission& a) {
+  if (r.type != RedisReply::Type::Array || r.elements.size() != 3 + 5 * n) return false;
+  for (const auto& e : r.elements)
+    if (e.type != RedisReply::Type::Integer) return false;
+  a.allowed = r.elements[0].integer == 1;
+  a.denied = r.elements[1].integer > 0 ? static_cast<std::size_t>(r.elements[1].integer - 1) : Admission::kMaxChecks;
+  a.at_ms = r.elements[2].integer;
+  a.count = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto* e = &r.elements[3 + 5 * i];
+    LimitDecision& d = a.decisions[i];
+    d.allowed = e[0].integer == 1;
+    d.never = e[1].integer == 1;
+    d.remaining = e[2].integer;
+    d.reset_ms = e[3].integer;
+    d.retry_after_ms = e[4].integer;
+  }
+  return a.allowed || a.denied < n;
+}
+
+}  // namespace
+
+void RedisStore::admit(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) {
+  decide(checks, true, std::move(done));
+}
+
+void RedisStore::peek(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) {
+  decide(checks, false, std::move(done));
+}
+
+void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done) {
+  checks = checks.first(std::min(checks.size(), Admission::kMaxChecks));
+  RedisConnection* conn = workerConnection().get();
+  if (!conn || !conn->usable()) {
+    decideLocally(checks, charge, done);
+    return;
+  }
+  ArgScratch& a = argScratch();
+  a.begin(24 * (6 * checks.size() + 2));
+  a.view("EVALSHA");
+  a.view(admit_sha_);
+  a.number(static_cast<std::int64_t>(checks.size()));
+  for (const auto& c : checks) a.view(c.key);
+  a.number(charge ? 1 : 0);
+  for (const auto& c : checks) {
+    a.number(static_cast<int>(c.spec.kind));
+    a.number(c.spec.limit);
+    a.number(c.spec.period_ms);
+    a.number(static_cast<int>(c.spec.calendar));
+    a.number(c.cost);
+  }
+  // The checks' keys are views of the caller's counter names, which outlive the request
+  // (the filter chain the request pinned); only the array is copied.
+  struct Call {
+    std::array<LimitCheck, Admission::kMaxChecks> checks;
+    std::size_t n = 0;
+    bool charge = false;
+    std::function<void(const Admission&)> done;
+  };
+  auto call = std::make_shared<Call>();
+  std::copy(checks.begin(), checks.end(), call->checks.begin());
+  call->n = checks.size();
+  call->charge = charge;
+  call->done = std::move(done);
+  conn->send(a.finish(), [this, call, conn](std::optional<RedisReply> r) {
+    Admission adm;
+    if (unusableServer(r)) conn->close();
+    const std::span<const LimitCheck> saved(call->checks.data(), call->n);
+    if (!r || !parseAdmission(*r, call->n, adm)) {
+      markUp(false, !r ? conn->lastError() : r->isError() ? "script error" : "unexpected reply");
+      if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
+      decideLocally(saved, call->charge, call->done);
+      return;
+    }
+    markUp(true, "");
+    call->done(adm);
+  });
+}
+
+void RedisStore::decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done) {
+  // Each replica takes its share of every shared limit.
+  const std::int64_t replicas = static_cast<std::int64_t>(std::max<std::uint64_t>(1, replicas_.load()));
+  std::vector<LimitCheck> scaled(checks.begin(), checks.end());
+  for (auto& c : scaled) c.spec.limit = std::max<std::int64_t>(1, (c.spec.limit + replicas - 1) / replicas);
+  auto finish = [&](const Admission& local) {
+    Admission a = local;
+    a.local = true;
+    for (std::size_t i = 0; i < a.count; ++i) {
+      LimitDecision& d = a.decisions[i];
+      // Too large for this replica's share, not for the limit: a wait (for Redis) helps.
+      if (d.never && checks[i].cost <= checks[i].spec.limit) {
+        d.never = false;
+        d.retry_after_ms = 1'000;
+      }
+    }
+    done(a);
+  };
+  if (charge) ++local_decisions_;
+  if (charge) local_.admit(scaled, finish);
+  else local_.peek(scaled, finish);
+}
+
+void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta, bool local) {
+  if (delta == 0 || check.spec.kind == LimitKind::Window) return;
+  if (local) {
+    const std::int64_t replicas = static_cast<std::int64_t>(std::max<std::uint64_t>(1, replicas_.load()));
+    LimitCheck scaled = check;
+    scaled.spec.limit = std::max<std::int64_t>(1, (check.spec.limit + replicas - 1) / replicas);
+    local_.adjust(scaled, charged_ms, delta, true);
+    return;
+  }
+  AdjustBatch* batch = adjustBatch().get();
+  if (!batch) {  // not a worker's thread: straight to the control thread's retry list
+    std::vector<std::string> args{"1", std::string(check.key)};
+    for (auto& a : checkArgs(check)) args.push_back(std::move(a));
+    args.push_back(std::to_string(charged_ms));
+    args.push_back(std::to_string(delta));
+    keepAdjustment(std::move(args));
+    return;
+  }
+  std::string key(check.key);
+  if (check.spec.kind == LimitKind::Quota) key += "#" + std::to_string(periodOf(check.spec.calendar, charged_ms).id);
+  PendingAdjustment& p = batch->pending[key];
+  if (p.delta == 0) {
+    p.spec = check.spec;
+    p.charged_ms = charged_ms;
+  }
+  p.delta += delta;
+  if (batch->armed) return;
+  batch->armed = true;
+  batch->timer->expires_after(kAdjustEvery);
+  batch->timer->async_wait([this](auto ec) {
+    if (!ec) flushAdjustments();
+  });
+}
+
+void RedisStore::flushAdjustments() {
+  AdjustBatch& batch = *adjustBatch();
+  batch.armed = false;
+  RedisConnection* conn = workerConnection().get();
+  // One script call per kAdjustPerCommand counters; what Redis does not take is kept
+  // for the control thread to send later.
+  std::vector<std::vector<std::string>> sent;
+  auto send = [&] {
+    if (sent.empty()) return;
+    ArgScratch& a = argScratch();
+    a.begin(24 * 7 * sent.size());
+    a.view("EVALSHA");
+    a.view(adjust_sha_);
+    a.number(static_cast<std::int64_t>(sent.size()));
+    for (const auto& args : sent) a.view(args[1]);
+    for (const auto& args : sent)
+      for (std::size_t i = 2; i < args.size(); ++i) a.view(args[i]);
+    auto kept = std::make_shared<std::vector<std::vector<std::string>>>(std::move(sent));
+    sent.clear();
+    if (!conn || !conn->usable()) {
+      for (auto& args : *kept) keepAdjustment(std::move(args));
+      return;
+    }
+    conn->send(a.finish(), [this, kept, conn](std::optional<RedisReply> r) {
+      if (unusableServer(r)) conn->close();
+      if (!r || r->isError())
+        for (auto& args : *kept) keepAdjustment(std::move(args));
+    });
+  };
+  for (auto& [key, p] : batch.pending) {
+    if (p.delta == 0) continue;
+    const std::string counter = key.substr(0, key.find('#'));
+    LimitCheck c{counter, p.spec, 0};
+    std::vector<std::string> args{"1", counter};
+    for (auto& x : checkArgs(c)) args.push_back(std::move(x));
+    args.push_back(std::to_string(p.charged_ms));
+    args.push_back(std::to_string(p.delta));
+    sent.push_back(std::move(args));
+    p.delta = 0;
+    if (sent.size() == kAdjustPerCommand) send();
+  }
+  send();
+  // The counters stay in the map (no allocation next time), up to a bound.
+  if (batch.pending.size() > 10'000) batch.pending.clear();
+}
+
+void RedisStore::keepAdjustment(std::vector<std::string> args) {
+  std::lock_guard lock(mu_);
+  if (kept_.size() >= kMaxKeptAdjustments) {
+    if (dropped_++ == 0)
+      log::error("redis store: calibrations waiting for Redis exceed 100,000; dropping the oldest (counted in "
+                 "tahua_store_adjustments_dropped_total)");
+    kept_.pop_front();
+  }
+  kept_.push_back(std::move(args));
+}
+
+}  // namespace tahua

@@ -1,0 +1,207 @@
+// The Redis store's records (admin-created tenants and keys: a mirror in memory, kept
+// current by pub/sub and resync), idempotency answers and locks.
+#include "store/redis/redis_store.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+
+#include "core/log.h"
+#include "store/redis/redis_connection.h"
+#include "store/redis/redis_detail.h"
+#include "store/redis/redis_scripts.h"
+#include <boost/json.hpp>
+
+#include "core/base64.h"
+
+namespace tahua {
+namespace asio = boost::asio;
+using namespace redis_detail;
+
+void RedisStore::subscribe() {
+  subscriber_->onPush([this](const RedisReply& r) {
+    // ["message", channel, ns]: another replica (or this one) changed records of `ns`.
+    if (r.type == RedisReply::Type::Array && r.elements.size() == 3 && r.elements[0].str == "message")
+      reloadRecords(r.elements[2].str, true, {});
+  });
+  subscriber_->send({"SUBSCRIBE", kChangesChannel}, [](std::optional<RedisReply>) {});
+}
+
+void RedisStore::reloadRecords(std::string_view ns, bool notify, std::function<void()> then) {
+  if (ns != "tenants" && ns != "keys") {
+    if (then) then();
+    return;
+  }
+  std::string name(ns);
+  control_->send({"HGETALL", std::string(kRecordsPrefix) + name}, [this, name, notify, then = std::move(then)](std::optional<RedisReply> r) {
+    if (r && r->type == RedisReply::Type::Array && r->elements.size() % 2 == 0) {
+      std::vector<Record> fresh;
+      for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) fresh.push_back({r->elements[i].str, r->elements[i + 1].str});
+      std::sort(fresh.begin(), fresh.end(), [](const Record& a, const Record& b) { return a.id < b.id; });
+      bool changed = false;
+      std::vector<std::function<void()>> listeners;
+      {
+        std::lock_guard lock(mu_);
+        auto& current = records_[name];
+        changed = current.size() != fresh.size();
+        for (std::size_t i = 0; !changed && i < fresh.size(); ++i)
+          changed = current[i].id != fresh[i].id || current[i].json != fresh[i].json;
+        if (changed) current = std::move(fresh);
+        listeners = listeners_;
+      }
+      if (changed && notify)
+        for (auto& fn : listeners) fn();
+    }
+    if (then) then();
+  });
+}
+
+std::vector<StateStore::Record> RedisStore::records(std::string_view ns) const {
+  std::lock_guard lock(mu_);
+  auto it = records_.find(ns);
+  return it == records_.end() ? std::vector<Record>{} : it->second;
+}
+
+void RedisStore::putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) {
+  asio::post(*control_io_, [this, ns = std::string(ns), id = std::string(id), json = std::move(json), done = std::move(done)]() mutable {
+    control_->send({"HSET", std::string(kRecordsPrefix) + ns, id, json},
+                   [this, ns, id, json, done = std::move(done)](std::optional<RedisReply> r) mutable {
+                     if (!r || r->isError()) {
+                       done("the Redis store did not take the change (" + std::string(r ? r->str : control_->lastError()) +
+                            "); nothing was changed");
+                       return;
+                     }
+                     {
+                       std::lock_guard lock(mu_);
+                       auto& list = records_[ns];
+                       auto it = std::find_if(list.begin(), list.end(), [&](const Record& x) { return x.id == id; });
+                       if (it != list.end()) it->json = json;
+                       else {
+                         list.push_back({id, json});
+                         std::sort(list.begin(), list.end(), [](const Record& a, const Record& b) { return a.id < b.id; });
+                       }
+                     }
+                     control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
+                     done(std::nullopt);
+                   });
+  });
+}
+
+void RedisStore::eraseRecord(std::string_view ns, std::string_view id, WriteDone done) {
+  asio::post(*control_io_, [this, ns = std::string(ns), id = std::string(id), done = std::move(done)]() mutable {
+    control_->send({"HDEL", std::string(kRecordsPrefix) + ns, id},
+                   [this, ns, id, done = std::move(done)](std::optional<RedisReply> r) mutable {
+                     if (!r || r->isError()) {
+                       done("the Redis store did not take the change (" + std::string(r ? r->str : control_->lastError()) +
+                            "); nothing was changed");
+                       return;
+                     }
+                     {
+                       std::lock_guard lock(mu_);
+                       auto& list = records_[ns];
+                       std::erase_if(list, [&](const Record& x) { return x.id == id; });
+                     }
+                     control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
+                     done(std::nullopt);
+                   });
+  });
+}
+
+void RedisStore::onRecordsChanged(std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  listeners_.push_back(std::move(fn));
+}
+
+// An answer is one string value (JSON, the body in base64) set with its TTL in one
+// command: no state without an expiry, whatever happens between two commands.
+void RedisStore::getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) {
+  RedisConnection* conn = workerConnection().get();
+  if (!conn || !conn->usable()) {
+    local_.getIdempotent(key, std::move(done));
+    return;
+  }
+  std::string k(key);
+  conn->send({"GET", k}, [this, k, done = std::move(done)](std::optional<RedisReply> r) mutable {
+    if (!r || r->isError()) {
+      local_.getIdempotent(k, std::move(done));
+      return;
+    }
+    Idempotent out;
+    if (r->type == RedisReply::Type::String) {
+      boost::system::error_code ec;
+      auto v = boost::json::parse(r->str, ec);
+      const auto* o = ec ? nullptr : v.if_object();
+      auto text = [&](std::string_view f) { return o && o->contains(f) && o->at(f).is_string() ? std::string(o->at(f).as_string()) : std::string(); };
+      auto body = base64Decode(text("body"));
+      if (o && body && o->contains("status") && o->at("status").is_int64()) {
+        out.fingerprint = text("fingerprint");
+        out.content_type = text("content_type");
+        out.status = static_cast<int>(o->at("status").as_int64());
+        out.body = std::move(*body);
+      }
+    }
+    done(std::move(out));
+  });
+}
+
+void RedisStore::putIdempotent(std::string_view key, Idempotent record, Millis ttl) {
+  RedisConnection* conn = workerConnection().get();
+  if (!conn || !conn->usable()) {
+    local_.putIdempotent(key, std::move(record), ttl);
+    return;
+  }
+  const std::string value = boost::json::serialize(boost::json::object{{"fingerprint", record.fingerprint},
+                                                                       {"status", record.status},
+                                                                       {"content_type", record.content_type},
+                                                                       {"body", base64Encode(record.body)}});
+  auto kept = std::make_shared<Idempotent>(std::move(record));
+  std::string k(key);
+  conn->send({"SET", k, value, "PX", std::to_string(ttl.count())}, [this, k, kept, ttl](std::optional<RedisReply> r) {
+    if (!r || r->isError()) local_.putIdempotent(k, std::move(*kept), ttl);  // this replica keeps it at least
+  });
+}
+
+void RedisStore::tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
+  RedisConnection* conn = workerConnection().get();
+  if (!conn || !conn->usable()) {
+    local_.tryLock(name, owner, ttl, std::move(done));
+    return;
+  }
+  std::string n(name), o(owner);
+  conn->send({"SET", n, o, "NX", "PX", std::to_string(ttl.count())}, [this, n, o, ttl, done = std::move(done)](std::optional<RedisReply> r) mutable {
+    if (!r || r->isError()) {
+      local_.tryLock(n, o, ttl, std::move(done));
+      return;
+    }
+    done(r->type == RedisReply::Type::Status && r->str == "OK");
+  });
+}
+
+void RedisStore::renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
+  RedisConnection* conn = workerConnection().get();
+  if (!conn || !conn->usable()) {
+    local_.renewLock(name, owner, ttl, std::move(done));
+    return;
+  }
+  std::string n(name), o(owner);
+  evalsha(*conn, renew_sha_, redis_scripts::kRenewLock, {"1", n, o, std::to_string(ttl.count())},
+          [this, n, o, ttl, done = std::move(done)](std::optional<RedisReply> r) mutable {
+            if (!r || r->isError()) {
+              local_.renewLock(n, o, ttl, std::move(done));
+              return;
+            }
+            done(r->type == RedisReply::Type::Integer && r->integer == 1);
+          });
+}
+
+void RedisStore::unlock(std::string_view name, std::string_view owner) {
+  local_.unlock(name, owner);  // it may have been taken here while Redis was away
+  RedisConnection* conn = workerConnection().get();
+  if (!conn || !conn->usable()) return;  // the lock expires by its TTL
+  evalsha(*conn, unlock_sha_, redis_scripts::kUnlock, {"1", std::string(name), std::string(owner)}, [](std::optional<RedisReply>) {});
+}
+
+}  // namespace tahua

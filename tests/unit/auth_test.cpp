@@ -106,6 +106,7 @@ TEST(AuthFilter, KnownKeysPassUnknownMissingAndExpiredOnesGet401) {
       {"api-key", "sk-a", FilterStatus::Continue, "", "a"},
       {"authorization", "Bearer sk-c", FilterStatus::Stop, "invalid_api_key", ""},
       {"authorization", "Basic sk-a", FilterStatus::Stop, "missing_api_key", ""},
+      {"authorization", "Bearer", FilterStatus::Stop, "missing_api_key", ""},
       {"x-other", "sk-a", FilterStatus::Stop, "missing_api_key", ""},
       {"authorization", "Bearer sk-old", FilterStatus::Stop, "invalid_api_key", ""},
   };
@@ -127,7 +128,7 @@ TEST(AuthFilter, KnownKeysPassUnknownMissingAndExpiredOnesGet401) {
     chain.complete(run.ctx);
   }
   EXPECT_EQ(metrics.auth_failures["invalid_api_key"], 2u);
-  EXPECT_EQ(metrics.auth_failures["missing_api_key"], 2u);
+  EXPECT_EQ(metrics.auth_failures["missing_api_key"], 3u);
 }
 
 TEST(AuthFilter, TheErrorHasTheInboundApisShape) {

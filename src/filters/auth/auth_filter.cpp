@@ -148,8 +148,9 @@ bool listed(const std::vector<std::string>& models, std::string_view model) {
 }  // namespace
 
 std::string_view presentedKey(const HeaderView& headers) {
-  std::string_view auth = headers.get("authorization");
-  if (!auth.empty()) return iequalsPrefix(auth, "bearer ") ? trim(auth.substr(7)) : std::string_view{};
+  // A Bearer token first; another Authorization scheme (Basic from a proxy in front)
+  // is not a key, and the key headers are still looked at.
+  if (std::string_view auth = headers.get("authorization"); iequalsPrefix(auth, "bearer ")) return trim(auth.substr(7));
   if (auto k = trim(headers.get("x-api-key")); !k.empty()) return k;
   return trim(headers.get("api-key"));
 }

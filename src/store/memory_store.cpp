@@ -27,6 +27,7 @@ MemoryStore::Counter& MemoryStore::counterOf(Shard& shard, std::string_view key,
   if (it == shard.counters.end()) {
     it = shard.counters.emplace(std::string(key), Counter{}).first;
     it->second.quota = spec.kind == LimitKind::Quota;
+    it->second.shard = static_cast<std::size_t>(&shard - shards_.data());
   }
   return it->second;
 }
@@ -45,6 +46,7 @@ bool MemoryStore::openJournal(const std::string& path, Millis flush_interval, st
     std::lock_guard shard_lock(s.mu);
     Counter& c = s.counters[key];
     c.quota = true;
+    c.shard = shardOf(key);
     c.state.fresh = false;
     c.state.a = q.period;
     c.state.b = q.used;
@@ -279,7 +281,8 @@ void MemoryStore::admit(std::span<const LimitCheck> checks, std::function<void(c
   std::array<std::size_t, Admission::kMaxChecks> order{};
   std::size_t locked = 0;
   for (std::size_t i = 0; i < checks.size(); ++i) {
-    shard[i] = shardOf(checks[i].key);
+    const Counter* known = hinted(checks[i]);
+    shard[i] = known ? known->shard : shardOf(checks[i].key);
     order[locked++] = shard[i];
   }
   std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(locked));
@@ -289,7 +292,11 @@ void MemoryStore::admit(std::span<const LimitCheck> checks, std::function<void(c
   const std::int64_t now = out.at_ms = clock_();
   std::array<Counter*, Admission::kMaxChecks> states{};
   for (std::size_t i = 0; i < checks.size(); ++i) {
-    states[i] = &counterOf(shards_[shard[i]], checks[i].key, checks[i].spec);
+    states[i] = hinted(checks[i]);
+    if (!states[i]) {
+      states[i] = &counterOf(shards_[shard[i]], checks[i].key, checks[i].spec);
+      if (checks[i].hint) *checks[i].hint = states[i];
+    }
     out.decisions[i] = applyLimit(checks[i].spec, states[i]->state, now, checks[i].cost, false);
     if (!out.decisions[i].allowed && out.allowed) {
       out.allowed = false;
@@ -322,9 +329,10 @@ void MemoryStore::peek(std::span<const LimitCheck> checks, std::function<void(co
 
 void MemoryStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta, bool) {
   if (delta == 0) return;
-  Shard& s = shards_[shardOf(check.key)];
+  Counter* known = hinted(check);
+  Shard& s = shards_[known ? known->shard : shardOf(check.key)];
   std::lock_guard lock(s.mu);
-  Counter& c = counterOf(s, check.key, check.spec);
+  Counter& c = known ? *known : counterOf(s, check.key, check.spec);
   // The charge's time stands in for now: a bucket is not refilled here (the next
   // decision does that from its own last update), and no clock is read.
   adjustLimit(check.spec, c.state, charged_ms, charged_ms, delta);

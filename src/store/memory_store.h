@@ -60,6 +60,7 @@ class MemoryStore final : public StateStore {
     LimitState state;
     bool quota = false;  // journaled
     bool dirty = false;  // changed since the last flush
+    std::size_t shard = 0;
   };
   struct Shard {
     mutable std::mutex mu;
@@ -76,6 +77,9 @@ class MemoryStore final : public StateStore {
     return StringHash{}(key) % kShards;
   }
   Counter& counterOf(Shard& shard, std::string_view key, const LimitSpec& spec);
+  // The check's shard, and its counter if the caller's hint knows it (counters are never
+  // removed, so a pointer stays valid for the store's life).
+  Counter* hinted(const LimitCheck& check) const { return check.hint ? static_cast<Counter*>(*check.hint) : nullptr; }
   void changed();
 
   std::function<std::int64_t()> clock_;

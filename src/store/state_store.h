@@ -27,6 +27,9 @@ struct LimitCheck {
   std::string_view key;  // valid until the call returns (the store copies what it keeps)
   LimitSpec spec;
   std::int64_t cost = 1;
+  // Optional: a slot owned by the caller (one per counter, used by one thread) where a
+  // store may keep where it found this counter, so the next decision skips the lookup.
+  void** hint = nullptr;
 };
 
 // The answer for a whole request: every check allowed (and each was charged its cost)

@@ -264,7 +264,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
   }
 
   static LimitCheck check(const CheckTemplate& t, const RateLimitState& st) {
-    LimitCheck c{t.key, t.spec, 1};
+    LimitCheck c{t.key, t.spec, 1, &t.store_hint};
     c.cost = t.unit == Unit::Requests ? 1 : t.unit == Unit::Tokens ? st.reserved_tokens : st.reserved_micro_usd;
     return c;
   }

@@ -178,6 +178,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
     }
     bj::array warnings;
     for (const auto& w : loaded.warnings) warnings.push_back(bj::string(w));
+    tenant_admin_.audit(*who, "config.publish", "config", "generation " + std::to_string(host_.generation()));
     co_return ok(bj::object{{"generation", host_.generation()}, {"warnings", std::move(warnings)}});
   }
 
@@ -264,6 +265,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
     canary_overrides_[model] = percent;
     if (auto err = host_.publish(nullptr, "admin canary")) co_return error(500, "internal_error", *err);
     log::info("canary weight changed", {{"model", model}, {"percent", percent}, {"generation", host_.generation()}});
+    tenant_admin_.audit(*who, "canary.set", model, "percent " + std::to_string(percent));
     co_return ok(bj::object{{"model", model}, {"percent", percent}, {"generation", host_.generation()}});
   }
 
@@ -282,6 +284,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
       std::lock_guard lock(host_.lock());
       nodes_.erase(id);
       host_.publishNodes(std::make_shared<const NodeTable>(nodes_));
+      tenant_admin_.audit(*who, "node.forget", id);
       co_return ok(bj::object{{"node", id}, {"deleted", true}});
     }
     if (method != "PUT") co_return error(405, "method_not_allowed", "Use PUT or DELETE.");
@@ -313,6 +316,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (rest == "drain") {
     if (method != "POST") co_return error(405, "method_not_allowed", "Use POST.");
     log::info("drain requested through the admin API");
+    tenant_admin_.audit(*who, "drain", "gateway");
     ::kill(::getpid(), SIGTERM);  // the same path as an orchestrator's SIGTERM
     co_return ok(bj::object{{"draining", true}});
   }

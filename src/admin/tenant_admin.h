@@ -14,7 +14,7 @@
 //   GET    /admin/v1/keys/{name}           one, with its limits' usage
 //   PATCH  /admin/v1/keys/{name}           models, expires_at, limits, metadata
 //   DELETE /admin/v1/keys/{name}           revoke
-//   GET    /admin/v1/audit                 the last 1,000 admin changes                   (admin token)
+//   GET    /admin/v1/audit                 the last 1,000 admin changes (every endpoint's) (admin token)
 //
 // Tenants and keys declared in the config file are listed but not changed here (409):
 // the file is their source of truth.
@@ -48,14 +48,15 @@ class TenantAdmin {
                                                            std::string_view method, std::string_view rest,
                                                            const std::string& body);
 
+  // Every admin change (these and the rest of the admin API's): who, what, when; never a
+  // secret. Logged and kept for GET /admin/v1/audit.
+  void audit(const AdminCaller& caller, std::string_view action, std::string_view target, std::string_view detail = {});
+
  private:
   boost::asio::awaitable<AdminReply> tenants(const AdminCaller& caller, const Config& config, std::string_view method,
                                              std::string_view name, const std::string& body);
   boost::asio::awaitable<AdminReply> keys(const AdminCaller& caller, const Config& config, std::string_view method,
                                           std::string_view name, std::string_view query, const std::string& body);
-  // Every change: who, what, when; never a secret. Logged and kept for GET /audit.
-  void audit(const AdminCaller& caller, std::string_view action, std::string_view target, std::string_view detail = {});
-
   AdminHost& host_;
   std::mutex mu_;
   std::deque<std::string> audit_;  // JSON objects, newest last

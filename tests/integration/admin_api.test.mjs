@@ -393,6 +393,9 @@ describe('admin API: deployments view and canary overrides', () => {
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.json.percent, 100);
     assert.equal(ok.json.generation, 2);
+    // Audited (refused attempts are not changes, so only this one).
+    const audit = (await admin('GET', '/admin/v1/audit')).json.entries;
+    assert.deepEqual(audit.map((e) => [e.action, e.target, e.who]), [['canary.set', 'chat', 'admin']]);
     assert.equal(modelView(await admin('GET', '/admin/v1/deployments'), 'chat').canary.percent, 100);
     assert.deepEqual(await spread(gw, 'chat', 100), { c: 100 });
 

@@ -35,7 +35,9 @@ struct LimitCheck {
 // The answer for a whole request: every check allowed (and each was charged its cost)
 // or one refused (and none was charged).
 struct Admission {
-  static constexpr std::size_t kMaxChecks = 32;
+  // The most a request can have: six limits in each of its tenant's, key's, tenant x
+  // model's and model's sets and in four rate-limit policies.
+  static constexpr std::size_t kMaxChecks = 48;
   bool allowed = true;
   std::size_t denied = kMaxChecks;  // the first refusing check
   std::size_t count = 0;

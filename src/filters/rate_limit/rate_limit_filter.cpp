@@ -80,6 +80,7 @@ struct RateLimitState {
   std::int64_t reserved_micro_usd = 0;
   std::int64_t admitted_at = 0;  // the store's time: calibration goes to the quota period charged
   bool admitted_locally = false;  // the store decided without its shared backend
+  std::uint8_t checked = 0;       // templates sent to the store, in group order (at most kMaxChecks)
   bool has_requests = false, has_tokens = false;
   bool final_refusal = false;  // waiting will not help soon: SDKs are told not to retry
   Value requests[3], tokens[3];  // limit, remaining, reset
@@ -131,6 +132,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
           if (n == checks.size()) break;
           checks[n++] = check(t, st);
         }
+    st.checked = static_cast<std::uint8_t>(n);
     st.deciding = true;
     store_.admit(std::span<const LimitCheck>(checks.data(), n), [this, &ctx](const Admission& a) { decided(ctx, a); });
     st.deciding = false;
@@ -177,9 +179,11 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
       tokens = 0;
       micro_usd = 0;
     }
+    std::size_t seen = 0;  // only what was admitted (a request over kMaxChecks limits sent the first ones)
     for (const Group* g : st.groups)
       if (g)
         for (const CheckTemplate& t : *g) {
+          if (seen++ >= st.checked) return;
           if (t.unit == Unit::Requests) continue;
           const std::int64_t delta = t.unit == Unit::Tokens ? tokens - st.reserved_tokens : micro_usd - st.reserved_micro_usd;
           if (delta != 0) store_.adjust(check(t, st), st.admitted_at, delta, st.admitted_locally);

@@ -78,6 +78,15 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct Principal {
   const TenantConfig* tenant = nullptr;
   const ApiKeyConfig* key = nullptr;
+
+  // Whether it may use `model`: its key's list, then its tenant's (an empty list: all).
+  bool allows(std::string_view model) const {
+    auto listed = [&](const std::vector<std::string>& models) {
+      return models.empty() || std::find(models.begin(), models.end(), model) != models.end();
+    };
+    return (!key || listed(key->models)) && (!tenant || listed(tenant->models));
+  }
+  bool restricted() const { return (key && !key->models.empty()) || (tenant && !tenant->models.empty()); }
 };
 
 struct RequestContext {

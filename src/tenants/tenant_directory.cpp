@@ -139,6 +139,8 @@ std::optional<std::string> tenantFromJson(std::string_view json, const Config& c
     const bj::string* name = o.contains("name") ? o.at("name").if_string() : nullptr;
     if (!name || !validName(*name)) return std::string("name: required; 1-64 letters, digits, '-', '_' or '.'");
     out.name = std::string(*name);
+  } else if (const bj::value* n = o.if_contains("name"); n && !(n->is_string() && n->as_string() == out.name)) {
+    return std::string("name: cannot be changed (create a new tenant)");
   }
   if (auto* m = o.if_contains("models"))
     if (auto e = readModels(*m, "models", config, out.models)) return e;
@@ -188,6 +190,14 @@ std::optional<std::string> keyFromJson(std::string_view json, const Config& conf
     if (auto* p = o.if_contains("prefix")) {
       if (!p->is_string() || p->as_string().size() > 12) return std::string("prefix: at most 12 characters");
       out.prefix = std::string(p->as_string());
+    }
+  } else {
+    // An update may send the whole record back; what identifies the key must not change.
+    for (auto [field, current] : {std::pair<std::string_view, std::string>{"name", out.name}, {"tenant", out.tenant},
+                                  {"prefix", out.prefix}, {"sha256", toHex(out.sha256)}}) {
+      const bj::value* v = o.if_contains(field);
+      if (v && !(v->is_string() && v->as_string() == current))
+        return std::string(field) + ": cannot be changed (create a new key and revoke this one)";
     }
   }
   if (auto* m = o.if_contains("models"))

@@ -91,6 +91,15 @@ describe('admin API: tenants and keys', () => {
     assert.equal(patch.status, 409);
     assert.equal(patch.json.error.code, 'declared_in_config');
     assert.equal((await admin('POST', '/admin/v1/keys', { json: { name: 'k', tenant: 'ops', limits: { rpm: 3 } } })).status, 400);
+    // What identifies a key cannot be changed by an update (sending it back unchanged is fine).
+    const made = await admin('POST', '/admin/v1/keys', { json: { name: 'k2', tenant: 'ops' } });
+    assert.equal(made.status, 201);
+    const moved = await admin('PATCH', '/admin/v1/keys/k2', { json: { tenant: 'elsewhere' } });
+    assert.equal(moved.status, 400);
+    assert.match(moved.json.error.message, /tenant: cannot be changed/);
+    const same = await admin('PATCH', '/admin/v1/keys/k2', { json: { name: 'k2', tenant: 'ops', limits: { requests_per_minute: 5 } } });
+    assert.equal(same.status, 200, same.text);
+    assert.equal(same.json.limits.requests_per_minute, 5);
   });
 
   it('a tenant token manages only its own tenant\'s keys', async (t) => {

@@ -105,6 +105,10 @@ describe('tenants and keys', () => {
     // Team a has no model list: both models.
     const a = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY_A, maxRetries: 0 });
     await a.chat.completions.create(chatBody(OTHER));
+    // The model list shows each caller what it may use.
+    const ids = async (client) => { const out = []; for await (const m of client.models.list()) out.push(m.id); return out.sort(); };
+    assert.deepEqual(await ids(sdk), [MODEL]);
+    assert.deepEqual(await ids(a), [OTHER, MODEL].sort());
     const anthropic = new Anthropic({ baseURL: gw.url, apiKey: KEY_B, maxRetries: 0 });
     await assert.rejects(anthropic.messages.create({ model: OTHER, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }), (e) => {
       assert.ok(e instanceof Anthropic.PermissionDeniedError, String(e));

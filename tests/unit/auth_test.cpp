@@ -184,13 +184,13 @@ TEST(AuthFilter, ModelAccessFollowsTheKeyThenTheTenant) {
   Principal p;
   p.tenant = &cfg->tenants[0];
   p.key = &cfg->keys[0];  // ka: m2 only, within tenant a's m1, m2
-  EXPECT_TRUE(modelAllowed(p, "m2"));
-  EXPECT_FALSE(modelAllowed(p, "m1"));
+  EXPECT_TRUE(p.allows("m2"));
+  EXPECT_FALSE(p.allows("m1"));
   p.tenant = &cfg->tenants[1];
   p.key = &cfg->keys[1];  // kb: no list, tenant b: m1
-  EXPECT_TRUE(modelAllowed(p, "m1"));
-  EXPECT_FALSE(modelAllowed(p, "m2"));
-  EXPECT_TRUE(modelAllowed(Principal{}, "m2"));  // auth off
+  EXPECT_TRUE(p.allows("m1"));
+  EXPECT_FALSE(p.allows("m2"));
+  EXPECT_TRUE(Principal{}.allows("m2"));  // auth off
 
   FilterChain chain;
   chain.add(makeModelAccessFilter());

@@ -132,18 +132,11 @@ class ModelAccessFilter final : public Filter {
  public:
   std::string_view name() const override { return "model_access"; }
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
-    if (!ctx.model || modelAllowed(ctx.principal, ctx.model->name)) return FilterStatus::Continue;
+    if (!ctx.model || ctx.principal.allows(ctx.model->name)) return FilterStatus::Continue;
     ctx.fail(Error{ErrorKind::ModelNotAllowed, "This API key may not use the model '" + ctx.model->name + "'."});
     return FilterStatus::Stop;
   }
 };
-
-bool listed(const std::vector<std::string>& models, std::string_view model) {
-  if (models.empty()) return true;
-  for (const auto& m : models)
-    if (m == model) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -157,11 +150,6 @@ std::string_view presentedKey(const HeaderView& headers) {
 
 std::unique_ptr<AuthLink> makeApiKeyLink(const KeyTable& keys) { return std::make_unique<ApiKeyLink>(keys); }
 std::unique_ptr<AuthLink> makeAnonymousLink(const TenantConfig& tenant) { return std::make_unique<AnonymousLink>(tenant); }
-
-bool modelAllowed(const Principal& principal, std::string_view model) {
-  if (principal.key && !listed(principal.key->models, model)) return false;
-  return !principal.tenant || listed(principal.tenant->models, model);
-}
 
 std::unique_ptr<Filter> makeAuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics) {
   return std::make_unique<AuthFilter>(config, std::move(directory), metrics);

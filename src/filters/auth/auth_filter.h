@@ -21,7 +21,4 @@ std::unique_ptr<Filter> makeAuthFilter(const Config& config, TenantDirectoryPtr 
 // or tenant with a models list may only use those (403 model_not_allowed).
 std::unique_ptr<Filter> makeModelAccessFilter();
 
-// Whether `principal` may use `model` (its key's list, then its tenant's).
-bool modelAllowed(const Principal& principal, std::string_view model);
-
 }  // namespace tahua

@@ -50,6 +50,12 @@ namespace tahua::redis_scripts {
   "  if t == '-' then t = nil end\n"                                                          \
   "  return tonumber(a), tonumber(b) or 0, tonumber(c) or 0, tonumber(t)\n"                   \
   "end\n"                                                                                     \
+  "-- A bucket refilled up to now (a new one starts full), as limiters.cpp's refill().\n"      \
+  "local function refill(a, tok, limit, P)\n"                                                \
+  "  if tok == nil or a == nil then return now, limit end\n"                                 \
+  "  if now > a then return now, math.min(limit, tok + (now - a) * limit / P) end\n"        \
+  "  return a, tok\n"                                                                        \
+  "end\n"                                                                                     \
   "local function state(a, b, c, t)\n"                                                        \
   "  return string.format('%d %d %d %s', a or 0, b or 0, c or 0, t and string.format('%.17g', t) or '-')\n" \
   "end\n"
@@ -102,13 +108,7 @@ for i = 1, n do
     end
     st.a, st.b, st.c = a, b, c
   elseif kind == 1 then
-    if tok == nil or a == nil then
-      tok = limit
-      a = now
-    elseif now > a then
-      tok = math.min(limit, tok + (now - a) * limit / P)
-      a = now
-    end
+    a, tok = refill(a, tok, limit, P)
     if never == 0 and tok >= cost then allowed = 1 end
     local left = tok - (allowed == 1 and cost or 0)
     if left > 0 then remaining = math.floor(left) end
@@ -169,13 +169,7 @@ for i = 1, #KEYS do
   local delta = tonumber(ARGV[base + 6])
   local a, b, c, tok = parse(vals[i])
   if kind == 1 then
-    if tok == nil or a == nil then
-      tok = limit
-      a = now
-    elseif now > a then
-      tok = math.min(limit, tok + (now - a) * limit / P)
-      a = now
-    end
+    a, tok = refill(a, tok, limit, P)
     tok = math.min(limit, tok - delta)
     redis.call('SET', KEYS[i], state(a, 0, 0, tok), 'PX', math.ceil((limit - tok) * P / limit) + 1000)
   elseif kind == 2 then

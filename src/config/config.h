@@ -102,6 +102,9 @@ struct RedisStoreConfig {
   // host and port are then not used; its password and database are).
   std::vector<std::string> sentinels;  // host:port
   std::string sentinel_master;
+  // Redis Cluster: these nodes (host:port) are asked for the slot map; the url's
+  // password and user are used for every node, its host and port are not.
+  std::vector<std::string> cluster_nodes;
 };
 
 struct StoreConfig {

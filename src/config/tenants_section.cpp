@@ -5,6 +5,7 @@
 
 #include "config/loader_detail.h"
 #include "core/utc_time.h"
+#include "store/redis/redis_endpoint.h"
 
 namespace tahua::config_detail {
 namespace {
@@ -238,27 +239,40 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
   if (auto v = n["flush_interval"]) s.flush_interval = duration(v, "store.flush_interval", Millis(10));
   if (auto r = n["redis"]) {
     const std::string p = "store.redis";
-    checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "require_persistence", "sentinel"});
+    checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "require_persistence", "sentinel", "cluster"});
+    auto addresses = [&](const YAML::Node& a, const YAML::Node& parent, const std::string& ap, std::vector<std::string>& out) {
+      if (!a || !a.IsSequence() || a.size() == 0) fail(a ? a : parent, ap, "required: a list of host:port");
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        const std::string at = ap + "[" + std::to_string(i) + "]";
+        std::string addr = nonEmpty(a[i], at);
+        const auto colon = addr.rfind(':');
+        int port = 0;
+        if (colon != std::string::npos && colon + 1 < addr.size() && addr.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+            addr.size() - colon <= 6)
+          port = std::stoi(addr.substr(colon + 1));
+        if (colon == 0 || port < 1 || port > 65535) fail(a[i], at, "expected host:port (port 1-65535)");
+        out.push_back(std::move(addr));
+      }
+    };
     if (auto sn = r["sentinel"]) {
       checkKeys(sn, p + ".sentinel", {"addresses", "master"});
-      auto a = sn["addresses"];
-      if (!a || !a.IsSequence() || a.size() == 0) fail(a ? a : sn, p + ".sentinel.addresses", "required: a list of host:port");
-      for (std::size_t i = 0; i < a.size(); ++i) {
-        const std::string ap = p + ".sentinel.addresses[" + std::to_string(i) + "]";
-        std::string addr = nonEmpty(a[i], ap);
-        const auto colon = addr.rfind(':');
-        if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size() ||
-            addr.find_first_not_of("0123456789", colon + 1) != std::string::npos)
-          fail(a[i], ap, "expected host:port");
-        s.redis.sentinels.push_back(std::move(addr));
-      }
+      addresses(sn["addresses"], sn, p + ".sentinel.addresses", s.redis.sentinels);
       if (!sn["master"]) fail(sn, p + ".sentinel.master", "required: the master's name the sentinels monitor");
       s.redis.sentinel_master = nonEmpty(sn["master"], p + ".sentinel.master");
+    }
+    if (auto cl = r["cluster"]) {
+      checkKeys(cl, p + ".cluster", {"nodes"});
+      if (r["sentinel"]) fail(cl, p + ".cluster", "a Redis Cluster has no sentinels: set sentinel or cluster, not both");
+      addresses(cl["nodes"], cl, p + ".cluster.nodes", s.redis.cluster_nodes);
     }
     if (auto v = r["url"]) {
       s.redis.url = nonEmpty(v, p + ".url");
       if (s.redis.url.rfind("redis://", 0) != 0 || s.redis.url.size() == 8)
         fail(v, p + ".url", "expected redis://[[user]:password@]host[:port][/db]");
+      RedisEndpoint parsed;
+      if (auto e = parseRedisUrl(s.redis.url, parsed)) fail(v, p + ".url", *e);
+      if (!s.redis.cluster_nodes.empty() && parsed.db != 0)
+        fail(v, p + ".url", "a Redis Cluster has only database 0: drop the /" + std::to_string(parsed.db));
     }
     if (auto v = r["command_timeout"]) s.redis.command_timeout = duration(v, p + ".command_timeout", Millis(1));
     if (auto v = r["heartbeat"]) s.redis.heartbeat = duration(v, p + ".heartbeat", Millis(100));

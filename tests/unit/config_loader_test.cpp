@@ -333,3 +333,42 @@ spec:
 }
 
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+TEST(ConfigLoader, RedisClusterSection) {
+  auto ok = loadConfigString(std::string(kMinimal) + R"(store:
+  type: redis
+  redis:
+    url: redis://:pw@ignored:1
+    cluster: {nodes: ["127.0.0.1:7000", "10.0.0.2:7001"]}
+)", "t.yaml");
+  ASSERT_TRUE(ok.config) << ok.error;
+  EXPECT_EQ(ok.config->store.redis.cluster_nodes, (std::vector<std::string>{"127.0.0.1:7000", "10.0.0.2:7001"}));
+
+  EXPECT_NE(loadError(std::string(kMinimal) + R"(store:
+  type: redis
+  redis:
+    cluster: {nodes: ["127.0.0.1:7000"]}
+    sentinel: {addresses: ["127.0.0.1:26379"], master: m}
+)").find("store.redis.cluster: a Redis Cluster has no sentinels"), std::string::npos);
+  EXPECT_NE(loadError(std::string(kMinimal) + R"(store:
+  type: redis
+  redis:
+    cluster: {nodes: ["127.0.0.1:70000"]}
+)").find("store.redis.cluster.nodes[0]: expected host:port"), std::string::npos);
+  EXPECT_NE(loadError(std::string(kMinimal) + R"(store:
+  type: redis
+  redis:
+    cluster: {nodes: ["127.0.0.1:7000"]}
+    url: redis://127.0.0.1:7000/3
+)").find("store.redis.url: a Redis Cluster has only database 0"), std::string::npos);
+  EXPECT_NE(loadError(std::string(kMinimal) + R"(store:
+  type: redis
+  redis: {url: "redis://h:1/x"}
+)").find("store.redis.url: the path must be a database number"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tahua

@@ -6,7 +6,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/url/parse.hpp>
 #include <charconv>
 
 
@@ -75,32 +74,6 @@ void appendCommand(std::string& out, std::span<const std::string_view> args) {
 
 }  // namespace
 
-std::optional<std::string> parseRedisUrl(std::string_view url, RedisEndpoint& out) {
-  auto parsed = boost::urls::parse_uri(url);
-  if (!parsed) return "not a URL (expected redis://[[user]:password@]host[:port][/db])";
-  const auto& u = *parsed;
-  if (u.scheme() != "redis") return "the scheme must be redis:// (TLS to Redis is not supported yet)";
-  if (u.host().empty()) return "a host is required";
-  out.host = std::string(u.host_address());
-  if (u.has_port()) {
-    if (u.port_number() == 0) return "the port must be 1-65535";
-    out.port = u.port_number();
-  }
-  if (u.has_userinfo()) {
-    out.username = std::string(u.user());
-    out.password = std::string(u.password());
-  }
-  std::string_view path = u.encoded_path();
-  if (!path.empty() && path != "/") {
-    path.remove_prefix(1);
-    int db = 0;
-    auto [p, ec] = std::from_chars(path.data(), path.data() + path.size(), db);
-    if (ec != std::errc{} || p != path.data() + path.size() || db < 0 || db > 1'000'000) return "the path must be a database number, e.g. /0";
-    out.db = db;
-  }
-  return std::nullopt;
-}
-
 RedisConnection::RedisConnection(asio::io_context& io, RedisEndpoint endpoint, Millis command_timeout)
     : io_(io), endpoint_(std::move(endpoint)), timeout_(command_timeout), socket_(io), timer_(io), in_(16 * 1024) {}
 
@@ -114,12 +87,27 @@ bool RedisConnection::usable() const {
 
 void RedisConnection::close() { fail("closed"); }
 
+void RedisConnection::formatCommand(std::string& out, std::span<const std::string_view> args) { appendCommand(out, args); }
+
 void RedisConnection::send(std::span<const std::string_view> args, Callback cb) {
   if (!usable() || pending_.size() >= kMaxPending) {
     asio::post(io_, [cb = std::move(cb)] { cb(std::nullopt); });
     return;
   }
   appendCommand(out_, args);
+  queued(std::move(cb));
+}
+
+void RedisConnection::sendFormatted(std::string_view resp, Callback cb) {
+  if (!usable() || pending_.size() >= kMaxPending) {
+    asio::post(io_, [cb = std::move(cb)] { cb(std::nullopt); });
+    return;
+  }
+  out_.append(resp);
+  queued(std::move(cb));
+}
+
+void RedisConnection::queued(Callback cb) {
   pending_.push_back({std::move(cb), std::chrono::steady_clock::now() + timeout_});
   armTimer();
   if (state_ == State::Down) {

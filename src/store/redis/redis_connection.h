@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/duration.h"
+#include "store/redis/redis_endpoint.h"
 
 struct redisReader;
 
@@ -35,13 +36,6 @@ struct RedisReply {
   bool isError() const { return type == Type::Error; }
 };
 
-struct RedisEndpoint {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 6379;
-  std::string password;  // AUTH, if set (secret: never logged)
-  std::string username;  // ACL user (Redis 6+), with password
-  int db = 0;
-};
 
 class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
  public:
@@ -61,6 +55,10 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
     std::vector<std::string_view> views(args.begin(), args.end());
     send(std::span<const std::string_view>(views), std::move(cb));
   }
+  // A command already in RESP (formatCommand): the cluster client formats once and
+  // sends the same bytes again when a node redirects it.
+  void sendFormatted(std::string_view resp, Callback cb);
+  static void formatCommand(std::string& out, std::span<const std::string_view> args);
   // Commands sent first on every new connection, after AUTH and SELECT (SCRIPT LOAD):
   // a refusal closes the connection.
   void onEveryConnect(std::vector<std::vector<std::string>> commands) { handshake_ = std::move(commands); }
@@ -82,6 +80,7 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
     Callback cb;
     std::chrono::steady_clock::time_point deadline;
   };
+  void queued(Callback cb);  // the command is in out_: wait for its reply, write soon
   void connect();
   void startRead();
   void flush();
@@ -111,7 +110,5 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   const char* last_error_ = "";  // bumps when the socket is replaced: stale handlers do nothing
 };
 
-// "redis://[[user]:password@]host[:port][/db]" -> endpoint; an error text if malformed.
-std::optional<std::string> parseRedisUrl(std::string_view url, RedisEndpoint& out);
 
 }  // namespace tahua

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "limits/limiters.h"
-#include "store/redis/redis_connection.h"
+#include "store/redis/redis_client.h"
 #include "store/state_store.h"
 
 namespace tahua::redis_detail {
@@ -23,7 +23,7 @@ constexpr const char* kChangesChannel = "tahua:changes";
 constexpr const char* kReplicasKey = "tahua:replicas";
 
 // The connection of the worker whose thread this is (RedisStore::attach).
-std::shared_ptr<RedisConnection>& workerConnection();
+std::shared_ptr<RedisClient>& workerClient();
 
 // A command's arguments built without a string per argument: numbers are written into
 // one buffer reserved up front (so the views into it stay valid), keys are views of the

@@ -10,7 +10,7 @@
 #include <chrono>
 
 #include "core/log.h"
-#include "store/redis/redis_connection.h"
+#include "store/redis/redis_client.h"
 #include "store/redis/redis_detail.h"
 #include "store/redis/redis_scripts.h"
 
@@ -52,10 +52,15 @@ void RedisStore::peek(std::span<const LimitCheck> checks, std::function<void(con
 
 void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done) {
   checks = checks.first(std::min(checks.size(), Admission::kMaxChecks));
-  RedisConnection* conn = workerConnection().get();
+  RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {
     decideLocally(checks, charge, done);
     return;
+  }
+  if (conn->cluster() && checks.size() > 1) {
+    const std::uint16_t slot = conn->slotOf(checks[0].key);
+    for (const auto& c : checks.subspan(1))
+      if (conn->slotOf(c.key) != slot) return decideAcrossSlots(*conn, checks, charge, std::move(done));
   }
   ArgScratch& a = argScratch();
   a.begin(24 * (6 * checks.size() + 2));
@@ -99,6 +104,102 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
   });
 }
 
+// A cluster request whose counters live in several slots (a tenant's and a model's, say):
+// one script per slot, sent together. When one refuses, the slots that charged are
+// refunded (a calibration, sent within 20 ms): for that moment a concurrent request may
+// see those counters fuller than they are — never emptier, so no limit is exceeded.
+void RedisStore::decideAcrossSlots(RedisClient& conn, std::span<const LimitCheck> checks, bool charge,
+                                   std::function<void(const Admission&)> done) {
+  struct Across {
+    std::array<LimitCheck, Admission::kMaxChecks> checks;
+    std::size_t n = 0;
+    bool charge = false;
+    std::vector<std::vector<std::uint8_t>> groups;  // indexes into checks, per slot
+    std::vector<std::optional<Admission>> results;
+    std::size_t left = 0;
+    const char* why = "";
+    std::function<void(const Admission&)> done;
+  };
+  auto across = std::make_shared<Across>();
+  std::copy(checks.begin(), checks.end(), across->checks.begin());
+  across->n = checks.size();
+  across->charge = charge;
+  across->done = std::move(done);
+  {
+    std::vector<std::uint16_t> slots;
+    for (std::size_t i = 0; i < checks.size(); ++i) {
+      const std::uint16_t slot = conn.slotOf(checks[i].key);
+      const auto at = std::find(slots.begin(), slots.end(), slot) - slots.begin();
+      if (static_cast<std::size_t>(at) == slots.size()) {
+        slots.push_back(slot);
+        across->groups.emplace_back();
+      }
+      across->groups[at].push_back(static_cast<std::uint8_t>(i));
+    }
+  }
+  across->results.resize(across->groups.size());
+  across->left = across->groups.size();
+  auto finish = [this](Across& x) {
+    bool failed = false, allowed = true;
+    for (const auto& r : x.results) {
+      failed |= !r;
+      allowed &= r && r->allowed;
+    }
+    // Whatever was charged stays only if every slot allowed.
+    if (x.charge && (failed || !allowed))
+      for (std::size_t g = 0; g < x.groups.size(); ++g)
+        if (x.results[g] && x.results[g]->allowed)
+          for (std::uint8_t i : x.groups[g])
+            if (x.checks[i].cost > 0) queueAdjustment(x.checks[i], x.results[g]->at_ms, -x.checks[i].cost);
+    const std::span<const LimitCheck> all(x.checks.data(), x.n);
+    if (failed) {
+      markUp(false, x.why);
+      return decideLocally(all, x.charge, x.done);
+    }
+    markUp(true, "");
+    Admission a;
+    a.count = x.n;
+    a.allowed = allowed;
+    a.denied = Admission::kMaxChecks;
+    a.at_ms = x.results[0]->at_ms;
+    for (std::size_t g = 0; g < x.groups.size(); ++g) {
+      const Admission& r = *x.results[g];
+      for (std::size_t j = 0; j < x.groups[g].size(); ++j) a.decisions[x.groups[g][j]] = r.decisions[j];
+      if (!r.allowed && r.denied < x.groups[g].size()) a.denied = std::min<std::size_t>(a.denied, x.groups[g][r.denied]);
+    }
+    x.done(a);
+  };
+  for (std::size_t g = 0; g < across->groups.size(); ++g) {
+    const auto& group = across->groups[g];
+    ArgScratch& a = argScratch();
+    a.begin(24 * (6 * group.size() + 2));
+    a.view("EVALSHA");
+    a.view(admit_sha_);
+    a.number(static_cast<std::int64_t>(group.size()));
+    for (std::uint8_t i : group) a.view(checks[i].key);
+    a.number(charge ? 1 : 0);
+    for (std::uint8_t i : group) {
+      const LimitCheck& c = checks[i];
+      a.number(static_cast<int>(c.spec.kind));
+      a.number(c.spec.limit);
+      a.number(c.spec.period_ms);
+      a.number(static_cast<int>(c.spec.calendar));
+      a.number(c.cost);
+    }
+    conn.send(a.finish(), [this, across, g, &conn, finish](std::optional<RedisReply> r) {
+      Admission adm;
+      if (unusableServer(r)) conn.close();
+      if (r && parseAdmission(*r, across->groups[g].size(), adm)) {
+        across->results[g] = adm;
+      } else {
+        across->why = !r ? conn.lastError() : r->isError() ? "script error" : "unexpected reply";
+        if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
+      }
+      if (--across->left == 0) finish(*across);
+    });
+  }
+}
+
 void RedisStore::decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done) {
   // Each replica takes its share of every shared limit.
   const std::int64_t replicas = static_cast<std::int64_t>(std::max<std::uint64_t>(1, replicas_.load()));
@@ -131,6 +232,10 @@ void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::i
     local_.adjust(scaled, charged_ms, delta, true);
     return;
   }
+  queueAdjustment(check, charged_ms, delta);
+}
+
+void RedisStore::queueAdjustment(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta) {
   AdjustBatch* batch = adjustBatch().get();
   if (!batch) {  // not a worker's thread: straight to the control thread's retry list
     std::vector<std::string> args{"1", std::string(check.key)};
@@ -142,6 +247,7 @@ void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::i
   }
   std::string key(check.key);
   if (check.spec.kind == LimitKind::Quota) key += "#" + std::to_string(periodOf(check.spec.calendar, charged_ms).id);
+  if (check.spec.kind == LimitKind::Window) key += "#" + std::to_string(charged_ms / std::max<std::int64_t>(1, check.spec.period_ms));
   PendingAdjustment& p = batch->pending[key];
   if (p.delta == 0) {
     p.spec = check.spec;
@@ -159,7 +265,7 @@ void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::i
 void RedisStore::flushAdjustments() {
   AdjustBatch& batch = *adjustBatch();
   batch.armed = false;
-  RedisConnection* conn = workerConnection().get();
+  RedisClient* conn = workerClient().get();
   // One script call per kAdjustPerCommand counters; what Redis does not take is kept
   // for the control thread to send later.
   std::vector<std::vector<std::string>> sent;
@@ -185,6 +291,7 @@ void RedisStore::flushAdjustments() {
         for (auto& args : *kept) keepAdjustment(std::move(args));
     });
   };
+  std::vector<std::pair<std::uint16_t, std::vector<std::string>>> all;
   for (auto& [key, p] : batch.pending) {
     if (p.delta == 0) continue;
     const std::string counter = key.substr(0, key.find('#'));
@@ -193,11 +300,16 @@ void RedisStore::flushAdjustments() {
     for (auto& x : checkArgs(c)) args.push_back(std::move(x));
     args.push_back(std::to_string(p.charged_ms));
     args.push_back(std::to_string(p.delta));
-    sent.push_back(std::move(args));
+    all.emplace_back(conn ? conn->slotOf(counter) : 0, std::move(args));
     p.delta = 0;
-    if (sent.size() == kAdjustPerCommand) send();
   }
-  send();
+  // In a cluster one script call touches one slot: the counters go slot by slot.
+  if (conn && conn->cluster())
+    std::stable_sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    sent.push_back(std::move(all[i].second));
+    if (sent.size() == kAdjustPerCommand || i + 1 == all.size() || all[i + 1].first != all[i].first) send();
+  }
   // The counters stay in the map (no allocation next time), up to a bound.
   if (batch.pending.size() > 10'000) batch.pending.clear();
 }

@@ -118,7 +118,7 @@ void RedisStore::onRecordsChanged(std::function<void()> fn) {
 // An answer is one string value (JSON, the body in base64) set with its TTL in one
 // command: no state without an expiry, whatever happens between two commands.
 void RedisStore::getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) {
-  RedisConnection* conn = workerConnection().get();
+  RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {
     local_.getIdempotent(key, std::move(done));
     return;
@@ -148,7 +148,7 @@ void RedisStore::getIdempotent(std::string_view key, std::function<void(std::opt
 }
 
 void RedisStore::putIdempotent(std::string_view key, Idempotent record, Millis ttl) {
-  RedisConnection* conn = workerConnection().get();
+  RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {
     local_.putIdempotent(key, std::move(record), ttl);
     return;
@@ -165,7 +165,7 @@ void RedisStore::putIdempotent(std::string_view key, Idempotent record, Millis t
 }
 
 void RedisStore::tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
-  RedisConnection* conn = workerConnection().get();
+  RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {
     local_.tryLock(name, owner, ttl, std::move(done));
     return;
@@ -181,7 +181,7 @@ void RedisStore::tryLock(std::string_view name, std::string_view owner, Millis t
 }
 
 void RedisStore::renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
-  RedisConnection* conn = workerConnection().get();
+  RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {
     local_.renewLock(name, owner, ttl, std::move(done));
     return;
@@ -199,7 +199,7 @@ void RedisStore::renewLock(std::string_view name, std::string_view owner, Millis
 
 void RedisStore::unlock(std::string_view name, std::string_view owner) {
   local_.unlock(name, owner);  // it may have been taken here while Redis was away
-  RedisConnection* conn = workerConnection().get();
+  RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) return;  // the lock expires by its TTL
   evalsha(*conn, unlock_sha_, redis_scripts::kUnlock, {"1", std::string(name), std::string(owner)}, [](std::optional<RedisReply>) {});
 }

@@ -155,8 +155,10 @@ return out
 )LUA";
 
 // Calibrations, many at once. KEYS: counters charged before. ARGV: six per key: kind,
-// limit, period_ms, calendar, charged_ms, delta (negative: a refund). Windows are never
-// adjusted; a quota charged in a period that has ended is left alone.
+// limit, period_ms, calendar, charged_ms, delta (negative: a refund). A window is only
+// ever refunded (a cluster request whose other slot refused it), in the window it was
+// charged in or, once that is the previous one, there; a quota charged in a period
+// that has ended is left alone.
 inline constexpr const char* kAdjust = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE R"LUA(
 local vals = redis.call('MGET', unpack(KEYS))
 for i = 1, #KEYS do
@@ -168,7 +170,13 @@ for i = 1, #KEYS do
   local charged = tonumber(ARGV[base + 5])
   local delta = tonumber(ARGV[base + 6])
   local a, b, c, tok = parse(vals[i])
-  if kind == 1 then
+  if kind == 0 then
+    local start = charged - (charged % P)
+    if delta < 0 and (a == start or a == start + P) then
+      if a == start then c = math.max(0, c + delta) else b = math.max(0, b + delta) end
+      redis.call('SET', KEYS[i], state(a, b, c, nil), 'KEEPTTL')
+    end
+  elseif kind == 1 then
     a, tok = refill(a, tok, limit, P)
     tok = math.min(limit, tok - delta)
     redis.call('SET', KEYS[i], state(a, 0, 0, tok), 'PX', math.ceil((limit - tok) * P / limit) + 1000)

@@ -15,6 +15,7 @@
 #include <chrono>
 
 #include "core/log.h"
+#include "store/redis/redis_client.h"
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_detail.h"
 #include "store/redis/redis_scripts.h"
@@ -26,8 +27,8 @@ using namespace redis_detail;
 
 namespace redis_detail {
 
-std::shared_ptr<RedisConnection>& workerConnection() {
-  thread_local std::shared_ptr<RedisConnection> connection;
+std::shared_ptr<RedisClient>& workerClient() {
+  thread_local std::shared_ptr<RedisClient> connection;
   return connection;
 }
 
@@ -89,7 +90,7 @@ RedisStore::~RedisStore() {
   if (control_thread_.joinable()) control_thread_.join();
 }
 
-void RedisStore::evalsha(RedisConnection& conn, const std::string& sha, const char* script, std::vector<std::string> args,
+void RedisStore::evalsha(RedisClient& conn, const std::string& sha, const char* script, std::vector<std::string> args,
                          std::function<void(std::optional<RedisReply>)> cb) {
   args.insert(args.begin(), {"EVALSHA", sha});
   auto retry_args = std::make_shared<std::vector<std::string>>(args);
@@ -113,12 +114,25 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
     return false;
   }
   control_io_ = std::make_unique<asio::io_context>(1);
-  endpoint_text_ = config_.sentinels.empty() ? endpoint.host + ":" + std::to_string(endpoint.port)
-                                             : "sentinel master " + config_.sentinel_master;
+  endpoint_text_ = !config_.cluster_nodes.empty() ? "cluster " + config_.cluster_nodes.front()
+                   : config_.sentinels.empty()    ? endpoint.host + ":" + std::to_string(endpoint.port)
+                                                  : "sentinel master " + config_.sentinel_master;
+  for (const auto& node : config_.cluster_nodes) {
+    RedisEndpoint seed = endpoint;
+    seed.host = node.substr(0, node.rfind(':'));
+    seed.port = static_cast<std::uint16_t>(std::stoi(node.substr(node.rfind(':') + 1)));
+    cluster_seeds_.push_back(std::move(seed));
+  }
   endpoint_ = std::make_unique<RedisEndpoint>(std::move(endpoint));
   control_ = connection(*control_io_, std::max(config_.command_timeout, Millis(1'000)));
   // The subscriber waits for messages for ever; its timeout only bounds SUBSCRIBE itself.
-  subscriber_ = connection(*control_io_, std::max(config_.command_timeout, Millis(1'000)));
+  // In a cluster any node will do (a PUBLISH reaches every node's subscribers): the
+  // configured ones in turn, one per reconnect.
+  subscriber_ = nodeConnection(*control_io_, currentEndpoint(), std::max(config_.command_timeout, Millis(1'000)));
+  if (!cluster_seeds_.empty())
+    subscriber_->onConnect([this] { return cluster_seeds_[next_seed_++ % cluster_seeds_.size()]; });
+  else
+    subscriber_->onConnect([this] { return currentEndpoint(); });
   control_thread_ = std::thread([this] {
     auto guard = asio::make_work_guard(*control_io_);
     control_io_->run();
@@ -133,59 +147,7 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
                          "\"; limits are per replica until one does");
   }
 
-  // The first conversation, before anything is served: what the server keeps, and the records.
-  struct Probe {
-    std::optional<RedisReply> policy, aof, save;
-    bool answered = false;
-  };
-  auto probe = std::make_shared<Probe>();
-  auto done = std::make_shared<std::promise<void>>();
-  auto finished = done->get_future();
-  asio::post(*control_io_, [this, probe, done] {
-    control_->send({"CONFIG", "GET", "maxmemory-policy"}, [probe](auto r) { probe->policy = std::move(r); });
-    control_->send({"CONFIG", "GET", "appendonly"}, [probe](auto r) { probe->aof = std::move(r); });
-    control_->send({"CONFIG", "GET", "save"}, [this, probe, done](auto r) {
-      probe->save = std::move(r);
-      probe->answered = probe->save.has_value();
-      if (!probe->answered) {
-        done->set_value();
-        return;
-      }
-      // The records, loaded before the gateway builds its tenant directory.
-      auto left = std::make_shared<int>(2);
-      for (std::string_view ns : {std::string_view("tenants"), std::string_view("keys")})
-        reloadRecords(ns, false, [left, done] {
-          if (--*left == 0) done->set_value();
-        });
-    });
-  });
-  // The probe's own commands time out within a second; this wait is only a backstop.
-  if (finished.wait_for(std::chrono::seconds(5)) != std::future_status::ready || !probe->answered) {
-    warnings.push_back("Redis at " + endpoint_text_ + " does not answer (" + control_->lastError() +
-                       "); limits are per replica until it does");
-  } else {
-    auto value = [](const std::optional<RedisReply>& r) -> std::optional<std::string> {
-      if (!r || r->type != RedisReply::Type::Array || r->elements.size() != 2) return std::nullopt;
-      return r->elements[1].str;
-    };
-    const auto policy = value(probe->policy), aof = value(probe->aof), save = value(probe->save);
-    if (!policy || !aof || !save) {
-      warnings.push_back("Redis at " + endpoint_text_ +
-                         " does not allow CONFIG GET: cannot check that it persists and never evicts (see README)");
-    } else if (config_.require_persistence) {
-      if (*policy != "noeviction") {
-        error = "Redis at " + endpoint_text_ + " has maxmemory-policy " + *policy +
-                ": it may evict tenants, keys and quota counters, which cannot be rebuilt. Set noeviction (use a separate "
-                "Redis for caches), or store.redis.require_persistence: false for a throwaway server";
-      } else if (*aof != "yes" && save->empty()) {
-        error = "Redis at " + endpoint_text_ +
-                " persists nothing (appendonly no, save \"\"): tenants, keys and quotas would be lost with it. Turn on AOF "
-                "or RDB, or set store.redis.require_persistence: false for a throwaway server";
-      }
-    }
-    if (!error.empty()) return false;
-    markUp(true, "");
-  }
+  if (!probeServers(error, warnings)) return false;
   asio::post(*control_io_, [this] {
     subscribe();
     controlTick();
@@ -193,15 +155,94 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
   return true;
 }
 
+// The first conversation, before anything is served: what each server keeps (in a
+// cluster, every master), then the records. False only when a server refuses what the
+// config requires; one that does not answer is warned about.
+bool RedisStore::probeServers(std::string& error, std::vector<std::string>& warnings) {
+  struct Probe {
+    std::vector<std::string> nodes;  // "" for the one server
+    std::vector<std::optional<RedisReply>> replies;  // three per node: maxmemory-policy, appendonly, save
+    bool answered = false;
+  };
+  auto probe = std::make_shared<Probe>();
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  asio::post(*control_io_, [this, probe, done] {
+    control_->refreshSlots([this, probe, done](bool) {
+      probe->nodes = control_->nodes();
+      probe->replies.resize(3 * probe->nodes.size());
+      if (probe->nodes.empty()) return done->set_value();
+      auto left = std::make_shared<std::size_t>(probe->replies.size());
+      auto answered = [this, probe, done, left](std::size_t i, std::optional<RedisReply> r) {
+        probe->replies[i] = std::move(r);
+        if (--*left > 0) return;
+        probe->answered = std::all_of(probe->replies.begin(), probe->replies.end(), [](const auto& x) { return x.has_value(); });
+        if (!probe->answered) return done->set_value();
+        // The records, loaded before the gateway builds its tenant directory.
+        auto loads = std::make_shared<int>(2);
+        for (std::string_view ns : {std::string_view("tenants"), std::string_view("keys")})
+          reloadRecords(ns, false, [loads, done] {
+            if (--*loads == 0) done->set_value();
+          });
+      };
+      for (std::size_t n = 0; n < probe->nodes.size(); ++n) {
+        control_->sendToNode(n, {"CONFIG", "GET", "maxmemory-policy"}, [answered, n](auto r) { answered(3 * n, std::move(r)); });
+        control_->sendToNode(n, {"CONFIG", "GET", "appendonly"}, [answered, n](auto r) { answered(3 * n + 1, std::move(r)); });
+        control_->sendToNode(n, {"CONFIG", "GET", "save"}, [answered, n](auto r) { answered(3 * n + 2, std::move(r)); });
+      }
+    });
+  });
+  // The probe's own commands time out within a second; this wait is only a backstop.
+  if (finished.wait_for(std::chrono::seconds(5)) != std::future_status::ready || !probe->answered) {
+    warnings.push_back("Redis at " + endpoint_text_ + " does not answer (" + control_->lastError() +
+                       "); limits are per replica until it does");
+    return true;
+  }
+  auto value = [](const std::optional<RedisReply>& r) -> std::optional<std::string> {
+    if (!r || r->type != RedisReply::Type::Array || r->elements.size() != 2) return std::nullopt;
+    return r->elements[1].str;
+  };
+  for (std::size_t n = 0; n < probe->nodes.size() && error.empty(); ++n) {
+    const std::string server = probe->nodes[n].empty() ? endpoint_text_ : probe->nodes[n];
+    const auto policy = value(probe->replies[3 * n]), aof = value(probe->replies[3 * n + 1]), save = value(probe->replies[3 * n + 2]);
+    if (!policy || !aof || !save) {
+      warnings.push_back("Redis at " + server +
+                         " does not allow CONFIG GET: cannot check that it persists and never evicts (see README)");
+    } else if (config_.require_persistence) {
+      if (*policy != "noeviction") {
+        error = "Redis at " + server + " has maxmemory-policy " + *policy +
+                ": it may evict tenants, keys and quota counters, which cannot be rebuilt. Set noeviction (use a separate "
+                "Redis for caches), or store.redis.require_persistence: false for a throwaway server";
+      } else if (*aof != "yes" && save->empty()) {
+        error = "Redis at " + server +
+                " persists nothing (appendonly no, save \"\"): tenants, keys and quotas would be lost with it. Turn on AOF "
+                "or RDB, or set store.redis.require_persistence: false for a throwaway server";
+      }
+    }
+  }
+  if (!error.empty()) return false;
+  markUp(true, "");
+  return true;
+}
+
 void RedisStore::attach(asio::io_context& io) {
-  workerConnection() = connection(io, config_.command_timeout);
+  workerClient() = connection(io, config_.command_timeout);
   adjustBatch() = std::make_unique<AdjustBatch>();
   adjustBatch()->timer = std::make_unique<asio::steady_timer>(io);
 }
 
-std::shared_ptr<RedisConnection> RedisStore::connection(asio::io_context& io, Millis timeout) {
-  auto conn = std::make_shared<RedisConnection>(io, currentEndpoint(), timeout);
-  conn->onConnect([this] { return currentEndpoint(); });
+std::shared_ptr<RedisClient> RedisStore::connection(asio::io_context& io, Millis timeout) {
+  if (!cluster_seeds_.empty())
+    return std::make_shared<RedisClient>(cluster_seeds_, [this, &io, timeout](const RedisEndpoint& at) {
+      return nodeConnection(io, at, timeout);
+    });
+  auto conn = nodeConnection(io, currentEndpoint(), timeout);
+  conn->onConnect([this] { return currentEndpoint(); });  // with Sentinel: the master named now
+  return std::make_shared<RedisClient>(std::move(conn));
+}
+
+std::shared_ptr<RedisConnection> RedisStore::nodeConnection(asio::io_context& io, const RedisEndpoint& at, Millis timeout) {
+  auto conn = std::make_shared<RedisConnection>(io, at, timeout);
   // The scripts are loaded on every new connection, so EVALSHA finds them (a server
   // restarted since is a new connection); NOSCRIPT after that (SCRIPT FLUSH) closes it.
   std::vector<std::vector<std::string>> load;

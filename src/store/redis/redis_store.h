@@ -9,8 +9,10 @@
 // seen alive, counted, and logged once per change of state; calibrations for Redis are
 // kept (bounded) and sent when it is back. Nothing waits on a dead server.
 //
-// Redis Cluster and Sentinel are not supported yet (docs/tenants-and-limits.md): the
-// counters of one request are one script over one connection.
+// With Sentinel every connection asks where the master is when it connects; with a
+// Redis Cluster every command goes to its slot's master (RedisClient), and a request
+// whose counters span slots is decided by one script per slot, the charged ones
+// refunded when another refuses (docs/tenants-and-limits.md).
 #pragma once
 
 #include <atomic>
@@ -34,6 +36,7 @@ class io_context;
 namespace tahua {
 
 class RedisConnection;
+class RedisClient;
 struct RedisReply;
 struct RedisEndpoint;
 
@@ -72,7 +75,7 @@ class RedisStore final : public StateStore {
   void decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done);
   void markUp(bool up, const char* why);
   // Sends `args` as EVALSHA of `script` on `conn`; on NOSCRIPT, as EVAL (which loads it).
-  static void evalsha(RedisConnection& conn, const std::string& sha, const char* script, std::vector<std::string> args,
+  static void evalsha(RedisClient& conn, const std::string& sha, const char* script, std::vector<std::string> args,
                       std::function<void(std::optional<RedisReply>)> cb);
   // Control thread.
   void controlTick();
@@ -84,10 +87,20 @@ class RedisStore final : public StateStore {
   // if one answered. On the control thread.
   void querySentinels(std::size_t index, std::function<void(bool)> done);
   RedisEndpoint currentEndpoint() const;
-  std::shared_ptr<RedisConnection> connection(boost::asio::io_context& io, Millis timeout);
+  // A client for `io`: one server's connection, or a cluster's.
+  std::shared_ptr<RedisClient> connection(boost::asio::io_context& io, Millis timeout);
+  std::shared_ptr<RedisConnection> nodeConnection(boost::asio::io_context& io, const RedisEndpoint& at, Millis timeout);
+  // A request whose counters live in several cluster slots: one script per slot.
+  void decideAcrossSlots(RedisClient& conn, std::span<const LimitCheck> checks, bool charge,
+                         std::function<void(const Admission&)> done);
+  // Queues a calibration of a counter charged in Redis (batched per worker).
+  void queueAdjustment(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta);
+  bool probeServers(std::string& error, std::vector<std::string>& warnings);
 
   RedisStoreConfig config_;
   std::unique_ptr<RedisEndpoint> endpoint_;  // from the url; with Sentinel the master's address replaces its host and port
+  std::vector<RedisEndpoint> cluster_seeds_;  // cluster: the configured nodes (with the url's credentials)
+  std::atomic<std::size_t> next_seed_{0};     // cluster: where the subscriber connects next
   mutable std::mutex endpoint_mu_;
   std::string endpoint_text_;  // host:port, for logs (never the password)
   unsigned ticks_ = 0;
@@ -102,7 +115,7 @@ class RedisStore final : public StateStore {
   std::atomic<std::uint64_t> dropped_{0};
 
   std::unique_ptr<boost::asio::io_context> control_io_;
-  std::shared_ptr<RedisConnection> control_;
+  std::shared_ptr<RedisClient> control_;
   std::shared_ptr<RedisConnection> subscriber_;
   std::thread control_thread_;
 

@@ -81,3 +81,47 @@ export async function startSentinel({ t, masterPort, name = 'mymaster' }) {
   if (t) t.after(() => sentinel.stop());
   return sentinel;
 }
+
+/**
+ * A Redis Cluster of `masters` redis-server processes (no replicas) on loopback ports,
+ * slots spread evenly by `redis-cli --cluster create`; resolves once every node says
+ * cluster_state:ok. `nodes[i].cli(...)` talks to one node; `masterOf(key)` names the
+ * node that owns a key's slot.
+ */
+export async function startRedisCluster({ t, masters = 3 } = {}) {
+  const nodes = [];
+  for (let i = 0; i < masters; i += 1) {
+    const port = await closedPort();
+    const bus = await closedPort();
+    const node = new Redis(port, makeTempDir('tahua-redis-cluster-'), ['--cluster-enabled', 'yes', '--cluster-port', String(bus),
+      '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000']);
+    await node.start();
+    if (t) t.after(() => node.stop());
+    nodes.push(node);
+  }
+  execFileSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  await eventually(() => nodes.every((n) => n.cli('cluster', 'info').includes('cluster_state:ok')), { timeout: 10000, what: 'cluster_state:ok on every node' });
+  const slotOf = (key) => Number(nodes[0].cli('cluster', 'keyslot', key));
+  const ownerOf = (slot) => {
+    for (const n of nodes) {
+      // CLUSTER NODES: "<id> <ip:port@bus> myself,master - 0 0 1 connected 0-5460"
+      const mine = n.cli('cluster', 'nodes').split('\n').find((l) => l.includes('myself'));
+      const ranges = mine.split(' ').slice(8);
+      for (const r of ranges) {
+        if (r.startsWith('[')) continue;
+        const [a, b = a] = r.split('-').map(Number);
+        if (slot >= a && slot <= b) return n;
+      }
+    }
+    return null;
+  };
+  return {
+    nodes,
+    addresses: nodes.map((n) => `127.0.0.1:${n.port}`),
+    url: 'redis://127.0.0.1:1',  // credentials only: a cluster's nodes come from store.redis.cluster.nodes
+    slotOf,
+    masterOf: (key) => ownerOf(slotOf(key)),
+    nodeId: (n) => n.cli('cluster', 'myid'),
+  };
+}

@@ -11,6 +11,7 @@
 //   PUT  /admin/v1/nodes/{id}/status       {"state", "gpu_util", "gpu_memory", ...}
 //   POST /admin/v1/drain                   graceful drain, as SIGTERM
 //   tenants, keys, audit                    see admin/tenant_admin.h
+//   resources                               see admin/resource_admin.h
 #include "admin/admin_api.h"
 
 #include <openssl/crypto.h>
@@ -151,6 +152,8 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (auto reply = co_await std::move(tenant_op)) co_return std::move(*reply);
   // Everything else is the operator's: a tenant's token manages its own keys only.
   if (!who->full) co_return error(403, "forbidden", "A tenant token may only manage its tenant's keys.");
+  auto resource_op = resource_admin_.handle(*who, method, rest, body);
+  if (auto reply = co_await std::move(resource_op)) co_return std::move(*reply);
   const auto now = SteadyClock::now();
 
   if (rest == "config") {

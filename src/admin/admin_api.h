@@ -17,6 +17,7 @@
 #include "routing/balancer.h"
 #include "routing/deployment_state.h"
 #include "admin/admin_host.h"
+#include "admin/resource_admin.h"
 #include "admin/tenant_admin.h"
 #include "server/session_host.h"
 
@@ -24,7 +25,7 @@ namespace tahua {
 
 class AdminApi {
  public:
-  explicit AdminApi(AdminHost& host) : host_(host), tenant_admin_(host) {}
+  explicit AdminApi(AdminHost& host) : host_(host), tenant_admin_(host), resource_admin_(host, tenant_admin_) {}
 
   // One admin request, on the admin listener's worker: `snapshot` and `nodes` are that
   // worker's; `path` is the request target, query included.
@@ -39,6 +40,7 @@ class AdminApi {
  private:
   AdminHost& host_;
   TenantAdmin tenant_admin_;  // /admin/v1/tenants, /keys, /audit
+  ResourceAdmin resource_admin_;  // /admin/v1/resources
   std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (locked)
   NodeTable nodes_;                                               // GPU node status reports (locked)
 };

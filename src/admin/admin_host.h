@@ -45,6 +45,8 @@ class AdminHost {
   // Rebuilds the directory from the config and the store's records and waits until
   // every worker uses it (so a key the admin API just answered for works at once).
   virtual boost::asio::awaitable<void> publishTenants() = 0;
+  // Locked. Publishes the config again if the store's resources are not those in force.
+  virtual void resourcesChanged() = 0;
 
  protected:
   ~AdminHost() = default;

@@ -1,4 +1,5 @@
 #include "admin/tenant_admin.h"
+#include "admin/store_writes.h"
 
 #include <openssl/rand.h>
 
@@ -31,40 +32,10 @@ std::int64_t nowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The store answers through a callback, possibly on another thread: this resumes the
-// coroutine on its own executor with the result. (GCC 12 miscompiles temporaries with
-// destructors inside a co_await expression: every awaitable below is a named local.)
-template <class Result>
-asio::awaitable<Result> await(std::function<void(std::function<void(Result)>)> start) {
-  auto ex = co_await asio::this_coro::executor;
-  auto initiate = [start = std::move(start), ex](auto handler) mutable {
-    auto h = std::make_shared<decltype(handler)>(std::move(handler));
-    start([h, ex](Result r) { asio::post(ex, [h, r = std::move(r)]() mutable { std::move (*h)(std::move(r)); }); });
-  };
-  auto op = asio::async_initiate<const asio::use_awaitable_t<>&, void(Result)>(std::move(initiate), asio::use_awaitable);
-  Result r = co_await std::move(op);
-  co_return r;
-}
-
-using WriteResult = std::optional<std::string>;
-
-asio::awaitable<WriteResult> put(StateStore& store, std::string_view ns, std::string id, std::string json) {
-  std::function<void(std::function<void(WriteResult)>)> start = [&store, ns, id, json](std::function<void(WriteResult)> done) {
-    store.putRecord(ns, id, json, std::move(done));
-  };
-  auto op = await<WriteResult>(std::move(start));
-  WriteResult r = co_await std::move(op);
-  co_return r;
-}
-
-asio::awaitable<WriteResult> erase(StateStore& store, std::string_view ns, std::string id) {
-  std::function<void(std::function<void(WriteResult)>)> start = [&store, ns, id](std::function<void(WriteResult)> done) {
-    store.eraseRecord(ns, id, std::move(done));
-  };
-  auto op = await<WriteResult>(std::move(start));
-  WriteResult r = co_await std::move(op);
-  co_return r;
-}
+using admin_store::await;
+using admin_store::erase;
+using admin_store::put;
+using admin_store::WriteResult;
 
 // Each limit of a plan with what is left of it now.
 asio::awaitable<bj::array> usage(StateStore& store, const LimitPlan& plan) {

@@ -543,6 +543,26 @@ ConfigLoadResult loadConfigFile(const std::string& path);
 bool readConfigBytes(const std::string& path, std::string& out);
 ConfigLoadResult loadConfigString(std::string_view yaml, std::string_view source_name);
 
+// Resources kept in the state store (put through the admin API, or written straight to
+// Redis), applied over the config file's: `id` is "Kind/name", `spec` the resource's
+// spec as JSON (or YAML). The file wins: a resource it declares too (same kind and name)
+// is skipped with a warning. An invalid one is skipped and reported in `rejected`
+// ("id", "error naming it"); the others still apply. ModelRoutes follow the file's
+// routes, in id order.
+struct StoredResource {
+  std::string id;
+  std::string spec;
+};
+struct StoredResourcesResult {
+  ConfigPtr config;
+  std::vector<std::string> warnings;
+  std::vector<std::pair<std::string, std::string>> rejected;
+};
+StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vector<StoredResource>& resources);
+// The kinds a stored resource may have, and a name's rules (the admin API checks both).
+bool storedResourceKind(std::string_view kind);
+bool storedResourceName(std::string_view name);
+
 // The built-in default: listens on 127.0.0.1:8080 and serves mock models.
 std::string_view defaultConfigYaml();
 

@@ -119,6 +119,7 @@ class Loader {
   std::size_t providerIndex(const YAML::Node& node, const std::string& path, const std::string& name, const Config& cfg);
   // routes_section.cpp
   void loadRoutes(const YAML::Node& n, Config& cfg);
+  void loadRoute(const YAML::Node& y, const std::string& p, std::string name, Config& cfg);
   // healing_section.cpp
   void loadHealing(const YAML::Node& n, Config& cfg);
   // tenants_section.cpp

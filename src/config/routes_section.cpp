@@ -9,15 +9,21 @@ namespace tahua::config_detail {
 
 void Loader::loadRoutes(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "routes", "expected a list");
-  std::set<std::string> names;
   for (std::size_t i = 0; i < n.size(); ++i) {
-    const std::string p = "routes[" + std::to_string(i) + "]";
     const YAML::Node& y = n[i];
+    const std::string p = "routes[" + std::to_string(i) + "]";
     checkKeys(y, p, {"name", "match", "when", "target", "override", "limits", "timeouts"});
+    loadRoute(y, p, y["name"] ? nonEmpty(y["name"], p + ".name") : "route-" + std::to_string(i), cfg);
+  }
+}
+
+// One route, checked whole before it is appended (a failure leaves `cfg` as it was).
+void Loader::loadRoute(const YAML::Node& y, const std::string& p, std::string name, Config& cfg) {
+  {
     RouteConfig r;
-    r.name = y["name"] ? nonEmpty(y["name"], p + ".name") : "route-" + std::to_string(i);
-    if (!names.insert(r.name).second)
-      fail(y["name"] ? y["name"] : y, p + ".name", "duplicate route name \"" + r.name + "\"");
+    r.name = std::move(name);
+    for (const auto& other : cfg.routes)
+      if (other.name == r.name) fail(y["name"] ? y["name"] : y, p + ".name", "duplicate route name \"" + r.name + "\"");
     if (!y["target"]) fail(y, p + ".target", "required: the model to send matching requests to");
     r.target = nonEmpty(y["target"], p + ".target");
     auto it = cfg.model_index.find(r.target);

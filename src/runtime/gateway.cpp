@@ -154,7 +154,8 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
     // Self-healing actions stay in force across reloads while their rule does.
     healing_.configure(*loaded, generation_.load() + 1);
   }
-  auto cfg = std::make_shared<Config>(*base_config_);
+  // File, then the store's resources, then the admin API's overrides (docs/tenants-and-limits.md).
+  auto cfg = std::make_shared<Config>(*withStoredResources(base_config_));
   admin_.applyOverrides(*cfg);
   healing_.applyOverrides(*cfg);
   cfg->generation = generation_.load() + 1;
@@ -199,6 +200,31 @@ TenantDirectoryPtr Gateway::buildTenants(const Config& config) {
 TenantDirectoryPtr Gateway::tenants() const {
   std::lock_guard lock(mutex_);
   return tenants_;
+}
+
+ConfigPtr Gateway::withStoredResources(const ConfigPtr& base) {
+  resources_ = store_->records(StateStore::kNamespaces[2]);
+  std::vector<StoredResource> list;
+  for (const auto& r : resources_) list.push_back({r.id, r.json});
+  auto applied = applyStoredResources(base, list);
+  std::string report;
+  for (const auto& w : applied.warnings) report += w + "\n";
+  for (const auto& [id, e] : applied.rejected) report += e + "\n";
+  if (report != resources_report_) {
+    for (const auto& w : applied.warnings) log::warn(w);
+    for (const auto& [id, e] : applied.rejected)
+      log::error("a resource from the store is invalid and not applied", {{"resource", id}, {"error", e}});
+  }
+  resources_report_ = std::move(report);
+  return applied.config;
+}
+
+void Gateway::resourcesChanged() {
+  if (store_->records(StateStore::kNamespaces[2]) == resources_) return;
+  if (auto error = publish(nullptr, "store resources")) {
+    ++reloads_failed_;
+    log::error("config with the store's resources failed; still serving the previous config", {{"error", *error}});
+  }
 }
 
 void Gateway::tenantsChanged() {
@@ -432,7 +458,8 @@ int Gateway::run() {
       watcher.reset();
     }
   }
-  const Config& cfg = *snapshot_->config;
+  const SnapshotPtr first = snapshot_;  // keeps `cfg` alive when the store's resources publish another
+  const Config& cfg = *first->config;
   unsigned n = cfg.server.workers ? cfg.server.workers : std::max(1u, std::thread::hardware_concurrency());
 
   std::string error;
@@ -463,14 +490,19 @@ int Gateway::run() {
   }
   {
     std::lock_guard lock(mutex_);
-    tenants_ = buildTenants(cfg);
+    resourcesChanged();  // the store's resources are in force before the first request
+    tenants_ = buildTenants(*snapshot_->config);
   }
   for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log));
   // Each worker's own Redis connection, made on its thread before it serves anything.
   if (redis)
     for (auto& worker : workers_) asio::post(worker->io(), [redis, w = worker.get()] { redis->attach(w->io()); });
   // Another replica changed tenants or keys: every worker gets the new directory.
-  store_->onRecordsChanged([this] { tenantsChanged(); });
+  store_->onRecordsChanged([this] {
+    tenantsChanged();
+    std::lock_guard lock(mutex_);
+    resourcesChanged();
+  });
 
   // Every worker gets its own acceptor on each public address (SO_REUSEPORT): the kernel
   // spreads new connections across them, and no accept lock is shared. Each worker takes

@@ -93,6 +93,11 @@ class Gateway final : private AdminHost, private HealingHost {
   boost::asio::awaitable<void> publishTenants() override;
   // The store's records changed (another replica): rebuild and send to every worker.
   void tenantsChanged();
+  // The store's resources differ from those in force: publish the config again with
+  // them. Caller holds mutex_.
+  void resourcesChanged() override;
+  // publish() helper: the base config with the store's resources (logs what it skipped).
+  ConfigPtr withStoredResources(const ConfigPtr& base);
   // Builds the directory of `config` plus the store's records (notes logged).
   TenantDirectoryPtr buildTenants(const Config& config);
   // Binds one listener on the given workers (gateway.cpp). Nothing if it cannot.
@@ -116,6 +121,8 @@ class Gateway final : private AdminHost, private HealingHost {
   // in-process for now, Redis with many replicas.
   std::unique_ptr<StateStore> store_ = std::make_unique<MemoryStore>();
   TenantDirectoryPtr tenants_;  // the last one published (under mutex_)
+  std::vector<StateStore::Record> resources_;  // the store's resources in force (under mutex_)
+  std::string resources_report_;  // what was last logged about them, so a change logs once
   HealingState healing_;  // self-healing's rules, actions in force and audit trail (under mutex_)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};

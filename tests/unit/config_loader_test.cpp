@@ -372,3 +372,45 @@ TEST(ConfigLoader, RedisClusterSection) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+TEST(StoredResources, FileFirstThenStoreInIdOrderInvalidOnesSkipped) {
+  auto base = loadConfigString(std::string(kMinimal) + R"(routes:
+  - {name: fixed, match: {model: pinned}, target: m}
+)", "t.yaml");
+  ASSERT_TRUE(base.config) << base.error;
+  const std::vector<StoredResource> stored = {
+      {"ModelRoute/zeta", R"({"match":{"model":"z"},"target":"m"})"},
+      {"ModelRoute/alpha", R"({"match":{"model":"a"},"target":"m"})"},
+      {"ModelRoute/fixed", R"({"match":{"model":"pinned"},"target":"m"})"},         // the file's name
+      {"ModelRoute/broken", R"({"match":{"model":"b"},"target":"nope"})"},          // unknown model
+      {"RateLimitPolicy/p", R"({"per":"all","requests_per_minute":5})"},
+      {"Gadget/x", R"({})"},                                                         // unknown kind
+      {"ModelRoute/dup", R"({"target":"m","target":"m"})"},                           // a key twice
+  };
+  auto r = applyStoredResources(base.config, stored);
+  ASSERT_TRUE(r.config);
+  std::vector<std::string> names;
+  for (const auto& route : r.config->routes) names.push_back(route.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fixed", "alpha", "zeta"}));
+  EXPECT_EQ(r.config->routes[0].models, (std::vector<std::string>{"pinned"}));  // the file's own
+  ASSERT_EQ(r.config->rate_limits.policies.size(), 1u);
+  EXPECT_EQ(r.config->rate_limits.policies[0].name, "p");
+  std::vector<std::string> rejected;
+  for (const auto& [id, e] : r.rejected) rejected.push_back(id + " | " + e);
+  ASSERT_EQ(rejected.size(), 3u);
+  // In id order: "Gadget/x" < "ModelRoute/broken" < "ModelRoute/dup".
+  EXPECT_NE(rejected[0].find("Gadget/x | store resource Gadget/x: expected Kind/name"), std::string::npos) << rejected[0];
+  EXPECT_NE(rejected[1].find("ModelRoute/broken | store resource ModelRoute/broken"), std::string::npos) << rejected[1];
+  EXPECT_NE(rejected[1].find("ModelRoute/broken.spec.target: unknown model \"nope\""), std::string::npos) << rejected[1];
+  EXPECT_NE(rejected[2].find("duplicate key \"target\""), std::string::npos) << rejected[2];
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("ModelRoute/fixed is not applied: the config file declares"), std::string::npos);
+  // Nothing stored: the base itself.
+  EXPECT_EQ(applyStoredResources(base.config, {}).config, base.config);
+}
+
+}  // namespace
+}  // namespace tahua

@@ -31,7 +31,7 @@ void RedisStore::subscribe() {
 }
 
 void RedisStore::reloadRecords(std::string_view ns, bool notify, std::function<void()> then) {
-  if (ns != "tenants" && ns != "keys") {
+  if (std::find(std::begin(kNamespaces), std::end(kNamespaces), ns) == std::end(kNamespaces)) {
     if (then) then();
     return;
   }

@@ -179,8 +179,8 @@ bool RedisStore::probeServers(std::string& error, std::vector<std::string>& warn
         probe->answered = std::all_of(probe->replies.begin(), probe->replies.end(), [](const auto& x) { return x.has_value(); });
         if (!probe->answered) return done->set_value();
         // The records, loaded before the gateway builds its tenant directory.
-        auto loads = std::make_shared<int>(2);
-        for (std::string_view ns : {std::string_view("tenants"), std::string_view("keys")})
+        auto loads = std::make_shared<std::size_t>(std::size(kNamespaces));
+        for (std::string_view ns : kNamespaces)
           reloadRecords(ns, false, [loads, done] {
             if (--*loads == 0) done->set_value();
           });
@@ -333,12 +333,12 @@ void RedisStore::controlTick() {
   // The subscriber reconnects (and the records are reloaded: messages were missed).
   if (!subscriber_->up() && subscriber_->usable()) {
     subscribe();
-    for (std::string_view ns : {std::string_view("tenants"), std::string_view("keys")}) reloadRecords(ns, true, {});
+    for (std::string_view ns : kNamespaces) reloadRecords(ns, true, {});
   }
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_resync_) {
     next_resync_ = now + config_.resync;
-    for (std::string_view ns : {std::string_view("tenants"), std::string_view("keys")}) reloadRecords(ns, true, {});
+    for (std::string_view ns : kNamespaces) reloadRecords(ns, true, {});
   }
   auto timer = std::make_shared<asio::steady_timer>(*control_io_, config_.heartbeat);
   timer->async_wait([this, timer](auto ec) {

@@ -1,0 +1,137 @@
+#include "admin/resource_admin.h"
+
+#include <boost/json.hpp>
+
+#include "admin/store_writes.h"
+#include "core/log.h"
+
+namespace tahua {
+namespace asio = boost::asio;
+namespace bj = boost::json;
+
+namespace {
+
+constexpr std::size_t kMaxResources = 10'000;
+
+AdminReply error(int status, std::string_view code, std::string message) {
+  return {status, bj::serialize(bj::object{{"error", bj::object{{"message", message}, {"type", "admin_error"}, {"code", code}}}})};
+}
+
+std::vector<StoredResource> asResources(const std::vector<StateStore::Record>& records) {
+  std::vector<StoredResource> out;
+  for (const auto& r : records) out.push_back({r.id, r.json});
+  return out;
+}
+
+// Does the config file itself declare this resource?
+bool inFile(const Config& base, std::string_view kind, std::string_view name) {
+  if (kind == "ModelRoute")
+    return std::any_of(base.routes.begin(), base.routes.end(), [&](const RouteConfig& r) { return r.name == name; });
+  if (kind == "RateLimitPolicy")
+    return std::any_of(base.rate_limits.policies.begin(), base.rate_limits.policies.end(), [&](const auto& p) { return p.name == name; });
+  return false;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCaller& caller, std::string_view method,
+                                                                 std::string_view rest, const std::string& body) {
+  constexpr std::string_view kPrefix = "resources";
+  if (rest.substr(0, kPrefix.size()) != kPrefix || (rest.size() > kPrefix.size() && rest[kPrefix.size()] != '/')) co_return std::nullopt;
+  std::string_view path = rest.substr(std::min(rest.size(), kPrefix.size() + 1));
+  StateStore& store = host_.store();
+  const std::string_view ns = StateStore::kNamespaces[2];
+
+  if (path.empty()) {
+    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET (or PUT / DELETE on /admin/v1/resources/{Kind}/{name}).");
+    const auto records = store.records(ns);
+    StoredResourcesResult applied;
+    {
+      std::lock_guard lock(host_.lock());
+      applied = applyStoredResources(host_.baseConfig(), asResources(records));
+      const Config& base = *host_.baseConfig();
+      bj::array list;
+      for (const auto& r : records) {
+        const auto slash = r.id.find('/');
+        const std::string kind = r.id.substr(0, slash), name = slash == std::string::npos ? "" : r.id.substr(slash + 1);
+        bj::object o{{"kind", kind}, {"name", name}, {"state", "applied"}};
+        boost::system::error_code ec;
+        bj::value spec = bj::parse(r.json, ec);
+        o["spec"] = ec ? bj::value(r.json) : spec;
+        if (inFile(base, kind, name)) o["state"] = "shadowed";
+        for (const auto& [id, e] : applied.rejected)
+          if (id == r.id) {
+            o["state"] = "invalid";
+            o["error"] = e;
+          }
+        list.push_back(std::move(o));
+      }
+      co_return AdminReply{200, bj::serialize(bj::object{{"resources", std::move(list)}})};
+    }
+  }
+
+  const auto slash = path.find('/');
+  const std::string kind(path.substr(0, slash));
+  const std::string name(slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1));
+  if (!storedResourceKind(kind))
+    co_return error(404, "unknown_kind", "Unknown resource kind '" + kind + "' (ModelRoute | RateLimitPolicy | PromptTemplate).");
+  if (!storedResourceName(name))
+    co_return error(400, "invalid_name", "A resource name is 1-128 letters, digits, '-', '_' or '.'.");
+  const std::string id = kind + "/" + name;
+
+  if (method == "GET") {
+    for (const auto& r : store.records(ns))
+      if (r.id == id) {
+        boost::system::error_code ec;
+        bj::value spec = bj::parse(r.json, ec);
+        co_return AdminReply{200, bj::serialize(bj::object{{"kind", kind}, {"name", name}, {"spec", ec ? bj::value(r.json) : spec}})};
+      }
+    co_return error(404, "not_found", "No stored resource " + id + ".");
+  }
+
+  if (method == "PUT") {
+    boost::system::error_code ec;
+    bj::value spec = bj::parse(body, ec);
+    if (ec || !spec.is_object()) co_return error(400, "invalid_json", "The body must be the resource's spec, a JSON object.");
+    std::string json = bj::serialize(spec);
+    auto records = store.records(ns);
+    std::erase_if(records, [&](const StateStore::Record& r) { return r.id == id; });
+    if (records.size() >= kMaxResources) co_return error(409, "too_many_resources", "At most 10,000 stored resources.");
+    records.push_back({id, json});
+    {
+      // Checked over the config in force, with every other stored resource, before it
+      // is stored: a resource that would not apply never reaches the other replicas.
+      std::lock_guard lock(host_.lock());
+      if (inFile(*host_.baseConfig(), kind, name))
+        co_return error(409, "declared_in_config", id + " is declared in the config file; change it there.");
+      auto applied = applyStoredResources(host_.baseConfig(), asResources(records));
+      for (const auto& [rid, e] : applied.rejected)
+        if (rid == id) co_return error(400, "invalid_resource", e);
+    }
+    auto write = admin_store::put(store, ns, id, json);
+    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    {
+      std::lock_guard lock(host_.lock());
+      host_.resourcesChanged();
+    }
+    audit_.audit(caller, "resource.put", id, json.size() <= 512 ? std::string_view(json) : std::string_view("(large)"));
+    co_return AdminReply{200, bj::serialize(bj::object{{"kind", kind}, {"name", name}, {"spec", spec}})};
+  }
+
+  if (method == "DELETE") {
+    const auto records = store.records(ns);
+    if (std::none_of(records.begin(), records.end(), [&](const auto& r) { return r.id == id; }))
+      co_return error(404, "not_found", "No stored resource " + id + ".");
+    auto write = admin_store::erase(store, ns, id);
+    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    {
+      std::lock_guard lock(host_.lock());
+      host_.resourcesChanged();
+    }
+    audit_.audit(caller, "resource.delete", id);
+    co_return AdminReply{200, bj::serialize(bj::object{{"deleted", id}})};
+  }
+  co_return error(405, "method_not_allowed", "Use GET, PUT or DELETE.");
+}
+
+}  // namespace tahua

@@ -1,0 +1,78 @@
+// Resources from the state store over the config file's (see applyStoredResources in
+// config.h). The precedence is the file's, then the store's: the file is what GitOps
+// reviews, so a resource it declares is never replaced at run time.
+#include <algorithm>
+
+#include "config/loader_detail.h"
+
+namespace tahua {
+
+bool storedResourceKind(std::string_view kind) {
+  return kind == "ModelRoute" || kind == "RateLimitPolicy" || kind == "PromptTemplate";
+}
+
+bool storedResourceName(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+  });
+}
+
+StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vector<StoredResource>& resources) {
+  using namespace config_detail;
+  StoredResourcesResult out;
+  if (resources.empty()) {
+    out.config = base;
+    return out;
+  }
+  std::vector<const StoredResource*> order;
+  for (const auto& r : resources) order.push_back(&r);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
+  auto cfg = std::make_shared<Config>(*base);
+  for (const StoredResource* r : order) {
+    const auto slash = r->id.find('/');
+    const std::string kind = r->id.substr(0, slash == std::string::npos ? 0 : slash);
+    const std::string name = slash == std::string::npos ? "" : r->id.substr(slash + 1);
+    const std::string source = "store resource " + r->id;
+    if (!storedResourceKind(kind) || !storedResourceName(name)) {
+      out.rejected.emplace_back(r->id, source + ": expected Kind/name (ModelRoute | RateLimitPolicy | PromptTemplate; "
+                                                "a name of letters, digits, '-', '_', '.')");
+      continue;
+    }
+    if (kind == "ModelRoute" && std::any_of(base->routes.begin(), base->routes.end(), [&](const RouteConfig& x) { return x.name == name; })) {
+      out.warnings.push_back(source + " is not applied: the config file declares a route \"" + name + "\", and the file wins");
+      continue;
+    }
+    if (kind == "RateLimitPolicy" &&
+        std::any_of(base->rate_limits.policies.begin(), base->rate_limits.policies.end(), [&](const auto& x) { return x.name == name; })) {
+      out.warnings.push_back(source + " is not applied: the config file declares a policy \"" + name + "\", and the file wins");
+      continue;
+    }
+    Loader loader(source);
+    try {
+      YAML::Node spec = YAML::Load(r->spec);
+      if (auto dup = duplicateKey(spec, source, "spec")) {
+        out.rejected.emplace_back(r->id, *dup);
+        continue;
+      }
+      const std::string p = kind + "/" + name + ".spec";
+      if (!spec.IsMap()) loader.fail(spec, p, "expected a mapping (the resource's spec, as JSON)");
+      if (kind == "ModelRoute") {
+        if (spec["name"]) loader.fail(spec["name"], p + ".name", "the name is the resource's (Kind/name), not a field");
+        loader.checkKeys(spec, p, {"match", "when", "target", "override", "limits", "timeouts"});
+        loader.loadRoute(spec, p, name, *cfg);  // appended only when valid
+      } else {
+        loader.loadResource(spec, kind, name, source, *cfg);
+      }
+      for (auto& w : loader.warnings_) out.warnings.push_back(std::move(w));
+    } catch (const ConfigFailure& f) {
+      out.rejected.emplace_back(r->id, f.message);
+    } catch (const YAML::Exception& e) {
+      out.rejected.emplace_back(r->id, configError(source, e.mark, "(json)", e.msg));
+    }
+  }
+  out.config = std::move(cfg);
+  return out;
+}
+
+}  // namespace tahua

@@ -13,13 +13,15 @@
 #   memory   auth + a request rate limit and a token limit per tenant and per key,
 #            counted in process (limits far above the load: every request is admitted)
 #   redis    the same limits in Redis (store.type: redis) on LOAD_CPU
+#   redis0   with BEFORE=path: the redis target with that binary (a before/after pair in
+#            one run, the same machine state)
 # Reported per target: req/s, the proxy's CPU µs per request, and for redis the Redis
 # server's CPU µs per request and share of its core (it must not be the bottleneck).
 # Summary: medians over ROUNDS of each figure and of the ratios to `off`.
 #
 # Knobs (environment): TAHUA, ROUNDS (3), DURATION (10), WARMUP (2), PROXY_CPU (0),
 # LOAD_CPU (1), PORT_BASE (18280: upstream, +1 nginx, +2 tahua, +3 redis), RATE_CONNS (64),
-# KEEP_TMP.
+# BEFORE, KEEP_TMP.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,10 +77,10 @@ EOF
     auth)
       echo "tenants: [{name: bench}]"
       echo "keys: [{name: k, tenant: bench, sha256: $HASH}]" ;;
-    memory|redis)
+    memory|redis|redis0)
       echo "tenants: [{name: bench, limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}]"
       echo "keys: [{name: k, tenant: bench, sha256: $HASH, limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}]"
-      if [ "$1" = redis ]; then echo "store: {type: redis, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}}"; fi ;;
+      if [ "$1" != memory ]; then echo "store: {type: redis, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}}"; fi ;;
   esac
 }
 
@@ -98,7 +100,8 @@ measure() {  # TARGET ROUND
     port=$PORT_NGINX pids=("$NGINX_MASTER" "$NGINX_WORKER")
   else
     tahua_config "$target" >"$TMP/tahua-$target.yaml"
-    start_tahua "tahua-$target-$2" "$PROXY_CPU" "$TMP/tahua-$target.yaml"
+    if [ "$target" = redis0 ]; then TAHUA="$BEFORE" start_tahua "tahua-$target-$2" "$PROXY_CPU" "$TMP/tahua-$target.yaml"
+    else start_tahua "tahua-$target-$2" "$PROXY_CPU" "$TMP/tahua-$target.yaml"; fi
     port=$PORT_TAHUA pids=("$STARTED_PID")
     code=$(curl -s -o /dev/null -w '%{http_code}' -H "authorization: Bearer $KEY" -d "$CHAT_BODY" \
       "http://127.0.0.1:$port/v1/chat/completions")
@@ -110,7 +113,7 @@ measure() {  # TARGET ROUND
   out=$(run_wrk "$port" "$DURATION")
   p1=$(cpu_ticks "${pids[@]}"); r1=$(cpu_ticks "$REDIS_PID")
   if [ "$target" != nginx ]; then
-    [ "$target" != redis ] || grep -q '"redis store available' "$TMP/tahua-$target-$2.err" || die "redis target did not use Redis"
+    [ "${target#redis}" = "$target" ] || grep -q '"redis store available' "$TMP/tahua-$target-$2.err" || die "redis target did not use Redis"
     stop_tracked "$STARTED_PID"
   fi
   awk -v t="$target" -v r="$2" -v out=" $out" -v dp=$((p1 - p0)) -v dr=$((r1 - r0)) -v hz="$HZ" '
@@ -121,7 +124,7 @@ measure() {  # TARGET ROUND
 }
 
 for round in $(seq "$ROUNDS"); do
-  for target in nginx off auth memory redis; do measure "$target" "$round"; done
+  for target in nginx off auth memory ${BEFORE:+redis0} redis; do measure "$target" "$round"; done
 done
 
 echo "== summary (medians over $ROUNDS rounds; ratios per round to tahua 'off')"
@@ -130,14 +133,15 @@ awk '
                                       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
   { for (i = 3; i <= NF; i++) { split($i, kv, "="); val[$1, $2, kv[1]] = kv[2] } targets[$1] = 1; rounds[$2] = 1 }
   END {
-    split("nginx off auth memory redis", order, " ")
-    for (k = 1; k <= 5; k++) {
+    split("nginx off auth memory redis0 redis", order, " ")
+    for (k = 1; k <= 6; k++) {
       t = order[k]; n = 0
+      if (!(t in targets)) continue
       for (r in rounds) { n++; rate[n] = val[t, r, "rate"]; cpu[n] = val[t, r, "cpu_us"]; rr[n] = val[t, r, "rate"] / val["off", r, "rate"]
                           cr[n] = val[t, r, "cpu_us"] / val["off", r, "cpu_us"]; dcpu[n] = val[t, r, "cpu_us"] - val["off", r, "cpu_us"]
                           ru[n] = val[t, r, "redis_us"]; rc[n] = val[t, r, "redis_core"] }
       printf "%-7s req/s %9.1f  cpu/req %7.3f us  req/s vs off %.3f  cpu vs off %.3f  cpu - off %+.3f us", t, median(rate, n), median(cpu, n), median(rr, n), median(cr, n), median(dcpu, n)
-      if (t == "redis") printf "  redis cpu/req %.3f us, redis core %.2f", median(ru, n), median(rc, n)
+      if (t ~ /^redis/) printf "  redis cpu/req %.3f us, redis core %.2f", median(ru, n), median(rc, n)
       printf "\n"
     }
   }' "$TMP/results"

@@ -369,6 +369,9 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
     text += "# HELP tahua_store_adjustments_dropped_total Calibrations dropped over the bound of 100,000 kept.\n";
     text += "# TYPE tahua_store_adjustments_dropped_total counter\n";
     text += "tahua_store_adjustments_dropped_total " + std::to_string(st.adjustments_dropped) + "\n";
+    text += "# HELP tahua_store_lease_admissions_total Requests admitted from capacity this replica leased from the shared store (no round trip).\n";
+    text += "# TYPE tahua_store_lease_admissions_total counter\n";
+    text += "tahua_store_lease_admissions_total " + std::to_string(st.lease_admissions) + "\n";
   }
   text += "# HELP tahua_bulkhead_in_use Slots of a concurrency cap in use, by scope and kind (requests, streams).\n";
   text += "# TYPE tahua_bulkhead_in_use gauge\n";
@@ -556,7 +559,9 @@ int Gateway::run() {
     signals.cancel();
     deadline.cancel();
     poll.cancel();
-    for (auto& worker : workers_) asio::post(worker->io(), [w = worker.get()] { w->stop(); });
+    // What a worker holds for the store (calibrations, leases) goes out before it stops.
+    for (auto& worker : workers_)
+      asio::post(worker->io(), [this, w = worker.get()] { store_->flushWorker([w] { w->stop(); }); });
   };
   std::function<void()> pollSessions = [&] {
     int live = 0;

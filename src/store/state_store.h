@@ -69,8 +69,13 @@ class StateStore {
     std::uint64_t replicas = 1;
     std::uint64_t adjustments_pending = 0;
     std::uint64_t adjustments_dropped = 0;
+    std::uint64_t lease_admissions = 0;  // admitted from capacity leased earlier (no round trip)
   };
   virtual Stats stats() const { return {}; }
+  // On a worker's thread, before it stops: what the worker holds for the store (summed
+  // calibrations, leased capacity) is sent; `done` runs on that thread once the store
+  // answered or its command timeout passed.
+  virtual void flushWorker(std::function<void()> done) { done(); }
 
   // Durable records: JSON documents by namespace ("tenants", "keys") and id, written by
   // the admin API. Every replica keeps a mirror of them, so reading is local and

@@ -64,6 +64,44 @@ describe('redis store', () => {
     for (const gw of gws) assert.equal(sum(await scrape(gw.url), 'tahua_store_local_decisions_total'), 0, 'every decision was shared');
   });
 
+  it('a large limit is admitted from leases: far fewer round trips, never over the limit', async (t) => {
+    // One window: a run across a minute boundary would see the next window's allowance.
+    const intoMinute = Date.now() % 60000;
+    if (intoMinute > 45000) await new Promise((resolve) => setTimeout(resolve, 60000 - intoMinute + 200));
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    // 4,096 a minute over 2 replicas of 1 worker: leases of 4096 / (64 x 2 x 1) = 32.
+    const gws = (await replicas(t, 2, upstream, redis, { limits: { requests_per_minute: 4096 } })).map((r) => r.gw);
+    const statuses = [];
+    await Promise.all(gws.flatMap((gw) => Array.from({ length: 16 }, async () => {
+      for (let i = 0; i < 138; i += 1) statuses.push((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) })).status);
+    })));
+    const ok = statuses.filter((s) => s === 200).length;
+    assert.equal(statuses.length, 4416);
+    assert.ok(ok <= 4096, `admitted ${ok}: never more than the limit`);
+    assert.ok(ok >= 4096 - 2 * 32, `admitted ${ok}: at most one lease per replica left unused`);
+    const charged = Number(redis.cli('GET', 'tahua:{t:team}:tenant:rpm').split(' ')[2]);
+    assert.ok(charged >= ok && charged <= 4096, `Redis counted ${charged} (admitted ${ok} plus what leases hold)`);
+    let leased = 0;
+    for (const gw of gws) leased += sum(await scrape(gw.url), 'tahua_store_lease_admissions_total');
+    assert.ok(leased >= ok * 0.8, `${leased} of ${ok} admitted from leases`);
+    const calls = Number(/cmdstat_evalsha:calls=(\d+)/.exec(redis.cli('INFO', 'commandstats'))[1]);
+    assert.ok(calls < ok / 4 + (4416 - ok) + 50, `${calls} admission scripts for ${statuses.length} requests`);
+  });
+
+  it('a stopping replica returns what its leases hold and sends its calibrations', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    // 10M tokens a day, one replica of one worker: a lease of 10M / 64 = 156,250 tokens.
+    const [{ gw }] = await replicas(t, 1, upstream, redis, { limits: { tokens_per_day: 10000000 } });
+    const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) });
+    assert.equal(r.status, 200);
+    const used = () => Number(redis.cli('GET', 'tahua:{t:team}:tenant:tpd').split(' ')[1]);
+    assert.ok(used() > 150000, `the lease is charged in Redis: ${used()}`);
+    assert.equal(await gw.stop(), 0);
+    assert.equal(used(), r.json.usage.total_tokens, 'after the stop, Redis holds exactly the request\'s real usage');
+  });
+
   it('calibrates the shared token bucket from a stream\'s real usage', async (t) => {
     const upstream = await startMockUpstream({ t });
     const redis = await startRedis({ t });

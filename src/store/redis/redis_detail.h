@@ -3,6 +3,8 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -73,6 +75,34 @@ struct AdjustBatch {
 std::unique_ptr<AdjustBatch>& adjustBatch();  // this worker's (null elsewhere)
 constexpr Millis kAdjustEvery{20};
 constexpr std::size_t kAdjustPerCommand = 200;
+
+// Leases: capacity a worker took from a shared counter beyond a request's cost (the
+// admission script's `want`), so later requests are admitted from it without a round
+// trip. What Redis granted was charged there, so a lease never lets a limit be
+// exceeded; what a worker holds unused is only unavailable to the others until it is
+// used or returned (docs/tenants-and-limits.md bounds it).
+struct Lease {
+  LimitSpec spec;
+  std::int64_t left = 0;        // charged in Redis, not yet given to a request
+  std::int64_t granted_ms = 0;  // the server's time of the last grant (refunds refer to it)
+  std::chrono::steady_clock::time_point granted_at{}, expires{};
+  std::int64_t remaining = 0;   // what Redis said was left after the grant
+  std::int64_t reset_ms = 0;
+  bool renewing = false;        // a grant is on its way: others ask for no more meanwhile
+};
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+struct Leases {
+  std::unordered_map<std::string, Lease, StringHash, std::equal_to<>> map;
+  std::unique_ptr<boost::asio::steady_timer> sweep;  // returns expired leases' units
+  bool armed = false;
+};
+std::unique_ptr<Leases>& workerLeases();  // this worker's (null elsewhere)
+constexpr Millis kLeaseFor{1'000};       // a lease older than this is returned
+constexpr std::int64_t kLeaseParts = 64;  // a lease is at most limit / (64 x replicas x workers) ...
+constexpr std::int64_t kMinLease = 16;    // ... and none when that is below 16 units
 
 // A reply that means "this server cannot serve us now" (a replica after a failover, a
 // server loading its data): the connection is closed so the next command reconnects,

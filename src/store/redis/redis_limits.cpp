@@ -20,8 +20,10 @@ using namespace redis_detail;
 
 namespace {
 
-bool parseAdmission(const RedisReply& r, std::size_t n, Admission& a) {
-  if (r.type != RedisReply::Type::Array || r.elements.size() != 3 + 5 * n) return false;
+// The admission script's answer; `charged` gets what each check was charged (its cost
+// plus a lease) when the request was allowed.
+bool parseAdmission(const RedisReply& r, std::size_t n, Admission& a, std::int64_t* charged) {
+  if (r.type != RedisReply::Type::Array || r.elements.size() != 3 + 6 * n) return false;
   for (const auto& e : r.elements)
     if (e.type != RedisReply::Type::Integer) return false;
   a.allowed = r.elements[0].integer == 1;
@@ -29,15 +31,24 @@ bool parseAdmission(const RedisReply& r, std::size_t n, Admission& a) {
   a.at_ms = r.elements[2].integer;
   a.count = n;
   for (std::size_t i = 0; i < n; ++i) {
-    const auto* e = &r.elements[3 + 5 * i];
+    const auto* e = &r.elements[3 + 6 * i];
     LimitDecision& d = a.decisions[i];
     d.allowed = e[0].integer == 1;
     d.never = e[1].integer == 1;
     d.remaining = e[2].integer;
     d.reset_ms = e[3].integer;
     d.retry_after_ms = e[4].integer;
+    charged[i] = e[5].integer;
   }
   return a.allowed || a.denied < n;
+}
+
+bool sameSpec(const LimitSpec& a, const LimitSpec& b) {
+  return a.kind == b.kind && a.limit == b.limit && a.period_ms == b.period_ms && a.calendar == b.calendar;
+}
+
+std::int64_t msSince(std::chrono::steady_clock::time_point then, std::chrono::steady_clock::time_point now) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - then).count();
 }
 
 }  // namespace
@@ -50,8 +61,127 @@ void RedisStore::peek(std::span<const LimitCheck> checks, std::function<void(con
   decide(checks, false, std::move(done));
 }
 
+bool RedisStore::admitFromLeases(std::span<const LimitCheck> checks, const std::function<void(const Admission&)>& done) {
+  Leases* leases = workerLeases().get();
+  if (!leases || leases->map.empty() || checks.empty()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  std::array<Lease*, Admission::kMaxChecks> found;
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    auto it = leases->map.find(checks[i].key);
+    if (it == leases->map.end()) return false;
+    Lease& l = it->second;
+    if (l.left < checks[i].cost || now >= l.expires || !sameSpec(l.spec, checks[i].spec)) return false;
+    found[i] = &l;
+  }
+  Admission a;
+  a.count = checks.size();
+  a.at_ms = found[0]->granted_ms + msSince(found[0]->granted_at, now);  // the server's clock, near enough
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    Lease& l = *found[i];
+    l.left -= checks[i].cost;
+    LimitDecision& d = a.decisions[i];
+    d.remaining = l.remaining + l.left;
+    d.reset_ms = std::max<std::int64_t>(0, l.reset_ms - msSince(l.granted_at, now));
+  }
+  ++leased_;
+  done(a);
+  return true;
+}
+
+std::int64_t RedisStore::leaseWant(const LimitCheck& check) {
+  Leases* leases = workerLeases().get();
+  if (!leases) return 0;
+  const auto parts = kLeaseParts * static_cast<std::int64_t>(std::max<std::uint64_t>(1, replicas_.load()) *
+                                                             std::max<std::uint64_t>(1, workers_.load()));
+  const std::int64_t share = check.spec.limit / parts;
+  if (share < kMinLease || share < 2 * check.cost) return 0;
+  auto it = leases->map.find(check.key);
+  if (it != leases->map.end() && it->second.renewing) return 0;
+  return share;
+}
+
+void RedisStore::leaseAsked(std::span<const LimitCheck> checks, const std::int64_t* want, bool answered) {
+  Leases* leases = workerLeases().get();
+  if (!leases) return;
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    if (want[i] <= 0) continue;
+    if (!answered) {
+      if (auto it = leases->map.find(checks[i].key); it != leases->map.end()) it->second.renewing = false;
+      continue;
+    }
+    auto it = leases->map.find(checks[i].key);
+    if (it == leases->map.end()) it = leases->map.emplace(std::string(checks[i].key), Lease{}).first;
+    it->second.renewing = true;
+  }
+}
+
+void RedisStore::returnLease(std::string_view key, Lease& lease) {
+  if (lease.left > 0) queueAdjustment(LimitCheck{key, lease.spec, 0}, lease.granted_ms, -lease.left);
+  lease.left = 0;
+}
+
+void RedisStore::recordGrants(std::span<const LimitCheck> checks, const std::int64_t* charged, Admission& a) {
+  Leases* leases = workerLeases().get();
+  if (!leases) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    auto it = leases->map.find(checks[i].key);
+    if (it != leases->map.end()) it->second.renewing = false;
+    const std::int64_t extra = charged[i] - checks[i].cost;
+    if (extra <= 0 || !a.allowed) continue;
+    if (it == leases->map.end()) it = leases->map.emplace(std::string(checks[i].key), Lease{}).first;
+    Lease& l = it->second;
+    if (now >= l.expires || !sameSpec(l.spec, checks[i].spec)) returnLease(it->first, l);
+    const LimitSpec& spec = checks[i].spec;
+    LimitDecision& d = a.decisions[i];
+    l.spec = spec;
+    l.left += extra;
+    l.granted_ms = a.at_ms;
+    l.granted_at = now;
+    l.remaining = d.remaining;
+    l.reset_ms = d.reset_ms;
+    // A window's lease ends with the window it was charged in (so every request it admits
+    // counts in its own window); a quota's with its period.
+    Millis for_ms = kLeaseFor;
+    if (spec.kind == LimitKind::Window && spec.period_ms > 0) for_ms = std::min(for_ms, Millis(spec.period_ms - a.at_ms % spec.period_ms));
+    if (spec.kind == LimitKind::Quota) for_ms = std::min(for_ms, Millis(d.reset_ms));
+    l.expires = now + for_ms;
+    d.remaining += l.left;  // what this worker holds is still there for the caller
+  }
+  if (!leases->armed && !leases->map.empty()) {
+    leases->armed = true;
+    leases->sweep->expires_after(kLeaseFor);
+    leases->sweep->async_wait([this](auto ec) {
+      if (!ec) sweepLeases();
+    });
+  }
+}
+
+// Every second: what expired leases still hold goes back to Redis, and they are
+// forgotten, so idle capacity is not kept from the other replicas for long.
+void RedisStore::sweepLeases() {
+  Leases& leases = *workerLeases();
+  leases.armed = false;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = leases.map.begin(); it != leases.map.end();) {
+    if (now >= it->second.expires && !it->second.renewing) {
+      returnLease(it->first, it->second);
+      it = leases.map.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (leases.map.empty()) return;
+  leases.armed = true;
+  leases.sweep->expires_after(kLeaseFor);
+  leases.sweep->async_wait([this](auto ec) {
+    if (!ec) sweepLeases();
+  });
+}
+
 void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done) {
   checks = checks.first(std::min(checks.size(), Admission::kMaxChecks));
+  if (charge && admitFromLeases(checks, done)) return;
   RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {
     decideLocally(checks, charge, done);
@@ -62,24 +192,11 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
     for (const auto& c : checks.subspan(1))
       if (conn->slotOf(c.key) != slot) return decideAcrossSlots(*conn, checks, charge, std::move(done));
   }
-  ArgScratch& a = argScratch();
-  a.begin(24 * (6 * checks.size() + 2));
-  a.view("EVALSHA");
-  a.view(admit_sha_);
-  a.number(static_cast<std::int64_t>(checks.size()));
-  for (const auto& c : checks) a.view(c.key);
-  a.number(charge ? 1 : 0);
-  for (const auto& c : checks) {
-    a.number(static_cast<int>(c.spec.kind));
-    a.number(c.spec.limit);
-    a.number(c.spec.period_ms);
-    a.number(static_cast<int>(c.spec.calendar));
-    a.number(c.cost);
-  }
   // The checks' keys are views of the caller's counter names, which outlive the request
   // (the filter chain the request pinned); only the array is copied.
   struct Call {
     std::array<LimitCheck, Admission::kMaxChecks> checks;
+    std::array<std::int64_t, Admission::kMaxChecks> want{};
     std::size_t n = 0;
     bool charge = false;
     std::function<void(const Admission&)> done;
@@ -89,17 +206,39 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
   call->n = checks.size();
   call->charge = charge;
   call->done = std::move(done);
+  ArgScratch& a = argScratch();
+  a.begin(24 * (7 * checks.size() + 2));
+  a.view("EVALSHA");
+  a.view(admit_sha_);
+  a.number(static_cast<std::int64_t>(checks.size()));
+  for (const auto& c : checks) a.view(c.key);
+  a.number(charge ? 1 : 0);
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    const LimitCheck& c = checks[i];
+    call->want[i] = charge ? leaseWant(c) : 0;
+    a.number(static_cast<int>(c.spec.kind));
+    a.number(c.spec.limit);
+    a.number(c.spec.period_ms);
+    a.number(static_cast<int>(c.spec.calendar));
+    a.number(c.cost);
+    a.number(call->want[i]);
+  }
+  const std::span<const LimitCheck> asked(call->checks.data(), call->n);
+  leaseAsked(asked, call->want.data(), true);
   conn->send(a.finish(), [this, call, conn](std::optional<RedisReply> r) {
     Admission adm;
+    std::array<std::int64_t, Admission::kMaxChecks> charged{};
     if (unusableServer(r)) conn->close();
     const std::span<const LimitCheck> saved(call->checks.data(), call->n);
-    if (!r || !parseAdmission(*r, call->n, adm)) {
+    if (!r || !parseAdmission(*r, call->n, adm, charged.data())) {
+      leaseAsked(saved, call->want.data(), false);
       markUp(false, !r ? conn->lastError() : r->isError() ? "script error" : "unexpected reply");
       if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
       decideLocally(saved, call->charge, call->done);
       return;
     }
     markUp(true, "");
+    if (call->charge) recordGrants(saved, charged.data(), adm);
     call->done(adm);
   });
 }
@@ -108,6 +247,7 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
 // one script per slot, sent together. When one refuses, the slots that charged are
 // refunded (a calibration, sent within 20 ms): for that moment a concurrent request may
 // see those counters fuller than they are — never emptier, so no limit is exceeded.
+// (No leases here: a lease taken in one slot would be refunded whenever another refuses.)
 void RedisStore::decideAcrossSlots(RedisClient& conn, std::span<const LimitCheck> checks, bool charge,
                                    std::function<void(const Admission&)> done) {
   struct Across {
@@ -172,7 +312,7 @@ void RedisStore::decideAcrossSlots(RedisClient& conn, std::span<const LimitCheck
   for (std::size_t g = 0; g < across->groups.size(); ++g) {
     const auto& group = across->groups[g];
     ArgScratch& a = argScratch();
-    a.begin(24 * (6 * group.size() + 2));
+    a.begin(24 * (7 * group.size() + 2));
     a.view("EVALSHA");
     a.view(admit_sha_);
     a.number(static_cast<std::int64_t>(group.size()));
@@ -185,11 +325,13 @@ void RedisStore::decideAcrossSlots(RedisClient& conn, std::span<const LimitCheck
       a.number(c.spec.period_ms);
       a.number(static_cast<int>(c.spec.calendar));
       a.number(c.cost);
+      a.number(0);
     }
     conn.send(a.finish(), [this, across, g, &conn, finish](std::optional<RedisReply> r) {
       Admission adm;
+      std::array<std::int64_t, Admission::kMaxChecks> charged{};
       if (unusableServer(r)) conn.close();
-      if (r && parseAdmission(*r, across->groups[g].size(), adm)) {
+      if (r && parseAdmission(*r, across->groups[g].size(), adm, charged.data())) {
         across->results[g] = adm;
       } else {
         across->why = !r ? conn.lastError() : r->isError() ? "script error" : "unexpected reply";
@@ -262,10 +404,26 @@ void RedisStore::queueAdjustment(const LimitCheck& check, std::int64_t charged_m
   });
 }
 
-void RedisStore::flushAdjustments() {
+void RedisStore::flushWorker(std::function<void()> done) {
+  Leases* leases = workerLeases().get();
+  if (!leases || !adjustBatch()) return done();
+  if (leases->sweep) leases->sweep->cancel();
+  for (auto& [key, lease] : leases->map) returnLease(key, lease);
+  leases->map.clear();
+  if (adjustBatch()->timer) adjustBatch()->timer->cancel();
+  flushAdjustments(std::move(done));
+}
+
+void RedisStore::flushAdjustments(std::function<void()> done) {
   AdjustBatch& batch = *adjustBatch();
   batch.armed = false;
   RedisClient* conn = workerClient().get();
+  // `done` once every call of this flush is answered (or failed: then kept).
+  auto finished = std::make_shared<std::function<void()>>(std::move(done));
+  auto pending = std::make_shared<std::size_t>(1);
+  auto one = [finished, pending] {
+    if (--*pending == 0 && *finished) (*finished)();
+  };
   // One script call per kAdjustPerCommand counters; what Redis does not take is kept
   // for the control thread to send later.
   std::vector<std::vector<std::string>> sent;
@@ -285,10 +443,12 @@ void RedisStore::flushAdjustments() {
       for (auto& args : *kept) keepAdjustment(std::move(args));
       return;
     }
-    conn->send(a.finish(), [this, kept, conn](std::optional<RedisReply> r) {
+    ++*pending;
+    conn->send(a.finish(), [this, kept, conn, one](std::optional<RedisReply> r) {
       if (unusableServer(r)) conn->close();
       if (!r || r->isError())
         for (auto& args : *kept) keepAdjustment(std::move(args));
+      one();
     });
   };
   std::vector<std::pair<std::uint16_t, std::vector<std::string>>> all;
@@ -312,6 +472,7 @@ void RedisStore::flushAdjustments() {
   }
   // The counters stay in the map (no allocation next time), up to a bound.
   if (batch.pending.size() > 10'000) batch.pending.clear();
+  one();
 }
 
 void RedisStore::keepAdjustment(std::vector<std::string> args) {

@@ -61,9 +61,11 @@ namespace tahua::redis_scripts {
   "end\n"
 
 // KEYS: the counters. ARGV[1]: 1 = charge when every check allows, 0 = only look.
-// Then five per check: kind (0 window, 1 bucket, 2 quota), limit, period_ms,
-// calendar (0 day, 1 month), cost. Returns {allowed, denied (1-based, 0 = none), now,
-// then per check: allowed, never, remaining, reset_ms, retry_ms}.
+// Then six per check: kind (0 window, 1 bucket, 2 quota), limit, period_ms,
+// calendar (0 day, 1 month), cost, want (a lease: up to this much more is charged when
+// there is room, for the replica to admit later requests from without asking).
+// Returns {allowed, denied (1-based, 0 = none), now, then per check: allowed, never,
+// remaining (after what was charged), reset_ms, retry_ms, charged (cost + lease)}.
 inline constexpr const char* kAdmit = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE R"LUA(
 local charge = tonumber(ARGV[1]) == 1
 local n = #KEYS
@@ -71,12 +73,13 @@ local vals = redis.call('MGET', unpack(KEYS))
 local states = {}
 local out = {1, 0, now}
 for i = 1, n do
-  local base = 1 + (i - 1) * 5
+  local base = 1 + (i - 1) * 6
   local kind = tonumber(ARGV[base + 1])
   local limit = tonumber(ARGV[base + 2])
   local P = tonumber(ARGV[base + 3])
   local cal = tonumber(ARGV[base + 4])
   local cost = tonumber(ARGV[base + 5])
+  local want = charge and tonumber(ARGV[base + 6]) or 0
   local a, b, c, tok = parse(vals[i])
   local allowed, never, remaining, reset, retry = 0, 0, 0, 0, 0
   local st = {kind = kind, limit = limit, P = P, cost = cost}
@@ -92,6 +95,10 @@ for i = 1, n do
     local used = b * (P - e) + c * P
     local cap = limit * P
     if never == 0 and used + cost * P <= cap then allowed = 1 end
+    if allowed == 1 and want > 0 then
+      cost = cost + math.min(want, math.floor((cap - used - cost * P) / P))
+      st.cost = cost
+    end
     local after = used + (allowed == 1 and cost * P or 0)
     if after < cap then remaining = math.floor((cap - after) / P) end
     local cur = c + (allowed == 1 and cost or 0)
@@ -110,6 +117,10 @@ for i = 1, n do
   elseif kind == 1 then
     a, tok = refill(a, tok, limit, P)
     if never == 0 and tok >= cost then allowed = 1 end
+    if allowed == 1 and want > 0 then
+      cost = cost + math.max(0, math.min(want, math.floor(tok - cost)))
+      st.cost = cost
+    end
     local left = tok - (allowed == 1 and cost or 0)
     if left > 0 then remaining = math.floor(left) end
     local rate = limit / P
@@ -120,6 +131,10 @@ for i = 1, n do
     local pid, pend = period(cal, now)
     if a ~= pid then a = pid; b = 0 end
     if never == 0 and b + cost <= limit then allowed = 1 end
+    if allowed == 1 and want > 0 then
+      cost = cost + math.min(want, limit - b - cost)
+      st.cost = cost
+    end
     local used = b + (allowed == 1 and cost or 0)
     remaining = math.max(0, limit - used)
     reset = math.max(0, pend - now)
@@ -136,6 +151,7 @@ for i = 1, n do
   out[#out + 1] = remaining
   out[#out + 1] = reset
   out[#out + 1] = retry
+  out[#out + 1] = cost
 end
 if charge and out[1] == 1 then
   for i = 1, n do

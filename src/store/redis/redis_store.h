@@ -37,6 +37,10 @@ namespace tahua {
 
 class RedisConnection;
 class RedisClient;
+namespace redis_detail {
+struct Lease;
+}
+using redis_detail::Lease;
 struct RedisReply;
 struct RedisEndpoint;
 
@@ -63,6 +67,7 @@ class RedisStore final : public StateStore {
   void onRecordsChanged(std::function<void()> fn) override;
 
   Stats stats() const override;
+  void flushWorker(std::function<void()> done) override;
 
   void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) override;
   void putIdempotent(std::string_view key, Idempotent record, Millis ttl) override;
@@ -72,6 +77,15 @@ class RedisStore final : public StateStore {
 
  private:
   void decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done);
+  // A request admitted from this worker's leases, if every counter has one with room.
+  bool admitFromLeases(std::span<const LimitCheck> checks, const std::function<void(const Admission&)>& done);
+  // How much more than its cost to ask for a counter (0: no lease).
+  std::int64_t leaseWant(const LimitCheck& check);
+  // An admission charged what `charged` says: the part beyond each cost becomes a lease.
+  void recordGrants(std::span<const LimitCheck> checks, const std::int64_t* charged, Admission& a);
+  void leaseAsked(std::span<const LimitCheck> checks, const std::int64_t* want, bool answered);
+  void returnLease(std::string_view key, Lease& lease);
+  void sweepLeases();
   void decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done);
   void markUp(bool up, const char* why);
   // Sends `args` as EVALSHA of `script` on `conn`; on NOSCRIPT, as EVAL (which loads it).
@@ -82,7 +96,8 @@ class RedisStore final : public StateStore {
   void reloadRecords(std::string_view ns, bool notify, std::function<void()> then);
   void subscribe();
   void keepAdjustment(std::vector<std::string> args);
-  void flushAdjustments();  // this worker's summed calibrations, as one script call
+  // This worker's summed calibrations, as one script call; `done` once answered.
+  void flushAdjustments(std::function<void()> done = {});
   // Sentinel: asks the sentinels in turn which server is the master now; `done(true)`
   // if one answered. On the control thread.
   void querySentinels(std::size_t index, std::function<void(bool)> done);
@@ -113,6 +128,8 @@ class RedisStore final : public StateStore {
   std::atomic<std::uint64_t> local_decisions_{0};
   std::atomic<std::uint64_t> replicas_{1};
   std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> workers_{0};  // attached: a lease is a share of limit / (replicas x workers)
+  std::atomic<std::uint64_t> leased_{0};   // admissions from a lease (no round trip)
 
   std::unique_ptr<boost::asio::io_context> control_io_;
   std::shared_ptr<RedisClient> control_;

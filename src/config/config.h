@@ -465,6 +465,9 @@ struct RateLimitPolicyConfig {
   Per per = Per::Key;
   LimitSet limits;  // the default, for requests no rule takes
   std::vector<RateLimitRule> rules;
+  // A stream whose output passes what this policy's token limits still allowed at
+  // admission is ended with an error event (else it runs on and the limits go into debt).
+  bool end_streams_over_budget = false;
 };
 
 // Idempotency-Key (README "Idempotency"): a retry with the same key (and the same
@@ -481,6 +484,8 @@ struct RateLimitConfig {
   // Completion tokens reserved for a request that sets no max_tokens (and that a token
   // limit applies to); calibrated to the real count afterwards.
   std::int64_t default_max_tokens = 1024;
+  // The same for the tenant, key, tenant x model and model token limits.
+  bool end_streams_over_budget = false;
   std::vector<std::pair<std::string, LimitSet>> models;  // per model, every caller together
   std::vector<RateLimitPolicyConfig> policies;           // rate_limits.policies, then RateLimitPolicy resources
 };

@@ -288,8 +288,9 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
 
 RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::string& p, const Config&) {
   checkKeys(y, p, {"name", "match", "per", "client_header", "rules", "requests_per_minute", "tokens_per_minute", "tokens_per_day",
-                   "tokens_per_month", "usd_per_day", "usd_per_month"});
+                   "tokens_per_month", "usd_per_day", "usd_per_month", "end_streams_over_budget"});
   RateLimitPolicyConfig pol;
+  if (auto v = y["end_streams_over_budget"]) pol.end_streams_over_budget = boolean(v, p + ".end_streams_over_budget");
   if (auto v = y["name"]) pol.name = nonEmpty(v, p + ".name");
   if (auto m = y["match"]) {
     checkKeys(m, p + ".match", {"model", "tenant", "key"});
@@ -366,7 +367,8 @@ void Loader::loadIdempotency(const YAML::Node& n, Config& cfg) {
 }
 
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "rate_limits", {"default_max_tokens", "models", "policies"});
+  checkKeys(n, "rate_limits", {"default_max_tokens", "models", "policies", "end_streams_over_budget"});
+  if (auto v = n["end_streams_over_budget"]) cfg.rate_limits.end_streams_over_budget = boolean(v, "rate_limits.end_streams_over_budget");
   if (auto ps = n["policies"]) {
     if (!ps.IsSequence()) fail(ps, "rate_limits.policies", "expected a list of policies");
     for (std::size_t i = 0; i < ps.size(); ++i) {

@@ -42,6 +42,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.bulkhead_rejections) bulkhead_rejections[key] += n;
   for (const auto& [key, n] : other.auth_failures) auth_failures[key] += n;
   for (const auto& [key, n] : other.limit_rejections) limit_rejections[key] += n;
+  streams_ended_over_budget += other.streams_ended_over_budget;
   for (const auto& [tenant, t] : other.tenants) {
     TenantSeries& mine = tenants[tenant];
     for (const auto& [status, n] : t.requests_by_status) mine.requests_by_status[status] += n;
@@ -175,6 +176,9 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, n] : m.limit_rejections)
     out += "tahua_rate_limited_total{scope=\"" + escapeLabel(key.first) + "\",limit=\"" + escapeLabel(key.second) + "\"} " +
            std::to_string(n) + "\n";
+  out += "# HELP tahua_streams_ended_over_budget_total Streams ended with an error event: their output passed what a token limit still allowed.\n";
+  out += "# TYPE tahua_streams_ended_over_budget_total counter\n";
+  out += "tahua_streams_ended_over_budget_total " + std::to_string(m.streams_ended_over_budget) + "\n";
   if (!m.tenants.empty()) {
     out += "# HELP tahua_tenant_requests_total Requests per tenant and status (server.tenant_metrics).\n";
     out += "# TYPE tahua_tenant_requests_total counter\n";

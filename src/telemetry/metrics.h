@@ -67,6 +67,7 @@ struct WorkerMetrics {
   // Requests refused by a rate limit, quota or budget: (scope, limit), e.g.
   // ("tenant", "requests_per_minute"), ("key", "usd_per_day").
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> limit_rejections;
+  std::uint64_t streams_ended_over_budget = 0;  // rate_limits.end_streams_over_budget
   // Per tenant (server.tenant_metrics, opt-in; at most kMaxTenantSeries tenants, the rest
   // under "other"): requests by status, tokens, cost.
   struct TenantSeries {

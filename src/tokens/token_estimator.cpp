@@ -384,4 +384,30 @@ std::int64_t estimateAnthropicTokens(const json::object& request) {
   return estimateAnthropicTokens(request, defaultTokenCounter());
 }
 
+std::int64_t estimateStreamedTokens(std::string_view piece, const TokenCounter& counter) {
+  static constexpr std::string_view kKeys[] = {"content", "text", "delta", "arguments", "partial_json", "thinking", "refusal"};
+  std::int64_t tokens = 0;
+  std::size_t at = 0;
+  while ((at = piece.find("\":\"", at)) != std::string_view::npos) {
+    const std::size_t open = piece.rfind('"', at == 0 ? 0 : at - 1);
+    const std::string_view key = open == std::string_view::npos ? std::string_view{} : piece.substr(open + 1, at - open - 1);
+    at += 3;
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) continue;
+    // The value runs to the first quote not escaped (an odd run of backslashes escapes it).
+    std::size_t end = at;
+    for (;;) {
+      end = piece.find('"', end);
+      if (end == std::string_view::npos) break;
+      std::size_t slashes = 0;
+      while (end - slashes > at && piece[end - slashes - 1] == '\\') ++slashes;
+      if (slashes % 2 == 0) break;
+      ++end;
+    }
+    const std::size_t stop = end == std::string_view::npos ? piece.size() : end;
+    tokens += counter.count(piece.substr(at, stop - at));
+    at = stop;
+  }
+  return tokens;
+}
+
 }  // namespace tahua

@@ -43,4 +43,10 @@ std::int64_t estimateChatTokens(const boost::json::object& request);
 std::int64_t estimateAnthropicTokens(const boost::json::object& request, const TokenCounter& counter);
 std::int64_t estimateAnthropicTokens(const boost::json::object& request);
 
+// The text a piece of a streamed answer carries, in any client API's event format (the
+// string values of "content", "text", "delta", "arguments", "partial_json", "thinking",
+// "refusal"), as tokens: what a limit counts while a stream runs. A value split across
+// two pieces is counted up to the split; the usage reported at the end is what is billed.
+std::int64_t estimateStreamedTokens(std::string_view piece, const TokenCounter& counter);
+
 }  // namespace tahua

@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
-import { chatBody, collectData, openStream, post, send, toResult } from './lib/http.mjs';
+import { chatBody, chatText, collectData, expectFinalErrorEvent, openStream, post, send, toResult } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 
 const MODEL = 'gpt-test';
@@ -238,6 +238,43 @@ describe('rate limits', () => {
     const remaining = Number(r.headers['x-ratelimit-remaining-tokens']);
     assert.ok(remaining > first + 19_000, `refunded: ${remaining} after ${first}`);
     assert.ok(remaining <= LIMIT - estimate(next), 'the stream\'s real usage is still charged');
+  });
+
+  it('with end_streams_over_budget, a stream whose output passes what its token limit allowed ends with an error event', async (t) => {
+    const { gw, upstream } = await start(t, {
+      tenants: [{ name: 'team-a', limits: { tokens_per_minute: 400 } }, { name: 'team-b', models: [MODEL] }],
+      rate_limits: { default_max_tokens: 20, end_streams_over_budget: true },
+    });
+    upstream.next({ pieces: Array.from({ length: 1000 }, () => ' word'), paced: true });
+    const { res, events, first } = await openStream(gw.url, chatBody(MODEL, { stream: true }), { headers: bearer(KEY_A) });
+    // What the bucket had left after the reservation, plus the 20 completion tokens reserved.
+    const allowance = Number(res.headers.get('x-ratelimit-remaining-tokens')) + 20;
+    const data = [first.data, ...(await collectData(events))];
+    const err = expectFinalErrorEvent(data, ['rate_limit_exceeded']);
+    assert.equal(err.message, `The stream was ended: its output passed the ${allowance} tokens the tenant limit tokens_per_minute still allowed.`);
+    const words = chatText(data.slice(0, -1)).split('word').length - 1;
+    assert.ok(words >= allowance - 2 && words < 1000, `${words} words streamed for an allowance of ${allowance}`);
+    assert.equal(sum(await scrape(gw.url), 'tahua_streams_ended_over_budget_total'), 1);
+
+    // Without it, a stream runs to its end (the bucket goes into debt and is calibrated).
+    const open = await start(t, { tenants: [{ name: 'team-a', limits: { tokens_per_minute: 400 } }, { name: 'team-b' }], rate_limits: { default_max_tokens: 20 } });
+    open.upstream.next({ pieces: Array.from({ length: 1000 }, () => ' word'), paced: true });
+    const whole = await openStream(open.gw.url, chatBody(MODEL, { stream: true }), { headers: bearer(KEY_A) });
+    const all = [whole.first.data, ...(await collectData(whole.events))];
+    assert.equal(all.at(-1), '[DONE]');
+    assert.equal(chatText(all).split('word').length - 1, 1000);
+
+    // Per policy: only the streams its limits apply to.
+    const byPolicy = await start(t, {
+      rate_limits: { default_max_tokens: 20, policies: [{ name: 'capped', match: { tenant: 'team-a' }, per: 'tenant', tokens_per_minute: 400, end_streams_over_budget: true }] },
+    });
+    byPolicy.upstream.next({ pieces: Array.from({ length: 1000 }, () => ' word'), paced: true });
+    const capped = await openStream(byPolicy.gw.url, chatBody(MODEL, { stream: true }), { headers: bearer(KEY_A) });
+    const cut = expectFinalErrorEvent([capped.first.data, ...(await collectData(capped.events))], ['rate_limit_exceeded']);
+    assert.match(cut.message, /the policy limit tokens_per_minute still allowed/);
+    byPolicy.upstream.next({ pieces: Array.from({ length: 1000 }, () => ' word'), paced: true });
+    const other = await openStream(byPolicy.gw.url, chatBody(MODEL, { stream: true }), { headers: bearer(KEY_B) });
+    assert.equal((await collectData(other.events)).at(-1), '[DONE]', 'team-b is not under the policy');
   });
 
   it('refuses a request larger than the whole bucket for good: no Retry-After, and SDKs do not retry it', async (t) => {

@@ -174,5 +174,27 @@ TEST(TokenEstimator, MalformedRequestsAreTolerated) {
   }
 }
 
+TEST(TokenEstimator, StreamedTextInEveryClientFormat) {
+  const auto& c = defaultTokenCounter();
+  const std::string_view text = "Hello there, how are you today?";
+  const std::int64_t want = c.count(text);
+  // OpenAI chat, Anthropic text and tool deltas, the Responses API: the text counts, the
+  // framing (ids, model names, types) does not.
+  EXPECT_EQ(estimateStreamedTokens(R"(data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hello there, how are you today?"},"finish_reason":null}]})"
+                                   "\n\n", c), want);
+  EXPECT_EQ(estimateStreamedTokens(R"(event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello there, how are you today?"}})", c), want);
+  EXPECT_EQ(estimateStreamedTokens(R"(data: {"type":"response.output_text.delta","item_id":"msg_1","delta":"Hello there, how are you today?"})", c), want);
+  EXPECT_GT(estimateStreamedTokens(R"({"delta":{"type":"input_json_delta","partial_json":"{\"city\": \"Paris\"}"}})", c), 3);
+  // Two events in one piece count twice; an escaped quote does not end the value.
+  EXPECT_EQ(estimateStreamedTokens(R"({"content":"Hello there, how are you today?"}{"content":"Hello there, how are you today?"})", c), 2 * want);
+  EXPECT_EQ(estimateStreamedTokens(R"({"content":"say \"hi\" now"})", c), c.count(R"(say \"hi\" now)"));
+  // No text at all, or a value cut by the end of the piece (counted up to the cut).
+  EXPECT_EQ(estimateStreamedTokens(R"(data: {"choices":[{"delta":{},"finish_reason":"stop"}]})", c), 0);
+  EXPECT_EQ(estimateStreamedTokens(R"({"content":"Hello there)", c), c.count("Hello there"));
+  EXPECT_EQ(estimateStreamedTokens("", c), 0);
+  EXPECT_EQ(estimateStreamedTokens(R"(":")", c), 0);
+}
+
 }  // namespace
 }  // namespace tahua

@@ -12,6 +12,7 @@
 #include "limits/limit_plan.h"
 #include "store/state_store.h"
 #include "telemetry/metrics.h"
+#include "tokens/token_estimator.h"
 
 namespace tahua {
 namespace {
@@ -84,6 +85,13 @@ struct RateLimitState {
   bool has_requests = false, has_tokens = false;
   bool final_refusal = false;  // waiting will not help soon: SDKs are told not to retry
   Value requests[3], tokens[3];  // limit, remaining, reset
+  // Streams over budget (rate_limits.end_streams_over_budget, and per policy).
+  std::uint8_t end_over_budget = 0;    // bit g: the token limits of groups[g] end a stream they cannot pay for
+  std::int64_t reserved_completion = 0;
+  std::int64_t stream_allowance = -1;  // output tokens the stream may produce (-1: not watched)
+  std::int64_t streamed = 0;           // estimated so far
+  const PlannedLimit* budget = nullptr;  // the limit that sets the allowance (named in the error)
+  bool overran = false;
 };
 
 class RateLimitFilter final : public FilterWithState<RateLimitState> {
@@ -103,7 +111,11 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
         models_.emplace(m, modelLimits(model, limits));
     default_max_tokens_ = config.rate_limits.default_max_tokens;
     policies_ = &config.rate_limits.policies;
+    end_over_budget_ = config.rate_limits.end_streams_over_budget;
+    wants_data_ = end_over_budget_;
+    for (const auto& pol : *policies_) wants_data_ = wants_data_ || pol.end_streams_over_budget;
   }
+  bool wantsResponseData() const override { return wants_data_; }
   std::string_view name() const override { return "rate_limit"; }
 
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
@@ -111,8 +123,12 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     RateLimitState& st = state(ctx);
     st.groups = {find(tenants_, ctx.principal.tenant), find(keys_, ctx.principal.key), pair(ctx), find(models_, ctx.model)};
     std::size_t next = kFixedGroups;
+    if (end_over_budget_) st.end_over_budget = (1u << kFixedGroups) - 1;
     for (std::size_t i = 0; i < policies_->size() && next < kMaxGroups; ++i)
-      if (const Group* g = policyGroup(i, ctx)) st.groups[next++] = g;
+      if (const Group* g = policyGroup(i, ctx)) {
+        if ((*policies_)[i].end_streams_over_budget) st.end_over_budget |= static_cast<std::uint8_t>(1u << next);
+        st.groups[next++] = g;
+      }
     bool any = false;
     for (const Group* g : st.groups) any = any || g;
     if (!any) return FilterStatus::Continue;
@@ -122,6 +138,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     const std::int64_t completion =
         ctx.endpoint == Endpoint::Embeddings ? 0 : ctx.facts.max_tokens > 0 ? ctx.facts.max_tokens : default_max_tokens_;
     st.reserved_tokens = prompt + completion;
+    st.reserved_completion = completion;
     st.reserved_micro_usd = microUsd(ctx.model, prompt, completion);
 
     std::array<LimitCheck, Admission::kMaxChecks> checks;
@@ -175,6 +192,12 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
       tokens = p + c;
       const double cost = costUsd(ctx.model, u);
       micro_usd = cost > 0 ? static_cast<std::int64_t>(std::ceil(cost * 1e6)) : 0;
+    } else if (st.overran) {
+      // Ended over budget (the upstream was cancelled, so it reported nothing): what it
+      // sent, as estimated on the way.
+      const std::int64_t prompt = st.reserved_tokens - st.reserved_completion;
+      tokens = prompt + st.streamed;
+      micro_usd = microUsd(ctx.model, prompt, st.streamed);
     } else if (ctx.status < 200 || ctx.status >= 300) {
       tokens = 0;
       micro_usd = 0;
@@ -313,6 +336,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
       st.admitted = true;
       st.admitted_at = a.at_ms;
       st.admitted_locally = a.local;
+      if (st.end_over_budget && ctx.facts.stream) watchStream(st, a);
     } else {
       refuse(ctx, st, *templateAt(st, a.denied), a.decisions[a.denied]);
       status = FilterStatus::Stop;
@@ -323,6 +347,39 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     } else {
       ctx.resumer->resume(status);
     }
+  }
+
+  // What the stream may produce: for each token limit that ends streams, what it had left
+  // after this request's reservation plus the completion part of that reservation.
+  static void watchStream(RateLimitState& st, const Admission& a) {
+    std::size_t i = 0;
+    for (std::size_t g = 0; g < kMaxGroups; ++g) {
+      if (!st.groups[g]) continue;
+      for (const CheckTemplate& t : *st.groups[g]) {
+        if (i >= a.count) return;
+        if ((st.end_over_budget >> g & 1) && t.unit == Unit::Tokens) {
+          const std::int64_t allowance = std::max<std::int64_t>(a.decisions[i].remaining, 0) + st.reserved_completion;
+          if (st.stream_allowance < 0 || allowance < st.stream_allowance) {
+            st.stream_allowance = allowance;
+            st.budget = &t;
+          }
+        }
+        ++i;
+      }
+    }
+  }
+
+  void onResponseData(RequestContext& ctx, ResponseData& data) override {
+    RateLimitState& st = state(ctx);
+    if (st.stream_allowance < 0 || st.overran || data.aborted()) return;
+    st.streamed += estimateStreamedTokens(data.bytes(), defaultTokenCounter());
+    if (st.streamed <= st.stream_allowance) return;
+    st.overran = true;
+    const CheckTemplate& t = *st.budget;
+    data.fail(Error{t.spec.kind == LimitKind::Quota ? ErrorKind::QuotaExceeded : ErrorKind::RateLimited,
+                    "The stream was ended: its output passed the " + std::to_string(st.stream_allowance) + " tokens the " +
+                        std::string(t.scope) + " limit " + std::string(t.limit) + " still allowed."});
+    ++metrics_.streams_ended_over_budget;
   }
 
   void refuse(RequestContext& ctx, RateLimitState& st, const CheckTemplate& t, const LimitDecision& d) {
@@ -370,6 +427,8 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
   std::unordered_map<const TenantConfig*, std::vector<std::pair<const ModelConfig*, Group>>> pairs_;
   std::unordered_map<const ModelConfig*, Group> models_;
   std::int64_t default_max_tokens_ = 1024;
+  bool end_over_budget_ = false;  // rate_limits.end_streams_over_budget
+  bool wants_data_ = false;       // it, or a policy's: only then do stream pieces come here
   const std::vector<RateLimitPolicyConfig>* policies_ = nullptr;  // the config's (the chain pins it)
   struct PolicyKey {
     std::size_t policy, rule;

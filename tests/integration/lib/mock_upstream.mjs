@@ -28,7 +28,8 @@ export function mockEmbedding(index) {
  *   'stall-headers' never send response headers
  *   'error'         answer `status` with `body` (default: an OpenAI error body)
  *   'garbage'       write bytes that are not HTTP and close the socket
- * `pieces` overrides the streamed/returned content pieces; `delayMs` delays the answer.
+ * `pieces` overrides the streamed/returned content pieces; `delayMs` delays the answer;
+ * `paced` writes a stream's events one per turn of the event loop.
  */
 export class Exchange {
   constructor(behaviour = {}) {
@@ -290,6 +291,8 @@ export class MockUpstream {
       if (res.destroyed) return;
       res.write(sseEvent(events[i]));
       if (i === 0) exchange._firstEvent.resolve();
+      // `paced`: one event per turn of the event loop, as a model produces them (not one burst).
+      if (exchange.behaviour.paced) await new Promise((resolve) => setImmediate(resolve));
       if (i === (exchange.behaviour.holdAt ?? 0)) {
         if (exchange.behaviour.mode === 'hold') {
           const action = await Promise.race([exchange._control.promise, exchange.clientClosed.then(() => 'gone')]);

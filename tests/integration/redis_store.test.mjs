@@ -136,6 +136,18 @@ describe('redis store', () => {
     assert.equal(redis.cli('HEXISTS', 'tahua:records:keys', 'roaming'), '0');
   });
 
+  it('mirrors a records hash larger than one HSCAN page', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const [one] = await replicas(t, 1, upstream, redis, { admin: true });
+    const fields = [];
+    for (let i = 0; i < 2500; i += 1) fields.push(`bulk${i}`, JSON.stringify({ name: `bulk${i}` }));
+    redis.cli('HSET', 'tahua:records:tenants', ...fields);
+    redis.cli('PUBLISH', 'tahua:changes', 'tenants');
+    await eventually(async () => (await one.admin('GET', '/admin/v1/tenants')).json.tenants.length === 2501,
+      { what: 'all 2,500 stored tenants (three pages) and the file\'s one' });
+  });
+
   it('Redis stopped mid-run: limits turn local (the limit divided by the replicas), nothing hangs; back when it returns', async (t) => {
     const upstream = await startMockUpstream({ t });
     const redis = await startRedis({ t });

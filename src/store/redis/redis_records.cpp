@@ -35,26 +35,48 @@ void RedisStore::reloadRecords(std::string_view ns, bool notify, std::function<v
     if (then) then();
     return;
   }
-  std::string name(ns);
-  control_->send({"HGETALL", std::string(kRecordsPrefix) + name}, [this, name, notify, then = std::move(then)](std::optional<RedisReply> r) {
-    if (r && r->type == RedisReply::Type::Array && r->elements.size() % 2 == 0) {
-      std::vector<Record> fresh;
-      for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) fresh.push_back({r->elements[i].str, r->elements[i + 1].str});
-      std::sort(fresh.begin(), fresh.end(), [](const Record& a, const Record& b) { return a.id < b.id; });
-      bool changed = false;
-      std::vector<std::function<void()>> listeners;
-      {
-        std::lock_guard lock(mu_);
-        auto& current = records_[name];
-        changed = current.size() != fresh.size();
-        for (std::size_t i = 0; !changed && i < fresh.size(); ++i)
-          changed = current[i].id != fresh[i].id || current[i].json != fresh[i].json;
-        if (changed) current = std::move(fresh);
-        listeners = listeners_;
-      }
-      if (changed && notify)
-        for (auto& fn : listeners) fn();
+  // HSCAN in pages (never one reply of unbounded size, never a long command on the
+  // server); the mirror changes only once the whole hash is read.
+  auto fresh = std::make_shared<std::vector<Record>>();
+  scanRecords(std::string(ns), "0", fresh, notify, std::move(then), 0);
+}
+
+void RedisStore::scanRecords(std::string name, std::string cursor, std::shared_ptr<std::vector<Record>> fresh, bool notify,
+                             std::function<void()> then, unsigned pages) {
+  constexpr unsigned kMaxPages = 10'000;  // 10 M records at 1,000 a page: far past any real use
+  std::string key = std::string(kRecordsPrefix) + name;
+  control_->send({"HSCAN", key, cursor, "COUNT", "1000"}, [this, name, fresh, notify, then = std::move(then), pages](std::optional<RedisReply> r) mutable {
+    const bool page = r && r->type == RedisReply::Type::Array && r->elements.size() == 2 &&
+                      r->elements[0].type == RedisReply::Type::String && r->elements[1].type == RedisReply::Type::Array &&
+                      r->elements[1].elements.size() % 2 == 0;
+    if (!page) {  // unreachable or malformed: the mirror stays as it is until the next resync
+      if (then) then();
+      return;
     }
+    const auto& items = r->elements[1].elements;
+    for (std::size_t i = 0; i + 1 < items.size(); i += 2) fresh->push_back({items[i].str, items[i + 1].str});
+    const std::string next = r->elements[0].str;
+    if (next != "0" && pages + 1 < kMaxPages) {
+      scanRecords(name, next, fresh, notify, std::move(then), pages + 1);
+      return;
+    }
+    // HSCAN may return a field twice (the hash was resized meanwhile): the last wins.
+    std::stable_sort(fresh->begin(), fresh->end(), [](const Record& a, const Record& b) { return a.id < b.id; });
+    for (std::size_t i = 0; i + 1 < fresh->size();) {
+      if ((*fresh)[i].id == (*fresh)[i + 1].id) fresh->erase(fresh->begin() + static_cast<std::ptrdiff_t>(i));
+      else ++i;
+    }
+    bool changed = false;
+    std::vector<std::function<void()>> listeners;
+    {
+      std::lock_guard lock(mu_);
+      auto& current = records_[name];
+      changed = current != *fresh;
+      if (changed) current = std::move(*fresh);
+      listeners = listeners_;
+    }
+    if (changed && notify)
+      for (auto& fn : listeners) fn();
     if (then) then();
   });
 }

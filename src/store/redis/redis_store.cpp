@@ -128,6 +128,7 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
   for (const auto& node : config_.cluster_nodes) {
     RedisEndpoint seed = endpoint;
     seed.host = node.substr(0, node.rfind(':'));
+    if (seed.host.size() > 2 && seed.host.front() == '[' && seed.host.back() == ']') seed.host = seed.host.substr(1, seed.host.size() - 2);
     seed.port = static_cast<std::uint16_t>(std::stoi(node.substr(node.rfind(':') + 1)));
     cluster_seeds_.push_back(std::move(seed));
   }

@@ -94,6 +94,8 @@ class RedisStore final : public StateStore {
   // Control thread.
   void controlTick();
   void reloadRecords(std::string_view ns, bool notify, std::function<void()> then);
+  void scanRecords(std::string name, std::string cursor, std::shared_ptr<std::vector<Record>> fresh, bool notify,
+                   std::function<void()> then, unsigned pages);
   void subscribe();
   void keepAdjustment(std::vector<std::string> args);
   // This worker's summed calibrations, as one script call; `done` once answered.

@@ -15,7 +15,8 @@
 #   redis    the same limits in Redis (store.type: redis) on LOAD_CPU
 #   redis0   with BEFORE=path: the redis target with that binary (a before/after pair in
 #            one run, the same machine state)
-# Reported per target: req/s, the proxy's CPU µs per request, and for redis the Redis
+# Reported per target: req/s, the proxy's CPU µs per request, wrk's p99 latency (at
+# saturation: a closed loop of RATE_CONNS connections), and for redis the Redis
 # server's CPU µs per request and share of its core (it must not be the bottleneck).
 # Summary: medians over ROUNDS of each figure and of the ratios to `off`.
 #
@@ -90,7 +91,7 @@ run_wrk() {  # PORT SECONDS -> "requests=.. duration_us=.. errors=.."
         -s "$ROOT/bench/body.lua" "http://127.0.0.1:$1/v1/chat/completions") || die "wrk failed: $out"
   line=$(printf '%s\n' "$out" | grep '^BENCH ') || die "no BENCH line from wrk: $out"
   awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-         printf "requests=%d duration_us=%d errors=%d\n", v["requests"], v["duration_us"],
+         printf "requests=%d duration_us=%d p99_us=%d errors=%d\n", v["requests"], v["duration_us"], v["p99_us"],
            v["err_status"] + v["err_connect"] + v["err_read"] + v["err_write"] + v["err_timeout"] }' <<<"$line"
 }
 
@@ -119,8 +120,8 @@ measure() {  # TARGET ROUND
   awk -v t="$target" -v r="$2" -v out=" $out" -v dp=$((p1 - p0)) -v dr=$((r1 - r0)) -v hz="$HZ" '
     function v(k) { return match(out, " " k "=[^ ]*") ? substr(out, RSTART + length(k) + 2, RLENGTH - length(k) - 2) : "" }
     BEGIN { n = v("requests"); sec = v("duration_us") / 1e6
-            printf "%s %s rate=%.1f cpu_us=%.3f redis_us=%.3f redis_core=%.2f err=%d\n", t, r, n / sec, dp / hz * 1e6 / n,
-              dr / hz * 1e6 / n, dr / hz / sec, v("errors") }' | tee -a "$TMP/results" >&2
+            printf "%s %s rate=%.1f cpu_us=%.3f p99_us=%d redis_us=%.3f redis_core=%.2f err=%d\n", t, r, n / sec, dp / hz * 1e6 / n,
+              v("p99_us"), dr / hz * 1e6 / n, dr / hz / sec, v("errors") }' | tee -a "$TMP/results" >&2
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -139,8 +140,8 @@ awk '
       if (!(t in targets)) continue
       for (r in rounds) { n++; rate[n] = val[t, r, "rate"]; cpu[n] = val[t, r, "cpu_us"]; rr[n] = val[t, r, "rate"] / val["off", r, "rate"]
                           cr[n] = val[t, r, "cpu_us"] / val["off", r, "cpu_us"]; dcpu[n] = val[t, r, "cpu_us"] - val["off", r, "cpu_us"]
-                          ru[n] = val[t, r, "redis_us"]; rc[n] = val[t, r, "redis_core"] }
-      printf "%-7s req/s %9.1f  cpu/req %7.3f us  req/s vs off %.3f  cpu vs off %.3f  cpu - off %+.3f us", t, median(rate, n), median(cpu, n), median(rr, n), median(cr, n), median(dcpu, n)
+                          ru[n] = val[t, r, "redis_us"]; rc[n] = val[t, r, "redis_core"]; p99[n] = val[t, r, "p99_us"] }
+      printf "%-7s req/s %9.1f  cpu/req %7.3f us  p99 %6d us  req/s vs off %.3f  cpu vs off %.3f  cpu - off %+.3f us", t, median(rate, n), median(cpu, n), median(p99, n), median(rr, n), median(cr, n), median(dcpu, n)
       if (t ~ /^redis/) printf "  redis cpu/req %.3f us, redis core %.2f", median(ru, n), median(rc, n)
       printf "\n"
     }

@@ -11,6 +11,7 @@ import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { chatBody, chatText, collectData, expectFinalErrorEvent, openStream, post, send, toResult } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
+import { closedPort } from './lib/util.mjs';
 
 const MODEL = 'gpt-test';
 const OTHER = 'gpt-other';
@@ -275,6 +276,26 @@ describe('rate limits', () => {
     byPolicy.upstream.next({ pieces: Array.from({ length: 1000 }, () => ' word'), paced: true });
     const other = await openStream(byPolicy.gw.url, chatBody(MODEL, { stream: true }), { headers: bearer(KEY_B) });
     assert.equal((await collectData(other.events)).at(-1), '[DONE]', 'team-b is not under the policy');
+  });
+
+  it('a request that falls back to another model is admitted against that model\'s limits', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({
+      providers: [openaiProvider('up', upstream.baseUrl()), openaiProvider('down', `http://127.0.0.1:${await closedPort()}/v1`)],
+      models: [{ name: MODEL, provider: 'down', fallbacks: [OTHER] }, { name: OTHER, provider: 'up' }],
+    });
+    config.tenants = [{ name: 'team-a' }];
+    config.keys = [{ name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A) }];
+    config.rate_limits = { models: { [MODEL]: { requests_per_minute: 100 }, [OTHER]: { requests_per_minute: 2 } } };
+    const gw = await startTahua({ t, config });
+    const answers = [];
+    for (let i = 0; i < 3; i += 1) answers.push(await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) }));
+    assert.deepEqual(answers.map((r) => r.status), [200, 200, 429]);
+    assert.equal(answers[0].headers['x-tahua-model'], OTHER);
+    assert.equal(answers[0].headers['x-ratelimit-remaining-requests'], '1', 'the headers show the fallback\'s tighter limit');
+    assert.match(answers[2].json.error.message, /model/);
+    assert.equal(upstream.requests.length, 2, 'the fallback model\'s limit held');
+    assert.equal(sum(await scrape(gw.url), 'tahua_rate_limited_total', { scope: 'model', limit: 'requests_per_minute' }), 1);
   });
 
   it('refuses a request larger than the whole bucket for good: no Retry-After, and SDKs do not retry it', async (t) => {

@@ -79,10 +79,19 @@ struct RateLimitState {
   FilterStatus answer = FilterStatus::Continue;
   std::int64_t reserved_tokens = 0;
   std::int64_t reserved_micro_usd = 0;
-  std::int64_t admitted_at = 0;  // the store's time: calibration goes to the quota period charged
-  bool admitted_locally = false;  // the store decided without its shared backend
+  // Per group: the store's time of its admission (calibration goes to the quota period
+  // charged) and whether the store decided without its shared backend. A fallback
+  // model's limits are admitted later than the caller's own.
+  std::array<std::int64_t, kMaxGroups> admitted_at{};
+  std::uint8_t admitted_locally = 0;  // bit g
+  const ModelConfig* model = nullptr;  // the model the groups were chosen for
   std::uint8_t checked = 0;       // templates sent to the store, in group order (at most kMaxChecks)
+  // A fallback's admission (onReselect): the groups for the new model, which of them are
+  // new to the request, and which of them end streams over budget.
+  std::array<const LimitPlan*, kMaxGroups> next_groups{};
+  std::uint8_t fresh = 0, fresh_checked = 0, next_ends = 0;
   bool has_requests = false, has_tokens = false;
+  std::int64_t shown_requests = 0, shown_tokens = 0;  // the remaining the headers show
   bool final_refusal = false;  // waiting will not help soon: SDKs are told not to retry
   Value requests[3], tokens[3];  // limit, remaining, reset
   // Streams over budget (rate_limits.end_streams_over_budget, and per policy).
@@ -132,6 +141,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     bool any = false;
     for (const Group* g : st.groups) any = any || g;
     if (!any) return FilterStatus::Continue;
+    st.model = ctx.model;
 
     // The estimate every token limit reserves; calibrated in onComplete.
     const std::int64_t prompt = static_cast<std::int64_t>((ctx.body.size() + 3) / 4);
@@ -203,14 +213,56 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
       micro_usd = 0;
     }
     std::size_t seen = 0;  // only what was admitted (a request over kMaxChecks limits sent the first ones)
-    for (const Group* g : st.groups)
-      if (g)
-        for (const CheckTemplate& t : *g) {
+    for (std::size_t g = 0; g < kMaxGroups; ++g)
+      if (st.groups[g])
+        for (const CheckTemplate& t : *st.groups[g]) {
           if (seen++ >= st.checked) return;
           if (t.unit == Unit::Requests) continue;
           const std::int64_t delta = t.unit == Unit::Tokens ? tokens - st.reserved_tokens : micro_usd - st.reserved_micro_usd;
-          if (delta != 0) store_.adjust(check(t, st), st.admitted_at, delta, st.admitted_locally);
+          if (delta != 0) store_.adjust(check(t, st), st.admitted_at[g], delta, st.admitted_locally >> g & 1);
         }
+  }
+
+  // A failed attempt moved the request to a fallback model: that model's limits (its
+  // own, the tenant's for it, the policies matching it) are admitted now, all or
+  // nothing; the caller's limits stay as admitted. The groups the request leaves get
+  // what a failed call costs (their token and budget reservations back; the request
+  // counts stay: the attempt did reach that model).
+  FilterStatus onReselect(RequestContext& ctx) override {
+    RateLimitState& st = state(ctx);
+    if (!st.admitted) return onUpstreamSelect(ctx);  // the first model had no limits: the fallback may
+    if (!ctx.model || ctx.model == st.model) return FilterStatus::Continue;
+    st.model = ctx.model;
+    std::array<const Group*, kMaxGroups> next{st.groups[0], st.groups[1], pair(ctx), find(models_, ctx.model)};
+    std::uint8_t ends = end_over_budget_ ? (1u << kFixedGroups) - 1 : 0;
+    std::size_t n = kFixedGroups;
+    for (std::size_t i = 0; i < policies_->size() && n < kMaxGroups; ++i)
+      if (const Group* g = policyGroup(i, ctx)) {
+        if ((*policies_)[i].end_streams_over_budget) ends |= static_cast<std::uint8_t>(1u << n);
+        next[n++] = g;
+      }
+    st.next_groups = next;
+    st.next_ends = ends;
+    st.fresh = 0;
+    std::array<LimitCheck, Admission::kMaxChecks> checks;
+    std::size_t c = 0;
+    for (std::size_t g = 0; g < kMaxGroups; ++g) {
+      if (!next[g] || std::find(st.groups.begin(), st.groups.end(), next[g]) != st.groups.end()) continue;
+      st.fresh |= static_cast<std::uint8_t>(1u << g);
+      for (const CheckTemplate& t : *next[g])
+        if (c < checks.size()) checks[c++] = check(t, st);
+    }
+    if (c == 0) {
+      moveTo(st, Admission{});
+      return FilterStatus::Continue;
+    }
+    st.fresh_checked = static_cast<std::uint8_t>(c);
+    st.deciding = true;
+    st.answered = false;
+    store_.admit(std::span<const LimitCheck>(checks.data(), c), [this, &ctx](const Admission& a) { readmitted(ctx, a); });
+    st.deciding = false;
+    if (st.answered) return st.answer;
+    return FilterStatus::Pause;
   }
 
  private:
@@ -296,51 +348,70 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     return c;
   }
 
-  const CheckTemplate* templateAt(const RateLimitState& st, std::size_t index) const {
-    for (const Group* g : st.groups)
-      if (g) {
-        if (index < g->size()) return &(*g)[index];
-        index -= g->size();
+  using Groups = std::array<const Group*, kMaxGroups>;
+
+  // Check `index` of an admission over the groups of `groups` in `mask`, in order.
+  static const CheckTemplate* templateIn(const Groups& groups, std::uint8_t mask, std::size_t index) {
+    for (std::size_t g = 0; g < kMaxGroups; ++g)
+      if (groups[g] && (mask >> g & 1)) {
+        if (index < groups[g]->size()) return &(*groups[g])[index];
+        index -= groups[g]->size();
       }
     return nullptr;
   }
+  static std::size_t templates(const Groups& groups) {
+    std::size_t n = 0;
+    for (const Group* g : groups) n += g ? g->size() : 0;
+    return std::min(n, Admission::kMaxChecks);
+  }
 
-  // The store's answer (now, or later on this worker's thread).
-  void decided(RequestContext& ctx, const Admission& a) {
-    RateLimitState& st = state(ctx);
-    // The tightest request and token limits, for the headers.
+  // The tightest request and token limits of an admission, for the headers (a fallback's
+  // admission replaces them only where it is tighter).
+  static void noteHeaders(RateLimitState& st, const Groups& groups, std::uint8_t mask, const Admission& a) {
     const LimitDecision* req = nullptr;
     const LimitDecision* tok = nullptr;
     const CheckTemplate *req_t = nullptr, *tok_t = nullptr;
     for (std::size_t i = 0; i < a.count; ++i) {
-      const CheckTemplate* t = templateAt(st, i);
+      const CheckTemplate* t = templateIn(groups, mask, i);
       if (!t || t->spec.kind == LimitKind::Quota) continue;
       const LimitDecision& d = a.decisions[i];
       if (t->unit == Unit::Requests && (!req || d.remaining < req->remaining)) req = &d, req_t = t;
       if (t->unit == Unit::Tokens && (!tok || d.remaining < tok->remaining)) tok = &d, tok_t = t;
     }
-    if (req) {
+    if (req && (!st.has_requests || req->remaining < st.shown_requests)) {
       st.has_requests = true;
+      st.shown_requests = req->remaining;
       st.requests[0].number(req_t->spec.limit);
       st.requests[1].number(req->remaining);
       st.requests[2].reset(req->reset_ms);
     }
-    if (tok) {
+    if (tok && (!st.has_tokens || tok->remaining < st.shown_tokens)) {
       st.has_tokens = true;
+      st.shown_tokens = tok->remaining;
       st.tokens[0].number(tok_t->spec.limit);
       st.tokens[1].number(tok->remaining);
       st.tokens[2].reset(tok->reset_ms);
     }
+  }
+
+  // The store's answer (now, or later on this worker's thread).
+  void decided(RequestContext& ctx, const Admission& a) {
+    RateLimitState& st = state(ctx);
+    noteHeaders(st, st.groups, 0xFF, a);
     FilterStatus status = FilterStatus::Continue;
     if (a.allowed) {
       st.admitted = true;
-      st.admitted_at = a.at_ms;
-      st.admitted_locally = a.local;
-      if (st.end_over_budget && ctx.facts.stream) watchStream(st, a);
+      st.admitted_at.fill(a.at_ms);
+      st.admitted_locally = a.local ? 0xFF : 0;
+      if (st.end_over_budget && ctx.facts.stream) watchStream(st, st.groups, 0xFF, a);
     } else {
-      refuse(ctx, st, *templateAt(st, a.denied), a.decisions[a.denied]);
+      refuse(ctx, st, *templateIn(st.groups, 0xFF, a.denied), a.decisions[a.denied]);
       status = FilterStatus::Stop;
     }
+    answer(ctx, st, status);
+  }
+
+  void answer(RequestContext& ctx, RateLimitState& st, FilterStatus status) {
     if (st.deciding) {
       st.answered = true;
       st.answer = status;
@@ -349,13 +420,64 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     }
   }
 
-  // What the stream may produce: for each token limit that ends streams, what it had left
-  // after this request's reservation plus the completion part of that reservation.
-  static void watchStream(RateLimitState& st, const Admission& a) {
-    std::size_t i = 0;
+  // The fallback model's limits were decided (onReselect).
+  void readmitted(RequestContext& ctx, const Admission& a) {
+    RateLimitState& st = state(ctx);
+    noteHeaders(st, st.next_groups, st.fresh, a);
+    FilterStatus status = FilterStatus::Continue;
+    if (a.allowed) {
+      moveTo(st, a);
+      if (st.end_over_budget && ctx.facts.stream) watchStream(st, st.groups, st.fresh, a);
+    } else {
+      // The request ends here; onComplete gives the groups it was admitted to what a
+      // failed call costs.
+      refuse(ctx, st, *templateIn(st.next_groups, st.fresh, a.denied), a.decisions[a.denied]);
+      status = FilterStatus::Stop;
+    }
+    answer(ctx, st, status);
+  }
+
+  // The request now counts against st.next_groups: the groups it leaves get their token
+  // and budget reservations back, the fresh ones carry `a`'s time and place.
+  void moveTo(RateLimitState& st, const Admission& a) {
+    std::size_t seen = 0;
     for (std::size_t g = 0; g < kMaxGroups; ++g) {
       if (!st.groups[g]) continue;
+      const bool stays = std::find(st.next_groups.begin(), st.next_groups.end(), st.groups[g]) != st.next_groups.end();
       for (const CheckTemplate& t : *st.groups[g]) {
+        if (seen++ >= st.checked) break;
+        if (stays || t.unit == Unit::Requests) continue;
+        const std::int64_t reserved = t.unit == Unit::Tokens ? st.reserved_tokens : st.reserved_micro_usd;
+        if (reserved != 0) store_.adjust(check(t, st), st.admitted_at[g], -reserved, st.admitted_locally >> g & 1);
+      }
+    }
+    std::array<std::int64_t, kMaxGroups> at{};
+    std::uint8_t local = 0;
+    for (std::size_t g = 0; g < kMaxGroups; ++g) {
+      if (!st.next_groups[g]) continue;
+      if (st.fresh >> g & 1) {
+        at[g] = a.at_ms;
+        if (a.local) local |= static_cast<std::uint8_t>(1u << g);
+        continue;
+      }
+      const auto old = static_cast<std::size_t>(std::find(st.groups.begin(), st.groups.end(), st.next_groups[g]) - st.groups.begin());
+      at[g] = st.admitted_at[old];
+      if (st.admitted_locally >> old & 1) local |= static_cast<std::uint8_t>(1u << g);
+    }
+    st.groups = st.next_groups;
+    st.end_over_budget = st.next_ends;
+    st.admitted_at = at;
+    st.admitted_locally = local;
+    st.checked = static_cast<std::uint8_t>(templates(st.groups));
+  }
+
+  // What the stream may produce: for each token limit that ends streams, what it had left
+  // after this request's reservation plus the completion part of that reservation.
+  static void watchStream(RateLimitState& st, const Groups& groups, std::uint8_t mask, const Admission& a) {
+    std::size_t i = 0;
+    for (std::size_t g = 0; g < kMaxGroups; ++g) {
+      if (!groups[g] || !(mask >> g & 1)) continue;
+      for (const CheckTemplate& t : *groups[g]) {
         if (i >= a.count) return;
         if ((st.end_over_budget >> g & 1) && t.unit == Unit::Tokens) {
           const std::int64_t allowance = std::max<std::int64_t>(a.decisions[i].remaining, 0) + st.reserved_completion;

@@ -206,6 +206,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
         std::uint64_t outstanding = 0, requests = 0, failures = 0;
         double ewma = 0;
         bool ejected = false, throttled = false;
+        double throttle = 1;  // the provider's reported limit nearly used: < 1 (the lowest worker's)
         // Breakers are per worker: each worker's state, and the worst as the summary.
         std::uint64_t closed = 0, open = 0, half_open = 0;
         for (const auto& per_worker : states) {
@@ -221,6 +222,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
           if (s.has_latency) ewma = std::max(ewma, s.ewma_ms);
           ejected = ejected || s.ejected_until > now;
           throttled = throttled || s.throttled_until > now;
+          throttle = std::min(throttle, s.throttle);
         }
         o["outstanding"] = outstanding;
         o["requests"] = requests;
@@ -228,6 +230,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
         o["latency_ewma_ms"] = ewma;
         o["ejected"] = ejected;
         o["throttled"] = throttled;
+        o["throttle"] = throttle;
         const bool breaker_on = snap->providers[d.provider_index].config->circuit_breaker.enabled;
         o["breaker"] = !breaker_on ? bj::value(nullptr)
                                    : bj::value(bj::object{{"state", open ? "open" : half_open ? "half_open" : "closed"},

@@ -3,7 +3,8 @@
 //
 //   onRequestHeaders -> onRequestBody -> onUpstreamSelect   request phases: may Stop or Pause
 //   -> [upstream attempt] (-> onAttemptFailed -> onReselect)*
-//   -> onResponseHeaders -> onResponseData* | onResponseBody   may rewrite what the client gets
+//   -> onUpstreamHeaders (read only) -> onResponseHeaders -> onResponseData* | onResponseBody
+//                                                           may rewrite what the client gets
 //   -> onComplete                                              always, once, error or not
 //
 // A filter object is made per worker from the config snapshot and serves every request
@@ -99,6 +100,11 @@ class Filter {
   // After onAttemptFailed: choose again for ctx.model (possibly a fallback), avoiding
   // the deployments in ctx.tried. May Stop (e.g. every breaker open) or Pause.
   virtual FilterStatus onReselect(RequestContext&) { return FilterStatus::Continue; }
+  // An upstream answered: *ctx.response_headers are its headers (translated for the
+  // client) before any filter rewrote them. Read only; every filter's runs before the
+  // first onResponseHeaders (a filter that reads what the provider said, such as its
+  // rate-limit headers, sees them even when an earlier filter replaces them).
+  virtual void onUpstreamHeaders(const RequestContext&) {}
   // An answer is about to be written: the upstream's (ctx.status, ctx.streaming are
   // set) or the gateway's own (ctx.error or ctx.local_reply: a refusal, a fallback
   // answer), once per request. The headers the client will get are in

@@ -61,6 +61,8 @@ void FilterChain::attemptFailed(RequestContext& ctx) {
   for (auto& f : filters_) f->onAttemptFailed(ctx);
 }
 void FilterChain::responseHeaders(RequestContext& ctx) {
+  if (ctx.response_headers && !ctx.error && !ctx.local_reply)
+    for (auto& f : filters_) f->onUpstreamHeaders(ctx);
   for (auto& f : filters_) f->onResponseHeaders(ctx);
 }
 void FilterChain::responseData(RequestContext& ctx, ResponseData& data) {

@@ -12,6 +12,7 @@ import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { chatBody, chatText, collectData, expectFinalErrorEvent, openStream, post, send, toResult } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { closedPort } from './lib/util.mjs';
+import { adminSection, startWithAdmin } from './lib/admin.mjs';
 
 const MODEL = 'gpt-test';
 const OTHER = 'gpt-other';
@@ -296,6 +297,25 @@ describe('rate limits', () => {
     assert.match(answers[2].json.error.message, /model/);
     assert.equal(upstream.requests.length, 2, 'the fallback model\'s limit held');
     assert.equal(sum(await scrape(gw.url), 'tahua_rate_limited_total', { scope: 'model', limit: 'requests_per_minute' }), 1);
+  });
+
+  it('the balancer reads the provider\'s rate-limit headers, not the caller\'s limits that replace them', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: MODEL, provider: 'up' }] });
+    config.tenants = [{ name: 'team-a', limits: { requests_per_minute: 10 } }, { name: 'team-b' }];
+    config.keys = [{ name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A) }, { name: 'b-main', tenant: 'team-b', sha256: sha256(KEY_B) }];
+    config.admin = adminSection();
+    const { gw, admin } = await startWithAdmin(t, config);
+    const throttle = async () => (await admin('GET', '/admin/v1/deployments')).json.models[0].deployments[0].throttle;
+    let last;
+    for (let i = 0; i < 10; i += 1) last = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) });
+    assert.equal(last.headers['x-ratelimit-remaining-requests'], '0', 'team-a used up its own limit');
+    assert.equal(await throttle(), 1, 'a caller out of its own limit does not throttle the deployment');
+    // The provider says its own limit is nearly used (2 of 100 left): that throttles it,
+    // and a caller with limits of its own sees those, not the provider's.
+    upstream.next({ headers: { 'x-ratelimit-limit-requests': '100', 'x-ratelimit-remaining-requests': '2' } });
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_B) })).status, 200);
+    assert.equal(await throttle(), 0.2);
   });
 
   it('refuses a request larger than the whole bucket for good: no Retry-After, and SDKs do not retry it', async (t) => {

@@ -31,10 +31,12 @@ const DeploymentState* DeploymentStates::find(std::string_view model, std::strin
 
 namespace {
 
-bool iequalsPrefix(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+// A header name against a lower-case one of letters and '-' (ASCII case folding; the
+// length first, so most headers are passed over at once).
+bool iequals(std::string_view s, std::string_view lower) {
+  if (s.size() != lower.size()) return false;
+  for (std::size_t i = 0; i < lower.size(); ++i)
+    if ((s[i] | 0x20) != lower[i]) return false;
   return true;
 }
 
@@ -111,13 +113,15 @@ class BalancerFilter final : public Filter {
   // Rate-limit-aware weights: when the provider reports its request budget nearly used
   // (x-ratelimit-remaining-requests / anthropic-ratelimit-requests-remaining against the
   // limit), the deployment's weight shrinks before it starts answering 429.
-  void onResponseHeaders(RequestContext& ctx) override {
+  // The provider's own request limit, as it reports it (read before the rate-limit
+  // filter puts the caller's limits in those headers).
+  void onUpstreamHeaders(const RequestContext& ctx) override {
     if (!ctx.deployment_state || !ctx.response_headers) return;
     double remaining = -1, limit = -1;
     for (const auto& [name, value] : *ctx.response_headers) {
-      if (iequalsPrefix(name, "x-ratelimit-remaining-requests") || iequalsPrefix(name, "anthropic-ratelimit-requests-remaining"))
+      if (iequals(name, "x-ratelimit-remaining-requests") || iequals(name, "anthropic-ratelimit-requests-remaining"))
         parseNumber(value, remaining);
-      else if (iequalsPrefix(name, "x-ratelimit-limit-requests") || iequalsPrefix(name, "anthropic-ratelimit-requests-limit"))
+      else if (iequals(name, "x-ratelimit-limit-requests") || iequals(name, "anthropic-ratelimit-requests-limit"))
         parseNumber(value, limit);
     }
     if (remaining >= 0 && limit > 0) {
@@ -150,7 +154,7 @@ class BalancerFilter final : public Filter {
   static std::string_view stickyKey(const HeaderView& h, const CanaryConfig& c) {
     if (!c.sticky_header.empty()) return h.get(c.sticky_header);
     std::string_view auth = h.get("authorization");
-    if (iequalsPrefix(auth, "bearer ")) return auth.substr(7);
+    if (auth.size() > 7 && iequals(auth.substr(0, 7), "bearer ")) return auth.substr(7);
     return h.get("x-api-key");
   }
 

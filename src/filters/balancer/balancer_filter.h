@@ -30,8 +30,8 @@ class DeploymentStates {
 };
 
 // onUpstreamSelect: picks the deployment of ctx.model (canary split, ejection, policy)
-// and sets ctx.deployment / ctx.provider. onResponseHeaders: the provider's rate-limit
-// headers. onComplete: outstanding count, latency, failures and ejection.
+// and sets ctx.deployment / ctx.provider. onUpstreamHeaders: the provider's rate-limit
+// headers (as it sent them). onComplete: outstanding count, latency, failures and ejection.
 std::unique_ptr<Filter> makeBalancerFilter(DeploymentStates& states, const Config& config, const NodeTablePtr& nodes,
                                            Balancer& balancer);
 

@@ -9,12 +9,12 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
   libssl-dev ca-certificates openssl
-  libsimdjson-dev libyaml-cpp-dev libhiredis-dev
+  libsimdjson-dev libyaml-cpp-dev libhiredis-dev libc-ares-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [ "${1:-}" = "--test" ]; then
   # Test clients (npm) and the tools the integration tests and benchmarks drive.
-  packages+=(nodejs npm redis-server nginx-light wrk)
+  packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
   # scripts/fuzz.sh only (not CI): clang and its runtimes, which hold libFuzzer

@@ -58,9 +58,13 @@ std::optional<AdminCaller> caller(const Config& cfg, std::string_view authorizat
 bj::object deploymentJson(const DeploymentConfig& d) {
   bj::object labels;
   for (const auto& [k, v] : d.labels) labels[k] = v;
-  return bj::object{{"id", d.id},         {"provider", d.provider}, {"upstream_model", d.upstream_model},
-                    {"weight", d.weight}, {"version", d.version},   {"labels", std::move(labels)},
-                    {"node", d.node}};
+  bj::object o{{"id", d.id},         {"provider", d.provider}, {"upstream_model", d.upstream_model},
+               {"weight", d.weight}, {"version", d.version},   {"labels", std::move(labels)},
+               {"node", d.node},     {"source", d.source}};
+  // Discovery: the endpoint's address, and the name it was found under.
+  if (!d.address.empty()) o["address"] = d.address;
+  if (d.dns) o["dns"] = d.dns->name;
+  return o;
 }
 
 bj::object canaryJson(const CanaryConfig& c) {

@@ -107,6 +107,13 @@ struct RedisStoreConfig {
   std::vector<std::string> cluster_nodes;
 };
 
+// Where DNS discovery asks (deployments' `dns`): resolvers as host:port ("[::1]:53");
+// none: the system's (/etc/resolv.conf).
+struct DiscoveryConfig {
+  std::vector<std::string> resolvers;
+  Millis timeout{2'000};  // per query try (two tries)
+};
+
 struct StoreConfig {
   enum class Type { Memory, Redis };
   Type type = Type::Memory;
@@ -256,6 +263,19 @@ struct RouteConfig {
 
 // One place a model is served: a provider plus the name the upstream knows it by, with
 // the metadata routing decides on (see README "Routing and canary releases").
+// A deployment whose endpoints are a DNS name's records (discovery/dns_discovery.h):
+// each address becomes an endpoint of its own, re-resolved after the records' TTL.
+struct DnsDiscoveryConfig {
+  std::string name;  // e.g. vllm.default.svc.cluster.local (a headless Service)
+  enum class Type { A, AAAA, SRV };
+  Type type = Type::A;
+  std::uint16_t port = 0;      // A/AAAA: the endpoints' port (0: the provider base_url's)
+  Millis min_ttl{5'000};       // the records' TTL, bounded (nginx's resolver valid=)
+  Millis max_ttl{60'000};
+  Millis slow_start{0};        // a new endpoint's weight ramps up from 10 % over this
+  bool keep_on_empty = true;   // an empty answer keeps the endpoints there are (false: none)
+};
+
 struct DeploymentConfig {
   // What every routing decision reads comes first, so it shares one cache line.
   std::uint32_t weight = 100;  // relative share under weighted policies; 0 = only when pinned
@@ -268,6 +288,11 @@ struct DeploymentConfig {
   std::string version = "stable";
   std::vector<std::pair<std::string, std::string>> labels;  // region, zone, anything
   std::string node;            // inference node id its status reports use; default: id
+  // Endpoints from DNS: the deployment stands for all of them (the config's view); the
+  // config in force has one deployment per endpoint instead (source "dns").
+  std::shared_ptr<const DnsDiscoveryConfig> dns;
+  std::string address;           // an endpoint's: connect to this ip:port; the provider's host stays Host and TLS name
+  std::string source = "config";  // config | dns
 };
 
 struct ModelConfig;
@@ -323,7 +348,10 @@ struct GpuScoreConfig {
   double queue_scale = 5;
   double degraded_factor = 1.5;
   double eject_score = 90;  // a node scoring above this gets no traffic (unless all do)
-  int top = 3;              // traffic spread over the best N by weighted random
+  // Traffic over the best nodes by weighted random: rank k gets split[k] (relative; the
+  // seed's 60/30/10), over the first `top` ranks (default: every share of the split).
+  std::vector<double> split{60, 30, 10};
+  int top = 3;
   Millis status_ttl{15'000};  // a report older than this is ignored
 };
 
@@ -510,6 +538,7 @@ struct Config {
   HealingConfig healing;
   AuthConfig auth;
   StoreConfig store;
+  DiscoveryConfig discovery;
   IdempotencyConfig idempotency;
   std::vector<TenantConfig> tenants;
   std::vector<ApiKeyConfig> keys;

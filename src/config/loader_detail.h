@@ -129,6 +129,7 @@ class Loader {
   void loadRateLimits(const YAML::Node& n, Config& cfg);
   void loadTenantTokens(const YAML::Node& n, Config& cfg);
   void loadStore(const YAML::Node& n, Config& cfg);
+  void loadDiscovery(const YAML::Node& n, Config& cfg);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);
   LimitSet limitSet(const YAML::Node& n, const std::string& path);

@@ -86,7 +86,7 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
     if (auto g = y["gpu"]) {
       const std::string gp = p + ".gpu";
       checkKeys(g, gp, {"gpu_util", "gpu_memory", "connections", "connections_scale", "queue", "queue_scale",
-                        "degraded_factor", "eject_score", "top", "status_ttl"});
+                        "degraded_factor", "eject_score", "top", "split", "status_ttl"});
       GpuScoreConfig& gc = mc.gpu;
       for (auto [key, slot] : std::initializer_list<std::pair<const char*, double*>>{
                {"gpu_util", &gc.gpu_util}, {"gpu_memory", &gc.gpu_memory}, {"connections", &gc.connections},
@@ -94,7 +94,21 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
                {"degraded_factor", &gc.degraded_factor}, {"eject_score", &gc.eject_score}})
         if (auto v = g[key]) *slot = number(v, gp + "." + key, "a score weight or factor");
       if (gc.connections_scale <= 0 || gc.queue_scale <= 0) fail(g, gp, "connections_scale and queue_scale must be positive");
-      if (auto v = g["top"]) gc.top = static_cast<int>(integer(v, gp + ".top", 1, 100));
+      if (auto v = g["split"]) {
+        if (!v.IsSequence() || v.size() == 0 || v.size() > 100) fail(v, gp + ".split", "expected a list of 1 to 100 shares, e.g. [60, 30, 10]");
+        gc.split.clear();
+        for (std::size_t k = 0; k < v.size(); ++k) {
+          const double share = number(v[k], gp + ".split[" + std::to_string(k) + "]", "a share");
+          if (!(share > 0)) fail(v[k], gp + ".split[" + std::to_string(k) + "]", "a share must be positive");
+          gc.split.push_back(share);
+        }
+        gc.top = static_cast<int>(gc.split.size());
+      }
+      if (auto v = g["top"]) {
+        gc.top = static_cast<int>(integer(v, gp + ".top", 1, 100));
+        if (static_cast<std::size_t>(gc.top) > gc.split.size())
+          fail(v, gp + ".top", "is more than the " + std::to_string(gc.split.size()) + " shares of gpu.split: give a share per rank");
+      }
       if (auto v = g["status_ttl"]) gc.status_ttl = duration(v, gp + ".status_ttl", Millis(1));
     }
     if (auto pr = y["pricing"]) {
@@ -145,7 +159,7 @@ void Loader::resolveFallbacks(const YAML::Node& n, Config& cfg) {
 }
 
 DeploymentConfig Loader::loadDeployment(const YAML::Node& y, const std::string& p, const ModelConfig& mc, const Config& cfg) {
-  checkKeys(y, p, {"id", "provider", "upstream_model", "weight", "version", "labels", "node"});
+  checkKeys(y, p, {"id", "provider", "upstream_model", "weight", "version", "labels", "node", "dns"});
   DeploymentConfig d;
   if (!y["provider"]) fail(y, p + ".provider", "required");
   d.provider = nonEmpty(y["provider"], p + ".provider");
@@ -163,6 +177,40 @@ DeploymentConfig Loader::loadDeployment(const YAML::Node& y, const std::string& 
     for (const auto& kv : l) d.labels.emplace_back(str(kv.first, p + ".labels"), str(kv.second, p + ".labels"));
   }
   d.node = y["node"] ? nonEmpty(y["node"], p + ".node") : d.id;
+  if (auto n = y["dns"]) {
+    const std::string np = p + ".dns";
+    auto dns = std::make_shared<DnsDiscoveryConfig>();
+    if (n.IsScalar()) {
+      dns->name = nonEmpty(n, np);
+    } else {
+      checkKeys(n, np, {"name", "type", "port", "min_ttl", "max_ttl", "slow_start", "on_empty"});
+      if (!n["name"]) fail(n, np + ".name", "required: the DNS name whose records are the endpoints");
+      dns->name = nonEmpty(n["name"], np + ".name");
+      if (auto v = n["type"]) {
+        const std::string t = str(v, np + ".type");
+        if (t == "A") dns->type = DnsDiscoveryConfig::Type::A;
+        else if (t == "AAAA") dns->type = DnsDiscoveryConfig::Type::AAAA;
+        else if (t == "SRV") dns->type = DnsDiscoveryConfig::Type::SRV;
+        else fail(v, np + ".type", "expected A, AAAA or SRV");
+      }
+      if (auto v = n["port"]) {
+        if (dns->type == DnsDiscoveryConfig::Type::SRV) fail(v, np + ".port", "SRV records carry the port");
+        dns->port = static_cast<std::uint16_t>(integer(v, np + ".port", 1, 65535));
+      }
+      if (auto v = n["min_ttl"]) dns->min_ttl = duration(v, np + ".min_ttl", Millis(100));
+      if (auto v = n["max_ttl"]) dns->max_ttl = duration(v, np + ".max_ttl", Millis(100));
+      if (dns->max_ttl < dns->min_ttl) fail(n["max_ttl"] ? n["max_ttl"] : n, np + ".max_ttl", "must not be below min_ttl");
+      if (auto v = n["slow_start"]) dns->slow_start = duration(v, np + ".slow_start");
+      if (auto v = n["on_empty"]) {
+        const std::string e = str(v, np + ".on_empty");
+        if (e == "keep") dns->keep_on_empty = true;
+        else if (e == "clear") dns->keep_on_empty = false;
+        else fail(v, np + ".on_empty", "expected keep (the last endpoints stay) or clear");
+      }
+    }
+    if (dns->port == 0) dns->port = cfg.providers[d.provider_index].port;
+    d.dns = std::move(dns);
+  }
   return d;
 }
 

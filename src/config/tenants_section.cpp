@@ -286,6 +286,25 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
     fail(n["journal"], "store.journal", "only for type memory (Redis keeps the state itself)");
 }
 
+void Loader::loadDiscovery(const YAML::Node& n, Config& cfg) {
+  checkKeys(n, "discovery", {"resolvers", "timeout"});
+  if (auto r = n["resolvers"]) {
+    if (!r.IsSequence()) fail(r, "discovery.resolvers", "expected a list of host:port");
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const std::string p = "discovery.resolvers[" + std::to_string(i) + "]";
+      std::string addr = nonEmpty(r[i], p);
+      const auto colon = addr.rfind(':');
+      int port = 0;
+      if (colon != std::string::npos && colon + 1 < addr.size() && addr.size() - colon <= 6 &&
+          addr.find_first_not_of("0123456789", colon + 1) == std::string::npos)
+        port = std::stoi(addr.substr(colon + 1));
+      if (colon == 0 || port < 1 || port > 65535) fail(r[i], p, "expected host:port, e.g. 10.96.0.10:53 or [::1]:53");
+      cfg.discovery.resolvers.push_back(std::move(addr));
+    }
+  }
+  if (auto v = n["timeout"]) cfg.discovery.timeout = duration(v, "discovery.timeout", Millis(10));
+}
+
 RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::string& p, const Config&) {
   checkKeys(y, p, {"name", "match", "per", "client_header", "rules", "requests_per_minute", "tokens_per_minute", "tokens_per_day",
                    "tokens_per_month", "usd_per_day", "usd_per_month", "end_streams_over_budget"});

@@ -247,11 +247,11 @@ PickResult Balancer::pick(const PickRequest& req) {
     }
     case BalancePolicy::GpuAware: {
       // Score the reported nodes; drop UNHEALTHY / OVERLOADED / over eject_score unless
-      // all are; then weighted random over the best `top` (1, 1/2, 1/4, ... normalised:
-      // 57/29/14% for three), never everything to the single best.
+      // all are; then weighted random over the best `top` by the model's split (the
+      // seed's 60/30/10 unless configured), never everything to the single best.
       // Equal scores rank in a random order (the middle key): every node that has not
       // reported, or whose report expired, scores 0, and ranking those in config order
-      // would send 57/29/14% to the first three and nothing to the others.
+      // would send 60/30/10% to the first three and nothing to the others.
       thread_local std::vector<std::tuple<double, std::uint64_t, std::size_t>> scored;
       scored.clear();
       const std::uint64_t salt = rng_();
@@ -270,15 +270,14 @@ PickResult Balancer::pick(const PickRequest& req) {
       if (healthy > 0)
         scored.erase(std::remove_if(scored.begin(), scored.end(), [&](const auto& p) { return !(std::get<0>(p) <= model.gpu.eject_score); }),
                      scored.end());
-      const std::size_t top = std::min<std::size_t>(static_cast<std::size_t>(model.gpu.top), scored.size());
+      const std::size_t top = std::min({static_cast<std::size_t>(model.gpu.top), model.gpu.split.size(), scored.size()});
       std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(top), scored.end());
       weights.clear();
       thread_local std::vector<std::size_t> best;
       best.clear();
-      double w = 1;
-      for (std::size_t k = 0; k < top; ++k, w /= 2) {
+      for (std::size_t k = 0; k < top; ++k) {
         best.push_back(std::get<2>(scored[k]));
-        weights.push_back(w);
+        weights.push_back(model.gpu.split[k]);
       }
       result.index = weightedRandom(best, weights, rng_);
       break;

@@ -158,6 +158,11 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
   auto cfg = std::make_shared<Config>(*withStoredResources(base_config_));
   admin_.applyOverrides(*cfg);
   healing_.applyOverrides(*cfg);
+  // Deployments named by DNS: one per endpoint found (discovery/dns_discovery.h).
+  if (discovery_) {
+    discovery_->configure(*cfg);
+    expandEndpoints(*cfg, *discovery_->endpoints(), std::chrono::steady_clock::now());
+  }
   cfg->generation = generation_.load() + 1;
   auto built = buildSnapshot(cfg);
   if (auto* error = std::get_if<std::string>(&built)) return *error;
@@ -373,6 +378,23 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
     text += "# TYPE tahua_store_lease_admissions_total counter\n";
     text += "tahua_store_lease_admissions_total " + std::to_string(st.lease_admissions) + "\n";
   }
+  if (discovery_) {
+    const DnsDiscovery::Stats ds = discovery_->stats();
+    const EndpointTablePtr table = discovery_->endpoints();
+    text += "# HELP tahua_discovery_resolutions_total DNS resolutions of deployments' names (discovery).\n";
+    text += "# TYPE tahua_discovery_resolutions_total counter\n";
+    text += "tahua_discovery_resolutions_total " + std::to_string(ds.resolutions) + "\n";
+    text += "# HELP tahua_discovery_failures_total DNS resolutions that failed (the last endpoints were kept).\n";
+    text += "# TYPE tahua_discovery_failures_total counter\n";
+    text += "tahua_discovery_failures_total " + std::to_string(ds.failures) + "\n";
+    text += "# HELP tahua_discovery_endpoints Endpoints a deployment's DNS name has now.\n";
+    text += "# TYPE tahua_discovery_endpoints gauge\n";
+    for (const auto& [key, list] : *table) {
+      const auto slash = key.find('/');
+      text += "tahua_discovery_endpoints{model=\"" + escapeLabel(key.substr(0, slash)) + "\",deployment=\"" +
+              escapeLabel(key.substr(slash + 1)) + "\"} " + std::to_string(list.size()) + "\n";
+    }
+  }
   text += "# HELP tahua_bulkhead_in_use Slots of a concurrency cap in use, by scope and kind (requests, streams).\n";
   text += "# TYPE tahua_bulkhead_in_use gauge\n";
   std::string waiting;
@@ -491,12 +513,24 @@ int Gateway::run() {
     }
     for (const auto& w : warnings) log::warn(w);
   }
+  // DNS discovery: resolved off the workers; every change of endpoints publishes the
+  // config again (before the first answer, a deployment is used as configured).
+  discovery_ = std::make_unique<DnsDiscovery>([this] {
+    std::lock_guard lock(mutex_);
+    if (auto error = publish(nullptr, "dns")) {
+      ++reloads_failed_;
+      log::error("config with the discovered endpoints failed; still serving the previous config", {{"error", *error}});
+    }
+  });
   {
     std::lock_guard lock(mutex_);
+    discovery_->configure(*snapshot_->config);
     resourcesChanged();  // the store's resources are in force before the first request
     tenants_ = buildTenants(*snapshot_->config);
+    // Under the lock: discovery may publish from its thread now, and a publish sends the
+    // new snapshot to the workers there are (a worker made meanwhile would miss it).
+    for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log));
   }
-  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log));
   // Each worker's own Redis connection, made on its thread before it serves anything.
   if (redis)
     for (auto& worker : workers_) asio::post(worker->io(), [redis, w = worker.get()] { redis->attach(w->io()); });
@@ -611,6 +645,7 @@ int Gateway::run() {
     });
   });
   main_io.run();
+  discovery_.reset();  // its thread publishes configs: stopped before the workers go
   for (auto& t : threads) t.join();
   log::info("stopped", {{"drain_deadline_passed", deadline_passed}});
   return 0;

@@ -23,6 +23,7 @@
 #include "providers/snapshot.h"
 #include "routing/balancer.h"
 #include "server/session_host.h"
+#include "discovery/dns_discovery.h"
 #include "store/memory_store.h"
 #include "tenants/tenant_directory.h"
 
@@ -122,6 +123,8 @@ class Gateway final : private AdminHost, private HealingHost {
   std::unique_ptr<StateStore> store_ = std::make_unique<MemoryStore>();
   TenantDirectoryPtr tenants_;  // the last one published (under mutex_)
   std::vector<StateStore::Record> resources_;  // the store's resources in force (under mutex_)
+  // Endpoints of deployments named by DNS; its changes publish the config again.
+  std::unique_ptr<DnsDiscovery> discovery_;
   std::string resources_report_;  // what was last logged about them, so a change logs once
   HealingState healing_;  // self-healing's rules, actions in force and audit trail (under mutex_)
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -144,10 +144,18 @@ namespace {
 
 class HttpExchange final : public UpstreamExchange {
  public:
-  HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, UpstreamEnv& worker, const RouteConfig* route)
+  HttpExchange(UpstreamRequest request, const ProviderRuntime& provider, UpstreamEnv& worker, const RouteConfig* route,
+               std::string_view address)
       : provider_(provider), cfg_(*provider.config), worker_(worker),
         timeouts_(route ? route->timeouts.apply(cfg_.timeouts) : cfg_.timeouts), body_(std::move(request.body)),
         expect_stream_(request.expect_stream) {
+    // A discovered endpoint (ip:port): its own connections, to its own address; the
+    // provider's host stays the Host header and the TLS name. Through an egress proxy
+    // the proxy decides where the base_url's host is.
+    if (!address.empty() && !provider_.proxy.enabled) {
+      address_ = address;
+      endpoint_key_ = provider_.origin_key + "@" + std::string(address);
+    }
     const std::string host_header = hostHeader(cfg_);
     HeadWriter h(head_);
     // Through a plain-HTTP proxy the request line carries the absolute URL.
@@ -168,7 +176,7 @@ class HttpExchange final : public UpstreamExchange {
     deadline_ = Clock::now() + timeouts_.total;
     for (int attempt = 0;; ++attempt) {
       // The retry after a stale connection takes a new one: another idle one may be stale too.
-      if (attempt == 0) conn_ = worker_.pool.take(provider_.origin_key, cfg_.pool_idle_timeout);
+      if (attempt == 0) conn_ = worker_.pool.take(poolKey(), cfg_.pool_idle_timeout);
       const bool reused = conn_ != nullptr;
       if (!conn_) {
         if (auto err = co_await connect()) co_return err;
@@ -351,6 +359,11 @@ class HttpExchange final : public UpstreamExchange {
     if (via_proxy) {
       host = provider_.proxy.host;
       port = provider_.proxy.port;
+    } else if (!address_.empty()) {
+      const auto colon = address_.rfind(':');
+      host = std::string(address_.substr(0, colon));
+      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+      port = static_cast<std::uint16_t>(std::stoi(std::string(address_.substr(colon + 1))));
     }
 
     // Asio runs getaddrinfo on its own resolver thread, so a slow DNS server never
@@ -368,7 +381,7 @@ class HttpExchange final : public UpstreamExchange {
     }
 
     conn_ = std::make_unique<UpstreamConnection>(worker_.io);
-    conn_->key = provider_.origin_key;
+    conn_->key = poolKey();
     conn_->deadline.after(left());
     auto [cec, ep] = co_await asio::async_connect(conn_->socket, endpoints, asio::as_tuple(asio::use_awaitable));
     if (cec) {
@@ -500,6 +513,9 @@ class HttpExchange final : public UpstreamExchange {
   UpstreamEnv& worker_;
   const ProviderTimeouts timeouts_;  // the provider's, or the route's over them
   std::optional<tcp::resolver> resolver_;
+  std::string_view address_;   // a discovered endpoint's ip:port (the snapshot's, which the request holds)
+  std::string endpoint_key_;   // its pool key
+  const std::string& poolKey() const { return endpoint_key_.empty() ? provider_.origin_key : endpoint_key_; }
   std::string head_;  // request line and headers, formatted once
   std::string body_;
   std::unique_ptr<UpstreamConnection> conn_;
@@ -519,7 +535,8 @@ class HttpExchange final : public UpstreamExchange {
 
 std::unique_ptr<UpstreamExchange> ProviderAdapter::openExchange(UpstreamRequest request, RequestContext& ctx,
                                                                 const ProviderRuntime& provider, UpstreamEnv& worker) const {
-  return std::make_unique<HttpExchange>(std::move(request), provider, worker, ctx.route);
+  return std::make_unique<HttpExchange>(std::move(request), provider, worker, ctx.route,
+                                        ctx.deployment ? std::string_view(ctx.deployment->address) : std::string_view());
 }
 
 }  // namespace tahua

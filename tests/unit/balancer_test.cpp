@@ -335,7 +335,7 @@ TEST(BalancerGpuAware, LiveStatusHonoursTtl) {
   EXPECT_EQ(liveStatus(nullptr, "n", c, T0), nullptr);
 }
 
-TEST(BalancerGpuAware, BestThreeGetFourTwoOneSevenths) {
+TEST(BalancerGpuAware, BestThreeGetTheSeedsSixtyThirtyTen) {
   Group g(BalancePolicy::GpuAware);
   for (int i = 0; i < 4; ++i) g.add("n" + std::to_string(i));
   // Scores: n0 30, n1 10, n2 40, n3 20 (utilisation only: 40 * util).
@@ -345,10 +345,17 @@ TEST(BalancerGpuAware, BestThreeGetFourTwoOneSevenths) {
   g.report(3, 0.50, 0, 0, 0);
   Balancer b(17);
   auto s = g.shares(b);
-  EXPECT_NEAR(s[1], 4.0 / 7, kTol);
-  EXPECT_NEAR(s[3], 2.0 / 7, kTol);
-  EXPECT_NEAR(s[0], 1.0 / 7, kTol);
+  EXPECT_NEAR(s[1], 0.6, kTol);
+  EXPECT_NEAR(s[3], 0.3, kTol);
+  EXPECT_NEAR(s[0], 0.1, kTol);
   EXPECT_EQ(s[2], 0.0);  // 4th with top = 3
+
+  g.model.gpu.split = {1, 1};  // configurable: an even split of the best two
+  g.model.gpu.top = 2;
+  s = g.shares(b);
+  EXPECT_NEAR(s[1], 0.5, kTol);
+  EXPECT_NEAR(s[3], 0.5, kTol);
+  EXPECT_EQ(s[0], 0.0);
 
   g.model.gpu.top = 1;
   EXPECT_EQ(g.shares(b, 1000)[1], 1.0);
@@ -379,8 +386,8 @@ TEST(BalancerGpuAware, EverythingGoesToTheBadOnesWhenAllAreBad) {
   g.report(2, 1, 1, 20, 10);  // 130: bad, but finite, so ranked first
   Balancer b(19);
   auto s = g.shares(b);
-  EXPECT_NEAR(s[2], 4.0 / 7, kTol);
-  EXPECT_NEAR(s[0] + s[1], 3.0 / 7, kTol);
+  EXPECT_NEAR(s[2], 0.6, kTol);
+  EXPECT_NEAR(s[0] + s[1], 0.4, kTol);
   EXPECT_GT(s[0], 0.1);
   EXPECT_GT(s[1], 0.1);
 }
@@ -413,7 +420,7 @@ TEST(BalancerGpuAware, UsesTheNodeIdNotTheDeploymentId) {
 
 TEST(BalancerGpuAware, EqualScoresAreSpreadOverAllNodes) {
   // No reports (no status feed yet, or every report expired): every node scores 0. Ties
-  // must not always rank in config order, or the first three would take 57/29/14% and
+  // must not always rank in config order, or the first three would take 60/30/10% and
   // the others nothing.
   Group g(BalancePolicy::GpuAware);
   for (int i = 0; i < 6; ++i) g.add("n" + std::to_string(i));

@@ -34,6 +34,7 @@ class AccessLogFilter final : public Filter {
     line["provider"] = ctx.provider ? boost::json::value(ctx.provider->name) : boost::json::value(nullptr);
     line["deployment"] = ctx.deployment ? boost::json::value(ctx.deployment->id) : boost::json::value(nullptr);
     line["version"] = ctx.deployment ? boost::json::value(ctx.deployment->version) : boost::json::value(nullptr);
+    if (ctx.deployment && !ctx.deployment->address.empty()) line["upstream_address"] = ctx.deployment->address;  // a discovered endpoint
     if (!ctx.route_reason.empty()) line["route"] = ctx.route_reason;
     if (!ctx.route_name.empty()) line["route_name"] = ctx.route_name;
     // Who called: the tenant, the key's name and its display prefix (never the key).

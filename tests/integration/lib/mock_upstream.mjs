@@ -353,11 +353,17 @@ export class MockUpstream {
 }
 
 /** Starts a mock upstream on 127.0.0.1:0; `tls: { cert, key }` serves HTTPS. */
-export async function startMockUpstream({ tls, t } = {}) {
+export async function startMockUpstream({ tls, t, host = '127.0.0.1', port = 0 } = {}) {
   const server = tls ? https.createServer({ cert: tls.cert, key: tls.key }) : http.createServer();
   server.keepAliveTimeout = 60_000;
   const mock = new MockUpstream(server, Boolean(tls));
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
   if (t) t.after(() => mock.close());
   return mock;
 }

@@ -20,6 +20,7 @@
 
 #include <boost/json.hpp>
 
+#include "admin/store_writes.h"
 #include "core/log.h"
 #include "core/sha256.h"
 
@@ -135,7 +136,65 @@ bool validNodeId(std::string_view id) {
   return true;
 }
 
+// A node status report's fields (the admin API's body, and the shared store's record).
+bool parseNodeStatus(const bj::object& o, NodeStatus& s, std::string& problem) {
+  const auto* state = o.if_contains("state");
+  if (!state || !state->is_string() || !parseNodeState(state->get_string())) {
+    problem = "state must be one of HEALTHY, DEGRADED, OVERLOADED, UNHEALTHY.";
+    return false;
+  }
+  s.state = *parseNodeState(state->get_string());
+  return numberField(o, "gpu_util", 0, 1, 0, s.gpu_util, problem) && numberField(o, "gpu_memory", 0, 1, 0, s.gpu_memory, problem) &&
+         numberField(o, "active_connections", 0, 1e9, 0, s.active_connections, problem) &&
+         numberField(o, "queued_requests", 0, 1e9, 0, s.queued_requests, problem) &&
+         numberField(o, "avg_latency_ms", 0, 1e9, 0, s.avg_latency_ms, problem);
+}
+
+// The record a report is kept as in the shared store: its fields and when (wall clock,
+// so another replica can tell its age).
+std::string nodeRecordJson(const NodeStatus& s) {
+  return bj::serialize(bj::object{
+      {"state", nodeStateName(s.state)},
+      {"gpu_util", s.gpu_util},
+      {"gpu_memory", s.gpu_memory},
+      {"active_connections", s.active_connections},
+      {"queued_requests", s.queued_requests},
+      {"avg_latency_ms", s.avg_latency_ms},
+      {"reported_ms", std::chrono::duration_cast<std::chrono::milliseconds>(s.reported_wall.time_since_epoch()).count()}});
+}
+
 }  // namespace
+
+NodeTablePtr AdminApi::mergeStoreNodes(const std::vector<StateStore::Record>& records) {
+  const auto now = SteadyClock::now();
+  const auto wall_now = std::chrono::system_clock::now();
+  bool changed = false;
+  std::set<std::string, std::less<>> seen;
+  for (const auto& r : records) {
+    if (!validNodeId(r.id)) continue;
+    boost::system::error_code ec;
+    bj::value v = bj::parse(r.json, ec);
+    const bj::object* o = ec ? nullptr : v.if_object();
+    const bj::value* at = o ? o->if_contains("reported_ms") : nullptr;
+    NodeStatus s;
+    std::string problem;
+    if (!o || !at || !at->is_int64() || !parseNodeStatus(*o, s, problem)) continue;  // not a report: ignored
+    s.reported_wall = std::chrono::system_clock::time_point(std::chrono::milliseconds(at->get_int64()));
+    const auto age = std::max(wall_now - s.reported_wall, std::chrono::system_clock::duration::zero());
+    s.reported = now - std::chrono::duration_cast<SteadyClock::duration>(age);
+    seen.insert(r.id);
+    auto it = nodes_.find(r.id);
+    if (it != nodes_.end() && it->second.reported_wall >= s.reported_wall) continue;  // what we have is as new
+    if (it == nodes_.end() && nodes_.size() >= kMaxNodes) continue;
+    nodes_[r.id] = s;
+    changed = true;
+  }
+  // Forgotten through another replica: gone from the store, so gone here.
+  for (const auto& id : store_nodes_)
+    if (!seen.count(id) && nodes_.erase(id)) changed = true;
+  store_nodes_ = std::move(seen);
+  return changed ? std::make_shared<const NodeTable>(nodes_) : nullptr;
+}
 
 void AdminApi::applyOverrides(Config& config) const {
   for (auto& m : config.models)
@@ -291,36 +350,47 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
     const std::string id(rest.substr(6, rest.size() - 13));
     if (!validNodeId(id)) co_return error(400, "invalid_request", "Node ids are 1-128 characters of [A-Za-z0-9._:-].");
     if (method == "DELETE") {
-      std::lock_guard lock(host_.lock());
-      nodes_.erase(id);
-      host_.publishNodes(std::make_shared<const NodeTable>(nodes_));
+      {
+        std::lock_guard lock(host_.lock());
+        nodes_.erase(id);
+        host_.publishNodes(std::make_shared<const NodeTable>(nodes_));
+      }
+      bool shared = false;
+      if (host_.store().stats().shared) {  // every replica forgets it
+        auto erased = admin_store::erase(host_.store(), StateStore::kNamespaces[3], id);
+        shared = !(co_await std::move(erased));
+      }
       tenant_admin_.audit(*who, "node.forget", id);
-      co_return ok(bj::object{{"node", id}, {"deleted", true}});
+      co_return ok(bj::object{{"node", id}, {"deleted", true}, {"shared", shared}});
     }
     if (method != "PUT") co_return error(405, "method_not_allowed", "Use PUT or DELETE.");
     boost::system::error_code ec;
     bj::value v = bj::parse(body, ec);
     if (ec || !v.is_object()) co_return error(400, "invalid_json", "The body must be a JSON object.");
-    const bj::object& o = v.get_object();
     NodeStatus s;
     std::string problem;
-    const auto* state = o.if_contains("state");
-    if (!state || !state->is_string() || !parseNodeState(state->get_string()))
-      co_return error(400, "invalid_request", "state must be one of HEALTHY, DEGRADED, OVERLOADED, UNHEALTHY.");
-    s.state = *parseNodeState(state->get_string());
-    if (!numberField(o, "gpu_util", 0, 1, 0, s.gpu_util, problem) || !numberField(o, "gpu_memory", 0, 1, 0, s.gpu_memory, problem) ||
-        !numberField(o, "active_connections", 0, 1e9, 0, s.active_connections, problem) ||
-        !numberField(o, "queued_requests", 0, 1e9, 0, s.queued_requests, problem) ||
-        !numberField(o, "avg_latency_ms", 0, 1e9, 0, s.avg_latency_ms, problem))
-      co_return error(400, "invalid_request", problem);
+    if (!parseNodeStatus(v.get_object(), s, problem)) co_return error(400, "invalid_request", problem);
     s.reported = now;
     s.reported_wall = std::chrono::system_clock::now();
-    std::lock_guard lock(host_.lock());
-    if (!nodes_.count(id) && nodes_.size() >= kMaxNodes)
-      co_return error(429, "too_many_nodes", "The node table is full (" + std::to_string(kMaxNodes) + " nodes).");
-    nodes_[id] = s;
-    host_.publishNodes(std::make_shared<const NodeTable>(nodes_));
-    co_return ok(bj::object{{"node", id}, {"status", nodeJson(s, now)}});
+    {
+      std::lock_guard lock(host_.lock());
+      if (!nodes_.count(id) && nodes_.size() >= kMaxNodes)
+        co_return error(429, "too_many_nodes", "The node table is full (" + std::to_string(kMaxNodes) + " nodes).");
+      nodes_[id] = s;
+      host_.publishNodes(std::make_shared<const NodeTable>(nodes_));
+    }
+    // With a shared store the report is written once, for every replica (S3's
+    // ai_node_status): a reporter need not know the replicas. In force here already.
+    bool shared = false;
+    if (host_.store().stats().shared) {
+      auto written = admin_store::put(host_.store(), StateStore::kNamespaces[3], id, nodeRecordJson(s));
+      const auto failure = co_await std::move(written);
+      shared = !failure;
+      if (failure) log::warn("node status not written to the shared store; in force on this replica only", {{"node", id}, {"error", *failure}});
+      std::lock_guard lock(host_.lock());
+      if (shared) store_nodes_.insert(id);  // in the store now: forgotten here when another replica forgets it
+    }
+    co_return ok(bj::object{{"node", id}, {"status", nodeJson(s, now)}, {"shared", shared}});
   }
 
   if (rest == "drain") {

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,9 @@ class AdminApi {
   // published; a newly loaded config replaces them (the newest action wins).
   void applyOverrides(Config& config) const;
   void configReplaced() { canary_overrides_.clear(); }
+  // Locked. The node reports of the shared store (every replica's) into the node table;
+  // the merged table, to be sent to the workers, or null if nothing changed.
+  NodeTablePtr mergeStoreNodes(const std::vector<StateStore::Record>& records);
 
  private:
   AdminHost& host_;
@@ -43,6 +47,7 @@ class AdminApi {
   ResourceAdmin resource_admin_;  // /admin/v1/resources
   std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (locked)
   NodeTable nodes_;                                               // GPU node status reports (locked)
+  std::set<std::string, std::less<>> store_nodes_;  // of them, the ones last seen in the shared store (locked)
 };
 
 }  // namespace tahua

@@ -232,6 +232,13 @@ void Gateway::resourcesChanged() {
   }
 }
 
+void Gateway::nodesChanged() {
+  auto records = store_->records(StateStore::kNamespaces[3]);
+  if (records == node_records_) return;
+  node_records_ = std::move(records);
+  if (NodeTablePtr table = admin_.mergeStoreNodes(node_records_)) publishNodes(std::move(table));
+}
+
 void Gateway::tenantsChanged() {
   std::lock_guard lock(mutex_);
   TenantDirectoryPtr dir = tenants_ = buildTenants(*snapshot_->config);
@@ -530,6 +537,7 @@ int Gateway::run() {
     // Under the lock: discovery may publish from its thread now, and a publish sends the
     // new snapshot to the workers there are (a worker made meanwhile would miss it).
     for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log));
+    nodesChanged();  // node reports other replicas wrote to the shared store
   }
   // Each worker's own Redis connection, made on its thread before it serves anything.
   if (redis)
@@ -539,6 +547,7 @@ int Gateway::run() {
     tenantsChanged();
     std::lock_guard lock(mutex_);
     resourcesChanged();
+    nodesChanged();
   });
 
   // Every worker gets its own acceptor on each public address (SO_REUSEPORT): the kernel

@@ -97,6 +97,8 @@ class Gateway final : private AdminHost, private HealingHost {
   // The store's resources differ from those in force: publish the config again with
   // them. Caller holds mutex_.
   void resourcesChanged() override;
+  // The shared store's node reports differ from those merged: merge and send. Caller holds mutex_.
+  void nodesChanged();
   // publish() helper: the base config with the store's resources (logs what it skipped).
   ConfigPtr withStoredResources(const ConfigPtr& base);
   // Builds the directory of `config` plus the store's records (notes logged).
@@ -125,6 +127,7 @@ class Gateway final : private AdminHost, private HealingHost {
   std::vector<StateStore::Record> resources_;  // the store's resources in force (under mutex_)
   // Endpoints of deployments named by DNS; its changes publish the config again.
   std::unique_ptr<DnsDiscovery> discovery_;
+  std::vector<StateStore::Record> node_records_;  // the store's node reports last merged (under mutex_)
   std::string resources_report_;  // what was last logged about them, so a change logs once
   HealingState healing_;  // self-healing's rules, actions in force and audit trail (under mutex_)
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -87,8 +87,9 @@ class StateStore {
     bool operator==(const Record&) const = default;
   };
   // The namespaces (each one hash in Redis, mirrored by every replica): the admin API's
-  // tenants and keys, and resources (ModelRoute, RateLimitPolicy, ... as "Kind/name").
-  static constexpr std::string_view kNamespaces[] = {"tenants", "keys", "resources"};
+  // tenants and keys, resources (ModelRoute, RateLimitPolicy, ... as "Kind/name") and
+  // GPU node status reports (by node id; written only to a shared store).
+  static constexpr std::string_view kNamespaces[] = {"tenants", "keys", "resources", "nodes"};
   using WriteDone = std::function<void(std::optional<std::string> error)>;
   virtual std::vector<Record> records(std::string_view ns) const = 0;
   virtual void putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) = 0;

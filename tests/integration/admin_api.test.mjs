@@ -10,6 +10,7 @@ import { toYaml } from './lib/yaml.mjs';
 import { eventually, tryConnect, withTimeout } from './lib/util.mjs';
 import { TOKEN, adminSection, startWithAdmin } from './lib/admin.mjs';
 import { RawClient, rawRequest } from './lib/raw.mjs';
+import { startRedis } from './lib/redis.mjs';
 
 const PROVIDER_SECRET = 'sk-live-SECRET-must-never-leak-4242';
 
@@ -417,6 +418,34 @@ const gpuDeployments = (prefix, nodes) =>
   nodes.map((node, i) => ({ id: `${prefix}${i + 1}`, provider: 'mock', upstream_model: `${prefix}-up-${i + 1}`, node }));
 
 describe('admin API: node status and gpu_aware routing', () => {
+  it('a report written through one replica steers the split on every replica sharing the store', async (t) => {
+    const redis = await startRedis({ t });
+    const config = adminConfig({ models: [{ name: 'gpu', balancing: 'gpu_aware', deployments: gpuDeployments('d', ['n1', 'n2', 'n3']) }] });
+    config.store = { type: 'redis', redis: { url: redis.url, heartbeat: '100ms', replica_ttl: '1s', resync: '1s' } };
+    const one = await startWithAdmin(t, config);
+    const two = await startWithAdmin(t, config);
+    for (const [node, status] of [['n1', { state: 'OVERLOADED', gpu_util: 0.99 }], ['n2', { state: 'UNHEALTHY' }]]) {
+      const res = await one.admin('PUT', `/admin/v1/nodes/${node}/status`, { json: status });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.json.shared, true, 'written to the shared store');
+    }
+    assert.equal(redis.cli('HEXISTS', 'tahua:records:nodes', 'n1'), '1');
+    await eventually(async () => Object.keys((await two.admin('GET', '/admin/v1/nodes')).json.nodes).sort().join() === 'n1,n2',
+      { what: 'the reports seen by the other replica' });
+    const seen = (await two.admin('GET', '/admin/v1/nodes')).json.nodes;
+    assert.equal(seen.n1.state, 'OVERLOADED');
+    assert.equal(seen.n1.gpu_util, 0.99);
+    assert.ok(seen.n1.age_ms >= 0 && seen.n1.age_ms < 15000, `its age carried over: ${seen.n1.age_ms} ms`);
+    assert.deepEqual(await spread(two.gw, 'gpu', 60), { d3: 60 }, 'the other replica sends everything to the healthy node');
+
+    // Forgotten through the other replica: forgotten on both, and n2 gets traffic again.
+    assert.equal((await two.admin('DELETE', '/admin/v1/nodes/n2/status')).status, 200);
+    await eventually(async () => !('n2' in (await one.admin('GET', '/admin/v1/nodes')).json.nodes), { what: 'n2 forgotten by the first replica' });
+    assert.equal(redis.cli('HEXISTS', 'tahua:records:nodes', 'n2'), '0');
+    const after = await spread(one.gw, 'gpu', 300);
+    assert.deepEqual(Object.keys(after).sort(), ['d2', 'd3'], JSON.stringify(after));
+  });
+
   it('OVERLOADED / UNHEALTHY / high-score nodes get no traffic; recovered nodes get it back', async (t) => {
     const config = adminConfig({
       models: [{ name: 'gpu', balancing: 'gpu_aware', deployments: gpuDeployments('d', ['n1', 'n2', 'n3']) }],

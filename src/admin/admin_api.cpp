@@ -12,6 +12,7 @@
 //   POST /admin/v1/drain                   graceful drain, as SIGTERM
 //   tenants, keys, audit                    see admin/tenant_admin.h
 //   resources                               see admin/resource_admin.h
+//   endpoints                               see admin/endpoint_admin.h
 #include "admin/admin_api.h"
 
 #include <openssl/crypto.h>
@@ -217,6 +218,8 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (!who->full) co_return error(403, "forbidden", "A tenant token may only manage its tenant's keys.");
   auto resource_op = resource_admin_.handle(*who, method, rest, body);
   if (auto reply = co_await std::move(resource_op)) co_return std::move(*reply);
+  auto endpoint_op = endpoint_admin_.handle(*who, cfg, method, rest, body);
+  if (auto reply = co_await std::move(endpoint_op)) co_return std::move(*reply);
   const auto now = SteadyClock::now();
 
   if (rest == "config") {

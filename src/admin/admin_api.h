@@ -18,6 +18,7 @@
 #include "routing/balancer.h"
 #include "routing/deployment_state.h"
 #include "admin/admin_host.h"
+#include "admin/endpoint_admin.h"
 #include "admin/resource_admin.h"
 #include "admin/tenant_admin.h"
 #include "server/session_host.h"
@@ -26,7 +27,8 @@ namespace tahua {
 
 class AdminApi {
  public:
-  explicit AdminApi(AdminHost& host) : host_(host), tenant_admin_(host), resource_admin_(host, tenant_admin_) {}
+  explicit AdminApi(AdminHost& host)
+      : host_(host), tenant_admin_(host), resource_admin_(host, tenant_admin_), endpoint_admin_(host, tenant_admin_) {}
 
   // One admin request, on the admin listener's worker: `snapshot` and `nodes` are that
   // worker's; `path` is the request target, query included.
@@ -40,11 +42,14 @@ class AdminApi {
   // Locked. The node reports of the shared store (every replica's) into the node table;
   // the merged table, to be sent to the workers, or null if nothing changed.
   NodeTablePtr mergeStoreNodes(const std::vector<StateStore::Record>& records);
+  // Locked. Registered endpoints (see EndpointAdmin).
+  EndpointAdmin& endpoints() { return endpoint_admin_; }
 
  private:
   AdminHost& host_;
   TenantAdmin tenant_admin_;  // /admin/v1/tenants, /keys, /audit
   ResourceAdmin resource_admin_;  // /admin/v1/resources
+  EndpointAdmin endpoint_admin_;  // /admin/v1/endpoints (registrations)
   std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (locked)
   NodeTable nodes_;                                               // GPU node status reports (locked)
   std::set<std::string, std::less<>> store_nodes_;  // of them, the ones last seen in the shared store (locked)

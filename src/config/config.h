@@ -95,6 +95,7 @@ struct RedisStoreConfig {
   Millis heartbeat{2'000};   // a replica announces itself this often ...
   Millis replica_ttl{6'000};  // ... and counts as alive this long after
   Millis resync{30'000};      // full reload of the records (besides change notifications)
+  Millis sweep{60'000};       // one replica removes expired registrations and stale node reports this often
   // Refuse to start unless the server persists (AOF or RDB) and never evicts (the
   // records and quotas cannot be rebuilt). Off only for a throwaway Redis.
   bool require_persistence = true;

@@ -239,7 +239,7 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
   if (auto v = n["flush_interval"]) s.flush_interval = duration(v, "store.flush_interval", Millis(10));
   if (auto r = n["redis"]) {
     const std::string p = "store.redis";
-    checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "require_persistence", "sentinel", "cluster"});
+    checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "sweep", "require_persistence", "sentinel", "cluster"});
     auto addresses = [&](const YAML::Node& a, const YAML::Node& parent, const std::string& ap, std::vector<std::string>& out) {
       if (!a || !a.IsSequence() || a.size() == 0) fail(a ? a : parent, ap, "required: a list of host:port");
       for (std::size_t i = 0; i < a.size(); ++i) {
@@ -278,6 +278,7 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
     if (auto v = r["heartbeat"]) s.redis.heartbeat = duration(v, p + ".heartbeat", Millis(100));
     if (auto v = r["replica_ttl"]) s.redis.replica_ttl = duration(v, p + ".replica_ttl", Millis(200));
     if (auto v = r["resync"]) s.redis.resync = duration(v, p + ".resync", Millis(100));
+    if (auto v = r["sweep"]) s.redis.sweep = duration(v, p + ".sweep", Millis(1'000));
     if (auto v = r["require_persistence"]) s.redis.require_persistence = boolean(v, p + ".require_persistence");
     if (s.redis.replica_ttl <= s.redis.heartbeat)
       fail(r["replica_ttl"] ? r["replica_ttl"] : r, p + ".replica_ttl", "must be longer than store.redis.heartbeat");

@@ -1,5 +1,7 @@
 #include "runtime/gateway.h"
 
+#include <boost/json.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -163,6 +165,9 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
     discovery_->configure(*cfg);
     expandEndpoints(*cfg, *discovery_->endpoints(), std::chrono::steady_clock::now());
   }
+  // Registered endpoints (admin/endpoint_admin.h), each a deployment until it expires.
+  const auto wall = std::chrono::system_clock::now();
+  next_expiry_ = addRegistrations(*cfg, admin_.endpoints().registrations(wall), wall);
   cfg->generation = generation_.load() + 1;
   auto built = buildSnapshot(cfg);
   if (auto* error = std::get_if<std::string>(&built)) return *error;
@@ -230,6 +235,42 @@ void Gateway::resourcesChanged() {
     ++reloads_failed_;
     log::error("config with the store's resources failed; still serving the previous config", {{"error", *error}});
   }
+}
+
+void Gateway::sweepStore(Millis hold) {
+  static const std::string owner = "sweep-" + std::to_string(std::random_device{}()) + std::to_string(::getpid());
+  store_->tryLock("tahua:lock:sweep", owner, hold, [this](bool held) {
+    if (!held) return;  // another replica sweeps this time
+    const auto now = std::chrono::system_clock::now();
+    std::size_t removed = 0;
+    for (const auto& r : store_->records(StateStore::kNamespaces[4])) {
+      auto reg = registrationFromRecord(r.id, r.json);
+      if (!reg || reg->expires <= now) {
+        store_->eraseRecord(StateStore::kNamespaces[4], r.id, [](std::optional<std::string>) {});
+        ++removed;
+      }
+    }
+    for (const auto& r : store_->records(StateStore::kNamespaces[3])) {
+      boost::system::error_code ec;
+      auto v = boost::json::parse(r.json, ec);
+      const auto* at = ec || !v.is_object() ? nullptr : v.get_object().if_contains("reported_ms");
+      const auto reported = at && at->is_int64() ? std::chrono::system_clock::time_point(std::chrono::milliseconds(at->get_int64()))
+                                                 : std::chrono::system_clock::time_point{};
+      if (now - reported > std::chrono::hours(1)) {
+        store_->eraseRecord(StateStore::kNamespaces[3], r.id, [](std::optional<std::string>) {});
+        ++removed;
+      }
+    }
+    if (removed) log::info("store sweep: expired registrations and stale node reports removed", {{"removed", removed}});
+  });
+}
+
+void Gateway::registrationsChanged() {
+  auto records = store_->records(StateStore::kNamespaces[4]);
+  if (records == registration_records_) return;
+  registration_records_ = std::move(records);
+  if (!admin_.endpoints().mergeStore(registration_records_)) return;
+  if (auto error = publish(nullptr, "registration")) log::error("config with the registered endpoints failed", {{"error", *error}});
 }
 
 void Gateway::nodesChanged() {
@@ -538,6 +579,7 @@ int Gateway::run() {
     // new snapshot to the workers there are (a worker made meanwhile would miss it).
     for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log));
     nodesChanged();  // node reports other replicas wrote to the shared store
+    registrationsChanged();  // and the endpoints registered with them
   }
   // Each worker's own Redis connection, made on its thread before it serves anything.
   if (redis)
@@ -548,6 +590,7 @@ int Gateway::run() {
     std::lock_guard lock(mutex_);
     resourcesChanged();
     nodesChanged();
+    registrationsChanged();
   });
 
   // Every worker gets its own acceptor on each public address (SO_REUSEPORT): the kernel
@@ -595,8 +638,33 @@ int Gateway::run() {
     });
   };
   waitHangup();
+  // Registered endpoints leave the config when their TTL passes without a renewal; once a
+  // minute one replica (the distributed lock's holder) removes expired registrations and
+  // hour-old node reports from the shared store.
+  asio::steady_timer expiry(main_io);
+  auto next_sweep = std::chrono::steady_clock::now() + cfg.store.redis.sweep;
+  std::function<void()> watchExpiry = [&] {
+    expiry.expires_after(std::chrono::seconds(1));
+    expiry.async_wait([&](boost::system::error_code ec) {
+      if (ec) return;
+      {
+        std::lock_guard lock(mutex_);
+        if (next_expiry_ && *next_expiry_ <= std::chrono::system_clock::now())
+          if (auto error = publish(nullptr, "registration expired")) log::error("config after an expiry failed", {{"error", *error}});
+      }
+      if (std::chrono::steady_clock::now() >= next_sweep && store_->stats().shared && !workers_.empty()) {
+        next_sweep = std::chrono::steady_clock::now() + cfg.store.redis.sweep;
+        // The store's lock runs on a worker's connection; held half an interval (it expires
+        // on its own), so one replica sweeps per interval.
+        asio::post(workers_[0]->io(), [this, hold = cfg.store.redis.sweep / 2] { sweepStore(hold); });
+      }
+      watchExpiry();
+    });
+  };
+  watchExpiry();
   auto finish = [&] {
     grace.cancel();
+    expiry.cancel();
     if (watcher) watcher->stop();
     hangup.cancel();
     signals.cancel();

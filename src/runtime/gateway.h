@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <deque>
@@ -99,6 +100,11 @@ class Gateway final : private AdminHost, private HealingHost {
   void resourcesChanged() override;
   // The shared store's node reports differ from those merged: merge and send. Caller holds mutex_.
   void nodesChanged();
+  // The same for registered endpoints (a change publishes the config again).
+  void registrationsChanged();
+  // One replica at a time (the store's lock): expired registrations and stale node
+  // reports removed from the shared store. On a worker's thread.
+  void sweepStore(Millis hold);
   // publish() helper: the base config with the store's resources (logs what it skipped).
   ConfigPtr withStoredResources(const ConfigPtr& base);
   // Builds the directory of `config` plus the store's records (notes logged).
@@ -127,6 +133,8 @@ class Gateway final : private AdminHost, private HealingHost {
   std::vector<StateStore::Record> resources_;  // the store's resources in force (under mutex_)
   // Endpoints of deployments named by DNS; its changes publish the config again.
   std::unique_ptr<DnsDiscovery> discovery_;
+  std::vector<StateStore::Record> registration_records_;  // the store's registrations last merged (under mutex_)
+  std::optional<std::chrono::system_clock::time_point> next_expiry_;  // the soonest registration to expire (under mutex_)
   std::vector<StateStore::Record> node_records_;  // the store's node reports last merged (under mutex_)
   std::string resources_report_;  // what was last logged about them, so a change logs once
   HealingState healing_;  // self-healing's rules, actions in force and audit trail (under mutex_)

@@ -11,6 +11,7 @@ import { gatewayConfig, openaiProvider } from './lib/tahua.mjs';
 import { chatBody, collectData, openStream, post } from './lib/http.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { startDnsmasq } from './lib/dns.mjs';
+import { startRedis } from './lib/redis.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { closedPort, eventually } from './lib/util.mjs';
 
@@ -124,5 +125,83 @@ describe('upstream discovery from DNS', () => {
     assert.ok(ramping.weight >= 10 && ramping.weight < 100, `joins below its weight: ${ramping.weight}`);
     await eventually(async () => (await endpoints(admin)).find((d) => d.address === `127.0.0.3:${port}`).weight === 100,
       { timeout: 6000, what: 'the new endpoint at full weight' });
+  });
+});
+
+describe('registered endpoints', () => {
+  it('an endpoint registered through one replica is routed to by every replica until its TTL passes', async (t) => {
+    const base = await startMockUpstream({ t });
+    const pod = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const c = gatewayConfig({
+      providers: [openaiProvider('up', base.baseUrl())],
+      models: [{ name: MODEL, canary: { version: 'canary', percent: 100 }, deployments: [{ id: 'base', provider: 'up', upstream_model: 'base-model' }] }],
+    });
+    c.admin = adminSection();
+    c.store = { type: 'redis', redis: { url: redis.url, heartbeat: '100ms', replica_ttl: '1s', resync: '1s' } };
+    const one = await startWithAdmin(t, c);
+    const two = await startWithAdmin(t, c);
+    const registered = async (admin) => (await admin('GET', '/admin/v1/deployments')).json.models[0].deployments.filter((d) => d.source === 'registration');
+    const served = async (gw) => {
+      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL));
+      assert.equal(r.status, 200);
+      return r.json.model;
+    };
+    assert.equal(await served(two.gw), 'base-model', 'before: the configured deployment');
+
+    const put = await one.admin('PUT', `/admin/v1/endpoints/${MODEL}/pod-1`, {
+      json: { address: `127.0.0.1:${pod.port}`, upstream_model: 'pod-model', version: 'canary', labels: { zone: 'a' }, ttl: '2s' },
+    });
+    assert.equal(put.status, 200, put.text);
+    assert.equal(put.json.shared, true);
+    await eventually(async () => (await registered(two.admin)).length === 1, { what: 'the registration seen by the other replica' });
+    const [d] = await registered(two.admin);
+    assert.equal(d.id, 'pod-1');
+    assert.equal(d.address, `127.0.0.1:${pod.port}`);
+    assert.equal(d.version, 'canary');
+    assert.deepEqual(d.labels, { zone: 'a' });
+    // The canary version comes from the registration: every request goes to the pod.
+    for (let i = 0; i < 5; i += 1) assert.equal(await served(two.gw), 'pod-model');
+    assert.equal(pod.requests.length, 5);
+    const listed = (await one.admin('GET', '/admin/v1/endpoints')).json.endpoints;
+    assert.equal(listed.length, 1);
+    assert.ok(listed[0].expires_in_ms > 0 && listed[0].expires_in_ms <= 2000);
+
+    // Not renewed: gone from both replicas once its TTL has passed.
+    for (const r of [one, two]) await eventually(async () => (await registered(r.admin)).length === 0, { timeout: 5000, what: 'the registration expired' });
+    assert.equal(await served(two.gw), 'base-model');
+
+    // Deregistered through the other replica: gone from both.
+    assert.equal((await one.admin('PUT', `/admin/v1/endpoints/${MODEL}/pod-1`, { json: { address: `127.0.0.1:${pod.port}`, version: 'canary' } })).status, 200);
+    await eventually(async () => (await registered(two.admin)).length === 1, { what: 'registered again' });
+    assert.equal((await two.admin('DELETE', `/admin/v1/endpoints/${MODEL}/pod-1`)).status, 200);
+    await eventually(async () => (await registered(one.admin)).length === 0, { what: 'deregistered on the first replica' });
+    // Bad registrations are refused with the reason.
+    const bad = await one.admin('PUT', `/admin/v1/endpoints/${MODEL}/pod-2`, { json: { address: 'no-port' } });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.error.message, /address must be host:port/);
+    assert.equal((await one.admin('PUT', '/admin/v1/endpoints/nope/pod-2', { json: { address: '127.0.0.1:1' } })).status, 400);
+    assert.equal((await one.admin('PUT', `/admin/v1/endpoints/${MODEL}/base`, { json: { address: '127.0.0.1:1' } })).status, 409);
+  });
+
+  it('one replica at a time sweeps expired registrations and hour-old node reports from the store', async (t) => {
+    const base = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const c = gatewayConfig({ providers: [openaiProvider('up', base.baseUrl())], models: [{ name: MODEL, provider: 'up' }] });
+    c.admin = adminSection();
+    c.store = { type: 'redis', redis: { url: redis.url, heartbeat: '100ms', replica_ttl: '1s', resync: '1s', sweep: '1s' } };
+    const one = await startWithAdmin(t, c);
+    const two = await startWithAdmin(t, c);
+    assert.equal((await one.admin('PUT', `/admin/v1/endpoints/${MODEL}/short`, { json: { address: '127.0.0.1:9', ttl: '1s' } })).status, 200);
+    assert.equal((await one.admin('PUT', `/admin/v1/endpoints/${MODEL}/long`, { json: { address: '127.0.0.1:9', ttl: '1h' } })).status, 200);
+    const hourAgo = Date.now() - 3_700_000;
+    redis.cli('HSET', 'tahua:records:nodes', 'old-node', JSON.stringify({ state: 'HEALTHY', reported_ms: hourAgo }),
+      'fresh-node', JSON.stringify({ state: 'HEALTHY', reported_ms: Date.now() }));
+    await eventually(() => redis.cli('HEXISTS', 'tahua:records:endpoints', `${MODEL}/short`) === '0' &&
+      redis.cli('HEXISTS', 'tahua:records:nodes', 'old-node') === '0', { timeout: 6000, what: 'the expired and stale records swept' });
+    assert.equal(redis.cli('HEXISTS', 'tahua:records:endpoints', `${MODEL}/long`), '1');
+    assert.equal(redis.cli('HEXISTS', 'tahua:records:nodes', 'fresh-node'), '1');
+    const sweeps = [one, two].map(({ gw }) => gw.stderr.json().filter((l) => l.msg?.startsWith('store sweep')).length);
+    assert.ok(sweeps[0] + sweeps[1] >= 1, `a replica swept (${sweeps})`);
   });
 });

@@ -96,6 +96,7 @@ void RedisStore::putRecord(std::string_view ns, std::string_view id, std::string
                             "); nothing was changed");
                        return;
                      }
+                     std::vector<std::function<void()>> listeners;
                      {
                        std::lock_guard lock(mu_);
                        auto& list = records_[ns];
@@ -105,8 +106,12 @@ void RedisStore::putRecord(std::string_view ns, std::string_view id, std::string
                          list.push_back({id, json});
                          std::sort(list.begin(), list.end(), [](const Record& a, const Record& b) { return a.id < b.id; });
                        }
+                       listeners = listeners_;
                      }
                      control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
+                     // The mirror changed: said here as for any change (its own message
+                     // back finds nothing new), so listeners see every change once.
+                     for (auto& fn : listeners) fn();
                      done(std::nullopt);
                    });
   });
@@ -121,12 +126,15 @@ void RedisStore::eraseRecord(std::string_view ns, std::string_view id, WriteDone
                             "); nothing was changed");
                        return;
                      }
+                     std::vector<std::function<void()>> listeners;
                      {
                        std::lock_guard lock(mu_);
                        auto& list = records_[ns];
                        std::erase_if(list, [&](const Record& x) { return x.id == id; });
+                       listeners = listeners_;
                      }
                      control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
+                     for (auto& fn : listeners) fn();
                      done(std::nullopt);
                    });
   });

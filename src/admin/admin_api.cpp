@@ -297,6 +297,8 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
         o["ejected"] = ejected;
         o["throttled"] = throttled;
         o["throttle"] = throttle;
+        // One word for the operator: what keeps it from traffic, if anything.
+        o["state"] = open > 0 ? "breaker_open" : ejected ? "ejected" : throttled ? "throttled" : "active";
         const bool breaker_on = snap->providers[d.provider_index].config->circuit_breaker.enabled;
         o["breaker"] = !breaker_on ? bj::value(nullptr)
                                    : bj::value(bj::object{{"state", open ? "open" : half_open ? "half_open" : "closed"},

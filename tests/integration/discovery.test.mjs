@@ -58,7 +58,7 @@ describe('upstream discovery from DNS', () => {
     await eventually(async () => (await addresses(admin)).join() === `127.0.0.2:${port},127.0.0.3:${port}`, { what: 'two endpoints from DNS' });
     const eps = await endpoints(admin);
     assert.deepEqual(eps.map((d) => d.id).sort(), [`pool@127.0.0.2:${port}`, `pool@127.0.0.3:${port}`]);
-    assert.ok(eps.every((d) => d.dns === 'pool.test' && d.node === d.address && d.throttle === 1));
+    assert.ok(eps.every((d) => d.dns === 'pool.test' && d.node === d.address && d.throttle === 1 && d.state === 'active'));
     for (let i = 0; i < 20; i += 1) assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
     assert.deepEqual(served(byIp), { '127.0.0.2': 10, '127.0.0.3': 10, '127.0.0.4': 0, '127.0.0.5': 0 });
     const lines = await gw.waitForAccessLog((l) => l.path === '/v1/chat/completions', { count: 20 });

@@ -406,35 +406,30 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
     std::lock_guard lock(mutex_);
     text += healing_.metricsText();
   }
+  // One unlabelled series with its HELP and TYPE lines.
+  auto single = [&text](const char* name, const char* type, const char* help, const std::string& value) {
+    text.append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ").append(type);
+    text.append("\n").append(name).append(" ").append(value).append("\n");
+  };
   if (const StateStore::Stats st = store_->stats(); st.shared) {
-    text += "# HELP tahua_store_up Whether the shared state store (Redis) answers (1) or limits are per replica (0).\n";
-    text += "# TYPE tahua_store_up gauge\n";
-    text += "tahua_store_up " + std::string(st.up ? "1" : "0") + "\n";
-    text += "# HELP tahua_store_local_decisions_total Limit decisions made by this replica alone while the shared store did not answer.\n";
-    text += "# TYPE tahua_store_local_decisions_total counter\n";
-    text += "tahua_store_local_decisions_total " + std::to_string(st.local_decisions) + "\n";
-    text += "# HELP tahua_store_replicas Replicas seen alive through the store's heartbeats (local limits divide by it).\n";
-    text += "# TYPE tahua_store_replicas gauge\n";
-    text += "tahua_store_replicas " + std::to_string(st.replicas) + "\n";
-    text += "# HELP tahua_store_adjustments_pending Usage calibrations kept until the shared store answers again.\n";
-    text += "# TYPE tahua_store_adjustments_pending gauge\n";
-    text += "tahua_store_adjustments_pending " + std::to_string(st.adjustments_pending) + "\n";
-    text += "# HELP tahua_store_adjustments_dropped_total Calibrations dropped over the bound of 100,000 kept.\n";
-    text += "# TYPE tahua_store_adjustments_dropped_total counter\n";
-    text += "tahua_store_adjustments_dropped_total " + std::to_string(st.adjustments_dropped) + "\n";
-    text += "# HELP tahua_store_lease_admissions_total Requests admitted from capacity this replica leased from the shared store (no round trip).\n";
-    text += "# TYPE tahua_store_lease_admissions_total counter\n";
-    text += "tahua_store_lease_admissions_total " + std::to_string(st.lease_admissions) + "\n";
+    single("tahua_store_up", "gauge", "Whether the shared state store (Redis) answers (1) or limits are per replica (0).", st.up ? "1" : "0");
+    single("tahua_store_local_decisions_total", "counter",
+           "Limit decisions made by this replica alone while the shared store did not answer.", std::to_string(st.local_decisions));
+    single("tahua_store_replicas", "gauge", "Replicas seen alive through the store's heartbeats (local limits divide by it).",
+           std::to_string(st.replicas));
+    single("tahua_store_adjustments_pending", "gauge", "Usage calibrations kept until the shared store answers again.",
+           std::to_string(st.adjustments_pending));
+    single("tahua_store_adjustments_dropped_total", "counter", "Calibrations dropped over the bound of 100,000 kept.",
+           std::to_string(st.adjustments_dropped));
+    single("tahua_store_lease_admissions_total", "counter",
+           "Requests admitted from capacity this replica leased from the shared store (no round trip).", std::to_string(st.lease_admissions));
   }
   if (discovery_) {
     const DnsDiscovery::Stats ds = discovery_->stats();
     const EndpointTablePtr table = discovery_->endpoints();
-    text += "# HELP tahua_discovery_resolutions_total DNS resolutions of deployments' names (discovery).\n";
-    text += "# TYPE tahua_discovery_resolutions_total counter\n";
-    text += "tahua_discovery_resolutions_total " + std::to_string(ds.resolutions) + "\n";
-    text += "# HELP tahua_discovery_failures_total DNS resolutions that failed (the last endpoints were kept).\n";
-    text += "# TYPE tahua_discovery_failures_total counter\n";
-    text += "tahua_discovery_failures_total " + std::to_string(ds.failures) + "\n";
+    single("tahua_discovery_resolutions_total", "counter", "DNS resolutions of deployments' names (discovery).", std::to_string(ds.resolutions));
+    single("tahua_discovery_failures_total", "counter", "DNS resolutions that failed (the last endpoints were kept).",
+           std::to_string(ds.failures));
     text += "# HELP tahua_discovery_endpoints Endpoints a deployment's DNS name has now.\n";
     text += "# TYPE tahua_discovery_endpoints gauge\n";
     for (const auto& [key, list] : *table) {

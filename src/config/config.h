@@ -281,6 +281,7 @@ struct DeploymentConfig {
   // What every routing decision reads comes first, so it shares one cache line.
   std::uint32_t weight = 100;  // relative share under weighted policies; 0 = only when pinned
   bool canary = false;         // version == its model's canary.version (precomputed)
+  float ramp = 1;              // a discovered endpoint in its slow start: 0.1 .. 1 (its weight is ramped too)
   std::size_t index = 0;       // position among all deployments of the config (state slots)
   std::size_t provider_index = 0;
   std::string id;              // unique within its model; default: the provider's name

@@ -202,7 +202,9 @@ void expandEndpoints(Config& config, const EndpointTable& table, Clock::time_poi
         x.id = d.id + "@" + x.address;
         x.node = x.address;  // an agent beside the server reports under its own address
         x.source = "dns";
-        const double w = static_cast<double>(d.weight) * e.weight * ramp(e, d.dns->slow_start, now);
+        const double factor = ramp(e, d.dns->slow_start, now);
+        x.ramp = static_cast<float>(factor);
+        const double w = static_cast<double>(d.weight) * e.weight * factor;
         x.weight = d.weight == 0 ? 0 : static_cast<std::uint32_t>(std::clamp(std::lround(w), 1L, 1'000'000'000L));
         out.push_back(std::move(x));
       }

@@ -90,11 +90,14 @@ std::size_t weightedRandom(std::span<const std::size_t> idx, std::span<const dou
 std::size_t Balancer::cheaper(const ModelConfig& model, const PickRequest& req, std::size_t a, std::size_t b) {
   const auto cost = [&](std::size_t i) {
     const DeploymentState& s = *req.states[i];
-    if (model.balancing == BalancePolicy::LeastOutstanding) return static_cast<double>(s.outstanding) / s.throttle;
+    // A slow-starting endpoint (ramp < 1) counts as busier than it is: at 10 % it wins
+    // only against deployments with ten times its load.
+    const double share = s.throttle * model.deployments[i].ramp;
+    if (model.balancing == BalancePolicy::LeastOutstanding) return static_cast<double>(s.outstanding + 1) / share;
     // Peak-EWMA: latency times load, penalising recent failures. A deployment not
     // measured yet costs nothing, so it gets tried.
     const double latency = s.has_latency ? s.ewma_ms : 0.0;
-    return (latency + 1.0) * (s.outstanding + 1) * (s.consecutive_failures + 1) / s.throttle;
+    return (latency + 1.0) * (s.outstanding + 1) * (s.consecutive_failures + 1) / share;
   };
   const double ca = cost(a), cb = cost(b);
   return ca < cb ? a : (cb < ca ? b : (rng_() & 1 ? a : b));

@@ -237,6 +237,17 @@ TEST(BalancerLeastOutstanding, OneLoadedAmongTenIdle) {
   for (int i = 1; i < 10; ++i) EXPECT_NEAR(s[i], 1.0 / 9, kTol);
 }
 
+TEST(BalancerLeastOutstanding, ASlowStartingEndpointCountsAsBusier) {
+  Group g(BalancePolicy::LeastOutstanding);
+  g.add("warm").outstanding = 5;
+  g.add("new");
+  g.model.deployments[1].ramp = 0.1f;  // just joined: (0 + 1) / 0.1 = 10 > (5 + 1) / 1
+  Balancer b(13);
+  EXPECT_EQ(g.shares(b)[1], 0.0);
+  g.model.deployments[1].ramp = 1;  // ramped up: the idle one wins again
+  EXPECT_EQ(g.shares(b)[1], 1.0);
+}
+
 TEST(BalancerLeastOutstanding, EqualLoadIsSpreadEvenly) {
   Group g(BalancePolicy::LeastOutstanding);
   for (int i = 0; i < 3; ++i) g.add("d" + std::to_string(i)).outstanding = 4;

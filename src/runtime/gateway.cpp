@@ -438,6 +438,32 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
               escapeLabel(key.substr(slash + 1)) + "\"} " + std::to_string(list.size()) + "\n";
     }
   }
+  // Every deployment of the config in force (discovered and registered endpoints
+  // included): where it came from, and what keeps it from traffic, if anything.
+  SnapshotPtr served;
+  {
+    std::lock_guard lock(mutex_);
+    served = snapshot_;
+  }
+  auto states_op = collectDeploymentStates(*served->config);
+  const auto per_worker = co_await std::move(states_op);
+  const auto now = SteadyClock::now();
+  text += "# HELP tahua_deployment_state Each deployment (endpoints too), by source (config, dns, registration) and state "
+          "(active, throttled, ejected, breaker_open): 1.\n";
+  text += "# TYPE tahua_deployment_state gauge\n";
+  for (const auto& m : served->config->models)
+    for (const auto& d : m.deployments) {
+      bool open = false, ejected = false, throttled = false;
+      for (const auto& states : per_worker) {
+        const DeploymentState& st = states[d.index];
+        open = open || (st.breaker.state == Breaker::State::Open && st.breaker.open_until > now);
+        ejected = ejected || st.ejected_until > now;
+        throttled = throttled || st.throttled_until > now;
+      }
+      const char* state = open ? "breaker_open" : ejected ? "ejected" : throttled ? "throttled" : "active";
+      text += "tahua_deployment_state{model=\"" + escapeLabel(m.name) + "\",deployment=\"" + escapeLabel(d.id) + "\",source=\"" +
+              d.source + "\",state=\"" + state + "\"} 1\n";
+    }
   text += "# HELP tahua_bulkhead_in_use Slots of a concurrency cap in use, by scope and kind (requests, streams).\n";
   text += "# TYPE tahua_bulkhead_in_use gauge\n";
   std::string waiting;

@@ -73,6 +73,9 @@ describe('upstream discovery from DNS', () => {
     assert.deepEqual(served(byIp), { '127.0.0.2': 10, '127.0.0.3': 20, '127.0.0.4': 10, '127.0.0.5': 10 });
     const metrics = await scrape(gw.url);
     assert.equal(sum(metrics, 'tahua_discovery_endpoints', { model: MODEL, deployment: 'pool' }), 3);
+    for (const ip of ['127.0.0.3', '127.0.0.4', '127.0.0.5'])
+      assert.equal(sum(metrics, 'tahua_deployment_state', { model: MODEL, deployment: `pool@${ip}:${port}`, source: 'dns', state: 'active' }), 1);
+    assert.equal(sum(metrics, 'tahua_deployment_state', { deployment: `pool@127.0.0.2:${port}` }), 0, 'the removed endpoint is gone');
     assert.ok(sum(metrics, 'tahua_discovery_resolutions_total') >= 2);
   });
 

@@ -22,6 +22,7 @@
 #include <boost/json.hpp>
 
 #include "admin/store_writes.h"
+#include "filters/balancer/balancer_filter.h"
 #include "core/log.h"
 #include "core/sha256.h"
 
@@ -264,9 +265,19 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (rest == "deployments") {
     if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
     auto states = co_await host_.collectDeploymentStates(cfg);
+    auto draining_op = host_.collectDraining(cfg);
+    const std::vector<std::string> draining = co_await std::move(draining_op);
     bj::array models;
     for (const auto& m : cfg.models) {
       bj::array ds;
+      // Gone from the config, requests still in flight: listed until they finish.
+      for (const std::string& key : draining)
+        if (key.compare(0, m.name.size() + 1, m.name + "/") == 0) {
+          const std::string id = key.substr(m.name.size() + 1);
+          bj::object o{{"id", id}, {"source", DeploymentStates::drainingSource(id)}, {"state", "draining"}};
+          if (const auto at = id.find('@'); at != std::string::npos) o["address"] = id.substr(at + 1);
+          ds.push_back(std::move(o));
+        }
       for (const auto& d : m.deployments) {
         bj::object o = deploymentJson(d);
         std::uint64_t outstanding = 0, requests = 0, failures = 0;

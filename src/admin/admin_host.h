@@ -36,6 +36,9 @@ class AdminHost {
   virtual const std::optional<ListenerConfig>& listenOverride() const = 0;
   // Every worker's copy of the deployments' live state, each taken on its own thread.
   virtual boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config) = 0;
+  // "model/id" of deployments gone from `config` with requests still in flight on some
+  // worker (DeploymentStates::draining), sorted.
+  virtual boost::asio::awaitable<std::vector<std::string>> collectDraining(const Config& config) = 0;
   // Sends a node status table to every worker.
   virtual void publishNodes(NodeTablePtr table) = 0;
   // Shared state (admin-created tenants and keys are records in it).

@@ -363,6 +363,20 @@ asio::awaitable<std::vector<std::vector<DeploymentState>>> Gateway::collectDeplo
   co_return all;
 }
 
+asio::awaitable<std::vector<std::string>> Gateway::collectDraining(const Config& config) {
+  std::vector<std::string> all;
+  for (auto& worker : workers_) {
+    Worker* w = worker.get();
+    auto copy = co_await asio::co_spawn(
+        w->io(), [w, &config]() -> asio::awaitable<std::vector<std::string>> { co_return w->deployments().draining(config); },
+        asio::use_awaitable);
+    all.insert(all.end(), copy.begin(), copy.end());
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  co_return all;
+}
+
 Gateway::~Gateway() = default;
 
 namespace {
@@ -464,6 +478,14 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
       text += "tahua_deployment_state{model=\"" + escapeLabel(m.name) + "\",deployment=\"" + escapeLabel(d.id) + "\",source=\"" +
               d.source + "\",state=\"" + state + "\"} 1\n";
     }
+  auto draining_op = collectDraining(*served->config);
+  const std::vector<std::string> draining = co_await std::move(draining_op);
+  for (const std::string& key : draining) {
+    const auto slash = key.find('/');
+    const std::string id = key.substr(slash + 1);
+    text += "tahua_deployment_state{model=\"" + escapeLabel(key.substr(0, slash)) + "\",deployment=\"" + escapeLabel(id) +
+            "\",source=\"" + DeploymentStates::drainingSource(id) + "\",state=\"draining\"} 1\n";
+  }
   text += "# HELP tahua_bulkhead_in_use Slots of a concurrency cap in use, by scope and kind (requests, streams).\n";
   text += "# TYPE tahua_bulkhead_in_use gauge\n";
   std::string waiting;

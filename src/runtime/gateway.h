@@ -89,6 +89,7 @@ class Gateway final : private AdminHost, private HealingHost {
   void countRejectedConfig() override { ++reloads_failed_; }
   const std::optional<ListenerConfig>& listenOverride() const override { return source_.listen; }
   boost::asio::awaitable<std::vector<std::vector<DeploymentState>>> collectDeploymentStates(const Config& config) override;
+  boost::asio::awaitable<std::vector<std::string>> collectDraining(const Config& config) override;
   void publishNodes(NodeTablePtr table) override;
   StateStore& store() override { return *store_; }
   TenantDirectoryPtr tenants() const override;

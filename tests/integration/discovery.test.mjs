@@ -45,8 +45,8 @@ function config(port, dns, deployment) {
   return c;
 }
 
-const endpoints = async (admin) =>
-  (await admin('GET', '/admin/v1/deployments')).json.models[0].deployments.filter((d) => d.source === 'dns');
+const listed = async (admin) => (await admin('GET', '/admin/v1/deployments')).json.models[0].deployments;
+const endpoints = async (admin) => (await listed(admin)).filter((d) => d.source === 'dns' && d.state !== 'draining');
 const addresses = async (admin) => (await endpoints(admin)).map((d) => d.address).sort();
 const served = (byIp) => Object.fromEntries(Object.entries(byIp).map(([ip, m]) => [ip, m.requests.length]));
 
@@ -90,8 +90,12 @@ describe('upstream discovery from DNS', () => {
     await eventually(async () => (await addresses(admin)).join() === `127.0.0.4:${port}`, { what: 'the endpoint replaced' });
     assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
     assert.equal(byIp['127.0.0.4'].requests.length, 1, 'new requests go to the new endpoint');
+    const gone = `pool@127.0.0.2:${port}`;
+    assert.deepEqual((await listed(admin)).find((d) => d.id === gone), { id: gone, source: 'dns', state: 'draining', address: `127.0.0.2:${port}` });
+    assert.equal(sum(await scrape(gw.url), 'tahua_deployment_state', { deployment: gone, state: 'draining' }), 1);
     held.release();
     assert.equal((await collectData(events)).at(-1), '[DONE]', 'the stream on the removed endpoint finished');
+    await eventually(async () => !(await listed(admin)).some((d) => d.id === gone), { what: 'the drained endpoint no longer listed' });
   });
 
   it('a failed resolution keeps the last endpoints; an SRV record gives each endpoint its port', async (t) => {

@@ -1,5 +1,6 @@
 #include "filters/balancer/balancer_filter.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "http/query.h"
@@ -20,6 +21,19 @@ DeploymentState& DeploymentStates::get(std::string_view model, std::string_view 
     it = map_.emplace(std::move(key), &chunks_.back()[used_++]).first;
   }
   return *it->second;
+}
+
+std::vector<std::string> DeploymentStates::draining(const Config& config) const {
+  std::vector<std::string> out;
+  for (const auto& [key, state] : map_) {
+    if (state->outstanding == 0) continue;
+    const auto slash = key.find('/');
+    const ModelConfig* m = config.findModel(std::string_view(key).substr(0, slash));
+    const std::string_view id = std::string_view(key).substr(slash + 1);
+    if (!m || std::none_of(m->deployments.begin(), m->deployments.end(), [&](const DeploymentConfig& d) { return d.id == id; }))
+      out.push_back(key);
+  }
+  return out;
 }
 
 const DeploymentState* DeploymentStates::find(std::string_view model, std::string_view id) const {

@@ -21,6 +21,12 @@ class DeploymentStates {
  public:
   DeploymentState& get(std::string_view model, std::string_view id);
   const DeploymentState* find(std::string_view model, std::string_view id) const;
+  // Draining: "model/id" of deployments `config` no longer has (an endpoint gone from
+  // DNS, a registration expired) that still have requests in flight here.
+  std::vector<std::string> draining(const Config& config) const;
+  // What a draining deployment was: "dns" (an endpoint, id "<id>@<address>") or "other"
+  // (a registration, or a deployment a reload removed).
+  static const char* drainingSource(std::string_view id) { return id.find('@') != std::string_view::npos ? "dns" : "other"; }
 
  private:
   static constexpr std::size_t kChunk = 256;

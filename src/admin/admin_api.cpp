@@ -14,6 +14,7 @@
 //   resources                               see admin/resource_admin.h
 //   endpoints                               see admin/endpoint_admin.h
 #include "admin/admin_api.h"
+#include "admin/admin_error.h"
 
 #include <openssl/crypto.h>
 #include <signal.h>
@@ -30,13 +31,15 @@ namespace tahua {
 namespace asio = boost::asio;
 namespace bj = boost::json;
 
+AdminReply adminError(int status, std::string_view code, std::string message) {
+  return {status, bj::serialize(bj::object{{"error", bj::object{{"message", message}, {"type", "admin_error"}, {"code", code}}}})};
+}
+
 namespace {
 
 constexpr std::size_t kMaxNodes = 10'000;
 
-AdminReply error(int status, std::string_view code, std::string message) {
-  return {status, bj::serialize(bj::object{{"error", bj::object{{"message", message}, {"type", "admin_error"}, {"code", code}}}})};
-}
+constexpr auto error = &adminError;
 
 AdminReply ok(bj::object o) { return {200, bj::serialize(o)}; }
 

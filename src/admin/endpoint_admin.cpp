@@ -1,4 +1,5 @@
 #include "admin/endpoint_admin.h"
+#include "admin/admin_error.h"
 
 #include <boost/json.hpp>
 
@@ -13,9 +14,7 @@ namespace {
 
 constexpr std::size_t kMaxRegistrations = 10'000;
 
-AdminReply error(int status, std::string_view code, std::string message) {
-  return {status, bj::serialize(bj::object{{"error", bj::object{{"message", message}, {"type", "admin_error"}, {"code", code}}}})};
-}
+constexpr auto error = &adminError;
 
 bool validName(std::string_view s) {
   if (s.empty() || s.size() > 128) return false;

@@ -1,4 +1,5 @@
 #include "admin/resource_admin.h"
+#include "admin/admin_error.h"
 
 #include <boost/json.hpp>
 
@@ -13,9 +14,7 @@ namespace {
 
 constexpr std::size_t kMaxResources = 10'000;
 
-AdminReply error(int status, std::string_view code, std::string message) {
-  return {status, bj::serialize(bj::object{{"error", bj::object{{"message", message}, {"type", "admin_error"}, {"code", code}}}})};
-}
+constexpr auto error = &adminError;
 
 std::vector<StoredResource> asResources(const std::vector<StateStore::Record>& records) {
   std::vector<StoredResource> out;

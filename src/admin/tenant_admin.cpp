@@ -1,4 +1,5 @@
 #include "admin/tenant_admin.h"
+#include "admin/admin_error.h"
 #include "admin/store_writes.h"
 
 #include <openssl/rand.h>
@@ -24,9 +25,7 @@ namespace {
 
 constexpr std::size_t kAuditKept = 1000;
 
-AdminReply error(int status, std::string_view code, std::string message) {
-  return {status, bj::serialize(bj::object{{"error", bj::object{{"message", message}, {"type", "admin_error"}, {"code", code}}}})};
-}
+constexpr auto error = &adminError;
 
 std::int64_t nowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -377,7 +377,11 @@ asio::awaitable<std::vector<std::string>> Gateway::collectDraining(const Config&
   co_return all;
 }
 
-Gateway::~Gateway() = default;
+Gateway::~Gateway() {
+  // Discovery's thread publishes configs (to the workers, under mutex_): it stops first,
+  // whatever way run() ended.
+  discovery_.reset();
+}
 
 namespace {
 

@@ -130,6 +130,7 @@ class Loader {
   void loadTenantTokens(const YAML::Node& n, Config& cfg);
   void loadStore(const YAML::Node& n, Config& cfg);
   void loadDiscovery(const YAML::Node& n, Config& cfg);
+  std::string hostPort(const YAML::Node& n, const std::string& path);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);
   LimitSet limitSet(const YAML::Node& n, const std::string& path);

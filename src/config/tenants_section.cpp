@@ -242,17 +242,7 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
     checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "sweep", "require_persistence", "sentinel", "cluster"});
     auto addresses = [&](const YAML::Node& a, const YAML::Node& parent, const std::string& ap, std::vector<std::string>& out) {
       if (!a || !a.IsSequence() || a.size() == 0) fail(a ? a : parent, ap, "required: a list of host:port");
-      for (std::size_t i = 0; i < a.size(); ++i) {
-        const std::string at = ap + "[" + std::to_string(i) + "]";
-        std::string addr = nonEmpty(a[i], at);
-        const auto colon = addr.rfind(':');
-        int port = 0;
-        if (colon != std::string::npos && colon + 1 < addr.size() && addr.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
-            addr.size() - colon <= 6)
-          port = std::stoi(addr.substr(colon + 1));
-        if (colon == 0 || port < 1 || port > 65535) fail(a[i], at, "expected host:port (port 1-65535)");
-        out.push_back(std::move(addr));
-      }
+      for (std::size_t i = 0; i < a.size(); ++i) out.push_back(hostPort(a[i], ap + "[" + std::to_string(i) + "]"));
     };
     if (auto sn = r["sentinel"]) {
       checkKeys(sn, p + ".sentinel", {"addresses", "master"});
@@ -287,21 +277,24 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
     fail(n["journal"], "store.journal", "only for type memory (Redis keeps the state itself)");
 }
 
+// "host:port" (IPv6 as "[::1]:53"), the port 1-65535.
+std::string Loader::hostPort(const YAML::Node& n, const std::string& path) {
+  std::string addr = nonEmpty(n, path);
+  const auto colon = addr.rfind(':');
+  int port = 0;
+  if (colon != std::string::npos && colon + 1 < addr.size() && addr.size() - colon <= 6 &&
+      addr.find_first_not_of("0123456789", colon + 1) == std::string::npos)
+    port = std::stoi(addr.substr(colon + 1));
+  if (colon == 0 || port < 1 || port > 65535) fail(n, path, "expected host:port (port 1-65535), e.g. 10.96.0.10:53 or [::1]:53");
+  return addr;
+}
+
 void Loader::loadDiscovery(const YAML::Node& n, Config& cfg) {
   checkKeys(n, "discovery", {"resolvers", "timeout"});
   if (auto r = n["resolvers"]) {
     if (!r.IsSequence()) fail(r, "discovery.resolvers", "expected a list of host:port");
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      const std::string p = "discovery.resolvers[" + std::to_string(i) + "]";
-      std::string addr = nonEmpty(r[i], p);
-      const auto colon = addr.rfind(':');
-      int port = 0;
-      if (colon != std::string::npos && colon + 1 < addr.size() && addr.size() - colon <= 6 &&
-          addr.find_first_not_of("0123456789", colon + 1) == std::string::npos)
-        port = std::stoi(addr.substr(colon + 1));
-      if (colon == 0 || port < 1 || port > 65535) fail(r[i], p, "expected host:port, e.g. 10.96.0.10:53 or [::1]:53");
-      cfg.discovery.resolvers.push_back(std::move(addr));
-    }
+    for (std::size_t i = 0; i < r.size(); ++i)
+      cfg.discovery.resolvers.push_back(hostPort(r[i], "discovery.resolvers[" + std::to_string(i) + "]"));
   }
   if (auto v = n["timeout"]) cfg.discovery.timeout = duration(v, "discovery.timeout", Millis(10));
 }

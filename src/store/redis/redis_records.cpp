@@ -88,55 +88,44 @@ std::vector<StateStore::Record> RedisStore::records(std::string_view ns) const {
 }
 
 void RedisStore::putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) {
-  asio::post(*control_io_, [this, ns = std::string(ns), id = std::string(id), json = std::move(json), done = std::move(done)]() mutable {
-    control_->send({"HSET", std::string(kRecordsPrefix) + ns, id, json},
-                   [this, ns, id, json, done = std::move(done)](std::optional<RedisReply> r) mutable {
-                     if (!r || r->isError()) {
-                       done("the Redis store did not take the change (" + std::string(r ? r->str : control_->lastError()) +
-                            "); nothing was changed");
-                       return;
-                     }
-                     std::vector<std::function<void()>> listeners;
-                     {
-                       std::lock_guard lock(mu_);
-                       auto& list = records_[ns];
-                       auto it = std::find_if(list.begin(), list.end(), [&](const Record& x) { return x.id == id; });
-                       if (it != list.end()) it->json = json;
-                       else {
-                         list.push_back({id, json});
-                         std::sort(list.begin(), list.end(), [](const Record& a, const Record& b) { return a.id < b.id; });
-                       }
-                       listeners = listeners_;
-                     }
-                     control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
-                     // The mirror changed: said here as for any change (its own message
-                     // back finds nothing new), so listeners see every change once.
-                     for (auto& fn : listeners) fn();
-                     done(std::nullopt);
-                   });
-  });
+  writeRecord(std::string(ns), std::string(id), std::move(json), std::move(done));
 }
 
 void RedisStore::eraseRecord(std::string_view ns, std::string_view id, WriteDone done) {
-  asio::post(*control_io_, [this, ns = std::string(ns), id = std::string(id), done = std::move(done)]() mutable {
-    control_->send({"HDEL", std::string(kRecordsPrefix) + ns, id},
-                   [this, ns, id, done = std::move(done)](std::optional<RedisReply> r) mutable {
-                     if (!r || r->isError()) {
-                       done("the Redis store did not take the change (" + std::string(r ? r->str : control_->lastError()) +
-                            "); nothing was changed");
-                       return;
-                     }
-                     std::vector<std::function<void()>> listeners;
-                     {
-                       std::lock_guard lock(mu_);
-                       auto& list = records_[ns];
-                       std::erase_if(list, [&](const Record& x) { return x.id == id; });
-                       listeners = listeners_;
-                     }
-                     control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
-                     for (auto& fn : listeners) fn();
-                     done(std::nullopt);
-                   });
+  writeRecord(std::string(ns), std::string(id), std::nullopt, std::move(done));
+}
+
+// HSET (a value) or HDEL (none), then the mirror, the other replicas (PUBLISH) and this
+// one's listeners: its own message back finds nothing new, so each change is said once.
+void RedisStore::writeRecord(std::string ns, std::string id, std::optional<std::string> json, WriteDone done) {
+  asio::post(*control_io_, [this, ns = std::move(ns), id = std::move(id), json = std::move(json), done = std::move(done)]() mutable {
+    const std::string key = std::string(kRecordsPrefix) + ns;
+    auto then = [this, ns, id, json, done = std::move(done)](std::optional<RedisReply> r) mutable {
+      if (!r || r->isError()) {
+        done("the Redis store did not take the change (" + std::string(r ? r->str : control_->lastError()) + "); nothing was changed");
+        return;
+      }
+      std::vector<std::function<void()>> listeners;
+      {
+        std::lock_guard lock(mu_);
+        auto& list = records_[ns];
+        auto it = std::find_if(list.begin(), list.end(), [&](const Record& x) { return x.id == id; });
+        if (!json) {
+          if (it != list.end()) list.erase(it);
+        } else if (it != list.end()) {
+          it->json = *json;
+        } else {
+          list.push_back({id, *json});
+          std::sort(list.begin(), list.end(), [](const Record& a, const Record& b) { return a.id < b.id; });
+        }
+        listeners = listeners_;
+      }
+      control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
+      for (auto& fn : listeners) fn();
+      done(std::nullopt);
+    };
+    if (json) control_->send({"HSET", key, id, *json}, std::move(then));
+    else control_->send({"HDEL", key, id}, std::move(then));
   });
 }
 

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +95,7 @@ class RedisStore final : public StateStore {
   // Control thread.
   void controlTick();
   void reloadRecords(std::string_view ns, bool notify, std::function<void()> then);
+  void writeRecord(std::string ns, std::string id, std::optional<std::string> json, WriteDone done);
   void scanRecords(std::string name, std::string cursor, std::shared_ptr<std::vector<Record>> fresh, bool notify,
                    std::function<void()> then, unsigned pages);
   void subscribe();

@@ -1,5 +1,6 @@
 // The node readers every section uses, and the one error formatter. Every error names
 // file, line, column and the field path, so an operator can fix a typo without guessing.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -86,13 +87,16 @@ std::uint64_t Loader::integer(const YAML::Node& node, const std::string& path, s
   return v;
 }
 
-double Loader::number(const YAML::Node& node, const std::string& path, const char* what) {
+double Loader::number(const YAML::Node& node, const std::string& path, const char* what, double max) {
   if (!node.IsScalar()) fail(node, path, std::string("expected ") + what);
   const std::string& s = node.Scalar();
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !(v >= 0) || v > 1e6)
-    fail(node, path, std::string("expected a non-negative number (") + what + "), got \"" + s + "\"");
+  if (s.empty() || end != s.c_str() + s.size() || !(v >= 0) || v > max) {
+    char bound[32];
+    std::snprintf(bound, sizeof bound, "%.15g", max);
+    fail(node, path, std::string("expected a number from 0 to ") + bound + " (" + what + "), got \"" + s + "\"");
+  }
   return v;
 }
 

@@ -8,6 +8,8 @@
 #include "store/redis/redis_endpoint.h"
 
 namespace tahua::config_detail {
+
+constexpr double kMaxBudgetUsd = 1e12;
 namespace {
 
 int hexDigit(char c) {
@@ -35,8 +37,9 @@ LimitSet Loader::limitSet(const YAML::Node& n, const std::string& p) {
   count("tokens_per_month", l.tokens_per_month);
   count("max_concurrent_requests", l.max_concurrent_requests);
   count("max_concurrent_streams", l.max_concurrent_streams);
-  if (auto v = n["usd_per_day"]) l.usd_per_day = number(v, p + ".usd_per_day", "USD");
-  if (auto v = n["usd_per_month"]) l.usd_per_month = number(v, p + ".usd_per_month", "USD");
+  // A company-wide budget may be large; 1e12 USD still fits the store's micro-USD counters.
+  if (auto v = n["usd_per_day"]) l.usd_per_day = number(v, p + ".usd_per_day", "USD", kMaxBudgetUsd);
+  if (auto v = n["usd_per_month"]) l.usd_per_month = number(v, p + ".usd_per_month", "USD", kMaxBudgetUsd);
   return l;
 }
 

@@ -14,7 +14,9 @@ packages=(
 )
 if [ "${1:-}" = "--test" ]; then
   # Test clients (npm) and the tools the integration tests and benchmarks drive.
-  packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base)
+  # prometheus: promtool checks the exposition and the alert rules (and Prometheus
+  # itself runs the dashboard's queries); chromium: the dashboard's browser test.
+  packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base prometheus chromium)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
   # scripts/fuzz.sh only (not CI): clang and its runtimes, which hold libFuzzer

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/telemetry_config.h"
 #include "core/duration.h"
 
 namespace tahua {
@@ -121,11 +122,6 @@ struct StoreConfig {
   std::string journal;          // memory: empty = nothing survives a restart (warned about)
   Millis flush_interval{1'000};  // memory: how often quota consumption is appended to the journal
   RedisStoreConfig redis;
-};
-
-struct AccessLogConfig {
-  bool enabled = true;
-  std::string path = "-";
 };
 
 struct ProviderKind;  // config/provider_kind.h
@@ -525,6 +521,8 @@ struct Config {
   ServerConfig server;
   std::vector<ListenerConfig> listeners;
   AccessLogConfig access_log;
+  TracingConfig tracing;
+  UsageConfig usage;
   LimitsConfig limits;
   ProviderTimeouts default_timeouts;  // the top-level `timeouts`: every provider's starting point
   std::vector<ProviderConfig> providers;

@@ -97,7 +97,8 @@ class Loader {
   std::string nonEmpty(const YAML::Node& node, const std::string& path);
   bool boolean(const YAML::Node& node, const std::string& path);
   std::uint64_t integer(const YAML::Node& node, const std::string& path, std::uint64_t min, std::uint64_t max);
-  double number(const YAML::Node& node, const std::string& path, const char* what);
+  // A non-negative number up to `max` (the bound is named in the error).
+  double number(const YAML::Node& node, const std::string& path, const char* what, double max = 1e6);
   double price(const YAML::Node& node, const std::string& path);
   double percent(const YAML::Node& node, const std::string& path);
   Millis duration(const YAML::Node& node, const std::string& path, Millis min = Millis(0));
@@ -106,9 +107,13 @@ class Loader {
   // server_sections.cpp
   void loadServer(const YAML::Node& n, ServerConfig& s);
   void loadListeners(const YAML::Node& n, const YAML::Node& root, Config& cfg);
-  void loadAccessLog(const YAML::Node& n, AccessLogConfig& a);
   void loadLimits(const YAML::Node& n, LimitsConfig& l);
   void loadAdmin(const YAML::Node& n, Config& cfg);
+  // telemetry_sections.cpp
+  void loadAccessLog(const YAML::Node& n, AccessLogConfig& a);
+  void loadTracing(const YAML::Node& n, TracingConfig& t);
+  void loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg);
+  std::vector<std::pair<std::string, std::string>> headerMap(const YAML::Node& h, const std::string& path);
   // providers_section.cpp
   void loadProviders(const YAML::Node& n, const YAML::Node& root, Config& cfg);
   void parseBaseUrl(const YAML::Node& node, const std::string& path, ProviderConfig& pc);

@@ -1,4 +1,4 @@
-// The gateway's own sections: server, listeners, access_log, limits and admin.
+// The gateway's own sections: server, listeners, limits and admin.
 #include <cstdlib>
 #include <fstream>
 
@@ -61,12 +61,6 @@ void Loader::loadListeners(const YAML::Node& n, const YAML::Node& root, Config& 
     }
     cfg.listeners.push_back(std::move(lc));
   }
-}
-
-void Loader::loadAccessLog(const YAML::Node& n, AccessLogConfig& a) {
-  checkKeys(n, "access_log", {"enabled", "path"});
-  if (auto v = n["enabled"]) a.enabled = boolean(v, "access_log.enabled");
-  if (auto v = n["path"]) a.path = nonEmpty(v, "access_log.path");
 }
 
 void Loader::loadLimits(const YAML::Node& n, LimitsConfig& l) {

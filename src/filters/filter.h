@@ -2,7 +2,7 @@
 // phase (see docs/life-of-a-request.md and docs/writing-a-filter.md):
 //
 //   onRequestHeaders -> onRequestBody -> onUpstreamSelect   request phases: may Stop or Pause
-//   -> [upstream attempt] (-> onAttemptFailed -> onReselect)*
+//   -> onUpstreamRequest -> [upstream attempt] (-> onAttemptFailed -> onReselect -> onUpstreamRequest)*
 //   -> onUpstreamHeaders (read only) -> onResponseHeaders -> onResponseData* | onResponseBody
 //                                                           may rewrite what the client gets
 //   -> onComplete                                              always, once, error or not
@@ -82,6 +82,19 @@ class ResponseData {
   Error failure_;
 };
 
+// The headers of one upstream attempt's request, as the provider adapter encoded them:
+// a filter may add lines (a trace header). Values must not contain CR or LF.
+class UpstreamRequestHeaders {
+ public:
+  explicit UpstreamRequestHeaders(std::string& lines) : lines_(lines) {}
+  void add(std::string_view name, std::string_view value) {
+    lines_.append(name).append(": ").append(value).append("\r\n");
+  }
+
+ private:
+  std::string& lines_;
+};
+
 class Filter {
  public:
   virtual ~Filter() = default;
@@ -97,6 +110,10 @@ class Filter {
   // try again (another deployment of the model, or a fallback model): account for it
   // as a finished, failed call of ctx.deployment (ctx.status / ctx.error say how).
   virtual void onAttemptFailed(RequestContext&) {}
+  // An upstream attempt is about to be sent (every attempt: retries and fallbacks too),
+  // to ctx.deployment of ctx.provider; a filter may add request headers. The attempt
+  // starts here and ends at onAttemptFailed, or with the request (onComplete).
+  virtual void onUpstreamRequest(RequestContext&, UpstreamRequestHeaders&) {}
   // After onAttemptFailed: choose again for ctx.model (possibly a fallback), avoiding
   // the deployments in ctx.tried. May Stop (e.g. every breaker open) or Pause.
   virtual FilterStatus onReselect(RequestContext&) { return FilterStatus::Continue; }
@@ -172,6 +189,7 @@ class FilterChain {
   // (only when `next` is 0).
   FilterStatus run(RequestPhase phase, RequestContext& ctx, std::size_t& next);
 
+  void upstreamRequest(RequestContext& ctx, UpstreamRequestHeaders& headers);
   void attemptFailed(RequestContext& ctx);
   void responseHeaders(RequestContext& ctx);
   // Passes `data` through every filter that wants response data, in order.

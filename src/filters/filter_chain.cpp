@@ -57,6 +57,9 @@ FilterStatus FilterChain::run(RequestPhase phase, RequestContext& ctx, std::size
   return FilterStatus::Continue;
 }
 
+void FilterChain::upstreamRequest(RequestContext& ctx, UpstreamRequestHeaders& headers) {
+  for (auto& f : filters_) f->onUpstreamRequest(ctx, headers);
+}
 void FilterChain::attemptFailed(RequestContext& ctx) {
   for (auto& f : filters_) f->onAttemptFailed(ctx);
 }

@@ -20,6 +20,7 @@ struct RequestFacts {
   // max_tokens / max_completion_tokens (OpenAI) / max_output_tokens (Responses): the
   // largest one given, 0 when none.
   std::int64_t max_tokens = 0;
+  double temperature = -1;  // -1 when not given (a trace attribute)
   // Where the model's JSON string token (with its quotes) sits in the body.
   std::size_t model_offset = 0;
   std::size_t model_length = 0;

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/usage.h"
 #include "http/request_inspect.h"
+#include "telemetry/trace_context.h"
 
 namespace tahua {
 
@@ -68,6 +69,7 @@ struct LocalReply {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
+  bool replay = false;  // a stored answer replayed (idempotency): no upstream call, nothing billed
 };
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -93,6 +95,10 @@ struct RequestContext {
   ConfigPtr config;  // the snapshot this request started with
   unsigned worker_id = 0;
   std::string request_id;
+  // The request's place in a distributed trace, like request_id an identity every
+  // record of it carries (access log, usage record, upstream headers). Set by the
+  // tracing filter; invalid (all zero) when tracing is off.
+  TraceContext trace;
   Endpoint endpoint = Endpoint::None;
   std::string_view method;
   std::string_view path;

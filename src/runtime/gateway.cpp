@@ -314,130 +314,6 @@ Gateway::~Gateway() {
   discovery_.reset();
 }
 
-namespace {
-
-// A worker's metrics, copied on its own thread, with the breaker gauges read from its
-// routing state (gauges are read at scrape time, not kept on the request path).
-asio::awaitable<WorkerMetrics> workerMetrics(Worker* w) {
-  WorkerMetrics m = w->metrics();
-  const auto now = std::chrono::steady_clock::now();
-  const Snapshot& snap = *w->snapshot();
-  for (const auto& model : snap.config->models)
-    for (const auto& d : model.deployments) {
-      if (!snap.providers[d.provider_index].config->circuit_breaker.enabled) continue;
-      const DeploymentState* s = w->deployments().find(model.name, d.id);
-      auto& n = m.breaker_states[{d.provider, d.id}];
-      if (!s || s->breaker.state == Breaker::State::Closed) ++n[0];
-      else if (s->breaker.state == Breaker::State::Open && s->breaker.open_until > now) ++n[1];
-      else ++n[2];
-    }
-  co_return m;
-}
-
-}  // namespace
-
-asio::awaitable<std::string> Gateway::renderMetrics() {
-  WorkerMetrics merged;
-  for (auto& worker : workers_) {
-    Worker* w = worker.get();
-    WorkerMetrics copy = co_await asio::co_spawn(w->io(), workerMetrics(w), asio::use_awaitable);
-    merged.merge(copy);
-  }
-  std::string text = renderPrometheus(merged);
-  text += "# HELP tahua_config_reloads_total Config reloads (SIGHUP), by result.\n";
-  text += "# TYPE tahua_config_reloads_total counter\n";
-  text += "tahua_config_reloads_total{result=\"ok\"} " + std::to_string(reloads_ok_.load()) + "\n";
-  text += "tahua_config_reloads_total{result=\"error\"} " + std::to_string(reloads_failed_.load()) + "\n";
-  text += "# HELP tahua_config_generation Number of the config in use (1 at start, +1 per reload).\n";
-  text += "# TYPE tahua_config_generation gauge\n";
-  text += "tahua_config_generation " + std::to_string(generation_.load()) + "\n";
-  {
-    std::lock_guard lock(mutex_);
-    text += healing_.metricsText();
-  }
-  // One unlabelled series with its HELP and TYPE lines.
-  auto single = [&text](const char* name, const char* type, const char* help, const std::string& value) {
-    text.append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ").append(type);
-    text.append("\n").append(name).append(" ").append(value).append("\n");
-  };
-  if (const StateStore::Stats st = store_->stats(); st.shared) {
-    single("tahua_store_up", "gauge", "Whether the shared state store (Redis) answers (1) or limits are per replica (0).", st.up ? "1" : "0");
-    single("tahua_store_local_decisions_total", "counter",
-           "Limit decisions made by this replica alone while the shared store did not answer.", std::to_string(st.local_decisions));
-    single("tahua_store_replicas", "gauge", "Replicas seen alive through the store's heartbeats (local limits divide by it).",
-           std::to_string(st.replicas));
-    single("tahua_store_adjustments_pending", "gauge", "Usage calibrations kept until the shared store answers again.",
-           std::to_string(st.adjustments_pending));
-    single("tahua_store_adjustments_dropped_total", "counter", "Calibrations dropped over the bound of 100,000 kept.",
-           std::to_string(st.adjustments_dropped));
-    single("tahua_store_lease_admissions_total", "counter",
-           "Requests admitted from capacity this replica leased from the shared store (no round trip).", std::to_string(st.lease_admissions));
-  }
-  if (discovery_) {
-    const DnsDiscovery::Stats ds = discovery_->stats();
-    const EndpointTablePtr table = discovery_->endpoints();
-    single("tahua_discovery_resolutions_total", "counter", "DNS resolutions of deployments' names (discovery).", std::to_string(ds.resolutions));
-    single("tahua_discovery_failures_total", "counter", "DNS resolutions that failed (the last endpoints were kept).",
-           std::to_string(ds.failures));
-    text += "# HELP tahua_discovery_endpoints Endpoints a deployment's DNS name has now.\n";
-    text += "# TYPE tahua_discovery_endpoints gauge\n";
-    for (const auto& [key, list] : *table) {
-      const auto slash = key.find('/');
-      text += "tahua_discovery_endpoints{model=\"" + escapeLabel(key.substr(0, slash)) + "\",deployment=\"" +
-              escapeLabel(key.substr(slash + 1)) + "\"} " + std::to_string(list.size()) + "\n";
-    }
-  }
-  // Every deployment of the config in force (discovered and registered endpoints
-  // included): where it came from, and what keeps it from traffic, if anything.
-  SnapshotPtr served;
-  {
-    std::lock_guard lock(mutex_);
-    served = snapshot_;
-  }
-  auto states_op = collectDeploymentStates(*served->config);
-  const auto per_worker = co_await std::move(states_op);
-  const auto now = SteadyClock::now();
-  text += "# HELP tahua_deployment_state Each deployment (endpoints too), by source (config, dns, registration) and state "
-          "(active, throttled, ejected, breaker_open): 1.\n";
-  text += "# TYPE tahua_deployment_state gauge\n";
-  for (const auto& m : served->config->models)
-    for (const auto& d : m.deployments) {
-      bool open = false, ejected = false, throttled = false;
-      for (const auto& states : per_worker) {
-        const DeploymentState& st = states[d.index];
-        open = open || (st.breaker.state == Breaker::State::Open && st.breaker.open_until > now);
-        ejected = ejected || st.ejected_until > now;
-        throttled = throttled || st.throttled_until > now;
-      }
-      const char* state = open ? "breaker_open" : ejected ? "ejected" : throttled ? "throttled" : "active";
-      text += "tahua_deployment_state{model=\"" + escapeLabel(m.name) + "\",deployment=\"" + escapeLabel(d.id) + "\",source=\"" +
-              d.source + "\",state=\"" + state + "\"} 1\n";
-    }
-  auto draining_op = collectDraining(*served->config);
-  const std::vector<std::string> draining = co_await std::move(draining_op);
-  for (const std::string& key : draining) {
-    const auto slash = key.find('/');
-    const std::string id = key.substr(slash + 1);
-    text += "tahua_deployment_state{model=\"" + escapeLabel(key.substr(0, slash)) + "\",deployment=\"" + escapeLabel(id) +
-            "\",source=\"" + DeploymentStates::drainingSource(id) + "\",state=\"draining\"} 1\n";
-  }
-  text += "# HELP tahua_bulkhead_in_use Slots of a concurrency cap in use, by scope and kind (requests, streams).\n";
-  text += "# TYPE tahua_bulkhead_in_use gauge\n";
-  std::string waiting;
-  bulkheads_.forEach([&](const std::string& scope, const Bulkheads::Pair& pair) {
-    for (auto [kind, cap] : {std::pair<const char*, const ConcurrencyLimit*>{"requests", &pair.requests}, {"streams", &pair.streams}}) {
-      if (cap->limit() == 0 && cap->inUse() == 0) continue;
-      const std::string labels = "{scope=\"" + escapeLabel(scope) + "\",kind=\"" + kind + "\"} ";
-      text += "tahua_bulkhead_in_use" + labels + std::to_string(cap->inUse()) + "\n";
-      waiting += "tahua_bulkhead_waiting" + labels + std::to_string(cap->waiting()) + "\n";
-    }
-  });
-  text += "# HELP tahua_bulkhead_waiting Requests queued for a slot of a concurrency cap (limits.queue_timeout).\n";
-  text += "# TYPE tahua_bulkhead_waiting gauge\n";
-  text += waiting;
-  co_return text;
-}
-
 // One listener: an acceptor on `address:port` for each of `workers` (SO_REUSEPORT when
 // there are several; port 0 picks one, which the others join), each running acceptLoop
 // with `max_sessions` as that worker's share. Returns the bound port, or nothing after
@@ -514,8 +390,8 @@ int Gateway::run() {
   unsigned n = cfg.server.workers ? cfg.server.workers : std::max(1u, std::thread::hardware_concurrency());
 
   std::string error;
-  auto access_log = LogFile::open(cfg.access_log.path, &error);
-  if (!access_log) {
+  access_log_ = LogFile::open(cfg.access_log.path, cfg.access_log.max_pending_bytes, &error);
+  if (!access_log_) {
     log::error(error);
     return 1;
   }
@@ -539,6 +415,21 @@ int Gateway::run() {
     }
     for (const auto& w : warnings) log::warn(w);
   }
+  // The exporters, before the workers that feed them.
+  if (cfg.tracing.enabled) {
+    traces_ = TraceExporter::start(cfg.tracing, error);
+    if (!traces_) {
+      log::error("cannot export traces", {{"error", error}});
+      return 1;
+    }
+  }
+  if (cfg.usage.enabled) {
+    usage_ = UsageExporter::start(cfg.usage, cfg.store.redis.url, error);
+    if (!usage_) {
+      log::error("cannot export usage records", {{"error", error}});
+      return 1;
+    }
+  }
   // DNS discovery: resolved off the workers; every change of endpoints publishes the
   // config again (before the first answer, a deployment is used as configured).
   discovery_ = std::make_unique<DnsDiscovery>([this] {
@@ -555,7 +446,8 @@ int Gateway::run() {
     tenants_ = buildTenants(*snapshot_->config);
     // Under the lock: discovery may publish from its thread now, and a publish sends the
     // new snapshot to the workers there are (a worker made meanwhile would miss it).
-    for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log));
+    for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>(i, n, *this, snapshot_, tenants_, access_log_,
+                                                  traces_ ? &traces_->queue() : nullptr, usage_ ? &usage_->queue() : nullptr));
     nodesChanged();  // node reports other replicas wrote to the shared store
     registrationsChanged();  // and the endpoints registered with them
   }
@@ -702,6 +594,10 @@ int Gateway::run() {
   main_io.run();
   discovery_.reset();  // its thread publishes configs: stopped before the workers go
   for (auto& t : threads) t.join();
+  // The workers handed over what they held: every usage record goes to its sinks (or
+  // their spill files) and the last spans are sent before the process exits.
+  if (usage_) usage_->stop();
+  traces_.reset();
   log::info("stopped", {{"drain_deadline_passed", deadline_passed}});
   return 0;
 }

@@ -26,6 +26,9 @@
 #include "server/session_host.h"
 #include "discovery/dns_discovery.h"
 #include "store/memory_store.h"
+#include "telemetry/access_log_sink.h"
+#include "telemetry/trace_exporter.h"
+#include "telemetry/usage_exporter.h"
 #include "tenants/tenant_directory.h"
 
 namespace boost::asio {
@@ -139,6 +142,12 @@ class Gateway final : private AdminHost, private HealingHost {
   std::vector<StateStore::Record> node_records_;  // the store's node reports last merged (under mutex_)
   std::string resources_report_;  // what was last logged about them, so a change logs once
   HealingState healing_;  // self-healing's rules, actions in force and audit trail (under mutex_)
+  // Set up at start from the first config (a reload does not move them), before the
+  // workers that hand them spans and records: destroyed after them.
+  std::unique_ptr<TraceExporter> traces_;
+  std::unique_ptr<UsageExporter> usage_;
+  std::shared_ptr<LogFile> access_log_;
+  const std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();  // process_start_time_seconds
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> draining_{false};
   std::atomic<std::uint64_t> reloads_ok_{0};

@@ -18,15 +18,18 @@
 #include "filters/count_tokens/count_tokens_filter.h"
 #include "filters/router/router_filter.h"
 #include "filters/secrets/secret_filter.h"
+#include "filters/tracing/tracing_filter.h"
+#include "filters/usage/usage_filter.h"
 #include "runtime/gateway.h"
 #include "server/upstream_client.h"
 
 namespace tahua {
 
 Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, TenantDirectoryPtr tenants,
-               std::shared_ptr<LogFile> access_log)
+               std::shared_ptr<LogFile> access_log, ExportQueue* spans, ExportQueue* records)
     : id_(id), worker_count_(worker_count), balancer_(std::random_device{}() ^ (std::uint64_t{id} << 32)), gateway_(gateway),
-      snapshot_(std::move(snapshot)), tenants_(std::move(tenants)), access_log_(std::move(access_log)), pool_(std::make_unique<UpstreamPool>()),
+      snapshot_(std::move(snapshot)), tenants_(std::move(tenants)), access_log_(std::move(access_log)),
+      spans_(spans, ','), records_(records, '\n'), pool_(std::make_unique<UpstreamPool>()),
       upstream_env_{io_, *pool_, metrics_} {
   chain_ = buildChain();
 
@@ -83,9 +86,14 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   // The filter chain, in order. Metrics and access log observe every request, so they
   // sit first and see onComplete even when a later filter stops the request.
   auto chain = std::make_shared<FilterChain>();
-  chain->add(makeMetricsFilter(metrics_));
   const Config& config = *snapshot_->config;
-  if (config.access_log.enabled) chain->add(makeAccessLogFilter(access_log_));
+  // First: its onComplete settles what the request is billed before any other filter's
+  // reads it (metrics, rate-limit calibration, access log), then writes the usage record.
+  if (records_.enabled() || rateLimitsConfigured(config, *tenants_)) chain->add(makeUsageFilter(config, records_));
+  // Before the access log (it logs the trace id) and any upstream attempt.
+  if (spans_.enabled() && config.tracing.enabled) chain->add(makeTracingFilter(config, spans_));
+  chain->add(makeMetricsFilter(metrics_));
+  if (config.access_log.enabled) chain->add(makeAccessLogFilter(access_log_, config.access_log));
   // Before anything answers (the model list included): who is calling.
   if (config.auth.enabled) chain->add(makeAuthFilter(config, tenants_, metrics_));
   chain->add(makeModelsFilter());
@@ -200,7 +208,10 @@ void Worker::run() {
   scheduleLogFlush();
   scheduleHeartbeatSweep();
   io_.run();
+  // What this worker collected goes to the exporters before the gateway stops them.
   access_log_.flush();
+  spans_.flush();
+  records_.flush();
 }
 
 void Worker::scheduleLogFlush() {
@@ -208,6 +219,8 @@ void Worker::scheduleLogFlush() {
   flush_timer_->expires_after(std::chrono::milliseconds(200));
   flush_timer_->async_wait([this](boost::system::error_code ec) {
     access_log_.flush();
+    spans_.flush();
+    records_.flush();
     if (!ec) scheduleLogFlush();
   });
 }

@@ -22,6 +22,7 @@
 #include "server/upstream_client.h"
 #include "tenants/tenant_directory.h"
 #include "telemetry/access_log_sink.h"
+#include "telemetry/export_queue.h"
 #include "telemetry/metrics.h"
 
 namespace tahua {
@@ -30,8 +31,9 @@ class Gateway;
 
 class Worker final : public WorkerServices, public SessionHost {
  public:
+  // `spans` and `records`: the trace and usage exporters' queues (null when off).
   Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, TenantDirectoryPtr tenants,
-         std::shared_ptr<LogFile> access_log);
+         std::shared_ptr<LogFile> access_log, ExportQueue* spans, ExportQueue* records);
   ~Worker() override;
 
   // WorkerServices, for filters.
@@ -108,6 +110,8 @@ class Worker final : public WorkerServices, public SessionHost {
   std::shared_ptr<FilterChain> chain_;
   WorkerMetrics metrics_;
   AccessLogSink access_log_;
+  ExportBuffer spans_;    // OTLP spans for the trace exporter
+  ExportBuffer records_;  // usage records for the usage exporter
   std::unique_ptr<UpstreamPool> pool_;
   UpstreamEnv upstream_env_;
   SessionBase* sessions_ = nullptr;

@@ -118,6 +118,8 @@ class AttemptLoop {
         break;
       }
       UpstreamRequest& request = std::get<UpstreamRequest>(encoded);
+      UpstreamRequestHeaders extra(request.header_lines);
+      env_.chain.upstreamRequest(ctx_, extra);
       auto translator = provider.adapter->responseTranslator(ctx_, request, provider);
       const RetryPolicy& retry = provider.config->retry;
       ++model_attempt;

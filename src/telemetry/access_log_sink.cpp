@@ -1,5 +1,6 @@
 #include "telemetry/access_log_sink.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -7,40 +8,77 @@
 
 namespace tahua {
 
-std::shared_ptr<LogFile> LogFile::open(const std::string& path, std::string* error) {
-  if (path == "-") return std::shared_ptr<LogFile>(new LogFile(STDOUT_FILENO, false));
+std::shared_ptr<LogFile> LogFile::open(const std::string& path, std::size_t max_pending_bytes, std::string* error) {
+  if (path == "-") return std::shared_ptr<LogFile>(new LogFile(STDOUT_FILENO, false, max_pending_bytes));
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (error) *error = "cannot open access log \"" + path + "\": " + std::strerror(errno);
     return nullptr;
   }
-  return std::shared_ptr<LogFile>(new LogFile(fd, true));
+  return std::shared_ptr<LogFile>(new LogFile(fd, true, max_pending_bytes));
+}
+
+LogFile::LogFile(int fd, bool owned, std::size_t max_pending) : fd_(fd), owned_(owned), max_pending_(max_pending) {
+  thread_ = std::thread([this] { run(); });
 }
 
 LogFile::~LogFile() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
   if (owned_) ::close(fd_);
 }
 
-void LogFile::write(std::string_view bytes) {
-  std::lock_guard lock(mu_);
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd_, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // disk full / pipe closed: drop rather than block the worker forever
-    bytes.remove_prefix(static_cast<std::size_t>(n));
+void LogFile::write(std::string&& lines) {
+  if (lines.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    if (pending_bytes_ + lines.size() <= max_pending_) {
+      pending_bytes_ += lines.size();
+      pending_.push_back(std::move(lines));
+      lines = std::string();
+    }
   }
+  if (!lines.empty()) {  // the writer is behind (a slow disk, a blocked pipe): never wait for it
+    dropped_.fetch_add(static_cast<std::uint64_t>(std::count(lines.begin(), lines.end(), '\n')), std::memory_order_relaxed);
+    lines.clear();
+    return;
+  }
+  cv_.notify_one();
 }
 
-void AccessLogSink::append(std::string_view line) {
-  buffer_.append(line);
-  buffer_.push_back('\n');
-  if (buffer_.size() >= kFlushBytes) flush();
+void LogFile::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stopping, and everything written
+    std::string bytes = std::move(pending_.front());
+    pending_.pop_front();
+    lock.unlock();
+    std::string_view rest = bytes;
+    while (!rest.empty()) {
+      ssize_t n = ::write(fd_, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {  // disk full / pipe closed: these lines are lost, counted
+        dropped_.fetch_add(static_cast<std::uint64_t>(std::count(rest.begin(), rest.end(), '\n')), std::memory_order_relaxed);
+        break;
+      }
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    lock.lock();
+    pending_bytes_ -= bytes.size();
+  }
 }
 
 void AccessLogSink::flush() {
   if (buffer_.empty() || !file_) return;
-  file_->write(buffer_);
-  buffer_.clear();
+  std::string out;
+  out.reserve(buffer_.capacity());
+  std::swap(out, buffer_);
+  file_->write(std::move(out));
 }
 
 }  // namespace tahua

@@ -1,35 +1,60 @@
 // Where access-log lines go. Each worker appends to its own buffer (no lock per
-// request); the buffer is written out when it grows past a threshold and by the
-// worker's periodic flush. The write itself takes a process-wide lock so lines from
-// different workers never interleave.
+// request) and hands it to the log file every 200 ms or past 32 KiB; the LogFile's own
+// thread writes it. A worker never waits for the disk: past max_pending_bytes of lines
+// not yet written, a buffer is dropped and its lines counted (tahua_log_lines_dropped_total).
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace tahua {
 
 class LogFile {
  public:
   // "-" = stdout; otherwise the file is opened for append (created if needed).
-  static std::shared_ptr<LogFile> open(const std::string& path, std::string* error);
-  ~LogFile();
-  void write(std::string_view bytes);
+  static std::shared_ptr<LogFile> open(const std::string& path, std::size_t max_pending_bytes, std::string* error);
+  ~LogFile();  // writes what is pending, then stops its thread
+  // Takes `lines` (whole lines) for the writer thread; drops them when too much is pending.
+  void write(std::string&& lines);
+  std::uint64_t droppedLines() const { return dropped_.load(std::memory_order_relaxed); }
 
  private:
-  explicit LogFile(int fd, bool owned) : fd_(fd), owned_(owned) {}
+  LogFile(int fd, bool owned, std::size_t max_pending);
+  void run();
+
   int fd_;
   bool owned_;
+  std::size_t max_pending_;
   std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> pending_;
+  std::size_t pending_bytes_ = 0;
+  bool stopping_ = false;
+  std::atomic<std::uint64_t> dropped_{0};
+  std::thread thread_;
 };
 
 class AccessLogSink {
  public:
   explicit AccessLogSink(std::shared_ptr<LogFile> file) : file_(std::move(file)) {}
   ~AccessLogSink() { flush(); }
-  void append(std::string_view line);  // line without the trailing newline
+  // The line being written (append to it, then commit()).
+  std::string& line() { return buffer_; }
+  void commit() {
+    buffer_.push_back('\n');
+    if (buffer_.size() >= kFlushBytes) flush();
+  }
+  void append(std::string_view line) {
+    buffer_.append(line);
+    commit();
+  }
   void flush();
 
  private:

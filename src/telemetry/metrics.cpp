@@ -5,19 +5,6 @@
 
 namespace tahua {
 
-void Histogram::observe(double seconds) {
-  auto it = std::lower_bound(kBounds.begin(), kBounds.end(), seconds);
-  ++buckets_[static_cast<std::size_t>(it - kBounds.begin())];
-  ++count_;
-  sum_ += seconds;
-}
-
-void Histogram::merge(const Histogram& other) {
-  for (std::size_t i = 0; i < buckets_.size(); ++i) buckets_[i] += other.buckets_[i];
-  count_ += other.count_;
-  sum_ += other.sum_;
-}
-
 ModelSeries& WorkerMetrics::series(std::string_view model, std::string_view provider) {
   // Heterogeneous lookup: no key strings are built for an existing series.
   auto it = models.find(std::pair<std::string_view, std::string_view>(model, provider));
@@ -31,11 +18,21 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
     for (auto [status, n] : s.requests_by_status) mine.requests_by_status[status] += n;
     mine.duration.merge(s.duration);
     mine.ttft.merge(s.ttft);
+    mine.inter_token.merge(s.inter_token);
+    mine.tokens.merge(s.tokens);
     mine.prompt_tokens += s.prompt_tokens;
     mine.completion_tokens += s.completion_tokens;
     mine.cached_tokens += s.cached_tokens;
     mine.cost_usd += s.cost_usd;
   }
+  for (const auto& [key, d] : other.deployments) {
+    DeploymentSeries& mine = deployments[key];
+    for (auto [status, n] : d.requests_by_status) mine.requests_by_status[status] += n;
+    mine.upstream.merge(d.upstream);
+  }
+  for (const auto& [route, by_status] : other.routes)
+    for (auto [status, n] : by_status) routes[route][status] += n;
+  for (const auto& [store, h] : other.limit_decisions) limit_decisions[store].merge(h);
   for (const auto& [key, n] : other.upstream_errors) upstream_errors[key] += n;
   for (const auto& [key, n] : other.upstream_connections_opened) upstream_connections_opened[key] += n;
   for (const auto& [key, n] : other.upstream_retries) upstream_retries[key] += n;
@@ -86,17 +83,23 @@ std::string formatDouble(double v) {
   return buf;
 }
 
-void renderHistogram(std::string& out, std::string_view name, const std::string& labels, const Histogram& h) {
+template <class H>
+void renderHistogram(std::string& out, std::string_view name, const std::string& labels, const H& h) {
   std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < Histogram::kBounds.size(); ++i) {
+  const std::string prefix = labels.empty() ? std::string("{") : "{" + labels + ",";
+  for (std::size_t i = 0; i < H::kBounds.size(); ++i) {
     cumulative += h.buckets()[i];
-    out += std::string(name) + "_bucket{" + labels + ",le=\"" + formatDouble(Histogram::kBounds[i]) + "\"} " +
-           std::to_string(cumulative) + "\n";
+    out += std::string(name) + "_bucket" + prefix + "le=\"" + formatDouble(H::kBounds[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
   cumulative += h.buckets().back();
-  out += std::string(name) + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
-  out += std::string(name) + "_sum{" + labels + "} " + formatDouble(h.sum()) + "\n";
-  out += std::string(name) + "_count{" + labels + "} " + std::to_string(h.count()) + "\n";
+  out += std::string(name) + "_bucket" + prefix + "le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  const std::string braces = labels.empty() ? std::string() : "{" + labels + "}";
+  out += std::string(name) + "_sum" + braces + " " + formatDouble(h.sum()) + "\n";
+  out += std::string(name) + "_count" + braces + " " + std::to_string(h.count()) + "\n";
+}
+
+void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
 }
 
 }  // namespace
@@ -123,6 +126,41 @@ std::string renderPrometheus(const WorkerMetrics& m) {
     std::string labels = "model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"";
     renderHistogram(out, "tahua_time_to_first_token_seconds", labels, s.ttft);
   }
+  family(out, "tahua_inter_token_latency_seconds", "histogram",
+         "Mean gap between the events of one stream (after the first), observed once per stream.");
+  for (const auto& [key, s] : m.models) {
+    std::string labels = "model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"";
+    renderHistogram(out, "tahua_inter_token_latency_seconds", labels, s.inter_token);
+  }
+  family(out, "tahua_request_tokens", "histogram", "Prompt plus completion tokens per answered request (its weight).");
+  for (const auto& [key, s] : m.models) {
+    std::string labels = "model=\"" + escapeLabel(key.first) + "\",provider=\"" + escapeLabel(key.second) + "\"";
+    renderHistogram(out, "tahua_request_tokens", labels, s.tokens);
+  }
+  family(out, "tahua_deployment_requests_total", "counter",
+         "Upstream calls by model, deployment and HTTP status (a failed attempt counts for its deployment).");
+  for (const auto& [key, d] : m.deployments)
+    for (auto [status, n] : d.requests_by_status)
+      out += "tahua_deployment_requests_total{model=\"" + escapeLabel(key.first) + "\",deployment=\"" + escapeLabel(key.second) +
+             "\",status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
+  family(out, "tahua_upstream_duration_seconds", "histogram",
+         "Time of one upstream attempt, from sending the request to its last byte, by model and deployment.");
+  for (const auto& [key, d] : m.deployments)
+    renderHistogram(out, "tahua_upstream_duration_seconds",
+                    "model=\"" + escapeLabel(key.first) + "\",deployment=\"" + escapeLabel(key.second) + "\"", d.upstream);
+  family(out, "tahua_route_requests_total", "counter", "Requests a declarative route chose the model for, by route and status.");
+  for (const auto& [route, by_status] : m.routes)
+    for (auto [status, n] : by_status)
+      out += "tahua_route_requests_total{route=\"" + escapeLabel(route) + "\",status=\"" + std::to_string(status) + "\"} " +
+             std::to_string(n) + "\n";
+  family(out, "tahua_rate_limit_decisions_total", "counter",
+         "Rate-limit admissions decided, by store: memory (in process), redis, local_fallback (Redis did not answer).");
+  for (const auto& [store, h] : m.limit_decisions)
+    out += "tahua_rate_limit_decisions_total{store=\"" + escapeLabel(store) + "\"} " + std::to_string(h.count()) + "\n";
+  family(out, "tahua_rate_limit_decision_duration_seconds", "histogram",
+         "Time from asking the store to its decision, by store (a Redis round trip, or none).");
+  for (const auto& [store, h] : m.limit_decisions)
+    renderHistogram(out, "tahua_rate_limit_decision_duration_seconds", "store=\"" + escapeLabel(store) + "\"", h);
   out += "# HELP tahua_tokens_total Tokens reported by upstream usage, by type.\n";
   out += "# TYPE tahua_tokens_total counter\n";
   for (const auto& [key, s] : m.models) {

@@ -13,27 +13,51 @@
 
 namespace tahua {
 
-class Histogram {
+// Upper bounds: LLM latencies span milliseconds (cache, errors) to minutes.
+inline constexpr std::array<double, 16> kSecondsBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                          2.5,   5,    10,    20,   30,  60,   120, 300};
+// The gap between a stream's events (inter-token latency), and a store's decision time.
+inline constexpr std::array<double, 12> kFineBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                       0.01,   0.025,   0.05,   0.1,   0.25,   1};
+// Tokens per request (prompt + completion): a request's weight (seed S3 section 7).
+inline constexpr std::array<double, 10> kTokenBounds = {16, 64, 256, 1024, 4096, 16384, 65536, 131072, 262144, 1048576};
+
+template <const auto& Bounds>
+class BasicHistogram {
  public:
-  // Upper bounds in seconds; LLM latencies span milliseconds (cache, errors) to minutes.
-  static constexpr std::array<double, 16> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-                                                     2.5,   5,    10,    20,   30,  60,   120, 300};
-  void observe(double seconds);
-  void merge(const Histogram& other);
-  const std::array<std::uint64_t, kBounds.size() + 1>& buckets() const { return buckets_; }  // last = +Inf
+  static constexpr const auto& kBounds = Bounds;
+  void observe(double v) {
+    std::size_t i = 0;
+    while (i < Bounds.size() && v > Bounds[i]) ++i;
+    ++buckets_[i];
+    ++count_;
+    sum_ += v;
+  }
+  void merge(const BasicHistogram& other) {
+    for (std::size_t i = 0; i < buckets_.size(); ++i) buckets_[i] += other.buckets_[i];
+    count_ += other.count_;
+    sum_ += other.sum_;
+  }
+  const std::array<std::uint64_t, Bounds.size() + 1>& buckets() const { return buckets_; }  // last = +Inf
   std::uint64_t count() const { return count_; }
   double sum() const { return sum_; }
 
  private:
-  std::array<std::uint64_t, kBounds.size() + 1> buckets_{};
+  std::array<std::uint64_t, Bounds.size() + 1> buckets_{};
   std::uint64_t count_ = 0;
   double sum_ = 0;
 };
+
+using Histogram = BasicHistogram<kSecondsBounds>;
+using FineHistogram = BasicHistogram<kFineBounds>;
+using TokenHistogram = BasicHistogram<kTokenBounds>;
 
 struct ModelSeries {
   std::map<int, std::uint64_t> requests_by_status;
   Histogram duration;
   Histogram ttft;
+  FineHistogram inter_token;  // a stream's mean gap between events, once per stream
+  TokenHistogram tokens;      // prompt + completion tokens per answered request
   std::uint64_t prompt_tokens = 0;
   std::uint64_t completion_tokens = 0;
   std::uint64_t cached_tokens = 0;
@@ -50,9 +74,20 @@ struct PairLess {
   }
 };
 
+// Per deployment: requests by status (failed attempts included: each attempt is a
+// call of its deployment) and the upstream's time per attempt.
+struct DeploymentSeries {
+  std::map<int, std::uint64_t> requests_by_status;
+  Histogram upstream;
+};
+
 struct WorkerMetrics {
   // Keyed by (model, provider). std::map keeps the exposition order stable.
   std::map<std::pair<std::string, std::string>, ModelSeries, PairLess> models;
+  std::map<std::pair<std::string, std::string>, DeploymentSeries, PairLess> deployments;  // (model, deployment)
+  std::map<std::string, std::map<int, std::uint64_t>, std::less<>> routes;                // route name -> status
+  // Rate-limit decisions by store ("memory", "redis", "local_fallback") and their time.
+  std::map<std::string, FineHistogram, std::less<>> limit_decisions;
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> upstream_errors;  // (provider, kind)
   std::map<std::string, std::uint64_t, std::less<>> upstream_connections_opened;               // provider
   std::map<std::string, std::uint64_t, std::less<>> upstream_retries;                          // provider

@@ -246,7 +246,7 @@ TEST(ConfigLoader, VendorFieldsAreValidated) {
                 .find("models[0].pricing: input and output prices"),
             std::string::npos);
   EXPECT_NE(loadError(withProvider("{name: p, type: mock}", ", pricing: {input: -1, output: 2}"))
-                .find("models[0].pricing.input: expected a non-negative number"),
+                .find("models[0].pricing.input: expected a number from 0 to 1000000"),
             std::string::npos);
 }
 
@@ -375,6 +375,48 @@ TEST(ConfigLoader, RedisClusterSection) {
 
 namespace tahua {
 namespace {
+
+TEST(ConfigLoader, CompanyWideBudgetsAreAcceptedAndTheBoundIsNamed) {
+  auto ok = loadConfigString(std::string(kMinimal) + R"(tenants:
+  - {name: company, limits: {usd_per_month: 1000000000, usd_per_day: 50000000}}
+)", "t.yaml");
+  ASSERT_TRUE(ok.config) << ok.error;
+  EXPECT_EQ(ok.config->tenants[0].limits.usd_per_month, 1e9);
+  EXPECT_NE(loadError(std::string(kMinimal) + R"(tenants:
+  - {name: company, limits: {usd_per_month: 1e13}}
+)").find("tenants[0].limits.usd_per_month: expected a number from 0 to 1000000000000 (USD)"), std::string::npos);
+}
+
+TEST(ConfigLoader, TracingAndUsageSections) {
+  auto ok = loadConfigString(std::string(kMinimal) + R"(tracing: {endpoint: "http://127.0.0.1:4318/v1/traces", sample_ratio: 0.25}
+usage:
+  spill_dir: /tmp/spill
+  sinks:
+    - {type: file, path: /tmp/usage.jsonl, rotate_interval: 1h}
+    - {name: billing, type: webhook, url: "http://127.0.0.1:9/hook", headers: {authorization: "Bearer x"}}
+    - {name: stream, type: redis_stream, url: "redis://127.0.0.1:6379"}
+access_log: {sample_success: 0.5}
+)", "t.yaml");
+  ASSERT_TRUE(ok.config) << ok.error;
+  EXPECT_TRUE(ok.config->tracing.enabled);
+  EXPECT_EQ(ok.config->tracing.sample_ratio, 0.25);
+  ASSERT_EQ(ok.config->usage.sinks.size(), 3u);
+  EXPECT_EQ(ok.config->usage.sinks[0].name, "file");
+  EXPECT_EQ(ok.config->usage.sinks[1].headers[0].first, "authorization");
+  EXPECT_EQ(ok.config->access_log.sample_success, 0.5);
+  for (auto [yaml, error] : std::vector<std::pair<std::string, std::string>>{
+           {"tracing: {endpoint: \"https://x/v1/traces\"}", "tracing.endpoint: only http:// is supported"},
+           {"tracing: {endpoint: \"http://x/\", sample_ratio: 2}", "tracing.sample_ratio: expected a number from 0 to 1"},
+           {"tracing: {enabled: true}", "tracing.endpoint: required"},
+           {"usage: {sinks: [{type: file, path: x}]}", "usage.spill_dir: required"},
+           {"usage: {spill_dir: d, sinks: [{type: file, path: x}, {type: file, path: y}]}", "usage.sinks[1].name: another sink"},
+           {"usage: {spill_dir: d, sinks: [{type: file, path: x, url: \"http://h/\"}]}", "usage.sinks[0].url: not a setting of a file sink"},
+           {"usage: {spill_dir: d, sinks: [{name: \"../x\", type: file, path: x}]}", "usage.sinks[0].name: letters, digits"},
+           {"usage: {spill_dir: d, sinks: [{type: webhook, url: \"http://h/\", headers: {\"a b\": c}}]}",
+            "usage.sinks[0].headers: invalid header name"},
+       })
+    EXPECT_NE(loadError(std::string(kMinimal) + yaml + "\n").find(error), std::string::npos) << yaml << " -> " << loadError(std::string(kMinimal) + yaml + "\n");
+}
 
 TEST(StoredResources, FileFirstThenStoreInIdOrderInvalidOnesSkipped) {
   auto base = loadConfigString(std::string(kMinimal) + R"(routes:

@@ -1,8 +1,7 @@
 #include "filters/access_log/access_log_filter.h"
 
-#include <boost/json.hpp>
-
-#include "core/log.h"
+#include "request/end_reason.h"
+#include "telemetry/json_out.h"
 
 namespace tahua {
 namespace {
@@ -18,63 +17,128 @@ std::string_view apiName(Endpoint e) {
 
 class AccessLogFilter final : public Filter {
  public:
-  explicit AccessLogFilter(AccessLogSink& sink) : sink_(sink) {}
+  AccessLogFilter(AccessLogSink& sink, double sample) : sink_(sink), sample_(sample) {}
   std::string_view name() const override { return "access_log"; }
 
   void onComplete(RequestContext& ctx) override {
+    if (ctx.status < 400 && sample_ < 1) {
+      credit_ += sample_;
+      if (credit_ < 1) return;
+      credit_ -= 1;
+    }
+    namespace j = json_out;
     using namespace std::chrono;
-    boost::json::object line;
-    line.reserve(18);
-    line["ts"] = log::nowRfc3339();
-    line["request_id"] = ctx.request_id;
-    line["method"] = ctx.method;
-    line["path"] = ctx.path;
-    line["model"] = ctx.model ? boost::json::value(ctx.model->name)
-                              : (ctx.facts.model.empty() ? boost::json::value(nullptr) : boost::json::value(ctx.facts.model));
-    line["provider"] = ctx.provider ? boost::json::value(ctx.provider->name) : boost::json::value(nullptr);
-    line["deployment"] = ctx.deployment ? boost::json::value(ctx.deployment->id) : boost::json::value(nullptr);
-    line["version"] = ctx.deployment ? boost::json::value(ctx.deployment->version) : boost::json::value(nullptr);
-    if (ctx.deployment && !ctx.deployment->address.empty()) line["upstream_address"] = ctx.deployment->address;  // a discovered endpoint
-    if (!ctx.route_reason.empty()) line["route"] = ctx.route_reason;
-    if (!ctx.route_name.empty()) line["route_name"] = ctx.route_name;
+    std::string& out = sink_.line();
+    out += "{\"ts\":";
+    j::time(out, system_clock::now());
+    j::key(out, "level");
+    j::string(out, ctx.status >= 500 ? "error" : ctx.status >= 400 ? "warn" : "info");
+    j::key(out, "request_id");
+    j::string(out, ctx.request_id);
+    if (ctx.trace.valid()) {
+      char hex[32];
+      ctx.trace.traceIdHex(hex);
+      j::key(out, "trace_id");
+      j::string(out, std::string_view(hex, 32));
+      ctx.trace.spanIdHex(hex);
+      j::key(out, "span_id");
+      j::string(out, std::string_view(hex, 16));
+    }
+    j::key(out, "method");
+    j::string(out, ctx.method);
+    j::key(out, "path");
+    j::string(out, ctx.path);
+    auto strOrNull = [&](std::string_view k, const std::string* v) {
+      j::key(out, k);
+      if (v) j::string(out, *v);
+      else out += "null";
+    };
+    j::key(out, "model");
+    if (ctx.model) j::string(out, ctx.model->name);
+    else if (!ctx.facts.model.empty()) j::string(out, ctx.facts.model);
+    else out += "null";
+    strOrNull("provider", ctx.provider ? &ctx.provider->name : nullptr);
+    strOrNull("deployment", ctx.deployment ? &ctx.deployment->id : nullptr);
+    strOrNull("version", ctx.deployment ? &ctx.deployment->version : nullptr);
+    if (ctx.deployment && !ctx.deployment->address.empty()) strOrNull("upstream_address", &ctx.deployment->address);
+    if (!ctx.route_reason.empty()) {
+      j::key(out, "route");
+      j::string(out, ctx.route_reason);
+    }
+    if (!ctx.route_name.empty()) {
+      j::key(out, "route_name");
+      j::string(out, ctx.route_name);
+    }
     // Who called: the tenant, the key's name and its display prefix (never the key).
-    if (ctx.principal.tenant) line["tenant"] = ctx.principal.tenant->name;
+    if (ctx.principal.tenant) strOrNull("tenant", &ctx.principal.tenant->name);
     if (ctx.principal.key) {
-      line["key"] = ctx.principal.key->name;
-      if (!ctx.principal.key->prefix.empty()) line["key_prefix"] = ctx.principal.key->prefix;
+      strOrNull("key", &ctx.principal.key->name);
+      if (!ctx.principal.key->prefix.empty()) strOrNull("key_prefix", &ctx.principal.key->prefix);
     }
     if (!ctx.fallback.empty()) {
-      line["fallback"] = ctx.fallback;
-      if (ctx.requested_model) line["requested_model"] = ctx.requested_model->name;
+      j::key(out, "fallback");
+      j::string(out, ctx.fallback);
+      if (ctx.requested_model) strOrNull("requested_model", &ctx.requested_model->name);
     }
-    line["status"] = ctx.status;
-    line["stream"] = ctx.streaming;
-    line["bytes_in"] = ctx.bytes_in;
-    line["bytes_out"] = ctx.bytes_out;
-    line["duration_ms"] = duration<double, std::milli>(ctx.end - ctx.start).count();
-    line["ttft_ms"] = ctx.first_byte ? boost::json::value(duration<double, std::milli>(*ctx.first_byte - ctx.start).count())
-                                     : boost::json::value(nullptr);
-    auto tokens = [](std::int64_t v) { return v >= 0 ? boost::json::value(v) : boost::json::value(nullptr); };
-    line["prompt_tokens"] = tokens(ctx.usage.prompt_tokens);
-    line["completion_tokens"] = tokens(ctx.usage.completion_tokens);
-    line["total_tokens"] = tokens(ctx.usage.total_tokens);
-    line["cached_tokens"] = tokens(ctx.usage.cached_tokens);
+    j::key(out, "status");
+    j::integer(out, ctx.status);
+    j::key(out, "stream");
+    out += ctx.streaming ? "true" : "false";
+    j::key(out, "bytes_in");
+    j::integer(out, static_cast<std::int64_t>(ctx.bytes_in));
+    j::key(out, "bytes_out");
+    j::integer(out, static_cast<std::int64_t>(ctx.bytes_out));
+    j::key(out, "duration_ms");
+    j::number(out, duration<double, std::milli>(ctx.end - ctx.start).count());
+    j::key(out, "ttft_ms");
+    if (ctx.first_byte) j::number(out, duration<double, std::milli>(*ctx.first_byte - ctx.start).count());
+    else out += "null";
+    auto tokens = [&](std::string_view k, std::int64_t v) {
+      j::key(out, k);
+      if (v >= 0) j::integer(out, v);
+      else out += "null";
+    };
+    tokens("prompt_tokens", ctx.usage.prompt_tokens);
+    tokens("completion_tokens", ctx.usage.completion_tokens);
+    tokens("total_tokens", ctx.usage.total_tokens);
+    tokens("cached_tokens", ctx.usage.cached_tokens);
     const double cost = costUsd(ctx.model, ctx.usage);
-    line["cost_usd"] = cost >= 0 ? boost::json::value(cost) : boost::json::value(nullptr);
-    line["api"] = apiName(ctx.endpoint);
-    line["error"] = ctx.error ? boost::json::value(ctx.error->code()) : boost::json::value(nullptr);
-    if (ctx.error && ctx.error->timeout_kind) line["timeout"] = ctx.error->timeout_kind;
-    if (ctx.streaming) line["chunks"] = ctx.chunks_out;
-    if (ctx.attempts > 1) line["attempts"] = ctx.attempts;
-    sink_.append(boost::json::serialize(line));
+    j::key(out, "cost_usd");
+    if (cost >= 0) j::number(out, cost);
+    else out += "null";
+    j::key(out, "api");
+    j::string(out, apiName(ctx.endpoint));
+    j::key(out, "error");
+    if (ctx.error) j::string(out, ctx.error->code());
+    else out += "null";
+    if (ctx.error && ctx.error->timeout_kind) {
+      j::key(out, "timeout");
+      j::string(out, ctx.error->timeout_kind);
+    }
+    j::key(out, "end_reason");
+    j::string(out, endReason(ctx));
+    if (ctx.streaming) {
+      j::key(out, "chunks");
+      j::integer(out, static_cast<std::int64_t>(ctx.chunks_out));
+    }
+    if (ctx.attempts > 1) {
+      j::key(out, "attempts");
+      j::integer(out, ctx.attempts);
+    }
+    out += '}';
+    sink_.commit();
   }
 
  private:
   AccessLogSink& sink_;
+  double sample_;
+  double credit_ = 1;  // the first line is always written
 };
 
 }  // namespace
 
-std::unique_ptr<Filter> makeAccessLogFilter(AccessLogSink& sink) { return std::make_unique<AccessLogFilter>(sink); }
+std::unique_ptr<Filter> makeAccessLogFilter(AccessLogSink& sink, const AccessLogConfig& config) {
+  return std::make_unique<AccessLogFilter>(sink, config.sample_success);
+}
 
 }  // namespace tahua

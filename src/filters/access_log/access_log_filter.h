@@ -7,8 +7,10 @@
 
 namespace tahua {
 
-// One JSON line per request, written in onComplete. Never logs prompt or completion
-// content, nor any header value except the request id.
-std::unique_ptr<Filter> makeAccessLogFilter(AccessLogSink& sink);
+// One JSON line per request, written in onComplete straight into the worker's buffer.
+// Never logs prompt or completion content, nor any header value except the request id.
+// Lines of successful requests (< 400) are thinned to access_log.sample_success
+// (exactly: every 1/ratio-th line); errors are always written.
+std::unique_ptr<Filter> makeAccessLogFilter(AccessLogSink& sink, const AccessLogConfig& config);
 
 }  // namespace tahua

@@ -137,7 +137,7 @@ class IdempotencyFilter final : public FilterWithState<IdempotencyState> {
         return finish(ctx, FilterStatus::Stop);
       }
       st.replayed = true;
-      ctx.local_reply = LocalReply{rec->status, std::move(rec->body), std::move(rec->content_type)};
+      ctx.local_reply = LocalReply{rec->status, std::move(rec->body), std::move(rec->content_type), true};
       return finish(ctx, FilterStatus::Stop);
     }
     store_.tryLock(st.lock_name, st.owner, ctx.config->idempotency.lock_ttl, [this, &ctx](bool held) { locked(ctx, held); });

@@ -1,14 +1,27 @@
 #include "filters/metrics/metrics_filter.h"
 
+#include <algorithm>
+
 namespace tahua {
 namespace {
 
 double seconds(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
 
-class MetricsFilter final : public Filter {
+struct MetricsState {
+  SteadyTime attempt_start{};  // the upstream attempt in flight (none: epoch)
+};
+
+class MetricsFilter final : public FilterWithState<MetricsState> {
  public:
   explicit MetricsFilter(WorkerMetrics& m) : m_(m) {}
   std::string_view name() const override { return "metrics"; }
+
+  void onUpstreamRequest(RequestContext& ctx, UpstreamRequestHeaders&) override {
+    state(ctx).attempt_start = std::chrono::steady_clock::now();
+  }
+  void onAttemptFailed(RequestContext& ctx) override {
+    attemptEnded(ctx, std::chrono::steady_clock::now(), ctx.error ? ctx.error->httpStatus() : ctx.status);
+  }
 
   void onResponseHeaders(RequestContext& ctx) override {
     if (ctx.streaming) ++m_.active_streams;
@@ -22,6 +35,17 @@ class MetricsFilter final : public Filter {
     ModelSeries& s = m_.series(model, provider);
     ++s.requests_by_status[ctx.status];
     s.duration.observe(seconds(ctx.start, ctx.end));
+    attemptEnded(ctx, ctx.end, ctx.status);
+    if (!ctx.route_name.empty()) {
+      auto r = m_.routes.find(ctx.route_name);
+      if (r == m_.routes.end()) r = m_.routes.try_emplace(std::string(ctx.route_name)).first;
+      ++r->second[ctx.status];
+    }
+    if (ctx.streaming && ctx.first_byte && ctx.chunks_out > 1)
+      s.inter_token.observe(seconds(*ctx.first_byte, ctx.end) / static_cast<double>(ctx.chunks_out - 1));
+    if (ctx.usage.present())
+      s.tokens.observe(static_cast<double>(std::max<std::int64_t>(ctx.usage.prompt_tokens, 0) +
+                                           std::max<std::int64_t>(ctx.usage.completion_tokens, 0)));
     // Errors produce no tokens: only successful answers feed the TTFT histogram.
     if (ctx.first_byte && ctx.status >= 200 && ctx.status < 300) s.ttft.observe(seconds(ctx.start, *ctx.first_byte));
     if (ctx.usage.prompt_tokens > 0) s.prompt_tokens += static_cast<std::uint64_t>(ctx.usage.prompt_tokens);
@@ -58,6 +82,18 @@ class MetricsFilter final : public Filter {
     if (ctx.usage.prompt_tokens > 0) t.prompt_tokens += static_cast<std::uint64_t>(ctx.usage.prompt_tokens);
     if (ctx.usage.completion_tokens > 0) t.completion_tokens += static_cast<std::uint64_t>(ctx.usage.completion_tokens);
     if (cost > 0) t.cost_usd += cost;
+  }
+
+  // One upstream call of ctx.deployment ended: its status and its time.
+  void attemptEnded(RequestContext& ctx, SteadyTime end, int status) {
+    MetricsState& st = state(ctx);
+    if (st.attempt_start == SteadyTime{} || !ctx.deployment || !ctx.model) return;
+    auto key = std::pair<std::string_view, std::string_view>(ctx.model->name, ctx.deployment->id);
+    auto it = m_.deployments.find(key);
+    if (it == m_.deployments.end()) it = m_.deployments.try_emplace({ctx.model->name, ctx.deployment->id}).first;
+    ++it->second.requests_by_status[status];
+    it->second.upstream.observe(seconds(st.attempt_start, end));
+    st.attempt_start = SteadyTime{};
   }
 
   WorkerMetrics& m_;

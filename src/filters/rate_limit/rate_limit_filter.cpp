@@ -73,6 +73,7 @@ constexpr std::size_t kMaxGroups = 8;     // and up to four matching rate-limit 
 
 struct RateLimitState {
   std::array<const Group*, kMaxGroups> groups{};  // the request's limits, as admitted
+  SteadyTime asked{};  // when the store was asked (the decision's latency)
   bool admitted = false;
   bool deciding = false;       // inside store.admit: an answer now is synchronous
   bool answered = false;       // the store answered while `deciding`
@@ -104,6 +105,16 @@ struct RateLimitState {
 };
 
 class RateLimitFilter final : public FilterWithState<RateLimitState> {
+ private:
+  // tahua_rate_limit_decisions_total{store} and the decision's time.
+  void countDecision(const RateLimitState& st, const Admission& a) {
+    const std::string_view store = a.local ? (shared_store_ ? "local_fallback" : "memory") : shared_store_ ? "redis" : "memory";
+    auto it = metrics_.limit_decisions.find(store);
+    if (it == metrics_.limit_decisions.end()) it = metrics_.limit_decisions.try_emplace(std::string(store)).first;
+    it->second.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - st.asked).count());
+  }
+  bool shared_store_ = false;
+
  public:
   RateLimitFilter(const Config& config, TenantDirectoryPtr directory, StateStore& store, WorkerMetrics& metrics)
       : directory_(std::move(directory)), store_(store), metrics_(metrics) {
@@ -119,6 +130,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
       if (const ModelConfig* m = config.findModel(model); m && limits.any())
         models_.emplace(m, modelLimits(model, limits));
     default_max_tokens_ = config.rate_limits.default_max_tokens;
+    shared_store_ = config.store.type == StoreConfig::Type::Redis;
     policies_ = &config.rate_limits.policies;
     end_over_budget_ = config.rate_limits.end_streams_over_budget;
     wants_data_ = end_over_budget_;
@@ -161,6 +173,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
         }
     st.checked = static_cast<std::uint8_t>(n);
     st.deciding = true;
+    st.asked = std::chrono::steady_clock::now();
     store_.admit(std::span<const LimitCheck>(checks.data(), n), [this, &ctx](const Admission& a) { decided(ctx, a); });
     st.deciding = false;
     if (st.answered) return st.answer;
@@ -397,6 +410,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
   // The store's answer (now, or later on this worker's thread).
   void decided(RequestContext& ctx, const Admission& a) {
     RateLimitState& st = state(ctx);
+    countDecision(st, a);
     noteHeaders(st, st.groups, 0xFF, a);
     FilterStatus status = FilterStatus::Continue;
     if (a.allowed) {

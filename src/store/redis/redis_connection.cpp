@@ -1,4 +1,5 @@
 #include "store/redis/redis_connection.h"
+#include "store/redis/redis_stats.h"
 
 #include <hiredis/hiredis.h>
 
@@ -91,6 +92,9 @@ void RedisConnection::formatCommand(std::string& out, std::span<const std::strin
 
 void RedisConnection::send(std::span<const std::string_view> args, Callback cb) {
   if (!usable() || pending_.size() >= kMaxPending) {
+    RedisCommandStats& stats = RedisCommandStats::global();
+    stats.commands.fetch_add(1, std::memory_order_relaxed);
+    stats.errors.fetch_add(1, std::memory_order_relaxed);
     asio::post(io_, [cb = std::move(cb)] { cb(std::nullopt); });
     return;
   }
@@ -100,6 +104,9 @@ void RedisConnection::send(std::span<const std::string_view> args, Callback cb) 
 
 void RedisConnection::sendFormatted(std::string_view resp, Callback cb) {
   if (!usable() || pending_.size() >= kMaxPending) {
+    RedisCommandStats& stats = RedisCommandStats::global();
+    stats.commands.fetch_add(1, std::memory_order_relaxed);
+    stats.errors.fetch_add(1, std::memory_order_relaxed);
     asio::post(io_, [cb = std::move(cb)] { cb(std::nullopt); });
     return;
   }
@@ -108,6 +115,7 @@ void RedisConnection::sendFormatted(std::string_view resp, Callback cb) {
 }
 
 void RedisConnection::queued(Callback cb) {
+  RedisCommandStats::global().commands.fetch_add(1, std::memory_order_relaxed);
   pending_.push_back({std::move(cb), std::chrono::steady_clock::now() + timeout_});
   armTimer();
   if (state_ == State::Down) {
@@ -207,6 +215,10 @@ void RedisConnection::startRead() {
         if (on_push_) on_push_(reply);
         continue;
       }
+      // Sent at deadline - timeout: the latency without a field per command.
+      RedisCommandStats& stats = RedisCommandStats::global();
+      stats.observe(std::chrono::steady_clock::now() - (pending_.front().deadline - timeout_));
+      if (reply.isError()) stats.errors.fetch_add(1, std::memory_order_relaxed);
       Callback cb = std::move(pending_.front().cb);
       pending_.pop_front();
       cb(std::move(reply));
@@ -243,6 +255,8 @@ void RedisConnection::fail(const char* why) {
   writing_.clear();
   std::deque<Pending> failed;
   failed.swap(pending_);
+  RedisCommandStats& stats = RedisCommandStats::global();
+  (std::string_view(why) == "command timeout" ? stats.timeouts : stats.errors).fetch_add(failed.size(), std::memory_order_relaxed);
   for (auto& p : failed) p.cb(std::nullopt);
 }
 

@@ -1,0 +1,337 @@
+#include "filters/tracing/tracing_filter.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <optional>
+
+#include "request/end_reason.h"
+#include "telemetry/json_out.h"
+#include "telemetry/trace_context.h"
+
+namespace tahua {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kMaxAttempts = 8;           // attempt spans kept per request (more: counted only)
+constexpr std::size_t kMaxContentBytes = 16384;   // captured prompt / completion text, each
+constexpr std::size_t kMaxTracestateBytes = 512;  // the spec's recommended limit
+
+struct Attempt {
+  std::array<std::uint8_t, 8> span{};
+  SteadyTime start{}, first_byte{}, end{};
+  const DeploymentConfig* deployment = nullptr;
+  const ProviderConfig* provider = nullptr;
+  int status = 0;
+  std::string_view error;  // the error's code (a literal), empty when none
+  bool ended = false;
+};
+
+struct TracingState {
+  std::string tracestate;
+  std::array<Attempt, kMaxAttempts> attempts;
+  std::size_t count = 0;  // attempts made, kept or not
+  std::string prompt, completion;  // with capture_content only
+};
+
+// Steady-clock instants as Unix nanoseconds (one offset for the process).
+std::int64_t unixNanos(SteadyTime t) {
+  static const std::int64_t offset =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count() + offset;
+}
+
+std::string_view operationName(Endpoint e) {
+  switch (e) {
+    case Endpoint::Completions: return "text_completion";
+    case Endpoint::Embeddings: return "embeddings";
+    default: return "chat";
+  }
+}
+
+// Appending OTLP JSON: attributes are {"key":k,"value":{"<type>Value":v}}; 64-bit
+// integers and nanosecond times are strings in OTLP's JSON mapping.
+class SpanWriter {
+ public:
+  explicit SpanWriter(std::string& out) : out_(out) {}
+
+  void begin(const TraceContext& t, const std::array<std::uint8_t, 8>& span, const std::array<std::uint8_t, 8>* parent,
+             std::string_view name, int kind, SteadyTime start, SteadyTime end) {
+    char hex[32];
+    out_ += "{\"traceId\":\"";
+    toHex(t.trace_id.data(), 16, hex);
+    out_.append(hex, 32);
+    out_ += "\",\"spanId\":\"";
+    toHex(span.data(), 8, hex);
+    out_.append(hex, 16);
+    out_ += '"';
+    if (parent) {
+      out_ += ",\"parentSpanId\":\"";
+      toHex(parent->data(), 8, hex);
+      out_.append(hex, 16);
+      out_ += '"';
+    }
+    out_ += ",\"name\":";
+    json_out::string(out_, name);
+    out_ += ",\"kind\":";
+    json_out::integer(out_, kind);
+    out_ += ",\"startTimeUnixNano\":\"";
+    json_out::integer(out_, unixNanos(start));
+    out_ += "\",\"endTimeUnixNano\":\"";
+    json_out::integer(out_, unixNanos(end));
+    out_ += "\",\"attributes\":[";
+    first_ = true;
+  }
+  void str(std::string_view key, std::string_view value) {
+    open(key);
+    out_ += "{\"stringValue\":";
+    json_out::string(out_, value);
+    out_ += "}}";
+  }
+  void integer(std::string_view key, std::int64_t value) {
+    open(key);
+    out_ += "{\"intValue\":\"";
+    json_out::integer(out_, value);
+    out_ += "\"}}";
+  }
+  void dbl(std::string_view key, double value) {
+    open(key);
+    out_ += "{\"doubleValue\":";
+    json_out::number(out_, value);
+    out_ += "}}";
+  }
+  void boolean(std::string_view key, bool value) {
+    open(key);
+    out_ += value ? "{\"boolValue\":true}}" : "{\"boolValue\":false}}";
+  }
+  // Closes the attributes; an event list (at most one event here) and the status follow.
+  void end(std::optional<std::pair<std::string_view, SteadyTime>> event, bool error, std::string_view message) {
+    out_ += ']';
+    if (event) {
+      out_ += ",\"events\":[{\"name\":";
+      json_out::string(out_, event->first);
+      out_ += ",\"timeUnixNano\":\"";
+      json_out::integer(out_, unixNanos(event->second));
+      out_ += "\"}]";
+    }
+    if (error) {
+      out_ += ",\"status\":{\"code\":2,\"message\":";
+      json_out::string(out_, message);
+      out_ += "}}";
+    } else {
+      out_ += ",\"status\":{\"code\":0}}";
+    }
+  }
+
+ private:
+  void open(std::string_view key) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += "{\"key\":\"";
+    out_.append(key);  // keys are literals without characters to escape
+    out_ += "\",\"value\":";
+  }
+  std::string& out_;
+  bool first_ = true;
+};
+
+class TracingFilter final : public FilterWithState<TracingState> {
+ public:
+  TracingFilter(const TracingConfig& config, ExportBuffer& spans)
+      : capture_(config.capture_content),
+        threshold_(config.sample_ratio >= 1 ? ~std::uint64_t{0}
+                                            : static_cast<std::uint64_t>(config.sample_ratio * 18446744073709551615.0)),
+        spans_(spans) {}
+  std::string_view name() const override { return "tracing"; }
+  bool wantsResponseData() const override { return capture_; }
+
+  FilterStatus onRequestHeaders(RequestContext& ctx) override {
+    TracingState& st = state(ctx);
+    TraceContext& t = ctx.trace;
+    if (ctx.headers && parseTraceparent(ctx.headers->get("traceparent"), t)) {
+      // Continued: the caller's sampling decision stands; its vendors' state goes on.
+      std::string_view ts = ctx.headers->get("tracestate");
+      if (!ts.empty() && ts.size() <= kMaxTracestateBytes && ts.find_first_of("\r\n") == std::string_view::npos)
+        st.tracestate.assign(ts);
+    } else {
+      t = TraceContext{};
+      randomBytes(t.trace_id.data(), t.trace_id.size());
+      std::uint64_t low;
+      std::memcpy(&low, t.trace_id.data() + 8, 8);
+      t.sampled = threshold_ == ~std::uint64_t{0} || low < threshold_;
+    }
+    randomBytes(t.span_id.data(), t.span_id.size());
+    return FilterStatus::Continue;
+  }
+
+  FilterStatus onRequestBody(RequestContext& ctx) override {
+    if (capture_) state(ctx).prompt.assign(ctx.body.data(), std::min(ctx.body.size(), kMaxContentBytes));
+    return FilterStatus::Continue;
+  }
+
+  void onUpstreamRequest(RequestContext& ctx, UpstreamRequestHeaders& headers) override {
+    TracingState& st = state(ctx);
+    std::array<std::uint8_t, 8> span;
+    randomBytes(span.data(), span.size());
+    if (st.count < kMaxAttempts) {
+      Attempt& a = st.attempts[st.count];
+      a = Attempt{};
+      a.span = span;
+      a.start = Clock::now();
+      a.deployment = ctx.deployment;
+      a.provider = ctx.provider;
+    }
+    ++st.count;
+    char header[55];
+    formatTraceparent(ctx.trace, span, header);
+    headers.add("traceparent", std::string_view(header, sizeof header));
+    if (!st.tracestate.empty()) headers.add("tracestate", st.tracestate);
+  }
+
+  void onUpstreamHeaders(const RequestContext& ctx) override {
+    const TracingState& st = state(ctx);
+    if (Attempt* a = current(const_cast<TracingState&>(st))) {
+      a->first_byte = Clock::now();
+      a->status = ctx.status;
+    }
+  }
+
+  void onAttemptFailed(RequestContext& ctx) override {
+    if (Attempt* a = current(state(ctx))) close(*a, ctx, Clock::now());
+  }
+
+  void onResponseData(RequestContext& ctx, ResponseData& data) override {
+    std::string& c = state(ctx).completion;
+    if (c.size() < kMaxContentBytes) c.append(data.bytes().substr(0, kMaxContentBytes - c.size()));
+  }
+  void onResponseBody(RequestContext& ctx, std::string& body) override {
+    if (capture_) state(ctx).completion.assign(body.data(), std::min(body.size(), kMaxContentBytes));
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    TracingState& st = state(ctx);
+    if (!ctx.trace.valid()) return;
+    if (Attempt* a = current(st)) close(*a, ctx, ctx.end);
+    // Exported when sampled, and always when the gateway or an upstream failed.
+    const bool failed = ctx.status >= 500 || (ctx.error && ctx.error->source() != ErrorSource::Client);
+    if (!ctx.trace.sampled && !failed) return;
+    std::string& out = spans_.data();
+    writeServerSpan(out, ctx, st, failed);
+    spans_.commit();
+    for (std::size_t i = 0; i < std::min(st.count, kMaxAttempts); ++i) {
+      writeAttemptSpan(out, ctx, st.attempts[i]);
+      spans_.commit();
+    }
+  }
+
+ private:
+  static Attempt* current(TracingState& st) {
+    if (st.count == 0 || st.count > kMaxAttempts) return nullptr;
+    Attempt& a = st.attempts[st.count - 1];
+    return a.ended ? nullptr : &a;
+  }
+
+  static void close(Attempt& a, const RequestContext& ctx, SteadyTime at) {
+    a.end = at;
+    a.ended = true;
+    if (ctx.status) a.status = ctx.status;
+    if (ctx.error) a.error = ctx.error->code();
+  }
+
+  void common(SpanWriter& w, const RequestContext& ctx) const {
+    w.str("gen_ai.operation.name", operationName(ctx.endpoint));
+    if (!ctx.facts.model.empty()) w.str("gen_ai.request.model", ctx.facts.model);
+    if (ctx.provider) w.str("gen_ai.provider.name", genAiProviderName(ctx.provider->type));
+  }
+
+  void writeServerSpan(std::string& out, const RequestContext& ctx, const TracingState& st, bool failed) const {
+    SpanWriter w(out);
+    std::string name(ctx.method);
+    name += ' ';
+    name += ctx.path;
+    const bool continued = std::any_of(ctx.trace.parent_id.begin(), ctx.trace.parent_id.end(), [](auto b) { return b != 0; });
+    w.begin(ctx.trace, ctx.trace.span_id, continued ? &ctx.trace.parent_id : nullptr, name, 2, ctx.start, ctx.end);
+    w.str("http.request.method", ctx.method);
+    w.str("url.path", ctx.path);
+    w.integer("http.response.status_code", ctx.status);
+    w.str("tahua.request_id", ctx.request_id);
+    if (ctx.endpoint != Endpoint::None) common(w, ctx);
+    if (ctx.model) w.str("gen_ai.response.model", ctx.deployment ? std::string_view(ctx.deployment->upstream_model)
+                                                                 : std::string_view(ctx.model->name));
+    if (ctx.facts.max_tokens > 0) w.integer("gen_ai.request.max_tokens", ctx.facts.max_tokens);
+    if (ctx.facts.temperature >= 0) w.dbl("gen_ai.request.temperature", ctx.facts.temperature);
+    if (ctx.usage.prompt_tokens >= 0) w.integer("gen_ai.usage.input_tokens", ctx.usage.prompt_tokens);
+    if (ctx.usage.completion_tokens >= 0) w.integer("gen_ai.usage.output_tokens", ctx.usage.completion_tokens);
+    if (ctx.first_byte)
+      w.dbl("gen_ai.server.time_to_first_token", std::chrono::duration<double>(*ctx.first_byte - ctx.start).count());
+    w.boolean("tahua.stream", ctx.streaming);
+    if (ctx.model) w.str("tahua.model", ctx.model->name);
+    if (!ctx.route_name.empty()) w.str("tahua.route", ctx.route_name);
+    if (!ctx.route_reason.empty()) w.str("tahua.route_reason", ctx.route_reason);
+    if (ctx.deployment) {
+      w.str("tahua.deployment", ctx.deployment->id);
+      w.str("tahua.version", ctx.deployment->version);
+    }
+    if (ctx.principal.tenant) w.str("tahua.tenant", ctx.principal.tenant->name);
+    if (ctx.principal.key) w.str("tahua.key", ctx.principal.key->name);
+    if (!ctx.fallback.empty()) w.str("tahua.fallback", ctx.fallback);
+    w.integer("tahua.attempts", static_cast<std::int64_t>(st.count));
+    w.str("tahua.end_reason", endReason(ctx));
+    if (ctx.error) w.str("error.type", ctx.error->code());
+    if (capture_) {
+      w.str("gen_ai.input.messages", st.prompt);
+      w.str("gen_ai.output.messages", st.completion);
+    }
+    std::optional<std::pair<std::string_view, SteadyTime>> first;
+    if (ctx.first_byte) first.emplace("gen_ai.first_token", *ctx.first_byte);
+    w.end(first, failed, ctx.error ? ctx.error->code() : std::string_view("HTTP " + std::to_string(ctx.status)));
+  }
+
+  void writeAttemptSpan(std::string& out, const RequestContext& ctx, const Attempt& a) const {
+    SpanWriter w(out);
+    std::string name(operationName(ctx.endpoint));
+    if (a.deployment) {
+      name += ' ';
+      name += a.deployment->upstream_model;
+    }
+    w.begin(ctx.trace, a.span, &ctx.trace.span_id, name, 3, a.start, a.ended ? a.end : ctx.end);
+    w.str("gen_ai.operation.name", operationName(ctx.endpoint));
+    if (a.provider) {
+      w.str("gen_ai.provider.name", genAiProviderName(a.provider->type));
+      w.str("server.address", a.provider->host);
+      w.integer("server.port", a.provider->port);
+      w.str("tahua.provider", a.provider->name);
+    }
+    if (a.deployment) {
+      w.str("gen_ai.request.model", a.deployment->upstream_model);
+      w.str("tahua.deployment", a.deployment->id);
+      w.str("tahua.version", a.deployment->version);
+    }
+    if (a.status) w.integer("http.response.status_code", a.status);
+    if (!a.error.empty()) w.str("error.type", a.error);
+    const bool failed = !a.error.empty() || a.status >= 500 || a.status == 429;
+    std::optional<std::pair<std::string_view, SteadyTime>> first;
+    if (a.first_byte != SteadyTime{}) first.emplace("tahua.response_headers", a.first_byte);
+    w.end(first, failed, !a.error.empty() ? a.error : std::string_view("upstream failed"));
+  }
+
+  bool capture_;
+  std::uint64_t threshold_;
+  ExportBuffer& spans_;
+};
+
+}  // namespace
+
+std::string_view genAiProviderName(std::string_view type) {
+  if (type == "azure") return "azure.ai.openai";
+  if (type == "gemini") return "gcp.gemini";
+  if (type == "bedrock") return "aws.bedrock";
+  return type;  // openai, anthropic, and the rest by their type name
+}
+
+std::unique_ptr<Filter> makeTracingFilter(const Config& config, ExportBuffer& spans) {
+  return std::make_unique<TracingFilter>(config.tracing, spans);
+}
+
+}  // namespace tahua

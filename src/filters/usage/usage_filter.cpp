@@ -1,0 +1,174 @@
+#include "filters/usage/usage_filter.h"
+
+#include "request/end_reason.h"
+#include "telemetry/json_out.h"
+#include "telemetry/trace_context.h"
+#include "tokens/token_estimator.h"
+
+namespace tahua {
+namespace {
+
+struct UsageState {
+  std::int64_t delivered = 0;  // completion tokens the client received (estimated on the way)
+  bool usage_estimated = false;
+};
+
+std::string_view apiName(Endpoint e) {
+  switch (e) {
+    case Endpoint::Messages:
+    case Endpoint::CountTokens: return "anthropic";
+    case Endpoint::Responses: return "openai-responses";
+    default: return "openai";
+  }
+}
+
+class UsageFilter final : public FilterWithState<UsageState> {
+ public:
+  UsageFilter(const Config& config, ExportBuffer& records) : records_(records), gateway_(config.usage.gateway_id) {}
+  std::string_view name() const override { return "usage"; }
+  bool wantsResponseData() const override { return true; }
+
+  void onResponseData(RequestContext& ctx, ResponseData& data) override {
+    // The usage report comes last, so every piece is counted (one pass of the
+    // estimator over the piece, no allocation).
+    if (!data.aborted()) state(ctx).delivered += estimateStreamedTokens(data.bytes(), defaultTokenCounter());
+  }
+
+  void onResponseBody(RequestContext& ctx, std::string& body) override {
+    if (!ctx.usage.present()) state(ctx).delivered = estimateStreamedTokens(body, defaultTokenCounter());
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    UsageState& st = state(ctx);
+    settle(ctx, st);
+    if (!records_.enabled() || unauthenticated(ctx)) return;
+    write(records_.data(), ctx, st);
+    records_.commit();
+  }
+
+ private:
+  static bool unauthenticated(const RequestContext& ctx) {
+    return ctx.error && (ctx.error->kind == ErrorKind::MissingApiKey || ctx.error->kind == ErrorKind::InvalidApiKey);
+  }
+
+  // An upstream's answer that reached the client without usage: bill what was delivered.
+  static void settle(RequestContext& ctx, UsageState& st) {
+    if (ctx.usage.present() || !ctx.deployment || ctx.local_reply || ctx.bytes_out == 0 || !ctx.first_byte) return;
+    if (!(ctx.status >= 200 && ctx.status < 300) && ctx.status != 499) return;
+    ctx.usage.prompt_tokens = static_cast<std::int64_t>((ctx.bytes_in + 3) / 4);
+    ctx.usage.completion_tokens = st.delivered;
+    ctx.usage.total_tokens = ctx.usage.prompt_tokens + st.delivered;
+    st.usage_estimated = true;
+  }
+
+  void write(std::string& out, const RequestContext& ctx, const UsageState& st) const {
+    namespace j = json_out;
+    using namespace std::chrono;
+    const auto now_wall = system_clock::now();
+    const auto now = steady_clock::now();
+    const auto start_wall = now_wall - duration_cast<system_clock::duration>(now - ctx.start);
+    const auto end_wall = now_wall - duration_cast<system_clock::duration>(now - ctx.end);
+    char id[36];
+    uuidV7(id);
+    out += "{\"record_id\":\"";  // first, at a fixed place: sinks read it without parsing
+    out.append(id, 36);
+    out += '"';
+    j::key(out, "request_id");
+    j::string(out, ctx.request_id);
+    j::key(out, "ts");
+    j::time(out, start_wall);
+    j::key(out, "end_ts");
+    j::time(out, end_wall);
+    if (!gateway_.empty()) {
+      j::key(out, "gateway");
+      j::string(out, gateway_);
+    }
+    auto strOrNull = [&](std::string_view k, const std::string* v) {
+      j::key(out, k);
+      if (v) j::string(out, *v);
+      else out += "null";
+    };
+    strOrNull("tenant", ctx.principal.tenant ? &ctx.principal.tenant->name : nullptr);
+    strOrNull("key", ctx.principal.key ? &ctx.principal.key->name : nullptr);
+    strOrNull("key_prefix", ctx.principal.key && !ctx.principal.key->prefix.empty() ? &ctx.principal.key->prefix : nullptr);
+    j::key(out, "api");
+    j::string(out, apiName(ctx.endpoint));
+    j::key(out, "method");
+    j::string(out, ctx.method);
+    j::key(out, "path");
+    j::string(out, ctx.path);
+    j::key(out, "requested_model");
+    if (ctx.requested_model) j::string(out, ctx.requested_model->name);
+    else if (!ctx.facts.model.empty()) j::string(out, ctx.facts.model);
+    else out += "null";
+    strOrNull("model", ctx.model ? &ctx.model->name : nullptr);
+    strOrNull("provider", ctx.provider ? &ctx.provider->name : nullptr);
+    strOrNull("deployment", ctx.deployment ? &ctx.deployment->id : nullptr);
+    strOrNull("version", ctx.deployment ? &ctx.deployment->version : nullptr);
+    j::key(out, "route_name");
+    if (!ctx.route_name.empty()) j::string(out, ctx.route_name);
+    else out += "null";
+    j::key(out, "stream");
+    out += ctx.streaming || ctx.facts.stream ? "true" : "false";
+    j::key(out, "status");
+    j::integer(out, ctx.status);
+    j::key(out, "end_reason");
+    j::string(out, endReason(ctx));
+    j::key(out, "error");
+    if (ctx.error) j::string(out, ctx.error->code());
+    else out += "null";
+    const bool replay = ctx.local_reply && ctx.local_reply->replay;
+    j::key(out, "replayed");
+    out += replay ? "true" : "false";
+    // Billed tokens: what the rate-limit calibration charged (settled above).
+    const Usage& u = ctx.usage;
+    auto tokens = [&](std::string_view k, std::int64_t v) {
+      j::key(out, k);
+      j::integer(out, std::max<std::int64_t>(v, 0));
+    };
+    tokens("prompt_tokens", u.prompt_tokens);
+    tokens("completion_tokens", u.completion_tokens);
+    tokens("cached_tokens", u.cached_tokens);
+    tokens("total_tokens", std::max<std::int64_t>(u.prompt_tokens, 0) + std::max<std::int64_t>(u.completion_tokens, 0));
+    j::key(out, "usage_source");
+    j::string(out, !u.present() ? "none" : st.usage_estimated ? "estimate" : "upstream");
+    j::key(out, "cost_usd");
+    const double cost = costUsd(ctx.model, u);
+    if (cost >= 0) j::number(out, cost);
+    else out += "null";  // the model has no pricing
+    j::key(out, "duration_ms");
+    j::number(out, duration<double, std::milli>(ctx.end - ctx.start).count());
+    j::key(out, "ttft_ms");
+    if (ctx.first_byte) j::number(out, duration<double, std::milli>(*ctx.first_byte - ctx.start).count());
+    else out += "null";
+    j::key(out, "bytes_out");
+    j::integer(out, static_cast<std::int64_t>(ctx.bytes_out));
+    j::key(out, "attempts");
+    j::integer(out, ctx.attempts);
+    j::key(out, "fallback");
+    if (!ctx.fallback.empty()) j::string(out, ctx.fallback);
+    else out += "null";
+    j::key(out, "cache");
+    out += "null";  // no response cache yet
+    j::key(out, "trace_id");
+    if (ctx.trace.valid()) {
+      char hex[32];
+      ctx.trace.traceIdHex(hex);
+      j::string(out, std::string_view(hex, 32));
+    } else {
+      out += "null";
+    }
+    out += '}';
+  }
+
+  ExportBuffer& records_;
+  std::string gateway_;
+};
+
+}  // namespace
+
+std::unique_ptr<Filter> makeUsageFilter(const Config& config, ExportBuffer& records) {
+  return std::make_unique<UsageFilter>(config, records);
+}
+
+}  // namespace tahua

@@ -1,0 +1,57 @@
+#include "telemetry/export_queue.h"
+
+namespace tahua {
+
+bool ExportQueue::push(ExportBatch&& batch) {
+  if (batch.items == 0) return true;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_ || depth_.load(std::memory_order_relaxed) + batch.items > max_items_) {
+      dropped_.fetch_add(batch.items, std::memory_order_relaxed);
+      return false;
+    }
+    depth_.fetch_add(batch.items, std::memory_order_relaxed);
+    accepted_.fetch_add(batch.items, std::memory_order_relaxed);
+    batches_.push_back(std::move(batch));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+std::vector<ExportBatch> ExportQueue::take(std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  if (batches_.empty() && !closed_) cv_.wait_for(lock, wait, [&] { return !batches_.empty() || closed_; });
+  std::vector<ExportBatch> out;
+  out.reserve(batches_.size());
+  std::size_t items = 0;
+  for (auto& b : batches_) {
+    items += b.items;
+    out.push_back(std::move(b));
+  }
+  batches_.clear();
+  depth_.fetch_sub(items, std::memory_order_relaxed);
+  return out;
+}
+
+void ExportQueue::close() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool ExportQueue::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
+
+void ExportBuffer::flush() {
+  if (!queue_ || batch_.items == 0) return;
+  ExportBatch out;
+  out.data.reserve(batch_.data.capacity());  // the next batch is likely as large
+  std::swap(out, batch_);
+  queue_->push(std::move(out));  // a refusal is counted by the queue
+}
+
+}  // namespace tahua

@@ -1,0 +1,76 @@
+// Workers hand telemetry (usage records, spans) to a background exporter in batches:
+// each worker collects into its own ExportBuffer (no lock per request) and hands the
+// buffer over every 200 ms or every kFlushItems items, one lock per batch. The queue is
+// bounded in items: a batch that would pass the bound is refused and counted as
+// dropped, never waited for: a slow or dead exporter cannot slow a request.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tahua {
+
+struct ExportBatch {
+  std::string data;  // items, each ended by the buffer's separator
+  std::size_t items = 0;
+};
+
+class ExportQueue {
+ public:
+  explicit ExportQueue(std::size_t max_items) : max_items_(max_items) {}
+
+  // Takes the batch, or refuses it (counted in dropped()) when the queue is full or closed.
+  bool push(ExportBatch&& batch);
+  // Every batch queued, waiting up to `wait` for the first; empty after close() once drained.
+  std::vector<ExportBatch> take(std::chrono::milliseconds wait);
+  // No more pushes are taken; take() no longer waits.
+  void close();
+  bool closed() const;
+
+  std::size_t depth() const { return depth_.load(std::memory_order_relaxed); }      // items waiting
+  std::uint64_t accepted() const { return accepted_.load(std::memory_order_relaxed); }  // items ever taken in
+  std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }    // items refused
+
+ private:
+  const std::size_t max_items_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ExportBatch> batches_;
+  bool closed_ = false;
+  std::atomic<std::size_t> depth_{0};
+  std::atomic<std::uint64_t> accepted_{0};
+  std::atomic<std::uint64_t> dropped_{0};
+};
+
+// A worker's side: items appended to `data` (each followed by `separator`), handed over
+// in one push. Owned by the worker, outliving its filter chains (a reload keeps it).
+class ExportBuffer {
+ public:
+  static constexpr std::size_t kFlushItems = 256;
+  ExportBuffer(ExportQueue* queue, char separator) : queue_(queue), separator_(separator) {}
+  ~ExportBuffer() { flush(); }
+
+  bool enabled() const { return queue_ != nullptr; }
+  // Where the next item is written.
+  std::string& data() { return batch_.data; }
+  // The item just written is complete.
+  void commit() {
+    batch_.data.push_back(separator_);
+    if (++batch_.items >= kFlushItems) flush();
+  }
+  // Hands what was collected to the exporter (the worker's periodic flush, and its stop).
+  void flush();
+
+ private:
+  ExportQueue* queue_;
+  char separator_;
+  ExportBatch batch_;
+};
+
+}  // namespace tahua

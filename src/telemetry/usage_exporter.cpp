@@ -1,0 +1,237 @@
+#include "telemetry/usage_exporter.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+namespace tahua {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+constexpr Millis kMaxBackoff{30'000};
+constexpr std::size_t kReplayChunk = 1 << 20;
+
+std::size_t countLines(std::string_view s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
+}  // namespace
+
+struct UsageExporter::Sink {
+  std::string name;
+  std::unique_ptr<UsageSink> out;
+  std::string spill_path;
+  int spill_fd = -1;
+  std::uint64_t replay_offset = 0;  // the spill before it was delivered
+  Clock::time_point next_retry{};
+  Millis backoff{0};
+  std::atomic<bool> up{true};
+  std::atomic<std::uint64_t> spill_size{0};
+  std::atomic<std::uint64_t> delivered{0}, failures{0}, dropped{0};
+  Clock::time_point last_drop_log{};
+
+  ~Sink() {
+    if (spill_fd >= 0) ::close(spill_fd);
+  }
+};
+
+std::unique_ptr<UsageExporter> UsageExporter::start(const UsageConfig& config, std::string_view store_redis_url,
+                                                    std::string& error) {
+  std::error_code ec;
+  std::filesystem::create_directories(config.spill_dir, ec);
+  if (ec || ::access(config.spill_dir.c_str(), W_OK) != 0) {
+    error = "usage.spill_dir \"" + config.spill_dir + "\" is not a writable directory";
+    return nullptr;
+  }
+  std::unique_ptr<UsageExporter> e(new UsageExporter(config));
+  for (const auto& c : config.sinks) {
+    auto sink = std::make_unique<Sink>();
+    sink->name = c.name;
+    sink->out = makeUsageSink(c, store_redis_url, error);
+    if (!sink->out) {
+      error = "usage.sinks " + c.name + ": " + error;
+      return nullptr;
+    }
+    sink->spill_path = config.spill_dir + "/" + c.name + ".spill";
+    sink->backoff = config.retry_backoff;
+    struct stat st{};
+    if (::stat(sink->spill_path.c_str(), &st) == 0 && st.st_size > 0) {
+      // An earlier run's spill: replayed first, before anything new reaches the sink.
+      sink->spill_size = static_cast<std::uint64_t>(st.st_size);
+      log::info("usage sink has records spilled by an earlier run; replaying",
+                {{"sink", c.name}, {"bytes", static_cast<std::int64_t>(st.st_size)}});
+    }
+    e->sinks_.push_back(std::move(sink));
+  }
+  // What an unclean exit of the last run left unaccounted for.
+  std::ifstream state(config.spill_dir + "/usage.state");
+  std::uint64_t accepted = 0, handled = 0;
+  std::string clean;
+  if (state >> accepted >> handled >> clean && clean != "clean" && accepted > handled) {
+    e->lost_at_start_ = accepted - handled;
+    log::error("usage records lost by an unclean exit of the previous run (in memory when it died)",
+               {{"records", static_cast<std::int64_t>(accepted - handled)}});
+  }
+  e->writeState(false);
+  e->thread_ = std::thread([p = e.get()] { p->run(); });
+  return e;
+}
+
+UsageExporter::UsageExporter(const UsageConfig& config) : config_(config), queue_(config.max_queue_records) {}
+
+UsageExporter::~UsageExporter() { stop(); }
+
+void UsageExporter::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  queue_.close();
+  if (thread_.joinable()) thread_.join();
+}
+
+UsageExporter::Stats UsageExporter::stats() const {
+  Stats s;
+  s.records = queue_.accepted();
+  s.dropped_queue = queue_.dropped();
+  s.lost_at_start = lost_at_start_;
+  s.depth = queue_.depth();
+  for (const auto& k : sinks_) {
+    SinkStats ks;
+    ks.name = k->name;
+    ks.up = k->up.load(std::memory_order_relaxed);
+    ks.delivered = k->delivered.load(std::memory_order_relaxed);
+    ks.failures = k->failures.load(std::memory_order_relaxed);
+    ks.dropped = k->dropped.load(std::memory_order_relaxed);
+    ks.spill_bytes = k->spill_size.load(std::memory_order_relaxed);
+    s.sinks.push_back(std::move(ks));
+  }
+  return s;
+}
+
+void UsageExporter::run() {
+  auto last_state = Clock::now();
+  for (;;) {
+    auto batches = queue_.take(Millis(250));
+    const bool closing = batches.empty() && queue_.closed();
+    for (const auto& b : batches) {
+      handle(b);
+      handled_.fetch_add(b.items, std::memory_order_relaxed);
+    }
+    if (closing) break;
+    const auto now = Clock::now();
+    for (auto& s : sinks_)
+      if (s->spill_size.load(std::memory_order_relaxed) > 0 && now >= s->next_retry) replay(*s);
+    if (!batches.empty() || now - last_state >= std::chrono::seconds(1)) {
+      writeState(false);
+      last_state = now;
+    }
+  }
+  writeState(handled_.load() == queue_.accepted());
+}
+
+void UsageExporter::handle(const ExportBatch& batch) {
+  for (auto& s : sinks_) {
+    if (s->spill_size.load(std::memory_order_relaxed) > 0) {  // behind its spill: keep the order
+      spill(*s, batch.data, batch.items);
+      continue;
+    }
+    std::string error;
+    if (s->out->deliver(batch.data, error)) {
+      s->delivered.fetch_add(batch.items, std::memory_order_relaxed);
+      continue;
+    }
+    s->failures.fetch_add(1, std::memory_order_relaxed);
+    if (s->up.exchange(false)) log::warn("usage sink failed; spilling its records until it is back", {{"sink", s->name}, {"error", error}});
+    s->backoff = config_.retry_backoff;
+    s->next_retry = Clock::now() + s->backoff;
+    spill(*s, batch.data, batch.items);
+  }
+}
+
+void UsageExporter::spill(Sink& s, std::string_view lines, std::size_t records) {
+  const std::uint64_t size = s.spill_size.load(std::memory_order_relaxed);
+  auto drop = [&](const char* why) {
+    s.dropped.fetch_add(records, std::memory_order_relaxed);
+    if (auto now = Clock::now(); now - s.last_drop_log >= std::chrono::seconds(10)) {
+      s.last_drop_log = now;
+      log::error("usage records dropped", {{"sink", s.name}, {"records", static_cast<std::int64_t>(records)}, {"reason", why}});
+    }
+  };
+  if (size + lines.size() > config_.spill_max_bytes) return drop("spill file full (usage.spill_max_bytes)");
+  if (s.spill_fd < 0) s.spill_fd = ::open(s.spill_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (s.spill_fd < 0) return drop(std::strerror(errno));
+  std::string_view rest = lines;
+  while (!rest.empty()) {
+    const ssize_t n = ::write(s.spill_fd, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // A torn tail would be half a record: cut it off again.
+      if (::ftruncate(s.spill_fd, static_cast<off_t>(size)) != 0) {}
+      return drop(std::strerror(errno));
+    }
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+  ::fdatasync(s.spill_fd);  // the spill is what survives the sink being down
+  s.spill_size.store(size + lines.size(), std::memory_order_relaxed);
+}
+
+void UsageExporter::replay(Sink& s) {
+  const int fd = ::open(s.spill_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    s.spill_size = 0;
+    s.replay_offset = 0;
+    return;
+  }
+  std::string chunk;
+  for (int round = 0; round < 8; ++round) {  // a bounded share of the loop: new batches wait otherwise
+    const std::uint64_t size = s.spill_size.load(std::memory_order_relaxed);
+    if (s.replay_offset >= size) break;
+    chunk.resize(static_cast<std::size_t>(std::min<std::uint64_t>(kReplayChunk, size - s.replay_offset)));
+    const ssize_t n = ::pread(fd, chunk.data(), chunk.size(), static_cast<off_t>(s.replay_offset));
+    if (n <= 0) break;
+    chunk.resize(static_cast<std::size_t>(n));
+    std::size_t whole = chunk.rfind('\n');
+    if (whole == std::string::npos) {  // one record longer than the chunk: skip a torn line
+      s.replay_offset += chunk.size();
+      continue;
+    }
+    chunk.resize(whole + 1);
+    std::string error;
+    if (!s.out->deliver(chunk, error)) {
+      s.failures.fetch_add(1, std::memory_order_relaxed);
+      s.backoff = std::min(kMaxBackoff, std::max(config_.retry_backoff, s.backoff * 2));
+      s.next_retry = Clock::now() + s.backoff;
+      ::close(fd);
+      return;
+    }
+    s.delivered.fetch_add(countLines(chunk), std::memory_order_relaxed);
+    s.replay_offset += chunk.size();
+  }
+  ::close(fd);
+  if (s.replay_offset >= s.spill_size.load(std::memory_order_relaxed)) {
+    // All of it went through: start the spill afresh.
+    if (s.spill_fd >= 0) ::close(s.spill_fd);
+    s.spill_fd = -1;
+    ::truncate(s.spill_path.c_str(), 0);
+    s.spill_size = 0;
+    s.replay_offset = 0;
+    s.backoff = config_.retry_backoff;
+    if (!s.up.exchange(true)) log::info("usage sink is back; its spilled records were delivered", {{"sink", s.name}});
+  }
+}
+
+void UsageExporter::writeState(bool clean) {
+  const std::string path = config_.spill_dir + "/usage.state";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << queue_.accepted() << ' ' << handled_.load() << ' ' << (clean ? "clean" : "running") << '\n';
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace tahua

@@ -1,0 +1,79 @@
+// Delivers usage records to every configured sink from a thread of its own, at least
+// once, never losing one silently:
+//
+//  - Workers hand records over through the ExportQueue (bounded; a full queue drops and
+//    counts). This thread takes them every 250 ms at most.
+//  - Each sink gets each batch. A sink that fails (Redis down, webhook 5xx, disk full)
+//    gets it appended to its spill file (spill_dir/<sink>.spill) instead, and so does
+//    everything after it, in order, until the spill has been replayed to the sink: a
+//    retry with backoff (retry_backoff, doubling to 30 s) sends the spill from its
+//    start, 1 MiB at a time; once all of it went through the file is emptied. A spill
+//    left by an earlier run is replayed after a start.
+//  - Past spill_max_bytes a sink's records are dropped, counted and logged.
+//  - Stop (SIGTERM) delivers or spills what is queued before returning.
+//  - spill_dir/usage.state records how many records were accepted and handled; a start
+//    after a crash (kill -9) reports the difference as lost (at most the queue, plus
+//    what workers had not handed over: 200 ms of records).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/telemetry_config.h"
+#include "telemetry/export_queue.h"
+#include "telemetry/usage_sinks.h"
+
+namespace tahua {
+
+class UsageExporter {
+ public:
+  // nullptr and `error` when a sink cannot be made or spill_dir is not writable.
+  static std::unique_ptr<UsageExporter> start(const UsageConfig& config, std::string_view store_redis_url,
+                                              std::string& error);
+  ~UsageExporter();  // stop(), if not done
+
+  ExportQueue& queue() { return queue_; }
+  // Delivers or spills everything queued, then stops the thread. Workers must have
+  // handed over their buffers first.
+  void stop();
+
+  struct SinkStats {
+    std::string name;
+    bool up = true;
+    std::uint64_t delivered = 0;  // records the sink took
+    std::uint64_t failures = 0;   // deliveries that failed
+    std::uint64_t dropped = 0;    // past the spill bound
+    std::uint64_t spill_bytes = 0;
+  };
+  struct Stats {
+    std::uint64_t records = 0;   // handed over by workers
+    std::uint64_t dropped_queue = 0;
+    std::uint64_t lost_at_start = 0;  // an earlier run's records lost by a crash (usage.state)
+    std::size_t depth = 0;
+    std::vector<SinkStats> sinks;
+  };
+  Stats stats() const;
+
+ private:
+  struct Sink;
+  explicit UsageExporter(const UsageConfig& config);
+  void run();
+  void handle(const ExportBatch& batch);
+  void replay(Sink& sink);
+  void spill(Sink& sink, std::string_view lines, std::size_t records);
+  void writeState(bool clean);
+
+  UsageConfig config_;
+  ExportQueue queue_;
+  std::vector<std::unique_ptr<Sink>> sinks_;
+  std::atomic<std::uint64_t> handled_{0};
+  std::uint64_t lost_at_start_ = 0;
+  std::thread thread_;
+  bool stopped_ = false;
+};
+
+}  // namespace tahua

@@ -1,0 +1,222 @@
+#include "telemetry/usage_sinks.h"
+
+#include <hiredis/hiredis.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/redis/redis_endpoint.h"
+#include "telemetry/http_post.h"
+
+namespace tahua {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Appends whole batches; past rotate_bytes (before a batch that would pass it) or
+// rotate_interval the file is renamed to path.1 (path.1 to path.2 ...; the oldest
+// beyond `keep` removed) and a new one started.
+class FileSink final : public UsageSink {
+ public:
+  explicit FileSink(const UsageSinkConfig& c) : c_(c) {}
+  ~FileSink() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  bool deliver(std::string_view lines, std::string& error) override {
+    if (fd_ < 0 && !open(error)) return false;
+    if ((size_ > 0 && size_ + lines.size() > c_.rotate_bytes) ||
+        (c_.rotate_interval.count() > 0 && Clock::now() - opened_ >= c_.rotate_interval && size_ > 0)) {
+      rotate();
+      if (!open(error)) return false;
+    }
+    std::string_view rest = lines;
+    while (!rest.empty()) {
+      const ssize_t n = ::write(fd_, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error = std::string("write ") + c_.path + ": " + std::strerror(errno);
+        // What was written stays; all of it is delivered again (at least once). The
+        // file is reopened next time (a full disk may have been cleared).
+        ::close(fd_);
+        fd_ = -1;
+        return false;
+      }
+      rest.remove_prefix(static_cast<std::size_t>(n));
+      size_ += static_cast<std::uint64_t>(n);
+    }
+    return true;
+  }
+
+ private:
+  bool open(std::string& error) {
+    fd_ = ::open(c_.path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd_ < 0) {
+      error = std::string("open ") + c_.path + ": " + std::strerror(errno);
+      return false;
+    }
+    struct stat st{};
+    size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    opened_ = Clock::now();
+    return true;
+  }
+
+  void rotate() {
+    ::close(fd_);
+    fd_ = -1;
+    const unsigned keep = std::max(1u, c_.keep);
+    std::remove((c_.path + "." + std::to_string(keep)).c_str());
+    for (unsigned i = keep; i > 1; --i)
+      std::rename((c_.path + "." + std::to_string(i - 1)).c_str(), (c_.path + "." + std::to_string(i)).c_str());
+    std::rename(c_.path.c_str(), (c_.path + ".1").c_str());
+  }
+
+  UsageSinkConfig c_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  Clock::time_point opened_{};
+};
+
+// XADD <stream> MAXLEN ~ <maxlen> * record_id <id> record <json>, pipelined, over a
+// blocking hiredis connection with the sink's timeout (on the exporter's thread).
+class RedisStreamSink final : public UsageSink {
+ public:
+  RedisStreamSink(const UsageSinkConfig& c, RedisEndpoint ep) : c_(c), ep_(std::move(ep)) {}
+  ~RedisStreamSink() override {
+    if (redis_) redisFree(redis_);
+  }
+
+  bool deliver(std::string_view lines, std::string& error) override {
+    if (!redis_ && !connect(error)) return false;
+    const std::string maxlen = std::to_string(c_.maxlen);
+    std::size_t sent = 0;
+    for (std::size_t pos = 0; pos < lines.size();) {
+      std::size_t end = lines.find('\n', pos);
+      if (end == std::string_view::npos) end = lines.size();
+      std::string_view record = lines.substr(pos, end - pos);
+      pos = end + 1;
+      if (record.empty()) continue;
+      // {"record_id":"<36 characters>" opens every record (usage_filter.cpp).
+      std::string_view id = record.size() > 50 ? record.substr(14, 36) : std::string_view{};
+      const char* argv[] = {"XADD", c_.stream.c_str(), "MAXLEN", "~", maxlen.c_str(), "*", "record_id", id.data(), "record", record.data()};
+      const size_t lens[] = {4, c_.stream.size(), 6, 1, maxlen.size(), 1, 9, id.size(), 6, record.size()};
+      if (redisAppendCommandArgv(redis_, 10, argv, lens) != REDIS_OK) return failed(error);
+      ++sent;
+    }
+    for (std::size_t i = 0; i < sent; ++i) {
+      void* reply = nullptr;
+      if (redisGetReply(redis_, &reply) != REDIS_OK || !reply) return failed(error);
+      auto* r = static_cast<redisReply*>(reply);
+      const bool bad = r->type == REDIS_REPLY_ERROR;
+      if (bad) error = std::string("XADD: ") + std::string(r->str, r->len);
+      freeReplyObject(r);
+      if (bad) return failed(error, false);
+    }
+    return true;
+  }
+
+ private:
+  bool connect(std::string& error) {
+    const timeval tv{static_cast<time_t>(c_.timeout.count() / 1000), static_cast<suseconds_t>(c_.timeout.count() % 1000 * 1000)};
+    redis_ = redisConnectWithTimeout(ep_.host.c_str(), ep_.port, tv);
+    if (!redis_ || redis_->err) return failed(error);
+    redisSetTimeout(redis_, tv);
+    if (!ep_.password.empty() && !command(ep_.username.empty() ? std::vector<std::string>{"AUTH", ep_.password}
+                                                              : std::vector<std::string>{"AUTH", ep_.username, ep_.password},
+                                          error))
+      return false;
+    if (ep_.db != 0 && !command({"SELECT", std::to_string(ep_.db)}, error)) return false;
+    return true;
+  }
+
+  bool command(const std::vector<std::string>& args, std::string& error) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(redis_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (!r) return failed(error);
+    const bool bad = r->type == REDIS_REPLY_ERROR;
+    if (bad) error = std::string(args[0]) + ": " + std::string(r->str, r->len);
+    freeReplyObject(r);
+    return bad ? failed(error, false) : true;
+  }
+
+  // The connection is dropped (replies may be out of step); the next delivery reconnects.
+  bool failed(std::string& error, bool from_context = true) {
+    if (from_context) error = redis_ && redis_->err ? std::string(redis_->errstr) : std::string("cannot connect");
+    if (redis_) redisFree(redis_);
+    redis_ = nullptr;
+    return false;
+  }
+
+  UsageSinkConfig c_;
+  RedisEndpoint ep_;
+  redisContext* redis_ = nullptr;
+};
+
+// POST a JSON array of up to `batch` records per request; a 2xx answer is delivery.
+class WebhookSink final : public UsageSink {
+ public:
+  WebhookSink(const UsageSinkConfig& c, HttpUrl url) : c_(c), url_(std::move(url)) {}
+
+  bool deliver(std::string_view lines, std::string& error) override {
+    std::string body = "[";
+    std::size_t in_body = 0;
+    auto send = [&]() {
+      body.back() = ']';
+      if (body == "]") return true;
+      HttpPostResult r = httpPost(url_, c_.headers, "application/json", std::move(body), c_.timeout);
+      body = "[";
+      in_body = 0;
+      if (r.ok()) return true;
+      error = r.status ? "HTTP " + std::to_string(r.status) : r.error;
+      return false;
+    };
+    for (std::size_t pos = 0; pos < lines.size();) {
+      std::size_t end = lines.find('\n', pos);
+      if (end == std::string_view::npos) end = lines.size();
+      if (end > pos) {
+        body.append(lines.substr(pos, end - pos));
+        body.push_back(',');
+        if (++in_body >= c_.batch && !send()) return false;
+      }
+      pos = end + 1;
+    }
+    return in_body == 0 || send();
+  }
+
+ private:
+  UsageSinkConfig c_;
+  HttpUrl url_;
+};
+
+}  // namespace
+
+std::unique_ptr<UsageSink> makeUsageSink(const UsageSinkConfig& c, std::string_view store_redis_url, std::string& error) {
+  switch (c.type) {
+    case UsageSinkConfig::Type::File: return std::make_unique<FileSink>(c);
+    case UsageSinkConfig::Type::RedisStream: {
+      RedisEndpoint ep;
+      if (auto err = parseRedisUrl(c.url.empty() ? store_redis_url : std::string_view(c.url), ep)) {
+        error = *err;
+        return nullptr;
+      }
+      return std::make_unique<RedisStreamSink>(c, std::move(ep));
+    }
+    case UsageSinkConfig::Type::Webhook: {
+      auto url = parseHttpUrl(c.url, &error);
+      if (!url) return nullptr;
+      return std::make_unique<WebhookSink>(c, std::move(*url));
+    }
+  }
+  error = "unknown sink type";
+  return nullptr;
+}
+
+}  // namespace tahua

@@ -1,0 +1,82 @@
+// A scriptable HTTP receiver for what the gateway exports: OTLP/HTTP JSON traces
+// (POST /v1/traces) and usage webhooks (POST /hook). Keeps every body it accepted;
+// `failWith(status)` makes it answer an error (a collector that is down) until `recover()`.
+import { createServer } from 'node:http';
+import { eventually } from './util.mjs';
+
+export class Collector {
+  constructor() {
+    this.bodies = [];     // accepted JSON bodies, in order
+    this.requests = [];   // every request: { path, headers, status }
+    this.failStatus = 0;
+    this.server = createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        const status = this.failStatus || 200;
+        this.requests.push({ path: req.url, headers: req.headers, status });
+        if (status === 200) this.bodies.push({ path: req.url, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end('{}');
+      });
+    });
+  }
+
+  async start() {
+    await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return this;
+  }
+
+  get url() {
+    return `http://127.0.0.1:${this.server.address().port}`;
+  }
+
+  failWith(status) {
+    this.failStatus = status;
+  }
+
+  recover() {
+    this.failStatus = 0;
+  }
+
+  /** Every span received (OTLP JSON), flattened, with hex ids. */
+  spans() {
+    const out = [];
+    for (const { json } of this.bodies)
+      for (const rs of json.resourceSpans ?? [])
+        for (const ss of rs.scopeSpans ?? []) for (const span of ss.spans ?? []) out.push({ ...span, resource: rs.resource });
+    return out;
+  }
+
+  /** Every usage record received by the webhook. */
+  records() {
+    return this.bodies.filter((b) => b.path === '/hook').flatMap((b) => b.json);
+  }
+
+  async waitFor(fn, what, timeout = 5000) {
+    return eventually(() => fn(this), { timeout, what });
+  }
+
+  async close() {
+    this.server.closeAllConnections?.();
+    await new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+export async function startCollector({ t } = {}) {
+  const c = await new Collector().start();
+  if (t) t.after(() => c.close());
+  return c;
+}
+
+/** A span's attributes as a plain object ({ key: value }, ints as numbers). */
+export function attributes(span) {
+  const out = {};
+  for (const { key, value } of span.attributes ?? []) {
+    if ('stringValue' in value) out[key] = value.stringValue;
+    else if ('intValue' in value) out[key] = Number(value.intValue);
+    else if ('doubleValue' in value) out[key] = value.doubleValue;
+    else if ('boolValue' in value) out[key] = value.boolValue;
+  }
+  return out;
+}

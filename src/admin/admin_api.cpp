@@ -15,6 +15,7 @@
 //   endpoints                               see admin/endpoint_admin.h
 #include "admin/admin_api.h"
 #include "admin/admin_error.h"
+#include "admin/dashboard/dashboard_page.h"
 
 #include <openssl/crypto.h>
 #include <signal.h>
@@ -209,6 +210,13 @@ void AdminApi::applyOverrides(Config& config) const {
 asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr nodes, std::string_view method,
                                              std::string_view path, std::string_view authorization, std::string& body) {
   const Config& cfg = *snap->config;
+  // The dashboard's page is a shell with no data in it: it loads without a token and
+  // asks for one (kept in the browser's sessionStorage) before its data calls, which
+  // need it like every admin call.
+  if (path == "/admin/dashboard" || path == "/admin/dashboard/") {
+    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    co_return AdminReply{200, std::string(dashboardPage()), "text/html; charset=utf-8"};
+  }
   const std::optional<AdminCaller> who = caller(cfg, authorization);
   if (!who) co_return error(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
   constexpr std::string_view kPrefix = "/admin/v1/";
@@ -226,6 +234,10 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (auto reply = co_await std::move(endpoint_op)) co_return std::move(*reply);
   const auto now = SteadyClock::now();
 
+  if (rest == "metrics") {
+    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    co_return AdminReply{200, co_await host_.renderMetrics(), "text/plain; version=0.0.4; charset=utf-8"};
+  }
   if (rest == "config") {
     if (method == "GET") co_return ok(configJson(cfg));
     if (method != "PUT") co_return error(405, "method_not_allowed", "Use GET or PUT.");

@@ -31,6 +31,8 @@ class AdminHost {
   // Locked. Self-healing's view (GET /admin/v1/healing).
   virtual std::string healingJson() const = 0;
   virtual std::uint64_t generation() const = 0;
+  // The Prometheus exposition of /metrics (GET /admin/v1/metrics, the dashboard's data).
+  virtual boost::asio::awaitable<std::string> renderMetrics() = 0;
   virtual void countRejectedConfig() = 0;
   // The --listen override, which a config published at run time keeps.
   virtual const std::optional<ListenerConfig>& listenOverride() const = 0;

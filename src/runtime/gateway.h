@@ -66,7 +66,7 @@ class Gateway final : private AdminHost, private HealingHost {
   bool ready(const Config& config) const { return !draining() && config.anyProviderUsable(); }
   bool draining() const override { return draining_.load(std::memory_order_relaxed); }
   // Merges every worker's metrics (each copied on its own thread) into Prometheus text.
-  boost::asio::awaitable<std::string> renderMetrics();
+  boost::asio::awaitable<std::string> renderMetrics() override;  // gateway_metrics.cpp
 
   // Concurrency caps shared by every worker (configured before a config is published).
   Bulkheads& bulkheads() { return bulkheads_; }

@@ -366,7 +366,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     std::string& body = req.body();
     AdminReply reply = co_await worker_.admin(method, target, auth, body);
     log::info("admin request", {{"method", method}, {"path", path}, {"status", reply.status}, {"request_id", request_id_}});
-    co_await writeSimple(reply.status, "application/json", reply.body);
+    co_await writeSimple(reply.status, reply.content_type, reply.body);
   }
 
   RequestContext newContext(const http::request<http::string_body>& req, Clock::time_point received,

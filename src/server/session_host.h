@@ -48,6 +48,7 @@ class SessionBase {
 struct AdminReply {
   int status = 200;
   std::string body;
+  std::string_view content_type = "application/json";  // a literal
 };
 
 class SessionHost {

@@ -236,7 +236,10 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
 
   if (rest == "metrics") {
     if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
-    co_return AdminReply{200, co_await host_.renderMetrics(), "text/plain; version=0.0.4; charset=utf-8"};
+    // Awaited into a named local first: GCC 12 may destroy a temporary built around a
+    // co_await twice (see attempt_loop.cpp).
+    std::string text = co_await host_.renderMetrics();
+    co_return AdminReply{200, std::move(text), "text/plain; version=0.0.4; charset=utf-8"};
   }
   if (rest == "config") {
     if (method == "GET") co_return ok(configJson(cfg));

@@ -173,6 +173,7 @@ void RedisConnection::connect() {
         first.push_back({check, deadline});
       }
       out_.insert(0, handshake);
+      RedisCommandStats::global().commands.fetch_add(first.size(), std::memory_order_relaxed);
       for (auto it = first.rbegin(); it != first.rend(); ++it) pending_.push_front(std::move(*it));
       state_ = State::Up;
       backoff_ = Millis(100);

@@ -10,4 +10,5 @@ set(TAHUA_FUZZ_TARGETS
   translate_stream
   translate_response
   config_loader
+  trace_context
 )

@@ -132,7 +132,7 @@ class AccessLogFilter final : public Filter {
  private:
   AccessLogSink& sink_;
   double sample_;
-  double credit_ = 1;  // the first line is always written
+  double credit_ = 0;  // every 1/sample-th successful line: lines 4, 8, ... at 0.25
 };
 
 }  // namespace

@@ -1,0 +1,334 @@
+// Traces and usage records without sockets: trace context parsing, ids, the JSON
+// appender, the export queue's bound, and the tracing and usage filters driven through
+// a FilterChain.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "filters/access_log/access_log_filter.h"
+#include "filters/filter.h"
+#include "filters/tracing/tracing_filter.h"
+#include "filters/usage/usage_filter.h"
+#include "telemetry/export_queue.h"
+#include "telemetry/json_out.h"
+#include "telemetry/trace_context.h"
+
+namespace tahua {
+namespace {
+
+struct Block {
+  explicit Block(const FilterChain& chain) : storage(chain.stateBytes() / sizeof(std::max_align_t) + 2) {}
+  std::byte* get() { return reinterpret_cast<std::byte*>(storage.data()); }
+  std::vector<std::max_align_t> storage;
+};
+
+class Headers final : public HeaderView {
+ public:
+  std::map<std::string, std::string> h;
+  std::string_view get(std::string_view name) const override {
+    auto it = h.find(std::string(name));
+    return it == h.end() ? std::string_view{} : std::string_view(it->second);
+  }
+};
+
+std::string hex(const std::uint8_t* b, std::size_t n) {
+  std::string s(2 * n, '0');
+  toHex(b, n, s.data());
+  return s;
+}
+
+}  // namespace
+
+TEST(TraceContext, ParsesVersion00AndRefusesWhatTheSpecRefuses) {
+  TraceContext t;
+  ASSERT_TRUE(parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", t));
+  EXPECT_EQ(hex(t.trace_id.data(), 16), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(hex(t.parent_id.data(), 8), "00f067aa0ba902b7");
+  EXPECT_TRUE(t.sampled);
+  ASSERT_TRUE(parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", t));
+  EXPECT_FALSE(t.sampled);
+  // A later version: its first four fields are read, more may follow after a dash.
+  EXPECT_TRUE(parseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", t));
+  for (std::string_view bad : {
+           "",
+           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // zero trace id
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // zero parent
+           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // version ff
+           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  // uppercase
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",  // 00 has exactly 55
+           "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+           "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+           "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+       }) {
+    TraceContext u;
+    EXPECT_FALSE(parseTraceparent(bad, u)) << bad;
+  }
+}
+
+TEST(TraceContext, FormatsWhatItParses) {
+  TraceContext t;
+  ASSERT_TRUE(parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", t));
+  std::array<std::uint8_t, 8> span{1, 2, 3, 4, 5, 6, 7, 8};
+  char out[55];
+  formatTraceparent(t, span, out);
+  EXPECT_EQ(std::string_view(out, 55), "00-4bf92f3577b34da6a3ce929d0e0e4736-0102030405060708-01");
+}
+
+TEST(TraceContext, UuidV7IsWellFormedUniqueAndSortsByTime) {
+  std::set<std::string> seen;
+  std::string previous;
+  for (int i = 0; i < 1000; ++i) {
+    char id[36];
+    uuidV7(id);
+    std::string s(id, 36);
+    ASSERT_EQ(s[14], '7') << s;
+    ASSERT_NE(std::string("89ab").find(s[19]), std::string::npos) << s;
+    ASSERT_EQ(s[8], '-');
+    EXPECT_TRUE(seen.insert(s).second);
+    EXPECT_GE(s.substr(0, 13), previous.substr(0, std::min<std::size_t>(13, previous.size())));  // the millisecond prefix
+    previous = s;
+  }
+}
+
+TEST(JsonOut, EscapesAndParsesBack) {
+  std::string out = "{";
+  json_out::key(out, "s");
+  json_out::string(out, std::string_view("a\"b\\c\nd\x01\xc3\xa9", 10));
+  json_out::key(out, "n");
+  json_out::number(out, 0.25);
+  json_out::key(out, "i");
+  json_out::integer(out, -42);
+  json_out::key(out, "t");
+  json_out::time(out, std::chrono::system_clock::time_point(std::chrono::milliseconds(1'700'000'000'123)));
+  out += '}';
+  auto v = boost::json::parse(out).as_object();
+  EXPECT_EQ(v["s"].as_string(), std::string_view("a\"b\\c\nd\x01\xc3\xa9", 10));
+  EXPECT_EQ(v["n"].as_double(), 0.25);
+  EXPECT_EQ(v["i"].as_int64(), -42);
+  EXPECT_EQ(v["t"].as_string(), "2023-11-14T22:13:20.123Z");
+}
+
+TEST(ExportQueue, RefusesPastItsBoundAndCountsTheDrops) {
+  ExportQueue q(300);
+  EXPECT_TRUE(q.push(ExportBatch{"a\n", 200}));
+  EXPECT_FALSE(q.push(ExportBatch{"b\n", 200}));  // 400 > 300: refused whole, never waited for
+  EXPECT_EQ(q.depth(), 200u);
+  EXPECT_EQ(q.dropped(), 200u);
+  EXPECT_EQ(q.accepted(), 200u);
+  auto taken = q.take(std::chrono::milliseconds(0));
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(q.depth(), 0u);
+  q.close();
+  EXPECT_FALSE(q.push(ExportBatch{"c\n", 1}));
+  EXPECT_TRUE(q.take(std::chrono::milliseconds(1000)).empty());  // closed: no wait
+}
+
+TEST(ExportQueue, BufferHandsOverAtItsThreshold) {
+  ExportQueue q(100000);
+  ExportBuffer b(&q, '\n');
+  for (std::size_t i = 0; i < ExportBuffer::kFlushItems - 1; ++i) {
+    b.data() += "x";
+    b.commit();
+  }
+  EXPECT_EQ(q.depth(), 0u);
+  b.data() += "x";
+  b.commit();
+  EXPECT_EQ(q.depth(), ExportBuffer::kFlushItems);
+  auto taken = q.take(std::chrono::milliseconds(0));
+  EXPECT_EQ(taken[0].data.size(), 2 * ExportBuffer::kFlushItems);
+}
+
+namespace {
+
+struct TelemetryFixture {
+  TelemetryFixture() {
+    auto c = std::make_shared<Config>();
+    c->tracing.enabled = true;
+    c->tracing.endpoint = "http://127.0.0.1:1/v1/traces";
+    c->usage.gateway_id = "gw-test";
+    provider.name = "up";
+    provider.type = "anthropic";
+    provider.host = "api.example";
+    provider.port = 443;
+    model.name = "m";
+    deployment.id = "d1";
+    deployment.upstream_model = "claude-x";
+    deployment.version = "canary";
+    config = c;
+    chain.add(makeUsageFilter(*config, records));
+    chain.add(makeTracingFilter(*config, spans));
+  }
+  void begin(RequestContext& ctx, Block& block) {
+    ctx.config = config;
+    ctx.endpoint = Endpoint::ChatCompletions;
+    ctx.method = "POST";
+    ctx.path = "/v1/chat/completions";
+    ctx.request_id = "req-1";
+    ctx.headers = &headers;
+    ctx.start = std::chrono::steady_clock::now();
+    chain.begin(ctx, block.get());
+  }
+  std::vector<boost::json::object> drain(ExportQueue& q, char sep) {
+    std::vector<boost::json::object> out;
+    for (auto& b : q.take(std::chrono::milliseconds(0))) {
+      std::string_view rest = b.data;
+      while (!rest.empty()) {
+        auto end = rest.find(sep == '\n' ? "\n" : "},{\"traceId\"");
+        std::string item(rest.substr(0, end == std::string_view::npos ? rest.size() : (sep == '\n' ? end : end + 1)));
+        if (!item.empty() && item.back() == ',') item.pop_back();
+        if (!item.empty()) out.push_back(boost::json::parse(item).as_object());
+        if (end == std::string_view::npos) break;
+        rest.remove_prefix(sep == '\n' ? end + 1 : end + 2);
+      }
+    }
+    return out;
+  }
+  ConfigPtr config;
+  ProviderConfig provider;
+  ModelConfig model;
+  DeploymentConfig deployment;
+  Headers headers;
+  ExportQueue span_queue{100000}, record_queue{100000};
+  ExportBuffer spans{&span_queue, ','};
+  ExportBuffer records{&record_queue, '\n'};
+  FilterChain chain;
+};
+
+void answeredBy(TelemetryFixture& f, RequestContext& ctx) {
+  ctx.model = &f.model;
+  ctx.deployment = &f.deployment;
+  ctx.provider = &f.provider;
+  ctx.facts.model = "m";
+}
+
+}  // namespace
+
+TEST(TracingFilter, ContinuesTheTraceAndAddsTraceparentToEachAttempt) {
+  TelemetryFixture f;
+  f.headers.h["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  Block block(f.chain);
+  RequestContext ctx;
+  f.begin(ctx, block);
+  std::size_t next = 0;
+  ASSERT_EQ(f.chain.run(RequestPhase::Headers, ctx, next), FilterStatus::Continue);
+  EXPECT_EQ(hex(ctx.trace.trace_id.data(), 16), "4bf92f3577b34da6a3ce929d0e0e4736");
+  answeredBy(f, ctx);
+  std::string lines;
+  UpstreamRequestHeaders h(lines);
+  f.chain.upstreamRequest(ctx, h);
+  EXPECT_EQ(lines.substr(0, 49), "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-");
+  EXPECT_EQ(lines.size(), std::string("traceparent: ").size() + 55 + 2);
+  ctx.status = 503;
+  f.chain.attemptFailed(ctx);
+  std::string again;
+  UpstreamRequestHeaders h2(again);
+  f.chain.upstreamRequest(ctx, h2);
+  EXPECT_NE(again, lines) << "each attempt is its own span";
+  ctx.status = 200;
+  ctx.end = std::chrono::steady_clock::now();
+  f.chain.complete(ctx);
+  f.spans.flush();
+  auto spans = f.drain(f.span_queue, ',');
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0]["kind"].as_int64(), 2);
+  EXPECT_EQ(spans[0]["parentSpanId"].as_string(), "00f067aa0ba902b7");
+  EXPECT_EQ(spans[1]["kind"].as_int64(), 3);
+  EXPECT_EQ(spans[1]["name"].as_string(), "chat claude-x");
+  EXPECT_EQ(spans[1]["parentSpanId"], spans[0]["spanId"]);
+  EXPECT_EQ(spans[1]["status"].as_object().at("code").as_int64(), 2) << "the 503 attempt";
+  EXPECT_EQ(spans[2]["status"].as_object().at("code").as_int64(), 0);
+  bool provider_named = false;
+  for (const auto& a : spans[0]["attributes"].as_array())
+    if (a.as_object().at("key") == "gen_ai.provider.name") provider_named = a.as_object().at("value").as_object().at("stringValue") == "anthropic";
+  EXPECT_TRUE(provider_named);
+}
+
+TEST(UsageFilter, ACutStreamIsBilledWhatWasDeliveredAndOneRecordIsWritten) {
+  TelemetryFixture f;
+  Block block(f.chain);
+  RequestContext ctx;
+  f.begin(ctx, block);
+  std::size_t next = 0;
+  ASSERT_EQ(f.chain.run(RequestPhase::Headers, ctx, next), FilterStatus::Continue);  // a trace is started
+  answeredBy(f, ctx);
+  ctx.bytes_in = 400;  // the prompt estimate: 100 tokens
+  ctx.status = 200;
+  ctx.streaming = true;
+  ctx.first_byte = std::chrono::steady_clock::now();
+  ResponseData piece(R"(data: {"choices":[{"delta":{"content":"Hello there, how are you today?"}}]})" "\n\n", false);
+  f.chain.responseData(ctx, piece);
+  ctx.bytes_out = piece.bytes().size();
+  ctx.status = 499;  // the client went away; no usage came
+  ctx.end = std::chrono::steady_clock::now();
+  f.chain.complete(ctx);
+  EXPECT_EQ(ctx.usage.prompt_tokens, 100);
+  EXPECT_GT(ctx.usage.completion_tokens, 3);
+  EXPECT_LT(ctx.usage.completion_tokens, 12);
+  f.records.flush();
+  auto records = f.drain(f.record_queue, '\n');
+  ASSERT_EQ(records.size(), 1u);
+  auto& r = records[0];
+  EXPECT_EQ(r["end_reason"].as_string(), "client_gone");
+  EXPECT_EQ(r["usage_source"].as_string(), "estimate");
+  EXPECT_EQ(r["completion_tokens"].as_int64(), ctx.usage.completion_tokens);
+  EXPECT_EQ(r["gateway"].as_string(), "gw-test");
+  EXPECT_EQ(r["version"].as_string(), "canary");
+  EXPECT_EQ(r["trace_id"].as_string().size(), 32u);
+  EXPECT_EQ(r["record_id"].as_string().size(), 36u);
+}
+
+TEST(UsageFilter, NothingDeliveredIsNothingBilledAnd401sHaveNoRecord) {
+  TelemetryFixture f;
+  {
+    Block block(f.chain);
+    RequestContext ctx;
+    f.begin(ctx, block);
+    answeredBy(f, ctx);
+    ctx.status = 502;
+    ctx.fail(Error{ErrorKind::UpstreamConnect, "down"});
+    ctx.end = ctx.start;
+    f.chain.complete(ctx);
+    EXPECT_FALSE(ctx.usage.present());
+  }
+  {
+    Block block(f.chain);
+    RequestContext ctx;
+    f.begin(ctx, block);
+    ctx.status = 401;
+    ctx.fail(Error{ErrorKind::InvalidApiKey, "no"});
+    ctx.end = ctx.start;
+    f.chain.complete(ctx);
+  }
+  f.records.flush();
+  auto records = f.drain(f.record_queue, '\n');
+  ASSERT_EQ(records.size(), 1u) << "the 401 has none";
+  EXPECT_EQ(records[0]["total_tokens"].as_int64(), 0);
+  EXPECT_EQ(records[0]["usage_source"].as_string(), "none");
+  EXPECT_EQ(records[0]["end_reason"].as_string(), "upstream_error");
+}
+
+TEST(AccessLogFilter, SampleSuccessKeepsAnExactShareAndEveryError) {
+  auto file = LogFile::open("/dev/null", 1 << 20, nullptr);
+  AccessLogSink sink(file);
+  AccessLogConfig cfg;
+  cfg.sample_success = 0.25;
+  FilterChain chain;
+  chain.add(makeAccessLogFilter(sink, cfg));
+  auto config = std::make_shared<Config>();
+  auto run = [&](int status) {
+    RequestContext ctx;
+    ctx.config = config;
+    ctx.status = status;
+    chain.complete(ctx);
+  };
+  for (int i = 0; i < 8; ++i) run(200);
+  for (int i = 0; i < 3; ++i) run(500);
+  const std::string& written = sink.line();
+  EXPECT_EQ(std::count(written.begin(), written.end(), '\n'), 2 + 3);
+  EXPECT_NE(written.find("\"level\":\"error\""), std::string::npos);
+}
+
+}  // namespace tahua

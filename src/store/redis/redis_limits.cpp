@@ -350,6 +350,12 @@ void RedisStore::decideLocally(std::span<const LimitCheck> checks, bool charge, 
   auto finish = [&](const Admission& local) {
     Admission a = local;
     a.local = true;
+    // Quotas and budgets are billing: what is spent while Redis is away still counts
+    // against the shared period when it is back (queued like a calibration, bounded).
+    // Rates need no catching up: their windows and buckets move on.
+    if (charge && a.allowed)
+      for (std::size_t i = 0; i < checks.size(); ++i)
+        if (checks[i].spec.kind == LimitKind::Quota && checks[i].cost != 0) queueAdjustment(checks[i], a.at_ms, checks[i].cost);
     for (std::size_t i = 0; i < a.count; ++i) {
       LimitDecision& d = a.decisions[i];
       // Too large for this replica's share, not for the limit: a wait (for Redis) helps.
@@ -372,6 +378,7 @@ void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::i
     LimitCheck scaled = check;
     scaled.spec.limit = std::max<std::int64_t>(1, (check.spec.limit + replicas - 1) / replicas);
     local_.adjust(scaled, charged_ms, delta, true);
+    if (check.spec.kind == LimitKind::Quota) queueAdjustment(check, charged_ms, delta);  // see decideLocally
     return;
   }
   queueAdjustment(check, charged_ms, delta);
@@ -380,7 +387,7 @@ void RedisStore::adjust(const LimitCheck& check, std::int64_t charged_ms, std::i
 void RedisStore::queueAdjustment(const LimitCheck& check, std::int64_t charged_ms, std::int64_t delta) {
   AdjustBatch* batch = adjustBatch().get();
   if (!batch) {  // not a worker's thread: straight to the control thread's retry list
-    std::vector<std::string> args{"1", std::string(check.key)};
+    std::vector<std::string> args{"2", std::string(check.key), adjustmentMarker(check.key)};
     for (auto& a : checkArgs(check)) args.push_back(std::move(a));
     args.push_back(std::to_string(charged_ms));
     args.push_back(std::to_string(delta));
@@ -429,25 +436,30 @@ void RedisStore::flushAdjustments(std::function<void()> done) {
   std::vector<std::vector<std::string>> sent;
   auto send = [&] {
     if (sent.empty()) return;
-    ArgScratch& a = argScratch();
-    a.begin(24 * 7 * sent.size());
-    a.view("EVALSHA");
-    a.view(adjust_sha_);
-    a.number(static_cast<std::int64_t>(sent.size()));
-    for (const auto& args : sent) a.view(args[1]);
+    // The whole call, its marker included, is what is kept and sent again: the
+    // marker makes a call Redis applied (and whose answer was lost) count once.
+    std::vector<std::string> call;
+    call.reserve(2 + 7 * sent.size());
+    call.push_back(std::to_string(sent.size() + 1));
+    for (const auto& args : sent) call.push_back(args[1]);
+    call.push_back(adjustmentMarker(sent.front()[1]));
     for (const auto& args : sent)
-      for (std::size_t i = 2; i < args.size(); ++i) a.view(args[i]);
-    auto kept = std::make_shared<std::vector<std::vector<std::string>>>(std::move(sent));
+      for (std::size_t i = 2; i < args.size(); ++i) call.push_back(args[i]);
     sent.clear();
     if (!conn || !conn->usable()) {
-      for (auto& args : *kept) keepAdjustment(std::move(args));
+      keepAdjustment(std::move(call));
       return;
     }
+    ArgScratch& a = argScratch();
+    a.begin(24 * call.size());
+    a.view("EVALSHA");
+    a.view(adjust_sha_);
+    for (const auto& x : call) a.view(x);
+    auto kept = std::make_shared<std::vector<std::string>>(std::move(call));
     ++*pending;
     conn->send(a.finish(), [this, kept, conn, one](std::optional<RedisReply> r) {
       if (unusableServer(r)) conn->close();
-      if (!r || r->isError())
-        for (auto& args : *kept) keepAdjustment(std::move(args));
+      if (!r || r->isError()) keepAdjustment(std::move(*kept));
       one();
     });
   };
@@ -473,6 +485,17 @@ void RedisStore::flushAdjustments(std::function<void()> done) {
   // The counters stay in the map (no allocation next time), up to a bound.
   if (batch.pending.size() > 10'000) batch.pending.clear();
   one();
+}
+
+// "tahua:{<the counter's hash tag>}:adj:<replica>:<n>": in the counter's cluster slot,
+// unique per call.
+std::string RedisStore::adjustmentMarker(std::string_view counter) {
+  std::string_view tag = counter;
+  if (auto open = counter.find('{'); open != std::string_view::npos)
+    if (auto close = counter.find('}', open + 1); close != std::string_view::npos && close > open + 1)
+      tag = counter.substr(open + 1, close - open - 1);
+  return "tahua:{" + std::string(tag) + "}:adj:" + replica_id_ + ":" +
+         std::to_string(adjustment_calls_.fetch_add(1, std::memory_order_relaxed));
 }
 
 void RedisStore::keepAdjustment(std::vector<std::string> args) {

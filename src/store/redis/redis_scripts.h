@@ -170,14 +170,19 @@ end
 return out
 )LUA";
 
-// Calibrations, many at once. KEYS: counters charged before. ARGV: six per key: kind,
+// Calibrations, many at once. KEYS: counters charged before, then the call's marker (in
+// the first counter's slot: AdjustmentCall in redis_limits.cpp). ARGV: six per counter: kind,
 // limit, period_ms, calendar, charged_ms, delta (negative: a refund). A window is only
 // ever refunded (a cluster request whose other slot refused it), in the window it was
 // charged in or, once that is the previous one, there; a quota charged in a period
 // that has ended is left alone.
 inline constexpr const char* kAdjust = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE R"LUA(
-local vals = redis.call('MGET', unpack(KEYS))
-for i = 1, #KEYS do
+local n = #KEYS - 1
+-- The last key marks this call applied: a call sent again after its answer was lost
+-- (Redis went away mid-call) is not applied twice.
+if not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', 900000) then return 0 end
+local vals = redis.call('MGET', unpack(KEYS, 1, n))
+for i = 1, n do
   local base = (i - 1) * 6
   local kind = tonumber(ARGV[base + 1])
   local limit = tonumber(ARGV[base + 2])
@@ -203,7 +208,7 @@ for i = 1, #KEYS do
     end
   end
 end
-return #KEYS
+return n
 )LUA";
 
 // KEYS[1]: the replicas' heartbeat set. ARGV: this replica's id, how long a replica

@@ -99,7 +99,9 @@ class RedisStore final : public StateStore {
   void scanRecords(std::string name, std::string cursor, std::shared_ptr<std::vector<Record>> fresh, bool notify,
                    std::function<void()> then, unsigned pages);
   void subscribe();
+  // A kAdjust call's arguments (numkeys, counters, marker, ...), kept until Redis answers.
   void keepAdjustment(std::vector<std::string> args);
+  std::string adjustmentMarker(std::string_view counter);
   // This worker's summed calibrations, as one script call; `done` once answered.
   void flushAdjustments(std::function<void()> done = {});
   // Sentinel: asks the sentinels in turn which server is the master now; `done(true)`
@@ -124,6 +126,7 @@ class RedisStore final : public StateStore {
   std::string endpoint_text_;  // host:port, for logs (never the password)
   unsigned ticks_ = 0;
   std::string replica_id_;
+  std::atomic<std::uint64_t> adjustment_calls_{0};  // numbers the calibration calls' markers
   std::chrono::steady_clock::time_point next_resync_{};
   std::string admit_sha_, adjust_sha_, heartbeat_sha_, renew_sha_, unlock_sha_;
 

@@ -153,3 +153,21 @@ describe('README provider examples', () => {
       assert.match(worked, new RegExp(`type: ${type}\\n`), `example for ${type}`);
   });
 });
+
+describe('observability examples', () => {
+  it('the tracing and usage blocks of docs/observability.md and the README are valid configs', async () => {
+    const { readFileSync } = await import('node:fs');
+    const base = 'listeners:\n  - address: 127.0.0.1\n    port: 0\nproviders:\n  - {name: mock, type: mock}\nmodels:\n  - {name: m, provider: mock}\n';
+    let checked = 0;
+    for (const doc of ['docs/observability.md', 'README.md']) {
+      const text = readFileSync(join(REPO_ROOT, doc), 'utf8');
+      for (const [, block] of text.matchAll(/```yaml\n([\s\S]*?)```/g)) {
+        if (!/^(tracing|usage):/m.test(block) || /^(server|providers):/m.test(block)) continue;
+        const r = checkConfig(writeConfig(base + block));
+        assert.equal(r.status, 0, `${doc}:\n${block}\n${r.stderr}`);
+        checked += 1;
+      }
+    }
+    assert.ok(checked >= 3, `${checked} blocks checked`);
+  });
+});

@@ -75,10 +75,8 @@ void LogFile::run() {
 
 void AccessLogSink::flush() {
   if (buffer_.empty() || !file_) return;
-  std::string out;
-  out.reserve(buffer_.capacity());
-  std::swap(out, buffer_);
-  file_->write(std::move(out));
+  file_->write(std::string(buffer_.view()));
+  buffer_.clear();
 }
 
 }  // namespace tahua

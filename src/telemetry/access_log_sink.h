@@ -14,6 +14,8 @@
 #include <string_view>
 #include <thread>
 
+#include "telemetry/json_out.h"
+
 namespace tahua {
 
 class LogFile {
@@ -45,22 +47,18 @@ class AccessLogSink {
  public:
   explicit AccessLogSink(std::shared_ptr<LogFile> file) : file_(std::move(file)) {}
   ~AccessLogSink() { flush(); }
-  // The line being written (append to it, then commit()).
-  std::string& line() { return buffer_; }
+  // Where the line being written goes (append to it, then commit()).
+  JsonBuf& line() { return buffer_; }
   void commit() {
     buffer_.push_back('\n');
     if (buffer_.size() >= kFlushBytes) flush();
-  }
-  void append(std::string_view line) {
-    buffer_.append(line);
-    commit();
   }
   void flush();
 
  private:
   static constexpr std::size_t kFlushBytes = 32 * 1024;
   std::shared_ptr<LogFile> file_;
-  std::string buffer_;
+  JsonBuf buffer_;  // its memory is reused
 };
 
 }  // namespace tahua

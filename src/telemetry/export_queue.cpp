@@ -47,10 +47,10 @@ bool ExportQueue::closed() const {
 }
 
 void ExportBuffer::flush() {
-  if (!queue_ || batch_.items == 0) return;
-  ExportBatch out;
-  out.data.reserve(batch_.data.capacity());  // the next batch is likely as large
-  std::swap(out, batch_);
+  if (!queue_ || items_ == 0) return;
+  ExportBatch out{std::string(buf_.view()), items_};
+  buf_.clear();
+  items_ = 0;
   queue_->push(std::move(out));  // a refusal is counted by the queue
 }
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "telemetry/json_out.h"
+
 namespace tahua {
 
 struct ExportBatch {
@@ -58,11 +60,11 @@ class ExportBuffer {
 
   bool enabled() const { return queue_ != nullptr; }
   // Where the next item is written.
-  std::string& data() { return batch_.data; }
+  JsonBuf& data() { return buf_; }
   // The item just written is complete.
   void commit() {
-    batch_.data.push_back(separator_);
-    if (++batch_.items >= kFlushItems) flush();
+    buf_.push_back(separator_);
+    if (++items_ >= kFlushItems) flush();
   }
   // Hands what was collected to the exporter (the worker's periodic flush, and its stop).
   void flush();
@@ -70,7 +72,8 @@ class ExportBuffer {
  private:
   ExportQueue* queue_;
   char separator_;
-  ExportBatch batch_;
+  JsonBuf buf_;  // kept across batches: its memory is reused
+  std::size_t items_ = 0;
 };
 
 }  // namespace tahua

@@ -1,64 +1,150 @@
 #include "telemetry/json_out.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
-namespace tahua::json_out {
+namespace tahua {
 
-void string(std::string& out, std::string_view s) {
+void JsonBuf::grow(std::size_t n) {
+  const std::size_t used = size();
+  const std::size_t cap = std::max<std::size_t>(4096, std::max(used + n, 2 * static_cast<std::size_t>(end_ - begin_.get())));
+  std::unique_ptr<char[]> bigger(new char[cap]);
+  if (used) std::memcpy(bigger.get(), begin_.get(), used);
+  begin_ = std::move(bigger);
+  p_ = begin_.get() + used;
+  end_ = begin_.get() + cap;
+}
+
+namespace json_out {
+namespace {
+
+// Whether any of the 8 bytes in `w` is < 0x20, '"' or '\\' (SWAR: a byte-wise compare
+// without a loop per byte; strings here are mostly names that need no escaping).
+inline bool needsEscape(std::uint64_t w) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  const std::uint64_t below = (w - kOnes * 0x20) & ~w & kHigh;  // a byte < 0x20 (of those < 0x80)
+  const std::uint64_t q = w ^ (kOnes * '"'), b = w ^ (kOnes * '\\');
+  const std::uint64_t quote = (q - kOnes) & ~q & kHigh, slash = (b - kOnes) & ~b & kHigh;
+  return (below | quote | slash) != 0;
+}
+
+}  // namespace
+
+void escaped(JsonBuf& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('"');
-  std::size_t run = 0;  // start of the bytes that need no escape
-  for (std::size_t i = 0; i < s.size(); ++i) {
+  // The worst case (every byte as \u00XX) is reserved once; then plain pointer writes.
+  char* p = out.reserve(6 * s.size());
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {  // the common case: nothing to escape
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    if (needsEscape(w)) break;
+    std::memcpy(p, &w, 8);
+    p += 8;
+  }
+  for (; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run, i - run);
-    run = i + 1;
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      *p++ = static_cast<char>(c);
+      continue;
+    }
+    *p++ = '\\';
     switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
-      case '\r': out.append("\\r"); break;
-      case '\t': out.append("\\t"); break;
+      case '"': *p++ = '"'; break;
+      case '\\': *p++ = '\\'; break;
+      case '\n': *p++ = 'n'; break;
+      case '\r': *p++ = 'r'; break;
+      case '\t': *p++ = 't'; break;
       default:
-        out.append("\\u00");
-        out.push_back(kHex[c >> 4]);
-        out.push_back(kHex[c & 15]);
+        *p++ = 'u';
+        *p++ = '0';
+        *p++ = '0';
+        *p++ = kHex[c >> 4];
+        *p++ = kHex[c & 15];
     }
   }
-  out.append(s.data() + run, s.size() - run);
+  out.advance(p);
+}
+
+void string(JsonBuf& out, std::string_view s) {
+  out.push_back('"');
+  escaped(out, s);
   out.push_back('"');
 }
 
-void integer(std::string& out, std::int64_t v) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
+void string(std::string& out, std::string_view s) {
+  JsonBuf b;
+  string(b, s);
+  out.append(b.data(), b.size());
 }
 
-void number(std::string& out, double v) {
+void integer(JsonBuf& out, std::int64_t v) {
+  char* p = out.reserve(24);
+  out.advance(std::to_chars(p, p + 24, v).ptr);
+}
+
+void number(JsonBuf& out, double v) {
   if (!std::isfinite(v)) {
-    out.append("null");
+    out.raw("null", 4);
     return;
   }
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
+  char* p = out.reserve(32);
+  out.advance(std::to_chars(p, p + 32, v).ptr);
 }
 
-void time(std::string& out, std::chrono::system_clock::time_point t) {
+void millis(JsonBuf& out, std::chrono::nanoseconds d) {
+  // Microsecond precision, written as integer digits: far cheaper than a double's
+  // shortest round trip, and what a log or record needs.
+  std::int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+  if (us < 0) {
+    out.push_back('-');
+    us = -us;
+  }
+  integer(out, us / 1000);
+  const auto frac = static_cast<int>(us % 1000);
+  if (frac == 0) return;
+  char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10), static_cast<char>('0' + frac % 10)};
+  std::size_t n = 4;
+  while (f[n - 1] == '0') --n;
+  out.raw(f, n);
+}
+
+void time(JsonBuf& out, std::chrono::system_clock::time_point t) {
   using namespace std::chrono;
-  const auto secs = time_point_cast<seconds>(t);
-  const auto ms = duration_cast<milliseconds>(t - secs).count();
-  const std::time_t tt = system_clock::to_time_t(secs);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[40];
-  const int n = std::snprintf(buf, sizeof buf, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900, tm.tm_mon + 1,
-                              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  out.append(buf, static_cast<std::size_t>(n));
+  // The calendar part changes once a second: formatted then, per thread.
+  struct Cached {
+    std::int64_t second = -1;
+    char text[20];
+  };
+  thread_local Cached cache;
+  const auto since = duration_cast<milliseconds>(t.time_since_epoch()).count();
+  const std::int64_t second = since >= 0 ? since / 1000 : (since - 999) / 1000;
+  const auto ms = static_cast<int>(since - second * 1000);
+  if (second != cache.second) {
+    const std::time_t tt = static_cast<std::time_t>(second);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                  tm.tm_min, tm.tm_sec);
+    std::memcpy(cache.text, buf, 19);
+    cache.second = second;
+  }
+  char text[26];
+  text[0] = '"';
+  std::memcpy(text + 1, cache.text, 19);
+  text[20] = '.';
+  text[21] = static_cast<char>('0' + ms / 100);
+  text[22] = static_cast<char>('0' + ms / 10 % 10);
+  text[23] = static_cast<char>('0' + ms % 10);
+  text[24] = 'Z';
+  text[25] = '"';
+  out.raw(text, 26);
 }
 
-}  // namespace tahua::json_out
+}  // namespace json_out
+}  // namespace tahua

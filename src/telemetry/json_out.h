@@ -1,30 +1,79 @@
-// Appending JSON to a buffer the caller owns: usage records and spans are written on
-// the worker straight into the batch that goes to the exporter, with no document tree
-// and no allocation per field (boost::json builds a tree, and its string serializer
-// returns a new string per call).
+// Appending JSON to a buffer: usage records, spans and access-log lines are written on
+// the worker straight into the batch that goes to the exporter. JsonBuf is a growable
+// byte buffer written through a raw pointer: one capacity check per field instead of
+// one per append (std::string's append checks, may grow, and calls memcpy each time;
+// callgrind put that at several hundred instructions per attribute). No document tree,
+// no allocation per field.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 
-namespace tahua::json_out {
+namespace tahua {
+
+class JsonBuf {
+ public:
+  const char* data() const { return begin_.get(); }
+  std::size_t size() const { return static_cast<std::size_t>(p_ - begin_.get()); }
+  bool empty() const { return size() == 0; }
+  std::string_view view() const { return {data(), size()}; }
+  void clear() { p_ = begin_.get(); }
+  char back() const { return p_[-1]; }
+  void pop_back() { --p_; }
+
+  // Room for `n` more bytes; the returned pointer is where they go (then advance()).
+  char* reserve(std::size_t n) {
+    if (static_cast<std::size_t>(end_ - p_) < n) grow(n);
+    return p_;
+  }
+  void advance(char* to) { p_ = to; }
+
+  void raw(const char* s, std::size_t n) {
+    std::memcpy(reserve(n), s, n);
+    p_ += n;
+  }
+  void raw(std::string_view s) { raw(s.data(), s.size()); }
+  void push_back(char c) {
+    *reserve(1) = c;
+    ++p_;
+  }
+
+ private:
+  void grow(std::size_t n);
+  std::unique_ptr<char[]> begin_;
+  char* p_ = nullptr;
+  char* end_ = nullptr;
+};
+
+namespace json_out {
 
 // `s` as a JSON string, quotes included (control characters as \u00XX; bytes >= 0x80
 // are copied: the gateway's strings are UTF-8 already).
+void string(JsonBuf& out, std::string_view s);
+void escaped(JsonBuf& out, std::string_view s);  // the same without the quotes
 void string(std::string& out, std::string_view s);
-void integer(std::string& out, std::int64_t v);
-void number(std::string& out, double v);  // %.17g, or null when not finite
+void integer(JsonBuf& out, std::int64_t v);
+void number(JsonBuf& out, double v);  // shortest round trip, or null when not finite
+// A duration in milliseconds with up to three decimals ("12.345"), from integers.
+void millis(JsonBuf& out, std::chrono::nanoseconds d);
 // "2026-12-01T15:20:30.123Z" (milliseconds), quoted.
-void time(std::string& out, std::chrono::system_clock::time_point t);
+void time(JsonBuf& out, std::chrono::system_clock::time_point t);
 
 // `"key":` after a comma unless it opens the object.
-inline void key(std::string& out, std::string_view k) {
-  if (out.back() != '{') out.push_back(',');
-  out.push_back('"');
-  out.append(k);
-  out.append("\":");
+inline void key(JsonBuf& out, std::string_view k) {
+  char* p = out.reserve(k.size() + 4);
+  if (p[-1] != '{') *p++ = ',';
+  *p++ = '"';
+  std::memcpy(p, k.data(), k.size());
+  p += k.size();
+  *p++ = '"';
+  *p++ = ':';
+  out.advance(p);
 }
 
-}  // namespace tahua::json_out
+}  // namespace json_out
+}  // namespace tahua

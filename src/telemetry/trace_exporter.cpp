@@ -35,37 +35,34 @@ TraceExporter::Stats TraceExporter::stats() const {
 }
 
 void TraceExporter::run() {
-  std::string spans;  // comma-separated span objects of the request being built
+  // The request body is built in place: the envelope, then the workers' spans as they
+  // came (each batch is whole spans separated by ','), then the envelope's end.
+  std::string body;
   std::size_t count = 0;
   for (;;) {
     auto batches = queue_.take(config_.flush_interval);
     if (batches.empty() && queue_.closed()) break;
     for (auto& b : batches) {
-      // A worker's batch is whole spans separated by ','; split it at span starts when
-      // it would pass the request size (rare: a worker hands over <= 256 at a time).
       if (count > 0 && count + b.items > config_.max_batch_spans) {
-        send(spans, count);
+        send(body, count);
         count = 0;
       }
-      spans.append(b.data);
+      if (count == 0) body.assign(envelope_head_);
+      body.append(b.data);
       count += b.items;
     }
     if (count > 0) {
-      send(spans, count);
+      send(body, count);
       count = 0;
     }
   }
 }
 
-void TraceExporter::send(std::string& spans, std::size_t count) {
-  if (!spans.empty() && spans.back() == ',') spans.pop_back();
-  std::string body;
-  body.reserve(envelope_head_.size() + spans.size() + 8);
-  body += envelope_head_;
-  body += spans;
-  body += "]}]}]}";
-  spans.clear();
+void TraceExporter::send(std::string& body, std::size_t count) {
+  if (!body.empty() && body.back() == ',') body.pop_back();
+  body.append("]}]}]}", 6);
   HttpPostResult r = httpPost(url_, config_.headers, "application/json", std::move(body), config_.timeout);
+  body = std::string();
   if (r.ok()) {
     exported_.fetch_add(count, std::memory_order_relaxed);
     return;

@@ -36,7 +36,7 @@ class TraceExporter {
  private:
   TraceExporter(const TracingConfig& config, HttpUrl url);
   void run();
-  void send(std::string& spans, std::size_t count);
+  void send(std::string& body, std::size_t count);  // consumes `body`
 
   TracingConfig config_;
   HttpUrl url_;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "store/redis/redis_endpoint.h"
+#include "store/redis/resp.h"
 #include "telemetry/http_post.h"
 
 namespace tahua {
@@ -92,6 +93,9 @@ class RedisStreamSink final : public UsageSink {
   bool deliver(std::string_view lines, std::string& error) override {
     if (!redis_ && !connect(error)) return false;
     const std::string maxlen = std::to_string(c_.maxlen);
+    // Every XADD formatted into one buffer (store/redis/resp.h) and handed to hiredis at
+    // once: one write, then the replies in order.
+    out_.clear();
     std::size_t sent = 0;
     for (std::size_t pos = 0; pos < lines.size();) {
       std::size_t end = lines.find('\n', pos);
@@ -101,11 +105,11 @@ class RedisStreamSink final : public UsageSink {
       if (record.empty()) continue;
       // {"record_id":"<36 characters>" opens every record (usage_filter.cpp).
       std::string_view id = record.size() > 50 ? record.substr(14, 36) : std::string_view{};
-      const char* argv[] = {"XADD", c_.stream.c_str(), "MAXLEN", "~", maxlen.c_str(), "*", "record_id", id.data(), "record", record.data()};
-      const size_t lens[] = {4, c_.stream.size(), 6, 1, maxlen.size(), 1, 9, id.size(), 6, record.size()};
-      if (redisAppendCommandArgv(redis_, 10, argv, lens) != REDIS_OK) return failed(error);
+      const std::string_view args[] = {"XADD", c_.stream, "MAXLEN", "~", maxlen, "*", "record_id", id, "record", record};
+      appendResp(out_, args);
       ++sent;
     }
+    if (sent > 0 && redisAppendFormattedCommand(redis_, out_.data(), out_.size()) != REDIS_OK) return failed(error);
     for (std::size_t i = 0; i < sent; ++i) {
       void* reply = nullptr;
       if (redisGetReply(redis_, &reply) != REDIS_OK || !reply) return failed(error);
@@ -158,6 +162,7 @@ class RedisStreamSink final : public UsageSink {
   UsageSinkConfig c_;
   RedisEndpoint ep_;
   redisContext* redis_ = nullptr;
+  std::string out_;  // the commands of one delivery
 };
 
 // POST a JSON array of up to `batch` records per request; a 2xx answer is delivery.

@@ -94,21 +94,36 @@ TEST(TraceContext, UuidV7IsWellFormedUniqueAndSortsByTime) {
 }
 
 TEST(JsonOut, EscapesAndParsesBack) {
-  std::string out = "{";
+  JsonBuf out;
+  out.push_back('{');
   json_out::key(out, "s");
   json_out::string(out, std::string_view("a\"b\\c\nd\x01\xc3\xa9", 10));
+  json_out::key(out, "long");  // past the 8-byte fast path, with an escape late in it
+  json_out::string(out, "0123456789abcdefghij\"klmnopqrstuvwxyz0123456789");
   json_out::key(out, "n");
   json_out::number(out, 0.25);
   json_out::key(out, "i");
   json_out::integer(out, -42);
+  json_out::key(out, "ms");
+  json_out::millis(out, std::chrono::microseconds(12'340));
   json_out::key(out, "t");
   json_out::time(out, std::chrono::system_clock::time_point(std::chrono::milliseconds(1'700'000'000'123)));
-  out += '}';
-  auto v = boost::json::parse(out).as_object();
+  out.push_back('}');
+  auto v = boost::json::parse(out.view()).as_object();
   EXPECT_EQ(v["s"].as_string(), std::string_view("a\"b\\c\nd\x01\xc3\xa9", 10));
+  EXPECT_EQ(v["long"].as_string(), "0123456789abcdefghij\"klmnopqrstuvwxyz0123456789");
   EXPECT_EQ(v["n"].as_double(), 0.25);
   EXPECT_EQ(v["i"].as_int64(), -42);
+  EXPECT_EQ(v["ms"].as_double(), 12.34);
   EXPECT_EQ(v["t"].as_string(), "2023-11-14T22:13:20.123Z");
+}
+
+TEST(JsonOut, GrowsPastItsFirstBlock) {
+  JsonBuf out;
+  const std::string big(10000, 'x');
+  for (int i = 0; i < 20; ++i) json_out::string(out, big);
+  EXPECT_EQ(out.size(), 20u * 10002);
+  EXPECT_EQ(out.view().substr(0, 3), "\"xx");
 }
 
 TEST(ExportQueue, RefusesPastItsBoundAndCountsTheDrops) {
@@ -130,11 +145,11 @@ TEST(ExportQueue, BufferHandsOverAtItsThreshold) {
   ExportQueue q(100000);
   ExportBuffer b(&q, '\n');
   for (std::size_t i = 0; i < ExportBuffer::kFlushItems - 1; ++i) {
-    b.data() += "x";
+    b.data().push_back('x');
     b.commit();
   }
   EXPECT_EQ(q.depth(), 0u);
-  b.data() += "x";
+  b.data().push_back('x');
   b.commit();
   EXPECT_EQ(q.depth(), ExportBuffer::kFlushItems);
   auto taken = q.take(std::chrono::milliseconds(0));
@@ -326,7 +341,7 @@ TEST(AccessLogFilter, SampleSuccessKeepsAnExactShareAndEveryError) {
   };
   for (int i = 0; i < 8; ++i) run(200);
   for (int i = 0; i < 3; ++i) run(500);
-  const std::string& written = sink.line();
+  const std::string_view written = sink.line().view();
   EXPECT_EQ(std::count(written.begin(), written.end(), '\n'), 2 + 3);
   EXPECT_NE(written.find("\"level\":\"error\""), std::string::npos);
 }

@@ -28,8 +28,8 @@ class AccessLogFilter final : public Filter {
     }
     namespace j = json_out;
     using namespace std::chrono;
-    std::string& out = sink_.line();
-    out += "{\"ts\":";
+    JsonBuf& out = sink_.line();
+    out.raw(std::string_view("{\"ts\":"));
     j::time(out, system_clock::now());
     j::key(out, "level");
     j::string(out, ctx.status >= 500 ? "error" : ctx.status >= 400 ? "warn" : "info");
@@ -51,12 +51,12 @@ class AccessLogFilter final : public Filter {
     auto strOrNull = [&](std::string_view k, const std::string* v) {
       j::key(out, k);
       if (v) j::string(out, *v);
-      else out += "null";
+      else out.raw(std::string_view("null"));
     };
     j::key(out, "model");
     if (ctx.model) j::string(out, ctx.model->name);
     else if (!ctx.facts.model.empty()) j::string(out, ctx.facts.model);
-    else out += "null";
+    else out.raw(std::string_view("null"));
     strOrNull("provider", ctx.provider ? &ctx.provider->name : nullptr);
     strOrNull("deployment", ctx.deployment ? &ctx.deployment->id : nullptr);
     strOrNull("version", ctx.deployment ? &ctx.deployment->version : nullptr);
@@ -83,20 +83,20 @@ class AccessLogFilter final : public Filter {
     j::key(out, "status");
     j::integer(out, ctx.status);
     j::key(out, "stream");
-    out += ctx.streaming ? "true" : "false";
+    out.raw(ctx.streaming ? std::string_view("true") : std::string_view("false"));
     j::key(out, "bytes_in");
     j::integer(out, static_cast<std::int64_t>(ctx.bytes_in));
     j::key(out, "bytes_out");
     j::integer(out, static_cast<std::int64_t>(ctx.bytes_out));
     j::key(out, "duration_ms");
-    j::number(out, duration<double, std::milli>(ctx.end - ctx.start).count());
+    j::millis(out, ctx.end - ctx.start);
     j::key(out, "ttft_ms");
-    if (ctx.first_byte) j::number(out, duration<double, std::milli>(*ctx.first_byte - ctx.start).count());
-    else out += "null";
+    if (ctx.first_byte) j::millis(out, *ctx.first_byte - ctx.start);
+    else out.raw(std::string_view("null"));
     auto tokens = [&](std::string_view k, std::int64_t v) {
       j::key(out, k);
       if (v >= 0) j::integer(out, v);
-      else out += "null";
+      else out.raw(std::string_view("null"));
     };
     tokens("prompt_tokens", ctx.usage.prompt_tokens);
     tokens("completion_tokens", ctx.usage.completion_tokens);
@@ -105,12 +105,12 @@ class AccessLogFilter final : public Filter {
     const double cost = costUsd(ctx.model, ctx.usage);
     j::key(out, "cost_usd");
     if (cost >= 0) j::number(out, cost);
-    else out += "null";
+    else out.raw(std::string_view("null"));
     j::key(out, "api");
     j::string(out, apiName(ctx.endpoint));
     j::key(out, "error");
     if (ctx.error) j::string(out, ctx.error->code());
-    else out += "null";
+    else out.raw(std::string_view("null"));
     if (ctx.error && ctx.error->timeout_kind) {
       j::key(out, "timeout");
       j::string(out, ctx.error->timeout_kind);
@@ -125,7 +125,7 @@ class AccessLogFilter final : public Filter {
       j::key(out, "attempts");
       j::integer(out, ctx.attempts);
     }
-    out += '}';
+    out.push_back('}');
     sink_.commit();
   }
 

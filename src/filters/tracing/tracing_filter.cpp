@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <optional>
 
@@ -54,85 +55,93 @@ std::string_view operationName(Endpoint e) {
 // integers and nanosecond times are strings in OTLP's JSON mapping.
 class SpanWriter {
  public:
-  explicit SpanWriter(std::string& out) : out_(out) {}
+  explicit SpanWriter(JsonBuf& out) : out_(out) {}
 
+  // The span's name is `name` and, when given, ' ' and `name2` (no string built for it).
   void begin(const TraceContext& t, const std::array<std::uint8_t, 8>& span, const std::array<std::uint8_t, 8>* parent,
-             std::string_view name, int kind, SteadyTime start, SteadyTime end) {
+             std::string_view name, std::string_view name2, int kind, SteadyTime start, SteadyTime end) {
     char hex[32];
-    out_ += "{\"traceId\":\"";
+    out_.raw(std::string_view("{\"traceId\":\""));
     toHex(t.trace_id.data(), 16, hex);
-    out_.append(hex, 32);
-    out_ += "\",\"spanId\":\"";
+    out_.raw(hex, 32);
+    out_.raw(std::string_view("\",\"spanId\":\""));
     toHex(span.data(), 8, hex);
-    out_.append(hex, 16);
-    out_ += '"';
+    out_.raw(hex, 16);
+    out_.push_back('"');
     if (parent) {
-      out_ += ",\"parentSpanId\":\"";
+      out_.raw(std::string_view(",\"parentSpanId\":\""));
       toHex(parent->data(), 8, hex);
-      out_.append(hex, 16);
-      out_ += '"';
+      out_.raw(hex, 16);
+      out_.push_back('"');
     }
-    out_ += ",\"name\":";
-    json_out::string(out_, name);
-    out_ += ",\"kind\":";
+    out_.raw(std::string_view(",\"name\":"));
+    out_.push_back('"');
+    json_out::escaped(out_, name);
+    if (!name2.empty()) {
+      out_.push_back(' ');
+      json_out::escaped(out_, name2);
+    }
+    out_.push_back('"');
+    out_.raw(std::string_view(",\"kind\":"));
     json_out::integer(out_, kind);
-    out_ += ",\"startTimeUnixNano\":\"";
+    out_.raw(std::string_view(",\"startTimeUnixNano\":\""));
     json_out::integer(out_, unixNanos(start));
-    out_ += "\",\"endTimeUnixNano\":\"";
+    out_.raw(std::string_view("\",\"endTimeUnixNano\":\""));
     json_out::integer(out_, unixNanos(end));
-    out_ += "\",\"attributes\":[";
+    out_.raw(std::string_view("\",\"attributes\":["));
     first_ = true;
   }
   void str(std::string_view key, std::string_view value) {
     open(key);
-    out_ += "{\"stringValue\":";
+    out_.raw(std::string_view("{\"stringValue\":"));
     json_out::string(out_, value);
-    out_ += "}}";
+    out_.raw(std::string_view("}}"));
   }
   void integer(std::string_view key, std::int64_t value) {
     open(key);
-    out_ += "{\"intValue\":\"";
+    out_.raw(std::string_view("{\"intValue\":\""));
     json_out::integer(out_, value);
-    out_ += "\"}}";
+    out_.raw(std::string_view("\"}}"));
   }
   void dbl(std::string_view key, double value) {
     open(key);
-    out_ += "{\"doubleValue\":";
+    out_.raw(std::string_view("{\"doubleValue\":"));
     json_out::number(out_, value);
-    out_ += "}}";
+    out_.raw(std::string_view("}}"));
   }
   void boolean(std::string_view key, bool value) {
     open(key);
-    out_ += value ? "{\"boolValue\":true}}" : "{\"boolValue\":false}}";
+    out_.raw(value ? std::string_view("{\"boolValue\":true}}") : std::string_view("{\"boolValue\":false}}"));
   }
   // Closes the attributes; an event list (at most one event here) and the status follow.
   void end(std::optional<std::pair<std::string_view, SteadyTime>> event, bool error, std::string_view message) {
-    out_ += ']';
+    out_.push_back(']');
     if (event) {
-      out_ += ",\"events\":[{\"name\":";
+      out_.raw(std::string_view(",\"events\":[{\"name\":"));
       json_out::string(out_, event->first);
-      out_ += ",\"timeUnixNano\":\"";
+      out_.raw(std::string_view(",\"timeUnixNano\":\""));
       json_out::integer(out_, unixNanos(event->second));
-      out_ += "\"}]";
+      out_.raw(std::string_view("\"}]"));
     }
     if (error) {
-      out_ += ",\"status\":{\"code\":2,\"message\":";
+      out_.raw(std::string_view(",\"status\":{\"code\":2,\"message\":"));
       json_out::string(out_, message);
-      out_ += "}}";
+      out_.raw(std::string_view("}}"));
     } else {
-      out_ += ",\"status\":{\"code\":0}}";
+      out_.raw(std::string_view(",\"status\":{\"code\":0}}"));
     }
   }
 
  private:
   void open(std::string_view key) {
-    if (!first_) out_ += ',';
+    // Keys are literals without characters to escape.
+    if (first_) out_.raw("{\"key\":\"", 8);
+    else out_.raw(",{\"key\":\"", 9);
     first_ = false;
-    out_ += "{\"key\":\"";
-    out_.append(key);  // keys are literals without characters to escape
-    out_ += "\",\"value\":";
+    out_.raw(key.data(), key.size());
+    out_.raw("\",\"value\":", 10);
   }
-  std::string& out_;
+  JsonBuf& out_;
   bool first_ = true;
 };
 
@@ -216,7 +225,7 @@ class TracingFilter final : public FilterWithState<TracingState> {
     // Exported when sampled, and always when the gateway or an upstream failed.
     const bool failed = ctx.status >= 500 || (ctx.error && ctx.error->source() != ErrorSource::Client);
     if (!ctx.trace.sampled && !failed) return;
-    std::string& out = spans_.data();
+    JsonBuf& out = spans_.data();
     writeServerSpan(out, ctx, st, failed);
     spans_.commit();
     for (std::size_t i = 0; i < std::min(st.count, kMaxAttempts); ++i) {
@@ -245,13 +254,10 @@ class TracingFilter final : public FilterWithState<TracingState> {
     if (ctx.provider) w.str("gen_ai.provider.name", genAiProviderName(ctx.provider->type));
   }
 
-  void writeServerSpan(std::string& out, const RequestContext& ctx, const TracingState& st, bool failed) const {
+  void writeServerSpan(JsonBuf& out, const RequestContext& ctx, const TracingState& st, bool failed) const {
     SpanWriter w(out);
-    std::string name(ctx.method);
-    name += ' ';
-    name += ctx.path;
     const bool continued = std::any_of(ctx.trace.parent_id.begin(), ctx.trace.parent_id.end(), [](auto b) { return b != 0; });
-    w.begin(ctx.trace, ctx.trace.span_id, continued ? &ctx.trace.parent_id : nullptr, name, 2, ctx.start, ctx.end);
+    w.begin(ctx.trace, ctx.trace.span_id, continued ? &ctx.trace.parent_id : nullptr, ctx.method, ctx.path, 2, ctx.start, ctx.end);
     w.str("http.request.method", ctx.method);
     w.str("url.path", ctx.path);
     w.integer("http.response.status_code", ctx.status);
@@ -285,17 +291,17 @@ class TracingFilter final : public FilterWithState<TracingState> {
     }
     std::optional<std::pair<std::string_view, SteadyTime>> first;
     if (ctx.first_byte) first.emplace("gen_ai.first_token", *ctx.first_byte);
-    w.end(first, failed, ctx.error ? ctx.error->code() : std::string_view("HTTP " + std::to_string(ctx.status)));
+    char status[16] = "HTTP ";
+    std::string_view message;
+    if (ctx.error) message = ctx.error->code();
+    else if (failed) message = std::string_view(status, static_cast<std::size_t>(std::to_chars(status + 5, status + sizeof status, ctx.status).ptr - status));
+    w.end(first, failed, message);
   }
 
-  void writeAttemptSpan(std::string& out, const RequestContext& ctx, const Attempt& a) const {
+  void writeAttemptSpan(JsonBuf& out, const RequestContext& ctx, const Attempt& a) const {
     SpanWriter w(out);
-    std::string name(operationName(ctx.endpoint));
-    if (a.deployment) {
-      name += ' ';
-      name += a.deployment->upstream_model;
-    }
-    w.begin(ctx.trace, a.span, &ctx.trace.span_id, name, 3, a.start, a.ended ? a.end : ctx.end);
+    w.begin(ctx.trace, a.span, &ctx.trace.span_id, operationName(ctx.endpoint),
+            a.deployment ? std::string_view(a.deployment->upstream_model) : std::string_view{}, 3, a.start, a.ended ? a.end : ctx.end);
     w.str("gen_ai.operation.name", operationName(ctx.endpoint));
     if (a.provider) {
       w.str("gen_ai.provider.name", genAiProviderName(a.provider->type));

@@ -61,7 +61,7 @@ class UsageFilter final : public FilterWithState<UsageState> {
     st.usage_estimated = true;
   }
 
-  void write(std::string& out, const RequestContext& ctx, const UsageState& st) const {
+  void write(JsonBuf& out, const RequestContext& ctx, const UsageState& st) const {
     namespace j = json_out;
     using namespace std::chrono;
     const auto now_wall = system_clock::now();
@@ -70,9 +70,9 @@ class UsageFilter final : public FilterWithState<UsageState> {
     const auto end_wall = now_wall - duration_cast<system_clock::duration>(now - ctx.end);
     char id[36];
     uuidV7(id);
-    out += "{\"record_id\":\"";  // first, at a fixed place: sinks read it without parsing
-    out.append(id, 36);
-    out += '"';
+    out.raw(std::string_view("{\"record_id\":\""));  // first, at a fixed place: sinks read it without parsing
+    out.raw(id, 36);
+    out.push_back('"');
     j::key(out, "request_id");
     j::string(out, ctx.request_id);
     j::key(out, "ts");
@@ -86,7 +86,7 @@ class UsageFilter final : public FilterWithState<UsageState> {
     auto strOrNull = [&](std::string_view k, const std::string* v) {
       j::key(out, k);
       if (v) j::string(out, *v);
-      else out += "null";
+      else out.raw(std::string_view("null"));
     };
     strOrNull("tenant", ctx.principal.tenant ? &ctx.principal.tenant->name : nullptr);
     strOrNull("key", ctx.principal.key ? &ctx.principal.key->name : nullptr);
@@ -100,26 +100,26 @@ class UsageFilter final : public FilterWithState<UsageState> {
     j::key(out, "requested_model");
     if (ctx.requested_model) j::string(out, ctx.requested_model->name);
     else if (!ctx.facts.model.empty()) j::string(out, ctx.facts.model);
-    else out += "null";
+    else out.raw(std::string_view("null"));
     strOrNull("model", ctx.model ? &ctx.model->name : nullptr);
     strOrNull("provider", ctx.provider ? &ctx.provider->name : nullptr);
     strOrNull("deployment", ctx.deployment ? &ctx.deployment->id : nullptr);
     strOrNull("version", ctx.deployment ? &ctx.deployment->version : nullptr);
     j::key(out, "route_name");
     if (!ctx.route_name.empty()) j::string(out, ctx.route_name);
-    else out += "null";
+    else out.raw(std::string_view("null"));
     j::key(out, "stream");
-    out += ctx.streaming || ctx.facts.stream ? "true" : "false";
+    out.raw(ctx.streaming || ctx.facts.stream ? std::string_view("true") : std::string_view("false"));
     j::key(out, "status");
     j::integer(out, ctx.status);
     j::key(out, "end_reason");
     j::string(out, endReason(ctx));
     j::key(out, "error");
     if (ctx.error) j::string(out, ctx.error->code());
-    else out += "null";
+    else out.raw(std::string_view("null"));
     const bool replay = ctx.local_reply && ctx.local_reply->replay;
     j::key(out, "replayed");
-    out += replay ? "true" : "false";
+    out.raw(replay ? std::string_view("true") : std::string_view("false"));
     // Billed tokens: what the rate-limit calibration charged (settled above).
     const Usage& u = ctx.usage;
     auto tokens = [&](std::string_view k, std::int64_t v) {
@@ -135,30 +135,30 @@ class UsageFilter final : public FilterWithState<UsageState> {
     j::key(out, "cost_usd");
     const double cost = costUsd(ctx.model, u);
     if (cost >= 0) j::number(out, cost);
-    else out += "null";  // the model has no pricing
+    else out.raw(std::string_view("null"));  // the model has no pricing
     j::key(out, "duration_ms");
-    j::number(out, duration<double, std::milli>(ctx.end - ctx.start).count());
+    j::millis(out, ctx.end - ctx.start);
     j::key(out, "ttft_ms");
-    if (ctx.first_byte) j::number(out, duration<double, std::milli>(*ctx.first_byte - ctx.start).count());
-    else out += "null";
+    if (ctx.first_byte) j::millis(out, *ctx.first_byte - ctx.start);
+    else out.raw(std::string_view("null"));
     j::key(out, "bytes_out");
     j::integer(out, static_cast<std::int64_t>(ctx.bytes_out));
     j::key(out, "attempts");
     j::integer(out, ctx.attempts);
     j::key(out, "fallback");
     if (!ctx.fallback.empty()) j::string(out, ctx.fallback);
-    else out += "null";
+    else out.raw(std::string_view("null"));
     j::key(out, "cache");
-    out += "null";  // no response cache yet
+    out.raw(std::string_view("null"));  // no response cache yet
     j::key(out, "trace_id");
     if (ctx.trace.valid()) {
       char hex[32];
       ctx.trace.traceIdHex(hex);
       j::string(out, std::string_view(hex, 32));
     } else {
-      out += "null";
+      out.raw(std::string_view("null"));
     }
-    out += '}';
+    out.push_back('}');
   }
 
   ExportBuffer& records_;

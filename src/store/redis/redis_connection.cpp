@@ -1,5 +1,6 @@
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_stats.h"
+#include "store/redis/resp.h"
 
 #include <hiredis/hiredis.h>
 
@@ -48,30 +49,7 @@ RedisReply copyReply(const redisReply* r) {
   return out;
 }
 
-// RESP formatting by hiredis (one allocation of its own, copied into our buffer).
-void appendCommand(std::string& out, std::span<const std::string_view> args) {
-  constexpr std::size_t kInline = 64;
-  const char* argv_inline[kInline];
-  std::size_t lens_inline[kInline];
-  std::vector<const char*> argv_heap;
-  std::vector<std::size_t> lens_heap;
-  const char** argv = argv_inline;
-  std::size_t* lens = lens_inline;
-  if (args.size() > kInline) {
-    argv_heap.resize(args.size());
-    lens_heap.resize(args.size());
-    argv = argv_heap.data();
-    lens = lens_heap.data();
-  }
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    argv[i] = args[i].data();
-    lens[i] = args[i].size();
-  }
-  char* cmd = nullptr;
-  const int n = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), argv, lens);
-  if (n > 0 && cmd) out.append(cmd, static_cast<std::size_t>(n));
-  if (cmd) redisFreeCommand(cmd);
-}
+void appendCommand(std::string& out, std::span<const std::string_view> args) { appendResp(out, args); }
 
 }  // namespace
 

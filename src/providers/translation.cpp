@@ -48,13 +48,18 @@ bool emptyChoices(std::string_view data) {
 }
 
 // A non-null "finish_reason": the last choice chunk of an OpenAI-format stream.
-bool hasFinishReason(std::string_view data) {
-  for (auto at = data.find("\"finish_reason\""); at != std::string_view::npos; at = data.find("\"finish_reason\"", at + 1)) {
-    std::size_t i = at + 15;
+// The string value of the first `"<key>": "..."` in `data` (a finish or stop reason:
+// no escapes in those words), or empty when there is none (or it is null).
+std::string_view stringField(std::string_view data, std::string_view quoted_key) {
+  for (auto at = data.find(quoted_key); at != std::string_view::npos; at = data.find(quoted_key, at + 1)) {
+    std::size_t i = at + quoted_key.size();
     while (i < data.size() && (data[i] == ' ' || data[i] == ':' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r')) ++i;
-    if (i < data.size() && data[i] == '"') return true;
+    if (i < data.size() && data[i] == '"') {
+      const auto end = data.find('"', i + 1);
+      if (end != std::string_view::npos) return data.substr(i + 1, end - i - 1);
+    }
   }
-  return false;
+  return {};
 }
 
 bool looksLikeJsonObject(std::string_view body) {
@@ -137,9 +142,11 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
         return;
       }
       if (const auto* u = json::obj(v.get_object(), "usage")) applyUsage(ctx.usage, anthropicUsageFrom(*u));
+      ctx.usage.finish = finishReasonFrom(json::strOr(v.get_object(), "stop_reason", ""));
       return;
     }
     extractOpenAIUsage(body, ctx.usage);  // chat.completion, responses' response object, embeddings
+    ctx.usage.finish = finishReasonFrom(stringField(body, "\"finish_reason\""));
   }
 
   // Cutting the usage chunk returns whole events only; otherwise the parser knows.
@@ -220,12 +227,20 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
         if (extractOpenAIUsage(event.data, ctx_->usage)) drop = strip_ && emptyChoices(event.data);
         // A finished choice (some servers send no [DONE] after it) or the upstream's own
         // error object also end the stream as the upstream meant to.
-        if (!complete_ && (hasFinishReason(event.data) || event.data.starts_with("{\"error\"")))
-          complete_ = true;
+        if (!complete_) {
+          if (const auto reason = stringField(event.data, "\"finish_reason\""); !reason.empty()) {
+            ctx_->usage.finish = finishReasonFrom(reason);
+            complete_ = true;
+          } else if (event.data.starts_with("{\"error\"")) {
+            complete_ = true;
+          }
+        }
         break;
       case WireFormat::Anthropic:
         if (event.event == "message_start" || event.event == "message_delta") readJsonUsage(event.data, "message");
-        else if (event.event == "message_stop" || event.event == "error") complete_ = true;
+        if (event.event == "message_delta") {
+          if (const auto reason = stringField(event.data, "\"stop_reason\""); !reason.empty()) ctx_->usage.finish = finishReasonFrom(reason);
+        } else if (event.event == "message_stop" || event.event == "error") complete_ = true;
         break;
       case WireFormat::Responses:
         if (event.event == "response.completed" || event.event == "response.incomplete" || event.event == "response.failed") {
@@ -380,6 +395,7 @@ class TranslatingTranslator final : public ResponseTranslator, private ChunkSink
     }
     const ChatResult& result = std::get<ChatResult>(decoded);
     applyUsage(ctx.usage, result.usage);
+    ctx.usage.finish = finishReasonFrom(result.finish_reason);
     body = inbound_.encodeResult(result, options_);
   }
 
@@ -393,6 +409,7 @@ class TranslatingTranslator final : public ResponseTranslator, private ChunkSink
  private:
   void onChunk(const ChatChunk& chunk) override {
     if (chunk.usage) applyUsage(ctx_->usage, *chunk.usage);
+    if (!chunk.finish_reason.empty()) ctx_->usage.finish = finishReasonFrom(chunk.finish_reason);
     encoder_->onChunk(chunk, out_);
   }
 

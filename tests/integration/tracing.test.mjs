@@ -64,6 +64,7 @@ describe('tracing (OTLP/HTTP JSON)', () => {
     assert.equal(a['tahua.deployment'], 'up');
     assert.equal(a['tahua.version'], 'stable');
     assert.equal(a['tahua.end_reason'], 'done');
+    assert.deepEqual(a['gen_ai.response.finish_reasons'], ['stop']);
     assert.ok(a['gen_ai.server.time_to_first_token'] > 0);
     assert.deepEqual(server.events.map((e) => e.name), ['gen_ai.first_token']);
     assert.equal(server.status.code, 0);
@@ -98,6 +99,7 @@ describe('tracing (OTLP/HTTP JSON)', () => {
     assert.equal(attempts[0].status.code, 2, 'the failed attempt is an error span');
     assert.equal(attributes(server)['tahua.attempts'], 2);
     assert.equal(attributes(server)['tahua.stream'], true);
+    assert.deepEqual(attributes(server)['gen_ai.response.finish_reasons'], ['stop'], 'from the stream');
     for (const [i, s] of attempts.entries()) {
       assert.equal(s.parentSpanId, server.spanId);
       assert.equal(upstream.requests[i].headers.traceparent, `00-${server.traceId}-${s.spanId}-01`);

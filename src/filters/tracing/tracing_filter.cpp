@@ -103,6 +103,13 @@ class SpanWriter {
     json_out::integer(out_, value);
     out_.raw(std::string_view("\"}}"));
   }
+  // A string array of one value (gen_ai.response.finish_reasons).
+  void strList(std::string_view key, std::string_view value) {
+    open(key);
+    out_.raw(std::string_view("{\"arrayValue\":{\"values\":[{\"stringValue\":"));
+    json_out::string(out_, value);
+    out_.raw(std::string_view("}]}}}"));
+  }
   void dbl(std::string_view key, double value) {
     open(key);
     out_.raw(std::string_view("{\"doubleValue\":"));
@@ -269,6 +276,7 @@ class TracingFilter final : public FilterWithState<TracingState> {
     if (ctx.facts.temperature >= 0) w.dbl("gen_ai.request.temperature", ctx.facts.temperature);
     if (ctx.usage.prompt_tokens >= 0) w.integer("gen_ai.usage.input_tokens", ctx.usage.prompt_tokens);
     if (ctx.usage.completion_tokens >= 0) w.integer("gen_ai.usage.output_tokens", ctx.usage.completion_tokens);
+    if (ctx.usage.finish != FinishReason::None) w.strList("gen_ai.response.finish_reasons", finishReasonName(ctx.usage.finish));
     if (ctx.first_byte)
       w.dbl("gen_ai.server.time_to_first_token", std::chrono::duration<double>(*ctx.first_byte - ctx.start).count());
     w.boolean("tahua.stream", ctx.streaming);

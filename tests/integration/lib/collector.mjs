@@ -77,6 +77,7 @@ export function attributes(span) {
     else if ('intValue' in value) out[key] = Number(value.intValue);
     else if ('doubleValue' in value) out[key] = value.doubleValue;
     else if ('boolValue' in value) out[key] = value.boolValue;
+    else if ('arrayValue' in value) out[key] = value.arrayValue.values.map((v) => v.stringValue);
   }
   return out;
 }

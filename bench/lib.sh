@@ -215,3 +215,16 @@ child_ticks() {
   tail -1 "$TMP/times" | awk -v hz="$HZ" '{ split($1, u, /[ms]/); split($2, s, /[ms]/)
     printf "%d\n", (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * hz }'
 }
+
+# wrk_chat CPU PORT SECONDS CONNS BODY [AUTH]: POST BODY to /v1/chat/completions at
+# saturation (wrk -c CONNS, bench/body.lua), pinned to CPU -> "requests=.. duration_us=..
+# p99_us=.. errors=..". AUTH: an Authorization header value.
+wrk_chat() {
+  local out line
+  out=$(BENCH_BODY=$5 BENCH_AUTH=${6:-} taskset -c "$1" wrk -t1 -c"$4" -d"$3"s \
+        -s "$ROOT/bench/body.lua" "http://127.0.0.1:$2/v1/chat/completions") || die "wrk failed: $out"
+  line=$(printf '%s\n' "$out" | grep '^BENCH ') || die "no BENCH line from wrk: $out"
+  awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+         printf "requests=%d duration_us=%d p99_us=%d errors=%d\n", v["requests"], v["duration_us"], v["p99_us"],
+           v["err_status"] + v["err_connect"] + v["err_read"] + v["err_write"] + v["err_timeout"] }' <<<"$line"
+}

@@ -85,15 +85,7 @@ EOF
   esac
 }
 
-run_wrk() {  # PORT SECONDS -> "requests=.. duration_us=.. errors=.."
-  local out line
-  out=$(BENCH_BODY=$CHAT_BODY BENCH_AUTH="Bearer $KEY" taskset -c "$LOAD_CPU" wrk -t1 -c"$RATE_CONNS" -d"$2"s \
-        -s "$ROOT/bench/body.lua" "http://127.0.0.1:$1/v1/chat/completions") || die "wrk failed: $out"
-  line=$(printf '%s\n' "$out" | grep '^BENCH ') || die "no BENCH line from wrk: $out"
-  awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-         printf "requests=%d duration_us=%d p99_us=%d errors=%d\n", v["requests"], v["duration_us"], v["p99_us"],
-           v["err_status"] + v["err_connect"] + v["err_read"] + v["err_write"] + v["err_timeout"] }' <<<"$line"
-}
+run_wrk() { wrk_chat "$LOAD_CPU" "$1" "$2" "$RATE_CONNS" "$CHAT_BODY" "Bearer $KEY"; }  # PORT SECONDS
 
 measure() {  # TARGET ROUND
   local target=$1 port pids out r0 r1 p0 p1

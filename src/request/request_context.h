@@ -46,6 +46,16 @@ inline ApiFamily apiFamily(Endpoint e) {
   return e == Endpoint::Messages || e == Endpoint::CountTokens ? ApiFamily::Anthropic : ApiFamily::OpenAI;
 }
 
+// The client API's name in logs and records: "openai", "openai-responses", "anthropic".
+inline std::string_view apiName(Endpoint e) {
+  switch (e) {
+    case Endpoint::Messages:
+    case Endpoint::CountTokens: return "anthropic";
+    case Endpoint::Responses: return "openai-responses";
+    default: return "openai";
+  }
+}
+
 // Read access to the inbound request headers (case-insensitive names).
 class HeaderView {
  public:

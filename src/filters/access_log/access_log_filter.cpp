@@ -6,15 +6,6 @@
 namespace tahua {
 namespace {
 
-std::string_view apiName(Endpoint e) {
-  switch (e) {
-    case Endpoint::Messages:
-    case Endpoint::CountTokens: return "anthropic";
-    case Endpoint::Responses: return "openai-responses";
-    default: return "openai";
-  }
-}
-
 class AccessLogFilter final : public Filter {
  public:
   AccessLogFilter(AccessLogSink& sink, double sample) : sink_(sink), sample_(sample) {}

@@ -13,15 +13,6 @@ struct UsageState {
   bool usage_estimated = false;
 };
 
-std::string_view apiName(Endpoint e) {
-  switch (e) {
-    case Endpoint::Messages:
-    case Endpoint::CountTokens: return "anthropic";
-    case Endpoint::Responses: return "openai-responses";
-    default: return "openai";
-  }
-}
-
 class UsageFilter final : public FilterWithState<UsageState> {
  public:
   UsageFilter(const Config& config, ExportBuffer& records) : records_(records), gateway_(config.usage.gateway_id) {}

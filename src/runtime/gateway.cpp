@@ -132,6 +132,17 @@ Gateway::Gateway(SnapshotPtr snapshot, ConfigSource source)
   healing_.configure(*snapshot_->config, generation_.load() + 1);
 }
 
+namespace {
+bool usageSinksDiffer(const UsageConfig& a, const UsageConfig& b) {
+  if (a.spill_dir != b.spill_dir || a.sinks.size() != b.sinks.size()) return true;
+  for (std::size_t i = 0; i < a.sinks.size(); ++i) {
+    const auto &x = a.sinks[i], &y = b.sinks[i];
+    if (x.name != y.name || x.type != y.type || x.path != y.path || x.url != y.url || x.stream != y.stream) return true;
+  }
+  return false;
+}
+}  // namespace
+
 void Gateway::reload(std::string_view trigger) {
   std::vector<std::string> warnings;
   auto loaded = loadSnapshot(source_, warnings);
@@ -186,6 +197,12 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
   if (new_cfg.admin.listener.port != old_cfg.admin.listener.port || new_cfg.admin.enabled != old_cfg.admin.enabled)
     log::warn("config reload: admin listener changes need a restart (a new token applies now)");
   if (new_cfg.store.journal != old_cfg.store.journal) log::warn("config reload: store changes need a restart");
+  // The exporters were set up at start: a new destination waits for a restart (turning
+  // tracing or records off, the sample ratio and content capture apply now).
+  if (new_cfg.tracing.enabled && (!traces_ || new_cfg.tracing.endpoint != old_cfg.tracing.endpoint))
+    log::warn("config reload: a new tracing endpoint needs a restart; spans go where they went");
+  if (new_cfg.usage.enabled && (!usage_ || usageSinksDiffer(new_cfg.usage, old_cfg.usage)))
+    log::warn("config reload: usage sink or spill changes need a restart; records go where they went");
   snapshot_ = next;
   bulkheads_.configure(new_cfg);  // before any worker builds its chain from the new config
   TenantDirectoryPtr tenants = tenants_ = buildTenants(new_cfg);

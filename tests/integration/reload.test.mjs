@@ -93,3 +93,36 @@ describe('config file watch', () => {
     assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('second'))).status, 200);
   });
 });
+
+describe('reload and the exporters', () => {
+  it('a new tracing endpoint or usage sink waits for a restart (said in the log); turning tracing off applies now', async (t) => {
+    const { startCollector } = await import('./lib/collector.mjs');
+    const a = await startCollector({ t });
+    const b = await startCollector({ t });
+    const dir = makeTempDir('tahua-reload-exp-');
+    const config = (endpoint, sinkPath, tracing = true) => ({
+      ...mockConfig(['m']),
+      ...(tracing ? { tracing: { endpoint, flush_interval: '50ms' } } : {}),
+      usage: { spill_dir: join(dir, 'spill'), sinks: [{ type: 'file', path: sinkPath }] },
+    });
+    const file = writeConfig(config(`${a.url}/v1/traces`, join(dir, 'one.jsonl')));
+    const gw = await startTahua({ t, args: ['--config', file, '--no-watch'] });
+    writeFileSync(file, toYaml(config(`${b.url}/v1/traces`, join(dir, 'two.jsonl'))));
+    gw.signal('SIGHUP');
+    await gw.stderr.waitUntil(() => gw.stderr.json().some((l) => l.msg === 'config reloaded'), 5000, 'reload log');
+    const warnings = gw.stderr.json().filter((l) => l.level === 'warn').map((l) => l.msg);
+    assert.ok(warnings.some((m) => /new tracing endpoint needs a restart/.test(m)), warnings.join('\n'));
+    assert.ok(warnings.some((m) => /usage sink or spill changes need a restart/.test(m)), warnings.join('\n'));
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m'))).status, 200);
+    await a.waitFor((c) => c.spans().length >= 1, 'spans still to the first endpoint');
+    assert.equal(b.spans().length, 0);
+    // Tracing off: no more spans.
+    writeFileSync(file, toYaml(config('', join(dir, 'one.jsonl'), false)));
+    gw.signal('SIGHUP');
+    await gw.stderr.waitUntil(() => gw.stderr.json().filter((l) => l.msg === 'config reloaded').length >= 2, 5000, 'second reload');
+    const before = a.spans().length;
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m'))).status, 200);
+    assert.equal(await gw.stop('SIGTERM'), 0);  // the exporter sends what it has before exit
+    assert.equal(a.spans().length, before, 'no span after tracing was turned off');
+  });
+});

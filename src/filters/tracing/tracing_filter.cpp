@@ -206,6 +206,7 @@ class TracingFilter final : public FilterWithState<TracingState> {
   }
 
   void onUpstreamHeaders(const RequestContext& ctx) override {
+    // The hook is read-only for the request; this filter's own State is its to write.
     const TracingState& st = state(ctx);
     if (Attempt* a = current(const_cast<TracingState&>(st))) {
       a->first_byte = Clock::now();

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "config/loader_detail.h"
-#include "telemetry/http_post.h"
+#include "http/http_url.h"
 
 namespace tahua::config_detail {
 namespace {

@@ -9,7 +9,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/url/parse.hpp>
 
 namespace tahua {
 
@@ -17,24 +16,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-
-std::optional<HttpUrl> parseHttpUrl(std::string_view text, std::string* error) {
-  auto fail = [&](std::string why) -> std::optional<HttpUrl> {
-    if (error) *error = std::move(why);
-    return std::nullopt;
-  };
-  auto parsed = boost::urls::parse_uri(text);
-  if (!parsed) return fail("not a URL");
-  if (parsed->scheme() != "http") return fail("only http:// is supported");
-  if (parsed->host().empty()) return fail("no host");
-  HttpUrl u;
-  u.host = parsed->host_address();
-  if (!u.host.empty() && u.host.front() == '[') u.host = u.host.substr(1, u.host.size() - 2);
-  u.port = parsed->has_port() ? std::string(parsed->port()) : "80";
-  u.target = parsed->encoded_path().empty() ? "/" : std::string(parsed->encoded_path());
-  if (parsed->has_query()) u.target += "?" + std::string(parsed->encoded_query());
-  return u;
-}
 
 namespace {
 

@@ -11,17 +11,9 @@
 #include <vector>
 
 #include "core/duration.h"
+#include "http/http_url.h"
 
 namespace tahua {
-
-struct HttpUrl {
-  std::string host;
-  std::string port;    // "80" by default
-  std::string target;  // path and query, "/" at least
-};
-
-// An http:// URL with a host; nullopt (and `error`) otherwise.
-std::optional<HttpUrl> parseHttpUrl(std::string_view url, std::string* error = nullptr);
 
 struct HttpPostResult {
   int status = 0;     // 0: no answer (error says why)

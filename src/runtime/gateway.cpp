@@ -53,7 +53,7 @@ asio::awaitable<void> acceptLoop(Worker& worker, std::shared_ptr<tcp::acceptor> 
   asio::steady_timer backoff(acceptor->get_executor());
   std::chrono::steady_clock::time_point last_warning{};
   const auto admit = [&](tcp::socket socket) {
-    if (static_cast<std::size_t>(worker.liveSessions()) >= max_sessions) {
+    if (static_cast<std::size_t>(worker.liveSessions(admin)) >= max_sessions) {
       ++worker.metrics().connections_rejected;
       rejectConnection(socket);
       return;

@@ -152,21 +152,21 @@ std::string Worker::nextRequestId() {
   return id;
 }
 
-void Worker::registerSession(SessionBase* s) {
+void Worker::registerSession(SessionBase* s, bool admin) {
   s->prev_ = nullptr;
   s->next_ = sessions_;
   if (sessions_) sessions_->prev_ = s;
   sessions_ = s;
-  live_sessions_.fetch_add(1, std::memory_order_relaxed);
+  (admin ? admin_sessions_ : live_sessions_).fetch_add(1, std::memory_order_relaxed);
 }
 
-void Worker::unregisterSession(SessionBase* s) {
+void Worker::unregisterSession(SessionBase* s, bool admin) {
   watchSoonCancel(s);
   if (s->prev_) s->prev_->next_ = s->next_;
   else sessions_ = s->next_;
   if (s->next_) s->next_->prev_ = s->prev_;
   s->prev_ = s->next_ = nullptr;
-  live_sessions_.fetch_sub(1, std::memory_order_relaxed);
+  (admin ? admin_sessions_ : live_sessions_).fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Worker::watchSoon(SessionBase* s) {

@@ -67,11 +67,13 @@ class Worker final : public WorkerServices, public SessionHost {
 
   std::string nextRequestId() override;
 
-  void registerSession(SessionBase* s) override;
-  void unregisterSession(SessionBase* s) override;
+  void registerSession(SessionBase* s, bool admin) override;
+  void unregisterSession(SessionBase* s, bool admin) override;
   void watchSoon(SessionBase* s) override;
   void watchSoonCancel(SessionBase* s) override;
-  int liveSessions() const { return live_sessions_.load(std::memory_order_relaxed); }
+  // Sessions of the public listeners, or of the admin listener: each has its own cap.
+  int liveSessions(bool admin) const { return (admin ? admin_sessions_ : live_sessions_).load(std::memory_order_relaxed); }
+  int liveSessions() const { return liveSessions(false) + liveSessions(true); }
 
   // SessionHost: the gateway's own answers (worker.cpp).
   bool ready(const Config& config) const override;
@@ -119,6 +121,7 @@ class Worker final : public WorkerServices, public SessionHost {
   std::unique_ptr<boost::asio::steady_timer> watch_timer_;
   bool watch_timer_armed_ = false;
   std::atomic<int> live_sessions_{0};
+  std::atomic<int> admin_sessions_{0};
   bool draining_ = false;
   bool drain_deadline_passed_ = false;
   std::uint64_t request_counter_ = 0;

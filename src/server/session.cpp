@@ -891,12 +891,12 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
 template <class Stream>
 asio::awaitable<void> runSession(SessionHost& worker, Stream stream, std::shared_ptr<asio::ssl::context> tls, bool admin) {
   Session<Stream> session(worker, std::move(stream), admin);
-  worker.registerSession(&session);
+  worker.registerSession(&session, admin);
   ++worker.metrics().active_connections;
   ++worker.metrics().connections_accepted;
   co_await session.run();
   --worker.metrics().active_connections;
-  worker.unregisterSession(&session);
+  worker.unregisterSession(&session, admin);
 }
 
 }  // namespace

@@ -63,8 +63,9 @@ class SessionHost {
   virtual std::string nextRequestId() = 0;
   virtual WorkerMetrics& metrics() = 0;
   virtual UpstreamEnv& upstreamEnv() = 0;
-  virtual void registerSession(SessionBase* s) = 0;
-  virtual void unregisterSession(SessionBase* s) = 0;
+  // `admin`: accepted on the admin listener (counted apart: its cap is its own).
+  virtual void registerSession(SessionBase* s, bool admin) = 0;
+  virtual void unregisterSession(SessionBase* s, bool admin) = 0;
   // Watching a client for a hang-up costs a system call (a peek that finds nothing), so
   // a request only starts to at the worker's next watch tick (within kWatchDelay): one
   // answered sooner never pays for it. armClientWatch() is called then, unless

@@ -115,3 +115,39 @@ describe('malloc tuning (src/core/malloc_tuning.cpp)', () => {
     assert.deepEqual(tunables(off), []);
   });
 });
+
+describe('the admin listener under a full public listener', () => {
+  it('admin calls (the dashboard) still get in when the public connections are at server.max_connections', async (t) => {
+    const { adminSection, startWithAdmin } = await import('./lib/admin.mjs');
+    const config = gatewayConfig({
+      server: { workers: 1, max_connections: 2 },
+      providers: [{ name: 'mock', type: 'mock' }],
+      models: [{ name: 'm', provider: 'mock' }],
+    });
+    config.admin = adminSection();
+    const { gw, admin, port: adminPort } = await startWithAdmin(t, config);
+    // An operator's keep-alive admin connection (a dashboard) is open first: it does
+    // not take one of the public listener's two slots.
+    const operator = await RawClient.connect(adminPort);
+    t.after(() => operator.destroy());
+    await operator.write(rawRequest('GET', '/healthz'));
+    assert.equal((await operator.readResponse()).status, 200);
+    const held = [];
+    for (let i = 0; i < 2; i += 1) {
+      const c = await RawClient.connect(gw.port);
+      t.after(() => c.destroy());
+      await c.write(rawRequest('GET', '/healthz'));
+      assert.equal((await c.readResponse()).status, 200);
+      held.push(c);
+    }
+    // The public listener is full; the admin one has its own cap (and its sessions do
+    // not count against the public one's).
+    const third = await RawClient.connect(gw.port);
+    t.after(() => third.destroy());
+    assert.equal((await third.readResponse()).status, 503);
+    for (let i = 0; i < 3; i += 1) assert.equal((await admin('GET', '/admin/v1/metrics')).status, 200);
+    await held[0].write(rawRequest('GET', '/metrics'));
+    const metrics = parseMetrics((await held[0].readResponse()).body.toString());
+    assert.equal(sum(metrics, 'tahua_connections_rejected_total'), 1);
+  });
+});

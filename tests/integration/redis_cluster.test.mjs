@@ -49,6 +49,15 @@ const ask = (gw, tenant) => post(gw.url, '/v1/chat/completions', chatBody(MODEL)
 // A window counter is one string "a b c t": c requests in the current window.
 const windowCount = (node, key) => Number((node.cli('GET', key) || '0 0 0 -').split(' ')[2]);
 
+// A test that counts one minute's window must not straddle two: its requests would be
+// split between the previous and the current window (the count read, and what the
+// sliding estimate lets through, would change). Starts it at least `need` ms before the
+// next minute (Redis' clock is this machine's).
+async function clearOfMinuteBoundary(need = 15_000) {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < need) await new Promise((resolve) => setTimeout(resolve, left + 50));
+}
+
 describe('redis store on a Redis Cluster', () => {
   it('two replicas enforce each tenant\'s limit, the counters on the tenant\'s own master', async (t) => {
     const upstream = await startMockUpstream({ t });
@@ -57,6 +66,7 @@ describe('redis store on a Redis Cluster', () => {
     assert.equal(tenants.length, 3);
     const c = config(upstream, cluster, tenants, { limits: { requests_per_minute: 30 } });
     const gws = [await startTahua({ t, config: c }), await startTahua({ t, config: c })];
+    await clearOfMinuteBoundary();
     // 40 requests per tenant, half through each replica, 5 at a time.
     const statuses = Object.fromEntries(tenants.map((x) => [x, []]));
     await Promise.all(tenants.flatMap((tenant) => gws.map(async (gw) => {
@@ -84,6 +94,7 @@ describe('redis store on a Redis Cluster', () => {
       t,
       config: config(upstream, cluster, [tenant], { limits: { requests_per_minute: 100 }, rateLimits: { models: { [MODEL]: { requests_per_minute: 3 } } } }),
     });
+    await clearOfMinuteBoundary();
     const statuses = [];
     for (let i = 0; i < 6; i += 1) statuses.push((await ask(gw, tenant)).status);
     assert.deepEqual(statuses, [200, 200, 200, 429, 429, 429]);
@@ -103,6 +114,7 @@ describe('redis store on a Redis Cluster', () => {
     const cluster = await startRedisCluster({ t });
     const [tenant] = tenantsOnEveryMaster(cluster);
     const gw = await startTahua({ t, config: config(upstream, cluster, [tenant], { limits: { requests_per_minute: 10 } }) });
+    await clearOfMinuteBoundary();
     const key = `tahua:{t:${tenant}}:tenant:rpm`;
     const slot = cluster.slotOf(key);
     const from = cluster.masterOf(key);

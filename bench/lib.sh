@@ -228,3 +228,23 @@ wrk_chat() {
          printf "requests=%d duration_us=%d p99_us=%d errors=%d\n", v["requests"], v["duration_us"], v["p99_us"],
            v["err_status"] + v["err_connect"] + v["err_read"] + v["err_write"] + v["err_timeout"] }' <<<"$line"
 }
+
+# shellcheck disable=SC2034  # UP_PID, REDIS_PID: results for the caller
+# start_upstream_and_redis CPU UPSTREAM_PORT REDIS_PORT: bench/sse_upstream.c (21 events)
+# and a redis-server (AOF on, appendfsync everysec, as a store in production) pinned to
+# CPU; sets UP_PID and REDIS_PID.
+start_upstream_and_redis() {
+  local cpu=$1 up=$2 redis=$3
+  cc -O2 -Wall -o "$TMP/sse_upstream" "$ROOT/bench/sse_upstream.c"
+  taskset -c "$cpu" "$TMP/sse_upstream" --port "$up" --events 21 >"$TMP/upstream.out" 2>&1 &
+  UP_PID=$!
+  track "$UP_PID" sse_upstream
+  wait_http "http://127.0.0.1:$up/healthz" "$UP_PID"
+  mkdir -p "$TMP/redis"
+  taskset -c "$cpu" redis-server --port "$redis" --bind 127.0.0.1 --dir "$TMP/redis" --save "" --appendonly yes \
+    --appendfsync everysec >"$TMP/redis.out" 2>&1 &
+  REDIS_PID=$!
+  track "$REDIS_PID" redis-server
+  for _ in $(seq 50); do [ "$(redis-cli -p "$redis" ping 2>/dev/null)" = PONG ] && return 0; sleep 0.1; done
+  die "redis-server on port $redis did not answer"
+}

@@ -43,18 +43,7 @@ done
 for p in "$PORT_UP" "$PORT_OTLP" "$PORT_TAHUA" "$PORT_REDIS"; do check_port_free "$p"; done
 bench_start
 
-cc -O2 -Wall -o "$TMP/sse_upstream" "$ROOT/bench/sse_upstream.c"
-taskset -c "$LOAD_CPU" "$TMP/sse_upstream" --port "$PORT_UP" --events 21 >"$TMP/upstream.out" 2>&1 &
-UP_PID=$!
-track "$UP_PID" sse_upstream
-wait_http "http://127.0.0.1:$PORT_UP/healthz" "$UP_PID"
-
-mkdir -p "$TMP/redis"
-taskset -c "$LOAD_CPU" redis-server --port "$PORT_REDIS" --bind 127.0.0.1 --dir "$TMP/redis" --save "" --appendonly yes \
-  --appendfsync everysec >"$TMP/redis.out" 2>&1 &
-REDIS_PID=$!
-track "$REDIS_PID" redis-server
-for _ in $(seq 50); do [ "$(redis-cli -p "$PORT_REDIS" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
+start_upstream_and_redis "$LOAD_CPU" "$PORT_UP" "$PORT_REDIS"
 
 # The OTLP receiver: nginx reading each export and answering 200 (a collector's cost is
 # not what this measures).

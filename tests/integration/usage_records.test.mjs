@@ -221,6 +221,33 @@ describe('usage records', () => {
     void second;
   });
 
+  it("the gateway's own fallback answer bills nothing (every upstream failed)", async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const dir = makeTempDir('tahua-usage-fb-');
+    const config = gatewayConfig({
+      providers: [openaiProvider('up', upstream.baseUrl())],
+      models: [{ name: MODEL, provider: 'up', fallback_on: [500], fallback_response: { message: 'Busy, try later.', status: 200 } }],
+    });
+    config.usage = { spill_dir: join(dir, 'spill'), sinks: [{ type: 'file', path: join(dir, 'usage.jsonl') }] };
+    const { gw } = await startWithAdmin(t, { ...config, admin: adminSection() });
+    for (const stream of [false, true]) {
+      upstream.next({ mode: 'error', status: 500 });
+      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL, { stream }));
+      assert.equal(r.status, 200);
+      assert.equal(r.headers['x-tahua-fallback'] !== undefined, true);
+    }
+    const records = await eventually(() => {
+      const l = readLines(join(dir, 'usage.jsonl'));
+      return l.length >= 2 && l;
+    }, { what: 'two records' });
+    for (const r of records) {
+      assertValid(r);
+      assert.equal(r.fallback, 'response');
+      assert.equal(r.total_tokens, 0, JSON.stringify(r));
+      assert.equal(r.usage_source, 'none');
+    }
+  });
+
   it('reports records an earlier run lost by dying (kill -9) where the state file tells', async (t) => {
     const dir = makeTempDir('tahua-usage-state-');
     mkdirSync(join(dir, 'spill'), { recursive: true });

@@ -43,8 +43,11 @@ class UsageFilter final : public FilterWithState<UsageState> {
   }
 
   // An upstream's answer that reached the client without usage: bill what was delivered.
+  // (Not the gateway's own fallback answer: every upstream failed, nothing is billed.)
   static void settle(RequestContext& ctx, UsageState& st) {
-    if (ctx.usage.present() || !ctx.deployment || ctx.local_reply || ctx.bytes_out == 0 || !ctx.first_byte) return;
+    if (ctx.usage.present() || !ctx.deployment || ctx.local_reply || ctx.fallback == "response" || ctx.bytes_out == 0 ||
+        !ctx.first_byte)
+      return;
     if (!(ctx.status >= 200 && ctx.status < 300) && ctx.status != 499) return;
     ctx.usage.prompt_tokens = static_cast<std::int64_t>((ctx.bytes_in + 3) / 4);
     ctx.usage.completion_tokens = st.delivered;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "config/provider_kind.h"
+#include "core/json_scan.h"
 #include "core/log.h"
 #include "providers/vendors.h"
 
@@ -173,9 +174,12 @@ bool readUsage(simdjson::padded_string_view json, Usage& usage) {
 }
 
 // Cheap pre-check: no "usage" key, or "usage":null (most chunks of a usage-enabled
-// stream), means there is nothing to parse.
+// stream), means there is nothing to parse. The last "usage" is the one looked at: it
+// closes OpenAI-format objects (chunks, completions, embeddings, a response object), so
+// it is found near the end, and a "usage" inside something before it (a tool's schema
+// echoed in a Responses object) cannot hide it.
 bool mayHaveUsage(std::string_view json) {
-  auto at = json.find("\"usage\"");
+  auto at = findLastKey(json, "\"usage\"");
   if (at == std::string_view::npos) return false;
   std::string_view rest = json.substr(at + 7);
   while (!rest.empty() && (rest.front() == ' ' || rest.front() == ':')) rest.remove_prefix(1);

@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "core/json_scan.h"
 #include "providers/secret_scrubber.h"
 #include "sse/sse_parser.h"
 #include "translate/json_util.h"
@@ -47,17 +48,18 @@ bool emptyChoices(std::string_view data) {
   return i < data.size() && data[i] == ']';
 }
 
-// A non-null "finish_reason": the last choice chunk of an OpenAI-format stream.
-// The string value of the first `"<key>": "..."` in `data` (a finish or stop reason:
-// no escapes in those words), or empty when there is none (or it is null).
+// The string value of the last `"<key>": "..."` in `data` (a finish or stop reason: no
+// escapes in those words), or empty when the last one is null or there is none. A
+// non-null "finish_reason" marks the last choice chunk of an OpenAI-format stream; the
+// key closes the choice, so it is searched from the end (findLastKey).
 std::string_view stringField(std::string_view data, std::string_view quoted_key) {
-  for (auto at = data.find(quoted_key); at != std::string_view::npos; at = data.find(quoted_key, at + 1)) {
-    std::size_t i = at + quoted_key.size();
-    while (i < data.size() && (data[i] == ' ' || data[i] == ':' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r')) ++i;
-    if (i < data.size() && data[i] == '"') {
-      const auto end = data.find('"', i + 1);
-      if (end != std::string_view::npos) return data.substr(i + 1, end - i - 1);
-    }
+  const auto at = findLastKey(data, quoted_key);
+  if (at == std::string_view::npos) return {};
+  std::size_t i = at + quoted_key.size();
+  while (i < data.size() && (data[i] == ' ' || data[i] == ':' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r')) ++i;
+  if (i < data.size() && data[i] == '"') {
+    const auto end = data.find('"', i + 1);
+    if (end != std::string_view::npos) return data.substr(i + 1, end - i - 1);
   }
   return {};
 }

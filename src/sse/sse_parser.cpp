@@ -39,9 +39,15 @@ bool SseParser::feed(std::string_view bytes, SseSink& sink) {
       at_stream_start_ = false;
     }
   }
+  // Line ends are found with memchr (vectorised), not byte by byte: the parser looks at
+  // every event a stream relays. A "\r" is rare (upstreams end lines with "\n"), so it
+  // is searched once per feed and again only after one was passed.
+  const char* next_cr = static_cast<const char*>(std::memchr(p, '\r', static_cast<std::size_t>(end - p)));
   while (p < end) {
-    const char* eol = p;
-    while (eol < end && *eol != '\n' && *eol != '\r') ++eol;
+    const char* eol = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+    if (!eol) eol = end;
+    if (next_cr && next_cr < p) next_cr = static_cast<const char*>(std::memchr(p, '\r', static_cast<std::size_t>(end - p)));
+    if (next_cr && next_cr < eol) eol = next_cr;
     if (eol == end) {
       if (line_.size() + static_cast<std::size_t>(end - p) > max_event_bytes_) {
         overflow_ = true;

@@ -1,5 +1,8 @@
 #include "sse/sse_parser.h"
 
+#include "core/json_scan.h"
+#include "providers/provider.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -108,6 +111,39 @@ TEST(SseParser, OversizedLineIsRefusedNotBuffered) {
   p.reset();
   EXPECT_TRUE(p.feed("data: ok\n\n", c));
   EXPECT_EQ(c.events, std::vector<std::string>{"|ok|"});
+}
+
+}  // namespace tahua
+
+namespace tahua {
+
+TEST(SseParser, CarriageReturnsAnywhereInOneFeed) {
+  // A "\r" found once per feed must not hide the "\n" lines before or after it.
+  expectSplitInvariant("data: a\n\ndata: b\r\ndata: c\n\rdata: d\r\r: note\ndata: e\n\n");
+  EXPECT_EQ(parseWhole("data: a\n\ndata: b\r\ndata: c\n\rdata: d\r\r: note\ndata: e\n\n"),
+            (std::vector<std::string>{"|a|", "|b\nc|", "|d|", "|e|"}));
+}
+
+TEST(JsonScan, FindsTheLastKeyAndOnlyAKey) {
+  const std::string_view chunk =
+      R"({"id":"x","choices":[{"delta":{"content":"say \"usage\" twice"},"finish_reason":null}],"usage":null})";
+  EXPECT_EQ(findLastKey(chunk, "\"usage\""), chunk.rfind("\"usage\""));
+  EXPECT_EQ(findLastKey(chunk, "\"finish_reason\""), chunk.find("\"finish_reason\""));
+  EXPECT_EQ(findLastKey(R"({"a":"\"usage\""})", "\"usage\""), std::string_view::npos);  // escaped: text
+  EXPECT_EQ(findLastKey(R"({"usage_x":1})", "\"usage\""), std::string_view::npos);
+  EXPECT_EQ(findLastKey(R"("usage")", "\"usage\""), 0u);
+  EXPECT_EQ(findLastKey("", "\"usage\""), std::string_view::npos);
+  EXPECT_EQ(findLastKey("\"usag", "\"usage\""), std::string_view::npos);
+}
+
+TEST(JsonScan, UsageIsReadFromTheLastUsageKey) {
+  Usage u;
+  EXPECT_FALSE(extractOpenAIUsage(std::string_view(R"({"choices":[],"usage":null})"), u));
+  EXPECT_TRUE(extractOpenAIUsage(
+      std::string_view(R"({"tools":[{"parameters":{"properties":{"usage":{"type":"string"}}}}],"usage":{"prompt_tokens":3,"completion_tokens":4}})"),
+      u));
+  EXPECT_EQ(u.prompt_tokens, 3);
+  EXPECT_EQ(u.completion_tokens, 4);
 }
 
 }  // namespace tahua

@@ -17,6 +17,15 @@
 //     largest reading minus the first, over N, is the memory per held stream.
 //     Prints `HOLD key=value ...`; failures by reason on stderr. Exit 1 if any failed.
 //
+//   datapath_client streams --port P --conns C --duration S --events E --body JSON
+//                           [--warmup S] [--path /v1/chat/completions]
+//     Closed loop: C keep-alive connections, each sending a stream request as soon as its
+//     previous stream ended (all C start together, as a fleet of chat sessions would).
+//     Per stream: time to first event and to the end, both from the send of the request.
+//     --fresh 1: each stream on a new connection, timed from connect().
+//     Prints `STREAMS key=value ...`: percentiles in µs (p50, p90, p99, p99.9, max) and a
+//     histogram of time to first event (`ttfe_hist=` upper bounds in µs:count,...).
+//
 // One thread, epoll, non-blocking sockets; responses are parsed as they come (status,
 // Content-Length or chunked framing, SSE events: a blank line ends an event that had a
 // non-comment line).
@@ -551,13 +560,123 @@ static int hold_main(int n, double open_rate, int expect_events, int pid, double
   return failed ? 1 : 0;
 }
 
+// ---- streams ---------------------------------------------------------------------------
+
+struct sconn {
+  int fd, first;
+  int64_t t_send;
+  struct resp r;
+};
+
+static int fresh_conns;  // --fresh 1: every stream on a new connection, timed from connect()
+
+static int streams_send(int ep, uint32_t idx, struct sconn *c) {
+  resp_reset(&c->r);
+  c->first = 0;
+  c->t_send = now_ns();
+  if (fresh_conns) {
+    if (c->fd >= 0) close(c->fd);  // leaves epoll with it
+    c->fd = open_socket(1);
+    if (c->fd < 0) return -1;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = idx};
+    epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+  }
+  return send(c->fd, request, request_len, MSG_NOSIGNAL) == (ssize_t)request_len ? 0 : -1;
+}
+
+static int streams_main(int nconns, double duration, double warmup, int expect_events) {
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct sconn *cs = xcalloc((size_t)nconns, sizeof *cs);
+  for (int i = 0; i < nconns; i++) {
+    cs[i].fd = open_socket(1);
+    if (cs[i].fd < 0) { perror("connect"); return 2; }
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+    epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
+  }
+  const int64_t t0 = now_ns(), t_meas = t0 + (int64_t)(warmup * 1e9), t_end = t_meas + (int64_t)(duration * 1e9);
+  size_t cap = 1 << 20, nt = 0, nw = 0;
+  int64_t *ttfe = xcalloc(cap, sizeof *ttfe), *whole = xcalloc(cap, sizeof *whole);
+  long errors = 0, active = 0, done = 0;
+  for (int i = 0; i < nconns; i++) {
+    if (streams_send(ep, (uint32_t)i, &cs[i]) < 0) { perror("send"); return 2; }
+    active++;
+  }
+  char buf[65536];
+  struct epoll_event evs[256];
+  while (active > 0) {
+    int n = epoll_wait(ep, evs, 256, 1000);
+    if (n < 0 && errno != EINTR) { perror("epoll_wait"); return 2; }
+    if (now_ns() > t_end + 10000000000LL) { errors += active; break; }  // 10 s late: give up
+    for (int k = 0; k < n; k++) {
+      struct sconn *c = &cs[evs[k].data.u32];
+      if (c->fd < 0) continue;
+      ssize_t r = recv(c->fd, buf, sizeof buf, 0);
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      int64_t t = now_ns();
+      int evn = 0;
+      if (r <= 0 || resp_feed(&c->r, buf, (size_t)r, &evn) < 0 || (c->r.state != R_HEAD && c->r.status != 200)) {
+        errors++;
+        goto next;
+      }
+      if (evn > 0 && !c->first) {
+        c->first = 1;
+        if (c->t_send >= t_meas && c->t_send < t_end && nt < cap) ttfe[nt++] = t - c->t_send;
+      }
+      if (c->r.state != R_DONE) continue;
+      done++;
+      if (c->r.events != expect_events) errors++;
+      else if (c->t_send >= t_meas && c->t_send < t_end && nw < cap) whole[nw++] = t - c->t_send;
+      if (c->r.close) goto next;
+      if (t < t_end && streams_send(ep, evs[k].data.u32, c) == 0) continue;
+    next:
+      // The loop ends with the measurement; a connection in error is replaced once.
+      epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+      close(c->fd);
+      c->fd = -1;
+      if (t < t_end) {
+        c->fd = open_socket(1);
+        if (c->fd < 0) { perror("reconnect"); return 2; }
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = evs[k].data.u32};
+        epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+        if (streams_send(ep, evs[k].data.u32, c) == 0) continue;
+        errors++;
+        close(c->fd);
+        c->fd = -1;
+      }
+      active--;
+    }
+  }
+  qsort(ttfe, nt, sizeof *ttfe, cmp_i64);
+  qsort(whole, nw, sizeof *whole, cmp_i64);
+  printf("STREAMS conns=%d measured=%zu done=%ld errors=%ld streams_per_s=%.1f "
+         "ttfe_p50_us=%ld ttfe_p90_us=%ld ttfe_p99_us=%ld ttfe_p999_us=%ld ttfe_max_us=%ld "
+         "whole_p50_us=%ld whole_p99_us=%ld whole_max_us=%ld ttfe_hist=",
+         nconns, nw, done, errors, (double)nw / duration, pct_us(ttfe, nt, 50), pct_us(ttfe, nt, 90),
+         pct_us(ttfe, nt, 99), pct_us(ttfe, nt, 99.9), nt ? (long)(ttfe[nt - 1] / 1000) : -1,
+         pct_us(whole, nw, 50), pct_us(whole, nw, 99), nw ? (long)(whole[nw - 1] / 1000) : -1);
+  // Histogram of time to first event: the distribution, not one percentile.
+  static const long bounds[] = {250, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, -1};
+  size_t j = 0;
+  for (int b = 0; b < (int)(sizeof bounds / sizeof *bounds); b++) {
+    size_t cnt = 0;
+    while (j < nt && (bounds[b] < 0 || ttfe[j] / 1000 < bounds[b])) { cnt++; j++; }
+    if (b) printf(",");
+    if (bounds[b] < 0) printf("inf:%zu", cnt);
+    else printf("%ld:%zu", bounds[b], cnt);
+  }
+  printf("\n");
+  return errors ? 1 : 0;
+}
+
 // ---- main ------------------------------------------------------------------------------
 
 static void usage(void) {
   fprintf(stderr,
           "usage: datapath_client rate --port P --rate R --duration S --body JSON [--warmup S] [--conns 16] [--path P]\n"
           "       datapath_client hold --port P --n N --open-rate R --events E --body JSON [--pid PID] [--timeout 120]"
-          " [--path P]\n");
+          " [--path P]\n"
+          "       datapath_client streams --port P --conns C --duration S --events E --body JSON [--warmup S]"
+          " [--fresh 0|1] [--path P]\n");
   exit(2);
 }
 
@@ -582,6 +701,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(k, "--events")) events = atoi(v);
     else if (!strcmp(k, "--pid")) pid = atoi(v);
     else if (!strcmp(k, "--timeout")) timeout = atof(v);
+    else if (!strcmp(k, "--fresh")) fresh_conns = atoi(v);
     else usage();
   }
   if (port <= 0 || !body) usage();
@@ -596,6 +716,10 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "hold")) {
     if (n <= 0 || open_rate <= 0 || events <= 0) usage();
     return hold_main(n, open_rate, events, pid, timeout);
+  }
+  if (!strcmp(mode, "streams")) {
+    if (conns <= 0 || duration <= 0 || events <= 0) usage();
+    return streams_main(conns, duration, warmup, events);
   }
   usage();
 }

@@ -15,6 +15,8 @@
 //
 // Per request, `events=N` and `delay_ms=D` anywhere in the request line or body (e.g. in
 // the prompt, which every proxy forwards unchanged) override --events and --delay-ms.
+// `whole=1` (without a delay): the head and every event of the answer go out in one
+// send(), as a loaded inference server or a cache delivers a short answer in one read.
 // With a delay, events 1..N-1 go out D ms apart; the usage chunk, [DONE] and the last
 // chunk follow the finish chunk at once, as a server sends them once generation ends.
 // Delays come from one timer heap and a timerfd in the epoll loop: one thread, no sleeps.
@@ -53,6 +55,7 @@ struct conn {
   int next;                  // next event to send, 0-based
   int events;                // data events in this stream, [DONE] included
   int usage;                 // include_usage: usage chunk and "usage":null
+  int whole;                 // whole=1: head and every event of the answer in one send()
   int close_after;           // the client sent Connection: close
   int want_out;              // EPOLLOUT is armed
   int dead;                  // to be closed once the current handler returns
@@ -216,7 +219,7 @@ static void append_out(struct conn *c, const char *p, size_t n) {
 // One send() per call while the kernel keeps up; behind a backlog, queue in order.
 static void send_bytes(struct conn *c, const char *p, size_t n) {
   if (c->dead) return;
-  if (c->out_len > c->out_off) { append_out(c, p, n); return; }
+  if (c->out_len > c->out_off || c->whole) { append_out(c, p, n); return; }
   ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
   if (w < 0) {
     if (errno != EAGAIN && errno != EWOULDBLOCK) { c->dead = 1; return; }
@@ -289,6 +292,11 @@ static void start_stream(struct conn *c) {
   c->next = 0;
   if (c->delay_ns == 0) {
     while (c->next < c->events && !c->dead) send_event(c);
+    if (c->whole) {  // what a cache or a fast model behind a busy server delivers: one write
+      c->whole = 0;
+      flush_out(c);
+      if (c->out_len > c->out_off) set_want_out(c, 1);
+    }
     end_stream(c);
     return;
   }
@@ -436,6 +444,7 @@ static void handle_input(struct conn *c) {
       c->events = e < 0 ? default_events : e < 3 ? 3 : e > MAX_EVENTS ? MAX_EVENTS : (int)e;
       c->delay_ns = d < 0 ? default_delay_ns : d * 1000000;
       c->usage = json_true(body, (size_t)clen, "\"include_usage\"");
+      c->whole = c->delay_ns == 0 && knob(body, (size_t)clen, "whole=") == 1;
       start_stream(c);
     } else {
       send_bytes(c, json_reply, json_reply_len);

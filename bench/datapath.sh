@@ -2,17 +2,26 @@
 # Data path benchmark (issue 10), run on demand (not in CI). See docs/benchmarks.md,
 # "Data path (issue 10)".
 #
-#   bench/datapath.sh [SCENARIO...]     default: rate latency streams hold hold10k
+#   bench/datapath.sh [SCENARIO...]     default: rate latency latency200 streams whole ttfe hold hold10k
 #
 # tahua and nginx 1.22 as plain reverse proxies, one worker each pinned to PROXY_CPU, in
 # front of bench/sse_upstream.c (a C epoll server that streams like a real one: one chunk
-# and one send() per SSE event), which runs with the load generator on LOAD_CPU.
+# and one send() per SSE event, or with whole=1 a whole answer in one send()), which runs
+# with the load generator on LOAD_CPU.
 #
 #   rate      non-streaming chat completions at saturation (wrk -c$RATE_CONNS):
 #             req/s and the proxy's CPU µs per request
 #   latency   p50/p99 at a fixed low rate (LAT_RATE req/s, open loop, datapath_client rate)
+#   latency200  the same at LAT200_RATE (200) req/s with client, upstream and proxy all on
+#             PROXY_CPU (the upstream is moved there for it): what one request waits for
+#             when nothing is busy, leases and timers included
 #   streams   back-to-back streams of STREAM_EVENTS events at 1 and 64 clients (wrk):
 #             streams/s and CPU µs per stream
+#   whole     the same, with an upstream that writes each whole answer in one send() (a
+#             loaded inference server or a cache: many events per read)
+#   ttfe      TTFE_CONNS (64) clients each running streams back to back, TTFE_EVENTS events
+#             TTFE_DELAY_MS apart (datapath_client streams): time to first event from the
+#             send (p50/p90/p99/p99.9/max and a histogram) and the whole stream's p99
 #   hold      HOLD_N streams held at once, HOLD_EVENTS events HOLD_DELAY_MS apart
 #             (datapath_client hold): time to first event, largest gap between events,
 #             RSS per stream
@@ -21,13 +30,21 @@
 # Targets: alone (wrk on PROXY_CPU straight at the upstream, which has LOAD_CPU to itself:
 # the upstream's own rate, which must be at least twice any proxy's; rate and 64-client
 # streams only), direct (the client straight at the upstream, both on LOAD_CPU, as in the proxy
-# runs), nginx, tahua. Each round runs every scenario, nginx and tahua in alternating
-# order; the summary has medians over the rounds and the median of the per-round
-# tahua/nginx ratios.
+# runs), nginx, tahua (access log off, like nginx's), and the tahua variants of VARIANTS
+# (all scenarios but hold and hold10k), each its own process pinned to PROXY_CPU:
+#   gov       + an API key, tenant and key limits, a rate-limit policy and tenant metrics,
+#             counted in process (limits far above the load: every request is admitted)
+#   redis     the same with the Redis store (a redis-server with AOF on LOAD_CPU)
+#   obs       tahua with the observability defaults: the access log on (to a file)
+# Every target gets the same Authorization header. Each round runs every scenario, the
+# targets in alternating order; the summary has medians over the rounds and the median of
+# the per-round ratios: tahua/nginx, and each variant / tahua.
 #
 # Knobs (environment): TAHUA (build/tahua), ROUNDS (3), DURATION (10 s per measurement),
-# WARMUP (2 s), PROXY_CPU (0), LOAD_CPU (1), PORT_BASE (18180: upstream, +1 nginx, +2 tahua),
-# RATE_CONNS (64), LAT_RATE (1000), LAT_CONNS (16), STREAM_EVENTS (21), STREAM_CONNS ("1 64"),
+# WARMUP (2 s), PROXY_CPU (0), LOAD_CPU (1), PORT_BASE (18180: upstream, +1 nginx, +2 tahua,
+# +3 gov, +4 redis, +5 obs, +6 redis-server), VARIANTS ("gov redis obs"; "" for none),
+# RATE_CONNS (64), LAT_RATE (1000), LAT_CONNS (16), LAT200_RATE (200), STREAM_EVENTS (21),
+# STREAM_CONNS ("1 64"), TTFE_CONNS (64), TTFE_EVENTS (21), TTFE_DELAY_MS (20),
 # HOLD_N (2000), HOLD_EVENTS (100), HOLD_DELAY_MS (20), HOLD10K_N (10000), HOLD10K_EVENTS (25),
 # HOLD10K_DELAY_MS (400), OPEN_RATE (5000 streams opened per second), HOLD_TIMEOUT (120 s),
 # TRIES (3 tries of a measurement that others disturbed), BUSY_MAX, FOREIGN_MAX, LOAD_WAIT
@@ -45,6 +62,11 @@ PORT_BASE=${PORT_BASE:-18180}
 RATE_CONNS=${RATE_CONNS:-64}
 LAT_RATE=${LAT_RATE:-1000}
 LAT_CONNS=${LAT_CONNS:-16}
+LAT200_RATE=${LAT200_RATE:-200}
+TTFE_CONNS=${TTFE_CONNS:-64}
+TTFE_EVENTS=${TTFE_EVENTS:-21}
+TTFE_DELAY_MS=${TTFE_DELAY_MS:-20}
+VARIANTS=${VARIANTS-gov redis obs}
 STREAM_EVENTS=${STREAM_EVENTS:-21}
 STREAM_CONNS=${STREAM_CONNS:-1 64}
 HOLD_N=${HOLD_N:-2000}
@@ -60,21 +82,29 @@ TRIES=${TRIES:-3}
 PORT_UP=$PORT_BASE
 PORT_NGINX=$((PORT_BASE + 1))
 PORT_TAHUA=$((PORT_BASE + 2))
+declare -A PORT_VARIANT=([gov]=$((PORT_BASE + 3)) [redis]=$((PORT_BASE + 4)) [obs]=$((PORT_BASE + 5)))
+PORT_REDIS=$((PORT_BASE + 6))
+declare -A VARIANT_PID=()
+for v in $VARIANTS; do
+  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs)" >&2; exit 2; }
+done
+KEY=tk-bench-0123456789abcdef
+AUTH_HEADER="Authorization: Bearer $KEY"
 
 SCENARIOS=("$@")
-[ "${#SCENARIOS[@]}" -gt 0 ] || SCENARIOS=(rate latency streams hold hold10k)
+[ "${#SCENARIOS[@]}" -gt 0 ] || SCENARIOS=(rate latency latency200 streams whole ttfe hold hold10k)
 for s in "${SCENARIOS[@]}"; do
   case $s in
-    rate|latency|streams|hold|hold10k) ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
-    *) echo "usage: $0 [rate] [latency] [streams] [hold] [hold10k]" >&2; exit 2 ;;
+    rate|latency|latency200|streams|whole|ttfe|hold|hold10k) ;;
+    -h|--help) sed -n '2,58p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [rate] [latency] [latency200] [streams] [whole] [ttfe] [hold] [hold10k]" >&2; exit 2 ;;
   esac
 done
 
-for tool in "$TAHUA" taskset curl ss wrk nginx cc; do
-  command -v "$tool" >/dev/null || die "missing $tool (scripts/bootstrap.sh --test installs nginx-light and wrk)"
+for tool in "$TAHUA" taskset curl ss wrk nginx cc redis-server redis-cli; do
+  command -v "$tool" >/dev/null || die "missing $tool (scripts/bootstrap.sh --test installs nginx-light, wrk and redis)"
 done
-for p in "$PORT_UP" "$PORT_NGINX" "$PORT_TAHUA"; do check_port_free "$p"; done
+for p in "$PORT_UP" "$PORT_NGINX" "$PORT_TAHUA" "${PORT_VARIANT[@]}" "$PORT_REDIS"; do check_port_free "$p"; done
 
 bench_start
 
@@ -103,6 +133,7 @@ stream_body() {  # EVENTS DELAY_MS
   printf '{"model":"bench","stream":true,"messages":[{"role":"user","content":"Say hello in one short sentence. events=%s delay_ms=%s"}]}' "$1" "$2"
 }
 STREAM_BODY=$(stream_body "$STREAM_EVENTS" 0)
+WHOLE_BODY=$(printf '{"model":"bench","stream":true,"messages":[{"role":"user","content":"Say hello in one short sentence. events=%s whole=1"}]}' "$STREAM_EVENTS")
 REQ_PATH=/v1/chat/completions
 
 # ---------------------------------------------------------------------------------------
@@ -136,25 +167,42 @@ start_nginx_proxy() {
 # cuts it out of the client's stream, so the usage path is part of what is measured.
 # Metrics, router and balancer filters are on by default.
 TAHUA_STARTS=0
-start_tahua_proxy() {
-  cat >"$TMP/tahua.yaml" <<EOF
-server: {workers: 1}
-listeners: [{address: 127.0.0.1, port: $PORT_TAHUA}]
-access_log: {enabled: false}
-providers: [{name: up, type: openai, base_url: "http://127.0.0.1:$PORT_UP/v1"}]
-models: [{name: bench, provider: up}]
-EOF
+tahua_config() {  # tahua | gov | redis | obs
+  local port=$PORT_TAHUA
+  [ "$1" = tahua ] || port=${PORT_VARIANT[$1]}
+  echo "server: {workers: 1$([ "$1" = tahua ] || echo ', tenant_metrics: true')}"
+  echo "listeners: [{address: 127.0.0.1, port: $port}]"
+  if [ "$1" = obs ]; then echo "access_log: {path: $TMP/access-obs.log}"; else echo "access_log: {enabled: false}"; fi
+  echo "providers: [{name: up, type: openai, base_url: \"http://127.0.0.1:$PORT_UP/v1\"}]"
+  echo "models: [{name: bench, provider: up}]"
+  case $1 in
+    gov|redis)
+      local hash
+      hash=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
+      echo "tenants: [{name: bench, limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}]"
+      echo "keys: [{name: k, tenant: bench, sha256: $hash, limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}]"
+      echo "rate_limits: {policies: [{name: p, match: {model: bench}, per: key, requests_per_minute: 100000000}]}"
+      if [ "$1" = redis ]; then echo "store: {type: redis, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}}"; fi ;;
+  esac
+}
+start_tahua_proxy() {  # [tahua | gov | redis | obs]
+  local which=${1:-tahua}
+  tahua_config "$which" >"$TMP/$which.yaml"
   TAHUA_STARTS=$((TAHUA_STARTS + 1))
-  start_tahua "tahua-$TAHUA_STARTS" "$PROXY_CPU" "$TMP/tahua.yaml"
-  TAHUA_PID=$STARTED_PID
+  start_tahua "$which-$TAHUA_STARTS" "$PROXY_CPU" "$TMP/$which.yaml"
+  if [ "$which" = tahua ]; then TAHUA_PID=$STARTED_PID; else VARIANT_PID[$which]=$STARTED_PID; fi
+  if [ "$which" = redis ]; then
+    grep -q '"redis store available' "$TMP/$which-$TAHUA_STARTS.err" || die "the redis variant does not use Redis (see $TMP)"
+  fi
 }
 
 # Held streams measure RSS growth, so each hold measurement gets a fresh proxy: memory a
 # previous hold freed stays in the allocator and would hide the cost of the next.
-restart_proxy() {  # nginx | tahua
+restart_proxy() {  # nginx | tahua | a variant
   case $1 in
     nginx) stop_tracked "$NGINX_MASTER"; start_nginx_proxy ;;
     tahua) stop_tracked "$TAHUA_PID"; start_tahua_proxy ;;
+    *) stop_tracked "${VARIANT_PID[$1]}"; start_tahua_proxy "$1" ;;
   esac
 }
 
@@ -163,7 +211,7 @@ restart_proxy() {  # nginx | tahua
 
 run_wrk() {  # CPU PORT SECONDS CONNS BODY -> "requests=.. duration_us=.. errors=.."
   local out line
-  out=$(BENCH_BODY=$5 taskset -c "$1" wrk -t1 -c"$4" -d"$3"s -s "$ROOT/bench/body.lua" \
+  out=$(BENCH_BODY=$5 BENCH_AUTH="Bearer $KEY" taskset -c "$1" wrk -t1 -c"$4" -d"$3"s -s "$ROOT/bench/body.lua" \
         "http://127.0.0.1:$2$REQ_PATH") || die "wrk failed: $out"
   printf '%s\n' "$out" >>"$TMP/wrk.log"
   line=$(printf '%s\n' "$out" | grep '^BENCH ') || die "no BENCH line from wrk: $out"
@@ -172,18 +220,30 @@ run_wrk() {  # CPU PORT SECONDS CONNS BODY -> "requests=.. duration_us=.. errors
            v["err_status"] + v["err_connect"] + v["err_read"] + v["err_write"] + v["err_timeout"] }' <<<"$line"
 }
 
-run_rate_client() {  # PORT SECONDS -> the RATE line
+run_rate_client() {  # PORT SECONDS [RATE CPU] -> the RATE line
   local out
-  out=$(taskset -c "$LOAD_CPU" "$TMP/datapath_client" rate --port "$1" --rate "$LAT_RATE" --conns "$LAT_CONNS" \
-        --duration "$2" --body "$CHAT_BODY" --path "$REQ_PATH") || true
+  out=$(taskset -c "${4:-$LOAD_CPU}" "$TMP/datapath_client" rate --port "$1" --rate "${3:-$LAT_RATE}" --conns "$LAT_CONNS" \
+        --duration "$2" --body "$CHAT_BODY" --path "$REQ_PATH" --header "$AUTH_HEADER") || true
   printf '%s\n' "$out" >>"$TMP/client.log"
   printf '%s\n' "$out" | grep '^RATE ' || die "no RATE line from datapath_client: $out"
 }
 
+run_streams_client() {  # PORT SECONDS -> the STREAMS line
+  local out
+  out=$(taskset -c "$LOAD_CPU" "$TMP/datapath_client" streams --port "$1" --conns "$TTFE_CONNS" --duration "$2" \
+        --events "$TTFE_EVENTS" --body "$(stream_body "$TTFE_EVENTS" "$TTFE_DELAY_MS")" --path "$REQ_PATH" \
+        --header "$AUTH_HEADER") || true
+  printf '%s\n' "$out" >>"$TMP/client.log"
+  printf '%s\n' "$out" | grep '^STREAMS ' || die "no STREAMS line from datapath_client: $out"
+}
+
+# latency200 runs everything on PROXY_CPU: the upstream moves there for it, and back.
+pin_upstream() { taskset -pc "$1" "$UP_PID" >/dev/null; }
+
 run_hold_client() {  # PORT N EVENTS DELAY_MS PID -> the HOLD line
   local out
   out=$(timeout $((HOLD_TIMEOUT + 30)) taskset -c "$LOAD_CPU" "$TMP/datapath_client" hold --port "$1" --n "$2" \
-        --open-rate "$OPEN_RATE" --events "$3" --pid "$5" --timeout "$HOLD_TIMEOUT" --path "$REQ_PATH" \
+        --open-rate "$OPEN_RATE" --events "$3" --pid "$5" --timeout "$HOLD_TIMEOUT" --path "$REQ_PATH" --header "$AUTH_HEADER" \
         --body "$(stream_body "$3" "$4")" 2>>"$TMP/client.err") || true
   printf '%s\n' "$out" >>"$TMP/client.log"
   printf '%s\n' "$out" | grep '^HOLD ' || die "no HOLD line from datapath_client: $out (see $TMP/client.err)"
@@ -201,13 +261,18 @@ target_of() {
     direct) PORT=$PORT_UP; PIDS_M=("$UP_PID") ;;
     nginx)  PORT=$PORT_NGINX; PIDS_M=("$NGINX_MASTER" "$NGINX_WORKER"); RSS_PID=$NGINX_WORKER ;;
     tahua)  PORT=$PORT_TAHUA; PIDS_M=("$TAHUA_PID"); RSS_PID=$TAHUA_PID ;;
+    *)      PORT=${PORT_VARIANT[$1]}; PIDS_M=("${VARIANT_PID[$1]}"); RSS_PID=${VARIANT_PID[$1]} ;;
   esac
 }
 
 wall_ns() { date +%s%N; }
 
-proxy_running() {  # nginx | tahua
-  if [ "$1" = nginx ]; then running "$NGINX_MASTER" && running "$NGINX_WORKER"; else running "$TAHUA_PID"; fi
+proxy_running() {  # nginx | tahua | a variant
+  case $1 in
+    nginx) running "$NGINX_MASTER" && running "$NGINX_WORKER" ;;
+    tahua) running "$TAHUA_PID" ;;
+    *) running "${VARIANT_PID[$1]}" ;;
+  esac
 }
 
 # After a measurement: a proxy that died is said loudly, recorded (the summary counts
@@ -215,7 +280,7 @@ proxy_running() {  # nginx | tahua
 # the temp dir is kept for its logs. Returns 1 if the target itself died.
 check_crashes() {  # SCENARIO TARGET ROUND
   local who rc=0
-  for who in nginx tahua; do
+  for who in nginx tahua $VARIANTS; do
     proxy_running "$who" && continue
     log "ERROR: $who exited during round $3 $1 (target $2); logs kept in $TMP; restarting it"
     echo "$1 $who $3 crashed=1" >>"$TMP/results"
@@ -234,30 +299,38 @@ measure() {
   local scen=$1 target=$2 round=$3
   local try disturbed foreign line res out conns="" servers
   local w0 w1 b0 b1 s0 s1 c0 c1 m0 m1 u0 u1 wall_ticks dm du dc
-  case $scen in streams*) conns=${scen#streams} ;; esac
+  case $scen in streams*) conns=${scen#streams} ;; whole*) conns=${scen#whole} ;; esac
   for try in $(seq "$TRIES"); do
     disturbed=0
     wait_for_quiet || disturbed=1
     if [[ $scen == hold* && ($target == nginx || $target == tahua) ]]; then restart_proxy "$target"; fi
     target_of "$target"
+    [ "$scen" = latency200 ] && pin_upstream "$PROXY_CPU"
     # Warm-up: connections, caches, the proxy's upstream pool; not measured.
     case $scen in
       rate) run_wrk "$CLIENT_CPU" "$PORT" "$WARMUP" "$RATE_CONNS" "$CHAT_BODY" >/dev/null ;;
       latency) run_rate_client "$PORT" "$WARMUP" >/dev/null ;;
+      latency200) run_rate_client "$PORT" "$WARMUP" "$LAT200_RATE" "$PROXY_CPU" >/dev/null ;;
       streams*) run_wrk "$CLIENT_CPU" "$PORT" "$WARMUP" "$conns" "$STREAM_BODY" >/dev/null ;;
+      whole*) run_wrk "$CLIENT_CPU" "$PORT" "$WARMUP" "$conns" "$WHOLE_BODY" >/dev/null ;;
+      ttfe) run_streams_client "$PORT" "$WARMUP" >/dev/null ;;
     esac
-    servers=("$UP_PID" "$NGINX_MASTER" "$NGINX_WORKER" "$TAHUA_PID")
+    servers=("$UP_PID" "$NGINX_MASTER" "$NGINX_WORKER" "$TAHUA_PID" "${VARIANT_PID[@]}" ${REDIS_PID:+"$REDIS_PID"})
     w0=$(wall_ns); b0=$(busy_ticks); s0=$(cpu_ticks "${servers[@]}"); times >"$TMP/times"; c0=$(child_ticks)
     m0=$(cpu_ticks "${PIDS_M[@]}"); u0=$(cpu_ticks "$UP_PID")
     case $scen in
       rate) out=$(run_wrk "$CLIENT_CPU" "$PORT" "$DURATION" "$RATE_CONNS" "$CHAT_BODY") ;;
       latency) out=$(run_rate_client "$PORT" "$DURATION") ;;
+      latency200) out=$(run_rate_client "$PORT" "$DURATION" "$LAT200_RATE" "$PROXY_CPU") ;;
       streams*) out=$(run_wrk "$CLIENT_CPU" "$PORT" "$DURATION" "$conns" "$STREAM_BODY") ;;
+      whole*) out=$(run_wrk "$CLIENT_CPU" "$PORT" "$DURATION" "$conns" "$WHOLE_BODY") ;;
+      ttfe) out=$(run_streams_client "$PORT" "$DURATION") ;;
       hold) out=$(run_hold_client "$PORT" "$HOLD_N" "$HOLD_EVENTS" "$HOLD_DELAY_MS" "$RSS_PID") ;;
       hold10k) out=$(run_hold_client "$PORT" "$HOLD10K_N" "$HOLD10K_EVENTS" "$HOLD10K_DELAY_MS" "$RSS_PID") ;;
     esac
     m1=$(cpu_ticks "${PIDS_M[@]}"); u1=$(cpu_ticks "$UP_PID")
     times >"$TMP/times"; c1=$(child_ticks); s1=$(cpu_ticks "${servers[@]}"); b1=$(busy_ticks); w1=$(wall_ns)
+    [ "$scen" = latency200 ] && pin_upstream "$LOAD_CPU"
     # Without the upstream (or after a Ctrl-C that reached the whole process group)
     # nothing can go on; a proxy that crashed is restarted, so one crash does not cost
     # the other measurements, and a measurement of a proxy that crashed is dropped.
@@ -276,11 +349,16 @@ measure() {
     function v(k,   m) { return match(out, " " k "=[^ ]*") ? substr(out, RSTART + length(k) + 2, RLENGTH - length(k) - 2) : "" }
     BEGIN {
       cpu_s = dm / hz; up_core = du / wt; cl_core = dc / wt
-      if (scen == "rate" || scen ~ /^streams/) {
+      if (scen == "rate" || scen ~ /^streams/ || scen ~ /^whole/) {
         n = v("requests"); sec = v("duration_us") / 1e6
         if (n <= 0) exit 1
         printf "rate=%.1f cpu_us=%.2f core=%.2f up_core=%.2f cl_core=%.2f err=%d", n / sec, cpu_s * 1e6 / n, cpu_s / sec, up_core, cl_core, v("errors")
-      } else if (scen == "latency") {
+      } else if (scen == "ttfe") {
+        n = v("measured"); if (n <= 0) exit 1
+        printf "ttfe_p50_ms=%.3f ttfe_p90_ms=%.3f ttfe_p99_ms=%.3f ttfe_p999_ms=%.3f ttfe_max_ms=%.3f whole_p50_ms=%.1f whole_p99_ms=%.1f cpu_us=%.1f cl_core=%.2f err=%d hist=%s",
+          v("ttfe_p50_us") / 1000, v("ttfe_p90_us") / 1000, v("ttfe_p99_us") / 1000, v("ttfe_p999_us") / 1000, v("ttfe_max_us") / 1000,
+          v("whole_p50_us") / 1000, v("whole_p99_us") / 1000, cpu_s * 1e6 / n, cl_core, v("errors"), v("ttfe_hist")
+      } else if (scen ~ /^latency/) {
         n = v("measured"); if (n <= 0) exit 1
         printf "p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f cpu_us=%.2f lag_p99_ms=%.3f up_core=%.2f cl_core=%.2f err=%d",
           v("p50_us") / 1000, v("p99_us") / 1000, v("p999_us") / 1000, cpu_s * 1e6 / n, v("lag_p99_us") / 1000, up_core, cl_core, v("errors")
@@ -302,13 +380,13 @@ measure() {
 
 check_targets() {
   local port name code events
-  for name in direct nginx tahua; do
+  for name in direct nginx tahua $VARIANTS; do
     target_of "$name"; port=$PORT
-    code=$(curl -s -o "$TMP/check.json" -w '%{http_code}' --max-time 5 -H 'content-type: application/json' \
+    code=$(curl -s -o "$TMP/check.json" -w '%{http_code}' --max-time 5 -H 'content-type: application/json' -H "$AUTH_HEADER" \
       -d "$CHAT_BODY" "http://127.0.0.1:$port$REQ_PATH")
     [ "$code" = 200 ] && grep -q '"chat.completion"' "$TMP/check.json" ||
       die "$name answered $code to a chat completion: $(head -c 300 "$TMP/check.json")"
-    code=$(curl -sN -o "$TMP/check.sse" -w '%{http_code}' --max-time 5 -H 'content-type: application/json' \
+    code=$(curl -sN -o "$TMP/check.sse" -w '%{http_code}' --max-time 5 -H 'content-type: application/json' -H "$AUTH_HEADER" \
       -d "$STREAM_BODY" "http://127.0.0.1:$port$REQ_PATH")
     events=$(grep -c '^data: ' "$TMP/check.sse" || true)
     [ "$code" = 200 ] && [ "$events" = "$STREAM_EVENTS" ] && grep -q '^data: \[DONE\]' "$TMP/check.sse" ||
@@ -333,39 +411,43 @@ echo "nofile:  $NOFILE"
 start_upstream
 start_nginx_proxy
 start_tahua_proxy
-log "upstream $UP_PID (cpu $LOAD_CPU), nginx $NGINX_MASTER/$NGINX_WORKER and tahua $TAHUA_PID (cpu $PROXY_CPU)"
+[[ " $VARIANTS " == *" redis "* ]] && start_redis "$LOAD_CPU" "$PORT_REDIS"
+for v in $VARIANTS; do start_tahua_proxy "$v"; done
+log "upstream $UP_PID (cpu $LOAD_CPU), nginx $NGINX_MASTER/$NGINX_WORKER and tahua $TAHUA_PID (cpu $PROXY_CPU)${VARIANTS:+, variants $VARIANTS}"
 check_targets
 
 : >"$TMP/results"
 steal0=$(cpu_steal)
 for round in $(seq "$ROUNDS"); do
   # Alternate the order within each round, so drift over a round favours neither proxy.
-  if [ $((round % 2)) = 1 ]; then order4=(alone direct nginx tahua); order3=(direct nginx tahua)
-  else order4=(tahua nginx direct alone); order3=(tahua nginx direct); fi
+  # shellcheck disable=SC2206  # VARIANTS is a list of words
+  if [ $((round % 2)) = 1 ]; then order4=(alone direct nginx tahua $VARIANTS); order3=(direct nginx tahua $VARIANTS)
+  else order4=($VARIANTS tahua nginx direct alone); order3=($VARIANTS tahua nginx direct); fi
+  hold_order=(); for t in "${order3[@]}"; do [[ " $VARIANTS " == *" $t "* ]] || hold_order+=("$t"); done
   for scen in "${SCENARIOS[@]}"; do
     case $scen in
       rate) for t in "${order4[@]}"; do measure rate "$t" "$round"; done ;;
-      latency) for t in "${order3[@]}"; do measure latency "$t" "$round"; done ;;
-      streams)
+      latency|latency200|ttfe) for t in "${order3[@]}"; do measure "$scen" "$t" "$round"; done ;;
+      streams|whole)
         for c in $STREAM_CONNS; do
           # One client is bound by round trips, not by the upstream's capacity: no "alone" there.
           if [ "$c" = 1 ]; then order=("${order3[@]}"); else order=("${order4[@]}"); fi
-          for t in "${order[@]}"; do measure "streams$c" "$t" "$round"; done
+          for t in "${order[@]}"; do measure "$scen$c" "$t" "$round"; done
         done ;;
-      hold|hold10k) for t in "${order3[@]}"; do measure "$scen" "$t" "$round"; done ;;
+      hold|hold10k) for t in "${hold_order[@]}"; do measure "$scen" "$t" "$round"; done ;;
     esac
   done
 done
 
 running "$UP_PID" || die "the upstream (pid $UP_PID) died during the run (logs in $TMP)"
-for who in nginx tahua; do
+for who in nginx tahua $VARIANTS; do
   proxy_running "$who" && continue
   log "ERROR: $who exited after the last measurement; logs kept in $TMP"
   echo "end $who $ROUNDS crashed=1" >>"$TMP/results"
   KEEP_TMP=1
 done
-if grep -qh '"level":"\(error\|warn\)' "$TMP"/tahua-*.err; then
-  log "tahua logged warnings/errors (first 5):"; grep -h '"level":"\(error\|warn\)' "$TMP"/tahua-*.err | head -5 >&2
+if grep -qh '"level":"\(error\|warn\)' "$TMP"/*.err; then
+  log "tahua logged warnings/errors (first 5):"; grep -h '"level":"\(error\|warn\)' "$TMP"/*.err | head -5 >&2
 fi
 [ -s "$TMP/client.err" ] && { log "client messages (first 10):"; head -10 "$TMP/client.err" >&2; }
 
@@ -379,7 +461,9 @@ echo
 awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
     -v hold="$HOLD_N streams held, $HOLD_EVENTS events ${HOLD_DELAY_MS} ms apart" \
     -v hold10k="$HOLD10K_N streams held, $HOLD10K_EVENTS events ${HOLD10K_DELAY_MS} ms apart" \
-    -v hold_delay="$HOLD_DELAY_MS" -v hold10k_delay="$HOLD10K_DELAY_MS" '
+    -v hold_delay="$HOLD_DELAY_MS" -v hold10k_delay="$HOLD10K_DELAY_MS" -v variants="$VARIANTS" \
+    -v ttfe="$TTFE_CONNS clients, streams of $TTFE_EVENTS events ${TTFE_DELAY_MS} ms apart, back to back" \
+    -v lat="$LAT_RATE req/s" -v lat200="$LAT200_RATE req/s" '
   function median(arr, n,   i, j, t) {
     for (i = 2; i <= n; i++) for (j = i; j > 1 && arr[j-1] > arr[j]; j--) { t = arr[j]; arr[j] = arr[j-1]; arr[j-1] = t }
     return n % 2 ? arr[(n+1)/2] : (arr[n/2] + arr[n/2+1]) / 2
@@ -392,13 +476,23 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
     if (k == "err" || k == "failed") { x = 0; for (r = 1; r <= m; r++) x += a[r]; return x }
     return median(a, m)
   }
-  function ratio(s, k,   r, m, a) {
+  # ratio(S, K, A, B): median over the rounds of K of target A / K of target B.
+  function ratio(s, k, ta, tb,   r, m, a) {
     m = 0
     for (r = 1; r <= R; r++)
-      if ((s, "tahua", r, k) in val && (s, "nginx", r, k) in val && val[s, "nginx", r, k] + 0 != 0 &&
-          val[s, "tahua", r, k] != "nan" && val[s, "nginx", r, k] != "nan")
-        a[++m] = val[s, "tahua", r, k] / val[s, "nginx", r, k]
+      if ((s, ta, r, k) in val && (s, tb, r, k) in val && val[s, tb, r, k] + 0 != 0 &&
+          val[s, ta, r, k] != "nan" && val[s, tb, r, k] != "nan")
+        a[++m] = val[s, ta, r, k] / val[s, tb, r, k]
     return m ? median(a, m) : "nan"
+  }
+  function ratio_row(s, nc, c, ta, tb, label,   j, f) {
+    if (!((s, ta) in has && (s, tb) in has)) return
+    printf "%-12s", label
+    for (j = 1; j <= nc; j++) {
+      split(c[j], f, ":")
+      printf " %11s", (f[4] == "r" ? fmt("%.2f", ratio(s, f[1], ta, tb)) : "")
+    }
+    printf "\n"
   }
   function fmt(f, x) { return x == "nan" ? "-" : sprintf(f, x) }
   {
@@ -408,21 +502,28 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
     if (val[s, t, r, "crashed"]) { crash[s, t]++; crashes++ }
   }
   END {
-    ns = split("rate latency streams1 streams64 hold hold10k", order, " ")
+    ns = split("rate latency latency200 streams1 streams64 whole1 whole64 ttfe hold hold10k", order, " ")
     title["rate"] = "non-streaming, wrk -c64 (saturation)"
-    title["latency"] = "non-streaming at a fixed low rate (open loop)"
+    title["latency"] = "non-streaming at a fixed low rate (open loop), " lat
+    title["latency200"] = "non-streaming at " lat200 " (open loop), client, upstream and proxy on one core"
     title["streams1"] = "back-to-back streams of " stream_events " events, 1 client"
     title["streams64"] = "back-to-back streams of " stream_events " events, 64 clients"
+    title["whole1"] = "back-to-back streams of " stream_events " events, each answer in one upstream write, 1 client"
+    title["whole64"] = "the same, 64 clients"
+    title["ttfe"] = ttfe
     title["hold"] = hold; title["hold10k"] = hold10k
     # key:header:format[:r] per column, | between columns; r: show the tahua/nginx ratio.
     # Times in ms, CPU in us; "core" columns are the share of one core used over the run.
     cols["rate"] = "rate:req/s:%.0f:r|cpu_us:CPU us/req:%.1f:r|core:core use:%.2f|up_core:up core:%.2f|cl_core:client core:%.2f|err:errors:%d"
     cols["streams1"] = "rate:streams/s:%.0f:r|cpu_us:CPU us/str:%.1f:r|core:core use:%.2f|up_core:up core:%.2f|cl_core:client core:%.2f|err:errors:%d"
-    cols["streams64"] = cols["streams1"]
+    cols["streams64"] = cols["streams1"]; cols["whole1"] = cols["streams1"]; cols["whole64"] = cols["streams1"]
+    cols["ttfe"] = "ttfe_p50_ms:TTFE p50:%.2f:r|ttfe_p90_ms:TTFE p90:%.2f:r|ttfe_p99_ms:TTFE p99:%.2f:r|ttfe_p999_ms:p99.9:%.2f:r|ttfe_max_ms:max:%.2f:r|whole_p99_ms:whole p99:%.1f:r|cpu_us:CPU us/str:%.0f:r|err:errors:%d"
     cols["latency"] = "p50_ms:p50 ms:%.3f:r|p99_ms:p99 ms:%.3f:r|p999_ms:p99.9 ms:%.3f:r|cpu_us:CPU us/req:%.1f:r|lag_p99_ms:lag p99 ms:%.3f|err:errors:%d"
+    cols["latency200"] = cols["latency"]
     cols["hold"] = "ttfe_p50_ms:TTFE p50:%.2f:r|ttfe_p99_ms:TTFE p99:%.2f:r|gap_p50_ms:gap p50:%.1f:r|gap_p99_ms:gap p99:%.1f:r|kib:KiB/stream:%.2f:r|cpu_us:CPU us/str:%.0f:r|core:core use:%.2f|cl_core:client core:%.2f|failed:failed:%d"
     cols["hold10k"] = cols["hold"]
-    nt = split("alone direct nginx tahua", targets, " ")
+    nt = split("alone direct nginx tahua " variants, targets, " ")
+    nv = split(variants, vlist, " ")
     for (o = 1; o <= ns; o++) {
       s = order[o]; if (!(s in seen)) continue
       nc = split(cols[s], c, "|")
@@ -436,12 +537,17 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
         for (j = 1; j <= nc; j++) { split(c[j], f, ":"); printf " %11s", fmt(f[3], med(s, t, f[1])) }
         printf "\n"
       }
-      if ((s, "tahua") in has && (s, "nginx") in has) {
-        printf "%-12s", "tahua/nginx"
-        for (j = 1; j <= nc; j++) {
-          split(c[j], f, ":")
-          printf " %11s", (f[4] == "r" ? fmt("%.2f", ratio(s, f[1])) : "")
+      ratio_row(s, nc, c, "tahua", "nginx", "tahua/nginx")
+      for (i = 1; i <= nv; i++) ratio_row(s, nc, c, vlist[i], "tahua", vlist[i] "/tahua")
+      if (s == "ttfe") for (i = 2; i <= nt; i++) if ((s, targets[i]) in has) {
+        # The distribution: streams per bucket of time to first event (upper bounds in us), summed over the rounds.
+        delete hsum
+        for (r = 1; r <= R; r++) if ((s, targets[i], r, "hist") in val) {
+          nb = split(val[s, targets[i], r, "hist"], hb, ",")
+          for (b = 1; b <= nb; b++) { split(hb[b], kv2, ":"); hsum[b] += kv2[2]; hname[b] = kv2[1] }
         }
+        printf "  %-10s TTFE histogram (us: streams):", targets[i]
+        for (b = 1; b <= nb; b++) printf " <%s:%d", hname[b], hsum[b]
         printf "\n"
       }
       # The upstream must never be the bottleneck: at least 2x what either proxy reaches.
@@ -459,7 +565,7 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
           printf "\n"
         }
       }
-      if (s == "latency")
+      if (s ~ /^latency/)
         printf "(latency from the scheduled send, so client delays count; lag: how late the client sent)\n"
       if (s ~ /^hold/) {
         printf "(ms: time to first event from connect() and largest gap between two events of a stream,\n"
@@ -472,7 +578,7 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
       }
       for (i = 2; i <= nt; i++) {
         t = targets[i]; if (!((s, t) in has)) continue
-        if ((s == "rate" || s ~ /^streams/) && i >= 3 && med(s, t, "core") < 0.9)
+        if ((s == "rate" || s ~ /^streams/ || s ~ /^whole/) && i >= 3 && med(s, t, "core") < 0.9)
           printf "note: %s used %.2f of its core: the load core (client + upstream) limited it; compare CPU per request\n", t, med(s, t, "core")
         # together: the largest share of the N streams that were open at once.
         if (s ~ /^hold/) for (r = 1; r <= R; r++) if ((s, t, r, "together") in val && val[s, t, r, "together"] < 1)

@@ -26,6 +26,8 @@
 //     Prints `STREAMS key=value ...`: percentiles in µs (p50, p90, p99, p99.9, max) and a
 //     histogram of time to first event (`ttfe_hist=` upper bounds in µs:count,...).
 //
+// Every mode: --header 'Name: value' adds one request header (an API key).
+//
 // One thread, epoll, non-blocking sockets; responses are parsed as they come (status,
 // Content-Length or chunked framing, SSE events: a blank line ends an event that had a
 // non-comment line).
@@ -235,11 +237,12 @@ static struct sockaddr_in target;
 static char *request;
 static size_t request_len;
 
-static void build_request(const char *host, int port, const char *path, const char *body) {
+static void build_request(const char *host, int port, const char *path, const char *body, const char *header) {
   size_t bl = strlen(body);
-  request = xcalloc(1, bl + strlen(path) + 256);
+  request = xcalloc(1, bl + strlen(path) + strlen(header) + 256);
   request_len = (size_t)sprintf(request, "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-                                "Content-Length: %zu\r\n\r\n%s", path, host, port, bl, body);
+                                "%s%sContent-Length: %zu\r\n\r\n%s", path, host, port, header, *header ? "\r\n" : "",
+                                bl, body);
   target.sin_family = AF_INET;
   target.sin_port = htons((uint16_t)port);
   if (inet_pton(AF_INET, host, &target.sin_addr) != 1) { fprintf(stderr, "bad host %s\n", host); exit(2); }
@@ -682,7 +685,7 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) usage();
-  const char *mode = argv[1], *body = NULL, *path = "/v1/chat/completions", *host = "127.0.0.1";
+  const char *mode = argv[1], *body = NULL, *path = "/v1/chat/completions", *host = "127.0.0.1", *header = "";
   int port = 0, conns = 16, n = 0, events = 0, pid = 0;
   double rate = 0, duration = 0, warmup = 0, open_rate = 0, timeout = 120;
   for (int i = 2; i < argc; i += 2) {
@@ -692,6 +695,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(k, "--host")) host = v;
     else if (!strcmp(k, "--path")) path = v;
     else if (!strcmp(k, "--body")) body = v;
+    else if (!strcmp(k, "--header")) header = v;
     else if (!strcmp(k, "--rate")) rate = atof(v);
     else if (!strcmp(k, "--duration")) duration = atof(v);
     else if (!strcmp(k, "--warmup")) warmup = atof(v);
@@ -708,7 +712,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   // Timers fire on time rather than up to 50 µs late: the schedule is part of the measurement.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  build_request(host, port, path, body);
+  build_request(host, port, path, body, header);
   if (!strcmp(mode, "rate")) {
     if (rate <= 0 || duration <= 0 || conns <= 0) usage();
     return rate_main(rate, duration, warmup, conns);

@@ -240,6 +240,14 @@ start_upstream_and_redis() {
   UP_PID=$!
   track "$UP_PID" sse_upstream
   wait_http "http://127.0.0.1:$up/healthz" "$UP_PID"
+  start_redis "$cpu" "$redis"
+}
+
+# shellcheck disable=SC2034  # REDIS_PID: a result for the caller
+# start_redis CPU PORT: a redis-server (AOF on, appendfsync everysec, as a store in
+# production) pinned to CPU, its data in $TMP/redis; sets REDIS_PID.
+start_redis() {
+  local cpu=$1 redis=$2
   mkdir -p "$TMP/redis"
   taskset -c "$cpu" redis-server --port "$redis" --bind 127.0.0.1 --dir "$TMP/redis" --save "" --appendonly yes \
     --appendfsync everysec >"$TMP/redis.out" 2>&1 &

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 
 namespace tahua {
 namespace {
@@ -388,11 +389,21 @@ std::int64_t estimateStreamedTokens(std::string_view piece, const TokenCounter& 
   static constexpr std::string_view kKeys[] = {"content", "text", "delta", "arguments", "partial_json", "thinking", "refusal"};
   std::int64_t tokens = 0;
   std::size_t at = 0;
-  while ((at = piece.find("\":\"", at)) != std::string_view::npos) {
-    const std::size_t open = piece.rfind('"', at == 0 ? 0 : at - 1);
-    const std::string_view key = open == std::string_view::npos ? std::string_view{} : piece.substr(open + 1, at - open - 1);
-    at += 3;
-    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) continue;
+  // Each `":"` (a key and a string value) is found from its colon: a chunk has a few
+  // colons but dozens of quotes, and this runs on every piece of a metered stream.
+  while (at < piece.size()) {
+    const void* hit = std::memchr(piece.data() + at, ':', piece.size() - at);
+    if (!hit) break;
+    const std::size_t colon = static_cast<std::size_t>(static_cast<const char*>(hit) - piece.data());
+    at = colon + 1;
+    if (colon < 2 || colon + 1 >= piece.size() || piece[colon - 1] != '"' || piece[colon + 1] != '"') continue;
+    at = colon + 2;
+    // The key is the quoted word that ends at the colon: compared where it lies.
+    const std::string_view before = piece.substr(0, colon - 1);
+    const auto is_key = [&](std::string_view k) {
+      return before.size() > k.size() && before.ends_with(k) && before[before.size() - k.size() - 1] == '"';
+    };
+    if (std::none_of(std::begin(kKeys), std::end(kKeys), is_key)) continue;
     // The value runs to the first quote not escaped (an odd run of backslashes escapes it).
     std::size_t end = at;
     for (;;) {

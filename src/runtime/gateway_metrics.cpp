@@ -181,6 +181,8 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
            std::to_string(st.adjustments_dropped));
     single("tahua_store_lease_admissions_total", "counter",
            "Requests admitted from capacity this replica leased from the shared store (no round trip).", std::to_string(st.lease_admissions));
+    single("tahua_store_lease_renewals_total", "counter",
+           "Leases renewed from the shared store ahead of their end, off the request path.", std::to_string(st.lease_renewals));
   }
   if (discovery_) {
     const DnsDiscovery::Stats ds = discovery_->stats();

@@ -70,6 +70,7 @@ class StateStore {
     std::uint64_t adjustments_pending = 0;
     std::uint64_t adjustments_dropped = 0;
     std::uint64_t lease_admissions = 0;  // admitted from capacity leased earlier (no round trip)
+    std::uint64_t lease_renewals = 0;    // leases renewed ahead of their end (no request waited)
   };
   virtual Stats stats() const { return {}; }
   // On a worker's thread, before it stops: what the worker holds for the store (summed

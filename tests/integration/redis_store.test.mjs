@@ -89,6 +89,32 @@ describe('redis store', () => {
     assert.ok(calls < ok / 4 + (4416 - ok) + 50, `${calls} admission scripts for ${statuses.length} requests`);
   });
 
+  it('leases in use are renewed ahead of their end: at a steady rate no request waits for Redis', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    // A daily quota (its lease is extendable all day; a window's lease ends with its window).
+    const [{ gw }] = await replicas(t, 1, upstream, redis, { limits: { tokens_per_day: 1000000000 } });
+    const day = () => Math.floor(Date.now() / 86400000);
+    const firstDay = day();
+    // 2.6 s of requests one after the other, 25 ms apart: leases last 1 s, so without
+    // renewal ahead of time at least two requests would find theirs ended and wait.
+    const until = Date.now() + 2600;
+    let sent = 0;
+    while (Date.now() < until) {
+      assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) })).status, 200);
+      sent += 1;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    const m = await scrape(gw.url);
+    const decisions = sum(m, 'tahua_rate_limit_decisions_total', { store: 'redis' });
+    const leased = sum(m, 'tahua_store_lease_admissions_total');
+    assert.equal(decisions, sent);
+    assert.ok(sum(m, 'tahua_store_lease_renewals_total') >= 2, 'renewed at least once a second');
+    // The first request asks Redis; the others are admitted from leases (one more wait
+    // if the run crossed midnight UTC, where a day's quota lease ends).
+    assert.ok(decisions - leased <= 1 + (day() - firstDay), `${decisions - leased} of ${sent} requests waited for Redis`);
+  });
+
   it('a stopping replica returns what its leases hold and sends its calibrations', async (t) => {
     const upstream = await startMockUpstream({ t });
     const redis = await startRedis({ t });

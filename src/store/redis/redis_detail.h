@@ -88,7 +88,9 @@ struct Lease {
   std::chrono::steady_clock::time_point granted_at{}, expires{};
   std::int64_t remaining = 0;   // what Redis said was left after the grant
   std::int64_t reset_ms = 0;
+  std::int64_t granted = 0;     // the size of the last grant (renewed when a quarter is left)
   bool renewing = false;        // a grant is on its way: others ask for no more meanwhile
+  bool extendable = false;      // a renewal would outlive `expires` (not the end of a window or period)
 };
 struct StringHash {
   using is_transparent = void;
@@ -101,6 +103,7 @@ struct Leases {
 };
 std::unique_ptr<Leases>& workerLeases();  // this worker's (null elsewhere)
 constexpr Millis kLeaseFor{1'000};       // a lease older than this is returned
+constexpr Millis kRenewAhead{250};       // a lease in use is renewed this long before it ends
 constexpr std::int64_t kLeaseParts = 64;  // a lease is at most limit / (64 x replicas x workers) ...
 constexpr std::int64_t kMinLease = 16;    // ... and none when that is below 16 units
 

@@ -76,16 +76,82 @@ bool RedisStore::admitFromLeases(std::span<const LimitCheck> checks, const std::
   Admission a;
   a.count = checks.size();
   a.at_ms = found[0]->granted_ms + msSince(found[0]->granted_at, now);  // the server's clock, near enough
+  std::array<LimitCheck, Admission::kMaxChecks> renew;
+  std::size_t renewing = 0;
   for (std::size_t i = 0; i < checks.size(); ++i) {
     Lease& l = *found[i];
     l.left -= checks[i].cost;
     LimitDecision& d = a.decisions[i];
     d.remaining = l.remaining + l.left;
     d.reset_ms = std::max<std::int64_t>(0, l.reset_ms - msSince(l.granted_at, now));
+    // In use and near its end, or down to a quarter: renewed now, while it still admits.
+    // (A lease that ends with its window cannot be extended: the next window's comes
+    // with the first request in it.)
+    if (!l.renewing && ((l.extendable && l.expires - now <= kRenewAhead) || l.left * 4 < l.granted))
+      renew[renewing++] = LimitCheck{checks[i].key, checks[i].spec, 0};
   }
   ++leased_;
+  if (renewing > 0) renewLeases(std::span<const LimitCheck>(renew.data(), renewing));
   done(a);
   return true;
+}
+
+void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
+  RedisClient* conn = workerClient().get();
+  if (!conn || !conn->usable()) return;
+  // The counter names are copied: nothing pins the filter chain they belong to until
+  // the answer comes.
+  struct Renewal {
+    std::array<std::string, Admission::kMaxChecks> keys;
+    std::array<LimitCheck, Admission::kMaxChecks> checks;
+    std::array<std::int64_t, Admission::kMaxChecks> want{};
+    std::size_t n = 0;
+    std::span<const LimitCheck> span() const { return {checks.data(), n}; }
+  };
+  // In a cluster one call reaches one slot: one call per counter there.
+  const std::size_t per_call = conn->cluster() ? 1 : checks.size();
+  for (std::size_t from = 0; from < checks.size(); from += per_call) {
+    auto r = std::make_shared<Renewal>();
+    for (const LimitCheck& c : checks.subspan(from, std::min(per_call, checks.size() - from))) {
+      const std::int64_t want = leaseWant(c);
+      if (want <= 0) continue;
+      r->keys[r->n] = std::string(c.key);
+      r->checks[r->n] = LimitCheck{r->keys[r->n], c.spec, 0};
+      r->want[r->n] = want;
+      ++r->n;
+    }
+    if (r->n == 0) continue;
+    ArgScratch& a = argScratch();
+    a.begin(24 * (7 * r->n + 2));
+    a.view("EVALSHA");
+    a.view(admit_sha_);
+    a.number(static_cast<std::int64_t>(r->n));
+    for (std::size_t i = 0; i < r->n; ++i) a.view(r->keys[i]);
+    a.number(1);
+    for (std::size_t i = 0; i < r->n; ++i) {
+      const LimitCheck& c = r->checks[i];
+      a.number(static_cast<int>(c.spec.kind));
+      a.number(c.spec.limit);
+      a.number(c.spec.period_ms);
+      a.number(static_cast<int>(c.spec.calendar));
+      a.number(0);
+      a.number(r->want[i]);
+    }
+    leaseAsked(r->span(), r->want.data(), true);
+    ++renewals_;
+    conn->send(a.finish(), [this, r, conn](std::optional<RedisReply> reply) {
+      Admission adm;
+      std::array<std::int64_t, Admission::kMaxChecks> charged{};
+      if (unusableServer(reply)) conn->close();
+      if (!reply || !parseAdmission(*reply, r->n, adm, charged.data())) {
+        // Nothing is lost: the leases run out as they would have, and the next request
+        // asks Redis itself (or decides locally if Redis is gone).
+        leaseAsked(r->span(), r->want.data(), false);
+        return;
+      }
+      recordGrants(r->span(), charged.data(), adm);
+    });
+  }
 }
 
 std::int64_t RedisStore::leaseWant(const LimitCheck& check) {
@@ -128,7 +194,12 @@ void RedisStore::recordGrants(std::span<const LimitCheck> checks, const std::int
     auto it = leases->map.find(checks[i].key);
     if (it != leases->map.end()) it->second.renewing = false;
     const std::int64_t extra = charged[i] - checks[i].cost;
-    if (extra <= 0 || !a.allowed) continue;
+    if (extra <= 0 || !a.allowed) {
+      // Nothing more to lease (the limit is nearly used up): no renewal ahead of time
+      // until the next grant; requests ask Redis themselves once this lease is spent.
+      if (it != leases->map.end()) it->second.granted = 0, it->second.extendable = false;
+      continue;
+    }
     if (it == leases->map.end()) it = leases->map.emplace(std::string(checks[i].key), Lease{}).first;
     Lease& l = it->second;
     if (now >= l.expires || !sameSpec(l.spec, checks[i].spec)) returnLease(it->first, l);
@@ -136,6 +207,7 @@ void RedisStore::recordGrants(std::span<const LimitCheck> checks, const std::int
     LimitDecision& d = a.decisions[i];
     l.spec = spec;
     l.left += extra;
+    l.granted = extra;
     l.granted_ms = a.at_ms;
     l.granted_at = now;
     l.remaining = d.remaining;
@@ -146,6 +218,7 @@ void RedisStore::recordGrants(std::span<const LimitCheck> checks, const std::int
     if (spec.kind == LimitKind::Window && spec.period_ms > 0) for_ms = std::min(for_ms, Millis(spec.period_ms - a.at_ms % spec.period_ms));
     if (spec.kind == LimitKind::Quota) for_ms = std::min(for_ms, Millis(d.reset_ms));
     l.expires = now + for_ms;
+    l.extendable = for_ms == kLeaseFor;
     d.remaining += l.left;  // what this worker holds is still there for the caller
   }
   if (!leases->armed && !leases->map.empty()) {

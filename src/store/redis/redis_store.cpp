@@ -366,6 +366,7 @@ StateStore::Stats RedisStore::stats() const {
   s.replicas = replicas_.load();
   s.adjustments_dropped = dropped_.load();
   s.lease_admissions = leased_.load();
+  s.lease_renewals = renewals_.load();
   std::lock_guard lock(mu_);
   s.adjustments_pending = kept_.size();
   return s;

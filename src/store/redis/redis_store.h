@@ -85,6 +85,10 @@ class RedisStore final : public StateStore {
   // An admission charged what `charged` says: the part beyond each cost becomes a lease.
   void recordGrants(std::span<const LimitCheck> checks, const std::int64_t* charged, Admission& a);
   void leaseAsked(std::span<const LimitCheck> checks, const std::int64_t* want, bool answered);
+  // Asks Redis for more of these leases (cost 0) without a request waiting for the answer:
+  // called when a lease in use nears its end or runs low, so that no request with room in
+  // its limits waits for Redis.
+  void renewLeases(std::span<const LimitCheck> checks);
   void returnLease(std::string_view key, Lease& lease);
   void sweepLeases();
   void decideLocally(std::span<const LimitCheck> checks, bool charge, const std::function<void(const Admission&)>& done);
@@ -137,6 +141,7 @@ class RedisStore final : public StateStore {
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> workers_{0};  // attached: a lease is a share of limit / (replicas x workers)
   std::atomic<std::uint64_t> leased_{0};   // admissions from a lease (no round trip)
+  std::atomic<std::uint64_t> renewals_{0};  // leases renewed ahead of their end
 
   std::unique_ptr<boost::asio::io_context> control_io_;
   std::shared_ptr<RedisClient> control_;

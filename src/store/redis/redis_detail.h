@@ -100,6 +100,12 @@ struct Leases {
   std::unordered_map<std::string, Lease, StringHash, std::equal_to<>> map;
   std::unique_ptr<boost::asio::steady_timer> sweep;  // returns expired leases' units
   bool armed = false;
+  // Renewals sent and not answered yet. A stopping worker returns its leases only after
+  // they are answered (what they bring would be charged and never returned), and sends
+  // no new ones (`closed`).
+  std::size_t renewals_in_flight = 0;
+  bool closed = false;
+  std::function<void()> after_renewals;
 };
 std::unique_ptr<Leases>& workerLeases();  // this worker's (null elsewhere)
 constexpr Millis kLeaseFor{1'000};       // a lease older than this is returned

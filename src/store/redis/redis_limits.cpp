@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <utility>
 
 #include "core/log.h"
 #include "store/redis/redis_client.h"
@@ -97,8 +98,9 @@ bool RedisStore::admitFromLeases(std::span<const LimitCheck> checks, const std::
 }
 
 void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
+  Leases* leases = workerLeases().get();
   RedisClient* conn = workerClient().get();
-  if (!conn || !conn->usable()) return;
+  if (!leases || leases->closed || !conn || !conn->usable()) return;
   // The counter names are copied: nothing pins the filter chain they belong to until
   // the answer comes.
   struct Renewal {
@@ -139,7 +141,8 @@ void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
     }
     leaseAsked(r->span(), r->want.data(), true);
     ++renewals_;
-    conn->send(a.finish(), [this, r, conn](std::optional<RedisReply> reply) {
+    ++leases->renewals_in_flight;
+    conn->send(a.finish(), [this, r, conn, leases](std::optional<RedisReply> reply) {
       Admission adm;
       std::array<std::int64_t, Admission::kMaxChecks> charged{};
       if (unusableServer(reply)) conn->close();
@@ -147,9 +150,10 @@ void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
         // Nothing is lost: the leases run out as they would have, and the next request
         // asks Redis itself (or decides locally if Redis is gone).
         leaseAsked(r->span(), r->want.data(), false);
-        return;
+      } else {
+        recordGrants(r->span(), charged.data(), adm);
       }
-      recordGrants(r->span(), charged.data(), adm);
+      if (--leases->renewals_in_flight == 0 && leases->after_renewals) std::exchange(leases->after_renewals, nullptr)();
     });
   }
 }
@@ -487,6 +491,11 @@ void RedisStore::queueAdjustment(const LimitCheck& check, std::int64_t charged_m
 void RedisStore::flushWorker(std::function<void()> done) {
   Leases* leases = workerLeases().get();
   if (!leases || !adjustBatch()) return done();
+  leases->closed = true;
+  if (leases->renewals_in_flight > 0) {  // their grants are returned with the rest
+    leases->after_renewals = [this, done = std::move(done)]() mutable { flushWorker(std::move(done)); };
+    return;
+  }
   if (leases->sweep) leases->sweep->cancel();
   for (auto& [key, lease] : leases->map) returnLease(key, lease);
   leases->map.clear();

@@ -62,13 +62,19 @@ ArgScratch& argScratch();  // this thread's
 
 // Calibrations of this worker, summed per counter and sent together every 20 ms (one
 // script call for all of them, not one per request).
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
 struct PendingAdjustment {
   LimitSpec spec;
   std::int64_t charged_ms = 0;
   std::int64_t delta = 0;
 };
 struct AdjustBatch {
-  std::unordered_map<std::string, PendingAdjustment> pending;  // counter (#period for quotas) -> sum
+  // counter (#period for quotas, #window for windows) -> sum
+  std::unordered_map<std::string, PendingAdjustment, StringHash, std::equal_to<>> pending;
+  std::string key;  // where the next key is built (no allocation once its capacity is there)
   std::unique_ptr<boost::asio::steady_timer> timer;
   bool armed = false;
 };
@@ -91,10 +97,6 @@ struct Lease {
   std::int64_t granted = 0;     // the size of the last grant (renewed when a quarter is left)
   bool renewing = false;        // a grant is on its way: others ask for no more meanwhile
   bool extendable = false;      // a renewal would outlive `expires` (not the end of a window or period)
-};
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 struct Leases {
   std::unordered_map<std::string, Lease, StringHash, std::equal_to<>> map;

@@ -471,10 +471,20 @@ void RedisStore::queueAdjustment(const LimitCheck& check, std::int64_t charged_m
     keepAdjustment(std::move(args));
     return;
   }
-  std::string key(check.key);
-  if (check.spec.kind == LimitKind::Quota) key += "#" + std::to_string(periodOf(check.spec.calendar, charged_ms).id);
-  if (check.spec.kind == LimitKind::Window) key += "#" + std::to_string(charged_ms / std::max<std::int64_t>(1, check.spec.period_ms));
-  PendingAdjustment& p = batch->pending[key];
+  // Called for every finished request with token or budget limits: the key is built in
+  // the batch's own buffer and only copied when it is new.
+  std::string& key = batch->key;
+  key.assign(check.key);
+  const auto suffix = [&key](std::int64_t id) {
+    char digits[24];
+    key += '#';
+    key.append(digits, std::to_chars(digits, digits + sizeof digits, id).ptr);
+  };
+  if (check.spec.kind == LimitKind::Quota) suffix(periodOf(check.spec.calendar, charged_ms).id);
+  if (check.spec.kind == LimitKind::Window) suffix(charged_ms / std::max<std::int64_t>(1, check.spec.period_ms));
+  auto at = batch->pending.find(std::string_view(key));
+  if (at == batch->pending.end()) at = batch->pending.emplace(key, PendingAdjustment{}).first;
+  PendingAdjustment& p = at->second;
   if (p.delta == 0) {
     p.spec = check.spec;
     p.charged_ms = charged_ms;

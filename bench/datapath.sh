@@ -36,13 +36,16 @@
 #             counted in process (limits far above the load: every request is admitted)
 #   redis     the same with the Redis store (a redis-server with AOF on LOAD_CPU)
 #   obs       tahua with the observability defaults: the access log on (to a file)
+#   before    plain tahua run from the binary BEFORE (a before/after pair in one run)
+#   gov0      the gov variant run from the binary BEFORE
 # Every target gets the same Authorization header. Each round runs every scenario, the
 # targets in alternating order; the summary has medians over the rounds and the median of
 # the per-round ratios: tahua/nginx, and each variant / tahua.
 #
 # Knobs (environment): TAHUA (build/tahua), ROUNDS (3), DURATION (10 s per measurement),
 # WARMUP (2 s), PROXY_CPU (0), LOAD_CPU (1), PORT_BASE (18180: upstream, +1 nginx, +2 tahua,
-# +3 gov, +4 redis, +5 obs, +6 redis-server), VARIANTS ("gov redis obs"; "" for none),
+# +3 gov, +4 redis, +5 obs, +6 redis-server, +7 before, +8 gov0), VARIANTS ("gov redis obs";
+# "" for none; before and gov0 need BEFORE=path of the other binary),
 # RATE_CONNS (64), LAT_RATE (1000), LAT_CONNS (16), LAT200_RATE (200), STREAM_EVENTS (21),
 # STREAM_CONNS ("1 64"), TTFE_CONNS (64), TTFE_EVENTS (21), TTFE_DELAY_MS (20),
 # HOLD_N (2000), HOLD_EVENTS (100), HOLD_DELAY_MS (20), HOLD10K_N (10000), HOLD10K_EVENTS (25),
@@ -82,11 +85,13 @@ TRIES=${TRIES:-3}
 PORT_UP=$PORT_BASE
 PORT_NGINX=$((PORT_BASE + 1))
 PORT_TAHUA=$((PORT_BASE + 2))
-declare -A PORT_VARIANT=([gov]=$((PORT_BASE + 3)) [redis]=$((PORT_BASE + 4)) [obs]=$((PORT_BASE + 5)))
+declare -A PORT_VARIANT=([gov]=$((PORT_BASE + 3)) [redis]=$((PORT_BASE + 4)) [obs]=$((PORT_BASE + 5))
+                        [before]=$((PORT_BASE + 7)) [gov0]=$((PORT_BASE + 8)))
 PORT_REDIS=$((PORT_BASE + 6))
 declare -A VARIANT_PID=()
 for v in $VARIANTS; do
-  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs)" >&2; exit 2; }
+  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs before gov0)" >&2; exit 2; }
+  [[ $v != before && $v != gov0 ]] || [ -x "${BEFORE:-}" ] || { echo "variant $v needs BEFORE=<a tahua binary>" >&2; exit 2; }
 done
 KEY=tk-bench-0123456789abcdef
 AUTH_HEADER="Authorization: Bearer $KEY"
@@ -167,16 +172,16 @@ start_nginx_proxy() {
 # cuts it out of the client's stream, so the usage path is part of what is measured.
 # Metrics, router and balancer filters are on by default.
 TAHUA_STARTS=0
-tahua_config() {  # tahua | gov | redis | obs
+tahua_config() {  # tahua | gov | redis | obs | before | gov0
   local port=$PORT_TAHUA
   [ "$1" = tahua ] || port=${PORT_VARIANT[$1]}
-  echo "server: {workers: 1$([ "$1" = tahua ] || echo ', tenant_metrics: true')}"
+  echo "server: {workers: 1$([[ $1 == gov* || $1 == redis ]] && echo ', tenant_metrics: true')}"
   echo "listeners: [{address: 127.0.0.1, port: $port}]"
   if [ "$1" = obs ]; then echo "access_log: {path: $TMP/access-obs.log}"; else echo "access_log: {enabled: false}"; fi
   echo "providers: [{name: up, type: openai, base_url: \"http://127.0.0.1:$PORT_UP/v1\"}]"
   echo "models: [{name: bench, provider: up}]"
   case $1 in
-    gov|redis)
+    gov|gov0|redis)
       local hash
       hash=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
       echo "tenants: [{name: bench, limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}]"
@@ -189,7 +194,8 @@ start_tahua_proxy() {  # [tahua | gov | redis | obs]
   local which=${1:-tahua}
   tahua_config "$which" >"$TMP/$which.yaml"
   TAHUA_STARTS=$((TAHUA_STARTS + 1))
-  start_tahua "$which-$TAHUA_STARTS" "$PROXY_CPU" "$TMP/$which.yaml"
+  if [[ $which == before || $which == gov0 ]]; then TAHUA=$BEFORE start_tahua "$which-$TAHUA_STARTS" "$PROXY_CPU" "$TMP/$which.yaml"
+  else start_tahua "$which-$TAHUA_STARTS" "$PROXY_CPU" "$TMP/$which.yaml"; fi
   if [ "$which" = tahua ]; then TAHUA_PID=$STARTED_PID; else VARIANT_PID[$which]=$STARTED_PID; fi
   if [ "$which" = redis ]; then
     grep -q '"redis store available' "$TMP/$which-$TAHUA_STARTS.err" || die "the redis variant does not use Redis (see $TMP)"
@@ -538,7 +544,9 @@ awk -v stream_events="$STREAM_EVENTS" -v foreign_max="$FOREIGN_MAX" \
         printf "\n"
       }
       ratio_row(s, nc, c, "tahua", "nginx", "tahua/nginx")
-      for (i = 1; i <= nv; i++) ratio_row(s, nc, c, vlist[i], "tahua", vlist[i] "/tahua")
+      for (i = 1; i <= nv; i++) if (vlist[i] != "before" && vlist[i] != "gov0") ratio_row(s, nc, c, vlist[i], "tahua", vlist[i] "/tahua")
+      ratio_row(s, nc, c, "tahua", "before", "tahua/before")  # this build against the BEFORE binary
+      ratio_row(s, nc, c, "gov", "gov0", "gov/gov0")
       if (s == "ttfe") for (i = 2; i <= nt; i++) if ((s, targets[i]) in has) {
         # The distribution: streams per bucket of time to first event (upper bounds in us), summed over the rounds.
         delete hsum

@@ -9,6 +9,19 @@ import { RawClient, rawRequest } from './lib/raw.mjs';
 import { eventually } from './lib/util.mjs';
 import { find, parseMetrics, sum } from './lib/metrics.mjs';
 
+/** `n` keep-alive connections to `port`, each answered once (so the gateway holds them). */
+async function holdConnections(t, port, n) {
+  const held = [];
+  for (let i = 0; i < n; i += 1) {
+    const c = await RawClient.connect(port);
+    t.after(() => c.destroy());
+    await c.write(rawRequest('GET', '/healthz'));
+    assert.equal((await c.readResponse()).status, 200);
+    held.push(c);
+  }
+  return held;
+}
+
 describe('start-up', () => {
   it('refuses to start on a port another tahua already listens on (no silent SO_REUSEPORT sharing)', async (t) => {
     const first = await startTahua({ t, args: ['--listen', '127.0.0.1:0'] });
@@ -71,14 +84,7 @@ describe('server.max_connections', () => {
       }),
     });
     // Two connections hold the two slots (each answered, so the gateway has them).
-    const held = [];
-    for (let i = 0; i < 2; i += 1) {
-      const c = await RawClient.connect(gw.port);
-      t.after(() => c.destroy());
-      await c.write(rawRequest('GET', '/healthz'));
-      assert.equal((await c.readResponse()).status, 200);
-      held.push(c);
-    }
+    const held = await holdConnections(t, gw.port, 2);
     // The third is refused: its 503 and the close are the event awaited.
     const third = await RawClient.connect(gw.port);
     t.after(() => third.destroy());
@@ -132,14 +138,7 @@ describe('the admin listener under a full public listener', () => {
     t.after(() => operator.destroy());
     await operator.write(rawRequest('GET', '/healthz'));
     assert.equal((await operator.readResponse()).status, 200);
-    const held = [];
-    for (let i = 0; i < 2; i += 1) {
-      const c = await RawClient.connect(gw.port);
-      t.after(() => c.destroy());
-      await c.write(rawRequest('GET', '/healthz'));
-      assert.equal((await c.readResponse()).status, 200);
-      held.push(c);
-    }
+    const held = await holdConnections(t, gw.port, 2);
     // The public listener is full; the admin one has its own cap (and its sessions do
     // not count against the public one's).
     const third = await RawClient.connect(gw.port);

@@ -52,6 +52,28 @@ std::int64_t msSince(std::chrono::steady_clock::time_point then, std::chrono::st
   return std::chrono::duration_cast<std::chrono::milliseconds>(now - then).count();
 }
 
+// The admission script's call for `checks`: their keys, then per check its kind, limit,
+// period, calendar, cost and the lease wanted beyond it (`want` null: none).
+ArgScratch& admissionCall(std::string_view sha, std::span<const LimitCheck> checks, bool charge, const std::int64_t* want) {
+  ArgScratch& a = argScratch();
+  a.begin(24 * (7 * checks.size() + 2));
+  a.view("EVALSHA");
+  a.view(sha);
+  a.number(static_cast<std::int64_t>(checks.size()));
+  for (const auto& c : checks) a.view(c.key);
+  a.number(charge ? 1 : 0);
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    const LimitCheck& c = checks[i];
+    a.number(static_cast<int>(c.spec.kind));
+    a.number(c.spec.limit);
+    a.number(c.spec.period_ms);
+    a.number(static_cast<int>(c.spec.calendar));
+    a.number(c.cost);
+    a.number(want ? want[i] : 0);
+  }
+  return a;
+}
+
 }  // namespace
 
 void RedisStore::admit(std::span<const LimitCheck> checks, std::function<void(const Admission&)> done) {
@@ -123,22 +145,7 @@ void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
       ++r->n;
     }
     if (r->n == 0) continue;
-    ArgScratch& a = argScratch();
-    a.begin(24 * (7 * r->n + 2));
-    a.view("EVALSHA");
-    a.view(admit_sha_);
-    a.number(static_cast<std::int64_t>(r->n));
-    for (std::size_t i = 0; i < r->n; ++i) a.view(r->keys[i]);
-    a.number(1);
-    for (std::size_t i = 0; i < r->n; ++i) {
-      const LimitCheck& c = r->checks[i];
-      a.number(static_cast<int>(c.spec.kind));
-      a.number(c.spec.limit);
-      a.number(c.spec.period_ms);
-      a.number(static_cast<int>(c.spec.calendar));
-      a.number(0);
-      a.number(r->want[i]);
-    }
+    ArgScratch& a = admissionCall(admit_sha_, r->span(), true, r->want.data());
     leaseAsked(r->span(), r->want.data(), true);
     ++renewals_;
     ++leases->renewals_in_flight;
@@ -283,23 +290,8 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
   call->n = checks.size();
   call->charge = charge;
   call->done = std::move(done);
-  ArgScratch& a = argScratch();
-  a.begin(24 * (7 * checks.size() + 2));
-  a.view("EVALSHA");
-  a.view(admit_sha_);
-  a.number(static_cast<std::int64_t>(checks.size()));
-  for (const auto& c : checks) a.view(c.key);
-  a.number(charge ? 1 : 0);
-  for (std::size_t i = 0; i < checks.size(); ++i) {
-    const LimitCheck& c = checks[i];
-    call->want[i] = charge ? leaseWant(c) : 0;
-    a.number(static_cast<int>(c.spec.kind));
-    a.number(c.spec.limit);
-    a.number(c.spec.period_ms);
-    a.number(static_cast<int>(c.spec.calendar));
-    a.number(c.cost);
-    a.number(call->want[i]);
-  }
+  for (std::size_t i = 0; i < checks.size(); ++i) call->want[i] = charge ? leaseWant(checks[i]) : 0;
+  ArgScratch& a = admissionCall(admit_sha_, checks, charge, call->want.data());
   const std::span<const LimitCheck> asked(call->checks.data(), call->n);
   leaseAsked(asked, call->want.data(), true);
   conn->send(a.finish(), [this, call, conn](std::optional<RedisReply> r) {
@@ -388,22 +380,9 @@ void RedisStore::decideAcrossSlots(RedisClient& conn, std::span<const LimitCheck
   };
   for (std::size_t g = 0; g < across->groups.size(); ++g) {
     const auto& group = across->groups[g];
-    ArgScratch& a = argScratch();
-    a.begin(24 * (7 * group.size() + 2));
-    a.view("EVALSHA");
-    a.view(admit_sha_);
-    a.number(static_cast<std::int64_t>(group.size()));
-    for (std::uint8_t i : group) a.view(checks[i].key);
-    a.number(charge ? 1 : 0);
-    for (std::uint8_t i : group) {
-      const LimitCheck& c = checks[i];
-      a.number(static_cast<int>(c.spec.kind));
-      a.number(c.spec.limit);
-      a.number(c.spec.period_ms);
-      a.number(static_cast<int>(c.spec.calendar));
-      a.number(c.cost);
-      a.number(0);
-    }
+    std::array<LimitCheck, Admission::kMaxChecks> in_slot;
+    for (std::size_t j = 0; j < group.size(); ++j) in_slot[j] = checks[group[j]];
+    ArgScratch& a = admissionCall(admit_sha_, std::span<const LimitCheck>(in_slot.data(), group.size()), charge, nullptr);
     conn.send(a.finish(), [this, across, g, &conn, finish](std::optional<RedisReply> r) {
       Admission adm;
       std::array<std::int64_t, Admission::kMaxChecks> charged{};

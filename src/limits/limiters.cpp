@@ -118,6 +118,15 @@ LimitDecision applyLimit(const LimitSpec& spec, LimitState& state, std::int64_t 
   return {};
 }
 
+void chargeLimit(const LimitSpec& spec, LimitState& state, std::int64_t cost) {
+  // applyLimit has rolled the window, refilled the bucket or moved the quota to `now`.
+  switch (spec.kind) {
+    case LimitKind::Window: state.c += cost; return;
+    case LimitKind::Bucket: state.tokens -= static_cast<double>(cost); return;
+    case LimitKind::Quota: state.b += cost; return;
+  }
+}
+
 void adjustLimit(const LimitSpec& spec, LimitState& state, std::int64_t now_ms, std::int64_t charged_ms, std::int64_t delta) {
   switch (spec.kind) {
     case LimitKind::Window: return;

@@ -55,6 +55,11 @@ Period periodOf(Calendar calendar, std::int64_t now_ms);
 // Checks `cost` against the limit at `now_ms` and, when `charge` and allowed, takes it.
 LimitDecision applyLimit(const LimitSpec& spec, LimitState& state, std::int64_t now_ms, std::int64_t cost, bool charge);
 
+// Takes `cost`, which applyLimit(..., now_ms, cost, false) has just allowed on this state:
+// the same as charging in that call, without deciding again (a store that checks several
+// limits before it charges any decides each once).
+void chargeLimit(const LimitSpec& spec, LimitState& state, std::int64_t cost);
+
 // Calibration: adds `delta` (negative: a refund) to what a bucket or quota was charged
 // at `charged_ms`. A quota charged in a period that has ended is left alone (the new
 // period owes nothing of the old). Windows count requests, which are never refunded.

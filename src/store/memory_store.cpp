@@ -305,7 +305,7 @@ void MemoryStore::admit(std::span<const LimitCheck> checks, std::function<void(c
   }
   if (out.allowed)
     for (std::size_t i = 0; i < checks.size(); ++i) {
-      applyLimit(checks[i].spec, states[i]->state, now, checks[i].cost, true);
+      chargeLimit(checks[i].spec, states[i]->state, checks[i].cost);
       states[i]->dirty = true;
     }
 

@@ -153,6 +153,26 @@ TEST(QuotaLimit, MonthsFollowTheCalendar) {
   EXPECT_TRUE(applyLimit(monthly(10), st, 31 * kDay, 10, true).allowed);
 }
 
+// The store decides every limit of a request before it charges any (chargeLimit): the
+// same state as charging in the deciding call, for every kind, from a cold start and
+// across a window's roll, a refill and a new day.
+TEST(ChargeLimit, EqualsChargingInTheDecidingCall) {
+  for (const LimitSpec& s : {window(10), bucket(10, 1'000), daily(10)}) {
+    LimitState charged, split;
+    for (const std::int64_t now : std::initializer_list<std::int64_t>{0, 5, 300, 60'001, 61'000, kDay + 1}) {
+      const LimitDecision a = applyLimit(s, charged, now, 3, true);
+      const LimitDecision b = applyLimit(s, split, now, 3, false);
+      ASSERT_EQ(a.allowed, b.allowed) << now;
+      if (b.allowed) chargeLimit(s, split, 3);
+      EXPECT_EQ(a.remaining, b.remaining) << now;
+      EXPECT_EQ(charged.a, split.a) << now;
+      EXPECT_EQ(charged.b, split.b) << now;
+      EXPECT_EQ(charged.c, split.c) << now;
+      EXPECT_EQ(charged.tokens, split.tokens) << now;
+    }
+  }
+}
+
 TEST(MemoryStore, AdmissionIsAllOrNothing) {
   std::int64_t now = 0;
   MemoryStore store([&] { return now; });

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/plugin_config.h"
 #include "config/telemetry_config.h"
 #include "core/duration.h"
 
@@ -543,6 +544,8 @@ struct Config {
   std::vector<TenantConfig> tenants;
   std::vector<ApiKeyConfig> keys;
   RateLimitConfig rate_limits;
+  // Lua plugins, in the order they run (`plugins:` and Plugin resources).
+  std::vector<PluginConfig> plugins;
   // Kubernetes-style resources from a config directory that are validated and listed
   // but not acted on yet (RateLimitPolicy, PromptTemplate): "Kind/name".
   std::vector<std::string> inert_resources;

@@ -1,5 +1,6 @@
 // A config directory (a Kubernetes ConfigMap mount): top-level sections spread over
-// files, plus tahua.dev/v1 resources (ModelRoute, RateLimitPolicy, PromptTemplate).
+// files, plus tahua.dev/v1 resources (ModelRoute, RateLimitPolicy, PromptTemplate,
+// Plugin).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -9,24 +10,6 @@
 
 namespace tahua::config_detail {
 
-namespace {
-
-std::vector<std::filesystem::path> yamlFiles(const std::string& dir) {
-  std::vector<std::filesystem::path> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    // Hidden entries include Kubernetes' ..data / ..2024_... ConfigMap internals.
-    if (name.empty() || name.front() == '.') continue;
-    const std::string ext = e.path().extension().string();
-    if (ext != ".yaml" && ext != ".yml") continue;
-    if (!std::filesystem::is_regular_file(e.path(), ec)) continue;  // follows symlinks
-    files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 std::string slurp(const std::filesystem::path& p, bool& ok) {
   std::ifstream in(p, std::ios::binary);
   ok = static_cast<bool>(in);
@@ -34,6 +17,27 @@ std::string slurp(const std::filesystem::path& p, bool& ok) {
   buf << in.rdbuf();
   return buf.str();
 }
+
+namespace {
+
+// The directory's files with one of `extensions`, in name order.
+std::vector<std::filesystem::path> filesOf(const std::string& dir, std::initializer_list<std::string_view> extensions) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // Hidden entries include Kubernetes' ..data / ..2024_... ConfigMap internals.
+    if (name.empty() || name.front() == '.') continue;
+    const std::string ext = e.path().extension().string();
+    if (std::find(extensions.begin(), extensions.end(), ext) == extensions.end()) continue;
+    if (!std::filesystem::is_regular_file(e.path(), ec)) continue;  // follows symlinks
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<std::filesystem::path> yamlFiles(const std::string& dir) { return filesOf(dir, {".yaml", ".yml"}); }
 
 struct Resource {
   std::string file, kind, name;
@@ -94,8 +98,9 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
           return result;
         }
         const std::string kind = doc["kind"] && doc["kind"].IsScalar() ? doc["kind"].Scalar() : "";
-        if (kind != "ModelRoute" && kind != "RateLimitPolicy" && kind != "PromptTemplate") {
-          bad(doc["kind"] ? doc["kind"] : doc, "kind", "unknown kind \"" + kind + "\" (ModelRoute | RateLimitPolicy | PromptTemplate)");
+        if (kind != "ModelRoute" && kind != "RateLimitPolicy" && kind != "PromptTemplate" && kind != "Plugin") {
+          bad(doc["kind"] ? doc["kind"] : doc, "kind",
+              "unknown kind \"" + kind + "\" (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin)");
           return result;
         }
         const YAML::Node meta = doc["metadata"];
@@ -162,6 +167,11 @@ void Loader::loadResource(const YAML::Node& spec, const std::string& kind, const
                                const std::string& file, Config& cfg) {
   const std::string p = kind + "/" + name + ".spec";
   Loader in_file(file);
+  if (kind == "Plugin") {
+    in_file.plugin(spec, p, name, cfg);
+    sortPlugins(cfg);
+    return;
+  }
   if (kind == "RateLimitPolicy") {
     // Active: a policy like rate_limits.policies, named after the resource.
     RateLimitPolicyConfig pol = in_file.rateLimitPolicy(spec, p, cfg);
@@ -192,7 +202,8 @@ bool readConfigBytes(const std::string& path, std::string& out) {
     return ok;
   }
   out.clear();
-  for (const auto& f : config_detail::yamlFiles(path)) {
+  // Plugins' Lua files too: an edited plugin is a changed config.
+  for (const auto& f : config_detail::filesOf(path, {".yaml", ".yml", ".lua"})) {
     out += f.filename().string();
     out += '\0';
     out += config_detail::slurp(f, ok);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -140,6 +141,9 @@ class Loader {
   RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);
   LimitSet limitSet(const YAML::Node& n, const std::string& path);
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
+  // plugins_section.cpp
+  void loadPlugins(const YAML::Node& n, Config& cfg);
+  void plugin(const YAML::Node& spec, const std::string& path, const std::string& id, Config& cfg);
   // config_dir_loader.cpp: a Kubernetes-style resource that is validated and listed,
   // not acted on yet.
   void loadResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
@@ -155,6 +159,12 @@ class Loader {
 // yaml-cpp keeps both entries of a repeated key; the error for the first one found.
 std::optional<std::string> duplicateKey(const YAML::Node& node, const std::string& file, const std::string& path,
                                         int depth = 0);
+
+// Plugins in the order they run: `order`, then as declared (plugins_section.cpp).
+void sortPlugins(Config& cfg);
+
+// A file's bytes; `ok` false when it cannot be read.
+std::string slurp(const std::filesystem::path& p, bool& ok);
 
 // A directory of *.yaml files merged into one config (config_dir_loader.cpp).
 ConfigLoadResult loadConfigDir(const std::string& dir);

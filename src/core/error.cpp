@@ -38,6 +38,8 @@ int Error::httpStatus() const {
     case ErrorKind::UpstreamTruncated:
     case ErrorKind::UpstreamEventTooLarge: return 502;
     case ErrorKind::UpstreamTimeout: return 504;
+    case ErrorKind::PluginDenied: return plugin_status >= 400 && plugin_status <= 499 ? plugin_status : 403;
+    case ErrorKind::PluginFailed: return 503;
     case ErrorKind::Internal: return 500;
   }
   return 500;
@@ -61,6 +63,7 @@ ErrorSource Error::source() const {
     case ErrorKind::IdempotencyInProgress:
     case ErrorKind::IdempotencyKeyReused:
     case ErrorKind::IdempotencyNotKept:
+    case ErrorKind::PluginDenied:
     case ErrorKind::BadHttp: return ErrorSource::Client;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -123,6 +126,8 @@ std::string_view Error::code() const {
     case ErrorKind::IdempotencyNotKept: return "idempotency_answer_not_kept";
     case ErrorKind::CircuitOpen: return "circuit_open";
     case ErrorKind::ClientTooSlow: return "stream_buffer_overflow";
+    case ErrorKind::PluginDenied: return plugin_code.empty() ? std::string_view("plugin_denied") : std::string_view(plugin_code);
+    case ErrorKind::PluginFailed: return "plugin_failed";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

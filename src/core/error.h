@@ -44,6 +44,8 @@ enum class ErrorKind {
   IdempotencyNotKept,     // the key's answer was too large to keep: not run again
   CircuitOpen,          // the provider's circuit breaker is open: failing fast
   ClientTooSlow,        // a stream's client fell further behind than server.stream_buffer_bytes
+  PluginDenied,         // a Lua plugin refused the request (its status and code)
+  PluginFailed,         // a fail-closed plugin failed (error, budget) or its breaker is open
   Internal,
 };
 
@@ -54,6 +56,9 @@ struct Error {
   // Which limit an UpstreamTimeout hit: "connect", "first_byte", "idle" or "total"
   // (a string literal; metrics and the access log label timeouts by it).
   const char* timeout_kind = nullptr;
+  // PluginDenied: the status (4xx) and code the plugin chose ("" : plugin_denied).
+  int plugin_status = 0;
+  std::string plugin_code = {};
 
   int httpStatus() const;
   ErrorSource source() const;

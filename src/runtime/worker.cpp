@@ -11,6 +11,7 @@
 #include "filters/access_log/access_log_filter.h"
 #include "filters/auth/auth_filter.h"
 #include "filters/idempotency/idempotency_filter.h"
+#include "filters/plugins/plugin_filter.h"
 #include "filters/rate_limit/rate_limit_filter.h"
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
@@ -99,6 +100,9 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
   if (config.auth.enabled) chain->add(makeModelAccessFilter());  // the model is known now
+  // Plugins see the routed model and the caller; before the limits, so a refusal costs
+  // no quota and a changed body is what the limits estimate.
+  if (!config.plugins.empty()) chain->add(makePluginFilter(snapshot_->config, *this, metrics_));
   // Before the bulkhead: a request over its rate takes no slot and waits in no line.
   if (rateLimitsConfigured(config, *tenants_))
     chain->add(makeRateLimitFilter(config, tenants_, gateway_.stateStore(), metrics_));

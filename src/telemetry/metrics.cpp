@@ -49,6 +49,9 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   }
   for (const auto& [key, n] : other.upstream_timeouts) upstream_timeouts[key] += n;
   for (const auto& [key, n] : other.breaker_transitions) breaker_transitions[key] += n;
+  for (const auto& [key, n] : other.plugin_calls) plugin_calls[key] += n;
+  for (const auto& [plugin, h] : other.plugin_call_seconds) plugin_call_seconds[plugin].merge(h);
+  for (const auto& [key, n] : other.plugin_counters) plugin_counters[key] += n;
   active_streams += other.active_streams;
   active_connections += other.active_connections;
   connections_accepted += other.connections_accepted;
@@ -247,6 +250,18 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, n] : m.breaker_transitions)
     out += "tahua_circuit_breaker_transitions_total{provider=\"" + escapeLabel(std::get<0>(key)) + "\",deployment=\"" +
            escapeLabel(std::get<1>(key)) + "\",to=\"" + escapeLabel(std::get<2>(key)) + "\"} " + std::to_string(n) + "\n";
+  family(out, "tahua_plugin_calls_total", "counter",
+         "Lua plugin calls by plugin, phase and outcome (ok, error, cpu_budget, memory_budget, slice, breaker_open).");
+  for (const auto& [key, n] : m.plugin_calls)
+    out += "tahua_plugin_calls_total{plugin=\"" + escapeLabel(std::get<0>(key)) + "\",phase=\"" + escapeLabel(std::get<1>(key)) +
+           "\",outcome=\"" + escapeLabel(std::get<2>(key)) + "\"} " + std::to_string(n) + "\n";
+  family(out, "tahua_plugin_call_duration_seconds", "histogram", "Time a Lua plugin call ran on its worker (its slices summed), by plugin.");
+  for (const auto& [plugin, h] : m.plugin_call_seconds)
+    renderHistogram(out, "tahua_plugin_call_duration_seconds", "plugin=\"" + escapeLabel(plugin) + "\"", h);
+  family(out, "tahua_plugin_counter_total", "counter", "Counters a Lua plugin increments (tahua.count), by plugin and name.");
+  for (const auto& [key, n] : m.plugin_counters)
+    out += "tahua_plugin_counter_total{plugin=\"" + escapeLabel(key.first) + "\",name=\"" + escapeLabel(key.second) + "\"} " +
+           std::to_string(n) + "\n";
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";
   out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";

@@ -113,6 +113,13 @@ struct WorkerMetrics {
   };
   static constexpr std::size_t kMaxTenantSeries = 1000;
   std::map<std::string, TenantSeries, std::less<>> tenants;
+  // Lua plugins: calls by (plugin, phase, outcome: ok, error, cpu_budget, memory_budget,
+  // slice, breaker_open), the CPU time of each call by plugin, and the plugins' own
+  // counters (plugin, name). The plugin filter keeps pointers to its entries (map nodes
+  // do not move), so a call costs no lookup.
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> plugin_calls;
+  std::map<std::string, FineHistogram, std::less<>> plugin_call_seconds;
+  std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> plugin_counters;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

@@ -1,0 +1,49 @@
+// A Lua plugin as the config declares it (a `plugins:` entry or a `Plugin` resource):
+// its manifest, and its code compiled by the loader, off the workers (docs/plugins.md).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/duration.h"
+
+namespace tahua {
+
+// The phases a plugin implements, as bits, and the Lua functions that implement them.
+enum PluginPhase : std::uint8_t {
+  kPluginRequest = 1,          // on_request(req): before limits and the upstream; may deny, set headers and body fields
+  kPluginResponseHeaders = 2,  // on_response_headers(resp)
+  kPluginStreamEvent = 4,      // on_stream_event(ev): rewrite, drop or add events
+  kPluginComplete = 8,         // on_complete(info): sees the outcome and usage
+};
+
+struct PluginSupports {
+  std::vector<std::string> models;   // shell globs over the routed model's name; empty: any
+  std::uint32_t endpoints = 0;       // bit per Endpoint value (request_context.h); 0: any
+  std::vector<std::pair<std::string, std::vector<std::string>>> headers;  // lower-case name, values ("*": present)
+  std::vector<std::string> tenants;  // names; empty: any
+  std::vector<std::string> keys;     // key names; empty: any
+};
+
+struct PluginConfig {
+  std::string id;
+  std::string version;
+  int order = 100;                 // lower runs first (ties: config order)
+  std::uint8_t phases = 0;         // PluginPhase bits: the functions the code defines
+  PluginSupports supports;
+  std::size_t memory_bytes = 1 << 20;
+  std::chrono::microseconds cpu{50'000};
+  std::chrono::microseconds slice{1'000};
+  bool fail_closed = false;        // a failed call refuses the request (else: as if the plugin were not there)
+  std::uint32_t breaker_failures = 5;  // consecutive failures that open the plugin's breaker
+  Millis breaker_cooldown{30'000};
+  std::string origin;              // the file (or resource) it came from, for logs
+  std::shared_ptr<const std::string> bytecode;  // the compiled chunk
+};
+
+}  // namespace tahua

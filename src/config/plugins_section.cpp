@@ -1,0 +1,174 @@
+// `plugins:` entries and `Plugin` resources: the manifest read and checked, the code
+// compiled and instantiated once in a scratch sandbox (plugins/plugin_code.h), so a
+// broken plugin is a config error naming its file and field, before any worker runs it.
+#include <algorithm>
+#include <filesystem>
+
+#include "config/loader_detail.h"
+#include "plugins/plugin_code.h"
+
+namespace tahua::config_detail {
+
+namespace {
+
+constexpr std::size_t kMaxPlugins = 128;
+constexpr std::size_t kMaxSourceBytes = 1 << 20;
+
+bool validId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.')) return false;
+  return id.front() != '.' && id.front() != '-';
+}
+
+// The API paths a plugin may be limited to, as bits of Endpoint (request_context.h;
+// plugin_filter.cpp checks the numbering).
+struct PathBit {
+  std::string_view path;
+  int endpoint;
+};
+constexpr PathBit kPaths[] = {{"/v1/chat/completions", 1}, {"/v1/completions", 2}, {"/v1/embeddings", 3}, {"/v1/models", 4},
+                              {"/v1/responses", 5},        {"/v1/messages", 6},    {"/v1/messages/count_tokens", 7}};
+
+}  // namespace
+
+void sortPlugins(Config& cfg) {
+  std::stable_sort(cfg.plugins.begin(), cfg.plugins.end(), [](const PluginConfig& a, const PluginConfig& b) { return a.order < b.order; });
+}
+
+void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
+  if (!n.IsSequence()) fail(n, "plugins", "expected a list of plugins");
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string p = "plugins[" + std::to_string(i) + "]";
+    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file"});
+    if (!n[i]["id"]) fail(n[i], p + ".id", "required");
+    const std::string id = nonEmpty(n[i]["id"], p + ".id");
+    plugin(n[i], p, id, cfg);
+  }
+  sortPlugins(cfg);
+}
+
+void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string& id, Config& cfg) {
+  const bool resource = !y["id"];
+  if (resource)
+    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file"});
+  if (!validId(id))
+    fail(resource ? y : y["id"], resource ? p : p + ".id",
+         "\"" + id + "\" is not a plugin id (lower-case letters, digits, '-', '_', '.'; at most 64)");
+  for (const auto& other : cfg.plugins)
+    if (other.id == id) fail(resource ? y : y["id"], resource ? p : p + ".id", "a plugin \"" + id + "\" is declared twice");
+  if (cfg.plugins.size() >= kMaxPlugins) fail(y, p, "at most " + std::to_string(kMaxPlugins) + " plugins");
+
+  PluginConfig pc;
+  pc.id = id;
+  pc.origin = fileOf(p);
+  pc.version = y["version"] ? nonEmpty(y["version"], p + ".version") : "1";
+  if (auto v = y["order"]) pc.order = static_cast<int>(integer(v, p + ".order", 0, 1'000'000));
+
+  if (auto s = y["supports"]) {
+    const std::string sp = p + ".supports";
+    checkKeys(s, sp, {"models", "paths", "headers", "tenants", "keys"});
+    auto names = [&](const char* key, std::vector<std::string>& out) {
+      const YAML::Node list = s[key];
+      if (!list) return;
+      const std::string lp = join(sp, key);
+      if (!list.IsSequence() || list.size() == 0) fail(list, lp, "expected a non-empty list");
+      for (std::size_t i = 0; i < list.size(); ++i) out.push_back(nonEmpty(list[i], lp + "[" + std::to_string(i) + "]"));
+    };
+    names("models", pc.supports.models);
+    names("tenants", pc.supports.tenants);
+    names("keys", pc.supports.keys);
+    std::vector<std::string> paths;
+    names("paths", paths);
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      const auto* hit = std::find_if(std::begin(kPaths), std::end(kPaths), [&](const PathBit& b) { return b.path == paths[i]; });
+      if (hit == std::end(kPaths)) {
+        std::string list;
+        for (const auto& b : kPaths) list += (list.empty() ? "" : ", ") + std::string(b.path);
+        fail(s["paths"][i], sp + ".paths[" + std::to_string(i) + "]", "unknown API path \"" + paths[i] + "\" (one of " + list + ")");
+      }
+      pc.supports.endpoints |= 1u << hit->endpoint;
+    }
+    if (auto h = s["headers"]) {
+      const std::string hp = sp + ".headers";
+      if (!h.IsMap() || h.size() == 0) fail(h, hp, "expected a mapping of header names to a value or a list of values (\"*\": present)");
+      for (const auto& kv : h) {
+        std::string name = kv.first.as<std::string>();
+        const std::string np = hp + "." + name;
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        std::vector<std::string> values;
+        if (kv.second.IsSequence()) {
+          if (kv.second.size() == 0) fail(kv.second, np, "expected a value or a non-empty list");
+          for (std::size_t i = 0; i < kv.second.size(); ++i) values.push_back(str(kv.second[i], np + "[" + std::to_string(i) + "]"));
+        } else {
+          values.push_back(str(kv.second, np));
+        }
+        pc.supports.headers.emplace_back(std::move(name), std::move(values));
+      }
+    }
+  }
+
+  if (auto b = y["budgets"]) {
+    const std::string bp = p + ".budgets";
+    checkKeys(b, bp, {"memory_bytes", "cpu", "slice"});
+    if (auto v = b["memory_bytes"]) pc.memory_bytes = integer(v, bp + ".memory_bytes", 64 << 10, 256u << 20);
+    if (auto v = b["cpu"]) pc.cpu = duration(v, bp + ".cpu", Millis(1));
+    if (auto v = b["slice"]) pc.slice = duration(v, bp + ".slice", Millis(1));
+    if (pc.cpu > std::chrono::seconds(10)) fail(b["cpu"], bp + ".cpu", "at most 10s");
+    if (pc.slice > std::chrono::milliseconds(100)) fail(b["slice"], bp + ".slice", "at most 100ms (a slice holds the worker's event loop)");
+  }
+  if (auto v = y["failure_mode"]) {
+    const std::string m = str(v, p + ".failure_mode");
+    if (m != "open" && m != "closed") fail(v, p + ".failure_mode", "expected open or closed");
+    pc.fail_closed = m == "closed";
+  }
+  if (auto b = y["breaker"]) {
+    const std::string bp = p + ".breaker";
+    checkKeys(b, bp, {"failures", "cooldown"});
+    if (auto v = b["failures"]) pc.breaker_failures = static_cast<std::uint32_t>(integer(v, bp + ".failures", 1, 1'000'000));
+    if (auto v = b["cooldown"]) pc.breaker_cooldown = duration(v, bp + ".cooldown", Millis(1));
+  }
+
+  // The code: inline, or a file next to the config.
+  if (!y["source"] == !y["file"]) fail(y, p, "one of `source` (the Lua code) or `file` (a path to it) is required");
+  std::string source;
+  std::string where = p + ".source";
+  if (auto s = y["source"]) {
+    source = nonEmpty(s, where);
+  } else {
+    where = p + ".file";
+    std::filesystem::path f = nonEmpty(y["file"], where);
+    if (f.is_relative()) f = std::filesystem::path(fileOf(p)).parent_path() / f;
+    bool ok = false;
+    std::error_code ec;
+    if (std::filesystem::file_size(f, ec) > kMaxSourceBytes && !ec) fail(y["file"], where, "larger than 1 MiB");
+    source = slurp(f, ok);
+    if (!ok) fail(y["file"], where, "cannot read " + f.string());
+  }
+  if (source.size() > kMaxSourceBytes) fail(y["source"] ? y["source"] : y["file"], where, "larger than 1 MiB");
+
+  const LuaBudgets budgets{pc.memory_bytes, pc.cpu, pc.slice};
+  PluginCode code = checkPluginCode(source, id, budgets);
+  if (!code.error.empty()) fail(y["source"] ? y["source"] : y["file"], where, code.error);
+  pc.phases = code.phases;
+  pc.bytecode = std::make_shared<const std::string>(std::move(code.bytecode));
+
+  if (auto ph = y["phases"]) {
+    const std::string pp = p + ".phases";
+    if (!ph.IsSequence() || ph.size() == 0) fail(ph, pp, "expected a non-empty list of request | response_headers | stream_event | complete");
+    std::uint8_t declared = 0;
+    for (std::size_t i = 0; i < ph.size(); ++i) {
+      const std::string name = str(ph[i], pp + "[" + std::to_string(i) + "]");
+      const std::uint8_t bit = pluginPhaseNamed(name);
+      if (!bit) fail(ph[i], pp + "[" + std::to_string(i) + "]", "unknown phase \"" + name + "\" (request | response_headers | stream_event | complete)");
+      if (!(code.phases & bit)) fail(ph[i], pp + "[" + std::to_string(i) + "]", "the code defines no " + std::string(pluginPhaseFunction(bit)));
+      declared |= bit;
+    }
+    for (std::uint8_t bit : kPluginPhaseBits)
+      if ((code.phases & bit) && !(declared & bit))
+        fail(ph, pp, std::string("the code defines ") + pluginPhaseFunction(bit) + " but the phase is not listed");
+  }
+  cfg.plugins.push_back(std::move(pc));
+}
+
+}  // namespace tahua::config_detail

@@ -1,0 +1,154 @@
+// A plugin on one worker: its Lua state (rebuilt from the compiled chunk when a call
+// broke a budget), its breaker, its metrics, and the API its code sees (docs/plugins.md):
+//
+//   the call object (on_request(req), on_response_headers(resp)):
+//     fields   id, method, path, api, model, tenant, key, stream, status (responses)
+//     methods  header(name), set_header(name, value), remove_header(name) (responses),
+//              field(path), set_field(path, value), deny(status, message [, code]) (requests)
+//   on_stream_event(ev): a table {event, data, index}; on_complete(info): a table
+//   tahua.log(message), tahua.count(name [, n]), tahua.now()
+//
+// A call's changes are recorded in PluginEffects and applied by the plugin filter only
+// when the call returns normally: a plugin that fails leaves the request as it was.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config/plugin_config.h"
+#include "plugins/lua_sandbox.h"
+#include "telemetry/metrics.h"
+
+namespace boost::json {
+class value;
+}
+
+namespace tahua {
+
+struct RequestContext;
+
+// What one call asked for.
+struct PluginEffects {
+  PluginEffects();
+  ~PluginEffects();
+  void clear();
+
+  std::vector<std::pair<std::string, std::string>> set_headers;  // upstream request (request phase) or response
+  std::vector<std::string> removed_headers;                      // response phase
+  std::vector<std::pair<std::string, std::unique_ptr<boost::json::value>>> set_fields;  // null value: erase
+  bool denied = false;
+  int deny_status = 403;
+  std::string deny_message;
+  std::string deny_code;
+  int log_lines = 0;
+};
+
+// The request body as JSON, parsed on the first read of a field.
+class PluginBody {
+ public:
+  explicit PluginBody(const std::string& text);
+  ~PluginBody();
+  // Null when the body is not a JSON object.
+  const boost::json::value* root();
+  // Applies a call's field changes (after it returned); true when any applied.
+  bool apply(PluginEffects& effects);
+  // The body with the changes, serialized.
+  std::string serialize() const;
+
+ private:
+  const std::string& text_;
+  std::unique_ptr<boost::json::value> json_;
+  bool parsed_ = false;
+};
+
+// What a call may see and touch; reached from Lua through a userdata whose pointer is
+// cleared when the call ends (a plugin that keeps the object gets an error, not a
+// dangling pointer).
+struct PluginCallView {
+  RequestContext* ctx = nullptr;
+  std::uint8_t phase = 0;
+  PluginEffects* effects = nullptr;
+  PluginBody* body = nullptr;  // request phase
+  const std::vector<std::pair<std::string_view, std::string_view>>* response_headers = nullptr;
+  std::string& scratch() { return scratch_; }  // text on its way into Lua
+
+ private:
+  std::string scratch_;
+};
+
+// A Lua state with the plugin loaded, and its phase functions.
+struct PluginRuntime {
+  explicit PluginRuntime(const LuaBudgets& budgets) : vm(budgets) {}
+  LuaVm vm;
+  int functions[4] = {-2, -2, -2, -2};  // by phase bit index; LUA_NOREF when absent
+};
+
+enum class PluginOutcome : std::uint8_t { Ok, Error, Cpu, Memory, Slice, BreakerOpen };
+constexpr std::size_t kPluginOutcomes = 6;
+std::string_view pluginOutcomeName(PluginOutcome o);
+
+class PluginInstance {
+ public:
+  PluginInstance(const PluginConfig& config, WorkerMetrics& metrics);
+  ~PluginInstance();
+  PluginInstance(const PluginInstance&) = delete;
+  PluginInstance& operator=(const PluginInstance&) = delete;
+  const PluginConfig& config() const { return config_; }
+
+  // The runtime to call into: the current one, or a fresh one when there is none or the
+  // last call broke it. Null (and a log line) when it cannot be built.
+  std::shared_ptr<PluginRuntime> runtime();
+
+  // A call of `phase`'s function: push its argument with one of the push functions on
+  // the returned thread, then run(); resume() while it yields; finish() at the end.
+  lua_State* prepare(PluginRuntime& rt, LuaCall& call, std::uint8_t phase);
+  // The call object for `view` (valid until finish()).
+  void pushView(PluginRuntime& rt, lua_State* thread, PluginCallView& view, int& handle_ref);
+  // {event = name or nil, data = text, index = n}
+  static void pushEvent(lua_State* thread, std::string_view event, std::string_view data, std::uint32_t index);
+  // {id, model, tenant, key, status, error, prompt_tokens, completion_tokens, duration_ms, stream}
+  static void pushCompletion(lua_State* thread, const RequestContext& ctx);
+  // What a finished stream-event call answered: nil or true keep the event, false drops
+  // it, a string replaces its data, an array of strings or {event =, data =} tables
+  // replaces it with those events (at most 16). False when the answer is none of these
+  // (or an event name has a line break).
+  enum class EventVerdict { Keep, Drop, Replace };
+  static bool readEventResult(const LuaCall& call, EventVerdict& verdict, std::vector<std::pair<std::string, std::string>>& events);
+  LuaStep run(PluginRuntime& rt, LuaCall& call, RequestContext& ctx);
+  LuaStep resume(PluginRuntime& rt, LuaCall& call, RequestContext& ctx);
+  // Ends a call: clears the call object, records the outcome (metrics, breaker, a log
+  // line for failures) and returns it. The call's results stay on call.thread until
+  // rt.vm.release(call).
+  PluginOutcome finish(PluginRuntime& rt, LuaCall& call, std::uint8_t phase, const RequestContext& ctx, int handle_ref);
+
+  // The breaker: open after `breaker_failures` failures in a row, for `breaker_cooldown`.
+  bool breakerOpen(std::chrono::steady_clock::time_point now) const { return now < open_until_; }
+  void countSkipped(std::uint8_t phase);  // a call the open breaker skipped
+
+  // For the API functions (tahua.log, tahua.count): the request of the running call.
+  const RequestContext* current() const { return current_; }
+  void log(std::string_view message) noexcept;
+  void count(std::string_view name, std::int64_t n) noexcept;
+
+ private:
+  std::uint64_t& calls(std::uint8_t phase, PluginOutcome outcome);
+
+  const PluginConfig& config_;
+  WorkerMetrics& metrics_;
+  std::shared_ptr<PluginRuntime> runtime_;
+  std::uint32_t failures_in_row_ = 0;
+  std::chrono::steady_clock::time_point open_until_{};
+  std::chrono::steady_clock::time_point next_build_{};  // after a failed build, when to try again
+  RequestContext* current_ = nullptr;
+  int log_left_ = 0;  // tahua.log lines the running call may still write
+  std::uint64_t* calls_[4][kPluginOutcomes] = {};
+  FineHistogram* seconds_ = nullptr;
+  std::vector<std::pair<std::string, std::uint64_t*>> counters_;  // tahua.count's names (at most 32)
+};
+
+}  // namespace tahua

@@ -1,0 +1,253 @@
+// Lua plugins (docs/plugins.md): the shipped examples in plugins/ run as a platform team
+// would deploy them (Plugin resources in a config directory), and hostile plugins try
+// every sandbox limit: each is cut off within its budget, the request gets the outcome
+// its failure mode says, and other requests on the same worker go on meanwhile.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { checkConfig, gatewayConfig, openaiProvider, REPO_ROOT, startTahua, writeConfig } from './lib/tahua.mjs';
+import { chatBody, chatText, collectData, expectError, openStream, post } from './lib/http.mjs';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
+import { scrape, sum } from './lib/metrics.mjs';
+import { makeTempDir, STACK_TRACE_PATTERN } from './lib/util.mjs';
+import { toYaml } from './lib/yaml.mjs';
+
+const EXAMPLES = ['deny_model_for_client', 'tag_request', 'stream_footer'];
+
+async function examplesGateway(t) {
+  const upstream = await startMockUpstream({ t });
+  const dir = makeTempDir();
+  for (const name of EXAMPLES)
+    for (const ext of ['yaml', 'lua']) copyFileSync(join(REPO_ROOT, 'plugins', `${name}.${ext}`), join(dir, `${name}.${ext}`));
+  const config = gatewayConfig({
+    providers: [openaiProvider('up', upstream.baseUrl()), { name: 'm', type: 'mock' }],
+    models: [
+      { name: 'gpt-4o', provider: 'up' },
+      { name: 'gpt-4o-mini', provider: 'up' },
+      { name: 'claude-3-5-haiku', provider: 'm' },
+    ],
+  });
+  writeFileSync(join(dir, 'gateway.yaml'), toYaml(config));
+  const gw = await startTahua({ t, args: ['--config', dir] });
+  return { gw, upstream };
+}
+
+/** A config file with one inline plugin next to a mock upstream. */
+async function pluginGateway(t, plugin, extra = {}) {
+  const upstream = await startMockUpstream({ t });
+  const config = {
+    ...gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] }),
+    plugins: [{ id: 'p', ...plugin }],
+    ...extra,
+  };
+  const gw = await startTahua({ t, config });
+  return { gw, upstream };
+}
+
+const calls = async (gw, outcome) => sum(await scrape(gw.url), 'tahua_plugin_calls_total', { plugin: 'p', outcome });
+
+describe('plugins: the shipped examples', () => {
+  it('a request policy refuses a model to a client type, in the client API shape, and counts it', async (t) => {
+    const { gw, upstream } = await examplesGateway(t);
+    const denied = await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o'), { headers: { 'x-client-type': 'Mobile' } });
+    expectError(denied, 403, 'model_not_allowed_for_client');
+    assert.match(denied.json.error.message, /gpt-4o is not available to mobile clients/);
+    const anthropic = await post(
+      gw.url,
+      '/v1/messages',
+      { model: 'claude-3-5-haiku', max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] },
+      { headers: { 'x-client-type': 'watch', 'anthropic-version': '2023-06-01' } },
+    );
+    assert.equal(anthropic.status, 403);
+    assert.equal(anthropic.json.type, 'error');
+    assert.equal(anthropic.json.error.type, 'permission_error');
+    // Other clients, other models, and requests without the header go through.
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o'), { headers: { 'x-client-type': 'web' } })).status, 200);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o'))).status, 200);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o-mini'), { headers: { 'x-client-type': 'mobile' } })).status, 403);
+    assert.equal(upstream.requests.length, 2, 'refused requests never reach the upstream');
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_plugin_counter_total', { plugin: 'deny-model-for-client', name: 'denied_mobile' }), 2);
+    assert.equal(sum(m, 'tahua_plugin_counter_total', { plugin: 'deny-model-for-client', name: 'denied_watch' }), 1);
+    assert.equal(sum(m, 'tahua_plugin_calls_total', { plugin: 'deny-model-for-client', outcome: 'ok' }), 4,
+      'selected by its matchers: the request without X-Client-Type ran no Lua');
+  });
+
+  it('a rewrite tags the upstream request, fills a body field and adds a response header', async (t) => {
+    const { gw, upstream } = await examplesGateway(t);
+    const r = await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o', { temperature: 0.5 }));
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['x-tagged-by'], 'tag-request/1.0.0');
+    const seen = upstream.requests.at(-1);
+    assert.equal(seen.headers['x-gateway-tenant'], 'anonymous');
+    assert.equal(seen.json.user, 'anonymous/-');
+    assert.equal(seen.json.temperature, 0.5, 'the other fields are kept');
+    assert.deepEqual(seen.json.messages, chatBody('gpt-4o').messages);
+    // A field the client set is left alone.
+    await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o', { user: 'u-42' }));
+    assert.equal(upstream.requests.at(-1).json.user, 'u-42');
+  });
+
+  it('a stream-event plugin appends a footer chunk before [DONE]', async (t) => {
+    const { gw } = await examplesGateway(t);
+    const { events, first } = await openStream(gw.url, chatBody('gpt-4o', { stream: true }));
+    const data = [first.data, ...(await collectData(events))];
+    assert.equal(data.at(-1), '[DONE]');
+    const footer = JSON.parse(data.at(-2));
+    assert.equal(footer.id, 'footer');
+    assert.ok(chatText(data).endsWith('\n\n(generated by an AI model)'), chatText(data));
+    assert.ok(chatText(data).startsWith('Hello from the mock upstream.'), 'the upstream events pass unchanged');
+  });
+});
+
+describe('plugins: the sandbox holds against hostile code', () => {
+  const loop = 'return { on_request = function(req) if req:header("x-evil") then tahua.log("looping") while true do end end end }';
+
+  it('an infinite loop is cut off at its CPU budget while other requests on the worker go on', async (t) => {
+    const { gw } = await pluginGateway(t, { source: loop, budgets: { cpu: '300ms', slice: '1ms' } });
+    const order = [];
+    const hostile = post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-evil': '1' } }).then((r) => {
+      order.push('hostile');
+      return r;
+    });
+    // Sent once the hostile request is in its loop: served between its slices.
+    await gw.stderr.waitUntil(() => gw.stderr.json().some((l) => l.msg === 'plugin log' && l.message === 'looping'));
+    const plain = [];
+    for (let i = 0; i < 5; i++)
+      plain.push(post(gw.url, '/v1/chat/completions', chatBody('m1')).then((r) => (order.push('plain'), r)));
+    for (const r of await Promise.all(plain)) assert.equal(r.status, 200);
+    const h = await hostile;
+    assert.equal(h.status, 200, 'fail open: the request goes on without the plugin');
+    assert.deepEqual(order, ['plain', 'plain', 'plain', 'plain', 'plain', 'hostile']);
+    assert.equal(await calls(gw, 'cpu_budget'), 1);
+    const line = gw.stderr.json().find((l) => l.msg === 'plugin call failed');
+    assert.equal(line.outcome, 'cpu_budget');
+    assert.equal(line.plugin, 'p');
+    assert.equal(line.request_id, h.headers['x-request-id']);
+  });
+
+  it('fail closed: a looping, exploding or forbidden plugin refuses the request with plugin_failed', async (t) => {
+    const source = `return { on_request = function(req)
+      local what = req:header("x-do")
+      if what == "loop" then while true do end
+      elseif what == "memory" then local s = "x" while true do s = s .. s end
+      elseif what == "execute" then os.execute("touch /tmp/pwned")
+      elseif what == "open" then io.open("/etc/passwd")
+      elseif what == "require" then require("os")
+      elseif what == "load" then load("return 1")
+      elseif what == "recurse" then local function r() return 1 + r() end r()
+      elseif what == "throw" then error("secret-token-123 should not reach the client")
+      elseif what == "find" then local s = string.rep("a", 1 << 20) return s:find(".-.-.-.-b")
+      end
+    end }`;
+    const { gw, upstream } = await pluginGateway(t, {
+      source,
+      failure_mode: 'closed',
+      budgets: { cpu: '50ms', memory_bytes: 4194304 },
+      breaker: { failures: 1000 },
+    });
+    for (const what of ['loop', 'memory', 'execute', 'open', 'require', 'load', 'recurse', 'throw']) {
+      const r = await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-do': what } });
+      expectError(r, 503, 'plugin_failed');
+      assert.doesNotMatch(r.text, /secret-token|passwd|STACK|nil value/, what);
+      assert.doesNotMatch(r.text, STACK_TRACE_PATTERN, what);
+    }
+    // A backtracking pattern over a megabyte runs in linear time and the call succeeds.
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-do': 'find' } })).status, 200);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m1'))).status, 200);
+    assert.equal(upstream.requests.length, 2);
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_plugin_calls_total', { plugin: 'p', outcome: 'cpu_budget' }), 1);
+    assert.ok(sum(m, 'tahua_plugin_calls_total', { plugin: 'p', outcome: 'memory_budget' }) >= 1);
+    assert.ok(sum(m, 'tahua_plugin_calls_total', { plugin: 'p', outcome: 'error' }) >= 5);
+    const errors = gw.stderr.json().filter((l) => l.msg === 'plugin call failed').map((l) => l.error);
+    assert.ok(errors.some((e) => /attempt to call a nil value \(field 'execute'\)/.test(e)), errors.join('\n'));
+    assert.ok(errors.some((e) => /global 'io'/.test(e)), errors.join('\n'));
+    assert.equal(gw.exitCode, undefined, 'the gateway is still up');
+  });
+
+  it('repeated failures open the plugin breaker: calls are skipped until the cooldown', async (t) => {
+    const { gw } = await pluginGateway(t, {
+      source: 'return { on_request = function() error("down") end }',
+      breaker: { failures: 3, cooldown: '1h' },
+    });
+    for (let i = 0; i < 6; i++) assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m1'))).status, 200);
+    assert.equal(await calls(gw, 'error'), 3);
+    assert.equal(await calls(gw, 'breaker_open'), 3);
+  });
+
+  it('a stream-event plugin that fails closed ends the stream with an error event', async (t) => {
+    const { gw } = await pluginGateway(t, {
+      source: 'return { on_stream_event = function(ev) if ev.index == 2 then error("boom") end end }',
+      failure_mode: 'closed',
+    });
+    const { events, first } = await openStream(gw.url, chatBody('m1', { stream: true }));
+    const data = [first.data, ...(await collectData(events))];
+    const last = JSON.parse(data.at(-1) === '[DONE]' ? data.at(-2) : data.at(-1));
+    assert.equal(last.error.code, 'plugin_failed');
+    assert.equal(data.filter((d) => d !== '[DONE]' && !JSON.parse(d).error).length, 2, 'the events before the failed one');
+  });
+});
+
+describe('plugins: config', () => {
+  const base = (plugin) => ({
+    ...gatewayConfig({ providers: [{ name: 'm', type: 'mock' }], models: [{ name: 'm1', provider: 'm' }] }),
+    plugins: [plugin],
+  });
+
+  it('code that does not compile, or whose phases do not match, is refused naming the file and field', () => {
+    let r = checkConfig(writeConfig(base({ id: 'bad', source: 'return { on_request = function( }' })));
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /tahua\.yaml:\d+:\d+: plugins\[0\]\.source: bad:1:/);
+    r = checkConfig(writeConfig(base({ id: 'x', phases: ['complete'], source: 'return { on_request = function() end }' })));
+    assert.match(r.stderr, /plugins\[0\]\.phases\[0\]: the code defines no on_complete/);
+    r = checkConfig(writeConfig(base({ id: 'x', source: 'while true do end' })));
+    assert.match(r.stderr, /plugins\[0\]\.source: top level: cpu_budget/);
+    r = checkConfig(writeConfig(base({ id: 'x', supports: { paths: ['/v2/nope'] }, source: 'return { on_complete = function() end }' })));
+    assert.match(r.stderr, /plugins\[0\]\.supports\.paths\[0\]: unknown API path/);
+    r = checkConfig(writeConfig(base({ id: 'x', source: 'return { on_complete = function() end }' })));
+    assert.equal(r.status, 0, r.stderr);
+  });
+});
+
+describe('plugins: the examples in the docs', () => {
+  const blocks = (doc, lang) =>
+    [...readFileSync(join(REPO_ROOT, doc), 'utf8').matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]);
+
+  it("the README's plugin refuses gpt-4 models to mobile clients", async (t) => {
+    const block = blocks('README.md', 'yaml').find((b) => b.startsWith('plugins:'));
+    assert.ok(block, 'README has the plugins block');
+    const base = toYaml(gatewayConfig({ providers: [{ name: 'm', type: 'mock' }], models: [{ name: 'gpt-4o', provider: 'm' }] }));
+    const gw = await startTahua({ t, args: ['--config', writeConfig(`${base}\n${block}`)] });
+    const denied = await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o'), { headers: { 'x-client-type': 'mobile' } });
+    expectError(denied, 403, 'plugin_denied');
+    assert.equal(denied.headers['x-policy'], 'mobile-policy');
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o'), { headers: { 'x-client-type': 'web' } })).status, 200);
+  });
+
+  it('the Plugin resource and the Lua code of docs/plugins.md load and run together', async (t) => {
+    const resource = blocks('docs/plugins.md', 'yaml').find((b) => b.includes('kind: Plugin'));
+    const code = blocks('docs/plugins.md', 'lua')[0];
+    assert.ok(resource && code, 'docs/plugins.md has the resource and the code');
+    const dir = makeTempDir();
+    writeFileSync(join(dir, 'plugin.yaml'), resource);
+    writeFileSync(join(dir, 'deny_model_for_client.lua'), code);
+    const config = gatewayConfig({
+      providers: [{ name: 'm', type: 'mock' }],
+      models: [{ name: 'gpt-4o', provider: 'm' }],
+    });
+    config.tenants = [{ name: 'acme' }];
+    config.keys = [{ name: 'ci-key', tenant: 'acme', sha256: createHash('sha256').update('sk-doc-example-key').digest('hex') }];
+    writeFileSync(join(dir, 'gateway.yaml'), toYaml(config));
+    const gw = await startTahua({ t, args: ['--config', dir] });
+    const headers = { authorization: 'Bearer sk-doc-example-key', 'x-client-type': 'mobile' };
+    const denied = await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o'), { headers });
+    expectError(denied, 403, 'model_not_allowed_for_client');
+    const ok = await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o'), { headers: { ...headers, 'x-client-type': 'web' } });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers['x-policy'], 'v1');
+    assert.equal(sum(await scrape(gw.url), 'tahua_plugin_counter_total', { plugin: 'deny-model-for-client', name: 'answers' }), 2);
+  });
+});

@@ -11,7 +11,7 @@
 //   PUT  /admin/v1/nodes/{id}/status       {"state", "gpu_util", "gpu_memory", ...}
 //   POST /admin/v1/drain                   graceful drain, as SIGTERM
 //   tenants, keys, audit                    see admin/tenant_admin.h
-//   resources                               see admin/resource_admin.h
+//   resources, plugins                      see admin/resource_admin.h
 //   endpoints                               see admin/endpoint_admin.h
 #include "admin/admin_api.h"
 #include "admin/admin_error.h"

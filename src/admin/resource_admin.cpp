@@ -3,6 +3,8 @@
 
 #include <boost/json.hpp>
 
+#include <thread>
+
 #include "admin/store_writes.h"
 #include "core/log.h"
 
@@ -28,13 +30,49 @@ bool inFile(const Config& base, std::string_view kind, std::string_view name) {
     return std::any_of(base.routes.begin(), base.routes.end(), [&](const RouteConfig& r) { return r.name == name; });
   if (kind == "RateLimitPolicy")
     return std::any_of(base.rate_limits.policies.begin(), base.rate_limits.policies.end(), [&](const auto& p) { return p.name == name; });
+  if (kind == "Plugin")
+    return std::any_of(base.plugins.begin(), base.plugins.end(), [&](const PluginConfig& p) { return p.id == name; });
   return false;
+}
+
+// Runs `fn` on a thread of its own and resumes the coroutine with its result on its own
+// executor: checking resources compiles plugins and runs their top level (up to their
+// CPU budget), which must not hold the worker that serves the admin request.
+template <class Fn>
+asio::awaitable<std::invoke_result_t<Fn>> offWorker(Fn fn) {
+  using Result = std::invoke_result_t<Fn>;
+  auto op = admin_store::await<Result>([fn = std::move(fn)](std::function<void(Result)> done) mutable {
+    std::thread([fn = std::move(fn), done = std::move(done)]() mutable { done(fn()); }).detach();
+  });
+  Result r = co_await std::move(op);
+  co_return r;
+}
+
+std::string_view phaseList(std::uint8_t phases, std::string& out) {
+  for (auto [bit, name] : {std::pair<std::uint8_t, const char*>{kPluginRequest, "request"},
+                           {kPluginResponseHeaders, "response_headers"},
+                           {kPluginStreamEvent, "stream_event"},
+                           {kPluginComplete, "complete"}})
+    if (phases & bit) out += (out.empty() ? "" : ",") + std::string(name);
+  return out;
 }
 
 }  // namespace
 
 asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCaller& caller, std::string_view method,
                                                                  std::string_view rest, const std::string& body) {
+  // /admin/v1/plugins: the plugins in force; /admin/v1/plugins/{id} stands for
+  // /admin/v1/resources/Plugin/{id}.
+  std::string alias;
+  if (rest == "plugins" || rest == "plugins/") {
+    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET (or PUT / DELETE on /admin/v1/plugins/{id}).");
+    auto list = co_await pluginList();
+    co_return list;
+  }
+  if (rest.substr(0, 8) == "plugins/") {
+    alias = "resources/Plugin/" + std::string(rest.substr(8));
+    rest = alias;
+  }
   constexpr std::string_view kPrefix = "resources";
   if (rest.substr(0, kPrefix.size()) != kPrefix || (rest.size() > kPrefix.size() && rest[kPrefix.size()] != '/')) co_return std::nullopt;
   std::string_view path = rest.substr(std::min(rest.size(), kPrefix.size() + 1));
@@ -73,7 +111,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
   const std::string kind(path.substr(0, slash));
   const std::string name(slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1));
   if (!storedResourceKind(kind))
-    co_return error(404, "unknown_kind", "Unknown resource kind '" + kind + "' (ModelRoute | RateLimitPolicy | PromptTemplate).");
+    co_return error(404, "unknown_kind", "Unknown resource kind '" + kind + "' (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin).");
   if (!storedResourceName(name))
     co_return error(400, "invalid_name", "A resource name is 1-128 letters, digits, '-', '_' or '.'.");
   const std::string id = kind + "/" + name;
@@ -97,22 +135,21 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
     std::erase_if(records, [&](const StateStore::Record& r) { return r.id == id; });
     if (records.size() >= kMaxResources) co_return error(409, "too_many_resources", "At most 10,000 stored resources.");
     records.push_back({id, json});
-    {
-      // Checked over the config in force, with every other stored resource, before it
-      // is stored: a resource that would not apply never reaches the other replicas.
+    // Checked over the config in force, with every other stored resource, before it is
+    // stored: a resource that would not apply never reaches the other replicas.
+    auto check = offWorker([this, &kind, &name, &id, &records]() -> std::optional<AdminReply> {
       std::lock_guard lock(host_.lock());
       if (inFile(*host_.baseConfig(), kind, name))
-        co_return error(409, "declared_in_config", id + " is declared in the config file; change it there.");
+        return error(409, "declared_in_config", id + " is declared in the config file; change it there.");
       auto applied = applyStoredResources(host_.baseConfig(), asResources(records));
       for (const auto& [rid, e] : applied.rejected)
-        if (rid == id) co_return error(400, "invalid_resource", e);
-    }
+        if (rid == id) return error(400, "invalid_resource", e);
+      return std::nullopt;
+    });
+    if (auto refused = co_await std::move(check)) co_return *refused;
     auto write = admin_store::put(store, ns, id, json);
     if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
-    {
-      std::lock_guard lock(host_.lock());
-      host_.resourcesChanged();
-    }
+    co_await republish();
     audit_.audit(caller, "resource.put", id, json.size() <= 512 ? std::string_view(json) : std::string_view("(large)"));
     co_return AdminReply{200, bj::serialize(bj::object{{"kind", kind}, {"name", name}, {"spec", spec}})};
   }
@@ -123,14 +160,48 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
       co_return error(404, "not_found", "No stored resource " + id + ".");
     auto write = admin_store::erase(store, ns, id);
     if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
-    {
-      std::lock_guard lock(host_.lock());
-      host_.resourcesChanged();
-    }
+    co_await republish();
     audit_.audit(caller, "resource.delete", id);
     co_return AdminReply{200, bj::serialize(bj::object{{"deleted", id}})};
   }
   co_return error(405, "method_not_allowed", "Use GET, PUT or DELETE.");
+}
+
+asio::awaitable<void> ResourceAdmin::republish() {
+  auto op = offWorker([this] {
+    std::lock_guard lock(host_.lock());
+    host_.resourcesChanged();
+    return true;
+  });
+  co_await std::move(op);
+}
+
+asio::awaitable<AdminReply> ResourceAdmin::pluginList() {
+  const auto records = host_.store().records(StateStore::kNamespaces[2]);
+  auto op = offWorker([this, &records] {
+    std::lock_guard lock(host_.lock());
+    const ConfigPtr base = host_.baseConfig();
+    const StoredResourcesResult applied = applyStoredResources(base, asResources(records));
+    bj::array list;
+    for (const PluginConfig& p : applied.config->plugins) {
+      std::string phases;
+      phaseList(p.phases, phases);
+      const bool stored = std::none_of(base->plugins.begin(), base->plugins.end(), [&](const PluginConfig& f) { return f.id == p.id; });
+      list.push_back(bj::object{{"id", p.id},
+                                {"version", p.version},
+                                {"order", p.order},
+                                {"phases", phases},
+                                {"failure_mode", p.fail_closed ? "closed" : "open"},
+                                {"source", stored ? "store" : "config"},
+                                {"origin", p.origin},
+                                {"state", "applied"}});
+    }
+    for (const auto& [id, e] : applied.rejected)
+      if (id.rfind("Plugin/", 0) == 0) list.push_back(bj::object{{"id", id.substr(7)}, {"source", "store"}, {"state", "invalid"}, {"error", e}});
+    return AdminReply{200, bj::serialize(bj::object{{"plugins", std::move(list)}})};
+  });
+  AdminReply reply = co_await std::move(op);
+  co_return reply;
 }
 
 }  // namespace tahua

@@ -8,7 +8,7 @@
 namespace tahua {
 
 bool storedResourceKind(std::string_view kind) {
-  return kind == "ModelRoute" || kind == "RateLimitPolicy" || kind == "PromptTemplate";
+  return kind == "ModelRoute" || kind == "RateLimitPolicy" || kind == "PromptTemplate" || kind == "Plugin";
 }
 
 bool storedResourceName(std::string_view name) {
@@ -35,7 +35,7 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
     const std::string name = slash == std::string::npos ? "" : r->id.substr(slash + 1);
     const std::string source = "store resource " + r->id;
     if (!storedResourceKind(kind) || !storedResourceName(name)) {
-      out.rejected.emplace_back(r->id, source + ": expected Kind/name (ModelRoute | RateLimitPolicy | PromptTemplate; "
+      out.rejected.emplace_back(r->id, source + ": expected Kind/name (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin; "
                                                 "a name of letters, digits, '-', '_', '.')");
       continue;
     }
@@ -46,6 +46,10 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
     if (kind == "RateLimitPolicy" &&
         std::any_of(base->rate_limits.policies.begin(), base->rate_limits.policies.end(), [&](const auto& x) { return x.name == name; })) {
       out.warnings.push_back(source + " is not applied: the config file declares a policy \"" + name + "\", and the file wins");
+      continue;
+    }
+    if (kind == "Plugin" && std::any_of(base->plugins.begin(), base->plugins.end(), [&](const PluginConfig& x) { return x.id == name; })) {
+      out.warnings.push_back(source + " is not applied: the config file declares a plugin \"" + name + "\", and the file wins");
       continue;
     }
     Loader loader(source);
@@ -62,6 +66,8 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
         loader.checkKeys(spec, p, {"match", "when", "target", "override", "limits", "timeouts"});
         loader.loadRoute(spec, p, name, *cfg);  // appended only when valid
       } else {
+        // A stored plugin carries its code: a path would read this replica's files.
+        if (kind == "Plugin" && spec["file"]) loader.fail(spec["file"], p + ".file", "a stored plugin carries its code in `source`");
         loader.loadResource(spec, kind, name, source, *cfg);
       }
       for (auto& w : loader.warnings_) out.warnings.push_back(std::move(w));

@@ -11,7 +11,8 @@ import { checkConfig, gatewayConfig, openaiProvider, REPO_ROOT, startTahua, writ
 import { chatBody, chatText, collectData, expectError, openStream, post } from './lib/http.mjs';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
-import { makeTempDir, STACK_TRACE_PATTERN } from './lib/util.mjs';
+import { eventually, makeTempDir, STACK_TRACE_PATTERN } from './lib/util.mjs';
+import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { toYaml } from './lib/yaml.mjs';
 
 const EXAMPLES = ['deny_model_for_client', 'tag_request', 'stream_footer'];
@@ -249,5 +250,62 @@ describe('plugins: the examples in the docs', () => {
     assert.equal(ok.status, 200);
     assert.equal(ok.headers['x-policy'], 'v1');
     assert.equal(sum(await scrape(gw.url), 'tahua_plugin_counter_total', { plugin: 'deny-model-for-client', name: 'answers' }), 2);
+  });
+});
+
+describe('plugins: hot loading through the admin API', () => {
+  const version = (v) => ({
+    version: v,
+    source: `return { on_response_headers = function(resp) resp:set_header("x-plugin-version", "${v}") end }`,
+  });
+
+  it('versions swap under load with no failed request; a broken version is refused and the last good one keeps running', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const c = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] });
+    c.access_log = { enabled: false };
+    c.admin = adminSection();
+    const { gw, admin } = await startWithAdmin(t, c);
+
+    // Load through every change: 4 clients, one request after the other each.
+    const seen = [];
+    let stop = false;
+    const client = async () => {
+      while (!stop) {
+        const r = await post(gw.url, '/v1/chat/completions', chatBody('m1'));
+        seen.push({ status: r.status, version: r.headers['x-plugin-version'] ?? null });
+      }
+    };
+    const clients = [client(), client(), client(), client()];
+    const waitFor = (v) => eventually(() => seen.at(-1)?.version === v && seen.at(-4)?.version === v, { what: `version ${v}` });
+
+    assert.equal((await admin('PUT', '/admin/v1/plugins/versioned', { json: version('1') })).status, 200);
+    await waitFor('1');
+    const broken = await admin('PUT', '/admin/v1/plugins/versioned', { json: { version: '2', source: 'return { on_request = function( }' } });
+    assert.equal(broken.status, 400);
+    assert.equal(broken.json.error.code, 'invalid_resource');
+    assert.match(broken.json.error.message, /Plugin\/versioned\.spec\.source: versioned:1:/);
+    const looping = await admin('PUT', '/admin/v1/plugins/versioned', { json: { version: '2', source: 'while true do end' } });
+    assert.equal(looping.status, 400, 'a top level that never returns is refused at load');
+    const fromFile = await admin('PUT', '/admin/v1/plugins/other', { json: { file: '/etc/passwd' } });
+    assert.equal(fromFile.status, 400);
+    assert.match(fromFile.json.error.message, /carries its code in `source`/);
+    const before = seen.length;
+    await eventually(() => seen.length > before + 20, { what: 'more requests after the refused versions' });
+    assert.ok(seen.slice(before).every((s) => s.version === '1'), 'the last good version keeps running');
+
+    assert.equal((await admin('PUT', '/admin/v1/plugins/versioned', { json: version('2') })).status, 200);
+    await waitFor('2');
+    const listed = await admin('GET', '/admin/v1/plugins');
+    assert.equal(listed.status, 200);
+    assert.deepEqual(
+      listed.json.plugins.map((p) => [p.id, p.version, p.source, p.state, p.phases]),
+      [['versioned', '2', 'store', 'applied', 'response_headers']],
+    );
+    assert.equal((await admin('DELETE', '/admin/v1/plugins/versioned')).status, 200);
+    await waitFor(null);
+    stop = true;
+    await Promise.all(clients);
+    assert.ok(seen.length > 50, `${seen.length} requests`);
+    assert.deepEqual(seen.filter((s) => s.status !== 200), [], 'no request failed');
   });
 });

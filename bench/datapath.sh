@@ -38,13 +38,17 @@
 #   obs       tahua with the observability defaults: the access log on (to a file)
 #   before    plain tahua run from the binary BEFORE (a before/after pair in one run)
 #   gov0      the gov variant run from the binary BEFORE
+#   plug      tahua with one Lua plugin whose on_request does nothing (docs/plugins.md)
+#   plug100   tahua with 100 plugins, none of which matches the model (the selection's cost)
+#   plugev    tahua with one plugin whose on_stream_event does nothing (a call per event)
 # Every target gets the same Authorization header. Each round runs every scenario, the
 # targets in alternating order; the summary has medians over the rounds and the median of
 # the per-round ratios: tahua/nginx, and each variant / tahua.
 #
 # Knobs (environment): TAHUA (build/tahua), ROUNDS (3), DURATION (10 s per measurement),
 # WARMUP (2 s), PROXY_CPU (0), LOAD_CPU (1), PORT_BASE (18180: upstream, +1 nginx, +2 tahua,
-# +3 gov, +4 redis, +5 obs, +6 redis-server, +7 before, +8 gov0), VARIANTS ("gov redis obs";
+# +3 gov, +4 redis, +5 obs, +6 redis-server, +7 before, +8 gov0, +9 plug, +10 plug100,
+# +11 plugev), VARIANTS ("gov redis obs";
 # "" for none; before and gov0 need BEFORE=path of the other binary),
 # RATE_CONNS (64), LAT_RATE (1000), LAT_CONNS (16), LAT200_RATE (200), STREAM_EVENTS (21),
 # STREAM_CONNS ("1 64"), TTFE_CONNS (64), TTFE_EVENTS (21), TTFE_DELAY_MS (20),
@@ -86,11 +90,12 @@ PORT_UP=$PORT_BASE
 PORT_NGINX=$((PORT_BASE + 1))
 PORT_TAHUA=$((PORT_BASE + 2))
 declare -A PORT_VARIANT=([gov]=$((PORT_BASE + 3)) [redis]=$((PORT_BASE + 4)) [obs]=$((PORT_BASE + 5))
-                        [before]=$((PORT_BASE + 7)) [gov0]=$((PORT_BASE + 8)))
+                        [before]=$((PORT_BASE + 7)) [gov0]=$((PORT_BASE + 8)) [plug]=$((PORT_BASE + 9))
+                        [plug100]=$((PORT_BASE + 10)) [plugev]=$((PORT_BASE + 11)))
 PORT_REDIS=$((PORT_BASE + 6))
 declare -A VARIANT_PID=()
 for v in $VARIANTS; do
-  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs before gov0)" >&2; exit 2; }
+  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs before gov0 plug plug100 plugev)" >&2; exit 2; }
   [[ $v != before && $v != gov0 ]] || [ -x "${BEFORE:-}" ] || { echo "variant $v needs BEFORE=<a tahua binary>" >&2; exit 2; }
 done
 KEY=tk-bench-0123456789abcdef
@@ -172,7 +177,7 @@ start_nginx_proxy() {
 # cuts it out of the client's stream, so the usage path is part of what is measured.
 # Metrics, router and balancer filters are on by default.
 TAHUA_STARTS=0
-tahua_config() {  # tahua | gov | redis | obs | before | gov0
+tahua_config() {  # tahua | gov | redis | obs | before | gov0 | plug | plug100 | plugev
   local port=$PORT_TAHUA
   [ "$1" = tahua ] || port=${PORT_VARIANT[$1]}
   echo "server: {workers: 1$([[ $1 == gov* || $1 == redis ]] && echo ', tenant_metrics: true')}"
@@ -188,6 +193,13 @@ tahua_config() {  # tahua | gov | redis | obs | before | gov0
       echo "keys: [{name: k, tenant: bench, sha256: $hash, limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000000}}]"
       echo "rate_limits: {policies: [{name: p, match: {model: bench}, per: key, requests_per_minute: 100000000}]}"
       if [ "$1" = redis ]; then echo "store: {type: redis, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}}"; fi ;;
+    plug) echo 'plugins: [{id: noop, source: "return {on_request = function(req) end}"}]' ;;
+    plugev) echo 'plugins: [{id: noop, source: "return {on_stream_event = function(ev) end}"}]' ;;
+    plug100)
+      echo "plugins:"
+      for i in $(seq 1 100); do
+        echo "  - {id: p$i, supports: {models: [\"other-$i-*\"]}, source: \"return {on_request = function(req) end}\"}"
+      done ;;
   esac
 }
 start_tahua_proxy() {  # [tahua | gov | redis | obs]

@@ -457,7 +457,13 @@ void PluginEffects::clear() {
   log_lines = 0;
 }
 
-PluginBody::PluginBody(const std::string& text) : text_(text) {}
+PluginBody::PluginBody() = default;
+
+void PluginBody::reset(const std::string& text) {
+  text_ = &text;
+  json_.reset();
+  parsed_ = false;
+}
 PluginBody::~PluginBody() = default;
 
 const json::value* PluginBody::root() {
@@ -465,7 +471,7 @@ const json::value* PluginBody::root() {
     parsed_ = true;
     try {
       boost::system::error_code ec;
-      json::value v = json::parse(text_, ec);
+      json::value v = text_ ? json::parse(*text_, ec) : json::value();
       if (!ec && v.is_object()) json_ = std::make_unique<json::value>(std::move(v));
     } catch (...) {
       json_.reset();
@@ -500,7 +506,7 @@ bool PluginBody::apply(PluginEffects& effects) {
   return changed;
 }
 
-std::string PluginBody::serialize() const { return json_ ? json::serialize(*json_) : text_; }
+std::string PluginBody::serialize() const { return json_ ? json::serialize(*json_) : text_ ? *text_ : std::string(); }
 
 std::string_view pluginOutcomeName(PluginOutcome o) {
   switch (o) {

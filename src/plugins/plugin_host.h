@@ -51,8 +51,10 @@ struct PluginEffects {
 // The request body as JSON, parsed on the first read of a field.
 class PluginBody {
  public:
-  explicit PluginBody(const std::string& text);
+  PluginBody();
   ~PluginBody();
+  // Starts over with another request's body (the object is reused).
+  void reset(const std::string& text);
   // Null when the body is not a JSON object.
   const boost::json::value* root();
   // Applies a call's field changes (after it returned); true when any applied.
@@ -61,7 +63,7 @@ class PluginBody {
   std::string serialize() const;
 
  private:
-  const std::string& text_;
+  const std::string* text_ = nullptr;
   std::unique_ptr<boost::json::value> json_;
   bool parsed_ = false;
 };

@@ -6,7 +6,7 @@
 #include <array>
 #include <bitset>
 #include <chrono>
-#include <deque>
+#include <list>
 #include <optional>
 #include <unordered_map>
 #include <variant>
@@ -39,9 +39,28 @@ struct OutEvent {
   std::string data;
 };
 
-// A request's plugin work, made only for requests some plugin applies to.
+// A request's plugin work, for requests some plugin applies to; kept by the filter for
+// the next such request when this one ends (no allocation per request once warm).
 struct PluginRequestData {
-  explicit PluginRequestData(const std::string& body_text) : body(body_text) {}
+  // Ready for another request: everything cleared, capacity kept.
+  void reset(const std::string& body_text) {
+    body.reset(body_text);
+    effects.clear();
+    view = PluginCallView{};
+    rt.reset();
+    call = LuaCall{};
+    handle_ref = kNoRef;
+    upstream_headers.clear();
+    body_changed = false;
+    kept.clear();
+    parser.reset();
+    pending.clear();
+    out.clear();
+    events.clear();
+    next_events.clear();
+    event_index = 0;
+    stream_off = false;
+  }
   PluginBody body;
   PluginEffects effects;
   PluginCallView view;
@@ -51,7 +70,7 @@ struct PluginRequestData {
   int handle_ref = kNoRef;
   std::vector<std::pair<std::string, std::string>> upstream_headers;
   bool body_changed = false;
-  std::deque<std::string> kept;  // response header names and values set by plugins (headers are views)
+  std::list<std::string> kept;  // response header names and values set by plugins (headers are views)
   // Streams: events cut at their boundaries; an unfinished one is held back.
   SseParser parser;
   std::string pending;
@@ -67,6 +86,12 @@ struct PluginState {
   std::uint8_t phases = 0;  // of the selected plugins
   std::size_t next = 0;     // the request phase's next plugin
   std::unique_ptr<PluginRequestData> data;
+  std::vector<std::unique_ptr<PluginRequestData>>* spare = nullptr;  // where data goes back
+  ~PluginState() {
+    if (!data || !spare || spare->size() >= 64) return;
+    data->rt.reset();  // a runtime replaced meanwhile is freed now, not when the data is reused
+    spare->push_back(std::move(data));
+  }
 };
 
 bool anyGlob(const std::vector<std::string>& globs, const std::string& name) {
@@ -253,7 +278,14 @@ class PluginFilter final : public FilterWithState<PluginState> {
     st.selected = bits;
     for (std::size_t i = 0; i < instances_.size(); ++i)
       if (bits.test(i)) st.phases |= instances_[i]->config().phases;
-    st.data = std::make_unique<PluginRequestData>(ctx.body);
+    if (spare_.empty()) {
+      st.data = std::make_unique<PluginRequestData>();
+    } else {
+      st.data = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    st.data->reset(ctx.body);
+    st.spare = &spare_;
   }
 
   template <class Key, class Match>
@@ -440,6 +472,9 @@ class PluginFilter final : public FilterWithState<PluginState> {
 
   ConfigPtr config_;
   WorkerServices& worker_;
+  // Per-request data of requests that ended, for the next ones (declared before the
+  // instances: a State may hand its data back while the filter is destroyed last).
+  std::vector<std::unique_ptr<PluginRequestData>> spare_;
   std::vector<std::unique_ptr<PluginInstance>> instances_;
   std::array<PluginBits, kEndpoints> by_endpoint_{};
   PluginBits with_headers_;

@@ -1,5 +1,7 @@
 #include "plugins/lua_sandbox.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <lua.hpp>
@@ -280,28 +282,64 @@ LuaStep LuaVm::resume(LuaCall& call) { return step(call, 0); }
 
 LuaStep LuaVm::step(LuaCall& call, int nargs) {
   const auto start = std::chrono::steady_clock::now();
-  over_ = LuaFailure::None;
-  memory_refused_ = false;
   cpu_end_ = start + (budgets_.cpu - std::chrono::duration_cast<std::chrono::microseconds>(call.used));
   slice_end_ = start + budgets_.slice;
+  const int status = resumeOnce(call, nargs);
+  call.used += std::chrono::steady_clock::now() - start;
+  return settle(call, status);
+}
+
+namespace {
+std::chrono::nanoseconds threadCpu() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+}  // namespace
+
+LuaStep LuaVm::runToEnd(LuaCall& call, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto cpu_start = threadCpu();
+    cpu_end_ = deadline;  // the hook's wall-clock bound; the CPU budget is counted below
+    slice_end_ = std::chrono::steady_clock::now() + kOffLoopSlice;
+    const int status = resumeOnce(call, 0);
+    call.used += threadCpu() - cpu_start;
+    const LuaStep s = settle(call, status);
+    if (s != LuaStep::Yielded) return s;
+    if (call.used >= budgets_.cpu) {
+      call.failure = LuaFailure::Cpu;
+      broken_ = true;
+      return LuaStep::Failed;
+    }
+  }
+}
+
+int LuaVm::resumeOnce(LuaCall& call, int nargs) {
+  over_ = LuaFailure::None;
+  memory_refused_ = false;
   int nres = 0;
   enforce_ = true;
   const int status = lua_resume(call.thread, nullptr, nargs, &nres);
   enforce_ = false;
-  call.used += std::chrono::steady_clock::now() - start;
+  call.results = nres;
+  return status;
+}
+
+LuaStep LuaVm::settle(LuaCall& call, int status) {
   if (memory_refused_) {  // even when the plugin caught the error: the budget was broken
     call.failure = LuaFailure::Memory;
   } else if (over_ != LuaFailure::None) {
     call.failure = over_;
   } else if (status == LUA_OK) {
-    call.results = nres;
     return LuaStep::Done;
   } else if (status == LUA_YIELD) {
+    call.results = 0;
     return LuaStep::Yielded;
   } else {
     call.failure = status == LUA_ERRMEM ? LuaFailure::Memory : LuaFailure::Error;
     call.message = errorText(call.thread);
   }
+  call.results = 0;
   if (call.failure != LuaFailure::Error) broken_ = true;
   return LuaStep::Failed;
 }

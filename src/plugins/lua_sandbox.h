@@ -79,6 +79,12 @@ class LuaVm {
   lua_State* prepare(LuaCall& call, int fn);
   LuaStep run(LuaCall& call, int nargs);
   LuaStep resume(LuaCall& call);
+  // Off the event loop, on a thread of its own: resumes a yielded call until it ends, in
+  // slices of kOffLoopSlice, its CPU counted from the thread's own clock (a thread that
+  // waits for a core is not charged), abandoned past the CPU budget or at `deadline`
+  // (wall clock: a call that gets no CPU does not hold its request forever).
+  LuaStep runToEnd(LuaCall& call, std::chrono::steady_clock::time_point deadline);
+  static constexpr std::chrono::milliseconds kOffLoopSlice{5};
   // After Done or Failed (or to abandon a yielded call): drops the call's thread, or
   // keeps it for the next call.
   void release(LuaCall& call);
@@ -94,6 +100,8 @@ class LuaVm {
   static void* allocate(void* ud, void* ptr, std::size_t osize, std::size_t nsize);
   static void hook(lua_State* L, lua_Debug* ar);
   LuaStep step(LuaCall& call, int nargs);
+  int resumeOnce(LuaCall& call, int nargs);
+  LuaStep settle(LuaCall& call, int status);
 
   LuaBudgets budgets_;
   lua_State* L_ = nullptr;

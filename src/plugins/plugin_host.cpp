@@ -388,21 +388,37 @@ int callIndex(lua_State* L) {
 }
 
 int apiLog(lua_State* L) {
-  auto* instance = static_cast<PluginInstance*>(lua_touserdata(L, lua_upvalueindex(1)));
+  auto* rt = static_cast<PluginRuntime*>(lua_touserdata(L, lua_upvalueindex(1)));
   std::size_t n = 0;
   const char* msg = luaL_checklstring(L, 1, &n);
-  instance->log(std::string_view(msg, std::min(n, kMaxLogBytes)));
+  rt->instance.log(*rt, std::string_view(msg, std::min(n, kMaxLogBytes)));
   return 0;
 }
 
+// Recorded on the runtime (the call may run off the worker's thread); finish() adds them
+// to the worker's metrics.
+bool recordCount(PluginRuntime& rt, std::string_view name, std::int64_t by) noexcept {
+  try {
+    for (auto& [k, n] : rt.counts)
+      if (k == name) {
+        n += by;
+        return true;
+      }
+    if (rt.counts.size() < kMaxCounters) rt.counts.emplace_back(std::string(name), by);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 int apiCount(lua_State* L) {
-  auto* instance = static_cast<PluginInstance*>(lua_touserdata(L, lua_upvalueindex(1)));
+  auto* rt = static_cast<PluginRuntime*>(lua_touserdata(L, lua_upvalueindex(1)));
   std::size_t n = 0;
   const char* name = luaL_checklstring(L, 1, &n);
   const lua_Integer by = luaL_optinteger(L, 2, 1);
   if (!codeName({name, n})) return luaL_error(L, "tahua.count: the name must be 1 to 64 of a-z, 0-9, _");
   if (by < 0) return luaL_error(L, "tahua.count: counters only go up");
-  instance->count({name, n}, by);
+  if (!recordCount(*rt, {name, n}, by)) return luaL_error(L, "not enough memory");
   return 0;
 }
 
@@ -413,7 +429,7 @@ int apiNow(lua_State* L) {
 }
 
 // The call object's metatable and the `tahua` table, in a fresh state.
-void installApi(lua_State* L, PluginInstance* instance) {
+void installApi(lua_State* L, PluginRuntime* rt) {
   luaL_newmetatable(L, kCallMeta);
   lua_createtable(L, 0, 6);
   const luaL_Reg methods[] = {{"header", apiHeader}, {"set_header", apiSetHeader}, {"remove_header", apiRemoveHeader},
@@ -430,7 +446,7 @@ void installApi(lua_State* L, PluginInstance* instance) {
   lua_createtable(L, 0, 3);
   const luaL_Reg fns[] = {{"log", apiLog}, {"count", apiCount}};
   for (const auto& f : fns) {
-    lua_pushlightuserdata(L, instance);
+    lua_pushlightuserdata(L, rt);
     lua_pushcclosure(L, f.func, 1);
     lua_setfield(L, -2, f.name);
   }
@@ -539,12 +555,23 @@ std::uint64_t& PluginInstance::calls(std::uint8_t phase, PluginOutcome outcome) 
 }
 
 std::shared_ptr<PluginRuntime> PluginInstance::runtime() {
-  if (runtime_ && !runtime_->vm.broken()) return runtime_;
-  runtime_.reset();  // calls still running on a broken one keep it until they end
+  for (auto it = runtimes_.begin(); it != runtimes_.end();) {
+    if ((*it)->busy) {  // another thread runs a call on it: not even its state is read
+      ++it;
+    } else if ((*it)->vm.broken()) {
+      it = runtimes_.erase(it);  // calls still running on it keep it until they end
+    } else {
+      return *it;
+    }
+  }
+  if (runtimes_.size() >= kMaxRuntimes) {
+    log::warn("plugin has no free runtime: every one runs a long call", {{"plugin", config_.id}});
+    return nullptr;
+  }
   const auto now = std::chrono::steady_clock::now();
   if (now < next_build_) return nullptr;
-  auto rt = std::make_shared<PluginRuntime>(LuaBudgets{config_.memory_bytes, config_.cpu, config_.slice});
-  installApi(rt->vm.state(), this);
+  auto rt = std::make_shared<PluginRuntime>(LuaBudgets{config_.memory_bytes, config_.cpu, config_.slice}, *this);
+  installApi(rt->vm.state(), rt.get());
   std::string error;
   if (!rt->vm.load(*config_.bytecode, config_.id, error)) {
     next_build_ = now + kRebuildPause;
@@ -553,12 +580,13 @@ std::shared_ptr<PluginRuntime> PluginInstance::runtime() {
   }
   for (std::uint8_t bit : kPluginPhaseBits)
     if (config_.phases & bit) rt->functions[phaseIndex(bit)] = rt->vm.function(pluginPhaseFunction(bit));
-  runtime_ = rt;
-  return runtime_;
+  runtimes_.push_back(rt);
+  return rt;
 }
 
 lua_State* PluginInstance::prepare(PluginRuntime& rt, LuaCall& call, std::uint8_t phase) {
-  log_left_ = kMaxLogLines;
+  rt.log_left = kMaxLogLines;
+  rt.counts.clear();
   return rt.vm.prepare(call, rt.functions[phaseIndex(phase)]);
 }
 
@@ -661,17 +689,18 @@ bool PluginInstance::readEventResult(const LuaCall& call, EventVerdict& verdict,
 }
 
 LuaStep PluginInstance::run(PluginRuntime& rt, LuaCall& call, RequestContext& ctx) {
-  current_ = &ctx;
+  rt.current = &ctx;
   const int nargs = lua_gettop(call.thread) - 1;
   const LuaStep s = rt.vm.run(call, nargs);
-  current_ = nullptr;
+  rt.current = nullptr;
   return s;
 }
 
-LuaStep PluginInstance::resume(PluginRuntime& rt, LuaCall& call, RequestContext& ctx) {
-  current_ = &ctx;
-  const LuaStep s = rt.vm.resume(call);
-  current_ = nullptr;
+LuaStep PluginInstance::runToEnd(PluginRuntime& rt, LuaCall& call, const RequestContext& ctx,
+                                 std::chrono::steady_clock::time_point deadline) {
+  rt.current = &ctx;
+  const LuaStep s = rt.vm.runToEnd(call, deadline);
+  rt.current = nullptr;
   return s;
 }
 
@@ -693,6 +722,8 @@ PluginOutcome PluginInstance::finish(PluginRuntime& rt, LuaCall& call, std::uint
   }
   ++calls(phase, outcome);
   seconds_->observe(std::chrono::duration<double>(call.used).count());
+  for (const auto& [name, n] : rt.counts) count(name, n);
+  rt.counts.clear();
   if (outcome == PluginOutcome::Ok) {
     failures_in_row_ = 0;
     return outcome;
@@ -715,12 +746,12 @@ PluginOutcome PluginInstance::finish(PluginRuntime& rt, LuaCall& call, std::uint
 
 void PluginInstance::countSkipped(std::uint8_t phase) { ++calls(phase, PluginOutcome::BreakerOpen); }
 
-void PluginInstance::log(std::string_view message) noexcept {
-  if (log_left_ <= 0) return;  // a plugin logging in a loop: the first lines of each call only
-  --log_left_;
+void PluginInstance::log(PluginRuntime& rt, std::string_view message) noexcept {
+  if (rt.log_left <= 0) return;  // a plugin logging in a loop: the first lines of each call only
+  --rt.log_left;
   try {
     log::info("plugin log", {{"plugin", config_.id},
-                             {"request_id", current_ ? std::string_view(current_->request_id) : std::string_view()},
+                             {"request_id", rt.current ? std::string_view(rt.current->request_id) : std::string_view()},
                              {"message", message}});
   } catch (...) {
   }

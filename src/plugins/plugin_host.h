@@ -83,11 +83,21 @@ struct PluginCallView {
   std::string scratch_;
 };
 
-// A Lua state with the plugin loaded, and its phase functions.
+class PluginInstance;
+
+// A Lua state with the plugin loaded, and its phase functions. A plugin has one per
+// worker, and more while a long call runs on one off the event loop (busy).
 struct PluginRuntime {
-  explicit PluginRuntime(const LuaBudgets& budgets) : vm(budgets) {}
+  PluginRuntime(const LuaBudgets& budgets, PluginInstance& instance) : vm(budgets), instance(instance) {}
   LuaVm vm;
   int functions[4] = {-2, -2, -2, -2};  // by phase bit index; LUA_NOREF when absent
+  PluginInstance& instance;
+  bool busy = false;  // a call runs on it off the event loop (set and read on the worker only)
+  // The running call's (one at a time, on whichever thread runs it): its request, the
+  // log lines it may still write, what it counted (applied by finish() on the worker).
+  const RequestContext* current = nullptr;
+  int log_left = 0;
+  std::vector<std::pair<std::string, std::int64_t>> counts;
 };
 
 enum class PluginOutcome : std::uint8_t { Ok, Error, Cpu, Memory, Slice, BreakerOpen };
@@ -102,9 +112,10 @@ class PluginInstance {
   PluginInstance& operator=(const PluginInstance&) = delete;
   const PluginConfig& config() const { return config_; }
 
-  // The runtime to call into: the current one, or a fresh one when there is none or the
-  // last call broke it. Null (and a log line) when it cannot be built.
+  // A runtime to call into: one not busy off the loop and not broken, or a fresh one (at
+  // most kMaxRuntimes). Null (and a log line) when none can be had.
   std::shared_ptr<PluginRuntime> runtime();
+  static constexpr std::size_t kMaxRuntimes = 4;
 
   // A call of `phase`'s function: push its argument with one of the push functions on
   // the returned thread, then run(); resume() while it yields; finish() at the end.
@@ -122,7 +133,9 @@ class PluginInstance {
   enum class EventVerdict { Keep, Drop, Replace };
   static bool readEventResult(const LuaCall& call, EventVerdict& verdict, std::vector<std::pair<std::string, std::string>>& events);
   LuaStep run(PluginRuntime& rt, LuaCall& call, RequestContext& ctx);
-  LuaStep resume(PluginRuntime& rt, LuaCall& call, RequestContext& ctx);
+  // The rest of a call that used up its first slice, on a thread of its own (see
+  // LuaVm::runToEnd); the runtime is busy meanwhile.
+  LuaStep runToEnd(PluginRuntime& rt, LuaCall& call, const RequestContext& ctx, std::chrono::steady_clock::time_point deadline);
   // Ends a call: clears the call object, records the outcome (metrics, breaker, a log
   // line for failures) and returns it. The call's results stay on call.thread until
   // rt.vm.release(call).
@@ -132,22 +145,20 @@ class PluginInstance {
   bool breakerOpen(std::chrono::steady_clock::time_point now) const { return now < open_until_; }
   void countSkipped(std::uint8_t phase);  // a call the open breaker skipped
 
-  // For the API functions (tahua.log, tahua.count): the request of the running call.
-  const RequestContext* current() const { return current_; }
-  void log(std::string_view message) noexcept;
-  void count(std::string_view name, std::int64_t n) noexcept;
+  // For the API functions (tahua.log): a line with the plugin and the call's request id.
+  void log(PluginRuntime& rt, std::string_view message) noexcept;
 
  private:
   std::uint64_t& calls(std::uint8_t phase, PluginOutcome outcome);
 
   const PluginConfig& config_;
   WorkerMetrics& metrics_;
-  std::shared_ptr<PluginRuntime> runtime_;
+  void count(std::string_view name, std::int64_t n) noexcept;
+
+  std::vector<std::shared_ptr<PluginRuntime>> runtimes_;
   std::uint32_t failures_in_row_ = 0;
   std::chrono::steady_clock::time_point open_until_{};
   std::chrono::steady_clock::time_point next_build_{};  // after a failed build, when to try again
-  RequestContext* current_ = nullptr;
-  int log_left_ = 0;  // tahua.log lines the running call may still write
   std::uint64_t* calls_[4][kPluginOutcomes] = {};
   FineHistogram* seconds_ = nullptr;
   std::vector<std::pair<std::string, std::uint64_t*>> counters_;  // tahua.count's names (at most 32)

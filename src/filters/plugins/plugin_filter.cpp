@@ -12,9 +12,11 @@
 #include <variant>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "filters/worker_services.h"
 #include "http/request_inspect.h"
 #include "plugins/plugin_host.h"
+#include "plugins/plugin_thread.h"
 #include "sse/sse_parser.h"
 #include "telemetry/metrics.h"
 
@@ -358,7 +360,8 @@ class PluginFilter final : public FilterWithState<PluginState> {
         });
         if (o == PluginOutcome::Ok && !event_ok_) {
           // An answer the API does not define: the plugin's failure.
-          in.log("on_stream_event returned something other than nil, a boolean, a string or a list of events");
+          log::warn("plugin answer not understood: on_stream_event returns nil, a boolean, a string or a list of events",
+                    {{"plugin", in.config().id}, {"request_id", ctx.request_id}});
         }
         if (o != PluginOutcome::Ok || !event_ok_) {
           if (in.config().fail_closed) {
@@ -414,7 +417,7 @@ class PluginFilter final : public FilterWithState<PluginState> {
       lua_State* t = in.prepare(*d.rt, d.call, kPluginRequest);
       in.pushView(*d.rt, t, d.view, d.handle_ref);
       if (in.run(*d.rt, d.call, ctx) == LuaStep::Yielded) {
-        schedule(ctx);
+        offload(ctx, st, in);
         return FilterStatus::Pause;
       }
       if (FilterStatus s = endRequestCall(ctx, st, in); s != FilterStatus::Continue) return s;
@@ -429,20 +432,30 @@ class PluginFilter final : public FilterWithState<PluginState> {
     return FilterStatus::Continue;
   }
 
-  // The slice ended: go on after the work already waiting on this worker's loop.
-  void schedule(RequestContext& ctx) {
-    worker_.post([this, &ctx] {
-      PluginState& st = state(ctx);
-      PluginRequestData& d = *st.data;
-      PluginInstance& in = *instances_[st.next];
-      if (in.resume(*d.rt, d.call, ctx) == LuaStep::Yielded) return schedule(ctx);
-      FilterStatus s = endRequestCall(ctx, st, in);
-      if (s == FilterStatus::Continue) {
-        ++st.next;
-        s = runRequest(ctx, st);
-        if (s == FilterStatus::Pause) return;
-      }
-      ctx.resumer->resume(s);
+  // The call used up its first slice: the rest runs on the plugin thread (at idle
+  // priority), and the request goes on here when it ends. The runtime is busy meanwhile:
+  // other calls of the plugin get another one.
+  void offload(RequestContext& ctx, PluginState& st, PluginInstance& in) {
+    PluginRequestData& d = *st.data;
+    d.rt->busy = true;
+    if (!thread_) thread_ = std::make_unique<PluginThread>();
+    const auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::microseconds>(10 * in.config().cpu, std::chrono::seconds(1));
+    std::weak_ptr<bool> alive = alive_;
+    thread_->post([this, &ctx, &d, &in, deadline, alive] {
+      in.runToEnd(*d.rt, d.call, ctx, deadline);
+      worker_.post([this, &ctx, alive] {
+        if (alive.expired()) return;  // the filter is gone (its worker stopping): so is the request
+        PluginState& st = state(ctx);
+        PluginRequestData& d = *st.data;
+        d.rt->busy = false;
+        FilterStatus s = endRequestCall(ctx, st, *instances_[st.next]);
+        if (s == FilterStatus::Continue) {
+          ++st.next;
+          s = runRequest(ctx, st);
+          if (s == FilterStatus::Pause) return;
+        }
+        ctx.resumer->resume(s);
+      });
     });
   }
 
@@ -475,6 +488,7 @@ class PluginFilter final : public FilterWithState<PluginState> {
   // Per-request data of requests that ended, for the next ones (declared before the
   // instances: a State may hand its data back while the filter is destroyed last).
   std::vector<std::unique_ptr<PluginRequestData>> spare_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the plugin thread's answers
   std::vector<std::unique_ptr<PluginInstance>> instances_;
   std::array<PluginBits, kEndpoints> by_endpoint_{};
   PluginBits with_headers_;
@@ -490,6 +504,8 @@ class PluginFilter final : public FilterWithState<PluginState> {
   PluginInstance::EventVerdict verdict_ = PluginInstance::EventVerdict::Keep;
   std::vector<std::pair<std::string, std::string>> state_replacement_;
   std::optional<Error> failure_;
+  // Declared last: destroyed (joined) first, so no call runs on a runtime that is gone.
+  std::unique_ptr<PluginThread> thread_;
 };
 
 }  // namespace

@@ -30,6 +30,25 @@ struct PluginSupports {
   std::vector<std::string> keys;     // key names; empty: any
 };
 
+// A fixture of the manifest's `tests:`, run against on_request when the plugin is loaded:
+// a version whose tests fail is refused (the last good one keeps running).
+struct PluginTest {
+  std::string name;
+  // The request (its routed model, path, headers, body as JSON text, caller).
+  std::string model = "test-model";
+  std::string path = "/v1/chat/completions";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // "" : {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+  std::string tenant;
+  std::string key;
+  // What on_request must do.
+  bool expect_deny = false;
+  int expect_status = 0;     // with expect_deny: 0 = any
+  std::string expect_code;   // with expect_deny: "" = any
+  std::vector<std::pair<std::string, std::string>> expect_headers;  // upstream headers it sets
+  std::vector<std::pair<std::string, std::string>> expect_fields;   // body field path -> JSON value after it
+};
+
 struct PluginConfig {
   std::string id;
   std::string version;
@@ -42,6 +61,7 @@ struct PluginConfig {
   bool fail_closed = false;        // a failed call refuses the request (else: as if the plugin were not there)
   std::uint32_t breaker_failures = 5;  // consecutive failures that open the plugin's breaker
   Millis breaker_cooldown{30'000};
+  std::vector<PluginTest> tests;
   std::string origin;              // the file (or resource) it came from, for logs
   std::shared_ptr<const std::string> bytecode;  // the compiled chunk
 };

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <boost/json.hpp>
+
 #include "config/loader_detail.h"
 #include "plugins/plugin_code.h"
+#include "plugins/plugin_selftest.h"
 
 namespace tahua::config_detail {
 
@@ -30,6 +33,19 @@ struct PathBit {
 constexpr PathBit kPaths[] = {{"/v1/chat/completions", 1}, {"/v1/completions", 2}, {"/v1/embeddings", 3}, {"/v1/models", 4},
                               {"/v1/responses", 5},        {"/v1/messages", 6},    {"/v1/messages/count_tokens", 7}};
 
+// A YAML scalar as JSON text: a quoted one is a string; a plain one may be a number, a
+// boolean or null.
+std::string jsonScalar(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() != "!") {
+    if (s == "true" || s == "false" || s == "null") return s;
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(s, ec);
+    if (!ec && v.is_number()) return boost::json::serialize(v);
+  }
+  return boost::json::serialize(boost::json::value(s));
+}
+
 }  // namespace
 
 void sortPlugins(Config& cfg) {
@@ -40,7 +56,7 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "plugins", "expected a list of plugins");
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "plugins[" + std::to_string(i) + "]";
-    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file"});
+    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests"});
     if (!n[i]["id"]) fail(n[i], p + ".id", "required");
     const std::string id = nonEmpty(n[i]["id"], p + ".id");
     plugin(n[i], p, id, cfg);
@@ -51,7 +67,7 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
 void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string& id, Config& cfg) {
   const bool resource = !y["id"];
   if (resource)
-    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file"});
+    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests"});
   if (!validId(id))
     fail(resource ? y : y["id"], resource ? p : p + ".id",
          "\"" + id + "\" is not a plugin id (lower-case letters, digits, '-', '_', '.'; at most 64)");
@@ -167,6 +183,60 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
     for (std::uint8_t bit : kPluginPhaseBits)
       if ((code.phases & bit) && !(declared & bit))
         fail(ph, pp, std::string("the code defines ") + pluginPhaseFunction(bit) + " but the phase is not listed");
+  }
+  if (auto ts = y["tests"]) {
+    const std::string tp = p + ".tests";
+    if (!ts.IsSequence() || ts.size() == 0) fail(ts, tp, "expected a list of tests ({name, request, expect})");
+    auto pairs = [&](const YAML::Node& m, const std::string& mp, bool json_values) {
+      std::vector<std::pair<std::string, std::string>> out;
+      if (!m.IsMap()) fail(m, mp, "expected a mapping");
+      for (const auto& kv : m) {
+        const std::string k = kv.first.as<std::string>();
+        if (!kv.second.IsScalar()) fail(kv.second, mp + "." + k, "expected a value");
+        out.emplace_back(k, json_values ? jsonScalar(kv.second) : kv.second.Scalar());
+      }
+      return out;
+    };
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      const YAML::Node t = ts[i];
+      const std::string ti = tp + "[" + std::to_string(i) + "]";
+      checkKeys(t, ti, {"name", "request", "expect"});
+      PluginTest pt;
+      pt.name = t["name"] ? nonEmpty(t["name"], ti + ".name") : "#" + std::to_string(i + 1);
+      if (auto r = t["request"]) {
+        const std::string rp = ti + ".request";
+        checkKeys(r, rp, {"model", "path", "headers", "body", "tenant", "key"});
+        if (auto v = r["model"]) pt.model = nonEmpty(v, rp + ".model");
+        if (auto v = r["path"]) pt.path = nonEmpty(v, rp + ".path");
+        if (auto v = r["headers"]) pt.headers = pairs(v, rp + ".headers", false);
+        if (auto v = r["body"]) pt.body = nonEmpty(v, rp + ".body");
+        if (auto v = r["tenant"]) pt.tenant = nonEmpty(v, rp + ".tenant");
+        if (auto v = r["key"]) pt.key = nonEmpty(v, rp + ".key");
+      }
+      if (auto e = t["expect"]) {
+        const std::string ep = ti + ".expect";
+        checkKeys(e, ep, {"outcome", "status", "code", "headers", "fields"});
+        if (auto v = e["outcome"]) {
+          const std::string o = str(v, ep + ".outcome");
+          if (o != "continue" && o != "deny") fail(v, ep + ".outcome", "expected continue or deny");
+          pt.expect_deny = o == "deny";
+        }
+        if (auto v = e["status"]) {
+          pt.expect_status = static_cast<int>(integer(v, ep + ".status", 400, 499));
+          pt.expect_deny = true;
+        }
+        if (auto v = e["code"]) {
+          pt.expect_code = nonEmpty(v, ep + ".code");
+          pt.expect_deny = true;
+        }
+        if (auto v = e["headers"]) pt.expect_headers = pairs(v, ep + ".headers", false);
+        if (auto v = e["fields"]) pt.expect_fields = pairs(v, ep + ".fields", true);
+      }
+      pc.tests.push_back(std::move(pt));
+    }
+    // A version whose tests fail is refused: the config (or the admin PUT) fails, and
+    // the running version stays.
+    if (std::string failure = runPluginTests(pc); !failure.empty()) fail(ts, tp, failure);
   }
   cfg.plugins.push_back(std::move(pc));
 }

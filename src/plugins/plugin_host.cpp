@@ -496,6 +496,8 @@ const json::value* PluginBody::root() {
   return json_.get();
 }
 
+const json::value* PluginBody::find(std::string_view path) { return lookup(root(), path); }
+
 bool PluginBody::apply(PluginEffects& effects) {
   if (effects.set_fields.empty() || !root()) return false;
   bool changed = false;

@@ -57,6 +57,8 @@ class PluginBody {
   void reset(const std::string& text);
   // Null when the body is not a JSON object.
   const boost::json::value* root();
+  // The value at a dotted path (objects by key, arrays by index), or null.
+  const boost::json::value* find(std::string_view path);
   // Applies a call's field changes (after it returned); true when any applied.
   bool apply(PluginEffects& effects);
   // The body with the changes, serialized.

@@ -211,6 +211,23 @@ describe('plugins: config', () => {
     r = checkConfig(writeConfig(base({ id: 'x', source: 'return { on_complete = function() end }' })));
     assert.equal(r.status, 0, r.stderr);
   });
+
+  it("a version whose own tests fail is refused, naming the test and what differed", () => {
+    const source = 'return { on_request = function(req) if req:header("x-tier") == "free" then req:deny(402, "Upgrade.", "upgrade_required") end end }';
+    const tests = (expect) => [
+      { name: 'free tier is refused', request: { headers: { 'x-tier': 'free' } }, expect },
+      { name: 'paid tier goes on', request: { headers: { 'x-tier': 'paid' } }, expect: { outcome: 'continue' } },
+    ];
+    let r = checkConfig(writeConfig(base({ id: 'tier', source, tests: tests({ status: 402, code: 'upgrade_required' }) })));
+    assert.equal(r.status, 0, r.stderr);
+    r = checkConfig(writeConfig(base({ id: 'tier', source, tests: tests({ status: 403 }) })));
+    assert.match(r.stderr, /plugins\[0\]\.tests: test 'free tier is refused' failed: expected status 403, got 402/);
+    r = checkConfig(writeConfig(base({ id: 'tier', source: 'return { on_request = function() end }', tests: tests({ outcome: 'deny' }) })));
+    assert.match(r.stderr, /test 'free tier is refused' failed: expected a refusal; the request went on/);
+    const rewrite = 'return { on_request = function(req) req:set_field("metadata.tier", req:header("x-tier")) end }';
+    r = checkConfig(writeConfig(base({ id: 'rw', source: rewrite, tests: [{ request: { headers: { 'x-tier': 'gold' } }, expect: { fields: { 'metadata.tier': 'silver' } } }] })));
+    assert.match(r.stderr, /test '#1' failed: expected body field metadata\.tier = "silver", got "gold"/);
+  });
 });
 
 describe('plugins: the examples in the docs', () => {
@@ -286,6 +303,11 @@ describe('plugins: hot loading through the admin API', () => {
     assert.match(broken.json.error.message, /Plugin\/versioned\.spec\.source: versioned:1:/);
     const looping = await admin('PUT', '/admin/v1/plugins/versioned', { json: { version: '2', source: 'while true do end' } });
     assert.equal(looping.status, 400, 'a top level that never returns is refused at load');
+    const failingTests = await admin('PUT', '/admin/v1/plugins/versioned', {
+      json: { ...version('2'), source: 'return { on_request = function() end }', tests: [{ name: 't', expect: { outcome: 'deny' } }] },
+    });
+    assert.equal(failingTests.status, 400, 'a version whose own tests fail is refused');
+    assert.match(failingTests.json.error.message, /test 't' failed/);
     const fromFile = await admin('PUT', '/admin/v1/plugins/other', { json: { file: '/etc/passwd' } });
     assert.equal(fromFile.status, 400);
     assert.match(fromFile.json.error.message, /carries its code in `source`/);

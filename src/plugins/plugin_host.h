@@ -1,12 +1,8 @@
-// A plugin on one worker: its Lua state (rebuilt from the compiled chunk when a call
-// broke a budget), its breaker, its metrics, and the API its code sees (docs/plugins.md):
+// A plugin on one worker: its Lua states (rebuilt from the compiled chunk when a call
+// broke a budget), its breaker, its metrics, and the calls into it (docs/plugins.md):
 //
-//   the call object (on_request(req), on_response_headers(resp)):
-//     fields   id, method, path, api, model, tenant, key, stream, status (responses)
-//     methods  header(name), set_header(name, value), remove_header(name) (responses),
-//              field(path), set_field(path, value), deny(status, message [, code]) (requests)
+//   on_request(req), on_response_headers(resp): the call object (plugin_api.h)
 //   on_stream_event(ev): a table {event, data, index}; on_complete(info): a table
-//   tahua.log(message), tahua.count(name [, n]), tahua.now()
 //
 // A call's changes are recorded in PluginEffects and applied by the plugin filter only
 // when the call returns normally: a plugin that fails leaves the request as it was.

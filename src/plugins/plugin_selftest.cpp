@@ -5,19 +5,13 @@
 #include <chrono>
 #include <lua.hpp>
 
+#include "core/ascii.h"
 #include "plugins/plugin_host.h"
 #include "request/request_context.h"
 #include "telemetry/metrics.h"
 
 namespace tahua {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
 
 class FixtureHeaders final : public HeaderView {
  public:

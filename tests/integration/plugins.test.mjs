@@ -5,6 +5,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { createServer } from 'node:http';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkConfig, gatewayConfig, openaiProvider, REPO_ROOT, startTahua, writeConfig } from './lib/tahua.mjs';
@@ -329,5 +330,48 @@ describe('plugins: hot loading through the admin API', () => {
     await Promise.all(clients);
     assert.ok(seen.length > 50, `${seen.length} requests`);
     assert.deepEqual(seen.filter((s) => s.status !== 200), [], 'no request failed');
+  });
+});
+
+describe('plugins: events cut across reads', () => {
+  it('an event that arrives in two reads is rewritten whole', async (t) => {
+    // An upstream that writes one chunk in two halves, a moment apart, so the gateway
+    // reads them separately and the plugin must see (and replace) the joined event.
+    const chunk = (content, finish = null) =>
+      `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm1',
+        choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`;
+    const server = createServer(async (req, res) => {
+      req.resume();
+      await new Promise((resolve) => req.on('end', resolve));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(chunk('hello '));
+      const split = chunk('split world');
+      res.write(split.slice(0, 40));
+      await new Promise((resolve) => setTimeout(resolve, 50));  // forces a second read of the same event
+      res.write(split.slice(40));
+      res.write(chunk('', 'stop'));
+      res.end('data: [DONE]\n\n');
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => server.close());
+    const c = gatewayConfig({
+      providers: [openaiProvider('up', `http://127.0.0.1:${server.address().port}/v1`)],
+      models: [{ name: 'm1', provider: 'up' }],
+    });
+    c.plugins = [{
+      id: 'upper',
+      source: `return { on_stream_event = function(ev)
+        if ev.data == "[DONE]" then return nil end
+        return (ev.data:gsub('"content":"([^"]*)"', function(s) return '"content":"' .. s:upper() .. '"' end))
+      end }`,
+    }];
+    const gw = await startTahua({ t, config: c });
+    // The client asks for the usage chunk itself: the gateway then relays the upstream's
+    // reads as they come (it cuts nothing out), so the plugin filter sees the half event.
+    const body = chatBody('m1', { stream: true, stream_options: { include_usage: true } });
+    const { events, first } = await openStream(gw.url, body);
+    const data = [first.data, ...(await collectData(events))];
+    assert.equal(chatText(data), 'HELLO SPLIT WORLD');
+    assert.equal(data.at(-1), '[DONE]');
   });
 });

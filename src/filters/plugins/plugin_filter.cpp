@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <variant>
 
+#include "core/ascii.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "filters/worker_services.h"
@@ -57,6 +58,7 @@ struct PluginRequestData {
     kept.clear();
     parser.reset();
     pending.clear();
+    joined.clear();
     out.clear();
     events.clear();
     next_events.clear();
@@ -76,6 +78,7 @@ struct PluginRequestData {
   // Streams: events cut at their boundaries; an unfinished one is held back.
   SseParser parser;
   std::string pending;
+  std::string joined;  // an event that began in an earlier read, whole
   std::string out;
   std::vector<OutEvent> events, next_events;
   std::vector<std::pair<std::string, std::string>> replacement;
@@ -166,9 +169,9 @@ class PluginFilter final : public FilterWithState<PluginState> {
           PluginOutcome::Ok)
         return;
       for (const auto& name : d.effects.removed_headers)
-        std::erase_if(headers, [&](const auto& kv) { return iequalsName(kv.first, name); });
+        std::erase_if(headers, [&](const auto& kv) { return iequals(kv.first, name); });
       for (auto& [name, value] : d.effects.set_headers) {
-        std::erase_if(headers, [&](const auto& kv) { return iequalsName(kv.first, name); });
+        std::erase_if(headers, [&](const auto& kv) { return iequals(kv.first, name); });
         const std::string& n = d.kept.emplace_back(std::move(name));
         const std::string& v = d.kept.emplace_back(std::move(value));
         headers.emplace_back(n, v);
@@ -208,9 +211,14 @@ class PluginFilter final : public FilterWithState<PluginState> {
         } else if (d.stream_off) {
           d.out.append(bytes.substr(cut, end - cut));
         } else {
-          d.out.append(d.pending);
-          d.pending.clear();
-          changed = f.processEvent(ctx, st, ev, bytes.substr(cut, end - cut)) || changed;
+          std::string_view raw = bytes.substr(cut, end - cut);
+          if (!d.pending.empty()) {  // the event began in an earlier read: it goes out whole, or rewritten whole
+            d.pending.append(raw);
+            d.joined.swap(d.pending);
+            d.pending.clear();
+            raw = d.joined;
+          }
+          changed = f.processEvent(ctx, st, ev, raw) || changed;
         }
         cut = end;
       }
@@ -250,13 +258,6 @@ class PluginFilter final : public FilterWithState<PluginState> {
   }
 
  private:
-  static bool iequalsName(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-    return true;
-  }
-
   // The plugins that apply: by path (precomputed), model, tenant and key (computed once
   // per model, tenant and key seen, then looked up), and headers (checked per request,
   // for the plugins that have header matchers).

@@ -1,0 +1,37 @@
+// The API a plugin's code sees (docs/plugins.md, "The phases"): the call object of
+// on_request and on_response_headers (its fields and methods) and the `tahua` table.
+// What a call asks for is recorded in its PluginEffects; the plugin filter applies it
+// when the call returns normally.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+struct lua_State;
+
+namespace boost::json {
+class value;
+}
+
+namespace tahua {
+
+struct PluginCallView;
+struct PluginRuntime;
+
+constexpr int kMaxPluginLogLines = 16;   // tahua.log lines per call
+constexpr std::size_t kMaxPluginCounters = 32;  // tahua.count names per plugin
+
+// The call object's metatable and the `tahua` table, in a runtime's fresh state.
+void installPluginApi(lua_State* L, PluginRuntime* rt);
+// Pushes a call object for `view` on `thread`; `handle_ref` keeps it until endCallObject.
+void pushCallObject(lua_State* thread, PluginCallView& view, int& handle_ref);
+// The call ended: the object (if the plugin kept it) no longer reaches the view.
+void endCallObject(lua_State* L, int handle_ref);
+
+// A dotted path's segments ("metadata.user": metadata, user); false if malformed.
+bool splitJsonPath(std::string_view path, std::vector<std::string_view>& out);
+// The value at a dotted path (objects by key, arrays by index), or null.
+const boost::json::value* jsonAt(const boost::json::value* v, std::string_view path) noexcept;
+
+}  // namespace tahua

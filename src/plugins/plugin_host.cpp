@@ -319,6 +319,7 @@ PluginOutcome PluginInstance::finish(PluginRuntime& rt, LuaCall& call, std::uint
 }
 
 void PluginInstance::countSkipped(std::uint8_t phase) { ++calls(phase, PluginOutcome::BreakerOpen); }
+void PluginInstance::countUnavailable(std::uint8_t phase) { ++calls(phase, PluginOutcome::Error); }
 
 void PluginInstance::log(PluginRuntime& rt, std::string_view message) noexcept {
   if (rt.log_left <= 0) return;  // a plugin logging in a loop: the first lines of each call only

@@ -141,7 +141,8 @@ class PluginInstance {
 
   // The breaker: open after `breaker_failures` failures in a row, for `breaker_cooldown`.
   bool breakerOpen(std::chrono::steady_clock::time_point now) const { return now < open_until_; }
-  void countSkipped(std::uint8_t phase);  // a call the open breaker skipped
+  void countSkipped(std::uint8_t phase);      // a call the open breaker skipped
+  void countUnavailable(std::uint8_t phase);  // no runtime could be had: an error outcome
 
   // For the API functions (tahua.log): a line with the plugin and the call's request id.
   void log(PluginRuntime& rt, std::string_view message) noexcept;

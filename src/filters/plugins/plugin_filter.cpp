@@ -93,6 +93,13 @@ struct PluginState {
   std::unique_ptr<PluginRequestData> data;
   std::vector<std::unique_ptr<PluginRequestData>>* spare = nullptr;  // where data goes back
   ~PluginState() {
+    // A call still running on the plugin thread uses the data: a request torn down
+    // without its answer (a worker stopping) leaves it to that call rather than free it
+    // under it.
+    if (data && data->rt && data->rt->busy) {
+      (void)data.release();
+      return;
+    }
     if (!data || !spare || spare->size() >= 64) return;
     data->rt.reset();  // a runtime replaced meanwhile is freed now, not when the data is reused
     spare->push_back(std::move(data));
@@ -326,7 +333,10 @@ class PluginFilter final : public FilterWithState<PluginState> {
       return PluginOutcome::BreakerOpen;
     }
     std::shared_ptr<PluginRuntime> rt = in.runtime();
-    if (!rt) return PluginOutcome::Error;
+    if (!rt) {
+      in.countUnavailable(phase);
+      return PluginOutcome::Error;
+    }
     LuaCall& call = sync_call_;
     int ref = kNoRef;
     event_ok_ = true;
@@ -406,6 +416,7 @@ class PluginFilter final : public FilterWithState<PluginState> {
       }
       d.rt = in.runtime();
       if (!d.rt) {
+        in.countUnavailable(kPluginRequest);
         if (in.config().fail_closed) return refuse(ctx, in);
         continue;
       }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,28 @@ enum PluginPhase : std::uint8_t {
   kPluginStreamEvent = 4,      // on_stream_event(ev): rewrite, drop or add events
   kPluginComplete = 8,         // on_complete(info): sees the outcome and usage
 };
+
+constexpr std::uint8_t kPluginPhaseBits[] = {kPluginRequest, kPluginResponseHeaders, kPluginStreamEvent, kPluginComplete};
+
+// The Lua function implementing a phase bit ("on_request", ...); null for others.
+constexpr const char* pluginPhaseFunction(std::uint8_t phase) {
+  switch (phase) {
+    case kPluginRequest: return "on_request";
+    case kPluginResponseHeaders: return "on_response_headers";
+    case kPluginStreamEvent: return "on_stream_event";
+    case kPluginComplete: return "on_complete";
+    default: return nullptr;
+  }
+}
+
+// The phase named `name` in a manifest ("request", ...); 0 if unknown.
+constexpr std::uint8_t pluginPhaseNamed(std::string_view name) {
+  if (name == "request") return kPluginRequest;
+  if (name == "response_headers") return kPluginResponseHeaders;
+  if (name == "stream_event") return kPluginStreamEvent;
+  if (name == "complete") return kPluginComplete;
+  return 0;
+}
 
 struct PluginSupports {
   std::vector<std::string> models;   // shell globs over the routed model's name; empty: any
@@ -65,5 +88,14 @@ struct PluginConfig {
   std::string origin;              // the file (or resource) it came from, for logs
   std::shared_ptr<const std::string> bytecode;  // the compiled chunk
 };
+
+// What the config loader asks of the plugins layer for every plugin it reads, on its own
+// thread (defined in plugins/plugin_code.cpp and plugins/plugin_selftest.cpp, so config/
+// includes nothing above it):
+// - compiles `source`, instantiates it once within the plugin's budgets and sets
+//   plugin.bytecode and plugin.phases; "" or the error ("id:line: message").
+std::string compilePlugin(PluginConfig& plugin, std::string_view source);
+// - runs plugin.tests against on_request; "" or the first failure.
+std::string runPluginTests(const PluginConfig& plugin);
 
 }  // namespace tahua

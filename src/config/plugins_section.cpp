@@ -1,14 +1,13 @@
 // `plugins:` entries and `Plugin` resources: the manifest read and checked, the code
-// compiled and instantiated once in a scratch sandbox (plugins/plugin_code.h), so a
-// broken plugin is a config error naming its file and field, before any worker runs it.
+// compiled and instantiated once in a scratch sandbox and its tests run (compilePlugin,
+// runPluginTests: config/plugin_config.h), so a broken plugin is a config error naming
+// its file and field, before any worker runs it.
 #include <algorithm>
 #include <filesystem>
 
 #include <boost/json.hpp>
 
 #include "config/loader_detail.h"
-#include "plugins/plugin_code.h"
-#include "plugins/plugin_selftest.h"
 
 namespace tahua::config_detail {
 
@@ -163,11 +162,7 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
   }
   if (source.size() > kMaxSourceBytes) fail(y["source"] ? y["source"] : y["file"], where, "larger than 1 MiB");
 
-  const LuaBudgets budgets{pc.memory_bytes, pc.cpu, pc.slice};
-  PluginCode code = checkPluginCode(source, id, budgets);
-  if (!code.error.empty()) fail(y["source"] ? y["source"] : y["file"], where, code.error);
-  pc.phases = code.phases;
-  pc.bytecode = std::make_shared<const std::string>(std::move(code.bytecode));
+  if (std::string error = compilePlugin(pc, source); !error.empty()) fail(y["source"] ? y["source"] : y["file"], where, error);
 
   if (auto ph = y["phases"]) {
     const std::string pp = p + ".phases";
@@ -177,11 +172,11 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
       const std::string name = str(ph[i], pp + "[" + std::to_string(i) + "]");
       const std::uint8_t bit = pluginPhaseNamed(name);
       if (!bit) fail(ph[i], pp + "[" + std::to_string(i) + "]", "unknown phase \"" + name + "\" (request | response_headers | stream_event | complete)");
-      if (!(code.phases & bit)) fail(ph[i], pp + "[" + std::to_string(i) + "]", "the code defines no " + std::string(pluginPhaseFunction(bit)));
+      if (!(pc.phases & bit)) fail(ph[i], pp + "[" + std::to_string(i) + "]", "the code defines no " + std::string(pluginPhaseFunction(bit)));
       declared |= bit;
     }
     for (std::uint8_t bit : kPluginPhaseBits)
-      if ((code.phases & bit) && !(declared & bit))
+      if ((pc.phases & bit) && !(declared & bit))
         fail(ph, pp, std::string("the code defines ") + pluginPhaseFunction(bit) + " but the phase is not listed");
   }
   if (auto ts = y["tests"]) {

@@ -8,15 +8,10 @@
 #include <string>
 #include <string_view>
 
+#include "config/plugin_config.h"
 #include "plugins/lua_sandbox.h"
 
 namespace tahua {
-
-// The Lua function implementing a PluginPhase bit ("on_request", ...); null for others.
-const char* pluginPhaseFunction(std::uint8_t phase);
-// The phase named `name` in a manifest ("request", ...); 0 if unknown.
-std::uint8_t pluginPhaseNamed(std::string_view name);
-constexpr std::uint8_t kPluginPhaseBits[] = {1, 2, 4, 8};
 
 struct PluginCode {
   std::string bytecode;

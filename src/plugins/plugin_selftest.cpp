@@ -1,4 +1,4 @@
-#include "plugins/plugin_selftest.h"
+#include "config/plugin_config.h"
 
 #include <boost/json.hpp>
 

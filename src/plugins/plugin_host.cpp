@@ -53,7 +53,6 @@ void PluginEffects::clear() {
   deny_status = 403;
   deny_message.clear();
   deny_code.clear();
-  log_lines = 0;
 }
 
 PluginBody::PluginBody() = default;

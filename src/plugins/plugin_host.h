@@ -41,7 +41,6 @@ struct PluginEffects {
   int deny_status = 403;
   std::string deny_message;
   std::string deny_code;
-  int log_lines = 0;
 };
 
 // The request body as JSON, parsed on the first read of a field.

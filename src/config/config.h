@@ -452,12 +452,13 @@ struct ApiKeyConfig {
   std::string created_by;
 };
 
-// One link of an authentication chain (see AuthLink): the built-in key check, or a
-// fixed identity for requests that reach it (internal paths).
+// One link of an authentication chain (see AuthLink): the built-in key check, a fixed
+// identity for requests that reach it (internal paths), or a plugin's on_auth.
 struct AuthLinkConfig {
-  enum class Type { ApiKey, Anonymous };
+  enum class Type { ApiKey, Anonymous, Plugin };
   Type type = Type::ApiKey;
   std::string tenant;  // anonymous: the tenant its requests count against
+  std::string plugin;  // plugin: its id
 };
 
 // A chain of links for the requests it matches (first matching chain wins).

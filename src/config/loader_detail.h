@@ -143,6 +143,10 @@ class Loader {
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
   // plugins_section.cpp
   void loadPlugins(const YAML::Node& n, Config& cfg);
+  // An auth link naming a plugin of `plugins:` that defines no on_auth is an error (a
+  // plugin loaded later, from a resource or the admin API, is checked when the worker
+  // builds the chain: a link without its plugin passes to the next).
+  void checkAuthPlugins(const YAML::Node& auth, const Config& cfg);
   void plugin(const YAML::Node& spec, const std::string& path, const std::string& id, Config& cfg);
   // config_dir_loader.cpp: a Kubernetes-style resource that is validated and listed,
   // not acted on yet.

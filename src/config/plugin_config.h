@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,9 +22,11 @@ enum PluginPhase : std::uint8_t {
   kPluginResponseHeaders = 2,  // on_response_headers(resp)
   kPluginStreamEvent = 4,      // on_stream_event(ev): rewrite, drop or add events
   kPluginComplete = 8,         // on_complete(info): sees the outcome and usage
+  kPluginAuth = 16,            // on_auth(req): a link of auth.chains; may authenticate (tenant, key) or deny
 };
 
-constexpr std::uint8_t kPluginPhaseBits[] = {kPluginRequest, kPluginResponseHeaders, kPluginStreamEvent, kPluginComplete};
+constexpr std::uint8_t kPluginPhaseBits[] = {kPluginRequest, kPluginResponseHeaders, kPluginStreamEvent, kPluginComplete, kPluginAuth};
+constexpr std::size_t kPluginPhases = std::size(kPluginPhaseBits);
 
 // The Lua function implementing a phase bit ("on_request", ...); null for others.
 constexpr const char* pluginPhaseFunction(std::uint8_t phase) {
@@ -32,6 +35,7 @@ constexpr const char* pluginPhaseFunction(std::uint8_t phase) {
     case kPluginResponseHeaders: return "on_response_headers";
     case kPluginStreamEvent: return "on_stream_event";
     case kPluginComplete: return "on_complete";
+    case kPluginAuth: return "on_auth";
     default: return nullptr;
   }
 }
@@ -42,6 +46,7 @@ constexpr std::uint8_t pluginPhaseNamed(std::string_view name) {
   if (name == "response_headers") return kPluginResponseHeaders;
   if (name == "stream_event") return kPluginStreamEvent;
   if (name == "complete") return kPluginComplete;
+  if (name == "auth") return kPluginAuth;
   return 0;
 }
 
@@ -53,10 +58,11 @@ struct PluginSupports {
   std::vector<std::string> keys;     // key names; empty: any
 };
 
-// A fixture of the manifest's `tests:`, run against on_request when the plugin is loaded:
-// a version whose tests fail is refused (the last good one keeps running).
+// A fixture of the manifest's `tests:`, run against on_request (or on_auth) when the
+// plugin is loaded: a version whose tests fail is refused (the last good one keeps running).
 struct PluginTest {
   std::string name;
+  std::uint8_t phase = kPluginRequest;  // kPluginRequest or kPluginAuth
   // The request (its routed model, path, headers, body as JSON text, caller).
   std::string model = "test-model";
   std::string path = "/v1/chat/completions";
@@ -64,8 +70,11 @@ struct PluginTest {
   std::string body;  // "" : {"model": model, "messages": [{"role": "user", "content": "hi"}]}
   std::string tenant;
   std::string key;
-  // What on_request must do.
+  // What the call must do.
   bool expect_deny = false;
+  bool expect_authenticate = false;  // on_auth: req:authenticate(expect_tenant, expect_key)
+  std::string expect_tenant;
+  std::string expect_key;             // with expect_authenticate: "" = none named
   int expect_status = 0;     // with expect_deny: 0 = any
   std::string expect_code;   // with expect_deny: "" = any
   std::vector<std::pair<std::string, std::string>> expect_headers;  // upstream headers it sets

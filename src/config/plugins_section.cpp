@@ -51,6 +51,18 @@ void sortPlugins(Config& cfg) {
   std::stable_sort(cfg.plugins.begin(), cfg.plugins.end(), [](const PluginConfig& a, const PluginConfig& b) { return a.order < b.order; });
 }
 
+void Loader::checkAuthPlugins(const YAML::Node& auth, const Config& cfg) {
+  for (std::size_t c = 0; c < cfg.auth.chains.size(); ++c)
+    for (std::size_t l = 0; l < cfg.auth.chains[c].links.size(); ++l) {
+      const AuthLinkConfig& link = cfg.auth.chains[c].links[l];
+      if (link.type != AuthLinkConfig::Type::Plugin) continue;
+      for (const auto& p : cfg.plugins)
+        if (p.id == link.plugin && !(p.phases & kPluginAuth))
+          fail(auth["chains"][c]["links"][l]["id"], "auth.chains[" + std::to_string(c) + "].links[" + std::to_string(l) + "].id",
+               "plugin \"" + p.id + "\" defines no on_auth");
+    }
+}
+
 void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "plugins", "expected a list of plugins");
   for (std::size_t i = 0; i < n.size(); ++i) {
@@ -166,12 +178,12 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
 
   if (auto ph = y["phases"]) {
     const std::string pp = p + ".phases";
-    if (!ph.IsSequence() || ph.size() == 0) fail(ph, pp, "expected a non-empty list of request | response_headers | stream_event | complete");
+    if (!ph.IsSequence() || ph.size() == 0) fail(ph, pp, "expected a non-empty list of request | response_headers | stream_event | complete | auth");
     std::uint8_t declared = 0;
     for (std::size_t i = 0; i < ph.size(); ++i) {
       const std::string name = str(ph[i], pp + "[" + std::to_string(i) + "]");
       const std::uint8_t bit = pluginPhaseNamed(name);
-      if (!bit) fail(ph[i], pp + "[" + std::to_string(i) + "]", "unknown phase \"" + name + "\" (request | response_headers | stream_event | complete)");
+      if (!bit) fail(ph[i], pp + "[" + std::to_string(i) + "]", "unknown phase \"" + name + "\" (request | response_headers | stream_event | complete | auth)");
       if (!(pc.phases & bit)) fail(ph[i], pp + "[" + std::to_string(i) + "]", "the code defines no " + std::string(pluginPhaseFunction(bit)));
       declared |= bit;
     }
@@ -195,9 +207,17 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
     for (std::size_t i = 0; i < ts.size(); ++i) {
       const YAML::Node t = ts[i];
       const std::string ti = tp + "[" + std::to_string(i) + "]";
-      checkKeys(t, ti, {"name", "request", "expect"});
+      checkKeys(t, ti, {"name", "phase", "request", "expect"});
       PluginTest pt;
       pt.name = t["name"] ? nonEmpty(t["name"], ti + ".name") : "#" + std::to_string(i + 1);
+      // on_request by default; on_auth for a plugin that defines only that.
+      pt.phase = (pc.phases & kPluginRequest) || !(pc.phases & kPluginAuth) ? kPluginRequest : kPluginAuth;
+      if (auto v = t["phase"]) {
+        const std::string ph = str(v, ti + ".phase");
+        if (ph != "request" && ph != "auth") fail(v, ti + ".phase", "expected request or auth (the phases tests exercise)");
+        pt.phase = pluginPhaseNamed(ph);
+        if (!(pc.phases & pt.phase)) fail(v, ti + ".phase", std::string("the code defines no ") + pluginPhaseFunction(pt.phase));
+      }
       if (auto r = t["request"]) {
         const std::string rp = ti + ".request";
         checkKeys(r, rp, {"model", "path", "headers", "body", "tenant", "key"});
@@ -210,12 +230,21 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
       }
       if (auto e = t["expect"]) {
         const std::string ep = ti + ".expect";
-        checkKeys(e, ep, {"outcome", "status", "code", "headers", "fields"});
+        checkKeys(e, ep, {"outcome", "status", "code", "headers", "fields", "tenant", "key"});
         if (auto v = e["outcome"]) {
           const std::string o = str(v, ep + ".outcome");
-          if (o != "continue" && o != "deny") fail(v, ep + ".outcome", "expected continue or deny");
+          const bool auth = pt.phase == kPluginAuth;
+          if (auth ? o != "authenticate" && o != "pass" && o != "deny" : o != "continue" && o != "deny")
+            fail(v, ep + ".outcome", auth ? "expected authenticate, pass or deny (on_auth)" : "expected continue or deny");
           pt.expect_deny = o == "deny";
+          pt.expect_authenticate = o == "authenticate";
         }
+        for (const char* k : {"tenant", "key"})
+          if (auto v = e[k]) {
+            if (pt.phase != kPluginAuth) fail(v, ep + "." + k, "only for tests of on_auth (phase: auth)");
+            (std::string_view(k) == "tenant" ? pt.expect_tenant : pt.expect_key) = nonEmpty(v, ep + "." + k);
+            pt.expect_authenticate = true;
+          }
         if (auto v = e["status"]) {
           pt.expect_status = static_cast<int>(integer(v, ep + ".status", 400, 499));
           pt.expect_deny = true;

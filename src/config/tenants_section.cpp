@@ -180,12 +180,20 @@ void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
       AuthLinkConfig link;
       // `api_key` alone, or a mapping with `type` (and its settings).
       const YAML::Node type = l.IsMap() ? l["type"] : l;
-      if (l.IsMap()) checkKeys(l, lp, {"type", "tenant"});
+      if (l.IsMap()) checkKeys(l, lp, {"type", "tenant", "id"});
       if (!type) fail(l, lp + ".type", "required");
       const std::string t = str(type, lp + (l.IsMap() ? ".type" : ""));
       if (t == "api_key") {
         link.type = AuthLinkConfig::Type::ApiKey;
         if (l.IsMap() && l["tenant"]) fail(l["tenant"], lp + ".tenant", "not used by type api_key");
+        if (l.IsMap() && l["id"]) fail(l["id"], lp + ".id", "not used by type api_key");
+      } else if (t == "plugin") {
+        // The plugin's on_auth (plugins:, or a Plugin resource); checked once every
+        // plugin is read (checkAuthPlugins).
+        link.type = AuthLinkConfig::Type::Plugin;
+        if (!l.IsMap() || !l["id"]) fail(l, lp + ".id", "required for type plugin (the id of a plugin that defines on_auth)");
+        if (l["tenant"]) fail(l["tenant"], lp + ".tenant", "not used by type plugin (the plugin names the tenant)");
+        link.plugin = nonEmpty(l["id"], lp + ".id");
       } else if (t == "anonymous") {
         link.type = AuthLinkConfig::Type::Anonymous;
         if (!l.IsMap() || !l["tenant"]) fail(l, lp + ".tenant", "required for type anonymous (whose limits its requests count against)");
@@ -193,8 +201,9 @@ void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
         bool known = false;
         for (const auto& tc : cfg.tenants) known = known || tc.name == link.tenant;
         if (!known) fail(l["tenant"], lp + ".tenant", "unknown tenant \"" + link.tenant + "\"");
+        if (l["id"]) fail(l["id"], lp + ".id", "not used by type anonymous");
       } else {
-        fail(type, lp + ".type", "unknown link type \"" + t + "\" (api_key | anonymous)");
+        fail(type, lp + ".type", "unknown link type \"" + t + "\" (api_key | anonymous | plugin)");
       }
       chain.links.push_back(std::move(link));
     }

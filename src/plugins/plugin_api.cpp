@@ -127,7 +127,7 @@ PluginCallView& viewOf(lua_State* L) {
 }
 
 void requirePhase(lua_State* L, const PluginCallView& v, std::uint8_t phase, const char* what) {
-  if (v.phase != phase) luaL_error(L, "%s is only available in %s", what, phase == kPluginRequest ? "on_request" : "on_response_headers");
+  if (v.phase != phase) luaL_error(L, "%s is only available in %s", what, pluginPhaseFunction(phase));
 }
 
 int apiHeader(lua_State* L) {
@@ -280,7 +280,7 @@ int apiSetField(lua_State* L) {
 
 int apiDeny(lua_State* L) {
   PluginCallView& v = viewOf(L);
-  requirePhase(L, v, kPluginRequest, "deny");
+  if (v.phase != kPluginRequest && v.phase != kPluginAuth) return luaL_error(L, "deny is only available in on_request and on_auth");
   const lua_Integer status = luaL_checkinteger(L, 2);
   std::size_t mn = 0, cn = 0;
   const char* message = luaL_checklstring(L, 3, &mn);
@@ -294,6 +294,25 @@ int apiDeny(lua_State* L) {
         e.deny_code.assign(code, cn);
         e.deny_status = static_cast<int>(status);
         e.denied = true;
+      }))
+    return luaL_error(L, "not enough memory");
+  return 0;
+}
+
+// on_auth: the request is the tenant's (and the key's, when named: one of the tenant's
+// keys, whose models and limits then apply). Checked by the auth link after the call.
+int apiAuthenticate(lua_State* L) {
+  PluginCallView& v = viewOf(L);
+  requirePhase(L, v, kPluginAuth, "authenticate");
+  std::size_t tn = 0, kn = 0;
+  const char* tenant = luaL_checklstring(L, 2, &tn);
+  const char* key = luaL_optlstring(L, 3, "", &kn);
+  if (tn == 0 || tn > 128 || kn > 128) return luaL_error(L, "authenticate: names of 1 to 128 bytes are expected");
+  PluginEffects& e = *v.effects;
+  if (!guarded([&] {
+        e.auth_tenant.assign(tenant, tn);
+        e.auth_key.assign(key, kn);
+        e.authenticated = true;
       }))
     return luaL_error(L, "not enough memory");
   return 0;
@@ -380,9 +399,10 @@ int apiNow(lua_State* L) {
 
 void installPluginApi(lua_State* L, PluginRuntime* rt) {
   luaL_newmetatable(L, kCallMeta);
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 7);
   const luaL_Reg methods[] = {{"header", apiHeader}, {"set_header", apiSetHeader}, {"remove_header", apiRemoveHeader},
-                              {"field", apiField},   {"set_field", apiSetField},   {"deny", apiDeny}};
+                              {"field", apiField},   {"set_field", apiSetField},   {"deny", apiDeny},
+                              {"authenticate", apiAuthenticate}};
   for (const auto& m : methods) {
     lua_pushcfunction(L, m.func);
     lua_setfield(L, -2, m.name);

@@ -11,7 +11,7 @@ PluginCode checkPluginCode(std::string_view source, std::string_view id, const L
   if (!vm.load(out.bytecode, id, out.error)) return out;
   for (std::uint8_t bit : kPluginPhaseBits)
     if (vm.function(pluginPhaseFunction(bit)) != LUA_NOREF) out.phases |= bit;
-  if (out.phases == 0) out.error = "the plugin's table defines none of on_request, on_response_headers, on_stream_event, on_complete";
+  if (out.phases == 0) out.error = "the plugin's table defines none of on_request, on_response_headers, on_stream_event, on_complete, on_auth";
   return out;
 }
 

@@ -23,7 +23,8 @@ int phaseIndex(std::uint8_t phase) {
     case kPluginRequest: return 0;
     case kPluginResponseHeaders: return 1;
     case kPluginStreamEvent: return 2;
-    default: return 3;
+    case kPluginComplete: return 3;
+    default: return 4;
   }
 }
 
@@ -32,7 +33,8 @@ std::string_view phaseName(std::uint8_t phase) {
     case kPluginRequest: return "request";
     case kPluginResponseHeaders: return "response_headers";
     case kPluginStreamEvent: return "stream_event";
-    default: return "complete";
+    case kPluginComplete: return "complete";
+    default: return "auth";
   }
 }
 
@@ -53,6 +55,9 @@ void PluginEffects::clear() {
   deny_status = 403;
   deny_message.clear();
   deny_code.clear();
+  authenticated = false;
+  auth_tenant.clear();
+  auth_key.clear();
 }
 
 PluginBody::PluginBody() = default;

@@ -1,7 +1,7 @@
 // A plugin on one worker: its Lua states (rebuilt from the compiled chunk when a call
 // broke a budget), its breaker, its metrics, and the calls into it (docs/plugins.md):
 //
-//   on_request(req), on_response_headers(resp): the call object (plugin_api.h)
+//   on_request(req), on_response_headers(resp), on_auth(req): the call object (plugin_api.h)
 //   on_stream_event(ev): a table {event, data, index}; on_complete(info): a table
 //
 // A call's changes are recorded in PluginEffects and applied by the plugin filter only
@@ -41,6 +41,10 @@ struct PluginEffects {
   int deny_status = 403;
   std::string deny_message;
   std::string deny_code;
+  // on_auth: req:authenticate(tenant [, key]) (checked against the tenants and keys by the auth link)
+  bool authenticated = false;
+  std::string auth_tenant;
+  std::string auth_key;
 };
 
 // The request body as JSON, parsed on the first read of a field.
@@ -87,7 +91,7 @@ class PluginInstance;
 struct PluginRuntime {
   PluginRuntime(const LuaBudgets& budgets, PluginInstance& instance) : vm(budgets), instance(instance) {}
   LuaVm vm;
-  int functions[4] = {-2, -2, -2, -2};  // by phase bit index; LUA_NOREF when absent
+  int functions[kPluginPhases] = {-2, -2, -2, -2, -2};  // by phase bit index; LUA_NOREF when absent
   PluginInstance& instance;
   bool busy = false;  // a call runs on it off the event loop (set and read on the worker only)
   // The running call's (one at a time, on whichever thread runs it): its request, the
@@ -157,7 +161,7 @@ class PluginInstance {
   std::uint32_t failures_in_row_ = 0;
   std::chrono::steady_clock::time_point open_until_{};
   std::chrono::steady_clock::time_point next_build_{};  // after a failed build, when to try again
-  std::uint64_t* calls_[4][kPluginOutcomes] = {};
+  std::uint64_t* calls_[kPluginPhases][kPluginOutcomes] = {};
   FineHistogram* seconds_ = nullptr;
   std::vector<std::pair<std::string, std::uint64_t*>> counters_;  // tahua.count's names (at most 32)
 };

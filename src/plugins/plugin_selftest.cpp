@@ -65,6 +65,7 @@ std::string runTest(PluginInstance& instance, const PluginConfig& plugin, const 
   if (!t.key.empty()) ctx.principal.key = &key;
   ctx.start = std::chrono::steady_clock::now();
 
+  if (!(plugin.phases & t.phase)) return std::string("the test exercises ") + pluginPhaseFunction(t.phase) + ", which the code does not define";
   std::shared_ptr<PluginRuntime> rt = instance.runtime();
   if (!rt) return "the plugin could not be instantiated";
   PluginEffects effects;
@@ -72,20 +73,37 @@ std::string runTest(PluginInstance& instance, const PluginConfig& plugin, const 
   body.reset(ctx.body);
   PluginCallView view;
   view.ctx = &ctx;
-  view.phase = kPluginRequest;
+  view.phase = t.phase;
   view.effects = &effects;
-  view.body = &body;
+  if (t.phase == kPluginRequest) {
+    view.body = &body;
+  } else {  // on_auth runs before routing and before anyone is known
+    ctx.model = nullptr;
+    ctx.principal = Principal{};
+  }
   LuaCall call;
   int ref = -2;
-  lua_State* thread = instance.prepare(*rt, call, kPluginRequest);
+  lua_State* thread = instance.prepare(*rt, call, t.phase);
   instance.pushView(*rt, thread, view, ref);
   if (instance.run(*rt, call, ctx) == LuaStep::Yielded)
     instance.runToEnd(*rt, call, ctx, std::chrono::steady_clock::now() + std::max<std::chrono::microseconds>(10 * plugin.cpu, std::chrono::seconds(1)));
   const std::string message = call.message;
-  const PluginOutcome outcome = instance.finish(*rt, call, kPluginRequest, ctx, ref);
+  const PluginOutcome outcome = instance.finish(*rt, call, t.phase, ctx, ref);
   rt->vm.release(call);
   if (outcome != PluginOutcome::Ok)
-    return "on_request failed (" + std::string(pluginOutcomeName(outcome)) + (message.empty() ? ")" : "): " + message);
+    return std::string(pluginPhaseFunction(t.phase)) + " failed (" + std::string(pluginOutcomeName(outcome)) +
+           (message.empty() ? ")" : "): " + message);
+
+  if (t.phase == kPluginAuth && !effects.denied) {
+    if (effects.authenticated != t.expect_authenticate)
+      return t.expect_authenticate ? "expected authenticate(); the request passed to the next link"
+                                   : "expected a pass; the plugin authenticated tenant " + effects.auth_tenant;
+    if (!t.expect_tenant.empty() && effects.auth_tenant != t.expect_tenant)
+      return "expected tenant " + t.expect_tenant + ", got " + effects.auth_tenant;
+    if (t.expect_authenticate && effects.auth_key != t.expect_key)
+      return "expected key " + (t.expect_key.empty() ? std::string("(none)") : t.expect_key) + ", got " +
+             (effects.auth_key.empty() ? std::string("(none)") : effects.auth_key);
+  }
 
   if (effects.denied != t.expect_deny)
     return t.expect_deny ? "expected a refusal; the request went on"
@@ -114,7 +132,6 @@ std::string runTest(PluginInstance& instance, const PluginConfig& plugin, const 
 
 std::string runPluginTests(const PluginConfig& plugin) {
   if (plugin.tests.empty()) return "";
-  if (!(plugin.phases & kPluginRequest)) return "the tests exercise on_request, which the code does not define";
   WorkerMetrics metrics;  // the calls' counts go nowhere
   PluginInstance instance(plugin, metrics);
   for (const PluginTest& t : plugin.tests) {

@@ -11,7 +11,9 @@
 #include "filters/access_log/access_log_filter.h"
 #include "filters/auth/auth_filter.h"
 #include "filters/idempotency/idempotency_filter.h"
+#include "filters/plugins/plugin_auth_link.h"
 #include "filters/plugins/plugin_filter.h"
+#include "filters/plugins/plugin_set.h"
 #include "filters/rate_limit/rate_limit_filter.h"
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
@@ -95,14 +97,21 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (spans_.enabled() && config.tracing.enabled) chain->add(makeTracingFilter(config, spans_));
   chain->add(makeMetricsFilter(metrics_));
   if (config.access_log.enabled) chain->add(makeAccessLogFilter(access_log_, config.access_log));
+  // The plugins' Lua states, shared by the plugin filter and the chains' plugin links.
+  std::shared_ptr<PluginSet> plugins = config.plugins.empty() ? nullptr : std::make_shared<PluginSet>(config, *this, metrics_);
   // Before anything answers (the model list included): who is calling.
-  if (config.auth.enabled) chain->add(makeAuthFilter(config, tenants_, metrics_));
+  if (config.auth.enabled) {
+    PluginLinkFactory plugin_link;
+    if (plugins) plugin_link = [&plugins](std::string_view id, const KeyTable& keys) { return makePluginAuthLink(plugins, id, keys); };
+    chain->add(makeAuthFilter(config, tenants_, metrics_, plugin_link));
+  }
   chain->add(makeModelsFilter());
   chain->add(makeRouterFilter());
   if (config.auth.enabled) chain->add(makeModelAccessFilter());  // the model is known now
   // Plugins see the routed model and the caller; before the limits, so a refusal costs
   // no quota and a changed body is what the limits estimate.
-  if (!config.plugins.empty()) chain->add(makePluginFilter(snapshot_->config, *this, metrics_));
+  if (plugins && std::any_of(config.plugins.begin(), config.plugins.end(), [](const PluginConfig& p) { return p.phases & ~kPluginAuth; }))
+    chain->add(makePluginFilter(snapshot_->config, plugins));
   // Before the bulkhead: a request over its rate takes no slot and waits in no line.
   if (rateLimitsConfigured(config, *tenants_))
     chain->add(makeRateLimitFilter(config, tenants_, gateway_.stateStore(), metrics_));

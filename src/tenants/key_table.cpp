@@ -19,7 +19,11 @@ bool KeyTable::DigestEqual::operator()(const Sha256& a, const Sha256& b) const n
 KeyTable::KeyTable(TenantDirectoryPtr directory) : directory_(std::move(directory)) {
   for (const auto& t : directory_->tenants) tenants_.emplace(t.name, &t);
   by_digest_.reserve(directory_->keys.size());
-  for (const auto& k : directory_->keys) by_digest_.emplace(k.sha256, &k);
+  keys_by_name_.reserve(directory_->keys.size());
+  for (const auto& k : directory_->keys) {
+    by_digest_.emplace(k.sha256, &k);
+    keys_by_name_.emplace(k.name, &k);
+  }
 }
 
 const ApiKeyConfig* KeyTable::find(const Sha256& digest) const {
@@ -30,6 +34,11 @@ const ApiKeyConfig* KeyTable::find(const Sha256& digest) const {
 const TenantConfig* KeyTable::tenant(std::string_view name) const {
   auto it = tenants_.find(name);
   return it == tenants_.end() ? nullptr : it->second;
+}
+
+const ApiKeyConfig* KeyTable::keyNamed(std::string_view name) const {
+  auto it = keys_by_name_.find(name);
+  return it == keys_by_name_.end() ? nullptr : it->second;
 }
 
 }  // namespace tahua

@@ -23,6 +23,8 @@ class KeyTable {
   // which says nothing about any real key.
   const ApiKeyConfig* find(const Sha256& digest) const;
   const TenantConfig* tenant(std::string_view name) const;
+  // The key named `name` (an auth plugin names the key a request counts against), or null.
+  const ApiKeyConfig* keyNamed(std::string_view name) const;
   std::size_t size() const { return by_digest_.size(); }
 
  private:
@@ -34,6 +36,7 @@ class KeyTable {
   };
   std::unordered_map<Sha256, const ApiKeyConfig*, DigestHash, DigestEqual> by_digest_;
   std::unordered_map<std::string_view, const TenantConfig*> tenants_;
+  std::unordered_map<std::string_view, const ApiKeyConfig*> keys_by_name_;
   TenantDirectoryPtr directory_;  // what the pointers point into
 };
 

@@ -28,7 +28,7 @@ class ApiKeyLink final : public AuthLink {
   explicit ApiKeyLink(const KeyTable& keys) : keys_(keys) {}
   std::string_view name() const override { return "api_key"; }
 
-  AuthOutcome check(RequestContext& ctx, Principal& out) const override {
+  AuthOutcome check(RequestContext& ctx, Principal& out, AuthContinuation&) override {
     const std::string_view key = ctx.headers ? presentedKey(*ctx.headers) : std::string_view{};
     if (key.empty()) return AuthOutcome::Pass;
     const ApiKeyConfig* k = keys_.find(sha256(key));
@@ -54,7 +54,7 @@ class AnonymousLink final : public AuthLink {
  public:
   explicit AnonymousLink(const TenantConfig& tenant) : tenant_(tenant) {}
   std::string_view name() const override { return "anonymous"; }
-  AuthOutcome check(RequestContext&, Principal& out) const override {
+  AuthOutcome check(RequestContext&, Principal& out, AuthContinuation&) override {
     out.tenant = &tenant_;
     return AuthOutcome::Authenticated;
   }
@@ -68,15 +68,29 @@ struct Chain {
   std::vector<std::unique_ptr<AuthLink>> links;
 };
 
-class AuthFilter final : public Filter {
+struct AuthState {
+  const Chain* chain = nullptr;
+  std::size_t next = 0;  // the link that answered Pending
+};
+
+class AuthFilter final : public FilterWithState<AuthState>, AuthContinuation {
  public:
-  AuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics)
+  AuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics, const PluginLinkFactory& plugin_link)
       : keys_(std::move(directory)), metrics_(metrics) {
     for (const auto& c : config.auth.chains) {
       Chain chain{&c, {}};
       for (const auto& l : c.links) {
-        if (l.type == AuthLinkConfig::Type::ApiKey) chain.links.push_back(makeApiKeyLink(keys_));
-        else if (const TenantConfig* t = keys_.tenant(l.tenant)) chain.links.push_back(makeAnonymousLink(*t));
+        switch (l.type) {
+          case AuthLinkConfig::Type::ApiKey: chain.links.push_back(makeApiKeyLink(keys_)); break;
+          case AuthLinkConfig::Type::Anonymous:
+            if (const TenantConfig* t = keys_.tenant(l.tenant)) chain.links.push_back(makeAnonymousLink(*t));
+            break;
+          case AuthLinkConfig::Type::Plugin:
+            // No plugins configured at all: the link is left out, so it passes (the next
+            // link decides; a request that no link admits is still refused).
+            if (plugin_link) chain.links.push_back(plugin_link(l.plugin, keys_));
+            break;
+        }
       }
       chains_.push_back(std::move(chain));
     }
@@ -86,11 +100,34 @@ class AuthFilter final : public Filter {
 
   FilterStatus onRequestHeaders(RequestContext& ctx) override {
     if (!ctx.config->auth.enabled) return FilterStatus::Continue;
-    const Chain& chain = match(ctx);
-    for (const auto& link : chain.links) {
-      switch (link->check(ctx, ctx.principal)) {
+    AuthState& st = state(ctx);
+    st.chain = &match(ctx);
+    return runLinks(ctx, st, 0);
+  }
+
+  void linkDone(RequestContext& ctx, AuthOutcome outcome) override {
+    AuthState& st = state(ctx);
+    FilterStatus s = FilterStatus::Continue;
+    switch (outcome) {
+      case AuthOutcome::Authenticated: break;
+      case AuthOutcome::Refused: s = refused(ctx); break;
+      case AuthOutcome::Pending:  // not an answer: treated as a pass
+      case AuthOutcome::Pass:
+        s = runLinks(ctx, st, st.next + 1);
+        if (s == FilterStatus::Pause) return;
+        break;
+    }
+    ctx.resumer->resume(s);
+  }
+
+ private:
+  FilterStatus runLinks(RequestContext& ctx, AuthState& st, std::size_t from) {
+    const auto& links = st.chain->links;
+    for (std::size_t i = from; i < links.size(); ++i) {
+      switch (links[i]->check(ctx, ctx.principal, *this)) {
         case AuthOutcome::Authenticated: return FilterStatus::Continue;
         case AuthOutcome::Refused: return refused(ctx);
+        case AuthOutcome::Pending: st.next = i; return FilterStatus::Pause;
         case AuthOutcome::Pass: break;
       }
     }
@@ -99,7 +136,6 @@ class AuthFilter final : public Filter {
     return refused(ctx);
   }
 
- private:
   const Chain& match(const RequestContext& ctx) const {
     for (const auto& c : chains_) {
       const AuthChainConfig& m = *c.config;
@@ -151,8 +187,9 @@ std::string_view presentedKey(const HeaderView& headers) {
 std::unique_ptr<AuthLink> makeApiKeyLink(const KeyTable& keys) { return std::make_unique<ApiKeyLink>(keys); }
 std::unique_ptr<AuthLink> makeAnonymousLink(const TenantConfig& tenant) { return std::make_unique<AnonymousLink>(tenant); }
 
-std::unique_ptr<Filter> makeAuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics) {
-  return std::make_unique<AuthFilter>(config, std::move(directory), metrics);
+std::unique_ptr<Filter> makeAuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics,
+                                       const PluginLinkFactory& plugin_link) {
+  return std::make_unique<AuthFilter>(config, std::move(directory), metrics, plugin_link);
 }
 std::unique_ptr<Filter> makeModelAccessFilter() { return std::make_unique<ModelAccessFilter>(); }
 

@@ -2,10 +2,13 @@
 // matches a request, in order: a link establishes who is calling (Authenticated, with
 // `out` set), refuses the request (Refused, with ctx.fail), or leaves the decision to
 // the next link (Pass). A request that every link passed is refused with 401. The
-// built-in key check and the anonymous identity are links; an auth plugin (the plugins
-// issue) joins a chain as another link, for the routes or customers that need it.
+// built-in key check and the anonymous identity are links; an auth plugin
+// ({type: plugin, id}) is another, for the routes or customers that need it. A link
+// that must wait (a plugin call that outlives its slice) answers Pending and gives its
+// answer later through the AuthContinuation, once, on the worker's thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -15,16 +18,28 @@ namespace tahua {
 
 class KeyTable;
 
-enum class AuthOutcome { Authenticated, Refused, Pass };
+enum class AuthOutcome { Authenticated, Refused, Pass, Pending };
+
+// Where a link that answered Pending gives its answer (Authenticated with ctx.principal
+// set, Refused with ctx.error, or Pass).
+class AuthContinuation {
+ public:
+  virtual void linkDone(RequestContext& ctx, AuthOutcome outcome) = 0;
+
+ protected:
+  ~AuthContinuation() = default;
+};
 
 class AuthLink {
  public:
   virtual ~AuthLink() = default;
   virtual std::string_view name() const = 0;
-  // Synchronous: links answer from the worker's own tables. (A plugin link that must
-  // wait will pause through the filter's resumer; that arrives with plugins.)
-  virtual AuthOutcome check(RequestContext& ctx, Principal& out) const = 0;
+  virtual AuthOutcome check(RequestContext& ctx, Principal& out, AuthContinuation& then) = 0;
 };
+
+// Makes the link `{type: plugin, id}` of a chain (see filters/plugins/plugin_auth_link.h);
+// given to the auth filter by the worker when plugins are configured.
+using PluginLinkFactory = std::function<std::unique_ptr<AuthLink>(std::string_view id, const KeyTable& keys)>;
 
 // `Authorization: Bearer <key>`, `x-api-key: <key>` (Anthropic's SDK) or `api-key: <key>`
 // (Azure's), looked up by SHA-256 in `keys`. No key: Pass (so a later link may decide).

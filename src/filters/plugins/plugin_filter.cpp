@@ -14,10 +14,9 @@
 #include "core/ascii.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "filters/worker_services.h"
+#include "filters/plugins/plugin_set.h"
 #include "http/request_inspect.h"
 #include "plugins/plugin_host.h"
-#include "plugins/plugin_thread.h"
 #include "sse/sse_parser.h"
 #include "telemetry/metrics.h"
 
@@ -30,7 +29,7 @@ static_assert(static_cast<int>(Endpoint::ChatCompletions) == 1 && static_cast<in
               static_cast<int>(Endpoint::Responses) == 5 && static_cast<int>(Endpoint::Messages) == 6 &&
               static_cast<int>(Endpoint::CountTokens) == 7);
 constexpr std::size_t kEndpoints = 8;
-constexpr std::size_t kMaxPlugins = 128;  // the loader's bound too
+constexpr std::size_t kMaxPlugins = PluginSet::kMaxPlugins;
 constexpr int kNoRef = -2;                // LUA_NOREF
 
 using PluginBits = std::bitset<kMaxPlugins>;
@@ -130,11 +129,11 @@ void encodeEvent(std::string& out, std::string_view event, std::string_view data
 
 class PluginFilter final : public FilterWithState<PluginState> {
  public:
-  PluginFilter(ConfigPtr config, WorkerServices& worker, WorkerMetrics& metrics) : config_(std::move(config)), worker_(worker) {
-    const auto& plugins = config_->plugins;
-    for (std::size_t i = 0; i < plugins.size() && i < kMaxPlugins; ++i) {
-      const PluginConfig& p = plugins[i];
-      instances_.push_back(std::make_unique<PluginInstance>(p, metrics));
+  PluginFilter(ConfigPtr config, std::shared_ptr<PluginSet> set)
+      : config_(std::move(config)), set_(std::move(set)), instances_(set_->instances()) {
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      const PluginConfig& p = instances_[i]->config();
+      if (!(p.phases & ~kPluginAuth)) continue;  // on_auth runs as a link of auth.chains, not here
       for (std::size_t e = 0; e < kEndpoints; ++e)
         if (p.supports.endpoints == 0 || (p.supports.endpoints >> e & 1)) by_endpoint_[e].set(i);
       if (!p.supports.headers.empty()) with_headers_.set(i);
@@ -449,25 +448,15 @@ class PluginFilter final : public FilterWithState<PluginState> {
   // other calls of the plugin get another one.
   void offload(RequestContext& ctx, PluginState& st, PluginInstance& in) {
     PluginRequestData& d = *st.data;
-    d.rt->busy = true;
-    if (!thread_) thread_ = std::make_unique<PluginThread>();
-    const auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::microseconds>(10 * in.config().cpu, std::chrono::seconds(1));
-    std::weak_ptr<bool> alive = alive_;
-    thread_->post([this, &ctx, &d, &in, deadline, alive] {
-      in.runToEnd(*d.rt, d.call, ctx, deadline);
-      worker_.post([this, &ctx, alive] {
-        if (alive.expired()) return;  // the filter is gone (its worker stopping): so is the request
-        PluginState& st = state(ctx);
-        PluginRequestData& d = *st.data;
-        d.rt->busy = false;
-        FilterStatus s = endRequestCall(ctx, st, *instances_[st.next]);
-        if (s == FilterStatus::Continue) {
-          ++st.next;
-          s = runRequest(ctx, st);
-          if (s == FilterStatus::Pause) return;
-        }
-        ctx.resumer->resume(s);
-      });
+    set_->offload(in, d.rt, d.call, ctx, [this, &ctx] {
+      PluginState& st = state(ctx);
+      FilterStatus s = endRequestCall(ctx, st, *instances_[st.next]);
+      if (s == FilterStatus::Continue) {
+        ++st.next;
+        s = runRequest(ctx, st);
+        if (s == FilterStatus::Pause) return;
+      }
+      ctx.resumer->resume(s);
     });
   }
 
@@ -496,12 +485,11 @@ class PluginFilter final : public FilterWithState<PluginState> {
   }
 
   ConfigPtr config_;
-  WorkerServices& worker_;
-  // Per-request data of requests that ended, for the next ones (declared before the
-  // instances: a State may hand its data back while the filter is destroyed last).
+  std::shared_ptr<PluginSet> set_;
+  // Per-request data of requests that ended, for the next ones (declared after the set:
+  // a State may hand its data back while the filter is destroyed).
   std::vector<std::unique_ptr<PluginRequestData>> spare_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the plugin thread's answers
-  std::vector<std::unique_ptr<PluginInstance>> instances_;
+  const std::vector<std::unique_ptr<PluginInstance>>& instances_;
   std::array<PluginBits, kEndpoints> by_endpoint_{};
   PluginBits with_headers_;
   bool tenant_matchers_ = false;
@@ -516,14 +504,12 @@ class PluginFilter final : public FilterWithState<PluginState> {
   PluginInstance::EventVerdict verdict_ = PluginInstance::EventVerdict::Keep;
   std::vector<std::pair<std::string, std::string>> state_replacement_;
   std::optional<Error> failure_;
-  // Declared last: destroyed (joined) first, so no call runs on a runtime that is gone.
-  std::unique_ptr<PluginThread> thread_;
 };
 
 }  // namespace
 
-std::unique_ptr<Filter> makePluginFilter(ConfigPtr config, WorkerServices& worker, WorkerMetrics& metrics) {
-  return std::make_unique<PluginFilter>(std::move(config), worker, metrics);
+std::unique_ptr<Filter> makePluginFilter(ConfigPtr config, std::shared_ptr<PluginSet> plugins) {
+  return std::make_unique<PluginFilter>(std::move(config), std::move(plugins));
 }
 
 }  // namespace tahua

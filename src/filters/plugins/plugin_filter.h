@@ -7,8 +7,7 @@
 
 namespace tahua {
 
-class WorkerServices;
-struct WorkerMetrics;
+class PluginSet;
 
 // Lua plugins (`plugins:`, Plugin resources; docs/plugins.md). After the router and the
 // model check, before the limits: a plugin's on_request sees the routed model, the
@@ -20,6 +19,6 @@ struct WorkerMetrics;
 // that loops holds the loop for one slice at a time until its CPU budget ends it.
 // Response phases (headers, stream events, completion) run synchronously within one
 // slice. Left out of the chain when no plugin is configured.
-std::unique_ptr<Filter> makePluginFilter(ConfigPtr config, WorkerServices& worker, WorkerMetrics& metrics);
+std::unique_ptr<Filter> makePluginFilter(ConfigPtr config, std::shared_ptr<PluginSet> plugins);
 
 }  // namespace tahua

@@ -91,6 +91,7 @@ struct PluginConfig {
   std::chrono::microseconds cpu{50'000};
   std::chrono::microseconds slice{1'000};
   bool fail_closed = false;        // a failed call refuses the request (else: as if the plugin were not there)
+  bool kv_shared = false;          // tahua.kv.shared: the key-value namespace shared by the plugins that opt in
   std::uint32_t breaker_failures = 5;  // consecutive failures that open the plugin's breaker
   Millis breaker_cooldown{30'000};
   std::vector<PluginTest> tests;

@@ -67,7 +67,7 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "plugins", "expected a list of plugins");
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "plugins[" + std::to_string(i) + "]";
-    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests"});
+    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv"});
     if (!n[i]["id"]) fail(n[i], p + ".id", "required");
     const std::string id = nonEmpty(n[i]["id"], p + ".id");
     plugin(n[i], p, id, cfg);
@@ -78,7 +78,7 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
 void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string& id, Config& cfg) {
   const bool resource = !y["id"];
   if (resource)
-    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests"});
+    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv"});
   if (!validId(id))
     fail(resource ? y : y["id"], resource ? p : p + ".id",
          "\"" + id + "\" is not a plugin id (lower-case letters, digits, '-', '_', '.'; at most 64)");
@@ -154,6 +154,11 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
     checkKeys(b, bp, {"failures", "cooldown"});
     if (auto v = b["failures"]) pc.breaker_failures = static_cast<std::uint32_t>(integer(v, bp + ".failures", 1, 1'000'000));
     if (auto v = b["cooldown"]) pc.breaker_cooldown = duration(v, bp + ".cooldown", Millis(1));
+  }
+
+  if (auto k = y["kv"]) {
+    checkKeys(k, p + ".kv", {"shared"});
+    if (auto v = k["shared"]) pc.kv_shared = boolean(v, p + ".kv.shared");
   }
 
   // The code: inline, or a file next to the config.

@@ -15,6 +15,18 @@
 
 namespace tahua {
 namespace {
+// "=name": the chunk's name as Lua shows it in errors. (Built by append: GCC 12 warns,
+// wrongly, about "=" + std::string.)
+std::string chunkName(std::string_view name) {
+  std::string out;
+  out.reserve(name.size() + 1);
+  out.push_back('=');
+  out.append(name);
+  return out;
+}
+}  // namespace
+
+namespace {
 
 constexpr lua_Integer kMaxMove = 1 << 16;  // table.move's range (a plain table that large exceeds 1 MiB anyway)
 constexpr std::size_t kMaxErrorText = 512;
@@ -152,7 +164,7 @@ bool LuaVm::compile(std::string_view source, std::string_view name, std::string&
     error = "out of memory";
     return false;
   }
-  const std::string chunk = "=" + std::string(name);
+  const std::string chunk = chunkName(name);
   if (luaL_loadbufferx(L, source.data(), source.size(), chunk.c_str(), "t") != LUA_OK) {
     const char* msg = lua_tostring(L, -1);
     error = msg ? msg : "cannot compile";
@@ -223,7 +235,7 @@ void LuaVm::hook(lua_State* L, lua_Debug*) {
 }
 
 bool LuaVm::load(std::string_view bytecode, std::string_view name, std::string& error) {
-  const std::string chunk = "=" + std::string(name);
+  const std::string chunk = chunkName(name);
   if (luaL_loadbufferx(L_, bytecode.data(), bytecode.size(), chunk.c_str(), "b") != LUA_OK) {
     error = errorText(L_);
     lua_pop(L_, 1);
@@ -279,6 +291,13 @@ lua_State* LuaVm::prepare(LuaCall& call, int fn) {
 
 LuaStep LuaVm::run(LuaCall& call, int nargs) { return step(call, nargs); }
 LuaStep LuaVm::resume(LuaCall& call) { return step(call, 0); }
+LuaStep LuaVm::resumeWith(LuaCall& call, int nresults) { return step(call, nresults); }
+
+int LuaVm::wait(lua_State* L) {
+  LuaVm* vm = *static_cast<LuaVm**>(lua_getextraspace(L));
+  vm->waiting_ = true;
+  return lua_yield(L, 0);
+}
 
 LuaStep LuaVm::step(LuaCall& call, int nargs) {
   const auto start = std::chrono::steady_clock::now();
@@ -305,7 +324,7 @@ LuaStep LuaVm::runToEnd(LuaCall& call, std::chrono::steady_clock::time_point dea
     const int status = resumeOnce(call, 0);
     call.used += threadCpu() - cpu_start;
     const LuaStep s = settle(call, status);
-    if (s != LuaStep::Yielded) return s;
+    if (s != LuaStep::Yielded) return s;  // Waiting too: the I/O is the worker's
     if (call.used >= budgets_.cpu) {
       call.failure = LuaFailure::Cpu;
       broken_ = true;
@@ -317,6 +336,7 @@ LuaStep LuaVm::runToEnd(LuaCall& call, std::chrono::steady_clock::time_point dea
 int LuaVm::resumeOnce(LuaCall& call, int nargs) {
   over_ = LuaFailure::None;
   memory_refused_ = false;
+  waiting_ = false;
   int nres = 0;
   enforce_ = true;
   const int status = lua_resume(call.thread, nullptr, nargs, &nres);
@@ -334,6 +354,7 @@ LuaStep LuaVm::settle(LuaCall& call, int status) {
     return LuaStep::Done;
   } else if (status == LUA_YIELD) {
     call.results = 0;
+    if (waiting_) return LuaStep::Waiting;
     return LuaStep::Yielded;
   } else {
     call.failure = status == LUA_ERRMEM ? LuaFailure::Memory : LuaFailure::Error;

@@ -52,7 +52,9 @@ struct LuaCall {
   int results = 0;      // values on thread's stack once done
 };
 
-enum class LuaStep { Done, Yielded, Failed };
+// Yielded: the slice ended (resume it later); Waiting: a host function waits for I/O
+// (LuaVm::wait), and the call goes on with its answer (resumeWith).
+enum class LuaStep { Done, Yielded, Waiting, Failed };
 
 class LuaVm {
  public:
@@ -79,6 +81,12 @@ class LuaVm {
   lua_State* prepare(LuaCall& call, int fn);
   LuaStep run(LuaCall& call, int nargs);
   LuaStep resume(LuaCall& call);
+  // After Waiting: the `nresults` values pushed on call.thread are what the waiting host
+  // function returns to the plugin.
+  LuaStep resumeWith(LuaCall& call, int nresults);
+  // For a host function that must wait: `return LuaVm::wait(L);` suspends the call with
+  // LuaStep::Waiting. Only where the call can yield (lua_isyieldable).
+  static int wait(lua_State* L);
   // Off the event loop, on a thread of its own: resumes a yielded call until it ends, in
   // slices of kOffLoopSlice, its CPU counted from the thread's own clock (a thread that
   // waits for a core is not charged), abandoned past the CPU budget or at `deadline`
@@ -108,6 +116,7 @@ class LuaVm {
   std::size_t used_ = 0;
   bool enforce_ = false;  // the memory budget holds while plugin code runs
   bool memory_refused_ = false;
+  bool waiting_ = false;  // the yield is a host function's wait, not the hook's
   bool broken_ = false;
   int table_ref_ = -2;
   std::vector<std::pair<lua_State*, int>> idle_threads_;

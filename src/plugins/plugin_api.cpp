@@ -7,6 +7,7 @@
 #include <lua.hpp>
 
 #include "core/ascii.h"
+#include "plugins/lua_sandbox.h"
 #include "plugins/plugin_host.h"
 #include "request/request_context.h"
 
@@ -358,34 +359,107 @@ int callIndex(lua_State* L) {
   return 1;
 }
 
+// The call running on the runtime of upvalue 1 (none at the top level, at load).
+PluginCallView& runningCall(lua_State* L, const char* what) {
+  auto* rt = static_cast<PluginRuntime*>(lua_touserdata(L, lua_upvalueindex(1)));
+  if (!rt->call) luaL_error(L, "%s is only available in a phase function", what);
+  return *rt->call;
+}
+
 int apiLog(lua_State* L) {
   auto* rt = static_cast<PluginRuntime*>(lua_touserdata(L, lua_upvalueindex(1)));
   std::size_t n = 0;
   const char* msg = luaL_checklstring(L, 1, &n);
-  rt->instance.log(*rt, std::string_view(msg, std::min(n, kMaxLogBytes)));
+  if (rt->call) rt->instance.log(*rt->call, std::string_view(msg, std::min(n, kMaxLogBytes)));
   return 0;
 }
 
-// Recorded on the runtime (the call may run off the worker's thread); finish() adds them
-// to the worker's metrics.
-bool recordCount(PluginRuntime& rt, std::string_view name, std::int64_t by) noexcept {
-  for (auto& [k, n] : rt.counts)
+// Recorded with the call (it may run off the worker's thread); finish() adds them to
+// the worker's metrics.
+bool recordCount(PluginCallView& call, std::string_view name, std::int64_t by) noexcept {
+  for (auto& [k, n] : call.counts)
     if (k == name) {
       n += by;
       return true;
     }
-  return rt.counts.size() >= kMaxPluginCounters || guarded([&] { rt.counts.emplace_back(std::string(name), by); });
+  return call.counts.size() >= kMaxPluginCounters || guarded([&] { call.counts.emplace_back(std::string(name), by); });
 }
 
 int apiCount(lua_State* L) {
-  auto* rt = static_cast<PluginRuntime*>(lua_touserdata(L, lua_upvalueindex(1)));
+  PluginCallView& call = runningCall(L, "tahua.count");
   std::size_t n = 0;
   const char* name = luaL_checklstring(L, 1, &n);
   const lua_Integer by = luaL_optinteger(L, 2, 1);
   if (!codeName({name, n})) return luaL_error(L, "tahua.count: the name must be 1 to 64 of a-z, 0-9, _");
   if (by < 0) return luaL_error(L, "tahua.count: counters only go up");
-  if (!recordCount(*rt, {name, n}, by)) return luaL_error(L, "not enough memory");
+  if (!recordCount(call, {name, n}, by)) return luaL_error(L, "not enough memory");
   return 0;
+}
+
+// tahua.kv (upvalue 1: the runtime; upvalue 2: true for tahua.kv.shared).
+std::string_view kvKeyArg(lua_State* L, const char* what) {
+  std::size_t n = 0;
+  const char* key = luaL_checklstring(L, 1, &n);
+  if (n == 0 || n > kMaxPluginKvKey) luaL_error(L, "%s: a key has 1 to 256 bytes", what);
+  return {key, n};
+}
+
+// get(key): the value (a string), or nil when there is none; nil and "unavailable" when
+// the store cannot answer. Suspends the call until the store answers: only in the phases
+// that may wait (on_request, on_auth).
+int apiKvGet(lua_State* L) {
+  auto* rt = static_cast<PluginRuntime*>(lua_touserdata(L, lua_upvalueindex(1)));
+  PluginCallView& call = runningCall(L, "tahua.kv.get");
+  const std::string_view key = kvKeyArg(L, "tahua.kv.get");
+  if (call.phase != kPluginRequest && call.phase != kPluginAuth)
+    return luaL_error(L, "tahua.kv.get is only available in on_request and on_auth (put and erase work in every phase)");
+  if (!lua_isyieldable(L)) return luaL_error(L, "tahua.kv.get cannot wait here (inside a callback of a C function)");
+  if (call.gets_left <= 0) return luaL_error(L, "tahua.kv.get: at most 32 per call");
+  --call.gets_left;
+  const bool shared = lua_toboolean(L, lua_upvalueindex(2));
+  if (!guarded([&] { call.wait = PluginWait{PluginWait::Kind::KvGet, rt->instance.kvKey(key, shared)}; }))
+    return luaL_error(L, "not enough memory");
+  return LuaVm::wait(L);
+}
+
+// put(key, value [, ttl_seconds]) and erase(key): made when the call returns normally
+// (not read back within the call), in any phase.
+int kvWrite(lua_State* L, bool erase) {
+  auto* rt = static_cast<PluginRuntime*>(lua_touserdata(L, lua_upvalueindex(1)));
+  const char* what = erase ? "tahua.kv.erase" : "tahua.kv.put";
+  PluginCallView& call = runningCall(L, what);
+  const std::string_view key = kvKeyArg(L, what);
+  std::string_view value;
+  lua_Integer ttl = 3600;
+  if (!erase) {
+    if (lua_type(L, 2) != LUA_TSTRING && lua_type(L, 2) != LUA_TNUMBER) return luaL_error(L, "tahua.kv.put: the value is a string or a number");
+    std::size_t n = 0;
+    const char* v = lua_tolstring(L, 2, &n);  // a number becomes its text (on the stack, kept)
+    if (n > kMaxPluginKvValue) return luaL_error(L, "tahua.kv.put: a value has at most 65536 bytes");
+    value = {v, n};
+    ttl = luaL_optinteger(L, 3, 3600);
+    if (ttl < 1 || ttl > kMaxPluginKvTtlSeconds) return luaL_error(L, "tahua.kv.put: the ttl is 1 second to 30 days");
+  }
+  if (call.writes.size() >= kMaxPluginKvWrites) return luaL_error(L, "%s: at most 16 writes per call", what);
+  const bool shared = lua_toboolean(L, lua_upvalueindex(2));
+  if (!guarded([&] {
+        call.writes.push_back(PluginKvWrite{rt->instance.kvKey(key, shared), std::string(value), Millis(ttl * 1000), erase});
+      }))
+    return luaL_error(L, "not enough memory");
+  return 0;
+}
+int apiKvPut(lua_State* L) { return kvWrite(L, false); }
+int apiKvErase(lua_State* L) { return kvWrite(L, true); }
+
+void pushKvTable(lua_State* L, PluginRuntime* rt, bool shared) {
+  lua_createtable(L, 0, 3);
+  const luaL_Reg fns[] = {{"get", apiKvGet}, {"put", apiKvPut}, {"erase", apiKvErase}};
+  for (const auto& f : fns) {
+    lua_pushlightuserdata(L, rt);
+    lua_pushboolean(L, shared);
+    lua_pushcclosure(L, f.func, 2);
+    lua_setfield(L, -2, f.name);
+  }
 }
 
 int apiNow(lua_State* L) {
@@ -421,6 +495,12 @@ void installPluginApi(lua_State* L, PluginRuntime* rt) {
   }
   lua_pushcfunction(L, apiNow);
   lua_setfield(L, -2, "now");
+  pushKvTable(L, rt, false);
+  if (rt->instance.config().kv_shared) {  // opted into: the namespace every such plugin shares
+    pushKvTable(L, rt, true);
+    lua_setfield(L, -2, "shared");
+  }
+  lua_setfield(L, -2, "kv");
   lua_setglobal(L, "tahua");
 }
 

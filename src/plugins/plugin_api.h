@@ -21,6 +21,11 @@ struct PluginRuntime;
 
 constexpr int kMaxPluginLogLines = 16;   // tahua.log lines per call
 constexpr std::size_t kMaxPluginCounters = 32;  // tahua.count names per plugin
+constexpr int kMaxPluginKvGets = 32;            // tahua.kv.get per call
+constexpr std::size_t kMaxPluginKvWrites = 16;  // tahua.kv.put / erase per call
+constexpr std::size_t kMaxPluginKvKey = 256;
+constexpr std::size_t kMaxPluginKvValue = 64 << 10;
+constexpr long long kMaxPluginKvTtlSeconds = 30LL * 24 * 3600;
 
 // The call object's metatable and the `tahua` table, in a runtime's fresh state.
 void installPluginApi(lua_State* L, PluginRuntime* rt);

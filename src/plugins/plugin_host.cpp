@@ -9,6 +9,7 @@
 #include "plugins/plugin_api.h"
 #include "plugins/plugin_code.h"
 #include "request/request_context.h"
+#include "store/state_store.h"
 
 namespace tahua {
 
@@ -127,7 +128,8 @@ std::string_view pluginOutcomeName(PluginOutcome o) {
 
 // --- the instance
 
-PluginInstance::PluginInstance(const PluginConfig& config, WorkerMetrics& metrics) : config_(config), metrics_(metrics) {
+PluginInstance::PluginInstance(const PluginConfig& config, WorkerMetrics& metrics, StateStore* store)
+    : config_(config), metrics_(metrics), store_(store) {
   for (std::uint8_t bit : kPluginPhaseBits) {
     if (!(config.phases & bit)) continue;
     for (std::size_t o = 0; o < kPluginOutcomes; ++o)
@@ -173,10 +175,13 @@ std::shared_ptr<PluginRuntime> PluginInstance::runtime() {
   return rt;
 }
 
-lua_State* PluginInstance::prepare(PluginRuntime& rt, LuaCall& call, std::uint8_t phase) {
-  rt.log_left = kMaxPluginLogLines;
-  rt.counts.clear();
-  return rt.vm.prepare(call, rt.functions[phaseIndex(phase)]);
+lua_State* PluginInstance::prepare(PluginRuntime& rt, LuaCall& call, PluginCallView& view) {
+  view.log_left = kMaxPluginLogLines;
+  view.gets_left = kMaxPluginKvGets;
+  view.counts.clear();
+  view.writes.clear();
+  view.wait = PluginWait{};
+  return rt.vm.prepare(call, rt.functions[phaseIndex(view.phase)]);
 }
 
 void PluginInstance::pushView(PluginRuntime&, lua_State* thread, PluginCallView& view, int& handle_ref) {
@@ -272,23 +277,60 @@ bool PluginInstance::readEventResult(const LuaCall& call, EventVerdict& verdict,
   return true;
 }
 
-LuaStep PluginInstance::run(PluginRuntime& rt, LuaCall& call, RequestContext& ctx) {
-  rt.current = &ctx;
+LuaStep PluginInstance::run(PluginRuntime& rt, LuaCall& call, PluginCallView& view) {
+  rt.call = &view;
   const int nargs = lua_gettop(call.thread) - 1;
   const LuaStep s = rt.vm.run(call, nargs);
-  rt.current = nullptr;
+  rt.call = nullptr;
   return s;
 }
 
-LuaStep PluginInstance::runToEnd(PluginRuntime& rt, LuaCall& call, const RequestContext& ctx,
+LuaStep PluginInstance::runToEnd(PluginRuntime& rt, LuaCall& call, PluginCallView& view,
                                  std::chrono::steady_clock::time_point deadline) {
-  rt.current = &ctx;
+  rt.call = &view;
   const LuaStep s = rt.vm.runToEnd(call, deadline);
-  rt.current = nullptr;
+  rt.call = nullptr;
   return s;
 }
 
-PluginOutcome PluginInstance::finish(PluginRuntime& rt, LuaCall& call, std::uint8_t phase, const RequestContext& ctx, int handle_ref) {
+LuaStep PluginInstance::resumeWith(PluginRuntime& rt, LuaCall& call, PluginCallView& view, const std::string* value,
+                                   std::string_view error) {
+  view.wait = PluginWait{};
+  // Outside the resume the memory budget is not enforced: pushing cannot fail on it, and
+  // a value is bounded by the store (kMaxValueBytes).
+  int n = 1;
+  if (value) {
+    lua_pushlstring(call.thread, value->data(), value->size());
+  } else {
+    lua_pushnil(call.thread);
+    if (!error.empty()) {
+      lua_pushlstring(call.thread, error.data(), error.size());
+      n = 2;
+    }
+  }
+  rt.call = &view;
+  const LuaStep s = rt.vm.resumeWith(call, n);
+  rt.call = nullptr;
+  return s;
+}
+
+std::string PluginInstance::kvKey(std::string_view key, bool shared) const {
+  // Plugin ids have no '~': the shared namespace cannot be a plugin's.
+  std::string out = "tahua:kv:";
+  out.append(shared ? std::string_view("~shared") : std::string_view(config_.id)).append(":").append(key);
+  return out;
+}
+
+void PluginInstance::countKv(std::string_view op, std::string_view result) noexcept {
+  try {
+    ++metrics_.plugin_kv[{config_.id, std::string(op), std::string(result)}];
+  } catch (...) {
+  }
+}
+
+PluginOutcome PluginInstance::finish(PluginRuntime& rt, LuaCall& call, PluginCallView& view, int handle_ref) {
+  const std::uint8_t phase = view.phase;
+  const RequestContext& ctx = *view.ctx;
   endCallObject(rt.vm.state(), handle_ref);
   PluginOutcome outcome = PluginOutcome::Ok;
   switch (call.failure) {
@@ -300,12 +342,30 @@ PluginOutcome PluginInstance::finish(PluginRuntime& rt, LuaCall& call, std::uint
   }
   ++calls(phase, outcome);
   seconds_->observe(std::chrono::duration<double>(call.used).count());
-  for (const auto& [name, n] : rt.counts) count(name, n);
-  rt.counts.clear();
+  for (const auto& [name, n] : view.counts) count(name, n);
+  view.counts.clear();
   if (outcome == PluginOutcome::Ok) {
     failures_in_row_ = 0;
+    // The call's writes, now that it returned normally. Not waited for: a write the
+    // store refuses is counted (result error) and logged, never silently lost.
+    for (auto& w : view.writes) {
+      if (!store_) break;
+      const std::string_view op = w.erase ? "erase" : "put";
+      // The answer may come after this instance is gone (a config swap): it holds copies.
+      auto done = [metrics = &metrics_, id = config_.id, op, key = w.key](std::optional<std::string> error) {
+        try {
+          ++metrics->plugin_kv[{id, std::string(op), error ? "error" : "ok"}];
+          if (error) log::warn("plugin key-value write failed", {{"plugin", id}, {"op", op}, {"key", key}, {"error", *error}});
+        } catch (...) {
+        }
+      };
+      if (w.erase) store_->eraseValue(w.key, std::move(done));
+      else store_->putValue(w.key, std::move(w.value), w.ttl, std::move(done));
+    }
+    view.writes.clear();
     return outcome;
   }
+  view.writes.clear();
   const auto now = std::chrono::steady_clock::now();
   if (++failures_in_row_ >= config_.breaker_failures) {
     open_until_ = now + config_.breaker_cooldown;
@@ -325,12 +385,12 @@ PluginOutcome PluginInstance::finish(PluginRuntime& rt, LuaCall& call, std::uint
 void PluginInstance::countSkipped(std::uint8_t phase) { ++calls(phase, PluginOutcome::BreakerOpen); }
 void PluginInstance::countUnavailable(std::uint8_t phase) { ++calls(phase, PluginOutcome::Error); }
 
-void PluginInstance::log(PluginRuntime& rt, std::string_view message) noexcept {
-  if (rt.log_left <= 0) return;  // a plugin logging in a loop: the first lines of each call only
-  --rt.log_left;
+void PluginInstance::log(PluginCallView& view, std::string_view message) noexcept {
+  if (view.log_left <= 0) return;  // a plugin logging in a loop: the first lines of each call only
+  --view.log_left;
   try {
     log::info("plugin log", {{"plugin", config_.id},
-                             {"request_id", rt.current ? std::string_view(rt.current->request_id) : std::string_view()},
+                             {"request_id", view.ctx ? std::string_view(view.ctx->request_id) : std::string_view()},
                              {"message", message}});
   } catch (...) {
   }

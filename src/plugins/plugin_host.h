@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "config/plugin_config.h"
+#include "core/duration.h"
 #include "plugins/lua_sandbox.h"
 #include "telemetry/metrics.h"
 
@@ -27,6 +28,7 @@ class value;
 namespace tahua {
 
 struct RequestContext;
+class StateStore;
 
 // What one call asked for.
 struct PluginEffects {
@@ -72,6 +74,25 @@ class PluginBody {
 // What a call may see and touch; reached from Lua through a userdata whose pointer is
 // cleared when the call ends (a plugin that keeps the object gets an error, not a
 // dangling pointer).
+// A call of the key-value store that waits for the store (tahua.kv.get): the call is
+// suspended (LuaStep::Waiting) until the worker has the value.
+struct PluginWait {
+  enum class Kind : std::uint8_t { None, KvGet } kind = Kind::None;
+  std::string key;  // the store's key ("tahua:kv:<plugin>:<key>")
+};
+
+// A write of the key-value store, made when the call returns normally.
+struct PluginKvWrite {
+  std::string key;  // the store's key
+  std::string value;
+  Millis ttl{0};
+  bool erase = false;
+};
+
+// One call: what it may see and touch (reached from Lua through a userdata whose pointer
+// is cleared when the call ends: a plugin that keeps the object gets an error, not a
+// dangling pointer), and what it did besides its effects. It belongs to the call, not to
+// the runtime: calls of one runtime interleave while some wait for the store.
 struct PluginCallView {
   RequestContext* ctx = nullptr;
   std::uint8_t phase = 0;
@@ -79,6 +100,27 @@ struct PluginCallView {
   PluginBody* body = nullptr;  // request phase
   const std::vector<std::pair<std::string_view, std::string_view>>* response_headers = nullptr;
   std::string& scratch() { return scratch_; }  // text on its way into Lua
+
+  // Starts a call of `phase` for `ctx` (capacity kept).
+  void begin(RequestContext* c, std::uint8_t ph, PluginEffects* e) {
+    ctx = c;
+    phase = ph;
+    effects = e;
+    body = nullptr;
+    response_headers = nullptr;
+    log_left = 0;
+    counts.clear();
+    wait = PluginWait{};
+    writes.clear();
+    gets_left = 0;
+  }
+  // Set by prepare(), read and written by the API functions while the call runs; the
+  // counts and writes are applied by finish() on the worker.
+  int log_left = 0;
+  std::vector<std::pair<std::string, std::int64_t>> counts;
+  PluginWait wait;
+  std::vector<PluginKvWrite> writes;
+  int gets_left = 0;
 
  private:
   std::string scratch_;
@@ -94,11 +136,9 @@ struct PluginRuntime {
   int functions[kPluginPhases] = {-2, -2, -2, -2, -2};  // by phase bit index; LUA_NOREF when absent
   PluginInstance& instance;
   bool busy = false;  // a call runs on it off the event loop (set and read on the worker only)
-  // The running call's (one at a time, on whichever thread runs it): its request, the
-  // log lines it may still write, what it counted (applied by finish() on the worker).
-  const RequestContext* current = nullptr;
-  int log_left = 0;
-  std::vector<std::pair<std::string, std::int64_t>> counts;
+  // The call running now (one at a time, on whichever thread runs it), for the API
+  // functions; null between slices.
+  PluginCallView* call = nullptr;
 };
 
 enum class PluginOutcome : std::uint8_t { Ok, Error, Cpu, Memory, Slice, BreakerOpen };
@@ -107,7 +147,8 @@ std::string_view pluginOutcomeName(PluginOutcome o);
 
 class PluginInstance {
  public:
-  PluginInstance(const PluginConfig& config, WorkerMetrics& metrics);
+  // `store`: where tahua.kv lives (null: nowhere, as in self-tests: gets find nothing).
+  PluginInstance(const PluginConfig& config, WorkerMetrics& metrics, StateStore* store = nullptr);
   ~PluginInstance();
   PluginInstance(const PluginInstance&) = delete;
   PluginInstance& operator=(const PluginInstance&) = delete;
@@ -118,9 +159,10 @@ class PluginInstance {
   std::shared_ptr<PluginRuntime> runtime();
   static constexpr std::size_t kMaxRuntimes = 4;
 
-  // A call of `phase`'s function: push its argument with one of the push functions on
-  // the returned thread, then run(); resume() while it yields; finish() at the end.
-  lua_State* prepare(PluginRuntime& rt, LuaCall& call, std::uint8_t phase);
+  // A call of view.phase's function: push its argument with one of the push functions on
+  // the returned thread, then run(); while it yields, resume it (runToEnd off the loop;
+  // resumeWith after a wait); finish() at the end. `view` stays put until then.
+  lua_State* prepare(PluginRuntime& rt, LuaCall& call, PluginCallView& view);
   // The call object for `view` (valid until finish()).
   void pushView(PluginRuntime& rt, lua_State* thread, PluginCallView& view, int& handle_ref);
   // {event = name or nil, data = text, index = n}
@@ -133,14 +175,22 @@ class PluginInstance {
   // (or an event name has a line break).
   enum class EventVerdict { Keep, Drop, Replace };
   static bool readEventResult(const LuaCall& call, EventVerdict& verdict, std::vector<std::pair<std::string, std::string>>& events);
-  LuaStep run(PluginRuntime& rt, LuaCall& call, RequestContext& ctx);
+  LuaStep run(PluginRuntime& rt, LuaCall& call, PluginCallView& view);
   // The rest of a call that used up its first slice, on a thread of its own (see
-  // LuaVm::runToEnd); the runtime is busy meanwhile.
-  LuaStep runToEnd(PluginRuntime& rt, LuaCall& call, const RequestContext& ctx, std::chrono::steady_clock::time_point deadline);
+  // LuaVm::runToEnd); the runtime is busy meanwhile. Waiting: the call asks for the
+  // store (view.wait), which only the worker may use.
+  LuaStep runToEnd(PluginRuntime& rt, LuaCall& call, PluginCallView& view, std::chrono::steady_clock::time_point deadline);
+  // A call that waited (LuaStep::Waiting) goes on, with the store's answer: `value`, or
+  // nil and `error` when there is none.
+  LuaStep resumeWith(PluginRuntime& rt, LuaCall& call, PluginCallView& view, const std::string* value, std::string_view error);
   // Ends a call: clears the call object, records the outcome (metrics, breaker, a log
-  // line for failures) and returns it. The call's results stay on call.thread until
-  // rt.vm.release(call).
-  PluginOutcome finish(PluginRuntime& rt, LuaCall& call, std::uint8_t phase, const RequestContext& ctx, int handle_ref);
+  // line for failures), makes the call's store writes when it returned normally, and
+  // returns the outcome. The call's results stay on call.thread until rt.vm.release(call).
+  PluginOutcome finish(PluginRuntime& rt, LuaCall& call, PluginCallView& view, int handle_ref);
+
+  // The store's key for the plugin's key `key` (its own namespace, or the shared one).
+  std::string kvKey(std::string_view key, bool shared) const;
+  void countKv(std::string_view op, std::string_view result) noexcept;
 
   // The breaker: open after `breaker_failures` failures in a row, for `breaker_cooldown`.
   bool breakerOpen(std::chrono::steady_clock::time_point now) const { return now < open_until_; }
@@ -148,13 +198,15 @@ class PluginInstance {
   void countUnavailable(std::uint8_t phase);  // no runtime could be had: an error outcome
 
   // For the API functions (tahua.log): a line with the plugin and the call's request id.
-  void log(PluginRuntime& rt, std::string_view message) noexcept;
+  void log(PluginCallView& view, std::string_view message) noexcept;
+  StateStore* store() const { return store_; }
 
  private:
   std::uint64_t& calls(std::uint8_t phase, PluginOutcome outcome);
 
   const PluginConfig& config_;
   WorkerMetrics& metrics_;
+  StateStore* store_;
   void count(std::string_view name, std::int64_t n) noexcept;
 
   std::vector<std::shared_ptr<PluginRuntime>> runtimes_;

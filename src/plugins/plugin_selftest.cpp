@@ -72,9 +72,7 @@ std::string runTest(PluginInstance& instance, const PluginConfig& plugin, const 
   PluginBody body;
   body.reset(ctx.body);
   PluginCallView view;
-  view.ctx = &ctx;
-  view.phase = t.phase;
-  view.effects = &effects;
+  view.begin(&ctx, t.phase, &effects);
   if (t.phase == kPluginRequest) {
     view.body = &body;
   } else {  // on_auth runs before routing and before anyone is known
@@ -83,12 +81,15 @@ std::string runTest(PluginInstance& instance, const PluginConfig& plugin, const 
   }
   LuaCall call;
   int ref = -2;
-  lua_State* thread = instance.prepare(*rt, call, t.phase);
+  lua_State* thread = instance.prepare(*rt, call, view);
   instance.pushView(*rt, thread, view, ref);
-  if (instance.run(*rt, call, ctx) == LuaStep::Yielded)
-    instance.runToEnd(*rt, call, ctx, std::chrono::steady_clock::now() + std::max<std::chrono::microseconds>(10 * plugin.cpu, std::chrono::seconds(1)));
+  // Self-tests have no store: tahua.kv.get finds nothing, and writes go nowhere.
+  const auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::microseconds>(10 * plugin.cpu, std::chrono::seconds(1));
+  LuaStep step = instance.run(*rt, call, view);
+  while (step == LuaStep::Yielded || step == LuaStep::Waiting)
+    step = step == LuaStep::Yielded ? instance.runToEnd(*rt, call, view, deadline) : instance.resumeWith(*rt, call, view, nullptr, {});
   const std::string message = call.message;
-  const PluginOutcome outcome = instance.finish(*rt, call, t.phase, ctx, ref);
+  const PluginOutcome outcome = instance.finish(*rt, call, view, ref);
   rt->vm.release(call);
   if (outcome != PluginOutcome::Ok)
     return std::string(pluginPhaseFunction(t.phase)) + " failed (" + std::string(pluginOutcomeName(outcome)) +

@@ -98,7 +98,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   chain->add(makeMetricsFilter(metrics_));
   if (config.access_log.enabled) chain->add(makeAccessLogFilter(access_log_, config.access_log));
   // The plugins' Lua states, shared by the plugin filter and the chains' plugin links.
-  std::shared_ptr<PluginSet> plugins = config.plugins.empty() ? nullptr : std::make_shared<PluginSet>(config, *this, metrics_);
+  std::shared_ptr<PluginSet> plugins = config.plugins.empty() ? nullptr : std::make_shared<PluginSet>(config, *this, metrics_, gateway_.stateStore());
   // Before anything answers (the model list included): who is calling.
   if (config.auth.enabled) {
     PluginLinkFactory plugin_link;

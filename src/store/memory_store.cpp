@@ -52,6 +52,7 @@ bool MemoryStore::openJournal(const std::string& path, Millis flush_interval, st
     c.state.b = q.used;
   }
   loadAnswers();
+  loadValues();
   flusher_ = std::thread([this, flush_interval] {
     std::unique_lock lock(flush_mu_);
     while (!flush_cv_.wait_for(lock, flush_interval, [this] { return stopping_; })) {
@@ -79,6 +80,7 @@ void MemoryStore::flush() {
   }
   if (!lines.empty()) journal_->append(lines, false);
   expireAnswers(clock_());
+  expireValues(clock_());
   journal_->compactIfLarge(records_);
 }
 
@@ -188,6 +190,120 @@ void MemoryStore::putIdempotent(std::string_view key, Idempotent record, Millis 
     if (journal_->append(Journal::putLine(std::string(kAnswers), std::string(key), doc), false))
       records_.records[std::string(kAnswers)][std::string(key)] = std::move(doc);
   }
+}
+
+namespace {
+constexpr std::string_view kValues = "values";
+}
+
+void MemoryStore::loadValues() {
+  // Under records_mu_ (openJournal).
+  auto it = records_.records.find(kValues);
+  if (it == records_.records.end()) return;
+  const std::int64_t now = clock_();
+  std::lock_guard lock(values_mu_);
+  for (const auto& [key, doc] : it->second) {
+    boost::system::error_code ec;
+    auto v = boost::json::parse(doc, ec);
+    const auto* o = ec ? nullptr : v.if_object();
+    if (!o || !o->contains("expires_ms") || !o->at("expires_ms").is_int64() || !o->contains("v") || !o->at("v").is_string()) continue;
+    const std::int64_t expires = o->at("expires_ms").as_int64();
+    auto value = base64Decode(o->at("v").as_string());
+    if (expires <= now || !value) continue;
+    value_bytes_ += key.size() + value->size();
+    values_[key] = KeptValue{std::move(*value), expires};
+  }
+}
+
+void MemoryStore::dropValue(decltype(values_)::iterator it) {
+  value_bytes_ -= std::min(value_bytes_, it->first.size() + it->second.value.size());
+  values_.erase(it);
+}
+
+void MemoryStore::expireValues(std::int64_t now) {
+  // Under records_mu_ (flush).
+  std::lock_guard lock(values_mu_);
+  auto recs = records_.records.find(kValues);
+  for (auto it = values_.begin(); it != values_.end();) {
+    auto next = std::next(it);
+    if (it->second.expires_ms <= now) {
+      if (recs != records_.records.end()) recs->second.erase(it->first);
+      dropValue(it);
+    }
+    it = next;
+  }
+}
+
+void MemoryStore::getValue(std::string_view key, std::function<void(ValueResult)> done) {
+  ValueResult out;
+  {
+    std::lock_guard lock(values_mu_);
+    auto it = values_.find(key);
+    if (it != values_.end() && it->second.expires_ms > clock_()) {
+      out.status = ValueResult::Status::Found;
+      out.value = it->second.value;
+    }
+  }
+  done(std::move(out));
+}
+
+void MemoryStore::putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) {
+  if (value.size() > kMaxValueBytes || ttl.count() <= 0) {
+    done("a value is at most 1 MiB and has a lifetime");
+    return;
+  }
+  const std::int64_t expires = clock_() + ttl.count();
+  std::string doc;
+  if (journal_) doc = boost::json::serialize(boost::json::object{{"v", base64Encode(value)}, {"expires_ms", expires}});
+  {
+    std::lock_guard lock(values_mu_);
+    const std::int64_t now = clock_();
+    // Without a journal nothing else sweeps: expired values go every 1,024 puts.
+    if (!journal_ && ++value_puts_since_sweep_ >= 1024) {
+      value_puts_since_sweep_ = 0;
+      for (auto it = values_.begin(); it != values_.end();) {
+        auto next = std::next(it);
+        if (it->second.expires_ms <= now) dropValue(it);
+        it = next;
+      }
+    }
+    if (auto it = values_.find(key); it != values_.end()) dropValue(it);
+    value_bytes_ += key.size() + value.size();
+    values_.emplace(std::string(key), KeptValue{std::move(value), expires});
+    if (value_bytes_ > kMaxValueStoreBytes) {
+      // Over the memory bound: the tenth that expires soonest goes (rare: a scan is fine).
+      std::vector<std::pair<std::int64_t, std::string_view>> order;
+      order.reserve(values_.size());
+      for (const auto& [k, v] : values_) order.emplace_back(v.expires_ms, k);
+      std::sort(order.begin(), order.end());
+      std::vector<std::string> victims;
+      for (std::size_t i = 0; i < order.size() / 10 + 1 && i < order.size(); ++i) victims.emplace_back(order[i].second);
+      for (const auto& k : victims) dropValue(values_.find(k));
+    }
+  }
+  if (!doc.empty()) {
+    std::lock_guard lock(records_mu_);
+    if (journal_->append(Journal::putLine(std::string(kValues), std::string(key), doc), false))
+      records_.records[std::string(kValues)][std::string(key)] = std::move(doc);
+  }
+  done(std::nullopt);
+}
+
+void MemoryStore::eraseValue(std::string_view key, WriteDone done) {
+  bool had = false;
+  {
+    std::lock_guard lock(values_mu_);
+    if (auto it = values_.find(key); it != values_.end()) {
+      dropValue(it);
+      had = true;
+    }
+  }
+  if (had && journal_) {
+    std::lock_guard lock(records_mu_);
+    if (journal_->append(Journal::delLine(std::string(kValues), std::string(key)), false))
+      if (auto it = records_.records.find(kValues); it != records_.records.end()) it->second.erase(std::string(key));
+  }
+  done(std::nullopt);
 }
 
 void MemoryStore::tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {

@@ -46,6 +46,9 @@ class MemoryStore final : public StateStore {
 
   void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) override;
   void putIdempotent(std::string_view key, Idempotent record, Millis ttl) override;
+  void getValue(std::string_view key, std::function<void(ValueResult)> done) override;
+  void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) override;
+  void eraseValue(std::string_view key, WriteDone done) override;
   void tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
   void renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
   void unlock(std::string_view name, std::string_view owner) override;
@@ -107,6 +110,21 @@ class MemoryStore final : public StateStore {
   static constexpr std::size_t kMaxAnswerBytes = 256u << 20;
   void loadAnswers();  // from records_ at openJournal
   void expireAnswers(std::int64_t now);
+
+  // Values (journaled as records of namespace "values", not fsynced: like the answers,
+  // what a machine crash may lose is the last moments' writes).
+  struct KeptValue {
+    std::string value;
+    std::int64_t expires_ms = 0;
+  };
+  std::mutex values_mu_;
+  std::unordered_map<std::string, KeptValue, StringHash, std::equal_to<>> values_;
+  std::size_t value_bytes_ = 0;  // bounded by kMaxValueStoreBytes: the soonest to expire go first
+  std::size_t value_puts_since_sweep_ = 0;
+  static constexpr std::size_t kMaxValueStoreBytes = 256u << 20;
+  void loadValues();  // from records_ at openJournal
+  void expireValues(std::int64_t now);
+  void dropValue(decltype(values_)::iterator it);
 
   std::mutex flush_mu_;
   std::condition_variable flush_cv_;

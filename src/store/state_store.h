@@ -112,6 +112,21 @@ class StateStore {
   virtual void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) = 0;
   virtual void putIdempotent(std::string_view key, Idempotent record, Millis ttl) = 0;
 
+  // Values with a lifetime, read on demand rather than mirrored: plugins' key-value
+  // store now; stored responses, files and sessions as they arrive. By a full key (the
+  // caller's namespace in it: "tahua:kv:<plugin>:<key>"). Unlike the idempotency answers,
+  // a store that cannot answer says so (Unavailable) instead of answering from this
+  // replica alone: "not found" must mean not found. `done` runs on the calling worker's
+  // thread. A value without a lifetime is not allowed: every value expires.
+  struct ValueResult {
+    enum class Status : std::uint8_t { Found, Missing, Unavailable } status = Status::Missing;
+    std::string value;
+  };
+  static constexpr std::size_t kMaxValueBytes = 1 << 20;
+  virtual void getValue(std::string_view key, std::function<void(ValueResult)> done) = 0;
+  virtual void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) = 0;
+  virtual void eraseValue(std::string_view key, WriteDone done) = 0;
+
   // Distributed locks (SET NX PX with an owner token; renewal and release check the
   // owner, so a lock that expired and was taken by another is never released by the
   // first). For one-replica-only work and for requests in flight under an idempotency

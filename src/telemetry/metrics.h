@@ -120,6 +120,9 @@ struct WorkerMetrics {
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> plugin_calls;
   std::map<std::string, FineHistogram, std::less<>> plugin_call_seconds;
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> plugin_counters;
+  // Their key-value operations by (plugin, op: get | put | erase, result: found |
+  // missing | ok | error | unavailable).
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> plugin_kv;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

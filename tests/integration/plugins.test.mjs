@@ -15,6 +15,7 @@ import { scrape, sum } from './lib/metrics.mjs';
 import { eventually, makeTempDir, STACK_TRACE_PATTERN } from './lib/util.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { toYaml } from './lib/yaml.mjs';
+import { startRedis } from './lib/redis.mjs';
 
 const EXAMPLES = ['deny_model_for_client', 'tag_request', 'stream_footer', 'client_type_auth'];
 
@@ -212,6 +213,99 @@ describe('plugins: auth links', () => {
     base.auth = { chains: [{ name: 'c', links: [{ type: 'oauth' }] }] };
     r = checkConfig(writeConfig(base));
     assert.match(r.stderr, /unknown link type "oauth" \(api_key \| anonymous \| plugin\)/);
+  });
+});
+
+describe('plugins: the key-value store', () => {
+  // At most two requests per user (X-User): a count kept in tahua.kv, per plugin.
+  const perUser = `return { on_request = function(req)
+    local user = req:header("x-user")
+    if not user then return end
+    local seen, err = tahua.kv.get("seen:" .. user)
+    if err then req:set_header("x-kv-error", err) return end
+    local n = tonumber(seen or "0")
+    if n >= 2 then req:deny(429, "User " .. user .. " has had their two requests.", "user_quota") return end
+    tahua.kv.put("seen:" .. user, n + 1, 60)
+  end }`;
+  const shared = {
+    id: 'writer',
+    kv: { shared: true },
+    source: 'return { on_complete = function(info) tahua.kv.shared.put("last-model", info.model or "-", 60) end }',
+  };
+  const reader = {
+    id: 'reader',
+    kv: { shared: true },
+    source: `return { on_request = function(req)
+      req:set_header("x-last-model", tahua.kv.shared.get("last-model") or "none")
+      req:set_header("x-own", tahua.kv.get("last-model") or "none")
+    end }`,
+  };
+  const loner = { id: 'loner', source: 'return { on_request = function(req) req:set_header("x-has-shared", tostring(tahua.kv.shared ~= nil)) end }' };
+
+  it('in process: a plugin counts per user across requests; namespaces are its own unless shared', async (t) => {
+    const { gw, upstream } = await pluginGateway(t, { source: perUser }, { plugins: [{ id: 'p', source: perUser }, shared, reader, loner] });
+    const as = (user) => post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-user': user } });
+    assert.equal((await as('ann')).status, 200);
+    assert.equal((await as('ann')).status, 200);
+    expectError(await as('ann'), 429, 'user_quota');
+    assert.equal((await as('bob')).status, 200, 'another user, another count');
+    const seen = upstream.requests.at(-1).headers;
+    assert.equal(seen['x-last-model'], 'm1', "the writer's shared value");
+    assert.equal(seen['x-own'], 'none', "a plugin's own namespace is not the shared one");
+    assert.equal(seen['x-has-shared'], 'false', 'no shared namespace without kv.shared');
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_plugin_kv_operations_total', { plugin: 'p', op: 'get', result: 'missing' }), 2);
+    assert.equal(sum(m, 'tahua_plugin_kv_operations_total', { plugin: 'p', op: 'get', result: 'found' }), 2);
+    assert.equal(sum(m, 'tahua_plugin_kv_operations_total', { plugin: 'p', op: 'put', result: 'ok' }), 3);
+  });
+
+  it('with Redis: two replicas share the counts; Redis stopped is "unavailable", not "missing"', async (t) => {
+    const redis = await startRedis({ t });
+    const upstream = await startMockUpstream({ t });
+    const config = {
+      ...gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] }),
+      plugins: [{ id: 'p', source: perUser }],
+      store: { type: 'redis', redis: { url: redis.url, command_timeout: '200ms', heartbeat: '100ms', replica_ttl: '1s', resync: '1s' } },
+    };
+    const a = await startTahua({ t, config });
+    const b = await startTahua({ t, config });
+    const as = (gw, user) => post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-user': user } });
+    assert.equal((await as(a, 'cy')).status, 200);
+    // The write is made when the call ends, not waited for: the next request may be first.
+    await eventually(async () => (await redis.cli('GET', 'tahua:kv:p:seen:cy')) === '1', { what: 'the count in Redis' });
+    assert.equal((await as(b, 'cy')).status, 200, 'the other replica sees one request');
+    await eventually(async () => (await redis.cli('GET', 'tahua:kv:p:seen:cy')) === '2', { what: 'the second count' });
+    expectError(await as(a, 'cy'), 429, 'user_quota');
+    const ttl = Number(await redis.cli('PTTL', 'tahua:kv:p:seen:cy'));
+    assert.ok(ttl > 0 && ttl <= 60000, `every value has its TTL (${ttl})`);
+    await redis.stop();
+    const down = await as(a, 'dee');
+    assert.equal(down.status, 200);
+    assert.equal(upstream.requests.at(-1).headers['x-kv-error'], 'unavailable');
+    assert.ok(sum(await scrape(a.url), 'tahua_plugin_kv_operations_total', { plugin: 'p', op: 'get', result: 'unavailable' }) >= 1);
+  });
+
+  it('kv.get is refused where a call cannot wait; keys, values and TTLs are bounded', async (t) => {
+    const source = `return {
+      on_request = function(req)
+        local what = req:header("x-do")
+        if what == "long-key" then tahua.kv.get(string.rep("k", 300))
+        elseif what == "big" then tahua.kv.put("k", string.rep("v", 70000))
+        elseif what == "ttl" then tahua.kv.put("k", "v", 0)
+        elseif what == "table" then tahua.kv.put("k", {})
+        elseif what == "sort" then local t = {2, 1} table.sort(t, function(a, b) tahua.kv.get("x") return a < b end)
+        end
+      end,
+      on_complete = function(info) tahua.kv.get("x") end,
+    }`;
+    const { gw } = await pluginGateway(t, { source, breaker: { failures: 1000 } });
+    for (const what of ['long-key', 'big', 'ttl', 'table', 'sort'])
+      assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-do': what } })).status, 200, what);
+    await eventually(() => gw.stderr.json().filter((l) => l.msg === 'plugin call failed').length >= 6, { what: 'the failures logged' });
+    const errors = gw.stderr.json().filter((l) => l.msg === 'plugin call failed').map((l) => l.error).join('\n');
+    for (const m of [/a key has 1 to 256 bytes/, /at most 65536 bytes/, /the ttl is 1 second to 30 days/, /a string or a number/,
+      /cannot wait here/, /only available in on_request and on_auth/])
+      assert.match(errors, m);
   });
 });
 

@@ -83,6 +83,41 @@ TEST(LuaSandbox, AnInfiniteLoopYieldsEverySliceAndIsCutOffAtItsCpuBudget) {
   EXPECT_LT(took, 5s);  // a bound on a hang, not a timing goal
 }
 
+// A host function that waits: the call is suspended with Waiting, and goes on with the
+// values the host pushes; a wait inside pcall works, one inside a C callback cannot yield.
+int hostWait(lua_State* L) {
+  if (!lua_isyieldable(L)) return luaL_error(L, "cannot wait here");
+  return LuaVm::wait(L);
+}
+
+TEST(LuaSandbox, AHostFunctionWaitsAndTheCallGoesOnWithItsAnswer) {
+  std::string bytecode, error;
+  ASSERT_TRUE(LuaVm::compile(fn("local a = fetch('x') local ok, b = pcall(fetch, 'y') return a .. '+' .. tostring(ok) .. b"),
+                             "test", bytecode, error)) << error;
+  LuaVm vm(LuaBudgets{});
+  lua_register(vm.state(), "fetch", hostWait);
+  ASSERT_TRUE(vm.load(bytecode, "test", error)) << error;
+  LuaCall call;
+  vm.prepare(call, vm.function("f"));
+  ASSERT_EQ(vm.run(call, 0), LuaStep::Waiting);
+  lua_pushliteral(call.thread, "one");
+  ASSERT_EQ(vm.resumeWith(call, 1), LuaStep::Waiting) << "the second wait, inside pcall";
+  lua_pushliteral(call.thread, "two");
+  ASSERT_EQ(vm.resumeWith(call, 1), LuaStep::Done) << call.message;
+  EXPECT_STREQ(lua_tostring(call.thread, -1), "one+truetwo");
+  vm.release(call);
+
+  ASSERT_TRUE(LuaVm::compile(fn("local t = {3, 1, 2} table.sort(t, function(a, b) fetch('z') return a < b end)"), "test", bytecode,
+                             error));
+  LuaVm vm2(LuaBudgets{});
+  lua_register(vm2.state(), "fetch", hostWait);
+  ASSERT_TRUE(vm2.load(bytecode, "test", error)) << error;
+  vm2.prepare(call, vm2.function("f"));
+  EXPECT_EQ(vm2.run(call, 0), LuaStep::Failed);
+  EXPECT_NE(call.message.find("cannot wait here"), std::string::npos) << call.message;
+  vm2.release(call);
+}
+
 TEST(LuaSandbox, PcallCannotCatchTheCpuBudget) {
   LuaBudgets b;
   b.cpu = 20ms;

@@ -186,3 +186,68 @@ TEST(TenantDirectory, KeyRecordsRoundTripWithoutTheSecret) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+StateStore::ValueResult getSync(MemoryStore& s, std::string_view key) {
+  StateStore::ValueResult out{StateStore::ValueResult::Status::Unavailable, "not called"};
+  s.getValue(key, [&](StateStore::ValueResult r) { out = std::move(r); });
+  return out;
+}
+
+TEST(StoreValues, KeptUntilTheirTtlErasedAndBoundedInSize) {
+  std::int64_t now = 1'000;
+  MemoryStore s([&] { return now; });
+  using Status = StateStore::ValueResult::Status;
+  EXPECT_EQ(getSync(s, "tahua:kv:p:a").status, Status::Missing);
+  std::optional<std::string> err = "not called";
+  s.putValue("tahua:kv:p:a", std::string("v\0w", 3), Millis(500), [&](std::optional<std::string> e) { err = std::move(e); });
+  EXPECT_FALSE(err);
+  auto got = getSync(s, "tahua:kv:p:a");
+  EXPECT_EQ(got.status, Status::Found);
+  EXPECT_EQ(got.value, std::string("v\0w", 3));
+  now = 1'499;
+  EXPECT_EQ(getSync(s, "tahua:kv:p:a").status, Status::Found);
+  now = 1'500;
+  EXPECT_EQ(getSync(s, "tahua:kv:p:a").status, Status::Missing) << "expired at its TTL";
+  s.putValue("tahua:kv:p:b", "x", Millis(1'000), [](std::optional<std::string>) {});
+  s.eraseValue("tahua:kv:p:b", [&](std::optional<std::string> e) { err = std::move(e); });
+  EXPECT_FALSE(err);
+  EXPECT_EQ(getSync(s, "tahua:kv:p:b").status, Status::Missing);
+  // No lifetime, or too large: refused, never kept forever.
+  s.putValue("tahua:kv:p:c", "x", Millis(0), [&](std::optional<std::string> e) { err = std::move(e); });
+  EXPECT_TRUE(err);
+  s.putValue("tahua:kv:p:c", std::string(StateStore::kMaxValueBytes + 1, 'x'), Millis(1'000), [&](std::optional<std::string> e) { err = std::move(e); });
+  EXPECT_TRUE(err);
+  EXPECT_EQ(getSync(s, "tahua:kv:p:c").status, Status::Missing);
+}
+
+TEST(StoreValues, SurviveARestartThroughTheJournalUntilTheyExpire) {
+  const std::string path = tempPath("v.journal");
+  std::int64_t now = 1'000;
+  {
+    MemoryStore s([&] { return now; });
+    std::vector<std::string> warnings;
+    std::string error;
+    ASSERT_TRUE(s.openJournal(path, Millis(60'000), warnings, error)) << error;
+    s.putValue("tahua:kv:p:long", std::string("\x01\xff", 2), Millis(10'000), [](std::optional<std::string>) {});
+    s.putValue("tahua:kv:p:short", "s", Millis(100), [](std::optional<std::string>) {});
+    s.putValue("tahua:kv:p:gone", "g", Millis(10'000), [](std::optional<std::string>) {});
+    s.eraseValue("tahua:kv:p:gone", [](std::optional<std::string>) {});
+  }
+  now = 2'000;
+  MemoryStore s([&] { return now; });
+  std::vector<std::string> warnings;
+  std::string error;
+  ASSERT_TRUE(s.openJournal(path, Millis(60'000), warnings, error)) << error;
+  using Status = StateStore::ValueResult::Status;
+  const auto got = getSync(s, "tahua:kv:p:long");
+  EXPECT_EQ(got.status, Status::Found);
+  EXPECT_EQ(got.value, std::string("\x01\xff", 2));
+  EXPECT_EQ(getSync(s, "tahua:kv:p:short").status, Status::Missing);
+  EXPECT_EQ(getSync(s, "tahua:kv:p:gone").status, Status::Missing);
+}
+
+}  // namespace
+}  // namespace tahua

@@ -49,15 +49,13 @@ class PluginAuthLink final : public AuthLink {
     }
     std::shared_ptr<AuthCall> c = take();
     c->effects.clear();
-    c->view = PluginCallView{};
-    c->view.ctx = &ctx;
-    c->view.phase = kPluginAuth;
-    c->view.effects = &c->effects;
+    c->view.begin(&ctx, kPluginAuth, &c->effects);
     c->rt = std::move(rt);
-    lua_State* t = in.prepare(*c->rt, c->call, kPluginAuth);
+    lua_State* t = in.prepare(*c->rt, c->call, c->view);
     in.pushView(*c->rt, t, c->view, c->handle_ref);
-    if (in.run(*c->rt, c->call, ctx) == LuaStep::Yielded) {
-      set_->offload(in, c->rt, c->call, ctx, [this, c, &ctx, &then] { then.linkDone(ctx, end(*c, ctx, ctx.principal, c)); });
+    if (const LuaStep step = in.run(*c->rt, c->call, c->view); step == LuaStep::Yielded || step == LuaStep::Waiting) {
+      // The call holds its data (`c`) until it ends, whatever happens to the request.
+      set_->continueCall(in, c->rt, c->call, c->view, step, [this, c, &ctx, &then] { then.linkDone(ctx, end(*c, ctx, ctx.principal, c)); });
       return AuthOutcome::Pending;
     }
     return end(*c, ctx, out, c);
@@ -73,7 +71,7 @@ class PluginAuthLink final : public AuthLink {
 
   AuthOutcome end(AuthCall& c, RequestContext& ctx, Principal& out, const std::shared_ptr<AuthCall>& self) {
     PluginInstance& in = *in_;
-    const PluginOutcome o = in.finish(*c.rt, c.call, kPluginAuth, ctx, c.handle_ref);
+    const PluginOutcome o = in.finish(*c.rt, c.call, c.view, c.handle_ref);
     c.handle_ref = kNoRef;
     c.rt->vm.release(c.call);
     c.rt.reset();

@@ -48,7 +48,7 @@ struct PluginRequestData {
   void reset(const std::string& body_text) {
     body.reset(body_text);
     effects.clear();
-    view = PluginCallView{};
+    view.begin(nullptr, 0, nullptr);
     rt.reset();
     call = LuaCall{};
     handle_ref = kNoRef;
@@ -63,6 +63,7 @@ struct PluginRequestData {
     next_events.clear();
     event_index = 0;
     stream_off = false;
+    in_flight = false;
   }
   PluginBody body;
   PluginEffects effects;
@@ -71,6 +72,7 @@ struct PluginRequestData {
   std::shared_ptr<PluginRuntime> rt;
   LuaCall call;
   int handle_ref = kNoRef;
+  bool in_flight = false;  // the call goes on through the set (plugin thread, store): it owns the data until done
   std::vector<std::pair<std::string, std::string>> upstream_headers;
   bool body_changed = false;
   std::list<std::string> kept;  // response header names and values set by plugins (headers are views)
@@ -95,7 +97,7 @@ struct PluginState {
     // A call still running on the plugin thread uses the data: a request torn down
     // without its answer (a worker stopping) leaves it to that call rather than free it
     // under it.
-    if (data && data->rt && data->rt->busy) {
+    if (data && data->in_flight) {
       (void)data.release();
       return;
     }
@@ -166,13 +168,9 @@ class PluginFilter final : public FilterWithState<PluginState> {
     auto& headers = *ctx.response_headers;
     forEach(st, kPluginResponseHeaders, [&](PluginInstance& in) {
       d.effects.clear();
-      d.view = PluginCallView{};
-      d.view.ctx = &ctx;
-      d.view.phase = kPluginResponseHeaders;
-      d.view.effects = &d.effects;
+      d.view.begin(&ctx, kPluginResponseHeaders, &d.effects);
       d.view.response_headers = &headers;
-      if (callSync(ctx, in, kPluginResponseHeaders, [&](PluginRuntime& rt, lua_State* t, int& ref) { in.pushView(rt, t, d.view, ref); }) !=
-          PluginOutcome::Ok)
+      if (callSync(d.view, in, [&](PluginRuntime& rt, lua_State* t, int& ref) { in.pushView(rt, t, d.view, ref); }) != PluginOutcome::Ok)
         return;
       for (const auto& name : d.effects.removed_headers)
         std::erase_if(headers, [&](const auto& kv) { return iequals(kv.first, name); });
@@ -259,7 +257,8 @@ class PluginFilter final : public FilterWithState<PluginState> {
     PluginState& st = state(ctx);
     if (!(st.phases & kPluginComplete)) return;
     forEach(st, kPluginComplete, [&](PluginInstance& in) {
-      callSync(ctx, in, kPluginComplete, [&](PluginRuntime&, lua_State* t, int&) { PluginInstance::pushCompletion(t, ctx); });
+      sync_view_.begin(&ctx, kPluginComplete, nullptr);
+      callSync(sync_view_, in, [&](PluginRuntime&, lua_State* t, int&) { PluginInstance::pushCompletion(t, ctx); });
     });
   }
 
@@ -326,7 +325,8 @@ class PluginFilter final : public FilterWithState<PluginState> {
   // A call that must end within one slice (response phases): run, and a call that is
   // still running when its slice ends is abandoned.
   template <class Push>
-  PluginOutcome callSync(RequestContext& ctx, PluginInstance& in, std::uint8_t phase, Push&& push) {
+  PluginOutcome callSync(PluginCallView& view, PluginInstance& in, Push&& push) {
+    const std::uint8_t phase = view.phase;
     if (in.breakerOpen(std::chrono::steady_clock::now())) {
       in.countSkipped(phase);
       return PluginOutcome::BreakerOpen;
@@ -339,13 +339,13 @@ class PluginFilter final : public FilterWithState<PluginState> {
     LuaCall& call = sync_call_;
     int ref = kNoRef;
     event_ok_ = true;
-    lua_State* t = in.prepare(*rt, call, phase);
+    lua_State* t = in.prepare(*rt, call, view);
     push(*rt, t, ref);
-    if (in.run(*rt, call, ctx) == LuaStep::Yielded) {
-      call.failure = LuaFailure::Slice;
+    if (const LuaStep s = in.run(*rt, call, view); s == LuaStep::Yielded || s == LuaStep::Waiting) {
+      call.failure = LuaFailure::Slice;  // (no wait is possible here: tahua.kv.get refuses these phases)
       rt->vm.markBroken();
     }
-    const PluginOutcome o = in.finish(*rt, call, phase, ctx, ref);
+    const PluginOutcome o = in.finish(*rt, call, view, ref);
     if (o == PluginOutcome::Ok && phase == kPluginStreamEvent) {
       event_ok_ = PluginInstance::readEventResult(call, verdict_, state_replacement_);
     }
@@ -365,7 +365,8 @@ class PluginFilter final : public FilterWithState<PluginState> {
       if (d.stream_off) return;
       d.next_events.clear();
       for (OutEvent& e : d.events) {
-        const PluginOutcome o = callSync(ctx, in, kPluginStreamEvent, [&](PluginRuntime&, lua_State* t, int&) {
+        sync_view_.begin(&ctx, kPluginStreamEvent, nullptr);
+        const PluginOutcome o = callSync(sync_view_, in, [&](PluginRuntime&, lua_State* t, int&) {
           PluginInstance::pushEvent(t, e.event, e.data, index);
         });
         if (o == PluginOutcome::Ok && !event_ok_) {
@@ -420,15 +421,12 @@ class PluginFilter final : public FilterWithState<PluginState> {
         continue;
       }
       d.effects.clear();
-      d.view = PluginCallView{};
-      d.view.ctx = &ctx;
-      d.view.phase = kPluginRequest;
-      d.view.effects = &d.effects;
+      d.view.begin(&ctx, kPluginRequest, &d.effects);
       d.view.body = &d.body;
-      lua_State* t = in.prepare(*d.rt, d.call, kPluginRequest);
+      lua_State* t = in.prepare(*d.rt, d.call, d.view);
       in.pushView(*d.rt, t, d.view, d.handle_ref);
-      if (in.run(*d.rt, d.call, ctx) == LuaStep::Yielded) {
-        offload(ctx, st, in);
+      if (const LuaStep step = in.run(*d.rt, d.call, d.view); step == LuaStep::Yielded || step == LuaStep::Waiting) {
+        continueLater(ctx, st, in, step);
         return FilterStatus::Pause;
       }
       if (FilterStatus s = endRequestCall(ctx, st, in); s != FilterStatus::Continue) return s;
@@ -443,13 +441,14 @@ class PluginFilter final : public FilterWithState<PluginState> {
     return FilterStatus::Continue;
   }
 
-  // The call used up its first slice: the rest runs on the plugin thread (at idle
-  // priority), and the request goes on here when it ends. The runtime is busy meanwhile:
-  // other calls of the plugin get another one.
-  void offload(RequestContext& ctx, PluginState& st, PluginInstance& in) {
+  // The call used up its first slice, or waits for the store: it goes on through the set
+  // (the plugin thread, the store), and the request here when it ends.
+  void continueLater(RequestContext& ctx, PluginState& st, PluginInstance& in, LuaStep step) {
     PluginRequestData& d = *st.data;
-    set_->offload(in, d.rt, d.call, ctx, [this, &ctx] {
+    d.in_flight = true;
+    set_->continueCall(in, d.rt, d.call, d.view, step, [this, &ctx] {
       PluginState& st = state(ctx);
+      st.data->in_flight = false;
       FilterStatus s = endRequestCall(ctx, st, *instances_[st.next]);
       if (s == FilterStatus::Continue) {
         ++st.next;
@@ -462,7 +461,7 @@ class PluginFilter final : public FilterWithState<PluginState> {
 
   FilterStatus endRequestCall(RequestContext& ctx, PluginState& st, PluginInstance& in) {
     PluginRequestData& d = *st.data;
-    const PluginOutcome o = in.finish(*d.rt, d.call, kPluginRequest, ctx, d.handle_ref);
+    const PluginOutcome o = in.finish(*d.rt, d.call, d.view, d.handle_ref);
     d.handle_ref = kNoRef;
     d.rt->vm.release(d.call);
     d.rt.reset();
@@ -500,6 +499,7 @@ class PluginFilter final : public FilterWithState<PluginState> {
   std::unordered_map<const ApiKeyConfig*, PluginBits> key_bits_;
   // Synchronous calls run one at a time on the worker: their scratch is the filter's.
   LuaCall sync_call_;
+  PluginCallView sync_view_;
   bool event_ok_ = true;
   PluginInstance::EventVerdict verdict_ = PluginInstance::EventVerdict::Keep;
   std::vector<std::pair<std::string, std::string>> state_replacement_;

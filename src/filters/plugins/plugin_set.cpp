@@ -5,12 +5,13 @@
 
 #include "filters/worker_services.h"
 #include "plugins/plugin_thread.h"
+#include "store/state_store.h"
 
 namespace tahua {
 
-PluginSet::PluginSet(const Config& config, WorkerServices& worker, WorkerMetrics& metrics) : worker_(worker) {
+PluginSet::PluginSet(const Config& config, WorkerServices& worker, WorkerMetrics& metrics, StateStore& store) : worker_(worker) {
   for (std::size_t i = 0; i < config.plugins.size() && i < kMaxPlugins; ++i)
-    instances_.push_back(std::make_unique<PluginInstance>(config.plugins[i], metrics));
+    instances_.push_back(std::make_unique<PluginInstance>(config.plugins[i], metrics, &store));
 }
 
 PluginSet::~PluginSet() = default;
@@ -21,7 +22,17 @@ PluginInstance* PluginSet::find(std::string_view id) const {
   return nullptr;
 }
 
-void PluginSet::offload(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, const RequestContext& ctx,
+void PluginSet::continueCall(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view, LuaStep step,
+                             std::function<void()> done) {
+  switch (step) {
+    case LuaStep::Yielded: offload(in, std::move(rt), call, view, std::move(done)); return;
+    case LuaStep::Waiting: serveWait(in, std::move(rt), call, view, std::move(done)); return;
+    case LuaStep::Done:
+    case LuaStep::Failed: done(); return;
+  }
+}
+
+void PluginSet::offload(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view,
                         std::function<void()> done) {
   rt->busy = true;
   if (!thread_) thread_ = std::make_unique<PluginThread>();
@@ -30,13 +41,35 @@ void PluginSet::offload(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, L
   const auto deadline = std::chrono::steady_clock::now() + std::max<std::chrono::microseconds>(10 * in.config().cpu, std::chrono::seconds(1));
   WorkerServices& worker = worker_;
   std::weak_ptr<bool> alive = alive_;
-  thread_->post([&worker, &in, rt, &call, &ctx, deadline, alive, done = std::move(done)]() mutable {
-    in.runToEnd(*rt, call, ctx, deadline);
-    worker.post([rt = std::move(rt), alive = std::move(alive), done = std::move(done)] {
+  thread_->post([this, &worker, &in, rt, &call, &view, deadline, alive, done = std::move(done)]() mutable {
+    const LuaStep step = in.runToEnd(*rt, call, view, deadline);
+    worker.post([this, &in, rt = std::move(rt), &call, &view, step, alive = std::move(alive), done = std::move(done)]() mutable {
       if (alive.expired()) return;  // the set is gone (its worker stopping): so is the request
       rt->busy = false;
-      done();
+      continueCall(in, std::move(rt), call, view, step, std::move(done));
     });
+  });
+}
+
+void PluginSet::serveWait(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view,
+                          std::function<void()> done) {
+  StateStore* store = in.store();
+  if (!store || view.wait.kind != PluginWait::Kind::KvGet) {  // nothing to ask: nothing found
+    const LuaStep step = in.resumeWith(*rt, call, view, nullptr, {});
+    continueCall(in, std::move(rt), call, view, step, std::move(done));
+    return;
+  }
+  std::weak_ptr<bool> alive = alive_;
+  // The runtime stays free meanwhile: other calls may run on it (a call's own state is in
+  // its view), so a store that is slow to answer does not use up the plugin's runtimes.
+  store->getValue(view.wait.key, [this, &in, rt = std::move(rt), &call, &view, alive = std::move(alive),
+                                  done = std::move(done)](StateStore::ValueResult r) mutable {
+    if (alive.expired()) return;
+    using Status = StateStore::ValueResult::Status;
+    in.countKv("get", r.status == Status::Found ? "found" : r.status == Status::Missing ? "missing" : "unavailable");
+    const LuaStep step = in.resumeWith(*rt, call, view, r.status == Status::Found ? &r.value : nullptr,
+                                       r.status == Status::Unavailable ? "unavailable" : "");
+    continueCall(in, std::move(rt), call, view, step, std::move(done));
   });
 }
 

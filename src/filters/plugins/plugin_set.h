@@ -15,12 +15,14 @@
 namespace tahua {
 
 class PluginThread;
+class StateStore;
 class WorkerServices;
 struct WorkerMetrics;
 
 class PluginSet {
  public:
-  PluginSet(const Config& config, WorkerServices& worker, WorkerMetrics& metrics);
+  // `store` holds the plugins' key-value data (tahua.kv).
+  PluginSet(const Config& config, WorkerServices& worker, WorkerMetrics& metrics, StateStore& store);
   // Joins the plugin thread first: no call runs on a runtime that is gone.
   ~PluginSet();
   PluginSet(const PluginSet&) = delete;
@@ -31,14 +33,19 @@ class PluginSet {
   PluginInstance* find(std::string_view id) const;
   static constexpr std::size_t kMaxPlugins = 128;  // the loader's bound too
 
-  // The rest of a call that used up its first slice on the event loop: it runs on the
-  // plugin thread (at idle priority) with `rt` busy meanwhile, then `done` runs on the
-  // worker with `rt` free again, unless the set is gone by then (the worker stopping).
-  // `call` and `ctx` must stay put until then.
-  void offload(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, const RequestContext& ctx,
-               std::function<void()> done);
+  // The rest of a call of a phase that may wait (request, auth) whose step on the loop
+  // returned `step` (Yielded or Waiting): its CPU beyond the first slice runs on the
+  // plugin thread (at idle priority, `rt` busy meanwhile), its store reads are made here
+  // on the worker (the call resumed with the answer), and `done` runs on the worker once
+  // the call is Done or Failed — unless the set is gone by then (the worker stopping).
+  // `call` and `view` (and the request) must stay put until then.
+  void continueCall(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view, LuaStep step,
+                    std::function<void()> done);
 
  private:
+  void offload(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view, std::function<void()> done);
+  void serveWait(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view, std::function<void()> done);
+
   WorkerServices& worker_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the plugin thread's answers
   std::vector<std::unique_ptr<PluginInstance>> instances_;

@@ -183,6 +183,56 @@ void RedisStore::putIdempotent(std::string_view key, Idempotent record, Millis t
   });
 }
 
+// A value is one Redis string set with its TTL in one command. Redis away: the caller
+// hears Unavailable (or the write's error); this replica does not answer in its place.
+void RedisStore::getValue(std::string_view key, std::function<void(ValueResult)> done) {
+  RedisClient* conn = workerClient().get();
+  if (!conn || !conn->usable()) {
+    done(ValueResult{ValueResult::Status::Unavailable, {}});
+    return;
+  }
+  conn->send({"GET", key}, [done = std::move(done)](std::optional<RedisReply> r) mutable {
+    if (!r || r->isError() || (r->type != RedisReply::Type::String && r->type != RedisReply::Type::Nil)) {
+      done(ValueResult{ValueResult::Status::Unavailable, {}});
+      return;
+    }
+    if (r->type == RedisReply::Type::Nil) {
+      done(ValueResult{});
+      return;
+    }
+    done(ValueResult{ValueResult::Status::Found, std::move(r->str)});
+  });
+}
+
+void RedisStore::putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) {
+  if (value.size() > kMaxValueBytes || ttl.count() <= 0) {
+    done("a value is at most 1 MiB and has a lifetime");
+    return;
+  }
+  RedisClient* conn = workerClient().get();
+  if (!conn || !conn->usable()) {
+    done("the Redis store is unavailable");
+    return;
+  }
+  conn->send({"SET", key, value, "PX", std::to_string(ttl.count())},
+             [done = std::move(done)](std::optional<RedisReply> r) mutable {
+               if (!r || r->isError()) done("the Redis store did not take the value");
+               else done(std::nullopt);
+             });
+}
+
+void RedisStore::eraseValue(std::string_view key, WriteDone done) {
+  RedisClient* conn = workerClient().get();
+  if (!conn || !conn->usable()) {
+    done("the Redis store is unavailable");
+    return;
+  }
+  conn->send({"DEL", key}, [done = std::move(done)](std::optional<RedisReply> r) mutable {
+    if (!r || r->isError()) done("the Redis store did not erase the value");
+    else done(std::nullopt);
+  });
+}
+
 void RedisStore::tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
   RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {

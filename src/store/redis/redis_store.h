@@ -72,6 +72,9 @@ class RedisStore final : public StateStore {
 
   void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) override;
   void putIdempotent(std::string_view key, Idempotent record, Millis ttl) override;
+  void getValue(std::string_view key, std::function<void(ValueResult)> done) override;
+  void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) override;
+  void eraseValue(std::string_view key, WriteDone done) override;
   void tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
   void renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
   void unlock(std::string_view name, std::string_view owner) override;

@@ -81,6 +81,15 @@ struct PluginTest {
   std::vector<std::pair<std::string, std::string>> expect_fields;   // body field path -> JSON value after it
 };
 
+// tahua.http: the hosts a plugin may call, and the bounds of a call.
+struct PluginHttpConfig {
+  std::vector<std::pair<std::string, std::string>> allow;  // lower-case host, port ("" : any)
+  Millis timeout{2'000};                   // the longest a call may take (a call may ask for less)
+  std::size_t max_response_bytes = 64 << 10;
+  std::uint32_t breaker_failures = 5;      // failures in a row (no answer or 5xx) that open a host's breaker
+  Millis breaker_cooldown{30'000};
+};
+
 struct PluginConfig {
   std::string id;
   std::string version;
@@ -91,7 +100,8 @@ struct PluginConfig {
   std::chrono::microseconds cpu{50'000};
   std::chrono::microseconds slice{1'000};
   bool fail_closed = false;        // a failed call refuses the request (else: as if the plugin were not there)
-  bool kv_shared = false;          // tahua.kv.shared: the key-value namespace shared by the plugins that opt in
+  bool kv_shared = false;
+  PluginHttpConfig http;           // no `allow`: no tahua.http          // tahua.kv.shared: the key-value namespace shared by the plugins that opt in
   std::uint32_t breaker_failures = 5;  // consecutive failures that open the plugin's breaker
   Millis breaker_cooldown{30'000};
   std::vector<PluginTest> tests;

@@ -67,7 +67,7 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "plugins", "expected a list of plugins");
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "plugins[" + std::to_string(i) + "]";
-    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv"});
+    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv", "http"});
     if (!n[i]["id"]) fail(n[i], p + ".id", "required");
     const std::string id = nonEmpty(n[i]["id"], p + ".id");
     plugin(n[i], p, id, cfg);
@@ -78,7 +78,7 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
 void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string& id, Config& cfg) {
   const bool resource = !y["id"];
   if (resource)
-    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv"});
+    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv", "http"});
   if (!validId(id))
     fail(resource ? y : y["id"], resource ? p : p + ".id",
          "\"" + id + "\" is not a plugin id (lower-case letters, digits, '-', '_', '.'; at most 64)");
@@ -159,6 +159,46 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
   if (auto k = y["kv"]) {
     checkKeys(k, p + ".kv", {"shared"});
     if (auto v = k["shared"]) pc.kv_shared = boolean(v, p + ".kv.shared");
+  }
+
+  if (auto h = y["http"]) {
+    const std::string hp = p + ".http";
+    checkKeys(h, hp, {"allow", "timeout", "max_response_bytes", "breaker"});
+    const YAML::Node allow = h["allow"];
+    if (!allow || !allow.IsSequence() || allow.size() == 0)
+      fail(allow ? allow : h, hp + ".allow", "required: the hosts the plugin may call (\"host\" or \"host:port\")");
+    for (std::size_t i = 0; i < allow.size(); ++i) {
+      const std::string ap = hp + ".allow[" + std::to_string(i) + "]";
+      std::string entry = nonEmpty(allow[i], ap);
+      std::transform(entry.begin(), entry.end(), entry.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      // host, host:port, [v6], [v6]:port (a bare v6 address has no port)
+      std::string host = entry, port;
+      if (entry.front() == '[') {
+        const auto close = entry.find(']');
+        if (close == std::string::npos) fail(allow[i], ap, "expected host or host:port");
+        host = entry.substr(1, close - 1);
+        if (close + 1 < entry.size()) {
+          if (entry[close + 1] != ':') fail(allow[i], ap, "expected host or host:port");
+          port = entry.substr(close + 2);
+        }
+      } else if (std::count(entry.begin(), entry.end(), ':') == 1) {
+        host = entry.substr(0, entry.find(':'));
+        port = entry.substr(entry.find(':') + 1);
+      }
+      if (entry.find(':') != std::string::npos && entry.front() != '[' && std::count(entry.begin(), entry.end(), ':') == 1 &&
+          (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos))
+        fail(allow[i], ap, "expected host or host:port");
+      if (host.empty() || host.find_first_of("/@?# ") != std::string::npos) fail(allow[i], ap, "expected host or host:port");
+      pc.http.allow.emplace_back(std::move(host), std::move(port));
+    }
+    if (auto v = h["timeout"]) pc.http.timeout = duration(v, hp + ".timeout", Millis(1));
+    if (pc.http.timeout > std::chrono::seconds(30)) fail(h["timeout"], hp + ".timeout", "at most 30s");
+    if (auto v = h["max_response_bytes"]) pc.http.max_response_bytes = integer(v, hp + ".max_response_bytes", 1, 1 << 20);
+    if (auto b = h["breaker"]) {
+      checkKeys(b, hp + ".breaker", {"failures", "cooldown"});
+      if (auto v = b["failures"]) pc.http.breaker_failures = static_cast<std::uint32_t>(integer(v, hp + ".breaker.failures", 1, 1'000'000));
+      if (auto v = b["cooldown"]) pc.http.breaker_cooldown = duration(v, hp + ".breaker.cooldown", Millis(1));
+    }
   }
 
   // The code: inline, or a file next to the config.

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/duration.h"
+#include "http/outbound_call.h"
 
 namespace tahua {
 
@@ -25,6 +26,9 @@ class WorkerServices {
   // Runs `fn` on this worker's thread after `delay`, unless the handle is cancelled or
   // destroyed first. Call from the worker's thread.
   virtual std::unique_ptr<TimerHandle> runAfter(Millis delay, std::function<void()> fn) = 0;
+  // Makes an HTTP call from this worker's loop (server/outbound_client.h); `done` runs on
+  // this worker's thread, once. Call from the worker's thread.
+  virtual void fetch(OutboundRequest request, std::function<void(OutboundResponse)> done) = 0;
 };
 
 }  // namespace tahua

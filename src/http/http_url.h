@@ -10,11 +10,13 @@ namespace tahua {
 
 struct HttpUrl {
   std::string host;
-  std::string port;    // "80" by default
+  std::string port;    // "80" by default ("443" for https)
   std::string target;  // path and query, "/" at least
+  bool tls = false;    // https:// (when allowed)
 };
 
-// An http:// URL with a host; nullopt (and `error`) otherwise.
-std::optional<HttpUrl> parseHttpUrl(std::string_view url, std::string* error = nullptr);
+// An http:// URL (or https://, when `allow_https`) with a host; nullopt (and `error`)
+// otherwise.
+std::optional<HttpUrl> parseHttpUrl(std::string_view url, std::string* error = nullptr, bool allow_https = false);
 
 }  // namespace tahua

@@ -26,6 +26,8 @@ constexpr std::size_t kMaxPluginKvWrites = 16;  // tahua.kv.put / erase per call
 constexpr std::size_t kMaxPluginKvKey = 256;
 constexpr std::size_t kMaxPluginKvValue = 64 << 10;
 constexpr long long kMaxPluginKvTtlSeconds = 30LL * 24 * 3600;
+constexpr int kMaxPluginHttpCalls = 4;          // tahua.http.request per call
+constexpr std::size_t kMaxPluginHttpBody = 64 << 10;
 
 // The call object's metatable and the `tahua` table, in a runtime's fresh state.
 void installPluginApi(lua_State* L, PluginRuntime* rt);

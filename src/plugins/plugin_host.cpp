@@ -178,6 +178,7 @@ std::shared_ptr<PluginRuntime> PluginInstance::runtime() {
 lua_State* PluginInstance::prepare(PluginRuntime& rt, LuaCall& call, PluginCallView& view) {
   view.log_left = kMaxPluginLogLines;
   view.gets_left = kMaxPluginKvGets;
+  view.http_left = kMaxPluginHttpCalls;
   view.counts.clear();
   view.writes.clear();
   view.wait = PluginWait{};
@@ -312,6 +313,80 @@ LuaStep PluginInstance::resumeWith(PluginRuntime& rt, LuaCall& call, PluginCallV
   const LuaStep s = rt.vm.resumeWith(call, n);
   rt.call = nullptr;
   return s;
+}
+
+LuaStep PluginInstance::resumeWithHttp(PluginRuntime& rt, LuaCall& call, PluginCallView& view, const OutboundResponse& r) {
+  view.wait = PluginWait{};
+  lua_State* t = call.thread;
+  int n = 1;
+  if (r.status == 0) {
+    lua_pushnil(t);
+    lua_pushlstring(t, r.error.data(), r.error.size());
+    n = 2;
+  } else {
+    lua_createtable(t, 0, 3);
+    lua_pushinteger(t, r.status);
+    lua_setfield(t, -2, "status");
+    lua_pushlstring(t, r.body.data(), r.body.size());
+    lua_setfield(t, -2, "body");
+    lua_createtable(t, 0, static_cast<int>(r.headers.size()));
+    for (const auto& [name, value] : r.headers) {
+      lua_pushlstring(t, value.data(), value.size());
+      lua_setfield(t, -2, name.c_str());  // a repeated header: the last one
+    }
+    lua_setfield(t, -2, "headers");
+  }
+  rt.call = &view;
+  const LuaStep s = rt.vm.resumeWith(call, n);
+  rt.call = nullptr;
+  return s;
+}
+
+namespace {
+std::string hostKey(const HttpUrl& url) { return url.host + ":" + url.port; }
+}  // namespace
+
+bool PluginInstance::httpBreakerOpen(const HttpUrl& url, std::chrono::steady_clock::time_point now) const {
+  const std::string key = hostKey(url);
+  for (const auto& [k, b] : http_breakers_)
+    if (k == key) return now < b.open_until;
+  return false;
+}
+
+void PluginInstance::httpAnswered(const HttpUrl& url, const OutboundResponse& response) {
+  const bool failed = response.status == 0 || response.status >= 500;
+  std::string result = response.status == 0 ? (response.error == "timeout" ? "timeout" : "error") : std::to_string(response.status / 100) + "xx";
+  try {
+    ++metrics_.plugin_http[{config_.id, std::move(result)}];
+    const std::string key = hostKey(url);
+    HostBreaker* b = nullptr;
+    for (auto& [k, hb] : http_breakers_)
+      if (k == key) b = &hb;
+    if (!b) b = &http_breakers_.emplace_back(key, HostBreaker{}).second;
+    if (!failed) {
+      b->failures_in_row = 0;
+    } else if (++b->failures_in_row >= config_.http.breaker_failures) {
+      b->failures_in_row = 0;
+      b->open_until = std::chrono::steady_clock::now() + config_.http.breaker_cooldown;
+      log::warn("plugin http breaker opened", {{"plugin", config_.id}, {"host", key}, {"error", response.error},
+                                               {"status", response.status}});
+    }
+  } catch (...) {
+  }
+}
+
+void PluginInstance::countHttpRefused() noexcept {
+  try {
+    ++metrics_.plugin_http[{config_.id, "not_allowed"}];
+  } catch (...) {
+  }
+}
+
+void PluginInstance::countHttpBreakerOpen() noexcept {
+  try {
+    ++metrics_.plugin_http[{config_.id, "breaker_open"}];
+  } catch (...) {
+  }
 }
 
 std::string PluginInstance::kvKey(std::string_view key, bool shared) const {

@@ -18,6 +18,7 @@
 
 #include "config/plugin_config.h"
 #include "core/duration.h"
+#include "http/outbound_call.h"
 #include "plugins/lua_sandbox.h"
 #include "telemetry/metrics.h"
 
@@ -77,8 +78,9 @@ class PluginBody {
 // A call of the key-value store that waits for the store (tahua.kv.get): the call is
 // suspended (LuaStep::Waiting) until the worker has the value.
 struct PluginWait {
-  enum class Kind : std::uint8_t { None, KvGet } kind = Kind::None;
-  std::string key;  // the store's key ("tahua:kv:<plugin>:<key>")
+  enum class Kind : std::uint8_t { None, KvGet, Http } kind = Kind::None;
+  std::string key;  // KvGet: the store's key ("tahua:kv:<plugin>:<key>")
+  OutboundRequest http;  // Http: the call (its host allowed, its bounds the plugin's)
 };
 
 // A write of the key-value store, made when the call returns normally.
@@ -113,6 +115,7 @@ struct PluginCallView {
     wait = PluginWait{};
     writes.clear();
     gets_left = 0;
+    http_left = 0;
   }
   // Set by prepare(), read and written by the API functions while the call runs; the
   // counts and writes are applied by finish() on the worker.
@@ -121,6 +124,7 @@ struct PluginCallView {
   PluginWait wait;
   std::vector<PluginKvWrite> writes;
   int gets_left = 0;
+  int http_left = 0;
 
  private:
   std::string scratch_;
@@ -188,6 +192,16 @@ class PluginInstance {
   // returns the outcome. The call's results stay on call.thread until rt.vm.release(call).
   PluginOutcome finish(PluginRuntime& rt, LuaCall& call, PluginCallView& view, int handle_ref);
 
+  // A call that waited for tahua.http goes on with the answer: a table {status, body,
+  // headers}, or nil and the error.
+  LuaStep resumeWithHttp(PluginRuntime& rt, LuaCall& call, PluginCallView& view, const OutboundResponse& response);
+  // The breaker of the host of a tahua.http call: open after `http.breaker_failures`
+  // failures in a row (no answer, or 5xx) for `http.breaker_cooldown`.
+  bool httpBreakerOpen(const HttpUrl& url, std::chrono::steady_clock::time_point now) const;
+  void httpAnswered(const HttpUrl& url, const OutboundResponse& response);
+  void countHttpRefused() noexcept;      // a host not on the allow-list (no call made)
+  void countHttpBreakerOpen() noexcept;  // the host's breaker open (no call made)
+
   // The store's key for the plugin's key `key` (its own namespace, or the shared one).
   std::string kvKey(std::string_view key, bool shared) const;
   void countKv(std::string_view op, std::string_view result) noexcept;
@@ -216,6 +230,11 @@ class PluginInstance {
   std::uint64_t* calls_[kPluginPhases][kPluginOutcomes] = {};
   FineHistogram* seconds_ = nullptr;
   std::vector<std::pair<std::string, std::uint64_t*>> counters_;  // tahua.count's names (at most 32)
+  struct HostBreaker {
+    std::uint32_t failures_in_row = 0;
+    std::chrono::steady_clock::time_point open_until{};
+  };
+  std::vector<std::pair<std::string, HostBreaker>> http_breakers_;  // by "host:port" (the allow-list bounds them)
 };
 
 }  // namespace tahua

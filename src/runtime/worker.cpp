@@ -24,6 +24,7 @@
 #include "filters/tracing/tracing_filter.h"
 #include "filters/usage/usage_filter.h"
 #include "runtime/gateway.h"
+#include "server/outbound_client.h"
 #include "server/upstream_client.h"
 
 namespace tahua {
@@ -83,6 +84,10 @@ std::unique_ptr<TimerHandle> Worker::runAfter(Millis delay, std::function<void()
     fn();
   });
   return std::make_unique<AsioTimerHandle>(std::move(call));
+}
+
+void Worker::fetch(OutboundRequest request, std::function<void(OutboundResponse)> done) {
+  fetchOutbound(io_, std::move(request), std::move(done));
 }
 
 std::shared_ptr<FilterChain> Worker::buildChain() {

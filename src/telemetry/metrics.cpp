@@ -53,6 +53,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [plugin, h] : other.plugin_call_seconds) plugin_call_seconds[plugin].merge(h);
   for (const auto& [key, n] : other.plugin_counters) plugin_counters[key] += n;
   for (const auto& [key, n] : other.plugin_kv) plugin_kv[key] += n;
+  for (const auto& [key, n] : other.plugin_http) plugin_http[key] += n;
   active_streams += other.active_streams;
   active_connections += other.active_connections;
   connections_accepted += other.connections_accepted;
@@ -268,6 +269,11 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, n] : m.plugin_kv)
     out += "tahua_plugin_kv_operations_total{plugin=\"" + escapeLabel(std::get<0>(key)) + "\",op=\"" + escapeLabel(std::get<1>(key)) +
            "\",result=\"" + escapeLabel(std::get<2>(key)) + "\"} " + std::to_string(n) + "\n";
+  family(out, "tahua_plugin_http_calls_total", "counter",
+         "Lua plugins' outbound HTTP calls by plugin and result (2xx, 3xx, 4xx, 5xx, timeout, error, breaker_open, not_allowed).");
+  for (const auto& [key, n] : m.plugin_http)
+    out += "tahua_plugin_http_calls_total{plugin=\"" + escapeLabel(key.first) + "\",result=\"" + escapeLabel(key.second) + "\"} " +
+           std::to_string(n) + "\n";
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";
   out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";

@@ -123,6 +123,8 @@ struct WorkerMetrics {
   // Their key-value operations by (plugin, op: get | put | erase, result: found |
   // missing | ok | error | unavailable).
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> plugin_kv;
+  // Their outbound HTTP calls by (plugin, result: 2xx..5xx, timeout, error, breaker_open).
+  std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> plugin_http;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

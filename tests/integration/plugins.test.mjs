@@ -309,6 +309,114 @@ describe('plugins: the key-value store', () => {
   });
 });
 
+describe('plugins: outbound HTTP', () => {
+  /** An identity service: GET /introspect with the client's token; slow or huge on demand. */
+  async function identityService(t) {
+    const hits = [];
+    const server = createServer((req, res) => {
+      hits.push({ url: req.url, headers: req.headers });
+      const token = req.headers['x-token'];
+      if (token === 'slow') return setTimeout(() => res.end('{}'), 2000).unref();
+      if (token === 'huge') return res.end('x'.repeat(200000));
+      if (token === 'down') { res.writeHead(503); return res.end(); }
+      if (token?.startsWith('good-')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ active: true, tenant: 'backend', key: 'backend-key' }));
+      }
+      res.writeHead(401, { 'content-type': 'application/json' });
+      res.end('{"active":false}');
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => server.close());
+    return { url: `http://127.0.0.1:${server.address().port}`, port: server.address().port, hits };
+  }
+
+  it('an auth plugin validates tokens against an identity service, caches the answer, and is bounded by its allow-list, timeout, size limit and breaker', async (t) => {
+    const idp = await identityService(t);
+    const source = `return { on_auth = function(req)
+      local token = req:header("x-token")
+      if not token then return end
+      local cached = tahua.kv.get("token:" .. token)
+      if cached then req:authenticate(cached) return end
+      local url = req:header("x-idp") or "${idp.url}/introspect"
+      local resp, err = tahua.http.request{ url = url, headers = { ["x-token"] = token }, timeout = 0.3 }
+      if not resp then req:deny(401, "identity service: " .. err, "idp_error") return end
+      if resp.status ~= 200 then req:deny(401, "The token is not valid.", "invalid_token") return end
+      local tenant = resp.body:match('"tenant":"([^"]+)"')
+      tahua.kv.put("token:" .. token, tenant, 60)
+      req:authenticate(tenant)
+    end }`;
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] });
+    config.tenants = [{ name: 'backend' }];
+    config.keys = [{ name: 'backend-key', tenant: 'backend', sha256: createHash('sha256').update('unused').digest('hex') }];
+    config.plugins = [{
+      id: 'idp-auth', source, failure_mode: 'closed',
+      http: { allow: [`127.0.0.1:${idp.port}`], timeout: '1s', max_response_bytes: 4096, breaker: { failures: 3, cooldown: '1h' } },
+    }];
+    config.auth = { chains: [{ name: 'tokens', links: [{ type: 'plugin', id: 'idp-auth' }] }] };
+    const gw = await startTahua({ t, config });
+    const call = (headers) => post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers });
+
+    assert.equal((await call({ 'x-token': 'good-1' })).status, 200);
+    assert.equal(idp.hits.length, 1);
+    assert.equal(idp.hits[0].headers['x-token'], 'good-1', 'the header the plugin set');
+    assert.equal((await call({ 'x-token': 'good-1' })).status, 200);
+    assert.equal(idp.hits.length, 1, 'the second request was answered from tahua.kv');
+    expectError(await call({ 'x-token': 'bad' }), 401, 'invalid_token');
+    // Not on the allow-list: no call is made.
+    const other = await call({ 'x-token': 'good-2', 'x-idp': 'http://127.0.0.2:9/introspect' });
+    expectError(other, 401, 'idp_error');
+    assert.match(other.json.error.message, /not allowed: 127\.0\.0\.2:9 is not on the plugin's http\.allow list/);
+    // Too large an answer, a slow one and a failing one: the breaker opens at the third failure in a row.
+    const huge = await call({ 'x-token': 'huge' });
+    assert.match(huge.json.error.message, /response too large/);
+    assert.equal(idp.hits.length, 3);
+    const slow = await call({ 'x-token': 'slow' });
+    assert.match(slow.json.error.message, /identity service: timeout/);
+    const down = await call({ 'x-token': 'down' });
+    expectError(down, 401, 'invalid_token');
+    const hitsBefore = idp.hits.length;
+    const skipped = await call({ 'x-token': 'good-3' });
+    assert.match(skipped.json.error.message, /breaker open/);
+    assert.equal(idp.hits.length, hitsBefore, 'no call while the breaker is open');
+    const m = await scrape(gw.url);
+    const http = (result) => sum(m, 'tahua_plugin_http_calls_total', { plugin: 'idp-auth', result });
+    assert.equal(http('2xx'), 1);
+    assert.equal(http('4xx'), 1);
+    assert.equal(http('5xx'), 1);
+    assert.equal(http('timeout'), 1);
+    assert.equal(http('error'), 1, 'the answer over max_response_bytes');
+    assert.equal(http('not_allowed'), 1);
+    assert.equal(http('breaker_open'), 1);
+    assert.equal(gw.stderr.json().filter((l) => l.msg === 'plugin http breaker opened').length, 1);
+  });
+
+  it('tahua.http exists only with an allow-list; a bad request is the plugin\'s error', async (t) => {
+    const source = `return { on_request = function(req)
+      local what = req:header("x-do")
+      if what == "absent" then req:set_header("x-has-http", tostring(tahua.http ~= nil))
+      elseif what == "scheme" then tahua.http.request{ url = "ftp://127.0.0.1/" }
+      elseif what == "header" then tahua.http.request{ url = "http://127.0.0.1:9/", headers = { host = "evil" } }
+      end
+    end }`;
+    const { gw, upstream } = await pluginGateway(t, { source }, {
+      plugins: [
+        { id: 'p', source, http: { allow: ['127.0.0.1'] }, breaker: { failures: 1000 } },
+        { id: 'q', source: 'return { on_request = function(req) req:set_header("x-q-http", tostring(tahua.http ~= nil)) end }' },
+      ],
+    });
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-do': 'absent' } })).status, 200);
+    assert.equal(upstream.requests.at(-1).headers['x-has-http'], 'true');
+    assert.equal(upstream.requests.at(-1).headers['x-q-http'], 'false');
+    for (const what of ['scheme', 'header'])
+      assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-do': what } })).status, 200);
+    const errors = gw.stderr.json().filter((l) => l.msg === 'plugin call failed').map((l) => l.error).join('\n');
+    assert.match(errors, /only http:\/\/ and https:\/\/ are supported/);
+    assert.match(errors, /host is set by the gateway/);
+  });
+});
+
 describe('plugins: the sandbox holds against hostile code', () => {
   const loop = 'return { on_request = function(req) if req:header("x-evil") then tahua.log("looping") while true do end end end }';
 

@@ -160,6 +160,7 @@ class FakeWorker final : public WorkerServices {
     timers.push_back(std::make_unique<std::function<void()>>(std::move(fn)));
     return std::make_unique<Timer>(timers.back().get());
   }
+  void fetch(OutboundRequest, std::function<void(OutboundResponse)> done) override { done(OutboundResponse{0, "no network here", {}, {}}); }
   void runPosted() {
     while (!posted.empty()) {
       auto fn = std::move(posted.front());

@@ -53,6 +53,10 @@ void PluginSet::offload(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, L
 
 void PluginSet::serveWait(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view,
                           std::function<void()> done) {
+  if (view.wait.kind == PluginWait::Kind::Http) {
+    serveHttp(in, std::move(rt), call, view, std::move(done));
+    return;
+  }
   StateStore* store = in.store();
   if (!store || view.wait.kind != PluginWait::Kind::KvGet) {  // nothing to ask: nothing found
     const LuaStep step = in.resumeWith(*rt, call, view, nullptr, {});
@@ -69,6 +73,30 @@ void PluginSet::serveWait(PluginInstance& in, std::shared_ptr<PluginRuntime> rt,
     in.countKv("get", r.status == Status::Found ? "found" : r.status == Status::Missing ? "missing" : "unavailable");
     const LuaStep step = in.resumeWith(*rt, call, view, r.status == Status::Found ? &r.value : nullptr,
                                        r.status == Status::Unavailable ? "unavailable" : "");
+    continueCall(in, std::move(rt), call, view, step, std::move(done));
+  });
+}
+
+void PluginSet::serveHttp(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view,
+                          std::function<void()> done) {
+  OutboundRequest request = std::move(view.wait.http);
+  if (in.httpBreakerOpen(request.url, std::chrono::steady_clock::now())) {
+    OutboundResponse refused;
+    refused.error = "breaker open";
+    in.countHttpBreakerOpen();
+    const LuaStep step = in.resumeWithHttp(*rt, call, view, refused);
+    continueCall(in, std::move(rt), call, view, step, std::move(done));
+    return;
+  }
+  const HttpUrl url = request.url;
+  std::weak_ptr<bool> alive = alive_;
+  // Time spent here is outside the call's CPU budget; the request's own deadline and the
+  // manifest's http.timeout bound it.
+  worker_.fetch(std::move(request), [this, &in, rt = std::move(rt), &call, &view, url, alive = std::move(alive),
+                                     done = std::move(done)](OutboundResponse response) mutable {
+    if (alive.expired()) return;
+    in.httpAnswered(url, response);
+    const LuaStep step = in.resumeWithHttp(*rt, call, view, response);
     continueCall(in, std::move(rt), call, view, step, std::move(done));
   });
 }

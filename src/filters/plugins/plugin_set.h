@@ -45,6 +45,7 @@ class PluginSet {
  private:
   void offload(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view, std::function<void()> done);
   void serveWait(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view, std::function<void()> done);
+  void serveHttp(PluginInstance& in, std::shared_ptr<PluginRuntime> rt, LuaCall& call, PluginCallView& view, std::function<void()> done);
 
   WorkerServices& worker_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the plugin thread's answers

@@ -52,7 +52,8 @@ std::string_view phaseList(std::uint8_t phases, std::string& out) {
   for (auto [bit, name] : {std::pair<std::uint8_t, const char*>{kPluginRequest, "request"},
                            {kPluginResponseHeaders, "response_headers"},
                            {kPluginStreamEvent, "stream_event"},
-                           {kPluginComplete, "complete"}})
+                           {kPluginComplete, "complete"},
+                           {kPluginAuth, "auth"}})
     if (phases & bit) out += (out.empty() ? "" : ",") + std::string(name);
   return out;
 }
@@ -187,14 +188,16 @@ asio::awaitable<AdminReply> ResourceAdmin::pluginList() {
       std::string phases;
       phaseList(p.phases, phases);
       const bool stored = std::none_of(base->plugins.begin(), base->plugins.end(), [&](const PluginConfig& f) { return f.id == p.id; });
-      list.push_back(bj::object{{"id", p.id},
-                                {"version", p.version},
-                                {"order", p.order},
-                                {"phases", phases},
-                                {"failure_mode", p.fail_closed ? "closed" : "open"},
-                                {"source", stored ? "store" : "config"},
-                                {"origin", p.origin},
-                                {"state", "applied"}});
+      bj::object entry{{"id", p.id},
+                       {"version", p.version},
+                       {"order", p.order},
+                       {"phases", phases},
+                       {"failure_mode", p.fail_closed ? "closed" : "open"},
+                       {"source", stored ? "store" : "config"},
+                       {"origin", p.origin},
+                       {"state", "applied"}};
+      if (!p.canary.of.empty()) entry["canary"] = bj::object{{"of", p.canary.of}, {"percent", p.canary.percent}};
+      list.push_back(std::move(entry));
     }
     for (const auto& [id, e] : applied.rejected)
       if (id.rfind("Plugin/", 0) == 0) list.push_back(bj::object{{"id", id.substr(7)}, {"source", "store"}, {"state", "invalid"}, {"error", e}});

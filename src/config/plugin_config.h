@@ -90,6 +90,16 @@ struct PluginHttpConfig {
   Millis breaker_cooldown{30'000};
 };
 
+// A canary version of another plugin: for `percent` of requests it runs instead of the
+// plugin `of` (which runs for the rest). Which side a request is on is a hash of
+// `sticky_header` (else the client's API key, else the request id), so a user stays on
+// one side, on every replica.
+struct PluginCanaryConfig {
+  std::string of;  // the stable plugin's id; empty: not a canary
+  double percent = 0;
+  std::string sticky_header;  // lower case; empty: the API key
+};
+
 struct PluginConfig {
   std::string id;
   std::string version;
@@ -101,7 +111,8 @@ struct PluginConfig {
   std::chrono::microseconds slice{1'000};
   bool fail_closed = false;        // a failed call refuses the request (else: as if the plugin were not there)
   bool kv_shared = false;
-  PluginHttpConfig http;           // no `allow`: no tahua.http          // tahua.kv.shared: the key-value namespace shared by the plugins that opt in
+  PluginHttpConfig http;           // no `allow`: no tahua.http
+  PluginCanaryConfig canary;          // tahua.kv.shared: the key-value namespace shared by the plugins that opt in
   std::uint32_t breaker_failures = 5;  // consecutive failures that open the plugin's breaker
   Millis breaker_cooldown{30'000};
   std::vector<PluginTest> tests;

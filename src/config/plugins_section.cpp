@@ -67,7 +67,7 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "plugins", "expected a list of plugins");
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "plugins[" + std::to_string(i) + "]";
-    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv", "http"});
+    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv", "http", "canary"});
     if (!n[i]["id"]) fail(n[i], p + ".id", "required");
     const std::string id = nonEmpty(n[i]["id"], p + ".id");
     plugin(n[i], p, id, cfg);
@@ -78,7 +78,7 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
 void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string& id, Config& cfg) {
   const bool resource = !y["id"];
   if (resource)
-    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv", "http"});
+    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv", "http", "canary"});
   if (!validId(id))
     fail(resource ? y : y["id"], resource ? p : p + ".id",
          "\"" + id + "\" is not a plugin id (lower-case letters, digits, '-', '_', '.'; at most 64)");
@@ -198,6 +198,22 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
       checkKeys(b, hp + ".breaker", {"failures", "cooldown"});
       if (auto v = b["failures"]) pc.http.breaker_failures = static_cast<std::uint32_t>(integer(v, hp + ".breaker.failures", 1, 1'000'000));
       if (auto v = b["cooldown"]) pc.http.breaker_cooldown = duration(v, hp + ".breaker.cooldown", Millis(1));
+    }
+  }
+
+  if (auto c = y["canary"]) {
+    const std::string cp = p + ".canary";
+    checkKeys(c, cp, {"of", "percent", "sticky_header"});
+    if (!c["of"]) fail(c, cp + ".of", "required: the id of the plugin this version is a canary of");
+    pc.canary.of = nonEmpty(c["of"], cp + ".of");
+    if (!validId(pc.canary.of)) fail(c["of"], cp + ".of", "\"" + pc.canary.of + "\" is not a plugin id");
+    if (pc.canary.of == id) fail(c["of"], cp + ".of", "a plugin cannot be its own canary");
+    if (!c["percent"]) fail(c, cp + ".percent", "required: the share of requests (0..100)");
+    pc.canary.percent = percent(c["percent"], cp + ".percent");
+    if (auto v = c["sticky_header"]) {
+      pc.canary.sticky_header = nonEmpty(v, cp + ".sticky_header");
+      std::transform(pc.canary.sticky_header.begin(), pc.canary.sticky_header.end(), pc.canary.sticky_header.begin(),
+                     [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     }
   }
 

@@ -646,6 +646,65 @@ describe('plugins: hot loading through the admin API', () => {
   });
 });
 
+describe('plugins: canary versions', () => {
+  const tagger = (v) => `return { on_response_headers = function(resp) resp:set_header("x-plugin-version", "${v}") end }`;
+
+  it('a canary version takes its share of users, sticky per user; its share changes through the admin API', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const c = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] });
+    c.access_log = { enabled: false };
+    c.admin = adminSection();
+    c.plugins = [{ id: 'tagger', version: '1', source: tagger('1') }];
+    const { gw, admin } = await startWithAdmin(t, c);
+    const as = async (user) => (await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-user': user } })).headers['x-plugin-version'];
+    const share = async () => {
+      const seen = await Promise.all(Array.from({ length: 400 }, (_, i) => as(`user-${i}`)));
+      assert.deepEqual([...new Set(seen)].sort().filter((v) => v !== '1' && v !== '2'), []);
+      return seen.filter((v) => v === '2').length / seen.length;
+    };
+    assert.equal(await share(), 0);
+    const put = (percent) => admin('PUT', '/admin/v1/plugins/tagger-v2', {
+      json: { version: '2', source: tagger('2'), canary: { of: 'tagger', percent, sticky_header: 'x-user' } },
+    });
+    assert.equal((await put(25)).status, 200);
+    await eventually(async () => (await as('probe-' + Math.random())) !== undefined && (await share()) > 0, { what: 'the canary in force' });
+    const quarter = await share();
+    assert.ok(quarter > 0.17 && quarter < 0.33, `25% canary: ${quarter}`);
+    // Sticky: a user stays on one side.
+    for (const user of ['user-1', 'user-2', 'user-3']) {
+      const first = await as(user);
+      for (let i = 0; i < 5; i++) assert.equal(await as(user), first, user);
+    }
+    const listed = await admin('GET', '/admin/v1/plugins');
+    assert.deepEqual(listed.json.plugins.find((p) => p.id === 'tagger-v2').canary, { of: 'tagger', percent: 25 });
+    assert.equal((await put(100)).status, 200);
+    await eventually(async () => (await share()) === 1, { what: 'the canary at 100%' });
+    assert.equal((await admin('DELETE', '/admin/v1/plugins/tagger-v2')).status, 200);
+    await eventually(async () => (await share()) === 0, { what: 'the stable version alone again' });
+  });
+
+  it('a canary of an auth plugin decides for its share; a canary naming itself is refused', async (t) => {
+    const auth = (tenant) => `return { on_auth = function(req) req:authenticate("${tenant}") end }`;
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] });
+    config.tenants = [{ name: 'old', limits: { requests_per_minute: 1000 } }, { name: 'new', limits: { requests_per_minute: 2000 } }];
+    config.plugins = [
+      { id: 'who', source: auth('old') },
+      { id: 'who-next', source: auth('new'), canary: { of: 'who', percent: 50, sticky_header: 'x-user' } },
+    ];
+    config.auth = { chains: [{ name: 'all', links: [{ type: 'plugin', id: 'who' }] }] };
+    const gw = await startTahua({ t, config });
+    const limits = await Promise.all(Array.from({ length: 200 }, async (_, i) =>
+      (await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-user': `u${i}` } })).headers['x-ratelimit-limit-requests']));
+    const onNew = limits.filter((l) => l === '2000').length;
+    assert.equal(limits.filter((l) => l !== '1000' && l !== '2000').length, 0);
+    assert.ok(onNew > 70 && onNew < 130, `50% canary: ${onNew} of 200`);
+    const selfCanary = { ...config, plugins: [{ id: 'who', source: auth('old'), canary: { of: 'who', percent: 5 } }] };
+    const r = checkConfig(writeConfig(selfCanary));
+    assert.match(r.stderr, /plugins\[0\]\.canary\.of: a plugin cannot be its own canary/);
+  });
+});
+
 describe('plugins: events cut across reads', () => {
   it('an event that arrives in two reads is rewritten whole', async (t) => {
     // An upstream that writes one chunk in two halves, a moment apart, so the gateway

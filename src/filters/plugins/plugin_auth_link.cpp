@@ -17,6 +17,7 @@ constexpr int kNoRef = -2;  // LUA_NOREF
 
 // One on_auth call's data; pooled by the link (a paused call holds its own).
 struct AuthCall {
+  PluginInstance* in = nullptr;  // the plugin, or its canary version
   PluginEffects effects;
   PluginCallView view;
   std::shared_ptr<PluginRuntime> rt;
@@ -37,17 +38,20 @@ class PluginAuthLink final : public AuthLink {
 
   AuthOutcome check(RequestContext& ctx, Principal& out, AuthContinuation& then) override {
     if (!in_) return AuthOutcome::Pass;
-    PluginInstance& in = *in_;
+    PluginInstance* chosen = set_->versionFor(in_, ctx);
+    if (!(chosen->config().phases & kPluginAuth)) chosen = in_;  // a canary without on_auth: the stable one decides
+    PluginInstance& in = *chosen;
     if (in.breakerOpen(std::chrono::steady_clock::now())) {
       in.countSkipped(kPluginAuth);
-      return failed(ctx);
+      return failed(ctx, in);
     }
     std::shared_ptr<PluginRuntime> rt = in.runtime();
     if (!rt) {
       in.countUnavailable(kPluginAuth);
-      return failed(ctx);
+      return failed(ctx, in);
     }
     std::shared_ptr<AuthCall> c = take();
+    c->in = &in;
     c->effects.clear();
     c->view.begin(&ctx, kPluginAuth, &c->effects);
     c->rt = std::move(rt);
@@ -70,18 +74,18 @@ class PluginAuthLink final : public AuthLink {
   }
 
   AuthOutcome end(AuthCall& c, RequestContext& ctx, Principal& out, const std::shared_ptr<AuthCall>& self) {
-    PluginInstance& in = *in_;
+    PluginInstance& in = *c.in;
     const PluginOutcome o = in.finish(*c.rt, c.call, c.view, c.handle_ref);
     c.handle_ref = kNoRef;
     c.rt->vm.release(c.call);
     c.rt.reset();
-    const AuthOutcome answer = o != PluginOutcome::Ok ? failed(ctx) : decide(c.effects, ctx, out);
+    const AuthOutcome answer = o != PluginOutcome::Ok ? failed(ctx, in) : decide(c.effects, ctx, out, in);
     c.effects.clear();
     if (spare_.size() < 16) spare_.push_back(self);
     return answer;
   }
 
-  AuthOutcome decide(PluginEffects& e, RequestContext& ctx, Principal& out) {
+  AuthOutcome decide(PluginEffects& e, RequestContext& ctx, Principal& out, const PluginInstance& in) {
     if (e.denied) {
       Error err{ErrorKind::PluginDenied, std::move(e.deny_message)};
       err.plugin_status = e.deny_status;
@@ -100,17 +104,17 @@ class PluginAuthLink final : public AuthLink {
                                                                     ? "authenticate named a key that has expired"
                                                                     : nullptr;
     if (wrong) {
-      log::warn(wrong, {{"plugin", id_}, {"request_id", ctx.request_id}, {"tenant", e.auth_tenant}, {"key", e.auth_key}});
-      return failed(ctx);
+      log::warn(wrong, {{"plugin", in.config().id}, {"request_id", ctx.request_id}, {"tenant", e.auth_tenant}, {"key", e.auth_key}});
+      return failed(ctx, in);
     }
     out.tenant = tenant;
     out.key = key;
     return AuthOutcome::Authenticated;
   }
 
-  AuthOutcome failed(RequestContext& ctx) const {
-    if (!in_->config().fail_closed) return AuthOutcome::Pass;
-    ctx.fail(Error{ErrorKind::PluginFailed, "The request could not be authenticated: plugin " + id_ + " failed."});
+  static AuthOutcome failed(RequestContext& ctx, const PluginInstance& in) {
+    if (!in.config().fail_closed) return AuthOutcome::Pass;
+    ctx.fail(Error{ErrorKind::PluginFailed, "The request could not be authenticated: plugin " + in.config().id + " failed."});
     return AuthOutcome::Refused;
   }
 

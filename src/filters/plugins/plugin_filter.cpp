@@ -282,6 +282,16 @@ class PluginFilter final : public FilterWithState<PluginState> {
     if ((bits & with_headers_).any())
       for (std::size_t i = 0; i < instances_.size(); ++i)
         if (bits.test(i) && with_headers_.test(i) && !headersMatch(instances_[i]->config(), ctx)) bits.reset(i);
+    // A canary version runs instead of its stable plugin for its share of requests.
+    for (const PluginSet::CanaryPair& p : set_->canaries()) {
+      const bool has_stable = p.stable != static_cast<std::size_t>(-1);
+      if (!bits.test(p.canary) && !(has_stable && bits.test(p.stable))) continue;
+      if (PluginSet::takesCanary(instances_[p.canary]->config(), ctx)) {
+        if (has_stable) bits.reset(p.stable);
+      } else {
+        bits.reset(p.canary);
+      }
+    }
     if (bits.none()) return;
     st.selected = bits;
     for (std::size_t i = 0; i < instances_.size(); ++i)

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "filters/worker_services.h"
 #include "plugins/plugin_thread.h"
+#include "request/request_context.h"
 #include "store/state_store.h"
 
 namespace tahua {
@@ -12,6 +14,41 @@ namespace tahua {
 PluginSet::PluginSet(const Config& config, WorkerServices& worker, WorkerMetrics& metrics, StateStore& store) : worker_(worker) {
   for (std::size_t i = 0; i < config.plugins.size() && i < kMaxPlugins; ++i)
     instances_.push_back(std::make_unique<PluginInstance>(config.plugins[i], metrics, &store));
+  for (std::size_t i = 0; i < instances_.size(); ++i) {
+    const PluginCanaryConfig& c = instances_[i]->config().canary;
+    if (c.of.empty()) continue;
+    CanaryPair pair;
+    pair.canary = i;
+    for (std::size_t j = 0; j < instances_.size(); ++j)
+      if (instances_[j]->config().id == c.of && instances_[j]->config().canary.of.empty()) pair.stable = j;
+    canaries_.push_back(pair);
+  }
+}
+
+bool PluginSet::takesCanary(const PluginConfig& canary, const RequestContext& ctx) {
+  const PluginCanaryConfig& c = canary.canary;
+  if (c.percent <= 0) return false;
+  if (c.percent >= 100) return true;
+  std::string_view basis;
+  if (ctx.headers) {
+    basis = c.sticky_header.empty() ? ctx.headers->get("authorization") : ctx.headers->get(c.sticky_header);
+    if (basis.empty() && c.sticky_header.empty()) basis = ctx.headers->get("x-api-key");
+  }
+  if (basis.empty()) basis = ctx.request_id;  // nothing sticky: this request alone
+  // std::hash of a string is the same in every replica of one build: a user is on one
+  // side everywhere. Salted with the plugin's id so two canaries split independently.
+  const std::size_t h = std::hash<std::string_view>{}(basis) ^ (std::hash<std::string_view>{}(canary.id) * 0x9e3779b97f4a7c15ULL);
+  return static_cast<double>((h >> 7) % 10'000) < c.percent * 100;
+}
+
+PluginInstance* PluginSet::versionFor(PluginInstance* in, const RequestContext& ctx) const {
+  if (!in) return nullptr;
+  for (const CanaryPair& p : canaries_)
+    if (p.stable != static_cast<std::size_t>(-1) && instances_[p.stable].get() == in) {
+      PluginInstance* canary = instances_[p.canary].get();
+      return takesCanary(canary->config(), ctx) ? canary : in;
+    }
+  return in;
 }
 
 PluginSet::~PluginSet() = default;

@@ -33,6 +33,19 @@ class PluginSet {
   PluginInstance* find(std::string_view id) const;
   static constexpr std::size_t kMaxPlugins = 128;  // the loader's bound too
 
+  // Canary versions (canary.of): for each, its index and its stable plugin's (npos when
+  // that plugin is not loaded: the canary then runs alone, for its share).
+  struct CanaryPair {
+    std::size_t stable = static_cast<std::size_t>(-1);
+    std::size_t canary = 0;
+  };
+  const std::vector<CanaryPair>& canaries() const { return canaries_; }
+  // Whether `ctx` is on the canary side of `canary` (a hash of its sticky header, the API
+  // key, or the request id, against its percent).
+  static bool takesCanary(const PluginConfig& canary, const RequestContext& ctx);
+  // The plugin `in` or its canary, for this request.
+  PluginInstance* versionFor(PluginInstance* in, const RequestContext& ctx) const;
+
   // The rest of a call of a phase that may wait (request, auth) whose step on the loop
   // returned `step` (Yielded or Waiting): its CPU beyond the first slice runs on the
   // plugin thread (at idle priority, `rt` busy meanwhile), its store reads are made here
@@ -50,6 +63,7 @@ class PluginSet {
   WorkerServices& worker_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the plugin thread's answers
   std::vector<std::unique_ptr<PluginInstance>> instances_;
+  std::vector<CanaryPair> canaries_;
   // Declared last: destroyed (joined) first.
   std::unique_ptr<PluginThread> thread_;
 };

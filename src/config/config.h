@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/plugin_config.h"
+#include "config/prompt_config.h"
 #include "config/telemetry_config.h"
 #include "core/duration.h"
 
@@ -547,9 +548,10 @@ struct Config {
   RateLimitConfig rate_limits;
   // Lua plugins, in the order they run (`plugins:` and Plugin resources).
   std::vector<PluginConfig> plugins;
-  // Kubernetes-style resources from a config directory that are validated and listed
-  // but not acted on yet (RateLimitPolicy, PromptTemplate): "Kind/name".
-  std::vector<std::string> inert_resources;
+  // Prompt templates (`prompts:` and PromptTemplate resources), by id then version.
+  std::vector<PromptTemplateConfig> prompts;
+  // The template `id` at `version` ("" or "latest": the greatest version), or null.
+  const PromptTemplateConfig* findPrompt(std::string_view id, std::string_view version) const;
   std::uint64_t generation = 0;  // set when published: 1, 2, ... (admin API, logs)
 
   const ModelConfig* findModel(std::string_view name) const {

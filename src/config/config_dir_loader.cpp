@@ -180,14 +180,9 @@ void Loader::loadResource(const YAML::Node& spec, const std::string& kind, const
       if (other.name == pol.name) in_file.fail(spec, p, "a policy named \"" + name + "\" exists (rate_limits.policies)");
     cfg.rate_limits.policies.push_back(std::move(pol));
     return;
-  } else {  // PromptTemplate
-    in_file.checkKeys(spec, p, {"template", "variables"});
-    if (!spec["template"]) in_file.fail(spec, p + ".template", "required");
-    in_file.nonEmpty(spec["template"], p + ".template");
-    if (auto v = spec["variables"]; v && !v.IsSequence()) in_file.fail(v, p + ".variables", "expected a list of names");
   }
-  cfg.inert_resources.push_back(kind + "/" + name);
-  warnings_.push_back(file + ": " + kind + " \"" + name + "\" is valid but not enforced yet");
+  // PromptTemplate
+  in_file.promptTemplate(spec, p, name, cfg);
 }
 
 }  // namespace tahua::config_detail

@@ -143,6 +143,8 @@ class Loader {
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
   // plugins_section.cpp
   void loadPlugins(const YAML::Node& n, Config& cfg);
+  void loadPrompts(const YAML::Node& n, Config& cfg);
+  void promptTemplate(const YAML::Node& spec, const std::string& path, const std::string& name, Config& cfg);
   // An auth link naming a plugin of `plugins:` that defines no on_auth is an error (a
   // plugin loaded later, from a resource or the admin API, is checked when the worker
   // builds the chain: a link without its plugin passes to the next).
@@ -169,6 +171,9 @@ void sortPlugins(Config& cfg);
 
 // A file's bytes; `ok` false when it cannot be read.
 std::string slurp(const std::filesystem::path& p, bool& ok);
+// A YAML scalar as JSON text: a quoted one is a string; a plain one may be a number, a
+// boolean or null.
+std::string jsonScalar(const YAML::Node& n);
 
 // A directory of *.yaml files merged into one config (config_dir_loader.cpp).
 ConfigLoadResult loadConfigDir(const std::string& dir);

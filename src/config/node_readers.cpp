@@ -1,5 +1,7 @@
 // The node readers every section uses, and the one error formatter. Every error names
 // file, line, column and the field path, so an operator can fix a typo without guessing.
+#include <boost/json.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -125,5 +127,19 @@ TimeoutOverrides Loader::timeoutOverrides(const YAML::Node& t, const std::string
   if (auto v = t["total"]) o.total = duration(v, tp + ".total", Millis(1));
   return o;
 }
+
+// A YAML scalar as JSON text: a quoted one is a string; a plain one may be a number, a
+// boolean or null.
+std::string jsonScalar(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() != "!") {
+    if (s == "true" || s == "false" || s == "null") return s;
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(s, ec);
+    if (!ec && v.is_number()) return boost::json::serialize(v);
+  }
+  return boost::json::serialize(boost::json::value(s));
+}
+
 
 }  // namespace tahua::config_detail

@@ -32,19 +32,6 @@ struct PathBit {
 constexpr PathBit kPaths[] = {{"/v1/chat/completions", 1}, {"/v1/completions", 2}, {"/v1/embeddings", 3}, {"/v1/models", 4},
                               {"/v1/responses", 5},        {"/v1/messages", 6},    {"/v1/messages/count_tokens", 7}};
 
-// A YAML scalar as JSON text: a quoted one is a string; a plain one may be a number, a
-// boolean or null.
-std::string jsonScalar(const YAML::Node& n) {
-  const std::string& s = n.Scalar();
-  if (n.Tag() != "!") {
-    if (s == "true" || s == "false" || s == "null") return s;
-    boost::system::error_code ec;
-    const boost::json::value v = boost::json::parse(s, ec);
-    if (!ec && v.is_number()) return boost::json::serialize(v);
-  }
-  return boost::json::serialize(boost::json::value(s));
-}
-
 }  // namespace
 
 void sortPlugins(Config& cfg) {

@@ -13,8 +13,11 @@ bool storedResourceKind(std::string_view kind) {
 
 bool storedResourceName(std::string_view name) {
   if (name.empty() || name.size() > 128) return false;
+  // One '@' at most, not first: a PromptTemplate's "id@version".
+  const auto at = name.find('@');
+  if (at == 0 || (at != std::string_view::npos && name.find('@', at + 1) != std::string_view::npos)) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '@';
   });
 }
 
@@ -36,7 +39,7 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
     const std::string source = "store resource " + r->id;
     if (!storedResourceKind(kind) || !storedResourceName(name)) {
       out.rejected.emplace_back(r->id, source + ": expected Kind/name (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin; "
-                                                "a name of letters, digits, '-', '_', '.')");
+                                                "a name of letters, digits, '-', '_', '.', and a PromptTemplate's '@version')");
       continue;
     }
     if (kind == "ModelRoute" && std::any_of(base->routes.begin(), base->routes.end(), [&](const RouteConfig& x) { return x.name == name; })) {
@@ -51,6 +54,16 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
     if (kind == "Plugin" && std::any_of(base->plugins.begin(), base->plugins.end(), [&](const PluginConfig& x) { return x.id == name; })) {
       out.warnings.push_back(source + " is not applied: the config file declares a plugin \"" + name + "\", and the file wins");
       continue;
+    }
+    if (kind == "PromptTemplate") {
+      const auto at = name.find('@');
+      const std::string id = name.substr(0, at);
+      const std::string version = at == std::string::npos ? "" : name.substr(at + 1);
+      if (std::any_of(base->prompts.begin(), base->prompts.end(),
+                      [&](const PromptTemplateConfig& x) { return x.id == id && (version.empty() || x.version == version); })) {
+        out.warnings.push_back(source + " is not applied: the config file declares prompt \"" + name + "\", and the file wins");
+        continue;
+      }
     }
     Loader loader(source);
     try {

@@ -9,8 +9,10 @@ int Error::httpStatus() const {
     case ErrorKind::InvalidJson:
     case ErrorKind::InvalidRequest:
     case ErrorKind::MissingModel:
+    case ErrorKind::InvalidPrompt:
     case ErrorKind::BadHttp: return 400;
     case ErrorKind::ModelNotFound:
+    case ErrorKind::PromptNotFound:
     case ErrorKind::UnknownPath: return 404;
     case ErrorKind::MethodNotAllowed: return 405;
     case ErrorKind::ClientTooSlow: return 408;  // only logged: the stream's head was already sent
@@ -64,6 +66,8 @@ ErrorSource Error::source() const {
     case ErrorKind::IdempotencyKeyReused:
     case ErrorKind::IdempotencyNotKept:
     case ErrorKind::PluginDenied:
+    case ErrorKind::PromptNotFound:
+    case ErrorKind::InvalidPrompt:
     case ErrorKind::BadHttp: return ErrorSource::Client;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -128,6 +132,8 @@ std::string_view Error::code() const {
     case ErrorKind::ClientTooSlow: return "stream_buffer_overflow";
     case ErrorKind::PluginDenied: return plugin_code.empty() ? std::string_view("plugin_denied") : std::string_view(plugin_code);
     case ErrorKind::PluginFailed: return "plugin_failed";
+    case ErrorKind::PromptNotFound: return "prompt_not_found";
+    case ErrorKind::InvalidPrompt: return "invalid_prompt";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

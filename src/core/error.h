@@ -46,6 +46,8 @@ enum class ErrorKind {
   ClientTooSlow,        // a stream's client fell further behind than server.stream_buffer_bytes
   PluginDenied,         // a Lua plugin refused the request (its status and code)
   PluginFailed,         // a fail-closed plugin failed (error, budget) or its breaker is open
+  PromptNotFound,       // a request named a prompt template (or version) that does not exist
+  InvalidPrompt,        // its `prompt` object or variables are wrong (missing, ill-typed, unknown)
   Internal,
 };
 

@@ -101,6 +101,19 @@ struct Principal {
   bool restricted() const { return (key && !key->models.empty()) || (tenant && !tenant->models.empty()); }
 };
 
+// What the records (access log, usage record) say about a request beyond its own
+// fields, set by the filter that knows: the prompt template used ("id@version"); a
+// cache's or a guardrail's verdict as those arrive. Each is a key of the usage record
+// (null when unset) and of the access log line (when set).
+enum class RecordField : std::uint8_t { Prompt, Count };
+constexpr std::string_view recordFieldName(RecordField f) {
+  switch (f) {
+    case RecordField::Prompt: return "prompt";
+    case RecordField::Count: break;
+  }
+  return "";
+}
+
 struct RequestContext {
   ConfigPtr config;  // the snapshot this request started with
   unsigned worker_id = 0;
@@ -153,6 +166,9 @@ struct RequestContext {
   Usage usage;
   std::optional<Error> error;  // the gateway's own error, if any
   std::optional<LocalReply> local_reply;
+
+  // Views into the config snapshot or a filter's State (see RecordField).
+  std::array<std::string_view, static_cast<std::size_t>(RecordField::Count)> record_fields{};
 
   // Every filter's per-request State, in one block the session owns (FilterChain::begin).
   std::byte* filter_state = nullptr;

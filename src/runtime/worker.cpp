@@ -14,6 +14,7 @@
 #include "filters/plugins/plugin_auth_link.h"
 #include "filters/plugins/plugin_filter.h"
 #include "filters/plugins/plugin_set.h"
+#include "filters/prompts/prompt_filter.h"
 #include "filters/rate_limit/rate_limit_filter.h"
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
@@ -111,6 +112,9 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
     chain->add(makeAuthFilter(config, tenants_, metrics_, plugin_link));
   }
   chain->add(makeModelsFilter());
+  // Before the router: the model, the limits' estimate and the routes see the rendered
+  // prompt.
+  if (!config.prompts.empty()) chain->add(makePromptFilter());
   chain->add(makeRouterFilter());
   if (config.auth.enabled) chain->add(makeModelAccessFilter());  // the model is known now
   // Plugins see the routed model and the caller; before the limits, so a refusal costs

@@ -67,9 +67,8 @@ describe('config directory (Kubernetes ConfigMap)', () => {
   it('merges plain sections and ModelRoute resources, and reloads on a ..data swap', async (t) => {
     const cm = configMap({ 'base.yaml': BASE, 'routes.yaml': routes('small') });
     const gw = await startTahua({ t, args: ['--config', cm.dir] });
-    // Inert kinds are accepted and said to be so; RateLimitPolicy is enforced (tenants.test.mjs).
-    assert.ok(gw.stderr.json().some((l) => /PromptTemplate "support" is valid but not enforced yet/.test(l.msg ?? '')));
-    assert.ok(!gw.stderr.json().some((l) => /RateLimitPolicy "free-tier" is valid but not enforced/.test(l.msg ?? '')));
+    // Every kind is applied: RateLimitPolicy (tenants.test.mjs), PromptTemplate (prompt_templates.test.mjs).
+    assert.ok(!gw.stderr.json().some((l) => /is valid but not enforced/.test(l.msg ?? '')));
 
     const short = await post(gw.url, '/v1/chat/completions', chat('auto', 'hi'));
     assert.equal(short.status, 200);

@@ -71,6 +71,11 @@ class AccessLogFilter final : public Filter {
       j::string(out, ctx.fallback);
       if (ctx.requested_model) strOrNull("requested_model", &ctx.requested_model->name);
     }
+    for (std::size_t i = 0; i < ctx.record_fields.size(); ++i)
+      if (!ctx.record_fields[i].empty()) {
+        j::key(out, recordFieldName(static_cast<RecordField>(i)));
+        j::string(out, ctx.record_fields[i]);
+      }
     j::key(out, "status");
     j::integer(out, ctx.status);
     j::key(out, "stream");

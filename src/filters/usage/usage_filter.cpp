@@ -144,6 +144,11 @@ class UsageFilter final : public FilterWithState<UsageState> {
     else out.raw(std::string_view("null"));
     j::key(out, "cache");
     out.raw(std::string_view("null"));  // no response cache yet
+    for (std::size_t i = 0; i < ctx.record_fields.size(); ++i) {
+      j::key(out, recordFieldName(static_cast<RecordField>(i)));
+      if (!ctx.record_fields[i].empty()) j::string(out, ctx.record_fields[i]);
+      else out.raw(std::string_view("null"));
+    }
     j::key(out, "trace_id");
     if (ctx.trace.valid()) {
       char hex[32];

@@ -118,9 +118,18 @@ struct DiscoveryConfig {
   Millis timeout{2'000};  // per query try (two tries)
 };
 
+// The filter in front of on-demand lookups of a shared store (store/id_filter.h).
+struct LookupFilterConfig {
+  bool enabled = true;
+  std::uint64_t expected_ids = 1'000'000;  // sizes the Bloom filter (1 M at 1%: 1.2 MB)
+  double false_positive_rate = 0.01;
+  Millis negative_ttl{60'000};             // how long a miss is remembered (0: not at all)
+};
+
 struct StoreConfig {
   enum class Type { Memory, Redis };
   Type type = Type::Memory;
+  LookupFilterConfig lookups;   // redis
   std::string journal;          // memory: empty = nothing survives a restart (warned about)
   Millis flush_interval{1'000};  // memory: how often quota consumption is appended to the journal
   RedisStoreConfig redis;

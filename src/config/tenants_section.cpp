@@ -239,7 +239,7 @@ void Loader::loadTenantTokens(const YAML::Node& n, Config& cfg) {
 }
 
 void Loader::loadStore(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "store", {"type", "journal", "flush_interval", "redis"});
+  checkKeys(n, "store", {"type", "journal", "flush_interval", "redis", "lookups"});
   StoreConfig& s = cfg.store;
   if (auto v = n["type"]) {
     const std::string t = str(v, "store.type");
@@ -249,6 +249,16 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
   }
   if (auto v = n["journal"]) s.journal = nonEmpty(v, "store.journal");
   if (auto v = n["flush_interval"]) s.flush_interval = duration(v, "store.flush_interval", Millis(10));
+  if (auto l = n["lookups"]) {
+    checkKeys(l, "store.lookups", {"enabled", "expected_ids", "false_positive_rate", "negative_ttl"});
+    if (auto v = l["enabled"]) s.lookups.enabled = boolean(v, "store.lookups.enabled");
+    if (auto v = l["expected_ids"]) s.lookups.expected_ids = integer(v, "store.lookups.expected_ids", 1'000, 1'000'000'000);
+    if (auto v = l["false_positive_rate"]) {
+      s.lookups.false_positive_rate = number(v, "store.lookups.false_positive_rate", "a rate", 0.5);
+      if (s.lookups.false_positive_rate < 1e-6) fail(v, "store.lookups.false_positive_rate", "at least 0.000001");
+    }
+    if (auto v = l["negative_ttl"]) s.lookups.negative_ttl = duration(v, "store.lookups.negative_ttl", Millis(0));
+  }
   if (auto r = n["redis"]) {
     const std::string p = "store.redis";
     checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "sweep", "require_persistence", "sentinel", "cluster"});

@@ -416,6 +416,7 @@ int Gateway::run() {
   RedisStore* redis = nullptr;
   if (cfg.store.type == StoreConfig::Type::Redis) {
     auto store = std::make_unique<RedisStore>(cfg.store.redis);
+    store->filterLookups(cfg.store.lookups);
     std::vector<std::string> warnings;
     if (!store->start(error, warnings)) {
       log::error("cannot use the Redis store", {{"error", error}});

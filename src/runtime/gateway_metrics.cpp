@@ -183,6 +183,19 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
            "Requests admitted from capacity this replica leased from the shared store (no round trip).", std::to_string(st.lease_admissions));
     single("tahua_store_lease_renewals_total", "counter",
            "Leases renewed from the shared store ahead of their end, off the request path.", std::to_string(st.lease_renewals));
+    text += "# HELP tahua_store_lookups_total On-demand lookups of values (plugins' tahua.kv.get), by who answered: "
+            "filter (the Bloom filter: never written), cached_miss (a miss remembered), store (asked).\n";
+    text += "# TYPE tahua_store_lookups_total counter\n";
+    text += "tahua_store_lookups_total{answer=\"filter\"} " + std::to_string(st.lookups_filtered) + "\n";
+    text += "tahua_store_lookups_total{answer=\"cached_miss\"} " + std::to_string(st.lookups_cached) + "\n";
+    text += "tahua_store_lookups_total{answer=\"store\"} " + std::to_string(st.lookups_asked) + "\n";
+    if (st.id_filter) {
+      single("tahua_store_id_filter_ready", "gauge",
+             "Whether the lookup filter is trusted (built from the store's ids with the change subscription up).",
+             st.id_filter_ready ? "1" : "0");
+      single("tahua_store_id_filter_ids", "gauge", "Ids added to the lookup filter since it was last built.",
+             std::to_string(st.id_filter_ids));
+    }
   }
   if (discovery_) {
     const DnsDiscovery::Stats ds = discovery_->stats();

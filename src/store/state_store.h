@@ -71,6 +71,14 @@ class StateStore {
     std::uint64_t adjustments_dropped = 0;
     std::uint64_t lease_admissions = 0;  // admitted from capacity leased earlier (no round trip)
     std::uint64_t lease_renewals = 0;    // leases renewed ahead of their end (no request waited)
+    // getValue lookups: answered "missing" by the id filter, by its cache of misses, or
+    // asked of the store; whether the filter is trusted now, and how many ids it holds.
+    std::uint64_t lookups_filtered = 0;
+    std::uint64_t lookups_cached = 0;
+    std::uint64_t lookups_asked = 0;
+    bool id_filter = false;  // a filter exists
+    bool id_filter_ready = false;
+    std::uint64_t id_filter_ids = 0;
   };
   virtual Stats stats() const { return {}; }
   // On a worker's thread, before it stops: what the worker holds for the store (summed
@@ -123,6 +131,8 @@ class StateStore {
     std::string value;
   };
   static constexpr std::size_t kMaxValueBytes = 1 << 20;
+  // Every value's key starts with this (a shared store's id filter scans for it).
+  static constexpr std::string_view kValuePrefix = "tahua:kv:";
   virtual void getValue(std::string_view key, std::function<void(ValueResult)> done) = 0;
   virtual void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) = 0;
   virtual void eraseValue(std::string_view key, WriteDone done) = 0;

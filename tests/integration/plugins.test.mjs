@@ -309,6 +309,69 @@ describe('plugins: the key-value store', () => {
   });
 });
 
+describe('plugins: lookups of ids that do not exist (Bloom filter and cached misses)', () => {
+  const source = `return { on_request = function(req)
+    local put = req:header("x-put")
+    if put then tahua.kv.put("order:" .. put, "shipped", 3600) return end
+    local id = req:header("x-order")
+    if id then
+      local v, err = tahua.kv.get("order:" .. id)
+      req:set_header("x-order-state", v or err or "unknown")
+    end
+  end }`;
+
+  it('a flood of unknown ids never reaches Redis; ids written through any replica are found, before and after a replica starts', async (t) => {
+    const redis = await startRedis({ t });
+    const upstream = await startMockUpstream({ t });
+    const config = {
+      ...gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] }),
+      plugins: [{ id: 'orders', source }],
+      store: {
+        type: 'redis',
+        redis: { url: redis.url, command_timeout: '200ms', heartbeat: '100ms', replica_ttl: '1s', resync: '1s' },
+        lookups: { expected_ids: 100000, false_positive_rate: 0.01, negative_ttl: '1h' },
+      },
+    };
+    config.access_log = { enabled: false };
+    const a = await startTahua({ t, config });
+    const ready = async (gw) => sum(await scrape(gw.url), 'tahua_store_id_filter_ready') === 1;
+    await eventually(() => ready(a), { what: "replica a's filter built" });
+    const state = async (gw, id) => {
+      await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-order': id } });
+      return upstream.requests.at(-1).headers['x-order-state'];
+    };
+    // Written through a before b starts: b's filter is built from Redis's keys.
+    await post(a.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-put': 'early' } });
+    await eventually(() => redis.cli('EXISTS', 'tahua:kv:orders:order:early') === '1', { what: 'the early order in Redis' });
+    const b = await startTahua({ t, config });
+    await eventually(() => ready(b), { what: "replica b's filter built" });
+    assert.equal(await state(b, 'early'), 'shipped');
+
+    // The flood: 2,000 ids nobody wrote, on both replicas.
+    const gets = () => Number(/cmdstat_get:calls=(\d+)/.exec(redis.cli('INFO', 'commandstats'))?.[1] ?? 0);
+    const before = gets();
+    for (let batch = 0; batch < 50; batch++)
+      await Promise.all(Array.from({ length: 40 }, (_, i) => post((i % 2 ? a : b).url, '/v1/chat/completions', chatBody('m1'),
+        { headers: { 'x-order': `ghost-${batch}-${i}` } })));
+    const reached = gets() - before;
+    const filtered = sum(await scrape(a.url), 'tahua_store_lookups_total', { answer: 'filter' }) +
+      sum(await scrape(b.url), 'tahua_store_lookups_total', { answer: 'filter' });
+    t.diagnostic(`flood of 2000 unknown ids: ${reached} reached Redis, ${filtered} answered by the filter`);
+    assert.ok(reached <= 60, `${reached} of 2000 lookups reached Redis (the filter's false positives only)`);
+    assert.ok(filtered >= 1940, `${filtered} answered by the filter`);
+    assert.ok(upstream.requests.slice(-2000).every((r) => r.headers['x-order-state'] === 'unknown'));
+
+    // b remembers a miss (for an hour here); a write through a wipes it on b at once.
+    const ghost = 'ghost-0-1';
+    for (let i = 0; i < 3; i++) assert.equal(await state(b, ghost), 'unknown');
+    await post(a.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-put': ghost } });
+    await eventually(async () => (await state(b, ghost)) === 'shipped', { what: 'the order written through a, seen on b' });
+    await eventually(async () => (await state(a, 'late')) === 'unknown', { what: 'a miss' });
+    await post(b.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-put': 'late' } });
+    await eventually(async () => (await state(a, 'late')) === 'shipped', { what: 'the order written through b, seen on a' });
+  });
+});
+
 describe('plugins: outbound HTTP', () => {
   /** An identity service: GET /introspect with the client's token; slow or huge on demand. */
   async function identityService(t) {

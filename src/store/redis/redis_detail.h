@@ -22,6 +22,7 @@ namespace tahua::redis_detail {
 constexpr std::size_t kMaxKeptAdjustments = 100'000;
 constexpr std::string_view kRecordsPrefix = "tahua:records:";
 constexpr const char* kChangesChannel = "tahua:changes";
+constexpr const char* kValuesChannel = "tahua:values";  // a value's key, published when it is written
 constexpr const char* kReplicasKey = "tahua:replicas";
 
 // The connection of the worker whose thread this is (RedisStore::attach).

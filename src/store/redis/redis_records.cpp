@@ -23,11 +23,53 @@ using namespace redis_detail;
 
 void RedisStore::subscribe() {
   subscriber_->onPush([this](const RedisReply& r) {
-    // ["message", channel, ns]: another replica (or this one) changed records of `ns`.
-    if (r.type == RedisReply::Type::Array && r.elements.size() == 3 && r.elements[0].str == "message")
-      reloadRecords(r.elements[2].str, true, {});
+    if (r.type != RedisReply::Type::Array || r.elements.size() != 3 || r.elements[0].str != "message") return;
+    // ["message", "tahua:values", key]: a value was written (here or by another replica).
+    if (r.elements[1].str == kValuesChannel) {
+      if (ids_) ids_->add(r.elements[2].str);
+      return;
+    }
+    // ["message", "tahua:changes", ns]: another replica (or this one) changed records of `ns`.
+    reloadRecords(r.elements[2].str, true, {});
   });
-  subscriber_->send({"SUBSCRIBE", kChangesChannel}, [](std::optional<RedisReply>) {});
+  subscriber_->send({"SUBSCRIBE", kChangesChannel, kValuesChannel}, [this](std::optional<RedisReply> r) {
+    // Subscribed: from now on every write is heard, so a scan now sees all the others.
+    if (ids_ && r && !r->isError()) rebuildIds();
+  });
+}
+
+void RedisStore::filterLookups(const LookupFilterConfig& config) {
+  if (!config.enabled || !config_.cluster_nodes.empty()) return;
+  ids_ = std::make_unique<IdFilter>(config.expected_ids, config.false_positive_rate, config.negative_ttl);
+}
+
+void RedisStore::rebuildIds() {
+  const std::uint64_t epoch = ++ids_epoch_;
+  ids_->startRebuild();
+  scanIds("0", epoch, 0);
+}
+
+void RedisStore::scanIds(std::string cursor, std::uint64_t epoch, unsigned pages) {
+  constexpr unsigned kMaxPages = 100'000;  // 100 M keys at 1,000 a page
+  const std::string match = std::string(kValuePrefix) + "*";
+  control_->send({"SCAN", cursor, "MATCH", match, "COUNT", "1000"}, [this, epoch, pages](std::optional<RedisReply> r) {
+    if (epoch != ids_epoch_.load()) return;  // a newer rebuild took over
+    const bool page = r && r->type == RedisReply::Type::Array && r->elements.size() == 2 &&
+                      r->elements[0].type == RedisReply::Type::String && r->elements[1].type == RedisReply::Type::Array;
+    if (!page || pages >= kMaxPages) {
+      // Not trusted; the next (re)subscription or capacity check rebuilds it.
+      log::warn("redis store: the lookup filter could not be built; lookups ask Redis", {{"error", control_->lastError()}});
+      return;
+    }
+    for (const auto& key : r->elements[1].elements)
+      if (key.type == RedisReply::Type::String) ids_->add(key.str);
+    if (r->elements[0].str != "0") {
+      scanIds(r->elements[0].str, epoch, pages + 1);
+      return;
+    }
+    if (subscriber_->up()) ids_->rebuilt();  // else: changes may have been missed; the reconnect rebuilds
+    log::info("redis store: lookup filter built", {{"ids", ids_->ids()}, {"ready", ids_->ready()}, {"bits", ids_->bits()}});
+  });
 }
 
 void RedisStore::reloadRecords(std::string_view ns, bool notify, std::function<void()> then) {
@@ -186,17 +228,36 @@ void RedisStore::putIdempotent(std::string_view key, Idempotent record, Millis t
 // A value is one Redis string set with its TTL in one command. Redis away: the caller
 // hears Unavailable (or the write's error); this replica does not answer in its place.
 void RedisStore::getValue(std::string_view key, std::function<void(ValueResult)> done) {
+  // The id filter first: an id no replica ever wrote costs no round trip.
+  const bool filtered = ids_ && key.substr(0, kValuePrefix.size()) == kValuePrefix;
+  std::uint64_t stamp = 0;
+  if (filtered) {
+    switch (ids_->check(key)) {
+      case IdFilter::Verdict::Absent:
+        lookups_filtered_.fetch_add(1, std::memory_order_relaxed);
+        done(ValueResult{});
+        return;
+      case IdFilter::Verdict::Missed:
+        lookups_cached_.fetch_add(1, std::memory_order_relaxed);
+        done(ValueResult{});
+        return;
+      case IdFilter::Verdict::Ask: stamp = ids_->stamp(key); break;
+    }
+  }
+  lookups_asked_.fetch_add(1, std::memory_order_relaxed);
   RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {
     done(ValueResult{ValueResult::Status::Unavailable, {}});
     return;
   }
-  conn->send({"GET", key}, [done = std::move(done)](std::optional<RedisReply> r) mutable {
+  conn->send({"GET", key}, [this, filtered, stamp, k = std::string(filtered ? key : std::string_view()),
+                            done = std::move(done)](std::optional<RedisReply> r) mutable {
     if (!r || r->isError() || (r->type != RedisReply::Type::String && r->type != RedisReply::Type::Nil)) {
       done(ValueResult{ValueResult::Status::Unavailable, {}});
       return;
     }
     if (r->type == RedisReply::Type::Nil) {
+      if (filtered) ids_->missed(k, stamp);
       done(ValueResult{});
       return;
     }
@@ -214,11 +275,15 @@ void RedisStore::putValue(std::string_view key, std::string value, Millis ttl, W
     done("the Redis store is unavailable");
     return;
   }
+  // In the filter before it is written: a lookup here after the write never misses it.
+  // Other replicas hear of it through the values channel.
+  if (ids_) ids_->add(key);
   conn->send({"SET", key, value, "PX", std::to_string(ttl.count())},
              [done = std::move(done)](std::optional<RedisReply> r) mutable {
                if (!r || r->isError()) done("the Redis store did not take the value");
                else done(std::nullopt);
              });
+  conn->send({"PUBLISH", kValuesChannel, key}, [](std::optional<RedisReply>) {});
 }
 
 void RedisStore::eraseValue(std::string_view key, WriteDone done) {

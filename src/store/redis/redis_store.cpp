@@ -344,8 +344,15 @@ void RedisStore::controlTick() {
     querySentinels(0, [](bool) {});
   // The subscriber reconnects (and the records are reloaded: messages were missed).
   if (!subscriber_->up() && subscriber_->usable()) {
+    if (ids_) ids_->distrust();  // writes may go unheard until the subscription is back and the filter rebuilt
     subscribe();
     for (std::string_view ns : kNamespaces) reloadRecords(ns, true, {});
+  }
+  // Sized for so many ids: past them (expired ones included) it is rebuilt from the live set.
+  if (ids_ && ids_->ready() && ids_->ids() > ids_->capacity()) {
+    log::warn("redis store: the lookup filter holds more ids than store.lookups.expected_ids; rebuilding",
+              {{"ids", ids_->ids()}, {"expected_ids", ids_->capacity()}});
+    rebuildIds();
   }
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_resync_) {
@@ -367,6 +374,12 @@ StateStore::Stats RedisStore::stats() const {
   s.adjustments_dropped = dropped_.load();
   s.lease_admissions = leased_.load();
   s.lease_renewals = renewals_.load();
+  s.lookups_filtered = lookups_filtered_.load();
+  s.lookups_cached = lookups_cached_.load();
+  s.lookups_asked = lookups_asked_.load();
+  s.id_filter = ids_ != nullptr;
+  s.id_filter_ready = ids_ && ids_->ready();
+  s.id_filter_ids = ids_ ? ids_->ids() : 0;
   std::lock_guard lock(mu_);
   s.adjustments_pending = kept_.size();
   return s;

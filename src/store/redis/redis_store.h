@@ -28,6 +28,7 @@
 
 #include "config/config.h"
 #include "store/memory_store.h"
+#include "store/id_filter.h"
 #include "store/state_store.h"
 
 namespace boost::asio {
@@ -54,6 +55,10 @@ class RedisStore final : public StateStore {
   // eviction policy, loads the records and starts the control thread. False with
   // `error` when the server refuses what the config requires; an unreachable server
   // is not an error (warned about: limits start local and turn shared once it answers).
+  // Before start(): a Bloom filter and a cache of misses in front of getValue (not in a
+  // cluster: the scan that builds it would have to visit every master; lookups there
+  // always ask).
+  void filterLookups(const LookupFilterConfig& config);
   bool start(std::string& error, std::vector<std::string>& warnings);
   // Gives the calling thread (a worker, running `io`) its own connection.
   void attach(boost::asio::io_context& io);
@@ -106,6 +111,10 @@ class RedisStore final : public StateStore {
   void scanRecords(std::string name, std::string cursor, std::shared_ptr<std::vector<Record>> fresh, bool notify,
                    std::function<void()> then, unsigned pages);
   void subscribe();
+  // The id filter, rebuilt from a scan of every value's key (after a (re)subscription:
+  // changes may have been missed); trusted once the scan ends with the subscription up.
+  void rebuildIds();
+  void scanIds(std::string cursor, std::uint64_t epoch, unsigned pages);
   // A kAdjust call's arguments (numkeys, counters, marker, ...), kept until Redis answers.
   void keepAdjustment(std::vector<std::string> args);
   std::string adjustmentMarker(std::string_view counter);
@@ -145,6 +154,9 @@ class RedisStore final : public StateStore {
   std::atomic<std::uint64_t> workers_{0};  // attached: a lease is a share of limit / (replicas x workers)
   std::atomic<std::uint64_t> leased_{0};   // admissions from a lease (no round trip)
   std::atomic<std::uint64_t> renewals_{0};  // leases renewed ahead of their end
+  std::unique_ptr<IdFilter> ids_;           // null: no filter
+  std::atomic<std::uint64_t> ids_epoch_{0};  // a rebuild's; a newer one supersedes it
+  std::atomic<std::uint64_t> lookups_filtered_{0}, lookups_cached_{0}, lookups_asked_{0};
 
   std::unique_ptr<boost::asio::io_context> control_io_;
   std::shared_ptr<RedisClient> control_;

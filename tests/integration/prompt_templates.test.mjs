@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { gatewayConfig, openaiProvider, REPO_ROOT, startTahua } from './lib/tahua.mjs';
 import { expectError, post } from './lib/http.mjs';
 import { startOpenAIChatMock, startAnthropicMock } from './lib/vendor_mocks.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
@@ -187,5 +187,34 @@ describe('prompt templates', () => {
       await post(gw.url, '/v1/chat/completions', { prompt: { id: 'support-answer', variables: { customer: 'C' } } });
       return openai.requests.at(-1).body.messages[0].content === 'v2 for C.';
     }, { what: 'back to version 2' });
+  });
+});
+
+describe('prompt templates: the README', () => {
+  it("the README's PromptTemplate and its curl request render as described", async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Prompt templates'));
+    const resource = /```yaml\n([\s\S]*?)```/.exec(section)[1];
+    const curl = /```bash\n([\s\S]*?)```/.exec(section)[1];
+    const body = JSON.parse(/-d '([\s\S]*?)'/.exec(curl)[1]);
+    assert.match(resource, /kind: PromptTemplate/);
+    const openai = await startOpenAIChatMock({ t });
+    const dir = makeTempDir();
+    const config = gatewayConfig({
+      providers: [openaiProvider('oai', openai.baseUrl())],
+      models: [{ name: 'gpt-4o-mini', provider: 'oai', upstream_model: 'gpt-upstream' }],
+    });
+    writeFileSync(join(dir, 'gateway.yaml'), toYaml(config));
+    writeFileSync(join(dir, 'prompt.yaml'), resource);
+    const gw = await startTahua({ t, args: ['--config', dir] });
+    const r = await post(gw.url, '/v1/responses', body);
+    assert.equal(r.status, 200, r.text);
+    const seen = openai.requests.at(-1).body;
+    assert.equal(seen.model, 'gpt-upstream');
+    assert.equal(seen.temperature, 0.2);
+    assert.deepEqual(seen.input, [
+      { role: 'system', content: 'You answer for Acme (free tier).' },
+      { role: 'user', content: 'Where is my order?' },
+    ]);
   });
 });

@@ -11,6 +11,9 @@
 #             (PUT /admin/v1/plugins/{id}, alternating two versions), with requests going
 #             on: the gateway's RSS before and after, and the time of a PUT (checked,
 #             compiled, stored and in force).
+#   templates RELOADS versions of a prompt template put through the admin API
+#             (PUT /admin/v1/resources/PromptTemplate/bench@2, two contents alternating),
+#             with requests that name it going on: RSS before and after, the time of a PUT.
 #
 # CPU per request of a no-op plugin, of 100 installed plugins none of which matches, and
 # of a no-op stream-event plugin: bench/datapath.sh with VARIANTS="plug plug100 plugev".
@@ -37,7 +40,7 @@ PORT_TAHUA=$((PORT_BASE + 1))
 PORT_ADMIN=$((PORT_BASE + 2))
 TOKEN=bench-admin-token-0123456789
 SCENARIOS=("$@")
-[ "${#SCENARIOS[@]}" -gt 0 ] || SCENARIOS=(hostile reload)
+[ "${#SCENARIOS[@]}" -gt 0 ] || SCENARIOS=(hostile reload templates)
 
 for tool in "$TAHUA" taskset curl cc; do command -v "$tool" >/dev/null || die "missing $tool"; done
 for p in "$PORT_UP" "$PORT_TAHUA" "$PORT_ADMIN"; do check_port_free "$p"; done
@@ -57,6 +60,8 @@ access_log: {enabled: false}
 admin: {listen: {address: 127.0.0.1, port: $PORT_ADMIN}, token: $TOKEN}
 providers: [{name: up, type: openai, base_url: "http://127.0.0.1:$PORT_UP/v1"}]
 models: [{name: bench, provider: up}]
+prompts:
+  - {id: bench, version: "1", messages: [{role: system, content: "Answer {{who}}."}], variables: [who]}
 plugins:
   - id: hostile
     budgets: {cpu: 50ms, slice: $SLICE}
@@ -121,5 +126,29 @@ if [[ " ${SCENARIOS[*]} " == *" reload "* ]]; then
   p50=$(awk '{ print $2 * 1000 }' "$TMP/puts" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }')
   p99=$(awk '{ print $2 * 1000 }' "$TMP/puts" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR * 0.99) + 1] }')
   echo "reload reloads=$RELOADS rss_before_kb=$before rss_after_kb=$after growth_kb=$((after - before)) failed_puts=$bad" \
+    "put_p50_ms=$p50 put_p99_ms=$p99"
+fi
+
+put_template() {  # N
+  curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -X PUT -H "authorization: Bearer $TOKEN" \
+    -d "{\"variables\":[\"who\"],\"messages\":[{\"role\":\"system\",\"content\":\"Version $1 answers {{who}}.\"}]}" \
+    "http://127.0.0.1:$PORT_ADMIN/admin/v1/resources/PromptTemplate/bench@2"
+}
+if [[ " ${SCENARIOS[*]} " == *" templates "* ]]; then
+  TBODY='{"model":"bench","prompt":{"id":"bench","variables":{"who":"briefly"}},"messages":[{"role":"user","content":"Say hello."}]}'
+  taskset -c "$LOAD_CPU" "$TMP/datapath_client" rate --port "$PORT_TAHUA" --rate 100 --conns 4 \
+    --duration 100000 --body "$TBODY" >/dev/null 2>&1 &
+  LOAD_PID=$!
+  track "$LOAD_PID" "background requests"
+  for i in $(seq 50); do put_template $((i % 2)) >/dev/null; done
+  before=$(rss_kb)
+  : >"$TMP/tputs"
+  for i in $(seq "$RELOADS"); do put_template $((i % 2)) >>"$TMP/tputs"; done
+  after=$(rss_kb)
+  stop_pids "$LOAD_PID"
+  bad=$(awk '$1 != 200' "$TMP/tputs" | wc -l)
+  p50=$(awk '{ print $2 * 1000 }' "$TMP/tputs" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }')
+  p99=$(awk '{ print $2 * 1000 }' "$TMP/tputs" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR * 0.99) + 1] }')
+  echo "templates reloads=$RELOADS rss_before_kb=$before rss_after_kb=$after growth_kb=$((after - before)) failed_puts=$bad" \
     "put_p50_ms=$p50 put_p99_ms=$p99"
 fi

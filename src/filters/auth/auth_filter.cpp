@@ -124,10 +124,13 @@ class AuthFilter final : public FilterWithState<AuthState>, AuthContinuation {
   FilterStatus runLinks(RequestContext& ctx, AuthState& st, std::size_t from) {
     const auto& links = st.chain->links;
     for (std::size_t i = from; i < links.size(); ++i) {
+      // Before the call: a link may answer through linkDone before check() returns
+      // (a plugin whose store read was answered at once), and that goes on from here.
+      st.next = i;
       switch (links[i]->check(ctx, ctx.principal, *this)) {
         case AuthOutcome::Authenticated: return FilterStatus::Continue;
         case AuthOutcome::Refused: return refused(ctx);
-        case AuthOutcome::Pending: st.next = i; return FilterStatus::Pause;
+        case AuthOutcome::Pending: return FilterStatus::Pause;
         case AuthOutcome::Pass: break;
       }
     }

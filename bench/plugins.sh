@@ -111,44 +111,34 @@ put_version() {  # N
   curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -X PUT -H "authorization: Bearer $TOKEN" \
     -d "{\"version\":\"$1\",\"source\":\"$src\"}" "http://127.0.0.1:$PORT_ADMIN/admin/v1/plugins/reloaded"
 }
-if [[ " ${SCENARIOS[*]} " == *" reload "* ]]; then
+# reloads NAME PUT_FN BODY: RELOADS puts (PUT_FN 0, PUT_FN 1, ...) with requests of BODY
+# going on at 100/s; the RSS before and after and the PUTs' times.
+reloads() {
+  local name=$1 put=$2 body=$3
   taskset -c "$LOAD_CPU" "$TMP/datapath_client" rate --port "$PORT_TAHUA" --rate 100 --conns 4 \
-    --duration 100000 --body "$BODY" >/dev/null 2>&1 &
+    --duration 100000 --body "$body" >/dev/null 2>&1 &
   LOAD_PID=$!
   track "$LOAD_PID" "background requests"
-  for i in $(seq 50); do put_version $((i % 2)) >/dev/null; done  # warm up: allocator, caches
+  for i in $(seq 50); do "$put" $((i % 2)) >/dev/null; done  # warm up: allocator, caches
+  local before after bad p50 p99
   before=$(rss_kb)
-  : >"$TMP/puts"
-  for i in $(seq "$RELOADS"); do put_version $((i % 2)) >>"$TMP/puts"; done
+  : >"$TMP/puts-$name"
+  for i in $(seq "$RELOADS"); do "$put" $((i % 2)) >>"$TMP/puts-$name"; done
   after=$(rss_kb)
   stop_pids "$LOAD_PID"
-  bad=$(awk '$1 != 200' "$TMP/puts" | wc -l)
-  p50=$(awk '{ print $2 * 1000 }' "$TMP/puts" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }')
-  p99=$(awk '{ print $2 * 1000 }' "$TMP/puts" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR * 0.99) + 1] }')
-  echo "reload reloads=$RELOADS rss_before_kb=$before rss_after_kb=$after growth_kb=$((after - before)) failed_puts=$bad" \
+  bad=$(awk '$1 != 200' "$TMP/puts-$name" | wc -l)
+  p50=$(awk '{ print $2 * 1000 }' "$TMP/puts-$name" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }')
+  p99=$(awk '{ print $2 * 1000 }' "$TMP/puts-$name" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR * 0.99) + 1] }')
+  echo "$name reloads=$RELOADS rss_before_kb=$before rss_after_kb=$after growth_kb=$((after - before)) failed_puts=$bad" \
     "put_p50_ms=$p50 put_p99_ms=$p99"
-fi
+}
+[[ " ${SCENARIOS[*]} " == *" reload "* ]] && reloads reload put_version "$BODY"
 
 put_template() {  # N
   curl -s -o /dev/null -w '%{http_code} %{time_total}\n' -X PUT -H "authorization: Bearer $TOKEN" \
     -d "{\"variables\":[\"who\"],\"messages\":[{\"role\":\"system\",\"content\":\"Version $1 answers {{who}}.\"}]}" \
     "http://127.0.0.1:$PORT_ADMIN/admin/v1/resources/PromptTemplate/bench@2"
 }
-if [[ " ${SCENARIOS[*]} " == *" templates "* ]]; then
-  TBODY='{"model":"bench","prompt":{"id":"bench","variables":{"who":"briefly"}},"messages":[{"role":"user","content":"Say hello."}]}'
-  taskset -c "$LOAD_CPU" "$TMP/datapath_client" rate --port "$PORT_TAHUA" --rate 100 --conns 4 \
-    --duration 100000 --body "$TBODY" >/dev/null 2>&1 &
-  LOAD_PID=$!
-  track "$LOAD_PID" "background requests"
-  for i in $(seq 50); do put_template $((i % 2)) >/dev/null; done
-  before=$(rss_kb)
-  : >"$TMP/tputs"
-  for i in $(seq "$RELOADS"); do put_template $((i % 2)) >>"$TMP/tputs"; done
-  after=$(rss_kb)
-  stop_pids "$LOAD_PID"
-  bad=$(awk '$1 != 200' "$TMP/tputs" | wc -l)
-  p50=$(awk '{ print $2 * 1000 }' "$TMP/tputs" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }')
-  p99=$(awk '{ print $2 * 1000 }' "$TMP/tputs" | sort -n | awk '{ v[NR] = $1 } END { print v[int(NR * 0.99) + 1] }')
-  echo "templates reloads=$RELOADS rss_before_kb=$before rss_after_kb=$after growth_kb=$((after - before)) failed_puts=$bad" \
-    "put_p50_ms=$p50 put_p99_ms=$p99"
-fi
+TBODY='{"model":"bench","prompt":{"id":"bench","variables":{"who":"briefly"}},"messages":[{"role":"user","content":"Say hello."}]}'
+[[ " ${SCENARIOS[*]} " == *" templates "* ]] && reloads templates put_template "$TBODY"
+true

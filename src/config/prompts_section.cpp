@@ -53,14 +53,14 @@ bool variableName(std::string_view n) {
   return std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
 }
 
-const char* typeName(PromptVariable::Type t) {
+const char* typeName(PromptVariable::Type t) {  // with its article
   switch (t) {
-    case PromptVariable::Type::String: return "string";
-    case PromptVariable::Type::Number: return "number";
-    case PromptVariable::Type::Integer: return "integer";
-    case PromptVariable::Type::Boolean: return "boolean";
+    case PromptVariable::Type::String: return "a string";
+    case PromptVariable::Type::Number: return "a number";
+    case PromptVariable::Type::Integer: return "an integer";
+    case PromptVariable::Type::Boolean: return "a boolean";
   }
-  return "string";
+  return "a string";
 }
 
 }  // namespace
@@ -146,7 +146,7 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
         }
         if (auto r = d["required"]) v.required = boolean(r, np + ".required");
         if (auto df = d["default"]) {
-          if (!df.IsScalar()) fail(df, np + ".default", std::string("expected a ") + typeName(v.type));
+          if (!df.IsScalar()) fail(df, np + ".default", std::string("expected ") + typeName(v.type));
           const std::string json = v.type == PromptVariable::Type::String ? boost::json::serialize(boost::json::value(df.Scalar()))
                                                                           : jsonScalar(df);
           boost::system::error_code ec;
@@ -155,7 +155,7 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
                                   : v.type == PromptVariable::Type::Integer ? j.is_int64() || j.is_uint64()
                                   : v.type == PromptVariable::Type::Number  ? j.is_number()
                                                                             : j.is_bool());
-          if (!ok) fail(df, np + ".default", std::string("expected a ") + typeName(v.type));
+          if (!ok) fail(df, np + ".default", std::string("expected ") + typeName(v.type));
           if (!v.enum_values.empty() && std::find(v.enum_values.begin(), v.enum_values.end(), df.Scalar()) == v.enum_values.end())
             fail(df, np + ".default", "not one of the enum's values");
           v.default_json = json;

@@ -456,3 +456,43 @@ TEST(StoredResources, FileFirstThenStoreInIdOrderInvalidOnesSkipped) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+TEST(PromptTemplates, VersionsOrderNumericallyAndLatestIsTheGreatest) {
+  EXPECT_TRUE(promptVersionLess("9", "10"));
+  EXPECT_FALSE(promptVersionLess("10", "9"));
+  EXPECT_TRUE(promptVersionLess("1.2", "1.3"));  // not numbers: by text
+  const std::string yaml = std::string(kMinimal) + R"(
+prompts:
+  - {id: t, version: "9", messages: [{role: user, content: "nine"}]}
+  - {id: t, version: "10", messages: [{role: user, content: "ten {{x}}"}], variables: {x: {type: integer, default: 3}}}
+)";
+  auto r = loadConfigString(yaml, "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  const PromptTemplateConfig* latest = r.config->findPrompt("t", "");
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(latest->label, "t@10");
+  EXPECT_EQ(r.config->findPrompt("t", "latest"), latest);
+  EXPECT_EQ(r.config->findPrompt("t", "9")->label, "t@9");
+  EXPECT_EQ(r.config->findPrompt("t", "11"), nullptr);
+  ASSERT_EQ(latest->messages[0].content.size(), 2u);  // "ten " and {{x}}
+  EXPECT_EQ(latest->messages[0].content[1].variable, 0);
+  EXPECT_EQ(latest->variables[0].default_json, "3");
+  EXPECT_FALSE(latest->variables[0].required);
+}
+
+TEST(PromptTemplates, ErrorsNameTheFieldAndTheProblem) {
+  auto err = [](const std::string& prompts) { return loadError(std::string(kMinimal) + "prompts:\n" + prompts); };
+  EXPECT_NE(err("  - {id: t, messages: [{role: user, content: \"hi {{who}}\"}]}").find("prompts[0].messages[0].content: {{who}} names no declared variable"), std::string::npos);
+  EXPECT_NE(err("  - {id: t, messages: [{role: user, content: \"hi {{who\"}], variables: [who]}").find("is not closed"), std::string::npos);
+  EXPECT_NE(err("  - {id: t, messages: [{role: robot, content: hi}]}").find("prompts[0].messages[0].role: expected system, developer, user or assistant"), std::string::npos);
+  EXPECT_NE(err("  - {id: t, version: latest, messages: [{role: user, content: hi}]}").find("not a version"), std::string::npos);
+  EXPECT_NE(err("  - {id: t, messages: [{role: user, content: hi}], variables: {n: {type: integer, default: abc}}}").find("prompts[0].variables.n.default: expected an integer"), std::string::npos);
+  EXPECT_NE(err("  - {id: t, messages: [{role: user, content: hi}]}\n  - {id: t, messages: [{role: user, content: hi}]}").find("prompt t@1 is declared twice"), std::string::npos);
+  EXPECT_NE(err("  - {id: t, parameters: {messages: x}, messages: [{role: user, content: hi}]}").find("prompts[0].parameters.messages: not a parameter"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tahua

@@ -6,6 +6,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
+import https from 'node:https';
+import { issueCert, makeCa } from './lib/certs.mjs';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkConfig, gatewayConfig, openaiProvider, REPO_ROOT, startTahua, writeConfig } from './lib/tahua.mjs';
@@ -485,6 +487,34 @@ describe('plugins: outbound HTTP', () => {
     assert.equal(http('not_allowed'), 1);
     assert.equal(http('breaker_open'), 1);
     assert.equal(gw.stderr.json().filter((l) => l.msg === 'plugin http breaker opened').length, 1);
+  });
+
+  it('https: the certificate is checked against the trusted CAs and the host name', async (t) => {
+    const ca = makeCa();
+    const leaf = issueCert(ca, ['DNS:localhost']);
+    const server = https.createServer({ cert: leaf.cert, key: leaf.key }, (req, res) => res.end('{"ok":true}'));
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => server.close());
+    const port = server.address().port;
+    const source = `return { on_request = function(req)
+      local resp, err = tahua.http.request{ url = req:header("x-url") }
+      req:set_header("x-result", resp and tostring(resp.status) .. " " .. resp.body or err)
+    end }`;
+    const upstream = await startMockUpstream({ t });
+    const config = {
+      ...gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] }),
+      plugins: [{ id: 'p', source, http: { allow: [`localhost:${port}`, `127.0.0.1:${port}`] } }],
+    };
+    const call = async (gw, url) => {
+      await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-url': url } });
+      return upstream.requests.at(-1).headers['x-result'];
+    };
+    // OpenSSL's default verify paths honour SSL_CERT_FILE: here, the test CA.
+    const trusting = await startTahua({ t, config, env: { SSL_CERT_FILE: ca.caFile } });
+    assert.equal(await call(trusting, `https://localhost:${port}/introspect`), '200 {"ok":true}');
+    assert.match(await call(trusting, `https://127.0.0.1:${port}/introspect`), /^tls: /, 'a certificate for another name');
+    const other = await startTahua({ t, config });
+    assert.match(await call(other, `https://localhost:${port}/introspect`), /^tls: /, 'a CA the system does not trust');
   });
 
   it('tahua.http exists only with an allow-list; a bad request is the plugin\'s error', async (t) => {

@@ -302,6 +302,19 @@ int apiDeny(lua_State* L) {
   return 0;
 }
 
+// on_request: an upstream selection hint: the deployments of this version serve the
+// request, as the client's X-Tahua-Version pin would (a version no deployment has falls
+// back to the stable one, as a pin does).
+int apiPinVersion(lua_State* L) {
+  PluginCallView& v = viewOf(L);
+  requirePhase(L, v, kPluginRequest, "pin_version");
+  std::size_t n = 0;
+  const char* version = luaL_checklstring(L, 2, &n);
+  if (n == 0 || n > 64 || !tokenName({version, n})) return luaL_error(L, "pin_version: a version is 1 to 64 token characters");
+  if (!guarded([&] { v.effects->pin_version.assign(version, n); })) return luaL_error(L, "not enough memory");
+  return 0;
+}
+
 // on_auth: the request is the tenant's (and the key's, when named: one of the tenant's
 // keys, whose models and limits then apply). Checked by the auth link after the call.
 int apiAuthenticate(lua_State* L) {
@@ -592,10 +605,10 @@ int apiNow(lua_State* L) {
 
 void installPluginApi(lua_State* L, PluginRuntime* rt) {
   luaL_newmetatable(L, kCallMeta);
-  lua_createtable(L, 0, 7);
+  lua_createtable(L, 0, 8);
   const luaL_Reg methods[] = {{"header", apiHeader}, {"set_header", apiSetHeader}, {"remove_header", apiRemoveHeader},
                               {"field", apiField},   {"set_field", apiSetField},   {"deny", apiDeny},
-                              {"authenticate", apiAuthenticate}};
+                              {"authenticate", apiAuthenticate}, {"pin_version", apiPinVersion}};
   for (const auto& m : methods) {
     lua_pushcfunction(L, m.func);
     lua_setfield(L, -2, m.name);

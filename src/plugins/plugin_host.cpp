@@ -56,6 +56,7 @@ void PluginEffects::clear() {
   deny_status = 403;
   deny_message.clear();
   deny_code.clear();
+  pin_version.clear();
   authenticated = false;
   auth_tenant.clear();
   auth_key.clear();

@@ -44,6 +44,8 @@ struct PluginEffects {
   int deny_status = 403;
   std::string deny_message;
   std::string deny_code;
+  // on_request: req:pin_version(v), an upstream selection hint (the balancer's version pin)
+  std::string pin_version;
   // on_auth: req:authenticate(tenant [, key]) (checked against the tenants and keys by the auth link)
   bool authenticated = false;
   std::string auth_tenant;

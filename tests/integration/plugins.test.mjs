@@ -542,6 +542,26 @@ describe('plugins: outbound HTTP', () => {
   });
 });
 
+describe('plugins: upstream selection hints', () => {
+  it('pin_version sends a request to the deployments of that version, as a client pin would', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [] });
+    config.models = [{ name: 'm1', deployments: [{ id: 'stable', provider: 'up' }, { id: 'next', provider: 'up', version: 'canary', weight: 0 }] }];
+    config.server = { ...config.server, deployment_header: true };
+    config.plugins = [{
+      id: 'beta-users',
+      source: 'return { on_request = function(req) if req:header("x-beta") then req:pin_version("canary") end end }',
+    }];
+    const gw = await startTahua({ t, config });
+    const beta = await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-beta': '1' } });
+    assert.equal(beta.status, 200, beta.text);
+    assert.equal(beta.headers['x-tahua-deployment'], 'next');
+    assert.equal(beta.headers['x-tahua-version'], 'canary');
+    for (let i = 0; i < 5; i++)
+      assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m1'))).headers['x-tahua-deployment'], 'stable', 'weight 0: pinned only');
+  });
+});
+
 describe('plugins: the sandbox holds against hostile code', () => {
   const loop = 'return { on_request = function(req) if req:header("x-evil") then tahua.log("looping") while true do end end end }';
 

@@ -41,6 +41,18 @@ struct OutEvent {
   std::string data;
 };
 
+// The client's headers as the filters after the plugins see them: a plugin's upstream
+// selection hint (pin_version) reads as the X-Tahua-Version pin the balancer obeys.
+class HintedHeaders final : public HeaderView {
+ public:
+  std::string_view get(std::string_view name) const override {
+    if (!version.empty() && iequals(name, "x-tahua-version")) return version;
+    return base ? base->get(name) : std::string_view{};
+  }
+  const HeaderView* base = nullptr;
+  std::string version;
+};
+
 // A request's plugin work, for requests some plugin applies to; kept by the filter for
 // the next such request when this one ends (no allocation per request once warm).
 struct PluginRequestData {
@@ -64,6 +76,8 @@ struct PluginRequestData {
     event_index = 0;
     stream_off = false;
     in_flight = false;
+    hinted.base = nullptr;
+    hinted.version.clear();
   }
   PluginBody body;
   PluginEffects effects;
@@ -73,6 +87,7 @@ struct PluginRequestData {
   LuaCall call;
   int handle_ref = kNoRef;
   bool in_flight = false;  // the call goes on through the set (plugin thread, store): it owns the data until done
+  HintedHeaders hinted;    // ctx.headers while a hint applies
   std::vector<std::pair<std::string, std::string>> upstream_headers;
   bool body_changed = false;
   std::list<std::string> kept;  // response header names and values set by plugins (headers are views)
@@ -255,6 +270,8 @@ class PluginFilter final : public FilterWithState<PluginState> {
 
   void onComplete(RequestContext& ctx) override {
     PluginState& st = state(ctx);
+    // The hinted headers live in this request's data, which goes back to the pool.
+    if (st.data && ctx.headers == &st.data->hinted) ctx.headers = st.data->hinted.base;
     if (!(st.phases & kPluginComplete)) return;
     forEach(st, kPluginComplete, [&](PluginInstance& in) {
       sync_view_.begin(&ctx, kPluginComplete, nullptr);
@@ -485,6 +502,13 @@ class PluginFilter final : public FilterWithState<PluginState> {
     }
     for (auto& h : d.effects.set_headers) d.upstream_headers.push_back(std::move(h));
     if (d.body.apply(d.effects)) d.body_changed = true;
+    if (!d.effects.pin_version.empty() && ctx.headers) {
+      // The session drops ctx.headers (sets it null) once the response starts, which is
+      // also when the hint stops mattering; until then the balancer reads through it.
+      if (ctx.headers != &d.hinted) d.hinted.base = ctx.headers;
+      d.hinted.version = std::move(d.effects.pin_version);
+      ctx.headers = &d.hinted;
+    }
     return FilterStatus::Continue;
   }
 

@@ -397,9 +397,12 @@ std::string PluginInstance::kvKey(std::string_view key, bool shared) const {
   return out;
 }
 
-void PluginInstance::countKv(std::string_view op, std::string_view result) noexcept {
+void PluginInstance::countKvGet(int answer) noexcept {
+  static constexpr const char* kAnswers[] = {"found", "missing", "unavailable"};
+  if (answer < 0 || answer > 2) return;
   try {
-    ++metrics_.plugin_kv[{config_.id, std::string(op), std::string(result)}];
+    if (!kv_gets_[answer]) kv_gets_[answer] = &metrics_.plugin_kv[{config_.id, "get", kAnswers[answer]}];
+    ++*kv_gets_[answer];
   } catch (...) {
   }
 }

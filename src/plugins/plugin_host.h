@@ -206,7 +206,9 @@ class PluginInstance {
 
   // The store's key for the plugin's key `key` (its own namespace, or the shared one).
   std::string kvKey(std::string_view key, bool shared) const;
-  void countKv(std::string_view op, std::string_view result) noexcept;
+  // A tahua.kv.get's answer (0 found, 1 missing, 2 unavailable), counted through a
+  // pointer resolved on first use (no strings built per lookup).
+  void countKvGet(int answer) noexcept;
 
   // The breaker: open after `breaker_failures` failures in a row, for `breaker_cooldown`.
   bool breakerOpen(std::chrono::steady_clock::time_point now) const { return now < open_until_; }
@@ -236,7 +238,8 @@ class PluginInstance {
     std::uint32_t failures_in_row = 0;
     std::chrono::steady_clock::time_point open_until{};
   };
-  std::vector<std::pair<std::string, HostBreaker>> http_breakers_;  // by "host:port" (the allow-list bounds them)
+  std::vector<std::pair<std::string, HostBreaker>> http_breakers_;
+  std::uint64_t* kv_gets_[3] = {};  // by "host:port" (the allow-list bounds them)
 };
 
 }  // namespace tahua

@@ -107,7 +107,7 @@ void PluginSet::serveWait(PluginInstance& in, std::shared_ptr<PluginRuntime> rt,
                                   done = std::move(done)](StateStore::ValueResult r) mutable {
     if (alive.expired()) return;
     using Status = StateStore::ValueResult::Status;
-    in.countKv("get", r.status == Status::Found ? "found" : r.status == Status::Missing ? "missing" : "unavailable");
+    in.countKvGet(r.status == Status::Found ? 0 : r.status == Status::Missing ? 1 : 2);
     const LuaStep step = in.resumeWith(*rt, call, view, r.status == Status::Found ? &r.value : nullptr,
                                        r.status == Status::Unavailable ? "unavailable" : "");
     continueCall(in, std::move(rt), call, view, step, std::move(done));

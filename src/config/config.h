@@ -517,6 +517,17 @@ struct IdempotencyConfig {
   std::size_t max_body_bytes = 4 * 1024 * 1024;  // a larger answer is not kept (its retries get 409)
 };
 
+// Stored responses (OpenAI's Responses API state, kept by the gateway for the answers it
+// translates): previous_response_id and item_reference for every provider, and
+// GET/DELETE /v1/responses/{id}. Kept in the state store, per tenant (or per key).
+struct ResponsesConfig {
+  bool store = true;               // false: nothing is kept, whatever a request's `store` says
+  Millis ttl{30LL * 86'400'000};   // a stored response lives this long
+  std::size_t max_bytes_per_tenant = 64u << 20;  // over it, the tenant's oldest go first
+  bool per_key = false;            // scope by API key rather than by tenant
+  std::size_t max_turns = 256;     // previous_response_id chains longer than this are refused
+};
+
 // Limits over all tenants, and how token limits estimate a request before it runs.
 struct RateLimitConfig {
   // Completion tokens reserved for a request that sets no max_tokens (and that a token
@@ -552,6 +563,7 @@ struct Config {
   StoreConfig store;
   DiscoveryConfig discovery;
   IdempotencyConfig idempotency;
+  ResponsesConfig responses;
   std::vector<TenantConfig> tenants;
   std::vector<ApiKeyConfig> keys;
   RateLimitConfig rate_limits;

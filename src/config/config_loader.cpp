@@ -17,7 +17,7 @@ Config Loader::load(const YAML::Node& root) {
   if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
   checkKeys(root, "", {"server", "listeners", "access_log", "limits", "timeouts", "providers", "models", "admin", "routes",
                        "healing", "tenants", "keys", "auth", "rate_limits", "store", "idempotency", "discovery", "tracing", "usage",
-                       "plugins", "prompts"});
+                       "plugins", "prompts", "responses"});
   if (auto n = root["server"]) loadServer(n, cfg.server);
   loadListeners(root["listeners"], root, cfg);
   if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
@@ -39,6 +39,7 @@ Config Loader::load(const YAML::Node& root) {
   if (auto n = root["store"]) loadStore(n, cfg);
   if (auto n = root["discovery"]) loadDiscovery(n, cfg);
   if (auto n = root["idempotency"]) loadIdempotency(n, cfg);
+  if (auto n = root["responses"]) loadResponses(n, cfg);
   if (auto n = root["tracing"]) loadTracing(n, cfg.tracing);
   if (auto n = root["usage"]) loadUsage(n, cfg.usage, cfg);  // after store: a Redis sink may use its URL
   if (auto n = root["admin"]; n && n["tenant_tokens"]) loadTenantTokens(n["tenant_tokens"], cfg);

@@ -138,6 +138,7 @@ class Loader {
   void loadDiscovery(const YAML::Node& n, Config& cfg);
   std::string hostPort(const YAML::Node& n, const std::string& path);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
+  void loadResponses(const YAML::Node& n, Config& cfg);
   RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);
   LimitSet limitSet(const YAML::Node& n, const std::string& path);
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);

@@ -401,6 +401,21 @@ void Loader::loadIdempotency(const YAML::Node& n, Config& cfg) {
   if (auto v = n["max_body_bytes"]) c.max_body_bytes = integer(v, p + ".max_body_bytes", 1024, 256ull << 20);
 }
 
+void Loader::loadResponses(const YAML::Node& n, Config& cfg) {
+  const std::string p = "responses";
+  checkKeys(n, p, {"store", "ttl", "max_bytes_per_tenant", "scope", "max_turns"});
+  ResponsesConfig& c = cfg.responses;
+  if (auto v = n["store"]) c.store = boolean(v, p + ".store");
+  if (auto v = n["ttl"]) c.ttl = duration(v, p + ".ttl", Millis(1'000));
+  if (auto v = n["max_bytes_per_tenant"]) c.max_bytes_per_tenant = integer(v, p + ".max_bytes_per_tenant", 1024, 1ull << 40);
+  if (auto v = n["scope"]) {
+    const std::string scope = str(v, p + ".scope");
+    if (scope != "tenant" && scope != "key") fail(v, p + ".scope", "expected tenant or key");
+    c.per_key = scope == "key";
+  }
+  if (auto v = n["max_turns"]) c.max_turns = integer(v, p + ".max_turns", 1, 10'000);
+}
+
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {
   checkKeys(n, "rate_limits", {"default_max_tokens", "models", "policies", "end_streams_over_budget"});
   if (auto v = n["end_streams_over_budget"]) cfg.rate_limits.end_streams_over_budget = boolean(v, "rate_limits.end_streams_over_budget");

@@ -16,6 +16,7 @@ std::optional<Millis> parseDuration(std::string_view text) {
   else if (unit == "s") factor = 1000;
   else if (unit == "m") factor = 60'000;
   else if (unit == "h") factor = 3'600'000;
+  else if (unit == "d") factor = 86'400'000;
   else return std::nullopt;
   if (value > std::int64_t{1} << 40) return std::nullopt;  // absurd; also avoids overflow
   return Millis(value * factor);

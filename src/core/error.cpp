@@ -10,9 +10,12 @@ int Error::httpStatus() const {
     case ErrorKind::InvalidRequest:
     case ErrorKind::MissingModel:
     case ErrorKind::InvalidPrompt:
+    case ErrorKind::PreviousResponseNotFound:
+    case ErrorKind::ItemNotFound:
     case ErrorKind::BadHttp: return 400;
     case ErrorKind::ModelNotFound:
     case ErrorKind::PromptNotFound:
+    case ErrorKind::ResponseNotFound:
     case ErrorKind::UnknownPath: return 404;
     case ErrorKind::MethodNotAllowed: return 405;
     case ErrorKind::ClientTooSlow: return 408;  // only logged: the stream's head was already sent
@@ -41,7 +44,8 @@ int Error::httpStatus() const {
     case ErrorKind::UpstreamEventTooLarge: return 502;
     case ErrorKind::UpstreamTimeout: return 504;
     case ErrorKind::PluginDenied: return plugin_status >= 400 && plugin_status <= 499 ? plugin_status : 403;
-    case ErrorKind::PluginFailed: return 503;
+    case ErrorKind::PluginFailed:
+    case ErrorKind::StoreUnavailable: return 503;
     case ErrorKind::Internal: return 500;
   }
   return 500;
@@ -68,6 +72,9 @@ ErrorSource Error::source() const {
     case ErrorKind::PluginDenied:
     case ErrorKind::PromptNotFound:
     case ErrorKind::InvalidPrompt:
+    case ErrorKind::ResponseNotFound:
+    case ErrorKind::PreviousResponseNotFound:
+    case ErrorKind::ItemNotFound:
     case ErrorKind::BadHttp: return ErrorSource::Client;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -134,6 +141,10 @@ std::string_view Error::code() const {
     case ErrorKind::PluginFailed: return "plugin_failed";
     case ErrorKind::PromptNotFound: return "prompt_not_found";
     case ErrorKind::InvalidPrompt: return "invalid_prompt";
+    case ErrorKind::ResponseNotFound: return "response_not_found";
+    case ErrorKind::PreviousResponseNotFound: return "previous_response_not_found";
+    case ErrorKind::ItemNotFound: return "item_not_found";
+    case ErrorKind::StoreUnavailable: return "store_unavailable";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

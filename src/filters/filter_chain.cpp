@@ -11,6 +11,7 @@ std::string_view endpointPath(Endpoint e) {
     case Endpoint::Responses: return "/responses";
     case Endpoint::Messages: return "/messages";
     case Endpoint::CountTokens: return "/messages/count_tokens";
+    case Endpoint::StoredResponse: return "/responses/";
     case Endpoint::None: return "";
   }
   return "";

@@ -477,6 +477,7 @@ std::unique_ptr<ResponseTranslator> TranslatingAdapter::responseTranslator(const
   options.model = ctx.facts.model;
   options.include_usage = ctx.facts.include_usage;
   if (inbound && ctx.facts.stream) options.estimated_input_tokens = inbound->estimatePromptTokens(ctx.body);
+  if (inbound) options.echo = inbound->requestEcho(ctx.body);
   return std::make_unique<TranslatingTranslator>(*codec_, inbound ? *inbound : openAIChatInbound(), std::move(options),
                                                  *provider.config);
 }

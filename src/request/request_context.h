@@ -36,6 +36,7 @@ enum class Endpoint {
   Responses,        // OpenAI POST /v1/responses
   Messages,         // Anthropic POST /v1/messages
   CountTokens,      // Anthropic POST /v1/messages/count_tokens (answered locally)
+  StoredResponse,   // OpenAI GET / DELETE /v1/responses/{id}[/input_items] (answered from the store)
 };
 
 std::string_view endpointPath(Endpoint e);  // "/chat/completions" etc., relative to base_url

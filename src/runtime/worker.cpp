@@ -15,6 +15,7 @@
 #include "filters/plugins/plugin_filter.h"
 #include "filters/plugins/plugin_set.h"
 #include "filters/prompts/prompt_filter.h"
+#include "filters/responses/stored_responses_filter.h"
 #include "filters/rate_limit/rate_limit_filter.h"
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
@@ -112,6 +113,10 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
     chain->add(makeAuthFilter(config, tenants_, metrics_, plugin_link));
   }
   chain->add(makeModelsFilter());
+  // Before the prompt templates and the router: a request continuing a stored
+  // conversation is expanded first (the limits count, and the upstream gets, all of it);
+  // GET / DELETE of a stored response are answered here.
+  chain->add(makeStoredResponsesFilter(gateway_.stateStore(), metrics_));
   // Before the router: the model, the limits' estimate and the routes see the rendered
   // prompt.
   if (!config.prompts.empty()) chain->add(makePromptFilter());

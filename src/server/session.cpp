@@ -66,7 +66,9 @@ enum class Route { Api, Healthz, Readyz, Metrics, NotFound };
 struct RouteMatch {
   Route route = Route::NotFound;
   Endpoint endpoint = Endpoint::None;
-  http::verb method = http::verb::unknown;  // the one method the path accepts
+  http::verb method = http::verb::unknown;  // the method the path accepts
+  http::verb also = http::verb::unknown;    // and a second one, if any
+  bool accepts(http::verb m) const { return m == method || (also != http::verb::unknown && m == also); }
 };
 
 RouteMatch matchRoute(std::string_view path) {
@@ -77,6 +79,9 @@ RouteMatch matchRoute(std::string_view path) {
   if (path == "/v1/responses") return {Route::Api, Endpoint::Responses, http::verb::post};
   if (path == "/v1/messages") return {Route::Api, Endpoint::Messages, http::verb::post};
   if (path == "/v1/messages/count_tokens") return {Route::Api, Endpoint::CountTokens, http::verb::post};
+  // A stored response: /v1/responses/{id} and /v1/responses/{id}/input_items.
+  if (path.size() > 14 && path.substr(0, 14) == "/v1/responses/")
+    return {Route::Api, Endpoint::StoredResponse, http::verb::get, http::verb::delete_};
   if (path == "/healthz") return {Route::Healthz, Endpoint::None, http::verb::get};
   if (path == "/readyz") return {Route::Readyz, Endpoint::None, http::verb::get};
   if (path == "/metrics") return {Route::Metrics, Endpoint::None, http::verb::get};
@@ -304,7 +309,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     // read the body as the next answer.
     head_only_ = req.method() == http::verb::head;
     const http::verb method = head_only_ && match.method == http::verb::get ? http::verb::get : req.method();
-    if (admin_ || match.route != Route::Api || method != match.method) {
+    if (admin_ || match.route != Route::Api || !match.accepts(method)) {
       co_await serveLocal(req, received, path, match, method);
       co_return;
     }
@@ -327,11 +332,12 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       co_await serveAdmin(req, path, req.target());  // the admin API reads a few query parameters
       co_return;
     }
-    if (match.route != Route::NotFound && method != match.method) {
+    if (match.route != Route::NotFound && !match.accepts(method)) {
       RequestContext ctx = newContext(req, received, path, Endpoint::None);
       ctx.fail(Error{ErrorKind::MethodNotAllowed,
                      "Method " + std::string(req.method_string()) + " is not allowed on " + std::string(path) + "."});
-      const std::string_view allow = http::to_string(match.method);
+      const std::string_view allow =
+          match.also == http::verb::delete_ ? std::string_view("GET, DELETE") : std::string_view(http::to_string(match.method));
       co_await finishLocally(ctx, allow);
       co_return;
     }

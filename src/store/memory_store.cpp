@@ -211,12 +211,57 @@ void MemoryStore::loadValues() {
     auto value = base64Decode(o->at("v").as_string());
     if (expires <= now || !value) continue;
     value_bytes_ += key.size() + value->size();
-    values_[key] = KeptValue{std::move(*value), expires};
+    KeptValue kept{std::move(*value), expires};
+    if (const auto* g = o->if_contains("g"); g && g->is_string()) kept.group = g->as_string();
+    values_[key] = std::move(kept);
+  }
+  // Groups in the order their values were written (expiry order: one group, one TTL).
+  std::vector<std::pair<std::int64_t, const std::string*>> grouped;
+  for (const auto& [key, kept] : values_)
+    if (!kept.group.empty()) grouped.emplace_back(kept.expires_ms, &key);
+  std::sort(grouped.begin(), grouped.end());
+  for (const auto& [expires, key] : grouped) groupValue(*key, values_.find(*key)->second, SIZE_MAX, nullptr);
+}
+
+void MemoryStore::groupValue(const std::string& key, KeptValue& kept, std::size_t max_bytes, std::vector<std::string>* evicted) {
+  const std::string group = kept.group;  // `kept` may be evicted below
+  {
+    ValueGroupState& g = value_groups_[group];
+    kept.seq = ++value_seq_;
+    g.order.emplace_back(kept.seq, key);
+    g.bytes += key.size() + kept.value.size();
+    ++g.live;
+  }
+  // dropValue erases a group that empties: look it up again after each.
+  for (auto g = value_groups_.find(group); g != value_groups_.end() && g->second.bytes > max_bytes && !g->second.order.empty();
+       g = value_groups_.find(group)) {
+    auto [seq, victim] = std::move(g->second.order.front());
+    g->second.order.pop_front();
+    auto it = values_.find(victim);
+    if (it == values_.end() || it->second.seq != seq || it->second.group != group) continue;  // gone already
+    if (evicted) evicted->push_back(victim);
+    dropValue(it);
+  }
+  // Entries of values dropped since: compacted once they are most of the order.
+  auto g = value_groups_.find(group);
+  if (g != value_groups_.end() && g->second.order.size() > 64 && g->second.order.size() > 2 * g->second.live) {
+    std::erase_if(g->second.order, [&](const auto& e) {
+      auto it = values_.find(e.second);
+      return it == values_.end() || it->second.seq != e.first;
+    });
   }
 }
 
 void MemoryStore::dropValue(decltype(values_)::iterator it) {
-  value_bytes_ -= std::min(value_bytes_, it->first.size() + it->second.value.size());
+  const std::size_t size = it->first.size() + it->second.value.size();
+  value_bytes_ -= std::min(value_bytes_, size);
+  if (!it->second.group.empty()) {
+    if (auto g = value_groups_.find(it->second.group); g != value_groups_.end()) {
+      g->second.bytes -= std::min(g->second.bytes, size);
+      if (g->second.live > 0) --g->second.live;
+      if (g->second.live == 0) value_groups_.erase(g);
+    }
+  }
   values_.erase(it);
 }
 
@@ -248,13 +293,34 @@ void MemoryStore::getValue(std::string_view key, std::function<void(ValueResult)
 }
 
 void MemoryStore::putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) {
+  putValueIn(key, std::move(value), ttl, ValueGroup{}, std::move(done));
+}
+
+void MemoryStore::putGroupedValue(std::string_view key, std::string value, Millis ttl, ValueGroup group, WriteDone done) {
+  if (group.name.empty()) {
+    done("a value's group has a name");
+    return;
+  }
+  putValueIn(key, std::move(value), ttl, group, std::move(done));
+}
+
+void MemoryStore::eraseGroupedValue(std::string_view key, std::string_view, WriteDone done) {
+  eraseValue(key, std::move(done));  // the value knows its group
+}
+
+void MemoryStore::putValueIn(std::string_view key, std::string value, Millis ttl, ValueGroup group, WriteDone done) {
   if (value.size() > kMaxValueBytes || ttl.count() <= 0) {
     done("a value is at most 1 MiB and has a lifetime");
     return;
   }
   const std::int64_t expires = clock_() + ttl.count();
   std::string doc;
-  if (journal_) doc = boost::json::serialize(boost::json::object{{"v", base64Encode(value)}, {"expires_ms", expires}});
+  if (journal_) {
+    boost::json::object o{{"v", base64Encode(value)}, {"expires_ms", expires}};
+    if (!group.name.empty()) o["g"] = group.name;
+    doc = boost::json::serialize(o);
+  }
+  std::vector<std::string> evicted;
   {
     std::lock_guard lock(values_mu_);
     const std::int64_t now = clock_();
@@ -269,7 +335,8 @@ void MemoryStore::putValue(std::string_view key, std::string value, Millis ttl, 
     }
     if (auto it = values_.find(key); it != values_.end()) dropValue(it);
     value_bytes_ += key.size() + value.size();
-    values_.emplace(std::string(key), KeptValue{std::move(value), expires});
+    auto [at, fresh] = values_.emplace(std::string(key), KeptValue{std::move(value), expires, std::string(group.name)});
+    if (!group.name.empty()) groupValue(at->first, at->second, group.max_bytes, &evicted);
     if (value_bytes_ > kMaxValueStoreBytes) {
       // Over the memory bound: the tenth that expires soonest goes (rare: a scan is fine).
       std::vector<std::pair<std::int64_t, std::string_view>> order;
@@ -285,6 +352,9 @@ void MemoryStore::putValue(std::string_view key, std::string value, Millis ttl, 
     std::lock_guard lock(records_mu_);
     if (journal_->append(Journal::putLine(std::string(kValues), std::string(key), doc), false))
       records_.records[std::string(kValues)][std::string(key)] = std::move(doc);
+    for (const auto& k : evicted)
+      if (journal_->append(Journal::delLine(std::string(kValues), k), false))
+        if (auto it = records_.records.find(kValues); it != records_.records.end()) it->second.erase(k);
   }
   done(std::nullopt);
 }

@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,6 +50,8 @@ class MemoryStore final : public StateStore {
   void getValue(std::string_view key, std::function<void(ValueResult)> done) override;
   void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) override;
   void eraseValue(std::string_view key, WriteDone done) override;
+  void putGroupedValue(std::string_view key, std::string value, Millis ttl, ValueGroup group, WriteDone done) override;
+  void eraseGroupedValue(std::string_view key, std::string_view group, WriteDone done) override;
   void tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
   void renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
   void unlock(std::string_view name, std::string_view owner) override;
@@ -116,9 +119,24 @@ class MemoryStore final : public StateStore {
   struct KeptValue {
     std::string value;
     std::int64_t expires_ms = 0;
+    std::string group;       // empty: in no group
+    std::uint64_t seq = 0;   // its entry in the group's order
+  };
+  // A group's values, oldest first. Entries of values dropped since (erased, expired,
+  // written again) stay until they reach the front or the order is compacted.
+  struct ValueGroupState {
+    std::deque<std::pair<std::uint64_t, std::string>> order;
+    std::size_t bytes = 0;
+    std::size_t live = 0;
   };
   std::mutex values_mu_;
   std::unordered_map<std::string, KeptValue, StringHash, std::equal_to<>> values_;
+  std::unordered_map<std::string, ValueGroupState, StringHash, std::equal_to<>> value_groups_;
+  std::uint64_t value_seq_ = 0;
+  void putValueIn(std::string_view key, std::string value, Millis ttl, ValueGroup group, WriteDone done);
+  // Under values_mu_: counts a kept value in its group; evicts the group's oldest while it
+  // holds more than max_bytes (their keys are appended to `evicted`).
+  void groupValue(const std::string& key, KeptValue& kept, std::size_t max_bytes, std::vector<std::string>* evicted);
   std::size_t value_bytes_ = 0;  // bounded by kMaxValueStoreBytes: the soonest to expire go first
   std::size_t value_puts_since_sweep_ = 0;
   static constexpr std::size_t kMaxValueStoreBytes = 256u << 20;

@@ -136,6 +136,15 @@ class StateStore {
   virtual void getValue(std::string_view key, std::function<void(ValueResult)> done) = 0;
   virtual void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) = 0;
   virtual void eraseValue(std::string_view key, WriteDone done) = 0;
+  // A value counted in a group (one tenant's stored responses) that holds at most
+  // `max_bytes` (keys and values): writing one evicts the group's oldest values while
+  // the group holds more. Its TTL applies as to any value; erase it with its group.
+  struct ValueGroup {
+    std::string_view name;  // a short, key-safe text (the caller hashes what it names)
+    std::size_t max_bytes = 0;
+  };
+  virtual void putGroupedValue(std::string_view key, std::string value, Millis ttl, ValueGroup group, WriteDone done) = 0;
+  virtual void eraseGroupedValue(std::string_view key, std::string_view group, WriteDone done) = 0;
 
   // Distributed locks (SET NX PX with an owner token; renewal and release check the
   // owner, so a lock that expired and was taken by another is never released by the

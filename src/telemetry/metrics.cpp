@@ -53,6 +53,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [plugin, h] : other.plugin_call_seconds) plugin_call_seconds[plugin].merge(h);
   for (const auto& [key, n] : other.plugin_counters) plugin_counters[key] += n;
   for (const auto& [key, n] : other.plugin_kv) plugin_kv[key] += n;
+  for (const auto& [key, n] : other.stored_responses) stored_responses[key] += n;
   for (const auto& [key, n] : other.plugin_http) plugin_http[key] += n;
   active_streams += other.active_streams;
   active_connections += other.active_connections;
@@ -273,6 +274,11 @@ std::string renderPrometheus(const WorkerMetrics& m) {
          "Lua plugins' outbound HTTP calls by plugin and result (2xx, 3xx, 4xx, 5xx, timeout, error, breaker_open, not_allowed).");
   for (const auto& [key, n] : m.plugin_http)
     out += "tahua_plugin_http_calls_total{plugin=\"" + escapeLabel(key.first) + "\",result=\"" + escapeLabel(key.second) + "\"} " +
+           std::to_string(n) + "\n";
+  family(out, "tahua_stored_responses_total", "counter",
+         "Stored responses (Responses API state) by op (store, get, delete, expand) and result (ok, missing, unavailable, error).");
+  for (const auto& [key, n] : m.stored_responses)
+    out += "tahua_stored_responses_total{op=\"" + escapeLabel(key.first) + "\",result=\"" + escapeLabel(key.second) + "\"} " +
            std::to_string(n) + "\n";
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";

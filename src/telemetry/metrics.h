@@ -125,6 +125,9 @@ struct WorkerMetrics {
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> plugin_kv;
   // Their outbound HTTP calls by (plugin, result: 2xx..5xx, timeout, error, breaker_open).
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> plugin_http;
+  // Stored responses (Responses API state) by (op: store | get | delete | expand,
+  // result: ok | missing | unavailable | error).
+  std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> stored_responses;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

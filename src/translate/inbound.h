@@ -21,6 +21,9 @@ struct InboundOptions {
   // The gateway's estimate of the prompt's tokens (-1: none). Anthropic streams report
   // input tokens in message_start, before an OpenAI-format upstream reports any.
   std::int64_t estimated_input_tokens = -1;
+  // Request parameters an answer object repeats (Responses: tools, tool_choice, store,
+  // temperature, ...), as InboundCodec::requestEcho picked them.
+  boost::json::object echo{};
 };
 
 // Encodes one answer stream for the client. Every method appends to `out`.
@@ -45,6 +48,9 @@ class InboundCodec {
   // The prompt's tokens estimated from the client's request body, for APIs whose streams
   // announce them before the upstream does; -1 for the others (no work spent).
   virtual std::int64_t estimatePromptTokens(std::string_view /*body*/) const { return -1; }
+  // The request parameters the API's answer objects repeat (InboundOptions::echo); empty
+  // for APIs whose answers repeat none (no work spent).
+  virtual boost::json::object requestEcho(std::string_view /*body*/) const { return {}; }
   // A vendor's error answer, re-shaped for this API (the status stays the vendor's).
   virtual std::string encodeUpstreamError(const UpstreamErrorInfo& error) const = 0;
 };

@@ -1,9 +1,11 @@
 // OpenAI's Responses API as the client's side of a translation (text and function
 // tools). With an `openai` provider /v1/responses passes through untouched; for every
 // other provider the request becomes a chat request and the answer a `response`
-// object or the `response.*` event sequence. Stateful features (previous_response_id,
-// stored conversations, built-in tools) exist only upstream at OpenAI: asking for them
-// elsewhere is a 400 naming the parameter.
+// object or the `response.*` event sequence. Responses and items get ids of tahua's own
+// (translate/response_ids.h): the stored-responses filter keeps them and expands
+// previous_response_id and item_reference before a request reaches a codec. What is left
+// here names a response tahua did not issue (OpenAI's, or kept by no one): a 400 naming
+// the parameter. Conversations and built-in tools exist only at OpenAI.
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -12,6 +14,7 @@
 
 #include "translate/inbound.h"
 #include "translate/json_util.h"
+#include "translate/response_ids.h"
 
 namespace tahua {
 namespace bj = boost::json;
@@ -50,7 +53,10 @@ std::variant<bj::value, Error> chatContent(const bj::value& content, const std::
 }
 
 std::variant<bj::object, Error> responsesToChat(const bj::object& req) {
-  for (std::string_view stateful : {"previous_response_id", "conversation", "prompt"})
+  if (auto prev = json::str(req, "previous_response_id"))
+    return invalid("Parameter 'previous_response_id': response '" + std::string(*prev) +
+                   "' was not stored by this gateway (only an OpenAI model resolves OpenAI's own response ids).");
+  for (std::string_view stateful : {"conversation", "prompt"})
     if (const auto* v = req.if_contains(stateful); v && !v->is_null())
       return invalid("Parameter '" + std::string(stateful) + "' is only supported by OpenAI models.");
   bj::object chat;
@@ -98,6 +104,9 @@ std::variant<bj::object, Error> responsesToChat(const bj::object& req) {
         messages.push_back(bj::object{{"role", "tool"}, {"tool_call_id", json::strOr(*item, "call_id")}, {"content", text}});
       } else if (type == "reasoning") {
         continue;
+      } else if (type == "item_reference") {
+        return invalid(where + ": item '" + std::string(json::strOr(*item, "id")) +
+                       "' was not stored by this gateway (only an OpenAI model resolves OpenAI's own item ids).");
       } else {
         return invalid(where + ".type '" + std::string(type) + "' is not supported.");
       }
@@ -161,8 +170,9 @@ bj::object callItem(const std::string& id, const ToolCall& call, bool done) {
                     {"arguments", done ? call.arguments : std::string()}, {"status", done ? "completed" : "in_progress"}};
 }
 
-bj::object responseObject(const std::string& id, std::int64_t created, const std::string& model, std::string_view status,
+bj::object responseObject(const std::string& id, std::int64_t created, const InboundOptions& options, std::string_view status,
                           bj::array output, const Usage* usage, bool incomplete) {
+  const std::string& model = options.model;
   bj::object o{{"id", id},
                {"object", "response"},
                {"created_at", created},
@@ -172,8 +182,11 @@ bj::object responseObject(const std::string& id, std::int64_t created, const std
                {"model", model},
                {"output", std::move(output)},
                {"parallel_tool_calls", true},
+               {"previous_response_id", nullptr},
+               {"store", true},
                {"tool_choice", "auto"},
                {"tools", bj::array{}}};
+  for (const auto& [k, v] : options.echo) o[k] = v;
   if (usage) o["usage"] = responsesUsage(*usage);
   else o["usage"] = nullptr;
   return o;
@@ -182,7 +195,7 @@ bj::object responseObject(const std::string& id, std::int64_t created, const std
 class ResponsesStreamEncoder final : public ChatStreamEncoder {
  public:
   explicit ResponsesStreamEncoder(InboundOptions options)
-      : options_(std::move(options)), id_(randomId("resp_")), created_(nowSeconds()) {}
+      : options_(std::move(options)), id_(newResponseId()), key_(responseKeyOf(id_)), created_(nowSeconds()) {}
 
   void onChunk(const ChatChunk& chunk, std::string& out) override {
     if (chunk.usage) usage_ = *chunk.usage;
@@ -191,7 +204,7 @@ class ResponsesStreamEncoder final : public ChatStreamEncoder {
       if (text_index_ < 0) {
         closeCall(out);
         text_index_ = next_output_++;
-        text_item_ = randomId("msg_");
+        text_item_ = itemIdFor("msg", key_, true, static_cast<std::size_t>(text_index_));
         emit("response.output_item.added", {{"output_index", text_index_}, {"item", messageItem(text_item_, {}, false)}}, out);
         emit("response.content_part.added",
              {{"item_id", text_item_}, {"output_index", text_index_}, {"content_index", 0},
@@ -209,7 +222,7 @@ class ResponsesStreamEncoder final : public ChatStreamEncoder {
         closeCall(out);
         Call c;
         c.output_index = next_output_++;
-        c.item_id = randomId("fc_");
+        c.item_id = itemIdFor("fc", key_, true, static_cast<std::size_t>(c.output_index));
         c.call.id = d.id.empty() ? randomId("call_") : d.id;
         c.call.name = d.name;
         it = calls_.emplace(d.index, std::move(c)).first;
@@ -237,7 +250,7 @@ class ResponsesStreamEncoder final : public ChatStreamEncoder {
     for (auto& [i, item] : items) output.push_back(std::move(item));
     const bool incomplete = finish_reason_ == "length";
     emit(incomplete ? "response.incomplete" : "response.completed",
-         {{"response", responseObject(id_, created_, options_.model, incomplete ? "incomplete" : "completed", std::move(output),
+         {{"response", responseObject(id_, created_, options_, incomplete ? "incomplete" : "completed", std::move(output),
                                       &usage_, incomplete)}},
          out);
   }
@@ -262,8 +275,8 @@ class ResponsesStreamEncoder final : public ChatStreamEncoder {
 
   void start(std::string& out) {
     started_ = true;
-    emit("response.created", {{"response", responseObject(id_, created_, options_.model, "in_progress", {}, nullptr, false)}}, out);
-    emit("response.in_progress", {{"response", responseObject(id_, created_, options_.model, "in_progress", {}, nullptr, false)}}, out);
+    emit("response.created", {{"response", responseObject(id_, created_, options_, "in_progress", {}, nullptr, false)}}, out);
+    emit("response.in_progress", {{"response", responseObject(id_, created_, options_, "in_progress", {}, nullptr, false)}}, out);
   }
 
   void closeText(std::string& out) {
@@ -291,6 +304,7 @@ class ResponsesStreamEncoder final : public ChatStreamEncoder {
 
   InboundOptions options_;
   std::string id_;
+  std::string key_;  // R of id_ (its items' ids derive from it)
   std::int64_t created_;
   std::int64_t sequence_ = 0;
   bool started_ = false;
@@ -315,20 +329,34 @@ class ResponsesInbound final : public InboundCodec {
   }
 
   std::string encodeResult(const ChatResult& r, const InboundOptions& options) const override {
+    const std::string id = newResponseId();
+    const std::string_view key = responseKeyOf(id);
     bj::array output;
-    if (!r.content.empty()) output.push_back(messageItem(randomId("msg_"), r.content, true));
+    if (!r.content.empty()) output.push_back(messageItem(itemIdFor("msg", key, true, output.size()), r.content, true));
     for (const auto& c : r.tool_calls) {
       ToolCall call = c;
       if (call.id.empty()) call.id = randomId("call_");
-      output.push_back(callItem(randomId("fc_"), call, true));
+      output.push_back(callItem(itemIdFor("fc", key, true, output.size()), call, true));
     }
     const bool incomplete = r.finish_reason == "length";
-    return bj::serialize(responseObject(randomId("resp_"), nowSeconds(), options.model,
+    return bj::serialize(responseObject(id, nowSeconds(), options,
                                         incomplete ? "incomplete" : "completed", std::move(output), &r.usage, incomplete));
   }
 
   std::unique_ptr<ChatStreamEncoder> streamEncoder(const InboundOptions& options) const override {
     return std::make_unique<ResponsesStreamEncoder>(options);
+  }
+
+  // What OpenAI's response object repeats of the request (the rest keeps its default).
+  bj::object requestEcho(std::string_view body) const override {
+    boost::system::error_code ec;
+    bj::value v = bj::parse(body, ec);
+    bj::object echo;
+    if (ec || !v.is_object()) return echo;
+    for (std::string_view k : {"instructions", "max_output_tokens", "metadata", "parallel_tool_calls", "reasoning", "store",
+                               "temperature", "text", "tool_choice", "tools", "top_p", "truncation", "user"})
+      if (const bj::value* x = v.get_object().if_contains(k); x && !x->is_null()) echo[k] = *x;
+    return echo;
   }
 
   std::string encodeUpstreamError(const UpstreamErrorInfo& e) const override {

@@ -249,5 +249,62 @@ TEST(StoreValues, SurviveARestartThroughTheJournalUntilTheyExpire) {
   EXPECT_EQ(getSync(s, "tahua:kv:p:gone").status, Status::Missing);
 }
 
+TEST(StoreValues, AGroupKeepsItsByteBoundOldestFirstAndItsOwnValuesOnly) {
+  std::int64_t now = 1'000;
+  MemoryStore s([&] { return now; });
+  using Status = StateStore::ValueResult::Status;
+  const std::string v(100, 'x');
+  auto put = [&](std::string_view key, std::string_view group, std::size_t max) {
+    std::optional<std::string> err = "not called";
+    s.putGroupedValue(key, v, Millis(10'000), StateStore::ValueGroup{group, max}, [&](std::optional<std::string> e) { err = std::move(e); });
+    EXPECT_FALSE(err);
+  };
+  // Each value counts its key (13 bytes) and its 100 bytes: 3 fit in 350.
+  for (const char* k : {"tahua:kv:{a}:1", "tahua:kv:{a}:2", "tahua:kv:{a}:3"}) put(k, "a", 350);
+  put("tahua:kv:{b}:1", "b", 350);
+  for (const char* k : {"tahua:kv:{a}:1", "tahua:kv:{a}:2", "tahua:kv:{a}:3", "tahua:kv:{b}:1"})
+    EXPECT_EQ(getSync(s, k).status, Status::Found) << k;
+  put("tahua:kv:{a}:4", "a", 350);
+  EXPECT_EQ(getSync(s, "tahua:kv:{a}:1").status, Status::Missing) << "the group's oldest went";
+  for (const char* k : {"tahua:kv:{a}:2", "tahua:kv:{a}:3", "tahua:kv:{a}:4", "tahua:kv:{b}:1"})
+    EXPECT_EQ(getSync(s, k).status, Status::Found) << k << ": another group's, or newer";
+  // An erased value leaves room: the next put evicts nothing.
+  s.eraseGroupedValue("tahua:kv:{a}:2", "a", [](std::optional<std::string>) {});
+  put("tahua:kv:{a}:5", "a", 350);
+  for (const char* k : {"tahua:kv:{a}:3", "tahua:kv:{a}:4", "tahua:kv:{a}:5"}) EXPECT_EQ(getSync(s, k).status, Status::Found) << k;
+  // Expired values leave the count too.
+  now = 20'000;
+  for (int i = 0; i < 3; ++i) put("tahua:kv:{a}:n" + std::to_string(i), "a", 350);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(getSync(s, "tahua:kv:{a}:n" + std::to_string(i)).status, Status::Found);
+  // A value larger than its group's bound is not kept.
+  put("tahua:kv:{c}:big", "c", 50);
+  EXPECT_EQ(getSync(s, "tahua:kv:{c}:big").status, Status::Missing);
+}
+
+TEST(StoreValues, AGroupsOrderSurvivesARestart) {
+  const std::string path = tempPath("g.journal");
+  std::int64_t now = 1'000;
+  const std::string v(100, 'x');
+  {
+    MemoryStore s([&] { return now; });
+    std::vector<std::string> warnings;
+    std::string error;
+    ASSERT_TRUE(s.openJournal(path, Millis(60'000), warnings, error)) << error;
+    for (int i = 1; i <= 3; ++i) {
+      now += 10;
+      s.putGroupedValue("tahua:kv:{a}:" + std::to_string(i), v, Millis(10'000), StateStore::ValueGroup{"a", 350},
+                        [](std::optional<std::string>) {});
+    }
+  }
+  MemoryStore s([&] { return now; });
+  std::vector<std::string> warnings;
+  std::string error;
+  ASSERT_TRUE(s.openJournal(path, Millis(60'000), warnings, error)) << error;
+  s.putGroupedValue("tahua:kv:{a}:4", v, Millis(10'000), StateStore::ValueGroup{"a", 350}, [](std::optional<std::string>) {});
+  using Status = StateStore::ValueResult::Status;
+  EXPECT_EQ(getSync(s, "tahua:kv:{a}:1").status, Status::Missing) << "the oldest before the restart is still the oldest";
+  for (const char* k : {"tahua:kv:{a}:2", "tahua:kv:{a}:3", "tahua:kv:{a}:4"}) EXPECT_EQ(getSync(s, k).status, Status::Found) << k;
+}
+
 }  // namespace
 }  // namespace tahua

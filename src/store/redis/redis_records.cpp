@@ -298,6 +298,56 @@ void RedisStore::eraseValue(std::string_view key, WriteDone done) {
   });
 }
 
+namespace {
+// A group's bookkeeping keys, with its name as hash tag: in a cluster they share the slot
+// of its values (whose keys carry the same tag).
+std::vector<std::string> groupKeys(std::string_view key, std::string_view group) {
+  std::string base = "tahua:vgroup:{";
+  base.append(group).append("}:");
+  return {std::string(key), base + "order", base + "sizes", base + "bytes"};
+}
+}  // namespace
+
+void RedisStore::putGroupedValue(std::string_view key, std::string value, Millis ttl, ValueGroup group, WriteDone done) {
+  if (value.size() > kMaxValueBytes || ttl.count() <= 0 || group.name.empty()) {
+    done("a value is at most 1 MiB, has a lifetime and a group");
+    return;
+  }
+  RedisClient* conn = workerClient().get();
+  if (!conn || !conn->usable()) {
+    done("the Redis store is unavailable");
+    return;
+  }
+  if (ids_) ids_->add(key);
+  std::vector<std::string> args{"4"};
+  for (auto& k : groupKeys(key, group.name)) args.push_back(std::move(k));
+  args.push_back(std::move(value));
+  args.push_back(std::to_string(ttl.count()));
+  args.push_back(std::to_string(group.max_bytes));
+  args.push_back(std::to_string(unixMillis()));
+  evalsha(*conn, put_grouped_sha_, redis_scripts::kPutGrouped, std::move(args),
+          [done = std::move(done)](std::optional<RedisReply> r) mutable {
+            if (!r || r->isError()) done("the Redis store did not take the value");
+            else done(std::nullopt);
+          });
+  conn->send({"PUBLISH", kValuesChannel, key}, [](std::optional<RedisReply>) {});
+}
+
+void RedisStore::eraseGroupedValue(std::string_view key, std::string_view group, WriteDone done) {
+  RedisClient* conn = workerClient().get();
+  if (!conn || !conn->usable()) {
+    done("the Redis store is unavailable");
+    return;
+  }
+  std::vector<std::string> args{"4"};
+  for (auto& k : groupKeys(key, group)) args.push_back(std::move(k));
+  evalsha(*conn, erase_grouped_sha_, redis_scripts::kEraseGrouped, std::move(args),
+          [done = std::move(done)](std::optional<RedisReply> r) mutable {
+            if (!r || r->isError()) done("the Redis store did not erase the value");
+            else done(std::nullopt);
+          });
+}
+
 void RedisStore::tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) {
   RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {

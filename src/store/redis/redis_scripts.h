@@ -237,6 +237,53 @@ end
 return 0
 )LUA";
 
+// A value in a group with a byte bound (a tenant's stored responses). KEYS[1]: the value;
+// KEYS[2..4]: the group's order (a sorted set by expiry time), sizes (a hash) and total
+// (an integer), all with the group's hash tag. ARGV: value, TTL (ms), max bytes, now
+// (unix ms). Values past their expiry leave the count (at most 128 per call), then the
+// soonest to expire go while the group holds more than the bound. Returns how many went.
+inline constexpr const char* kPutGrouped = R"LUA(
+local key = KEYS[1]
+local now = tonumber(ARGV[4])
+local size = string.len(key) + string.len(ARGV[1])
+local total = tonumber(redis.call('GET', KEYS[4]) or '0')
+local old = redis.call('HGET', KEYS[3], key)
+if old then total = redis.call('DECRBY', KEYS[4], old) end
+redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), key)
+redis.call('HSET', KEYS[3], key, size)
+total = redis.call('INCRBY', KEYS[4], size)
+local function forget(k)
+  local s = redis.call('HGET', KEYS[3], k)
+  if s then total = redis.call('DECRBY', KEYS[4], s) end
+  redis.call('HDEL', KEYS[3], k)
+  redis.call('ZREM', KEYS[2], k)
+end
+for _, k in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 128)) do forget(k) end
+local max = tonumber(ARGV[3])
+local evicted = 0
+while total > max do
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0)
+  if #first == 0 then break end
+  forget(first[1])
+  redis.call('DEL', first[1])
+  evicted = evicted + 1
+end
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+local keep = math.max((tonumber(last[2]) or now) - now, 0) + 60000
+for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], keep) end
+return evicted
+)LUA";
+
+// Its erase: KEYS as kPutGrouped's. Returns how many values were deleted (0 or 1).
+inline constexpr const char* kEraseGrouped = R"LUA(
+local s = redis.call('HGET', KEYS[3], KEYS[1])
+if s then redis.call('DECRBY', KEYS[4], s) end
+redis.call('HDEL', KEYS[3], KEYS[1])
+redis.call('ZREM', KEYS[2], KEYS[1])
+return redis.call('DEL', KEYS[1])
+)LUA";
+
 #undef TAHUA_LUA_PRELUDE
 #undef TAHUA_LUA_STATE
 

@@ -88,7 +88,9 @@ RedisStore::RedisStore(RedisStoreConfig config)
       adjust_sha_(sha1Hex(redis_scripts::kAdjust)),
       heartbeat_sha_(sha1Hex(redis_scripts::kHeartbeat)),
       renew_sha_(sha1Hex(redis_scripts::kRenewLock)),
-      unlock_sha_(sha1Hex(redis_scripts::kUnlock)) {}
+      unlock_sha_(sha1Hex(redis_scripts::kUnlock)),
+      put_grouped_sha_(sha1Hex(redis_scripts::kPutGrouped)),
+      erase_grouped_sha_(sha1Hex(redis_scripts::kEraseGrouped)) {}
 
 RedisStore::~RedisStore() {
   if (control_io_) control_io_->stop();

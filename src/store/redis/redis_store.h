@@ -80,6 +80,8 @@ class RedisStore final : public StateStore {
   void getValue(std::string_view key, std::function<void(ValueResult)> done) override;
   void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) override;
   void eraseValue(std::string_view key, WriteDone done) override;
+  void putGroupedValue(std::string_view key, std::string value, Millis ttl, ValueGroup group, WriteDone done) override;
+  void eraseGroupedValue(std::string_view key, std::string_view group, WriteDone done) override;
   void tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
   void renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) override;
   void unlock(std::string_view name, std::string_view owner) override;
@@ -144,7 +146,7 @@ class RedisStore final : public StateStore {
   std::string replica_id_;
   std::atomic<std::uint64_t> adjustment_calls_{0};  // numbers the calibration calls' markers
   std::chrono::steady_clock::time_point next_resync_{};
-  std::string admit_sha_, adjust_sha_, heartbeat_sha_, renew_sha_, unlock_sha_;
+  std::string admit_sha_, adjust_sha_, heartbeat_sha_, renew_sha_, unlock_sha_, put_grouped_sha_, erase_grouped_sha_;
 
   MemoryStore local_;  // decisions while Redis is unreachable
   std::atomic<bool> up_{false};

@@ -23,6 +23,7 @@
 
 #include <boost/json.hpp>
 
+#include "admin/cache_admin.h"
 #include "admin/store_writes.h"
 #include "filters/balancer/balancer_filter.h"
 #include "core/log.h"
@@ -232,6 +233,10 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (auto reply = co_await std::move(resource_op)) co_return std::move(*reply);
   auto endpoint_op = endpoint_admin_.handle(*who, cfg, method, rest, body);
   if (auto reply = co_await std::move(endpoint_op)) co_return std::move(*reply);
+  const std::size_t q = target.find('?');
+  auto cache_op = handleCacheAdmin(host_.responseCache(), method, rest,
+                                   q == std::string_view::npos ? std::string_view{} : target.substr(q + 1));
+  if (auto reply = co_await std::move(cache_op)) co_return std::move(*reply);
   const auto now = SteadyClock::now();
 
   if (rest == "metrics") {

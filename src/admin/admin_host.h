@@ -17,12 +17,16 @@
 
 namespace tahua {
 
+class ResponseCache;
+
 // What the admin API needs from the gateway. Calls marked "locked" expect the caller to
 // hold lock() (the gateway's control mutex: reloads, self-healing and the admin API all
 // publish configs).
 class AdminHost {
  public:
   virtual std::mutex& lock() = 0;
+  // The response cache's storage (GET and DELETE /admin/v1/cache).
+  virtual ResponseCache& responseCache() = 0;
   // Locked. A new config (null: the current one again, with every override applied);
   // an error text if it cannot be published.
   virtual std::optional<std::string> publish(ConfigPtr loaded, std::string_view trigger) = 0;

@@ -364,8 +364,29 @@ struct GpuScoreConfig {
   Millis status_ttl{15'000};  // a report older than this is ignored
 };
 
+// Which answers of a model the response cache keeps (`cache:` and a model's `cache:`).
+struct CachePolicy {
+  bool enabled = false;
+  Millis ttl{3'600'000};
+  std::size_t max_entry_bytes = 1 << 20;  // a larger answer is not kept
+  bool all_requests = false;              // false: only requests with `temperature: 0`
+};
+
+// The exact response cache (src/cache/, filter src/filters/cache/).
+struct CacheConfig {
+  CachePolicy defaults;                   // for models without their own `cache`
+  std::size_t max_bytes = 256u << 20;     // the in-process layer, per replica
+  bool per_key = false;                   // entries per API key rather than per tenant
+  bool key_user = false;                  // the request's `user` is part of the key
+  bool hit_tokens = false;                // a hit counts its tokens against token limits (else zero)
+  std::string redis_url;                  // a shared layer (a Redis of its own, evicting)
+  Millis redis_timeout{200};              // a Redis lookup slower than this is a miss
+  Millis local_ttl{60'000};               // with Redis: the in-process copy lives at most this long
+};
+
 struct ModelConfig {
   std::string name;
+  CachePolicy cache;  // the model's own `cache`, else cache's defaults
   // Share (0..100) of this model's traffic sent straight to its first fallback. Never
   // from the file: set by a self-healing rule (shift_to_fallback) while it is active.
   double shift_percent = 0;
@@ -564,6 +585,7 @@ struct Config {
   DiscoveryConfig discovery;
   IdempotencyConfig idempotency;
   ResponsesConfig responses;
+  CacheConfig cache;
   std::vector<TenantConfig> tenants;
   std::vector<ApiKeyConfig> keys;
   RateLimitConfig rate_limits;
@@ -578,6 +600,12 @@ struct Config {
   const ModelConfig* findModel(std::string_view name) const {
     auto it = model_index.find(name);
     return it == model_index.end() ? nullptr : &models[it->second];
+  }
+  // Some model keeps answers in the response cache.
+  bool anyModelCached() const {
+    for (const auto& m : models)
+      if (m.cache.enabled) return true;
+    return false;
   }
   bool anyProviderUsable() const {
     for (const auto& p : providers)

@@ -17,13 +17,14 @@ Config Loader::load(const YAML::Node& root) {
   if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
   checkKeys(root, "", {"server", "listeners", "access_log", "limits", "timeouts", "providers", "models", "admin", "routes",
                        "healing", "tenants", "keys", "auth", "rate_limits", "store", "idempotency", "discovery", "tracing", "usage",
-                       "plugins", "prompts", "responses"});
+                       "plugins", "prompts", "responses", "cache"});
   if (auto n = root["server"]) loadServer(n, cfg.server);
   loadListeners(root["listeners"], root, cfg);
   if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
   if (auto n = root["limits"]) loadLimits(n, cfg.limits);
   if (auto t = root["timeouts"]) cfg.default_timeouts = timeoutOverrides(t, "timeouts").apply(cfg.default_timeouts);
   loadProviders(root["providers"], root, cfg);
+  if (auto n = root["cache"]) loadCache(n, cfg);  // before the models: their default policy
   loadModels(root["models"], root, cfg);
   resolveFallbacks(root["models"], cfg);
   if (auto n = root["routes"]) loadRoutes(n, cfg);

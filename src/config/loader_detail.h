@@ -139,6 +139,9 @@ class Loader {
   std::string hostPort(const YAML::Node& n, const std::string& path);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   void loadResponses(const YAML::Node& n, Config& cfg);
+  void loadCache(const YAML::Node& n, Config& cfg);  // before the models (their defaults)
+  CachePolicy cachePolicy(const YAML::Node& n, const std::string& path, const CachePolicy& base,
+                          std::initializer_list<std::string_view> more = {});
   RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);
   LimitSet limitSet(const YAML::Node& n, const std::string& path);
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);

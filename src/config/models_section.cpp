@@ -19,7 +19,7 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
     const std::string p = "models[" + std::to_string(i) + "]";
     const YAML::Node& y = n[i];
     checkKeys(y, p, {"name", "provider", "upstream_model", "pricing", "deployments", "balancing", "canary", "outlier",
-                     "gpu", "fallbacks", "fallback_on", "fallback_response"});
+                     "gpu", "fallbacks", "fallback_on", "fallback_response", "cache"});
     ModelConfig mc;
     if (!y["name"]) fail(y, p + ".name", "required");
     mc.name = nonEmpty(y["name"], p + ".name");
@@ -138,6 +138,8 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
       mc.fallback_message = nonEmpty(f["message"], fp + ".message");
       if (auto v = f["status"]) mc.fallback_status = static_cast<int>(integer(v, fp + ".status", 200, 599));
     }
+    mc.cache = cfg.cache.defaults;
+    if (auto c = y["cache"]) mc.cache = cachePolicy(c, p + ".cache", cfg.cache.defaults);
     for (auto& d : mc.deployments) d.index = cfg.deployment_count++;
     markCanaryDeployments(mc);
     cfg.model_index.emplace(mc.name, cfg.models.size());

@@ -416,6 +416,47 @@ void Loader::loadResponses(const YAML::Node& n, Config& cfg) {
   if (auto v = n["max_turns"]) c.max_turns = integer(v, p + ".max_turns", 1, 10'000);
 }
 
+CachePolicy Loader::cachePolicy(const YAML::Node& n, const std::string& p, const CachePolicy& base,
+                                std::initializer_list<std::string_view> more) {
+  std::vector<std::string_view> keys{"enabled", "ttl", "max_entry_bytes", "cacheable"};
+  keys.insert(keys.end(), more.begin(), more.end());
+  checkKeys(n, p, std::span<const std::string_view>(keys));
+  CachePolicy c = base;
+  if (auto v = n["enabled"]) c.enabled = boolean(v, p + ".enabled");
+  if (auto v = n["ttl"]) c.ttl = duration(v, p + ".ttl", Millis(1'000));
+  if (auto v = n["max_entry_bytes"]) c.max_entry_bytes = integer(v, p + ".max_entry_bytes", 1024, 64ull << 20);
+  if (auto v = n["cacheable"]) {
+    const std::string w = str(v, p + ".cacheable");
+    if (w != "zero_temperature" && w != "all") fail(v, p + ".cacheable", "expected zero_temperature or all");
+    c.all_requests = w == "all";
+  }
+  return c;
+}
+
+void Loader::loadCache(const YAML::Node& n, Config& cfg) {
+  const std::string p = "cache";
+  CacheConfig& c = cfg.cache;
+  c.defaults = cachePolicy(n, p, c.defaults, {"max_bytes", "scope", "key_user", "hit_tokens", "redis", "local_ttl"});
+  if (auto v = n["max_bytes"]) c.max_bytes = integer(v, p + ".max_bytes", 1 << 20, 1ull << 40);
+  if (auto v = n["scope"]) {
+    const std::string scope = str(v, p + ".scope");
+    if (scope != "tenant" && scope != "key") fail(v, p + ".scope", "expected tenant or key");
+    c.per_key = scope == "key";
+  }
+  if (auto v = n["key_user"]) c.key_user = boolean(v, p + ".key_user");
+  if (auto v = n["hit_tokens"]) {
+    const std::string w = str(v, p + ".hit_tokens");
+    if (w != "zero" && w != "tokens") fail(v, p + ".hit_tokens", "expected zero or tokens");
+    c.hit_tokens = w == "tokens";
+  }
+  if (auto r = n["redis"]) {
+    checkKeys(r, p + ".redis", {"url", "timeout"});
+    if (auto v = r["url"]) c.redis_url = nonEmpty(v, p + ".redis.url");
+    if (auto v = r["timeout"]) c.redis_timeout = duration(v, p + ".redis.timeout", Millis(1));
+  }
+  if (auto v = n["local_ttl"]) c.local_ttl = duration(v, p + ".local_ttl", Millis(1'000));
+}
+
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {
   checkKeys(n, "rate_limits", {"default_max_tokens", "models", "policies", "end_streams_over_budget"});
   if (auto v = n["end_streams_over_budget"]) cfg.rate_limits.end_streams_over_budget = boolean(v, "rate_limits.end_streams_over_budget");

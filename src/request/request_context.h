@@ -106,14 +106,18 @@ struct Principal {
 // fields, set by the filter that knows: the prompt template used ("id@version"); a
 // cache's or a guardrail's verdict as those arrive. Each is a key of the usage record
 // (null when unset) and of the access log line (when set).
-enum class RecordField : std::uint8_t { Prompt, Count };
+// A field is a string, or (recordFieldNumeric) a number written as its digits.
+enum class RecordField : std::uint8_t { Prompt, Cache, CacheTokensSaved, Count };
 constexpr std::string_view recordFieldName(RecordField f) {
   switch (f) {
     case RecordField::Prompt: return "prompt";
+    case RecordField::Cache: return "cache";  // hit, miss, bypass, refresh
+    case RecordField::CacheTokensSaved: return "cache_tokens_saved";  // a hit's tokens not spent upstream
     case RecordField::Count: break;
   }
   return "";
 }
+constexpr bool recordFieldNumeric(RecordField f) { return f == RecordField::CacheTokensSaved; }
 
 struct RequestContext {
   ConfigPtr config;  // the snapshot this request started with

@@ -1,5 +1,7 @@
 #include "runtime/gateway.h"
 
+#include "cache/response_cache.h"
+
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -14,6 +16,7 @@
 
 #include <thread>
 
+#include "cache/response_cache.h"
 #include "core/error.h"
 #include "config/config_watcher.h"
 #include "core/log.h"
@@ -412,6 +415,14 @@ int Gateway::run() {
     log::error(error);
     return 1;
   }
+  // The response cache: its in-process bound and shared layer are read once, at start.
+  response_cache_ = std::make_unique<ResponseCache>(cfg.cache.max_bytes, unixMillis);
+  if (!cfg.cache.redis_url.empty()) {
+    if (auto err = response_cache_->configureRedis(cfg.cache.redis_url, cfg.cache.redis_timeout)) {
+      log::error(*err);
+      return 1;
+    }
+  }
   // The store before anything reads it: what the journal (or Redis) kept is in force at once.
   RedisStore* redis = nullptr;
   if (cfg.store.type == StoreConfig::Type::Redis) {
@@ -472,6 +483,9 @@ int Gateway::run() {
   // Each worker's own Redis connection, made on its thread before it serves anything.
   if (redis)
     for (auto& worker : workers_) asio::post(worker->io(), [redis, w = worker.get()] { redis->attach(w->io()); });
+  if (response_cache_->shared())
+    for (auto& worker : workers_)
+      asio::post(worker->io(), [cache = response_cache_.get(), w = worker.get()] { cache->attach(w->io()); });
   // Another replica changed tenants or keys: every worker gets the new directory.
   store_->onRecordsChanged([this] {
     tenantsChanged();

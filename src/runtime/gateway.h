@@ -41,6 +41,7 @@ class context;
 namespace tahua {
 
 class Worker;
+class ResponseCache;
 
 // Where the config comes from, so it can be read again on SIGHUP.
 struct ConfigSource {
@@ -71,6 +72,8 @@ class Gateway final : private AdminHost, private HealingHost {
   // Concurrency caps shared by every worker (configured before a config is published).
   Bulkheads& bulkheads() { return bulkheads_; }
   StateStore& stateStore() { return *store_; }
+  // The response cache's storage (made at the start of run(), before any worker).
+  ResponseCache& responseCache() override { return *response_cache_; }
 
   // The admin API (src/admin/), called on the admin listener's worker.
   AdminApi& adminApi() { return admin_; }
@@ -133,6 +136,7 @@ class Gateway final : private AdminHost, private HealingHost {
   // Limit counters (and, to come, keys and idempotency records) shared by the workers;
   // in-process for now, Redis with many replicas.
   std::unique_ptr<StateStore> store_ = std::make_unique<MemoryStore>();
+  std::unique_ptr<ResponseCache> response_cache_;
   TenantDirectoryPtr tenants_;  // the last one published (under mutex_)
   std::vector<StateStore::Record> resources_;  // the store's resources in force (under mutex_)
   // Endpoints of deployments named by DNS; its changes publish the config again.

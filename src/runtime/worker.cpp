@@ -20,6 +20,7 @@
 #include "filters/metrics/metrics_filter.h"
 #include "filters/models/models_filter.h"
 #include "filters/balancer/balancer_filter.h"
+#include "filters/cache/cache_filter.h"
 #include "filters/count_tokens/count_tokens_filter.h"
 #include "filters/router/router_filter.h"
 #include "filters/secrets/secret_filter.h"
@@ -129,6 +130,9 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   // Before the bulkhead: a request over its rate takes no slot and waits in no line.
   if (rateLimitsConfigured(config, *tenants_))
     chain->add(makeRateLimitFilter(config, tenants_, gateway_.stateStore(), metrics_));
+  // After the limits (a hit is a request like any other), before the bulkhead and the
+  // balancer (a hit takes no slot and picks no upstream).
+  if (config.anyModelCached()) chain->add(makeCacheFilter(gateway_.responseCache(), metrics_));
   // After the router (a request for an unknown model is a 404, not a 429; the route is
   // known), before the balancer: a request that waits for a slot picks its deployment
   // when it gets one.

@@ -211,7 +211,7 @@ void MemoryStore::loadValues() {
     auto value = base64Decode(o->at("v").as_string());
     if (expires <= now || !value) continue;
     value_bytes_ += key.size() + value->size();
-    KeptValue kept{std::move(*value), expires};
+    KeptValue kept{std::move(*value), expires, {}, 0};
     if (const auto* g = o->if_contains("g"); g && g->is_string()) kept.group = g->as_string();
     values_[key] = std::move(kept);
   }
@@ -335,7 +335,7 @@ void MemoryStore::putValueIn(std::string_view key, std::string value, Millis ttl
     }
     if (auto it = values_.find(key); it != values_.end()) dropValue(it);
     value_bytes_ += key.size() + value.size();
-    auto [at, fresh] = values_.emplace(std::string(key), KeptValue{std::move(value), expires, std::string(group.name)});
+    auto [at, fresh] = values_.emplace(std::string(key), KeptValue{std::move(value), expires, std::string(group.name), 0});
     if (!group.name.empty()) groupValue(at->first, at->second, group.max_bytes, &evicted);
     if (value_bytes_ > kMaxValueStoreBytes) {
       // Over the memory bound: the tenth that expires soonest goes (rare: a scan is fine).

@@ -54,6 +54,12 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.plugin_counters) plugin_counters[key] += n;
   for (const auto& [key, n] : other.plugin_kv) plugin_kv[key] += n;
   for (const auto& [key, n] : other.stored_responses) stored_responses[key] += n;
+  for (const auto& [key, c] : other.cache) {
+    CacheSeries& mine = cache[key];
+    mine.requests += c.requests;
+    mine.tokens_saved += c.tokens_saved;
+    mine.cost_saved_usd += c.cost_saved_usd;
+  }
   for (const auto& [key, n] : other.plugin_http) plugin_http[key] += n;
   active_streams += other.active_streams;
   active_connections += other.active_connections;
@@ -275,6 +281,19 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, n] : m.plugin_http)
     out += "tahua_plugin_http_calls_total{plugin=\"" + escapeLabel(key.first) + "\",result=\"" + escapeLabel(key.second) + "\"} " +
            std::to_string(n) + "\n";
+  family(out, "tahua_cache_requests_total", "counter",
+         "Requests to models with the response cache, by model and cache status (hit, miss, bypass, refresh).");
+  for (const auto& [key, c] : m.cache)
+    out += "tahua_cache_requests_total{model=\"" + escapeLabel(key.first) + "\",status=\"" + escapeLabel(key.second) + "\"} " +
+           std::to_string(c.requests) + "\n";
+  family(out, "tahua_cache_tokens_saved_total", "counter", "Tokens the cache's hits did not spend upstream, by model.");
+  for (const auto& [key, c] : m.cache)
+    if (key.second == "hit")
+      out += "tahua_cache_tokens_saved_total{model=\"" + escapeLabel(key.first) + "\"} " + std::to_string(c.tokens_saved) + "\n";
+  family(out, "tahua_cache_cost_saved_usd_total", "counter", "What the cache's hits did not spend upstream, by the model's pricing.");
+  for (const auto& [key, c] : m.cache)
+    if (key.second == "hit")
+      out += "tahua_cache_cost_saved_usd_total{model=\"" + escapeLabel(key.first) + "\"} " + formatDouble(c.cost_saved_usd) + "\n";
   family(out, "tahua_stored_responses_total", "counter",
          "Stored responses (Responses API state) by op (store, get, delete, expand) and result (ok, missing, unavailable, error).");
   for (const auto& [key, n] : m.stored_responses)

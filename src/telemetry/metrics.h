@@ -81,6 +81,13 @@ struct DeploymentSeries {
   Histogram upstream;
 };
 
+// The response cache, per (model, status: hit, miss, bypass, refresh).
+struct CacheSeries {
+  std::uint64_t requests = 0;
+  std::uint64_t tokens_saved = 0;  // hits: the tokens their answers cost when made
+  double cost_saved_usd = 0;       // and what those cost, by the model's pricing
+};
+
 struct WorkerMetrics {
   // Keyed by (model, provider). std::map keeps the exposition order stable.
   std::map<std::pair<std::string, std::string>, ModelSeries, PairLess> models;
@@ -128,6 +135,7 @@ struct WorkerMetrics {
   // Stored responses (Responses API state) by (op: store | get | delete | expand,
   // result: ok | missing | unavailable | error).
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> stored_responses;
+  std::map<std::pair<std::string, std::string>, CacheSeries, PairLess> cache;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

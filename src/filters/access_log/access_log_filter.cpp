@@ -74,7 +74,8 @@ class AccessLogFilter final : public Filter {
     for (std::size_t i = 0; i < ctx.record_fields.size(); ++i)
       if (!ctx.record_fields[i].empty()) {
         j::key(out, recordFieldName(static_cast<RecordField>(i)));
-        j::string(out, ctx.record_fields[i]);
+        if (recordFieldNumeric(static_cast<RecordField>(i))) out.raw(ctx.record_fields[i]);
+        else j::string(out, ctx.record_fields[i]);
       }
     j::key(out, "status");
     j::integer(out, ctx.status);

@@ -210,7 +210,8 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     // answer came without usage (it cannot be known better).
     std::int64_t tokens = st.reserved_tokens, micro_usd = st.reserved_micro_usd;
     const Usage& u = ctx.usage;
-    if (u.prompt_tokens > 0 || u.completion_tokens > 0) {
+    // (Zero is an answer too: a cache hit that counts as zero tokens.)
+    if (u.prompt_tokens >= 0 || u.completion_tokens >= 0) {
       const std::int64_t p = std::max<std::int64_t>(u.prompt_tokens, 0), c = std::max<std::int64_t>(u.completion_tokens, 0);
       tokens = p + c;
       const double cost = costUsd(ctx.model, u);

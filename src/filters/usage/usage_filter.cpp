@@ -142,12 +142,11 @@ class UsageFilter final : public FilterWithState<UsageState> {
     j::key(out, "fallback");
     if (!ctx.fallback.empty()) j::string(out, ctx.fallback);
     else out.raw(std::string_view("null"));
-    j::key(out, "cache");
-    out.raw(std::string_view("null"));  // no response cache yet
     for (std::size_t i = 0; i < ctx.record_fields.size(); ++i) {
       j::key(out, recordFieldName(static_cast<RecordField>(i)));
-      if (!ctx.record_fields[i].empty()) j::string(out, ctx.record_fields[i]);
-      else out.raw(std::string_view("null"));
+      if (ctx.record_fields[i].empty()) out.raw(std::string_view("null"));
+      else if (recordFieldNumeric(static_cast<RecordField>(i))) out.raw(ctx.record_fields[i]);
+      else j::string(out, ctx.record_fields[i]);
     }
     j::key(out, "trace_id");
     if (ctx.trace.valid()) {

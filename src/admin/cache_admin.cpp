@@ -1,0 +1,41 @@
+#include "admin/cache_admin.h"
+
+#include <boost/json.hpp>
+
+#include "admin/admin_error.h"
+#include "admin/store_writes.h"
+#include "cache/response_cache.h"
+#include "filters/cache/cache_key.h"
+#include "http/query.h"
+
+namespace tahua {
+namespace bj = boost::json;
+
+boost::asio::awaitable<std::optional<AdminReply>> handleCacheAdmin(ResponseCache& cache, std::string_view method,
+                                                                   std::string_view rest, std::string_view query) {
+  if (rest != "cache") co_return std::nullopt;
+  if (method == "GET") {
+    const ResponseCache::Stats st = cache.stats();
+    bj::object o{{"entries", st.entries},     {"bytes", st.bytes},       {"evictions", st.evictions},
+                 {"expired", st.expired},     {"purged", st.purged},     {"shared", cache.shared()}};
+    co_return AdminReply{200, bj::serialize(o)};
+  }
+  if (method != "DELETE") co_return adminError(405, "method_not_allowed", "Use GET or DELETE.");
+  const std::string tenant(queryParam(query, "tenant").value_or(""));
+  const std::string key(queryParam(query, "key").value_or(""));
+  const std::string model(queryParam(query, "model").value_or(""));
+  const std::size_t local = cache.purge(tenant, key, model);
+  bj::object o{{"purged_local", local}};
+  if (cache.shared()) {
+    const std::string pattern = cacheKeyPattern(tenant, key, model);
+    auto op = admin_store::await<long long>([&cache, pattern](std::function<void(long long)> done) {
+      cache.remotePurge(pattern, std::move(done));
+    });
+    const long long shared = co_await std::move(op);
+    if (shared < 0) co_return adminError(503, "cache_unavailable", "The shared cache (cache.redis) did not answer; this replica's copies were purged.");
+    o["purged_shared"] = shared;
+  }
+  co_return AdminReply{200, bj::serialize(o)};
+}
+
+}  // namespace tahua

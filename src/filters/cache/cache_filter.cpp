@@ -1,0 +1,254 @@
+#include "filters/cache/cache_filter.h"
+
+#include <boost/json/parse.hpp>
+
+
+#include "cache/response_cache.h"
+#include "core/sha256.h"
+#include "filters/cache/cache_key.h"
+#include "filters/cache/cached_answer_forms.h"
+#include "http/request_inspect.h"
+#include "providers/secret_scrubber.h"
+#include "telemetry/metrics.h"
+
+namespace tahua {
+namespace {
+
+namespace bj = boost::json;
+
+enum class CacheStatus : std::uint8_t { None, Hit, Miss, Bypass, Refresh };
+
+std::string_view statusName(CacheStatus s) {
+  switch (s) {
+    case CacheStatus::Hit: return "hit";
+    case CacheStatus::Miss: return "miss";
+    case CacheStatus::Bypass: return "bypass";
+    case CacheStatus::Refresh: return "refresh";
+    case CacheStatus::None: break;
+  }
+  return "";
+}
+
+struct CacheFilterState {
+  CacheStatus status = CacheStatus::None;
+  std::string key;
+  bool keep = false;       // the answer is to be kept (a miss or a refresh)
+  bool capturing = false;  // it is being captured
+  bool complete = false;
+  bool too_large = false;
+  std::string captured;
+  std::string saved;  // digits of the tokens a hit saved (a record field's view)
+  Usage saved_usage;  // what the kept answer cost when it was made
+  bool deciding = false;
+  bool answered = false;
+  FilterStatus answer = FilterStatus::Continue;
+};
+
+bool cacheableEndpoint(Endpoint e) {
+  return e == Endpoint::ChatCompletions || e == Endpoint::Messages || e == Endpoint::Responses || e == Endpoint::Embeddings;
+}
+
+class CacheFilter final : public FilterWithState<CacheFilterState> {
+ public:
+  CacheFilter(ResponseCache& cache, WorkerMetrics& metrics) : cache_(cache), metrics_(metrics) {}
+  std::string_view name() const override { return "cache"; }
+  bool wantsResponseData() const override { return true; }
+
+  FilterStatus onUpstreamSelect(RequestContext& ctx) override {
+    if (!ctx.model || !ctx.model->cache.enabled || !cacheableEndpoint(ctx.endpoint)) return FilterStatus::Continue;
+    CacheFilterState& st = state(ctx);
+    const CachePolicy& policy = ctx.model->cache;
+    // What the client asked of the cache.
+    bool lookup = true, keep = true;
+    if (ctx.headers) {
+      const std::string_view control = ctx.headers->get("cache-control");
+      const std::string_view ours = ctx.headers->get("x-tahua-cache");
+      if (control.find("no-store") != std::string_view::npos || ours == "bypass") lookup = keep = false;
+      else if (control.find("no-cache") != std::string_view::npos || ours == "refresh") lookup = false;
+    }
+    if (!lookup && !keep) return decide(ctx, st, CacheStatus::Bypass);
+    // The body decides the rest: parsed once, for the policy and the key.
+    if (jsonDeeperThan(ctx.body, ctx.config->server.max_json_depth)) return decide(ctx, st, CacheStatus::Bypass);
+    boost::system::error_code ec;
+    bj::value body = bj::parse(ctx.body, ec);
+    if (ec || !body.is_object()) return decide(ctx, st, CacheStatus::Bypass);
+    const bj::object& o = body.get_object();
+    if (const bj::value* n = o.if_contains("n"); n && n->is_number() && n->to_number<double>() != 1)
+      return decide(ctx, st, CacheStatus::Bypass);  // several choices: never kept
+    if (!policy.all_requests && ctx.endpoint != Endpoint::Embeddings) {
+      const bj::value* t = o.if_contains("temperature");
+      if (!t || !t->is_number() || t->to_number<double>() != 0) return decide(ctx, st, CacheStatus::Bypass);
+    }
+    st.key = keyOf(ctx, o);
+    st.keep = keep;
+    if (!lookup) return decide(ctx, st, CacheStatus::Refresh);
+    if (auto hit = cache_.get(st.key)) return answerHit(ctx, st, *hit);
+    if (!cache_.shared()) return decide(ctx, st, CacheStatus::Miss);
+    st.deciding = true;
+    cache_.remoteGet(st.key, [this, &ctx](std::shared_ptr<const CachedAnswer> found, bool) {
+      CacheFilterState& s = state(ctx);
+      FilterStatus status;
+      if (found) {
+        cache_.put(s.key, localCopy(ctx, found));
+        status = answerHit(ctx, s, *found);
+      } else {
+        status = decide(ctx, s, CacheStatus::Miss);  // Redis away is a miss: the request is still served
+      }
+      if (s.deciding) {
+        s.answered = true;
+        s.answer = status;
+      } else {
+        ctx.resumer->resume(status);
+      }
+    });
+    st.deciding = false;
+    return st.answered ? st.answer : FilterStatus::Pause;
+  }
+
+  void onResponseHeaders(RequestContext& ctx) override {
+    CacheFilterState& st = state(ctx);
+    if (st.status == CacheStatus::None || !ctx.response_headers) return;
+    ctx.response_headers->emplace_back("x-tahua-cache", statusName(st.status));
+    st.capturing = st.keep && !ctx.local_reply && !ctx.error && ctx.status >= 200 && ctx.status < 300 && ctx.provider;
+  }
+
+  void onResponseData(RequestContext& ctx, ResponseData& data) override {
+    CacheFilterState& st = state(ctx);
+    if (!st.capturing) return;
+    if (data.aborted() || data.failed()) {
+      st.capturing = false;  // never a cut stream
+      return;
+    }
+    append(ctx, st, data.bytes());
+    if (data.last()) st.complete = true;
+  }
+
+  void onResponseBody(RequestContext& ctx, std::string& body) override {
+    CacheFilterState& st = state(ctx);
+    if (!st.capturing) return;
+    append(ctx, st, body);
+    st.complete = true;
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    CacheFilterState& st = state(ctx);
+    if (st.status == CacheStatus::None) return;
+    count(ctx, st);
+    if (!st.capturing || !st.complete || st.too_large || ctx.error || ctx.status < 200 || ctx.status >= 300) return;
+    st.capturing = false;
+    auto answer = std::make_shared<CachedAnswer>();
+    answer->endpoint = static_cast<std::uint8_t>(ctx.endpoint);
+    answer->streamed = ctx.streaming;
+    answer->include_usage = ctx.facts.include_usage;
+    answer->status = ctx.status;
+    answer->content_type = ctx.streaming ? "text/event-stream; charset=utf-8" : "application/json";
+    answer->body = std::move(st.captured);
+    SecretScrubber(*ctx.provider).scrubWhole(answer->body);  // as the client's copy was
+    answer->usage = ctx.usage;
+    tag(ctx, *answer);
+    const CachePolicy& policy = ctx.model->cache;
+    answer->expires_ms = cache_.now() + policy.ttl.count();
+    if (cache_.shared()) cache_.remotePut(st.key, *answer, policy.ttl);
+    cache_.put(st.key, localCopy(ctx, std::move(answer)));
+  }
+
+ private:
+  FilterStatus decide(RequestContext& ctx, CacheFilterState& st, CacheStatus status) {
+    st.status = status;
+    if (status == CacheStatus::Bypass) st.keep = false;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Cache)] = statusName(status);
+    return FilterStatus::Continue;
+  }
+
+  // The key: the caller's scope, the endpoint, the model as served, the canonical body.
+  // Its text names the tenant, key and model by hashes, so a purge can match them.
+  std::string keyOf(const RequestContext& ctx, const bj::object& body) const {
+    const CacheConfig& cfg = ctx.config->cache;
+    const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : std::string_view{};
+    const std::string_view api_key = cfg.per_key && ctx.principal.key ? std::string_view(ctx.principal.key->name) : std::string_view{};
+    std::string material = canonicalRequest(body, cfg.key_user);
+    material += '\0';
+    material += std::to_string(static_cast<int>(ctx.endpoint));
+    std::string key = cacheKey(tenant, api_key, ctx.model->name, toHex(sha256(material)));
+    return key;
+  }
+
+  void tag(const RequestContext& ctx, CachedAnswer& a) const {
+    if (ctx.principal.tenant) a.tenant = ctx.principal.tenant->name;
+    if (ctx.principal.key) a.key = ctx.principal.key->name;
+    a.model = ctx.model->name;
+  }
+
+  // The in-process copy: with a shared layer it lives at most cache.local_ttl, so a purge
+  // through any replica reaches every replica's copies within it.
+  std::shared_ptr<const CachedAnswer> localCopy(const RequestContext& ctx, std::shared_ptr<const CachedAnswer> a) const {
+    if (!cache_.shared()) return a;
+    const std::int64_t cap = cache_.now() + ctx.config->cache.local_ttl.count();
+    if (a->expires_ms <= cap) return a;
+    auto copy = std::make_shared<CachedAnswer>(*a);
+    copy->expires_ms = cap;
+    return copy;
+  }
+
+  FilterStatus answerHit(RequestContext& ctx, CacheFilterState& st, const CachedAnswer& hit) {
+    InboundOptions options;
+    options.model = ctx.facts.model;
+    options.include_usage = ctx.facts.include_usage;
+    if (ctx.endpoint == Endpoint::Responses) options.echo = responsesInbound().requestEcho(ctx.body);
+    auto form = cachedAnswerAs(hit, ctx.endpoint, ctx.facts.stream, ctx.facts.include_usage, options);
+    if (!form) return decide(ctx, st, CacheStatus::Miss);  // unreadable: asked again, and replaced
+    st.status = CacheStatus::Hit;
+    st.keep = false;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Cache)] = "hit";
+    const std::int64_t saved = std::max<std::int64_t>(hit.usage.prompt_tokens, 0) + std::max<std::int64_t>(hit.usage.completion_tokens, 0);
+    st.saved = std::to_string(saved);
+    st.saved_usage = hit.usage;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::CacheTokensSaved)] = st.saved;
+    // What the limits and the usage record count: zero tokens, or (hit_tokens) the answer's.
+    if (ctx.config->cache.hit_tokens) {
+      ctx.usage = hit.usage;
+    } else {
+      ctx.usage.prompt_tokens = 0;
+      ctx.usage.completion_tokens = 0;
+      ctx.usage.total_tokens = 0;
+      ctx.usage.cached_tokens = 0;
+    }
+    ctx.local_reply = LocalReply{hit.status, std::move(form->body), std::move(form->content_type), false};
+    return FilterStatus::Stop;
+  }
+
+  void append(const RequestContext& ctx, CacheFilterState& st, std::string_view bytes) {
+    if (st.too_large) return;
+    if (st.captured.size() + bytes.size() > ctx.model->cache.max_entry_bytes) {
+      st.too_large = true;
+      st.captured.clear();
+      st.captured.shrink_to_fit();
+      return;
+    }
+    st.captured.append(bytes);
+  }
+
+  void count(const RequestContext& ctx, const CacheFilterState& st) {
+    const std::pair<std::string_view, std::string_view> id(ctx.model->name, statusName(st.status));
+    auto it = metrics_.cache.find(id);
+    if (it == metrics_.cache.end()) it = metrics_.cache.emplace(std::pair(std::string(id.first), std::string(id.second)), CacheSeries{}).first;
+    ++it->second.requests;
+    if (st.status == CacheStatus::Hit) {
+      it->second.tokens_saved += static_cast<std::uint64_t>(std::max<std::int64_t>(st.saved_usage.prompt_tokens, 0) +
+                                                            std::max<std::int64_t>(st.saved_usage.completion_tokens, 0));
+      const double cost = costUsd(ctx.model, st.saved_usage);
+      if (cost > 0) it->second.cost_saved_usd += cost;
+    }
+  }
+
+  ResponseCache& cache_;
+  WorkerMetrics& metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<Filter> makeCacheFilter(ResponseCache& cache, WorkerMetrics& metrics) {
+  return std::make_unique<CacheFilter>(cache, metrics);
+}
+
+}  // namespace tahua

@@ -1,0 +1,283 @@
+// The exact response cache: equal requests (key order, whitespace, `stream` aside) hit,
+// any answer-changing parameter misses; hits never cross tenants; streams are captured
+// as they pass and replayed event by event, or as a whole answer (and back); a cut or
+// failed answer is never kept; Cache-Control and x-tahua-cache steer it; a hit is still a
+// request for the limits; the usage record and metrics say what was saved; a Redis layer
+// is shared by two replicas and its absence is only a miss; purges through the admin API.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
+import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { request } from './lib/http.mjs';
+import { adminSection, startWithAdmin } from './lib/admin.mjs';
+import { scrape, sum } from './lib/metrics.mjs';
+import { startRedis } from './lib/redis.mjs';
+import { eventually, makeTempDir } from './lib/util.mjs';
+import { VENDOR_NAMES, replyText, startAnthropicMock } from './lib/vendor_mocks.mjs';
+
+const GPT = 'gpt-cached';
+const CLAUDE = 'claude-cached';
+const KEY_A = 'tk-cache-a-0123456789abcdef';
+const KEY_B = 'tk-cache-b-0123456789abcdef';
+const sha256 = (s) => createHash('sha256').update(s).digest('hex');
+const bearer = (key) => ({ authorization: `Bearer ${key}` });
+const TIMEOUTS = { connect: '2s', first_byte: '5s', idle: '5s', total: '30s' };
+
+async function start(t, { cache = {}, tenants, store, admin = false, usageFile } = {}) {
+  const upstream = await startMockUpstream({ t });
+  const anthropic = await startAnthropicMock({ t });
+  const config = gatewayConfig({
+    providers: [
+      openaiProvider('up', upstream.baseUrl()),
+      { name: 'anth', type: 'anthropic', base_url: anthropic.baseUrl(), api_key: 'sk-ant-test', timeouts: TIMEOUTS },
+    ],
+    models: [
+      { name: GPT, provider: 'up', pricing: { input: 1, output: 2 } },
+      { name: CLAUDE, provider: 'anth', upstream_model: 'claude-upstream' },
+      { name: 'gpt-uncached', provider: 'up', cache: { enabled: false } },
+    ],
+  });
+  config.cache = { enabled: true, ...cache };
+  config.tenants = tenants ?? [{ name: 'team-a' }, { name: 'team-b' }];
+  config.keys = [
+    { name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A) },
+    { name: 'b-main', tenant: 'team-b', sha256: sha256(KEY_B) },
+  ];
+  if (store) config.store = store;
+  if (usageFile) config.usage = { spill_dir: join(makeTempDir('tahua-cache-usage-'), 'spill'), sinks: [{ name: 'file', type: 'file', path: usageFile }] };
+  if (admin) {
+    config.admin = adminSection();
+    const { gw, admin: call } = await startWithAdmin(t, config);
+    return { gw, upstream, anthropic, admin: call };
+  }
+  const gw = await startTahua({ t, config });
+  return { gw, upstream, anthropic };
+}
+
+const chat = (extra = {}) => ({ model: GPT, temperature: 0, messages: [{ role: 'user', content: 'What is 2+2?' }], ...extra });
+const ask = (gw, body, { key = KEY_A, headers = {} } = {}) =>
+  request(gw.url, '/v1/chat/completions', { method: 'POST', json: body, headers: { ...bearer(key), ...headers } });
+
+describe('exact response cache', () => {
+  it('equal requests hit (key order, whitespace, stream_options, user aside); an answer-changing parameter misses', async (t) => {
+    const { gw, upstream } = await start(t);
+    const first = await ask(gw, chat());
+    assert.equal(first.status, 200);
+    assert.equal(first.headers['x-tahua-cache'], 'miss');
+    const calls = upstream.requests.length;
+    // The same request with its members in another order and other whitespace.
+    const raw = '{ "messages" : [ { "content": "What is 2+2?", "role": "user" } ],\n  "temperature": 0.0, "user": "u-9", "model": "gpt-cached" }';
+    const second = await request(gw.url, '/v1/chat/completions', { method: 'POST', body: raw, headers: bearer(KEY_A) });
+    assert.equal(second.status, 200);
+    assert.equal(second.headers['x-tahua-cache'], 'hit');
+    assert.equal(second.text, first.text, 'the answer as it was given');
+    assert.equal(upstream.requests.length, calls, 'no upstream call');
+    for (const changed of [{ seed: 7 }, { max_tokens: 5 }, { top_p: 0.5 }, { messages: [{ role: 'user', content: 'What is 3+3?' }] }, { response_format: { type: 'json_object' } }]) {
+      const r = await ask(gw, chat(changed));
+      assert.equal(r.headers['x-tahua-cache'], 'miss', JSON.stringify(changed));
+    }
+    assert.equal(upstream.requests.length, calls + 5);
+    // Another model, the same body: its own entry (and this one has no cache).
+    const other = await ask(gw, chat({ model: 'gpt-uncached' }));
+    assert.equal(other.headers['x-tahua-cache'], undefined);
+  });
+
+  it('never across tenants: the same prompt from team-b is a miss, and its own entry then', async (t) => {
+    const { gw, upstream } = await start(t);
+    await ask(gw, chat());
+    const b = await ask(gw, chat(), { key: KEY_B });
+    assert.equal(b.headers['x-tahua-cache'], 'miss');
+    assert.equal(upstream.requests.length, 2);
+    assert.equal((await ask(gw, chat(), { key: KEY_B })).headers['x-tahua-cache'], 'hit');
+    assert.equal((await ask(gw, chat())).headers['x-tahua-cache'], 'hit');
+    assert.equal(upstream.requests.length, 2);
+  });
+
+  it('a stream is replayed event by event; a whole request gets the same content whole, and back', async (t) => {
+    const { gw, upstream } = await start(t);
+    const first = await ask(gw, chat({ stream: true, stream_options: { include_usage: true } }));
+    assert.equal(first.headers['x-tahua-cache'], 'miss');
+    assert.match(first.headers['content-type'], /^text\/event-stream/);
+    const again = await ask(gw, chat({ stream: true, stream_options: { include_usage: true } }));
+    assert.equal(again.headers['x-tahua-cache'], 'hit');
+    assert.match(again.headers['content-type'], /^text\/event-stream/);
+    assert.deepEqual(again.text.split('\n\n'), first.text.split('\n\n'), 'the same events, in order');
+    // Whole, from the stream kept: the same text, finish reason and usage.
+    const whole = await ask(gw, chat());
+    assert.equal(whole.headers['x-tahua-cache'], 'hit');
+    const events = first.text.split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)));
+    const text = events.map((e) => e.choices?.[0]?.delta?.content ?? '').join('');
+    assert.equal(whole.json.choices[0].message.content, text);
+    assert.equal(whole.json.choices[0].finish_reason, 'stop');
+    assert.deepEqual(whole.json.usage, events.at(-1).usage);
+    // A stream without the usage chunk (not asked for): re-encoded, the same text.
+    const plain = await ask(gw, chat({ stream: true }));
+    assert.equal(plain.headers['x-tahua-cache'], 'hit');
+    const plainEvents = plain.text.split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)));
+    assert.equal(plainEvents.map((e) => e.choices?.[0]?.delta?.content ?? '').join(''), text);
+    assert.ok(plainEvents.every((e) => !e.usage), 'no usage chunk');
+    assert.ok(plain.text.trimEnd().endsWith('data: [DONE]'));
+    assert.equal(upstream.requests.length, 1);
+
+    // The official SDK reads a replayed stream like a live one.
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY_A, maxRetries: 0 });
+    let sdkText = '';
+    for await (const chunk of await client.chat.completions.create(chat({ stream: true }))) sdkText += chunk.choices[0]?.delta?.content ?? '';
+    assert.equal(sdkText, text);
+  });
+
+  it('Anthropic shape: a translated stream (OpenAI client -> Anthropic) and a native Messages stream replay event by event', async (t) => {
+    const { gw, anthropic } = await start(t);
+    const body = chat({ model: CLAUDE, stream: true });
+    const first = await ask(gw, body);
+    const second = await ask(gw, body);
+    assert.equal(second.headers['x-tahua-cache'], 'hit');
+    assert.equal(second.text, first.text);
+    const messages = { model: CLAUDE, max_tokens: 64, temperature: 0, stream: true, messages: [{ role: 'user', content: 'Hi there' }] };
+    const post = () => request(gw.url, '/v1/messages', { method: 'POST', json: messages, headers: { 'x-api-key': KEY_A, 'anthropic-version': '2023-06-01' } });
+    const m1 = await post();
+    const m2 = await post();
+    assert.equal(m2.headers['x-tahua-cache'], 'hit');
+    assert.deepEqual(m2.text.split('\n\n'), m1.text.split('\n\n'));
+    assert.match(m2.text, /event: message_stop/);
+    // Whole, from the kept Messages stream.
+    const whole = await request(gw.url, '/v1/messages', { method: 'POST', json: { ...messages, stream: false }, headers: { 'x-api-key': KEY_A, 'anthropic-version': '2023-06-01' } });
+    assert.equal(whole.headers['x-tahua-cache'], 'hit');
+    assert.equal(whole.json.type, 'message');
+    assert.equal(whole.json.content[0].text, replyText(VENDOR_NAMES.anthropic, 'Hi there'));
+    assert.equal(anthropic.requests.length, 2);
+  });
+
+  it('a cut stream and an error are not kept', async (t) => {
+    const { gw, upstream } = await start(t);
+    const held = upstream.next({ mode: 'hold' });
+    const pending = ask(gw, chat({ stream: true }));
+    await held.firstEvent;
+    held.reset();
+    const cut = await pending;
+    assert.equal(cut.headers['x-tahua-cache'], 'miss');
+    assert.match(cut.text, /upstream_stream_interrupted|error/);
+    upstream.next({ mode: 'error', status: 500 });
+    const failed = await ask(gw, chat({ stream: true }));
+    assert.equal(failed.status, 500);
+    const after = await ask(gw, chat({ stream: true }));
+    assert.equal(after.headers['x-tahua-cache'], 'miss', 'neither was kept');
+    assert.equal((await ask(gw, chat({ stream: true }))).headers['x-tahua-cache'], 'hit');
+  });
+
+  it('Cache-Control: no-store and x-tahua-cache: bypass skip it; no-cache / refresh asks again and keeps the new answer', async (t) => {
+    const { gw, upstream } = await start(t);
+    const bypass = await ask(gw, chat(), { headers: { 'cache-control': 'no-store' } });
+    assert.equal(bypass.headers['x-tahua-cache'], 'bypass');
+    assert.equal((await ask(gw, chat(), { headers: { 'x-tahua-cache': 'bypass' } })).headers['x-tahua-cache'], 'bypass');
+    assert.equal((await ask(gw, chat())).headers['x-tahua-cache'], 'miss', 'nothing was kept by the bypasses');
+    assert.equal(upstream.requests.length, 3);
+    const refresh = await ask(gw, chat(), { headers: { 'cache-control': 'no-cache' } });
+    assert.equal(refresh.headers['x-tahua-cache'], 'refresh');
+    assert.equal(upstream.requests.length, 4, 'asked again');
+    assert.equal((await ask(gw, chat(), { headers: { 'x-tahua-cache': 'refresh' } })).headers['x-tahua-cache'], 'refresh');
+    assert.equal((await ask(gw, chat())).headers['x-tahua-cache'], 'hit');
+    assert.equal(upstream.requests.length, 5);
+  });
+
+  it('by default only temperature 0 is kept; cacheable: all keeps every request; n > 1 never', async (t) => {
+    const { gw, upstream } = await start(t);
+    const warm = chat({ temperature: 0.7 });
+    assert.equal((await ask(gw, warm)).headers['x-tahua-cache'], 'bypass');
+    assert.equal((await ask(gw, warm)).headers['x-tahua-cache'], 'bypass');
+    const noTemp = { model: GPT, messages: [{ role: 'user', content: 'x' }] };
+    assert.equal((await ask(gw, noTemp)).headers['x-tahua-cache'], 'bypass', 'absent is the provider default, not 0');
+    assert.equal(upstream.requests.length, 3);
+    const all = await start(t, { cache: { cacheable: 'all' } });
+    await ask(all.gw, warm);
+    assert.equal((await ask(all.gw, warm)).headers['x-tahua-cache'], 'hit');
+    assert.equal((await ask(all.gw, chat({ n: 2 }))).headers['x-tahua-cache'], 'bypass');
+  });
+
+  it('a hit is still a request for the rate limits, counted as zero tokens; the usage record names it and what it saved', async (t) => {
+    const usageFile = join(makeTempDir('tahua-cache-'), 'usage.jsonl');
+    const { gw, upstream } = await start(t, { tenants: [{ name: 'team-a', limits: { requests_per_minute: 3 } }, { name: 'team-b' }], usageFile });
+    const statuses = [];
+    for (let i = 0; i < 4; i += 1) statuses.push((await ask(gw, chat())).status);
+    assert.deepEqual(statuses, [200, 200, 200, 429], 'hits count as requests');
+    assert.equal(upstream.requests.length, 1);
+    const records = await eventually(() => {
+      let lines = [];
+      try { lines = readFileSync(usageFile, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)); } catch { return false; }
+      return lines.length >= 4 && lines;
+    }, { timeout: 5000, what: 'four usage records' });
+    const [miss, hit] = records;
+    assert.equal(miss.cache, 'miss');
+    assert.equal(miss.cache_tokens_saved, null);
+    assert.ok(miss.total_tokens > 0);
+    assert.equal(hit.cache, 'hit');
+    assert.equal(hit.total_tokens, 0, 'a hit costs no tokens (hit_tokens: zero)');
+    assert.equal(hit.cache_tokens_saved, miss.total_tokens);
+    assert.equal(hit.cost_usd, 0);
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_cache_requests_total', { model: GPT, status: 'hit' }), 2);
+    assert.equal(sum(m, 'tahua_cache_requests_total', { model: GPT, status: 'miss' }), 1);
+    assert.equal(sum(m, 'tahua_cache_tokens_saved_total', { model: GPT }), 2 * miss.total_tokens);
+    assert.ok(sum(m, 'tahua_cache_cost_saved_usd_total', { model: GPT }) > 0);
+    const line = (await gw.waitForAccessLog((l) => l.cache === 'hit'))[0];
+    assert.equal(line.cache_tokens_saved, miss.total_tokens);
+  });
+
+  it('hit_tokens: tokens counts a hit as its answer\'s tokens', async (t) => {
+    const { gw } = await start(t, { cache: { hit_tokens: 'tokens' }, tenants: [{ name: 'team-a', limits: { tokens_per_minute: 1000000 } }, { name: 'team-b' }] });
+    await ask(gw, chat());
+    const hit = await ask(gw, chat());
+    assert.equal(hit.headers['x-tahua-cache'], 'hit');
+    const line = (await gw.waitForAccessLog((l) => l.cache === 'hit'))[0];
+    assert.ok(line.total_tokens > 0, JSON.stringify(line));
+  });
+
+  it('entries expire after their ttl', async (t) => {
+    const { gw } = await start(t, { cache: { ttl: '1s' } });
+    await ask(gw, chat());
+    assert.equal((await ask(gw, chat())).headers['x-tahua-cache'], 'hit');
+    await eventually(async () => (await ask(gw, chat())).headers['x-tahua-cache'] === 'miss', { timeout: 5000, what: 'the entry to expire' });
+  });
+
+  it('the admin API shows the layer and purges by tenant and by model', async (t) => {
+    const { gw, admin, upstream } = await start(t, { admin: true });
+    await ask(gw, chat());
+    await ask(gw, chat(), { key: KEY_B });
+    const stats = await admin('GET', '/admin/v1/cache');
+    assert.equal(stats.status, 200);
+    assert.equal(stats.json.entries, 2);
+    assert.ok(stats.json.bytes > 0);
+    const purged = await admin('DELETE', '/admin/v1/cache?tenant=team-a');
+    assert.equal(purged.json.purged_local, 1);
+    assert.equal((await ask(gw, chat())).headers['x-tahua-cache'], 'miss');
+    assert.equal((await ask(gw, chat(), { key: KEY_B })).headers['x-tahua-cache'], 'hit', 'team-b kept its entry');
+    assert.equal((await admin('DELETE', `/admin/v1/cache?model=${GPT}`)).json.purged_local, 2);
+    assert.equal((await ask(gw, chat(), { key: KEY_B })).headers['x-tahua-cache'], 'miss');
+    assert.equal(upstream.requests.length, 4);
+  });
+});
+
+describe('exact response cache through Redis', () => {
+  it('two replicas share entries; with Redis away requests are still served (misses)', async (t) => {
+    const redis = await startRedis({ t });
+    const cache = { redis: { url: redis.url, timeout: '200ms' } };
+    const a = await start(t, { cache });
+    const b = await start(t, { cache });
+    const first = await ask(a.gw, chat({ stream: true }));
+    assert.equal(first.headers['x-tahua-cache'], 'miss');
+    await eventually(() => redis.cli('KEYS', 'tahua:cache:*').length > 0, { what: 'the entry in Redis' });
+    const fromB = await ask(b.gw, chat({ stream: true }));
+    assert.equal(fromB.headers['x-tahua-cache'], 'hit');
+    assert.equal(fromB.text, first.text);
+    assert.equal(b.upstream.requests.length, 0, 'replica B never asked its upstream');
+    await redis.stop();
+    const other = await ask(b.gw, chat({ messages: [{ role: 'user', content: 'Redis is gone' }] }));
+    assert.equal(other.status, 200);
+    assert.equal(other.headers['x-tahua-cache'], 'miss');
+    assert.equal((await ask(b.gw, chat({ stream: true }))).headers['x-tahua-cache'], 'hit', 'its own copy still answers');
+  });
+});

@@ -11,6 +11,8 @@
 #include <fstream>
 
 #include "runtime/gateway.h"
+
+#include "cache/response_cache.h"
 #include "runtime/worker.h"
 #include "store/redis/redis_stats.h"
 #include "telemetry/metrics.h"
@@ -169,6 +171,19 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
     text.append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ").append(type);
     text.append("\n").append(name).append(" ").append(value).append("\n");
   };
+  bool cached = false;
+  {
+    std::lock_guard lock(mutex_);
+    cached = snapshot_->config->anyModelCached();
+  }
+  if (response_cache_ && cached) {
+    const ResponseCache::Stats cs = response_cache_->stats();
+    single("tahua_cache_entries", "gauge", "Answers in this replica's in-process response cache.", std::to_string(cs.entries));
+    single("tahua_cache_bytes", "gauge", "Bytes of this replica's in-process response cache (bounded by cache.max_bytes).",
+           std::to_string(cs.bytes));
+    single("tahua_cache_evictions_total", "counter", "Answers the in-process response cache let go to stay within its bound.",
+           std::to_string(cs.evictions));
+  }
   if (const StateStore::Stats st = store_->stats(); st.shared) {
     single("tahua_store_up", "gauge", "Whether the shared state store (Redis) answers (1) or limits are per replica (0).", st.up ? "1" : "0");
     single("tahua_store_local_decisions_total", "counter",

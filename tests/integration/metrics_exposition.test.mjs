@@ -38,6 +38,7 @@ describe('metrics exposition', () => {
     config.tracing = { endpoint: `${collector.url}/v1/traces` };
     config.usage = { spill_dir: join(dir, 'spill'), sinks: [{ type: 'redis_stream' }] };
     config.admin = adminSection();
+    config.cache = { enabled: true };  // these requests set no temperature: bypassed, and counted
     const { gw, admin } = await startWithAdmin(t, config);
     const auth = { authorization: `Bearer ${KEY}` };
     assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: auth })).status, 200);

@@ -7,11 +7,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
-import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { REPO_ROOT, gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { toYaml } from './lib/yaml.mjs';
 import { request } from './lib/http.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
@@ -279,5 +280,28 @@ describe('exact response cache through Redis', () => {
     assert.equal(other.status, 200);
     assert.equal(other.headers['x-tahua-cache'], 'miss');
     assert.equal((await ask(b.gw, chat({ stream: true }))).headers['x-tahua-cache'], 'hit', 'its own copy still answers');
+  });
+});
+
+describe('response cache: the README', () => {
+  it("the README's cache block loads and caches gpt-4o-mini's answers through its Redis", async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### Response cache'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)[1];
+    assert.match(block, /^cache:/m);
+    const redis = await startRedis({ t });
+    const upstream = await startMockUpstream({ t });
+    const base = gatewayConfig({ providers: [openaiProvider('openai', upstream.baseUrl())], models: [] });
+    delete base.models;
+    const dir = makeTempDir('tahua-cache-readme-');
+    const file = join(dir, 'gateway.yaml');
+    writeFileSync(file, `${toYaml(base)}\n${block.replace('redis://cache:6379', redis.url)}`);
+    const gw = await startTahua({ t, args: ['--config', file] });
+    const body = { model: 'gpt-4o-mini', temperature: 0.9, messages: [{ role: 'user', content: 'Hello' }] };
+    assert.equal((await request(gw.url, '/v1/chat/completions', { method: 'POST', json: body })).headers['x-tahua-cache'], 'miss');
+    assert.equal((await request(gw.url, '/v1/chat/completions', { method: 'POST', json: body })).headers['x-tahua-cache'], 'hit',
+      'cacheable: all at the model');
+    assert.equal(upstream.requests.length, 1);
+    assert.ok(redis.cli('KEYS', 'tahua:cache:*').length > 0, 'kept in the shared layer');
   });
 });

@@ -12,7 +12,9 @@ import OpenAI from 'openai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, streamText, tool } from 'ai';
 import { z } from 'zod';
-import { gatewayConfig, startTahua } from './lib/tahua.mjs';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT, gatewayConfig, startTahua } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { startRedis } from './lib/redis.mjs';
@@ -284,6 +286,21 @@ describe('stored responses: GET, DELETE, scope, store:false and bounds', () => {
     assert.equal(await status(ids[0], KEY_A), 404, 'the oldest went');
     assert.equal(await status(ids[5], KEY_A), 200, 'the newest stays');
     assert.equal(await status(fromB.id, KEY_B), 200, 'another tenant\'s is untouched');
+  });
+
+  it("the README's responses block is a valid config that keeps responses", async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const block = /```yaml\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf('### Stored responses')))[1];
+    // The block's values, as YAML flow text: "  key: value   # comment" lines.
+    const responses = {};
+    for (const line of block.split('\n').slice(1)) {
+      const m = /^\s+(\w+):\s*(\S+)/.exec(line);
+      if (m) responses[m[1]] = /^\d+$/.test(m[2]) ? Number(m[2]) : m[2] === 'true' ? true : m[2] === 'false' ? false : m[2];
+    }
+    assert.deepEqual(Object.keys(responses), ['store', 'ttl', 'max_bytes_per_tenant', 'scope', 'max_turns']);
+    const { gw } = await start(t, { responses });
+    const r1 = await sdk(gw).responses.create({ model: CLAUDE, input: 'Hello' });
+    assert.equal((await sdk(gw).responses.retrieve(r1.id)).id, r1.id);
   });
 
   it('a response expires after responses.ttl', async (t) => {

@@ -31,7 +31,7 @@ std::string CachedAnswer::serialize() const {
   bj::object h{{"v", 1},           {"e", endpoint},         {"s", streamed},          {"u", include_usage},
                {"st", status},     {"ct", content_type},    {"pt", usage.prompt_tokens}, {"ctk", usage.completion_tokens},
                {"cch", usage.cached_tokens}, {"t", tenant}, {"k", key},              {"m", model},
-               {"x", expires_ms}};
+               {"x", expires_ms}, {"f", fresh_until_ms}};
   std::string out = bj::serialize(h);
   out.push_back('\n');
   out.append(body);
@@ -58,6 +58,7 @@ std::optional<CachedAnswer> CachedAnswer::parse(std::string_view text) {
   a.key = strOr(h, "k");
   a.model = strOr(h, "m");
   a.expires_ms = intOr(h, "x", 0);
+  a.fresh_until_ms = intOr(h, "f", a.expires_ms);
   a.body.assign(text.substr(nl + 1));
   if (a.content_type.empty() || a.endpoint == 0) return std::nullopt;
   return a;

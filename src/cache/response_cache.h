@@ -40,7 +40,8 @@ struct CachedAnswer {
   Usage usage;                  // as the upstream reported it (tokens a hit saves)
   // For purge and stats (never part of the key).
   std::string tenant, key, model;
-  std::int64_t expires_ms = 0;  // unix ms
+  std::int64_t fresh_until_ms = 0;  // unix ms: a hit until then
+  std::int64_t expires_ms = 0;      // unix ms: kept until then (later only with stale_if_error)
 
   std::size_t bytes() const { return body.size() + content_type.size() + tenant.size() + key.size() + model.size() + 96; }
   // The form kept in Redis: a JSON header line, then the body.

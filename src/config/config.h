@@ -370,6 +370,9 @@ struct CachePolicy {
   Millis ttl{3'600'000};
   std::size_t max_entry_bytes = 1 << 20;  // a larger answer is not kept
   bool all_requests = false;              // false: only requests with `temperature: 0`
+  // How long after its ttl an entry may still answer when every upstream failed (as a
+  // marked fallback answer); 0: never.
+  Millis stale_if_error{0};
 };
 
 // The exact response cache (src/cache/, filter src/filters/cache/).

@@ -418,13 +418,14 @@ void Loader::loadResponses(const YAML::Node& n, Config& cfg) {
 
 CachePolicy Loader::cachePolicy(const YAML::Node& n, const std::string& p, const CachePolicy& base,
                                 std::initializer_list<std::string_view> more) {
-  std::vector<std::string_view> keys{"enabled", "ttl", "max_entry_bytes", "cacheable"};
+  std::vector<std::string_view> keys{"enabled", "ttl", "max_entry_bytes", "cacheable", "stale_if_error"};
   keys.insert(keys.end(), more.begin(), more.end());
   checkKeys(n, p, std::span<const std::string_view>(keys));
   CachePolicy c = base;
   if (auto v = n["enabled"]) c.enabled = boolean(v, p + ".enabled");
   if (auto v = n["ttl"]) c.ttl = duration(v, p + ".ttl", Millis(1'000));
   if (auto v = n["max_entry_bytes"]) c.max_entry_bytes = integer(v, p + ".max_entry_bytes", 1024, 64ull << 20);
+  if (auto v = n["stale_if_error"]) c.stale_if_error = duration(v, p + ".stale_if_error");
   if (auto v = n["cacheable"]) {
     const std::string w = str(v, p + ".cacheable");
     if (w != "zero_temperature" && w != "all") fail(v, p + ".cacheable", "expected zero_temperature or all");

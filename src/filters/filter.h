@@ -3,6 +3,7 @@
 //
 //   onRequestHeaders -> onRequestBody -> onUpstreamSelect   request phases: may Stop or Pause
 //   -> onUpstreamRequest -> [upstream attempt] (-> onAttemptFailed -> onReselect -> onUpstreamRequest)*
+//   [every attempt failed -> onUpstreamsFailed: a kept answer instead]
 //   -> onUpstreamHeaders (read only) -> onResponseHeaders -> onResponseData* | onResponseBody
 //                                                           may rewrite what the client gets
 //   -> onComplete                                              always, once, error or not
@@ -132,6 +133,12 @@ class Filter {
   // the others cost nothing per piece). Synchronous: it runs per piece.
   virtual void onResponseData(RequestContext&, ResponseData&) {}
   virtual bool wantsResponseData() const { return false; }
+  // Every upstream attempt (retries, fallback models) failed before anything reached the
+  // client. A filter may answer instead by setting ctx.local_reply (an answer it kept) and
+  // returning true: it goes out marked as a fallback answer (X-Tahua-Fallback; in a JSON
+  // body "is_fallback": true), before the model's configured fallback_response. The
+  // first filter that answers wins.
+  virtual bool onUpstreamsFailed(RequestContext&) { return false; }
   // A whole non-streamed response body, before it is written; may be rewritten in place.
   virtual void onResponseBody(RequestContext&, std::string& /*body*/) {}
   // Always runs last, once, whatever happened (local reply, error, client gone).
@@ -191,6 +198,8 @@ class FilterChain {
 
   void upstreamRequest(RequestContext& ctx, UpstreamRequestHeaders& headers);
   void attemptFailed(RequestContext& ctx);
+  // onUpstreamsFailed in order until a filter answers; true if one did.
+  bool upstreamsFailed(RequestContext& ctx);
   void responseHeaders(RequestContext& ctx);
   // Passes `data` through every filter that wants response data, in order.
   void responseData(RequestContext& ctx, ResponseData& data);

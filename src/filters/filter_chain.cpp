@@ -64,6 +64,11 @@ void FilterChain::upstreamRequest(RequestContext& ctx, UpstreamRequestHeaders& h
 void FilterChain::attemptFailed(RequestContext& ctx) {
   for (auto& f : filters_) f->onAttemptFailed(ctx);
 }
+bool FilterChain::upstreamsFailed(RequestContext& ctx) {
+  for (auto& f : filters_)
+    if (f->onUpstreamsFailed(ctx)) return true;
+  return false;
+}
 void FilterChain::responseHeaders(RequestContext& ctx) {
   if (ctx.response_headers && !ctx.error && !ctx.local_reply)
     for (auto& f : filters_) f->onUpstreamHeaders(ctx);

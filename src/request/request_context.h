@@ -154,6 +154,7 @@ struct RequestContext {
   const ModelConfig* requested_model = nullptr; // before any fallback
   std::string_view fallback;                    // "model" when a fallback model answered,
                                                 // "response" for the configured fallback answer,
+                                                // "cache" for a kept answer (the response cache),
                                                 // "shift" when a self-healing rule sent it there
 
   // Response side.

@@ -149,8 +149,10 @@ class AttemptLoop {
           model_attempt = 0;
           continue;
         }
-        // 3. Everything failed: the configured fallback answer, if any.
-        if (failed_over && ctx_.requested_model->fallback_response && inboundFor(ctx_.endpoint)) {
+        // 3. Everything failed: an answer a filter kept (the cache's), else the configured
+        // fallback answer, if any.
+        if (failed_over && inboundFor(ctx_.endpoint) &&
+            (env_.chain.upstreamsFailed(ctx_) || ctx_.requested_model->fallback_response)) {
           discardAttempt(*exchange, failure, head);
           if (co_await answerFallback()) break;
         }
@@ -222,6 +224,19 @@ class AttemptLoop {
   // A non-2xx status goes out as a JSON body (SDKs read errors as JSON), a 2xx stream
   // request gets a well-formed stream. False if nothing is configured for this API.
   boost::asio::awaitable<bool> answerFallback() {
+    // An answer a filter kept (the response cache's, for this request) comes first.
+    if ((ctx_.local_reply || env_.chain.upstreamsFailed(ctx_)) && ctx_.local_reply) {
+      const std::string reason = ctx_.error ? std::string(ctx_.error->code()) : "upstream_status_" + std::to_string(ctx_.status);
+      LocalReply& kept = *ctx_.local_reply;
+      if (!kept.body.empty() && kept.body.front() == '{') kept.body.insert(1, "\"is_fallback\":true,");
+      ctx_.fallback = "cache";
+      ctx_.status = kept.status;
+      ctx_.streaming = false;
+      ctx_.first_byte = Clock::now();
+      ctx_.bytes_out = kept.body.size();
+      co_await host_.answerFallback(ctx_, kept.status, kept.content_type, kept.body, reason);
+      co_return true;
+    }
     const ModelConfig* m = ctx_.requested_model;
     const InboundCodec* inbound = inboundFor(ctx_.endpoint);
     if (!m || !m->fallback_response || !inbound) co_return false;

@@ -237,6 +237,40 @@ describe('exact response cache', () => {
     assert.ok(line.total_tokens > 0, JSON.stringify(line));
   });
 
+  it('stale_if_error: when every upstream fails, an expired entry answers, marked as a fallback', async (t) => {
+    const { gw, upstream } = await start(t, { cache: { ttl: '1s', stale_if_error: '1h' } });
+    const first = await ask(gw, chat());
+    assert.equal(first.headers['x-tahua-cache'], 'miss');
+    // The upstream fails from now on (503, a failover status); hits do not ask it.
+    for (let i = 0; i < 3; i += 1) upstream.next({ mode: 'error', status: 503 });
+    const calls = upstream.requests.length;
+    const stale = await eventually(async () => {
+      const r = await ask(gw, chat());
+      return r.headers['x-tahua-cache'] === 'stale' && r;
+    }, { timeout: 5000, what: 'the entry to expire and stand in for the failed upstream' });
+    assert.equal(upstream.requests.length, calls + 1, 'the upstream was asked once, and failed');
+    assert.equal(stale.status, 200);
+    assert.match(stale.headers['x-tahua-fallback'], /503/);
+    assert.equal(stale.json.is_fallback, true);
+    assert.equal(stale.json.choices[0].message.content, first.json.choices[0].message.content);
+    const line = (await gw.waitForAccessLog((l) => l.cache === 'stale'))[0];
+    assert.equal(line.fallback, 'cache');
+    // A refresh whose upstream fails gets the kept answer too (fresh or not).
+    const refreshed = await ask(gw, chat(), { headers: { 'cache-control': 'no-cache' } });
+    assert.equal(refreshed.headers['x-tahua-cache'], 'stale');
+    assert.equal(refreshed.json.is_fallback, true);
+    // Without stale_if_error an expired entry never answers: the upstream's error does.
+    const plain = await start(t, { cache: { ttl: '1s' } });
+    await ask(plain.gw, chat());
+    plain.upstream.next({ mode: 'error', status: 503 });
+    plain.upstream.next({ mode: 'error', status: 503 });
+    const failed = await eventually(async () => {
+      const r = await ask(plain.gw, chat());
+      return r.status === 503 && r;
+    }, { timeout: 5000, what: 'the expired entry to leave the upstream error alone' });
+    assert.equal(failed.headers['x-tahua-cache'], 'miss');
+  });
+
   it('entries expire after their ttl', async (t) => {
     const { gw } = await start(t, { cache: { ttl: '1s' } });
     await ask(gw, chat());

@@ -16,7 +16,7 @@ namespace {
 
 namespace bj = boost::json;
 
-enum class CacheStatus : std::uint8_t { None, Hit, Miss, Bypass, Refresh };
+enum class CacheStatus : std::uint8_t { None, Hit, Miss, Bypass, Refresh, Stale };
 
 std::string_view statusName(CacheStatus s) {
   switch (s) {
@@ -24,6 +24,7 @@ std::string_view statusName(CacheStatus s) {
     case CacheStatus::Miss: return "miss";
     case CacheStatus::Bypass: return "bypass";
     case CacheStatus::Refresh: return "refresh";
+    case CacheStatus::Stale: return "stale";
     case CacheStatus::None: break;
   }
   return "";
@@ -39,6 +40,7 @@ struct CacheFilterState {
   std::string captured;
   std::string saved;  // digits of the tokens a hit saved (a record field's view)
   Usage saved_usage;  // what the kept answer cost when it was made
+  std::shared_ptr<const CachedAnswer> stale;  // past its ttl: an answer only if every upstream fails
   bool deciding = false;
   bool answered = false;
   FilterStatus answer = FilterStatus::Continue;
@@ -81,18 +83,20 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     }
     st.key = keyOf(ctx, o);
     st.keep = keep;
-    if (!lookup) return decide(ctx, st, CacheStatus::Refresh);
-    if (auto hit = cache_.get(st.key)) return answerHit(ctx, st, *hit);
-    if (!cache_.shared()) return decide(ctx, st, CacheStatus::Miss);
+    // A refresh is looked up too when an old answer could stand in for a failed upstream.
+    if (!lookup && policy.stale_if_error.count() == 0) return decide(ctx, st, CacheStatus::Refresh);
+    if (auto found = cache_.get(st.key)) return found_(ctx, st, found, lookup);
+    if (!cache_.shared()) return decide(ctx, st, lookup ? CacheStatus::Miss : CacheStatus::Refresh);
     st.deciding = true;
-    cache_.remoteGet(st.key, [this, &ctx](std::shared_ptr<const CachedAnswer> found, bool) {
+    cache_.remoteGet(st.key, [this, &ctx, lookup](std::shared_ptr<const CachedAnswer> found, bool) {
       CacheFilterState& s = state(ctx);
       FilterStatus status;
       if (found) {
         cache_.put(s.key, localCopy(ctx, found));
-        status = answerHit(ctx, s, *found);
+        status = found_(ctx, s, found, lookup);
       } else {
-        status = decide(ctx, s, CacheStatus::Miss);  // Redis away is a miss: the request is still served
+        // Redis away is a miss: the request is still served.
+        status = decide(ctx, s, lookup ? CacheStatus::Miss : CacheStatus::Refresh);
       }
       if (s.deciding) {
         s.answered = true;
@@ -103,6 +107,15 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     });
     st.deciding = false;
     return st.answered ? st.answer : FilterStatus::Pause;
+  }
+
+  bool onUpstreamsFailed(RequestContext& ctx) override {
+    CacheFilterState& st = state(ctx);
+    if (!st.stale || st.stale->expires_ms <= cache_.now()) return false;
+    if (answerHit(ctx, st, *st.stale) != FilterStatus::Stop) return false;
+    st.status = CacheStatus::Stale;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Cache)] = "stale";
+    return true;
   }
 
   void onResponseHeaders(RequestContext& ctx) override {
@@ -147,8 +160,9 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     answer->usage = ctx.usage;
     tag(ctx, *answer);
     const CachePolicy& policy = ctx.model->cache;
-    answer->expires_ms = cache_.now() + policy.ttl.count();
-    if (cache_.shared()) cache_.remotePut(st.key, *answer, policy.ttl);
+    answer->fresh_until_ms = cache_.now() + policy.ttl.count();
+    answer->expires_ms = answer->fresh_until_ms + policy.stale_if_error.count();
+    if (cache_.shared()) cache_.remotePut(st.key, *answer, Millis(policy.ttl.count() + policy.stale_if_error.count()));
     cache_.put(st.key, localCopy(ctx, std::move(answer)));
   }
 
@@ -187,7 +201,16 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     if (a->expires_ms <= cap) return a;
     auto copy = std::make_shared<CachedAnswer>(*a);
     copy->expires_ms = cap;
+    copy->fresh_until_ms = std::min(copy->fresh_until_ms, cap);
     return copy;
+  }
+
+  // An entry found: a hit while fresh (and looked up for one); else kept as the answer
+  // of last resort if the model allows stale ones.
+  FilterStatus found_(RequestContext& ctx, CacheFilterState& st, const std::shared_ptr<const CachedAnswer>& found, bool lookup) {
+    if (lookup && found->fresh_until_ms > cache_.now()) return answerHit(ctx, st, *found);
+    if (ctx.model->cache.stale_if_error.count() > 0) st.stale = found;
+    return decide(ctx, st, lookup ? CacheStatus::Miss : CacheStatus::Refresh);
   }
 
   FilterStatus answerHit(RequestContext& ctx, CacheFilterState& st, const CachedAnswer& hit) {

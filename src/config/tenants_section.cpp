@@ -455,7 +455,7 @@ void Loader::loadCache(const YAML::Node& n, Config& cfg) {
     if (auto v = r["url"]) c.redis_url = nonEmpty(v, p + ".redis.url");
     if (auto v = r["timeout"]) c.redis_timeout = duration(v, p + ".redis.timeout", Millis(1));
   }
-  if (auto v = n["local_ttl"]) c.local_ttl = duration(v, p + ".local_ttl", Millis(1'000));
+  if (auto v = n["local_ttl"]) c.local_ttl = duration(v, p + ".local_ttl");
 }
 
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {

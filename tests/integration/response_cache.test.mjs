@@ -301,7 +301,7 @@ describe('exact response cache through Redis', () => {
     const redis = await startRedis({ t });
     const cache = { redis: { url: redis.url, timeout: '200ms' } };
     const a = await start(t, { cache });
-    const b = await start(t, { cache });
+    const b = await start(t, { cache, admin: true });
     const first = await ask(a.gw, chat({ stream: true }));
     assert.equal(first.headers['x-tahua-cache'], 'miss');
     await eventually(() => redis.cli('KEYS', 'tahua:cache:*').length > 0, { what: 'the entry in Redis' });
@@ -309,11 +309,24 @@ describe('exact response cache through Redis', () => {
     assert.equal(fromB.headers['x-tahua-cache'], 'hit');
     assert.equal(fromB.text, first.text);
     assert.equal(b.upstream.requests.length, 0, 'replica B never asked its upstream');
+    // A purge through B empties the shared layer: A's next request asks its upstream
+    // once its own copy (local_ttl) is gone, which a restart of A stands in for here.
+    await ask(a.gw, chat(), { key: KEY_B });
+    await eventually(() => redis.cli('KEYS', 'tahua:cache:*').split('\n').filter(Boolean).length === 2, { what: 'two entries in Redis' });
+    const purged = await b.admin('DELETE', '/admin/v1/cache?tenant=team-a');
+    assert.equal(purged.status, 200);
+    assert.equal(purged.json.purged_shared, 1, "team-a's entry");
+    assert.equal(redis.cli('KEYS', 'tahua:cache:*').split('\n').filter(Boolean).length, 1, "team-b's stays");
+    assert.equal((await ask(b.gw, chat(), { key: KEY_B })).headers['x-tahua-cache'], 'hit', 'from Redis, and now B keeps a copy');
+
     await redis.stop();
     const other = await ask(b.gw, chat({ messages: [{ role: 'user', content: 'Redis is gone' }] }));
     assert.equal(other.status, 200);
     assert.equal(other.headers['x-tahua-cache'], 'miss');
-    assert.equal((await ask(b.gw, chat({ stream: true }))).headers['x-tahua-cache'], 'hit', 'its own copy still answers');
+    assert.equal((await ask(b.gw, chat(), { key: KEY_B })).headers['x-tahua-cache'], 'hit', 'its own copy still answers');
+    const purgeAway = await b.admin('DELETE', '/admin/v1/cache');
+    assert.equal(purgeAway.status, 503, 'a purge that cannot reach the shared layer says so');
+    assert.equal(purgeAway.json.error.code, 'cache_unavailable');
   });
 });
 

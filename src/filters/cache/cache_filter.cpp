@@ -2,6 +2,8 @@
 
 #include <boost/json/parse.hpp>
 
+#include <unordered_map>
+
 
 #include "cache/response_cache.h"
 #include "core/sha256.h"
@@ -92,7 +94,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
       CacheFilterState& s = state(ctx);
       FilterStatus status;
       if (found) {
-        cache_.put(s.key, localCopy(ctx, found));
+        if (keepsLocalCopy(ctx)) cache_.put(s.key, localCopy(ctx, found));
         status = found_(ctx, s, found, lookup);
       } else {
         // Redis away is a miss: the request is still served.
@@ -163,7 +165,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     answer->fresh_until_ms = cache_.now() + policy.ttl.count();
     answer->expires_ms = answer->fresh_until_ms + policy.stale_if_error.count();
     if (cache_.shared()) cache_.remotePut(st.key, *answer, Millis(policy.ttl.count() + policy.stale_if_error.count()));
-    cache_.put(st.key, localCopy(ctx, std::move(answer)));
+    if (keepsLocalCopy(ctx)) cache_.put(st.key, localCopy(ctx, std::move(answer)));
   }
 
  private:
@@ -174,17 +176,40 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     return FilterStatus::Continue;
   }
 
-  // The key: the caller's scope, the endpoint, the model as served, the canonical body.
-  // Its text names the tenant, key and model by hashes, so a purge can match them.
-  std::string keyOf(const RequestContext& ctx, const bj::object& body) const {
+  // The key: the caller's scope, the endpoint, the model as served, the canonical body,
+  // in one digest; its text also names the tenant, key and model by short hashes (for
+  // purges), remembered per name.
+  std::string keyOf(const RequestContext& ctx, const bj::object& body) {
     const CacheConfig& cfg = ctx.config->cache;
     const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : std::string_view{};
     const std::string_view api_key = cfg.per_key && ctx.principal.key ? std::string_view(ctx.principal.key->name) : std::string_view{};
-    std::string material = canonicalRequest(body, cfg.key_user);
-    material += '\0';
-    material += std::to_string(static_cast<int>(ctx.endpoint));
-    std::string key = cacheKey(tenant, api_key, ctx.model->name, toHex(sha256(material)));
+    const std::string_view model = ctx.model->name;
+    std::string material;
+    material.reserve(ctx.body.size() + tenant.size() + api_key.size() + model.size() + 8);
+    material.append(tenant).push_back('\0');
+    material.append(api_key).push_back('\0');
+    material.append(model).push_back('\0');
+    material += static_cast<char>('0' + static_cast<int>(ctx.endpoint));
+    material.push_back('\0');
+    material += canonicalRequest(body, cfg.key_user);
+    const Sha256 digest = sha256(material);
+    std::string key = "tahua:cache:t";
+    key.reserve(13 + 3 * 18 + 64);
+    key += nameHash(tenant);
+    key += ":k";
+    key += nameHash(api_key);
+    key += ":m";
+    key += nameHash(model);
+    key += ':';
+    key += toHex(digest);
     return key;
+  }
+
+  const std::string& nameHash(std::string_view name) {
+    auto it = name_hashes_.find(name);
+    if (it != name_hashes_.end()) return it->second;
+    if (name_hashes_.size() >= 4096) name_hashes_.clear();  // bounded: tenants, keys and models seen
+    return name_hashes_.emplace(std::string(name), cacheNameHash(name)).first->second;
   }
 
   void tag(const RequestContext& ctx, CachedAnswer& a) const {
@@ -192,6 +217,9 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     if (ctx.principal.key) a.key = ctx.principal.key->name;
     a.model = ctx.model->name;
   }
+
+  // With a shared layer and local_ttl 0 replicas keep no copy: every hit reads Redis.
+  bool keepsLocalCopy(const RequestContext& ctx) const { return !cache_.shared() || ctx.config->cache.local_ttl.count() > 0; }
 
   // The in-process copy: with a shared layer it lives at most cache.local_ttl, so a purge
   // through any replica reaches every replica's copies within it.
@@ -266,6 +294,11 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
 
   ResponseCache& cache_;
   WorkerMetrics& metrics_;
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::string, NameHash, std::equal_to<>> name_hashes_;
 };
 
 }  // namespace

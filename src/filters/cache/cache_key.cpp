@@ -77,6 +77,8 @@ std::string hex16(std::string_view text) {
 }
 }  // namespace
 
+std::string cacheNameHash(std::string_view text) { return hex16(text); }
+
 std::string cacheKey(std::string_view tenant, std::string_view api_key, std::string_view model, std::string_view digest) {
   std::string k = "tahua:cache:t";
   k += hex16(tenant);

@@ -22,8 +22,11 @@ std::string canonicalRequest(const boost::json::object& body, bool keep_user);
 
 // An entry's key in both layers: "tahua:cache:t<tenant>:k<key>:m<model>:<digest>", each
 // name by the first 16 hex digits of its SHA-256 (the key is empty unless entries are per
-// key), so a purge by tenant, key or model is a pattern over the keys.
+// key), so a purge by tenant, key or model is a pattern over the keys. The digest covers
+// the names too: isolation never rests on the short prefixes.
 std::string cacheKey(std::string_view tenant, std::string_view api_key, std::string_view model, std::string_view digest);
+// The 16 hex digits naming `text` in a key (cacheKey's parts).
+std::string cacheNameHash(std::string_view text);
 // The glob matching the entries of a tenant, key and model (an empty one: any).
 std::string cacheKeyPattern(std::string_view tenant, std::string_view api_key, std::string_view model);
 

@@ -61,9 +61,9 @@ config redis-hit "cache: {enabled: true, cacheable: all, redis: {url: \"redis://
 config redis-only "cache: {enabled: true, cacheable: all, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}, local_ttl: 0s}"
 BODY='{"model":"bench","temperature":0,"messages":[{"role":"user","content":"Say hello in one short sentence."}]}'
 STREAM_BODY='{"model":"bench","temperature":0,"stream":true,"messages":[{"role":"user","content":"Say hello in one short sentence."}]}'
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# CPU time of every thread of the process, in ns (schedstat: not quantized to ticks).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f", s }'; }
 field() { sed -n "s/.* $1=\([0-9.-]*\).*/\1/p"; }
-hz=$(getconf CLK_TCK)
 
 for round in $(seq "$ROUNDS"); do
   for name in proxy hit hit-stream redis-hit redis-only; do
@@ -75,16 +75,16 @@ for round in $(seq "$ROUNDS"); do
     pid=$STARTED_PID
     # The first answer is kept: the measured requests are hits (but the proxy's).
     curl -s -o /dev/null -H 'content-type: application/json' -d "$body" "http://127.0.0.1:$PORT_TAHUA/v1/chat/completions"
-    c0=$(cpu_ticks "$pid")
+    c0=$(cpu_ns "$pid")
     out=$(taskset -c "$LOAD_CPU" "$TMP/datapath_client" rate --port "$PORT_TAHUA" --rate "$RATE" --conns "$CONNS" \
       --duration "$DURATION" --body "$body" | grep '^RATE ')
-    c1=$(cpu_ticks "$pid")
+    c1=$(cpu_ns "$pid")
     hits=$(curl -s "http://127.0.0.1:$PORT_TAHUA/metrics" | awk '/^tahua_cache_requests_total\{.*status="hit"/ { s += $2 } END { print s + 0 }')
     stop_pids "$pid"
     log "round $round $name: $out"
     n=$(field done <<<"$out")
     echo "cache round=$round mode=$name requests=$n errors=$(field errors <<<"$out") hits=$hits" \
-      "cpu_us_per_req=$(awk -v c="$((c1 - c0))" -v hz="$hz" -v n="$n" 'BEGIN { if (n > 0) printf "%.1f", c / hz * 1e6 / n; else print "nan" }')" \
+      "cpu_us_per_req=$(awk -v c="$((c1 - c0))" -v n="$n" 'BEGIN { if (n > 0) printf "%.1f", c / 1e3 / n; else print "nan" }')" \
       "p50_us=$(field p50_us <<<"$out") p99_us=$(field p99_us <<<"$out")"
   done
 done

@@ -92,6 +92,7 @@ describe('stored responses: previous_response_id and item_reference for a transl
     let completed;
     for await (const ev of stream) if (ev.type === 'response.completed') completed = ev.response;
     assert.ok(completed, 'the stream completed');
+    assert.equal(completed.previous_response_id, r1.id, 'the answer names the response it continues');
     const reply2 = replyText(VENDOR_NAMES.anthropic, 'What is my name?');
     assert.equal(completed.output[0].content[0].text, reply2);
     assert.deepEqual(turns(anthropic.requests.at(-1)), [['user', 'My name is Ada'], ['assistant', reply1], ['user', 'What is my name?']]);
@@ -99,6 +100,7 @@ describe('stored responses: previous_response_id and item_reference for a transl
 
     // Turn 3 from the streamed turn 2: the whole conversation, in order.
     const r3 = await client.responses.create({ model: CLAUDE, input: [{ role: 'user', content: 'Thanks' }], previous_response_id: completed.id });
+    assert.equal(r3.previous_response_id, completed.id);
     assert.equal(r3.output_text, replyText(VENDOR_NAMES.anthropic, 'Thanks'));
     assert.deepEqual(turns(anthropic.requests.at(-1)), [
       ['user', 'My name is Ada'], ['assistant', reply1], ['user', 'What is my name?'], ['assistant', reply2], ['user', 'Thanks'],

@@ -50,10 +50,29 @@ struct StoredResponsesState {
   std::string previous_id;
   // Capture.
   bool capturing = false;
+  bool echo = false;  // previous_response_id is put back into the answer objects
   std::unique_ptr<SseParser> parser;
   FinalEventSink sink;
   std::string body;  // a whole (non-streamed) answer
+  std::string rewritten;  // a piece with previous_response_id echoed
 };
+
+// The translator's answer objects say "previous_response_id":null (the upstream got the
+// whole conversation instead); the client sees the id it sent, as OpenAI's answers show.
+bool echoPrevious(const StoredResponsesState& st, std::string_view in, std::string& out) {
+  static constexpr std::string_view kNull = "\"previous_response_id\":null";
+  std::size_t at = in.find(kNull);
+  if (at == std::string_view::npos) return false;
+  out.clear();
+  std::size_t from = 0;
+  while (at != std::string_view::npos) {
+    out.append(in.substr(from, at - from)).append("\"previous_response_id\":\"").append(st.previous_id).append("\"");
+    from = at + kNull.size();
+    at = in.find(kNull, from);
+  }
+  out.append(in.substr(from));
+  return true;
+}
 
 // `openai`-type providers answer /v1/responses themselves (passed through): their ids
 // are the provider's and so is their state.
@@ -100,10 +119,13 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
     st.capturing = ctx.endpoint == Endpoint::Responses && ctx.config->responses.store && !ctx.error && !ctx.local_reply &&
                    ctx.status >= 200 && ctx.status < 300 && translated(ctx);
     if (st.capturing && ctx.streaming) st.parser = std::make_unique<SseParser>(ctx.config->server.max_stream_event_bytes);
+    st.echo = !st.previous_id.empty() && ctx.endpoint == Endpoint::Responses && !ctx.error && !ctx.local_reply &&
+              ctx.status >= 200 && ctx.status < 300 && translated(ctx);
   }
 
   void onResponseData(RequestContext& ctx, ResponseData& data) override {
     StoredResponsesState& st = state(ctx);
+    if (st.echo && !data.aborted() && echoPrevious(st, data.bytes(), st.rewritten)) data.replace(st.rewritten);
     if (!st.capturing || !st.parser) return;
     if (data.aborted() || data.failed()) {
       st.capturing = false;  // a stream that did not end normally is not kept
@@ -114,6 +136,7 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
 
   void onResponseBody(RequestContext& ctx, std::string& body) override {
     StoredResponsesState& st = state(ctx);
+    if (st.echo && echoPrevious(st, body, st.rewritten)) body.swap(st.rewritten);
     if (st.capturing) st.body = body;
   }
 

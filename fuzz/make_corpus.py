@@ -209,6 +209,24 @@ def main():
         client = i % 3
         write("translate_response", name, bytes([vendor | (client << 2) | ((i % 14) << 4)]) + body)
 
+    # stored_state: control (part in bits 0-1, the form a hit asks for in bits 2-4), text.
+    entry_head = (b'{"v":1,"e":1,"s":true,"u":true,"st":200,"ct":"text/event-stream","pt":3,"ctk":2,"cch":0,'
+                  b'"t":"team-a","k":"","m":"gpt","x":99,"f":50}\n')
+    write("stored_state", "entry-chat-stream", bytes([0 | (1 << 2)]) + entry_head + fixture("openai/stream_tool_calls.sse"))
+    write("stored_state", "entry-messages-stream",
+          bytes([0 | 0x10]) + entry_head.replace(b'"e":1', b'"e":6') + fixture("anthropic/stream_tool_use.sse"))
+    write("stored_state", "entry-responses-whole",
+          bytes([0 | (2 << 2) | 0x10]) + entry_head.replace(b'"e":1,"s":true', b'"e":5,"s":false') +
+          b'{"id":"resp_x","object":"response","status":"completed","output":[{"type":"message","content":'
+          b'[{"type":"output_text","text":"hi"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}')
+    write("stored_state", "entry-bad-header", bytes([0]) + b'{"v":1,"e":"x"}\nbody')
+    write("stored_state", "record",
+          bytes([1]) + b'{"response":{"id":"resp_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","output":[{"type":"message","id":"m",'
+          b'"content":[{"type":"output_text","text":"r"}]}]},"input":[{"type":"message","role":"user","content":"q"},'
+          b'{"type":"function_call_output","call_id":"c","output":"o"}],"context":["BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"]}')
+    write("stored_state", "record-odd-shapes", bytes([1]) + b'{"response":{"output":"x"},"input":[1,null,"s"],"context":[2]}')
+    write("stored_state", "canonical", bytes([2]) + b'{"b":[1,1.0,1e2,-0.0,0.1,1e300,"\\u00e9"],"a":{"z":null,"y":true}}')
+
     # config_loader: the YAML text.
     for name, text in yaml_seeds().items():
         write("config_loader", name, text)

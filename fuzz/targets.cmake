@@ -11,4 +11,5 @@ set(TAHUA_FUZZ_TARGETS
   translate_response
   config_loader
   trace_context
+  stored_state
 )

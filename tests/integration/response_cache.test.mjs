@@ -40,6 +40,7 @@ async function start(t, { cache = {}, tenants, store, admin = false, usageFile }
       { name: GPT, provider: 'up', pricing: { input: 1, output: 2 } },
       { name: CLAUDE, provider: 'anth', upstream_model: 'claude-upstream' },
       { name: 'gpt-uncached', provider: 'up', cache: { enabled: false } },
+      { name: 'gpt-with-fallback', provider: 'up', fallbacks: [CLAUDE] },
     ],
   });
   config.cache = { enabled: true, ...cache };
@@ -168,6 +169,19 @@ describe('exact response cache', () => {
     const after = await ask(gw, chat({ stream: true }));
     assert.equal(after.headers['x-tahua-cache'], 'miss', 'neither was kept');
     assert.equal((await ask(gw, chat({ stream: true }))).headers['x-tahua-cache'], 'hit');
+  });
+
+  it("a fallback model's answer is not kept under the model it stood in for", async (t) => {
+    const { gw, upstream, anthropic } = await start(t);
+    upstream.next({ mode: 'error', status: 503 });
+    const body = chat({ model: 'gpt-with-fallback' });
+    const first = await ask(gw, body);
+    assert.equal(first.status, 200);
+    assert.equal(anthropic.requests.length, 1, 'Claude answered for it');
+    assert.equal(first.headers['x-tahua-cache'], 'miss');
+    const second = await ask(gw, body);
+    assert.equal(second.headers['x-tahua-cache'], 'miss', 'nothing was kept');
+    assert.equal((await ask(gw, body)).headers['x-tahua-cache'], 'hit', "the model's own answer was");
   });
 
   it('Cache-Control: no-store and x-tahua-cache: bypass skip it; no-cache / refresh asks again and keeps the new answer', async (t) => {

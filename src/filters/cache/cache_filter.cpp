@@ -150,6 +150,9 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     if (st.status == CacheStatus::None) return;
     count(ctx, st);
     if (!st.capturing || !st.complete || st.too_large || ctx.error || ctx.status < 200 || ctx.status >= 300) return;
+    // A fallback model's answer is not the model's the key names (a self-healing shift
+    // chose the model before the key was made: its answer is the key's model's).
+    if (ctx.fallback == "model") return;
     st.capturing = false;
     auto answer = std::make_shared<CachedAnswer>();
     answer->endpoint = static_cast<std::uint8_t>(ctx.endpoint);

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/semantic_index.h"
 #include "core/duration.h"
 #include "core/usage.h"
 
@@ -55,6 +56,9 @@ class ResponseCache {
   ResponseCache(std::size_t max_bytes, Clock clock);
   ~ResponseCache();
   std::int64_t now() const { return clock_(); }
+  // The semantic layer's vectors (bounds set at start: configureSemantic).
+  SemanticIndex& semantic() { return *semantic_; }
+  void configureSemantic(std::size_t max_entries, std::size_t max_per_index);
 
   // --- The in-process layer (any thread) ---
   std::shared_ptr<const CachedAnswer> get(std::string_view key);
@@ -101,6 +105,7 @@ class ResponseCache {
   std::atomic<std::uint64_t> evictions_{0}, expired_{0}, purged_{0};
   std::string redis_url_;
   Millis redis_timeout_{200};
+  std::unique_ptr<SemanticIndex> semantic_;
 };
 
 }  // namespace tahua

@@ -266,6 +266,7 @@ struct RouteConfig {
   std::size_t max_concurrent_requests = 0;
   std::size_t max_concurrent_streams = 0;
   TimeoutOverrides timeouts;  // over the chosen provider's, for requests this route chose
+  bool semantic_cache = true;  // false: requests this route chose skip the semantic lookup
   bool needsFeatures() const { return min_prompt_tokens >= 0 || max_prompt_tokens >= 0 || has_tools >= 0; }
 };
 
@@ -373,6 +374,12 @@ struct CachePolicy {
   // How long after its ttl an entry may still answer when every upstream failed (as a
   // marked fallback answer); 0: never.
   Millis stale_if_error{0};
+  // The semantic layer: a request whose last user message is close enough (cosine
+  // similarity of embeddings from `embedding_model`, one of the gateway's own `openai`-type
+  // models) to a kept one's, all else equal, gets its answer.
+  bool semantic = false;
+  std::string embedding_model;
+  double threshold = 0.95;
 };
 
 // The exact response cache (src/cache/, filter src/filters/cache/).
@@ -385,6 +392,11 @@ struct CacheConfig {
   std::string redis_url;                  // a shared layer (a Redis of its own, evicting)
   Millis redis_timeout{200};              // a Redis lookup slower than this is a miss
   Millis local_ttl{60'000};               // with Redis: the in-process copy lives at most this long
+  // The semantic layer's vectors (in process, per replica): at most this many in all and
+  // per tenant (a tenant beyond its share replaces its own oldest, never another's).
+  std::size_t semantic_max_entries = 20'000;
+  std::size_t semantic_max_entries_per_tenant = 2'000;
+  Millis embedding_timeout{2'000};       // a slower embedding is a miss (the request goes on)
 };
 
 struct ModelConfig {

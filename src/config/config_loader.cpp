@@ -46,6 +46,7 @@ Config Loader::load(const YAML::Node& root) {
   if (auto n = root["admin"]; n && n["tenant_tokens"]) loadTenantTokens(n["tenant_tokens"], cfg);
   if (auto n = root["plugins"]) loadPlugins(n, cfg);
   if (auto n = root["prompts"]) loadPrompts(n, cfg);
+  checkCacheModels(root, cfg);
   if (auto n = root["auth"]) checkAuthPlugins(n, cfg);
   if (cfg.admin.enabled && cfg.auth.enabled && cfg.store.type == StoreConfig::Type::Memory && cfg.store.journal.empty())
     warnings_.push_back("store.journal is not set: tenants and keys created through the admin API, and quota consumption, "

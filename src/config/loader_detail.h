@@ -140,6 +140,7 @@ class Loader {
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   void loadResponses(const YAML::Node& n, Config& cfg);
   void loadCache(const YAML::Node& n, Config& cfg);  // before the models (their defaults)
+  void checkCacheModels(const YAML::Node& root, Config& cfg);  // after them: embedding models exist
   CachePolicy cachePolicy(const YAML::Node& n, const std::string& path, const CachePolicy& base,
                           std::initializer_list<std::string_view> more = {});
   RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);

@@ -12,7 +12,7 @@ void Loader::loadRoutes(const YAML::Node& n, Config& cfg) {
   for (std::size_t i = 0; i < n.size(); ++i) {
     const YAML::Node& y = n[i];
     const std::string p = "routes[" + std::to_string(i) + "]";
-    checkKeys(y, p, {"name", "match", "when", "target", "override", "limits", "timeouts"});
+    checkKeys(y, p, {"name", "match", "when", "target", "override", "limits", "timeouts", "semantic_cache"});
     loadRoute(y, p, y["name"] ? nonEmpty(y["name"], p + ".name") : "route-" + std::to_string(i), cfg);
   }
 }
@@ -31,6 +31,7 @@ void Loader::loadRoute(const YAML::Node& y, const std::string& p, std::string na
     r.target_index = it->second;
     if (auto v = y["override"]) r.override_model = boolean(v, p + ".override");
     if (auto t = y["timeouts"]) r.timeouts = timeoutOverrides(t, p + ".timeouts");
+    if (auto v = y["semantic_cache"]) r.semantic_cache = boolean(v, p + ".semantic_cache");
     if (auto l = y["limits"]) {
       checkKeys(l, p + ".limits", {"max_concurrent_requests", "max_concurrent_streams"});
       if (auto v = l["max_concurrent_requests"])

@@ -418,7 +418,7 @@ void Loader::loadResponses(const YAML::Node& n, Config& cfg) {
 
 CachePolicy Loader::cachePolicy(const YAML::Node& n, const std::string& p, const CachePolicy& base,
                                 std::initializer_list<std::string_view> more) {
-  std::vector<std::string_view> keys{"enabled", "ttl", "max_entry_bytes", "cacheable", "stale_if_error"};
+  std::vector<std::string_view> keys{"enabled", "ttl", "max_entry_bytes", "cacheable", "stale_if_error", "semantic"};
   keys.insert(keys.end(), more.begin(), more.end());
   checkKeys(n, p, std::span<const std::string_view>(keys));
   CachePolicy c = base;
@@ -426,6 +426,18 @@ CachePolicy Loader::cachePolicy(const YAML::Node& n, const std::string& p, const
   if (auto v = n["ttl"]) c.ttl = duration(v, p + ".ttl", Millis(1'000));
   if (auto v = n["max_entry_bytes"]) c.max_entry_bytes = integer(v, p + ".max_entry_bytes", 1024, 64ull << 20);
   if (auto v = n["stale_if_error"]) c.stale_if_error = duration(v, p + ".stale_if_error");
+  if (auto sem = n["semantic"]) {
+    const std::string sp = p + ".semantic";
+    if (more.size() > 0) checkKeys(sem, sp, {"enabled", "embedding_model", "threshold", "max_entries", "max_entries_per_tenant", "timeout"});
+    else checkKeys(sem, sp, {"enabled", "embedding_model", "threshold"});
+    if (auto v = sem["enabled"]) c.semantic = boolean(v, sp + ".enabled");
+    if (auto v = sem["embedding_model"]) c.embedding_model = nonEmpty(v, sp + ".embedding_model");
+    if (auto v = sem["threshold"]) {
+      c.threshold = number(v, sp + ".threshold", "a similarity", 1.0);
+      if (c.threshold <= 0) fail(v, sp + ".threshold", "a similarity above 0 (up to 1)");
+    }
+    if (c.semantic && c.embedding_model.empty()) fail(sem, sp + ".embedding_model", "required: the model that embeds the messages");
+  }
   if (auto v = n["cacheable"]) {
     const std::string w = str(v, p + ".cacheable");
     if (w != "zero_temperature" && w != "all") fail(v, p + ".cacheable", "expected zero_temperature or all");
@@ -456,6 +468,26 @@ void Loader::loadCache(const YAML::Node& n, Config& cfg) {
     if (auto v = r["timeout"]) c.redis_timeout = duration(v, p + ".redis.timeout", Millis(1));
   }
   if (auto v = n["local_ttl"]) c.local_ttl = duration(v, p + ".local_ttl");
+  if (auto sem = n["semantic"]) {
+    if (auto v = sem["max_entries"]) c.semantic_max_entries = integer(v, p + ".semantic.max_entries", 1, 10'000'000);
+    if (auto v = sem["max_entries_per_tenant"])
+      c.semantic_max_entries_per_tenant = integer(v, p + ".semantic.max_entries_per_tenant", 1, 10'000'000);
+    if (auto v = sem["timeout"]) c.embedding_timeout = duration(v, p + ".semantic.timeout", Millis(1));
+  }
+}
+
+void Loader::checkCacheModels(const YAML::Node& root, Config& cfg) {
+  for (std::size_t i = 0; i < cfg.models.size(); ++i) {
+    const CachePolicy& c = cfg.models[i].cache;
+    if (!c.enabled || !c.semantic) continue;
+    const YAML::Node at = root["models"] && root["models"][i]["cache"] ? root["models"][i]["cache"] : root["cache"];
+    const std::string p = root["models"] && root["models"][i]["cache"] ? "models[" + std::to_string(i) + "].cache.semantic.embedding_model"
+                                                                          : "cache.semantic.embedding_model";
+    const ModelConfig* e = cfg.findModel(c.embedding_model);
+    if (!e) fail(at, p, "unknown model \"" + c.embedding_model + "\"");
+    if (cfg.providers[e->deployments.front().provider_index].type != "openai")
+      fail(at, p, "model \"" + c.embedding_model + "\" must be served by an openai-type provider (its /embeddings is called)");
+  }
 }
 
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {

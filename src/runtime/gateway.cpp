@@ -417,6 +417,7 @@ int Gateway::run() {
   }
   // The response cache: its in-process bound and shared layer are read once, at start.
   response_cache_ = std::make_unique<ResponseCache>(cfg.cache.max_bytes, unixMillis);
+  response_cache_->configureSemantic(cfg.cache.semantic_max_entries, cfg.cache.semantic_max_entries_per_tenant);
   if (!cfg.cache.redis_url.empty()) {
     if (auto err = response_cache_->configureRedis(cfg.cache.redis_url, cfg.cache.redis_timeout)) {
       log::error(*err);

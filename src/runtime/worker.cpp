@@ -132,7 +132,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
     chain->add(makeRateLimitFilter(config, tenants_, gateway_.stateStore(), metrics_));
   // After the limits (a hit is a request like any other), before the bulkhead and the
   // balancer (a hit takes no slot and picks no upstream).
-  if (config.anyModelCached()) chain->add(makeCacheFilter(gateway_.responseCache(), metrics_));
+  if (config.anyModelCached()) chain->add(makeCacheFilter(gateway_.responseCache(), metrics_, *this));
   // After the router (a request for an unknown model is a 404, not a 429; the route is
   // known), before the balancer: a request that waits for a slot picks its deployment
   // when it gets one.

@@ -286,14 +286,17 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, c] : m.cache)
     out += "tahua_cache_requests_total{model=\"" + escapeLabel(key.first) + "\",status=\"" + escapeLabel(key.second) + "\"} " +
            std::to_string(c.requests) + "\n";
-  family(out, "tahua_cache_tokens_saved_total", "counter", "Tokens the cache's hits did not spend upstream, by model.");
+  family(out, "tahua_cache_tokens_saved_total", "counter", "Tokens the cache's hits did not spend upstream, by model and status (hit, semantic-hit).");
   for (const auto& [key, c] : m.cache)
-    if (key.second == "hit")
-      out += "tahua_cache_tokens_saved_total{model=\"" + escapeLabel(key.first) + "\"} " + std::to_string(c.tokens_saved) + "\n";
-  family(out, "tahua_cache_cost_saved_usd_total", "counter", "What the cache's hits did not spend upstream, by the model's pricing.");
+    if (key.second == "hit" || key.second == "semantic-hit")
+      out += "tahua_cache_tokens_saved_total{model=\"" + escapeLabel(key.first) + "\",status=\"" + escapeLabel(key.second) + "\"} " +
+             std::to_string(c.tokens_saved) + "\n";
+  family(out, "tahua_cache_cost_saved_usd_total", "counter",
+         "What the cache's hits did not spend upstream, by the model's pricing, by model and status (hit, semantic-hit).");
   for (const auto& [key, c] : m.cache)
-    if (key.second == "hit")
-      out += "tahua_cache_cost_saved_usd_total{model=\"" + escapeLabel(key.first) + "\"} " + formatDouble(c.cost_saved_usd) + "\n";
+    if (key.second == "hit" || key.second == "semantic-hit")
+      out += "tahua_cache_cost_saved_usd_total{model=\"" + escapeLabel(key.first) + "\",status=\"" + escapeLabel(key.second) + "\"} " +
+             formatDouble(c.cost_saved_usd) + "\n";
   family(out, "tahua_stored_responses_total", "counter",
          "Stored responses (Responses API state) by op (store, get, delete, expand) and result (ok, missing, unavailable, error).");
   for (const auto& [key, n] : m.stored_responses)

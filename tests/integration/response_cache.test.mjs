@@ -366,3 +366,102 @@ describe('response cache: the README', () => {
     assert.ok(redis.cli('KEYS', 'tahua:cache:*').length > 0, 'kept in the shared layer');
   });
 });
+
+// An OpenAI-compatible embeddings server with scripted vectors: known texts get fixed
+// vectors (paraphrases close to their original), anything else one from its hash.
+async function startEmbedder(t) {
+  const { createServer } = await import('node:http');
+  const vectors = {
+    'What is the capital of France?': [1, 0, 0, 0],
+    "What's the capital of France?": [0.99, 0.141, 0, 0], // cosine 0.99 with the first
+    'Name the capital city of France': [0.9, 0.436, 0, 0], // cosine 0.90: under 0.95
+    'How do I bake bread?': [0, 0, 1, 0],
+  };
+  const calls = [];
+  let failing = false;
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      const parsed = JSON.parse(body);
+      calls.push(parsed);
+      if (failing) {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        return res.end('{"error":{"message":"down","type":"server_error"}}');
+      }
+      const text = parsed.input;
+      const h = createHash('sha256').update(text).digest();
+      const v = vectors[text] ?? [h[0] / 255, h[1] / 255, h[2] / 255, 1];
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: v }], model: parsed.model,
+        usage: { prompt_tokens: 5, total_tokens: 5 } }));
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => server.close(resolve)));
+  return { url: `http://127.0.0.1:${server.address().port}/v1`, calls, fail: (on) => { failing = on; } };
+}
+
+describe('semantic cache', () => {
+  async function startSemantic(t) {
+    const upstream = await startMockUpstream({ t });
+    const embedder = await startEmbedder(t);
+    const config = gatewayConfig({
+      providers: [openaiProvider('up', upstream.baseUrl()), openaiProvider('emb', embedder.url)],
+      models: [
+        { name: GPT, provider: 'up', cache: { enabled: true, semantic: { enabled: true, embedding_model: 'embedder', threshold: 0.95 } } },
+        { name: 'embedder', provider: 'emb', upstream_model: 'text-embedding-3-small' },
+      ],
+    });
+    config.routes = [{ name: 'exact-only', match: { headers: { 'x-exact': 'yes' } }, target: GPT, override: true, semantic_cache: false }];
+    config.tenants = [{ name: 'team-a' }, { name: 'team-b' }];
+    config.keys = [
+      { name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A) },
+      { name: 'b-main', tenant: 'team-b', sha256: sha256(KEY_B) },
+    ];
+    const gw = await startTahua({ t, config });
+    return { gw, upstream, embedder };
+  }
+  const q = (content, extra = {}) => chat({ messages: [{ role: 'system', content: 'Answer briefly.' }, { role: 'user', content }], ...extra });
+
+  it('a paraphrase close enough gets the kept answer; a further one, another topic or another context does not', async (t) => {
+    const { gw, upstream, embedder } = await startSemantic(t);
+    const first = await ask(gw, q('What is the capital of France?'));
+    assert.equal(first.headers['x-tahua-cache'], 'miss');
+    assert.equal(embedder.calls.length, 1);
+    assert.equal(embedder.calls[0].model, 'text-embedding-3-small');
+    assert.equal(embedder.calls[0].input, 'What is the capital of France?');
+    const para = await ask(gw, q("What's the capital of France?"));
+    assert.equal(para.headers['x-tahua-cache'], 'semantic-hit');
+    assert.ok(Math.abs(Number(para.headers['x-tahua-cache-similarity']) - 0.99) < 0.005, para.headers['x-tahua-cache-similarity']);
+    assert.equal(para.json.choices[0].message.content, first.json.choices[0].message.content);
+    assert.equal(upstream.requests.length, 1, 'answered without the upstream');
+    // Under the threshold, another topic, another system prompt: misses.
+    assert.equal((await ask(gw, q('Name the capital city of France'))).headers['x-tahua-cache'], 'miss');
+    assert.equal((await ask(gw, q('How do I bake bread?'))).headers['x-tahua-cache'], 'miss');
+    const otherContext = chat({ messages: [{ role: 'system', content: 'Answer at length.' }, { role: 'user', content: "What's the capital of France?" }] });
+    assert.equal((await ask(gw, otherContext)).headers['x-tahua-cache'], 'miss', 'everything but the last user message must match');
+    // Never across tenants.
+    assert.equal((await ask(gw, q("What's the capital of France?"), { key: KEY_B })).headers['x-tahua-cache'], 'miss');
+    assert.equal(upstream.requests.length, 5);
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_cache_requests_total', { model: GPT, status: 'semantic-hit' }), 1);
+    assert.ok(sum(m, 'tahua_cache_tokens_saved_total', { model: GPT, status: 'semantic-hit' }) > 0);
+  });
+
+  it('a route with semantic_cache: false skips the embedding; an embedder that fails is a miss, the request served', async (t) => {
+    const { gw, upstream, embedder } = await startSemantic(t);
+    await ask(gw, q('What is the capital of France?'));
+    const calls = embedder.calls.length;
+    const exact = await ask(gw, q("What's the capital of France?"), { headers: { 'x-exact': 'yes' } });
+    assert.equal(exact.headers['x-tahua-cache'], 'miss');
+    assert.equal(embedder.calls.length, calls, 'no embedding asked');
+    embedder.fail(true);
+    const down = await ask(gw, q('How do I bake bread?'));
+    assert.equal(down.status, 200);
+    assert.equal(down.headers['x-tahua-cache'], 'miss');
+    assert.equal(upstream.requests.length, 3);
+    // The exact layer still answers an equal request.
+    assert.equal((await ask(gw, q('What is the capital of France?'))).headers['x-tahua-cache'], 'hit');
+  });
+});

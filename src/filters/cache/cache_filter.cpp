@@ -1,7 +1,9 @@
 #include "filters/cache/cache_filter.h"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
+#include <cstdio>
 #include <unordered_map>
 
 
@@ -9,6 +11,8 @@
 #include "core/sha256.h"
 #include "filters/cache/cache_key.h"
 #include "filters/cache/cached_answer_forms.h"
+#include "filters/worker_services.h"
+#include "http/outbound_call.h"
 #include "http/request_inspect.h"
 #include "providers/secret_scrubber.h"
 #include "telemetry/metrics.h"
@@ -18,7 +22,7 @@ namespace {
 
 namespace bj = boost::json;
 
-enum class CacheStatus : std::uint8_t { None, Hit, Miss, Bypass, Refresh, Stale };
+enum class CacheStatus : std::uint8_t { None, Hit, Miss, Bypass, Refresh, Stale, SemanticHit };
 
 std::string_view statusName(CacheStatus s) {
   switch (s) {
@@ -27,6 +31,7 @@ std::string_view statusName(CacheStatus s) {
     case CacheStatus::Bypass: return "bypass";
     case CacheStatus::Refresh: return "refresh";
     case CacheStatus::Stale: return "stale";
+    case CacheStatus::SemanticHit: return "semantic-hit";
     case CacheStatus::None: break;
   }
   return "";
@@ -43,6 +48,12 @@ struct CacheFilterState {
   std::string saved;  // digits of the tokens a hit saved (a record field's view)
   Usage saved_usage;  // what the kept answer cost when it was made
   std::shared_ptr<const CachedAnswer> stale;  // past its ttl: an answer only if every upstream fails
+  // The semantic layer: the last user message's vector (kept with the answer on a miss),
+  // the hash of everything else, the index it belongs to, a hit's similarity.
+  std::vector<float> vector;
+  std::string context;
+  std::string index;
+  std::string similarity;
   bool deciding = false;
   bool answered = false;
   FilterStatus answer = FilterStatus::Continue;
@@ -54,7 +65,8 @@ bool cacheableEndpoint(Endpoint e) {
 
 class CacheFilter final : public FilterWithState<CacheFilterState> {
  public:
-  CacheFilter(ResponseCache& cache, WorkerMetrics& metrics) : cache_(cache), metrics_(metrics) {}
+  CacheFilter(ResponseCache& cache, WorkerMetrics& metrics, WorkerServices& services)
+      : cache_(cache), metrics_(metrics), services_(services) {}
   std::string_view name() const override { return "cache"; }
   bool wantsResponseData() const override { return true; }
 
@@ -87,26 +99,22 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     st.keep = keep;
     // A refresh is looked up too when an old answer could stand in for a failed upstream.
     if (!lookup && policy.stale_if_error.count() == 0) return decide(ctx, st, CacheStatus::Refresh);
-    if (auto found = cache_.get(st.key)) return found_(ctx, st, found, lookup);
-    if (!cache_.shared()) return decide(ctx, st, lookup ? CacheStatus::Miss : CacheStatus::Refresh);
+    // The semantic layer's inputs, while the body is parsed (only a lookup uses them).
+    std::string text;
+    if (lookup && policy.semantic && (!ctx.route || ctx.route->semantic_cache) && ctx.endpoint != Endpoint::Embeddings) {
+      bj::object rest = o;
+      text = takeLastUserText(ctx.endpoint, rest);
+      if (!text.empty()) {
+        std::string material = st.key.substr(0, st.key.rfind(':'));  // the scope and model part
+        material += '\0';
+        material += static_cast<char>('0' + static_cast<int>(ctx.endpoint));
+        material += canonicalRequest(rest, ctx.config->cache.key_user);
+        st.context = toHex(sha256(material));
+        st.index = st.key.substr(0, st.key.rfind(':'));
+      }
+    }
     st.deciding = true;
-    cache_.remoteGet(st.key, [this, &ctx, lookup](std::shared_ptr<const CachedAnswer> found, bool) {
-      CacheFilterState& s = state(ctx);
-      FilterStatus status;
-      if (found) {
-        if (keepsLocalCopy(ctx)) cache_.put(s.key, localCopy(ctx, found));
-        status = found_(ctx, s, found, lookup);
-      } else {
-        // Redis away is a miss: the request is still served.
-        status = decide(ctx, s, lookup ? CacheStatus::Miss : CacheStatus::Refresh);
-      }
-      if (s.deciding) {
-        s.answered = true;
-        s.answer = status;
-      } else {
-        ctx.resumer->resume(status);
-      }
-    });
+    lookupExact(ctx, st, lookup, std::move(text));
     st.deciding = false;
     return st.answered ? st.answer : FilterStatus::Pause;
   }
@@ -124,6 +132,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     CacheFilterState& st = state(ctx);
     if (st.status == CacheStatus::None || !ctx.response_headers) return;
     ctx.response_headers->emplace_back("x-tahua-cache", statusName(st.status));
+    if (st.status == CacheStatus::SemanticHit) ctx.response_headers->emplace_back("x-tahua-cache-similarity", st.similarity);
     st.capturing = st.keep && !ctx.local_reply && !ctx.error && ctx.status >= 200 && ctx.status < 300 && ctx.provider;
   }
 
@@ -168,10 +177,141 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     answer->fresh_until_ms = cache_.now() + policy.ttl.count();
     answer->expires_ms = answer->fresh_until_ms + policy.stale_if_error.count();
     if (cache_.shared()) cache_.remotePut(st.key, *answer, Millis(policy.ttl.count() + policy.stale_if_error.count()));
+    const std::int64_t fresh_until = answer->fresh_until_ms;
     if (keepsLocalCopy(ctx)) cache_.put(st.key, localCopy(ctx, std::move(answer)));
+    if (!st.vector.empty()) cache_.semantic().add(st.index, std::move(st.vector), std::move(st.context), st.key, fresh_until);
   }
 
  private:
+  // Ends the decision: at once (still inside onUpstreamSelect), or by resuming the request.
+  void finish(RequestContext& ctx, FilterStatus status) {
+    CacheFilterState& st = state(ctx);
+    if (st.deciding) {
+      st.answered = true;
+      st.answer = status;
+    } else {
+      ctx.resumer->resume(status);
+    }
+  }
+
+  void lookupExact(RequestContext& ctx, CacheFilterState& st, bool lookup, std::string text) {
+    if (auto found = cache_.get(st.key)) return finish(ctx, found_(ctx, st, found, lookup));
+    if (!cache_.shared()) return missed(ctx, lookup, std::move(text));
+    cache_.remoteGet(st.key, [this, &ctx, lookup, text = std::move(text)](std::shared_ptr<const CachedAnswer> found, bool) mutable {
+      CacheFilterState& s = state(ctx);
+      if (!found) return missed(ctx, lookup, std::move(text));  // Redis away is a miss: the request is still served
+      if (keepsLocalCopy(ctx)) cache_.put(s.key, localCopy(ctx, found));
+      finish(ctx, found_(ctx, s, found, lookup));
+    });
+  }
+
+  // No exact answer: the semantic layer, if the model has it and there is a message.
+  void missed(RequestContext& ctx, bool lookup, std::string text) {
+    CacheFilterState& st = state(ctx);
+    const FilterStatus miss = decide(ctx, st, lookup ? CacheStatus::Miss : CacheStatus::Refresh);
+    if (text.empty() || st.index.empty()) return finish(ctx, miss);
+    auto request = embeddingRequest(ctx, text);
+    if (!request) return finish(ctx, miss);
+    services_.fetch(std::move(*request), [this, &ctx](OutboundResponse r) {
+      CacheFilterState& s = state(ctx);
+      s.vector = embeddingOf(r);
+      if (s.vector.empty()) return finish(ctx, FilterStatus::Continue);  // no embedding: a plain miss
+      auto match = cache_.semantic().find(s.index, s.vector, s.context, static_cast<float>(ctx.model->cache.threshold));
+      if (!match) return finish(ctx, FilterStatus::Continue);
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "%.4f", static_cast<double>(match->similarity));
+      s.similarity = buf;
+      auto answer = cache_.get(match->key);
+      if (answer || !cache_.shared()) return finish(ctx, semanticHit(ctx, s, answer));
+      cache_.remoteGet(match->key, [this, &ctx](std::shared_ptr<const CachedAnswer> found, bool) {
+        finish(ctx, semanticHit(ctx, state(ctx), found));
+      });
+    });
+  }
+
+  FilterStatus semanticHit(RequestContext& ctx, CacheFilterState& st, const std::shared_ptr<const CachedAnswer>& answer) {
+    if (!answer || answer->fresh_until_ms <= cache_.now()) return FilterStatus::Continue;  // its answer is gone: a miss
+    const FilterStatus status = answerHit(ctx, st, *answer);
+    if (status != FilterStatus::Stop) return status;
+    st.status = CacheStatus::SemanticHit;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Cache)] = "semantic-hit";
+    return status;
+  }
+
+  // POST {base_url}/embeddings of the model's embedding model (an openai-type provider).
+  std::optional<OutboundRequest> embeddingRequest(const RequestContext& ctx, const std::string& text) const {
+    const Config& cfg = *ctx.config;
+    const ModelConfig* m = cfg.findModel(ctx.model->cache.embedding_model);
+    if (!m) return std::nullopt;
+    const DeploymentConfig& d = m->deployments.front();
+    const ProviderConfig& p = cfg.providers[d.provider_index];
+    auto url = parseHttpUrl(p.base_url + "/embeddings", nullptr, true);
+    if (!url) return std::nullopt;
+    OutboundRequest r;
+    r.method = "POST";
+    r.url = std::move(*url);
+    r.headers.emplace_back("content-type", "application/json");
+    if (!p.api_key.empty()) r.headers.emplace_back("authorization", "Bearer " + p.api_key);
+    for (const auto& h : p.headers) r.headers.push_back(h);
+    r.body = bj::serialize(bj::object{{"model", d.upstream_model}, {"input", text}});
+    r.timeout = cfg.cache.embedding_timeout;
+    r.max_response_bytes = 4 << 20;
+    return r;
+  }
+
+  // data[0].embedding of an OpenAI embeddings answer; empty if it is not one.
+  static std::vector<float> embeddingOf(const OutboundResponse& r) {
+    std::vector<float> v;
+    if (r.status != 200) return v;
+    boost::system::error_code ec;
+    bj::value doc = bj::parse(r.body, ec);
+    if (ec || !doc.is_object()) return v;
+    const bj::value* data = doc.get_object().if_contains("data");
+    if (!data || !data->is_array() || data->get_array().empty() || !data->get_array()[0].is_object()) return v;
+    const bj::value* e = data->get_array()[0].get_object().if_contains("embedding");
+    if (!e || !e->is_array() || e->get_array().size() > 65536) return v;
+    v.reserve(e->get_array().size());
+    for (const auto& x : e->get_array()) {
+      if (!x.is_number()) return {};
+      v.push_back(static_cast<float>(x.to_number<double>()));
+    }
+    return v;
+  }
+
+  // Removes the last user message from `body` and returns its text ("" if none).
+  static std::string takeLastUserText(Endpoint endpoint, bj::object& body) {
+    auto textOf = [](const bj::value& content) {
+      if (content.is_string()) return std::string(content.get_string());
+      std::string t;
+      if (content.is_array())
+        for (const auto& part : content.get_array())
+          if (const bj::object* p = part.if_object())
+            if (const bj::value* x = p->if_contains("text"); x && x->is_string()) {
+              if (!t.empty()) t += '\n';
+              t += x->get_string();
+            }
+      return t;
+    };
+    const char* list = endpoint == Endpoint::Responses ? "input" : "messages";
+    bj::value* items = body.if_contains(list);
+    if (!items) return {};
+    if (items->is_string()) {  // Responses: the whole input is the user's message
+      std::string t(items->get_string());
+      body.erase(list);
+      return t;
+    }
+    if (!items->is_array() || items->get_array().empty()) return {};
+    bj::array& a = items->get_array();
+    const bj::object* last = a.back().if_object();
+    if (!last) return {};
+    const bj::value* role = last->if_contains("role");
+    const bj::value* content = last->if_contains("content");
+    if (!role || !role->is_string() || role->get_string() != "user" || !content) return {};
+    std::string t = textOf(*content);
+    if (!t.empty()) a.pop_back();
+    return t;
+  }
+
   FilterStatus decide(RequestContext& ctx, CacheFilterState& st, CacheStatus status) {
     st.status = status;
     if (status == CacheStatus::Bypass) st.keep = false;
@@ -287,7 +427,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     auto it = metrics_.cache.find(id);
     if (it == metrics_.cache.end()) it = metrics_.cache.emplace(std::pair(std::string(id.first), std::string(id.second)), CacheSeries{}).first;
     ++it->second.requests;
-    if (st.status == CacheStatus::Hit) {
+    if (st.status == CacheStatus::Hit || st.status == CacheStatus::SemanticHit) {
       it->second.tokens_saved += static_cast<std::uint64_t>(std::max<std::int64_t>(st.saved_usage.prompt_tokens, 0) +
                                                             std::max<std::int64_t>(st.saved_usage.completion_tokens, 0));
       const double cost = costUsd(ctx.model, st.saved_usage);
@@ -297,6 +437,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
 
   ResponseCache& cache_;
   WorkerMetrics& metrics_;
+  WorkerServices& services_;
   struct NameHash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
@@ -306,8 +447,8 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
 
 }  // namespace
 
-std::unique_ptr<Filter> makeCacheFilter(ResponseCache& cache, WorkerMetrics& metrics) {
-  return std::make_unique<CacheFilter>(cache, metrics);
+std::unique_ptr<Filter> makeCacheFilter(ResponseCache& cache, WorkerMetrics& metrics, WorkerServices& services) {
+  return std::make_unique<CacheFilter>(cache, metrics, services);
 }
 
 }  // namespace tahua

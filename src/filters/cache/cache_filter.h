@@ -7,6 +7,7 @@
 namespace tahua {
 
 class ResponseCache;
+class WorkerServices;
 struct WorkerMetrics;
 
 // The exact response cache (`cache`, README "Response cache"). For a model (or its
@@ -20,8 +21,13 @@ struct WorkerMetrics;
 //   an answer ended by a limit or a filter, a larger one than max_entry_bytes is not.
 // `Cache-Control: no-store` / `x-tahua-cache: bypass` skip both; `no-cache` /
 // `x-tahua-cache: refresh` skip the lookup and keep the new answer.
+// With `semantic` (per model), an exact miss embeds the last user message (a call to the
+// model's embedding_model, made by the worker while the request waits, bounded by
+// cache.semantic.timeout) and a kept answer whose message is close enough, all else equal,
+// answers: `x-tahua-cache: semantic-hit` with `x-tahua-cache-similarity`. A route with
+// `semantic_cache: false` skips it.
 // After the rate limits (a hit is a request like any other), before the bulkhead and the
 // balancer (a hit takes no slot and picks no upstream).
-std::unique_ptr<Filter> makeCacheFilter(ResponseCache& cache, WorkerMetrics& metrics);
+std::unique_ptr<Filter> makeCacheFilter(ResponseCache& cache, WorkerMetrics& metrics, WorkerServices& services);
 
 }  // namespace tahua

@@ -24,12 +24,51 @@ struct SemanticIndex::Index {
 namespace {
 constexpr std::size_t kFirstAllocation = 256;
 constexpr std::size_t kNeighbours = 8;
+constexpr std::size_t kSearchBreadth = 32;  // hnswlib's ef: recall over speed (its default is 10)
+// Links per node and the breadth of an insert's search: an insert runs on the worker that
+// kept the answer, so it is kept short (hnswlib's default breadth, 200, costs ~3x more).
+constexpr std::size_t kLinks = 16;
+constexpr std::size_t kInsertBreadth = 64;
 }  // namespace
 
 SemanticIndex::SemanticIndex(std::size_t max_entries, std::size_t max_per_index, Clock clock)
     : max_entries_(max_entries), max_per_index_(std::max<std::size_t>(max_per_index, 1)), clock_(std::move(clock)) {}
 
-SemanticIndex::~SemanticIndex() = default;
+SemanticIndex::~SemanticIndex() {
+  {
+    std::lock_guard lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (inserter_.joinable()) inserter_.join();
+}
+
+void SemanticIndex::addLater(std::string index, std::vector<float> vector, std::string context, std::string key,
+                             std::int64_t expires_ms) {
+  {
+    std::lock_guard lock(queue_mu_);
+    if (queue_.size() >= kMaxQueued) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    queue_.push_back(Pending{std::move(index), std::move(context), std::move(key), std::move(vector), expires_ms});
+    if (!inserter_.joinable()) inserter_ = std::thread([this] { insertLoop(); });
+  }
+  queue_cv_.notify_one();
+}
+
+void SemanticIndex::insertLoop() {
+  std::unique_lock lock(queue_mu_);
+  for (;;) {
+    queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Pending p = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    add(p.index, std::move(p.vector), std::move(p.context), std::move(p.key), p.expires_ms);
+    lock.lock();
+  }
+}
 
 bool SemanticIndex::normalize(std::vector<float>& v) {
   double sum = 0;
@@ -49,7 +88,8 @@ std::shared_ptr<SemanticIndex::Index> SemanticIndex::indexOf(const std::string& 
   index->dim = dim;
   index->space = std::make_unique<hnswlib::InnerProductSpace>(dim);
   index->allocated = std::min(kFirstAllocation, max_per_index_);
-  index->hnsw = std::make_unique<hnswlib::HierarchicalNSW<float>>(index->space.get(), index->allocated);
+  index->hnsw = std::make_unique<hnswlib::HierarchicalNSW<float>>(index->space.get(), index->allocated, kLinks, kInsertBreadth);
+  index->hnsw->setEf(kSearchBreadth);
   indexes_.emplace(name, index);
   return index;
 }
@@ -132,6 +172,7 @@ std::size_t SemanticIndex::purge(std::string_view tenant_part, std::string_view 
 
 SemanticIndex::Stats SemanticIndex::stats() const {
   Stats s;
+  s.dropped = dropped_.load(std::memory_order_relaxed);
   std::lock_guard lock(mu_);
   s.indexes = indexes_.size();
   for (const auto& [name, index] : indexes_) {

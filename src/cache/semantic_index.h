@@ -10,7 +10,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -37,12 +40,17 @@ class SemanticIndex {
   std::optional<Match> find(const std::string& index, std::vector<float> vector, std::string_view context, float threshold);
   // False if it could not be kept (another dimension than the index's, no room).
   bool add(const std::string& index, std::vector<float> vector, std::string context, std::string key, std::int64_t expires_ms);
+  // The same, later, on the index's own thread (an insert searches the graph: ~0.5 ms at
+  // 384 dimensions, too long for a worker's loop). At most kMaxQueued wait; more are
+  // dropped (counted in stats().dropped).
+  void addLater(std::string index, std::vector<float> vector, std::string context, std::string key, std::int64_t expires_ms);
+  static constexpr std::size_t kMaxQueued = 1024;
   // Drops every index whose name contains each non-empty part (names are the exact
   // layer's key prefixes: "t<tenant>:k<key>:m<model>"). Returns the entries dropped.
   std::size_t purge(std::string_view tenant_part, std::string_view key_part, std::string_view model_part);
 
   struct Stats {
-    std::uint64_t entries = 0, indexes = 0, bytes = 0;
+    std::uint64_t entries = 0, indexes = 0, bytes = 0, dropped = 0;
   };
   Stats stats() const;
 
@@ -57,6 +65,20 @@ class SemanticIndex {
   std::unordered_map<std::string, std::shared_ptr<Index>> indexes_;
   std::atomic<std::size_t> total_{0};
   std::shared_ptr<Index> indexOf(const std::string& name, std::size_t dim, bool create);
+
+  // The inserter: a queue and its thread (started by the first addLater).
+  struct Pending {
+    std::string index, context, key;
+    std::vector<float> vector;
+    std::int64_t expires_ms = 0;
+  };
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::thread inserter_;
+  std::atomic<std::uint64_t> dropped_{0};
+  void insertLoop();
 };
 
 }  // namespace tahua

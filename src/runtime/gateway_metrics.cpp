@@ -183,6 +183,11 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
            std::to_string(cs.bytes));
     single("tahua_cache_evictions_total", "counter", "Answers the in-process response cache let go to stay within its bound.",
            std::to_string(cs.evictions));
+    const SemanticIndex::Stats ss = response_cache_->semantic().stats();
+    single("tahua_cache_semantic_entries", "gauge", "Vectors in this replica's semantic cache (every tenant and model).",
+           std::to_string(ss.entries));
+    single("tahua_cache_semantic_dropped_total", "counter",
+           "Vectors not added to the semantic cache because its insert queue was full.", std::to_string(ss.dropped));
   }
   if (const StateStore::Stats st = store_->stats(); st.shared) {
     single("tahua_store_up", "gauge", "Whether the shared state store (Redis) answers (1) or limits are per replica (0).", st.up ? "1" : "0");

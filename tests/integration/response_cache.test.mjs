@@ -431,6 +431,8 @@ describe('semantic cache', () => {
     assert.equal(embedder.calls.length, 1);
     assert.equal(embedder.calls[0].model, 'text-embedding-3-small');
     assert.equal(embedder.calls[0].input, 'What is the capital of France?');
+    // Vectors are added off the worker: the paraphrase is asked once this one is in.
+    await eventually(async () => sum(await scrape(gw.url), 'tahua_cache_semantic_entries') === 1, { what: 'the vector kept' });
     const para = await ask(gw, q("What's the capital of France?"));
     assert.equal(para.headers['x-tahua-cache'], 'semantic-hit');
     assert.ok(Math.abs(Number(para.headers['x-tahua-cache-similarity']) - 0.99) < 0.005, para.headers['x-tahua-cache-similarity']);
@@ -452,6 +454,7 @@ describe('semantic cache', () => {
   it('a route with semantic_cache: false skips the embedding; an embedder that fails is a miss, the request served', async (t) => {
     const { gw, upstream, embedder } = await startSemantic(t);
     await ask(gw, q('What is the capital of France?'));
+    await eventually(async () => sum(await scrape(gw.url), 'tahua_cache_semantic_entries') === 1, { what: 'the vector kept' });
     const calls = embedder.calls.length;
     const exact = await ask(gw, q("What's the capital of France?"), { headers: { 'x-exact': 'yes' } });
     assert.equal(exact.headers['x-tahua-cache'], 'miss');

@@ -179,7 +179,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     if (cache_.shared()) cache_.remotePut(st.key, *answer, Millis(policy.ttl.count() + policy.stale_if_error.count()));
     const std::int64_t fresh_until = answer->fresh_until_ms;
     if (keepsLocalCopy(ctx)) cache_.put(st.key, localCopy(ctx, std::move(answer)));
-    if (!st.vector.empty()) cache_.semantic().add(st.index, std::move(st.vector), std::move(st.context), st.key, fresh_until);
+    if (!st.vector.empty()) cache_.semantic().addLater(st.index, std::move(st.vector), std::move(st.context), st.key, fresh_until);
   }
 
  private:

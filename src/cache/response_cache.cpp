@@ -99,6 +99,9 @@ ResponseCache::Stats ResponseCache::stats() const {
   st.evictions = evictions_.load(std::memory_order_relaxed);
   st.expired = expired_.load(std::memory_order_relaxed);
   st.purged = purged_.load(std::memory_order_relaxed);
+  st.hits = hits_.load(std::memory_order_relaxed);
+  st.semantic_hits = semantic_hits_.load(std::memory_order_relaxed);
+  st.misses = misses_.load(std::memory_order_relaxed);
   return st;
 }
 

@@ -66,8 +66,15 @@ class ResponseCache {
   // Entries whose tenant / key / model match every non-empty filter go. Returns how many.
   std::size_t purge(std::string_view tenant, std::string_view key, std::string_view model);
 
+  // Requests' outcomes since start (every worker), for the admin API's hit rate.
+  void countLookup(bool hit, bool semantic_hit, bool miss) {
+    if (hit) hits_.fetch_add(1, std::memory_order_relaxed);
+    if (semantic_hit) semantic_hits_.fetch_add(1, std::memory_order_relaxed);
+    if (miss) misses_.fetch_add(1, std::memory_order_relaxed);
+  }
   struct Stats {
     std::uint64_t entries = 0, bytes = 0, evictions = 0, expired = 0, purged = 0;
+    std::uint64_t hits = 0, semantic_hits = 0, misses = 0;
   };
   Stats stats() const;
 
@@ -103,6 +110,7 @@ class ResponseCache {
   Clock clock_;
   std::array<Shard, kShards> shards_;
   std::atomic<std::uint64_t> evictions_{0}, expired_{0}, purged_{0};
+  std::atomic<std::uint64_t> hits_{0}, semantic_hits_{0}, misses_{0};
   std::string redis_url_;
   Millis redis_timeout_{200};
   std::unique_ptr<SemanticIndex> semantic_;

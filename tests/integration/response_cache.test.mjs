@@ -296,10 +296,14 @@ describe('exact response cache', () => {
     const { gw, admin, upstream } = await start(t, { admin: true });
     await ask(gw, chat());
     await ask(gw, chat(), { key: KEY_B });
+    await ask(gw, chat());
     const stats = await admin('GET', '/admin/v1/cache');
     assert.equal(stats.status, 200);
     assert.equal(stats.json.entries, 2);
     assert.ok(stats.json.bytes > 0);
+    assert.equal(stats.json.hits, 1);
+    assert.equal(stats.json.misses, 2);
+    assert.ok(Math.abs(stats.json.hit_rate - 1 / 3) < 1e-9);
     const purged = await admin('DELETE', '/admin/v1/cache?tenant=team-a');
     assert.equal(purged.json.purged_local, 1);
     assert.equal((await ask(gw, chat())).headers['x-tahua-cache'], 'miss');

@@ -220,6 +220,29 @@ describe('stored responses: an OpenAI-type upstream', () => {
   });
 });
 
+describe('stored responses: a tool loop moving to an OpenAI-type upstream', () => {
+  it('a function call from Claude, its output sent with previous_response_id to GPT: OpenAI gets the call and the output', async (t) => {
+    const { gw, openai } = await start(t);
+    const client = sdk(gw);
+    const r1 = await client.responses.create({ model: CLAUDE, input: 'Weather in Paris?', tools: [WEATHER_TOOL] });
+    const call = r1.output.find((o) => o.type === 'function_call');
+    assert.ok(call);
+    await client.responses.create({
+      model: GPT,
+      tools: [WEATHER_TOOL],
+      previous_response_id: r1.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"temp":21}' }],
+    });
+    const sent = openai.requests.at(-1).body;
+    assert.equal(sent.previous_response_id, undefined);
+    assert.deepEqual(sent.input.map((i) => i.type ?? 'message'), ['message', 'function_call', 'function_call_output']);
+    assert.equal(sent.input[1].call_id, call.call_id);
+    assert.equal(sent.input[1].name, 'get_weather');
+    assert.equal(sent.input[1].id, undefined, "no gateway id goes to OpenAI");
+    assert.equal(sent.input[2].call_id, call.call_id);
+  });
+});
+
 describe('stored responses: GET, DELETE, scope, store:false and bounds', () => {
   it('DELETE answers as OpenAI does; the response is gone for GET and for previous_response_id', async (t) => {
     const { gw } = await start(t);

@@ -177,9 +177,9 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     answer->fresh_until_ms = cache_.now() + policy.ttl.count();
     answer->expires_ms = answer->fresh_until_ms + policy.stale_if_error.count();
     if (cache_.shared()) cache_.remotePut(st.key, *answer, Millis(policy.ttl.count() + policy.stale_if_error.count()));
-    const std::int64_t fresh_until = answer->fresh_until_ms;
+    const std::int64_t kept_until = answer->expires_ms;  // the vector lives as long as its answer may serve
     if (keepsLocalCopy(ctx)) cache_.put(st.key, localCopy(ctx, std::move(answer)));
-    if (!st.vector.empty()) cache_.semantic().addLater(st.index, std::move(st.vector), std::move(st.context), st.key, fresh_until);
+    if (!st.vector.empty()) cache_.semantic().addLater(st.index, std::move(st.vector), std::move(st.context), st.key, kept_until);
   }
 
  private:
@@ -230,7 +230,12 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
   }
 
   FilterStatus semanticHit(RequestContext& ctx, CacheFilterState& st, const std::shared_ptr<const CachedAnswer>& answer) {
-    if (!answer || answer->fresh_until_ms <= cache_.now()) return FilterStatus::Continue;  // its answer is gone: a miss
+    if (!answer) return FilterStatus::Continue;  // its answer is gone: a miss
+    if (answer->fresh_until_ms <= cache_.now()) {
+      // Past its ttl: the answer of last resort if every upstream fails (stale_if_error).
+      if (ctx.model->cache.stale_if_error.count() > 0 && !st.stale) st.stale = answer;
+      return FilterStatus::Continue;
+    }
     const FilterStatus status = answerHit(ctx, st, *answer);
     if (status != FilterStatus::Stop) return status;
     st.status = CacheStatus::SemanticHit;
@@ -423,6 +428,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
   }
 
   void count(const RequestContext& ctx, const CacheFilterState& st) {
+    cache_.countLookup(st.status == CacheStatus::Hit, st.status == CacheStatus::SemanticHit, st.status == CacheStatus::Miss);
     const std::pair<std::string_view, std::string_view> id(ctx.model->name, statusName(st.status));
     auto it = metrics_.cache.find(id);
     if (it == metrics_.cache.end()) it = metrics_.cache.emplace(std::pair(std::string(id.first), std::string(id.second)), CacheSeries{}).first;

@@ -9,8 +9,11 @@
 //   entry can be asked for in any form (decoded and re-encoded, or refused);
 // - a record that parses serializes back to the same input, output and context, and a
 //   request expands against it without crashing;
-// - canonical JSON is a fixed point: its text parsed and made canonical again is itself.
+// - canonical JSON is deterministic, valid, and a fixed point (its text parsed and made
+//   canonical again is itself) when its numbers are integers.
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -70,9 +73,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       canonicalJson(v, canonical);
       bj::value back = bj::parse(canonical, ec);
       FUZZ_CHECK(!ec);
-      std::string twice;
-      canonicalJson(back, twice);
-      FUZZ_CHECK(twice == canonical);
+      std::string again;
+      canonicalJson(v, again);
+      FUZZ_CHECK(again == canonical);  // deterministic
+      // A fixed point, unless a number is a non-integral double: Boost.JSON 1.81 reads
+      // some decimal texts one ulp off (no precise mode before 1.83), so a double's
+      // shortest text may not read back to itself.
+      std::function<bool(const bj::value&)> exact = [&](const bj::value& x) {
+        if (x.is_double()) return std::trunc(x.get_double()) == x.get_double() && std::fabs(x.get_double()) < 9007199254740992.0;
+        if (x.is_array())
+          for (const auto& e : x.get_array())
+            if (!exact(e)) return false;
+        if (x.is_object())
+          for (const auto& kv : x.get_object())
+            if (!exact(kv.value())) return false;
+        return true;
+      };
+      if (exact(v)) {
+        std::string twice;
+        canonicalJson(back, twice);
+        FUZZ_CHECK(twice == canonical);
+      }
       if (v.is_object()) (void)canonicalRequest(v.get_object(), (control & 4) != 0);
       return 0;
     }

@@ -14,6 +14,17 @@ namespace bj = boost::json;
 namespace {
 
 void number(double d, std::string& out) {
+  // A literal beyond the double range reads as infinity: written back as such a literal
+  // (valid JSON, where to_chars would write "inf").
+  if (std::isinf(d)) {
+    out += d > 0 ? "1e999" : "-1e999";
+    return;
+  }
+  // Boost.JSON 1.81 reads "0e3000" as NaN (0 times an overflowed power): it is 0.
+  if (std::isnan(d)) {
+    out += '0';
+    return;
+  }
   // Integral values within 2^53 print as integers (1.0 is 1, as in RFC 8785).
   if (std::isfinite(d) && std::trunc(d) == d && std::fabs(d) < 9007199254740992.0) {
     out += std::to_string(static_cast<long long>(d));

@@ -2,7 +2,9 @@
 // (object members sorted by name, no whitespace, numbers by value: 1, 1.0 and 1e0 are one
 // number) without `model` (the model as served is part of the key instead), `stream`,
 // `stream_options` and, unless configured, `user`. So key order and whitespace never
-// matter, and a stream and a whole answer of the same request share an entry. An
+// matter, and a stream and a whole answer of the same request share an entry (two
+// spellings of one non-integral number may still differ: Boost.JSON 1.81 reads a few
+// decimal texts one ulp apart). An
 // omitted parameter is not the same key as its explicit default: the gateway cannot know
 // every provider's defaults.
 #pragma once

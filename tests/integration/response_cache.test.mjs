@@ -349,6 +349,27 @@ describe('exact response cache through Redis', () => {
 });
 
 describe('response cache: the README', () => {
+  it("the README's semantic block loads: a second question is a semantic hit (the mock embeds every text alike), the route skips it", async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('A model may add a **semantic** layer'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)[1];
+    assert.match(block, /embedding_model: text-embedding-3-small/);
+    const upstream = await startMockUpstream({ t });
+    const base = gatewayConfig({ providers: [openaiProvider('openai', upstream.baseUrl())], models: [] });
+    delete base.models;
+    const file = join(makeTempDir('tahua-semantic-readme-'), 'gateway.yaml');
+    writeFileSync(file, `${toYaml(base)}\n${block}`);
+    const gw = await startTahua({ t, args: ['--config', file] });
+    const body = (content) => ({ model: 'gpt-4o-mini', temperature: 0, messages: [{ role: 'user', content }] });
+    const post = (content, headers = {}) => request(gw.url, '/v1/chat/completions', { method: 'POST', json: body(content), headers });
+    assert.equal((await post('First question')).headers['x-tahua-cache'], 'miss');
+    await eventually(async () => sum(await scrape(gw.url), 'tahua_cache_semantic_entries') === 1, { what: 'the vector kept' });
+    assert.equal((await post('Second question', { 'x-exact': '1' })).headers['x-tahua-cache'], 'miss', 'the route skips it');
+    const hit = await post('Another question');
+    assert.equal(hit.headers['x-tahua-cache'], 'semantic-hit');
+    assert.equal(hit.headers['x-tahua-cache-similarity'], '1.0000');
+  });
+
   it("the README's cache block loads and caches gpt-4o-mini's answers through its Redis", async (t) => {
     const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
     const section = readme.slice(readme.indexOf('### Response cache'));

@@ -8,6 +8,7 @@ import OpenAI from 'openai';
 import { sharedFixture } from './lib/fixtures.mjs';
 import { gatewayConfig, startTahua } from './lib/tahua.mjs';
 import {
+  RESPONSES_WEATHER_TOOL,
   TOOL_ARGS,
   TOOL_ARGS_JSON,
   TOOL_ARGS_PIECES,
@@ -34,18 +35,7 @@ const MODELS = {
   mock: { name: 'local-mock', provider: 'local' },
 };
 
-const WEATHER_TOOL = {
-  type: 'function',
-  name: 'get_weather',
-  description: 'Current weather in a city',
-  parameters: {
-    type: 'object',
-    properties: { location: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
-    required: ['location', 'unit'],
-    additionalProperties: false,
-  },
-  strict: true,
-};
+const WEATHER_TOOL = RESPONSES_WEATHER_TOOL;
 
 const TEXT_EVENTS_HEAD = ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added'];
 const TEXT_EVENTS_TAIL = ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed'];

@@ -19,7 +19,7 @@ import { request } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { startRedis } from './lib/redis.mjs';
 import { eventually } from './lib/util.mjs';
-import { TOOL_ARGS, VENDOR_NAMES, replyText, startAnthropicMock, startOpenAIChatMock } from './lib/vendor_mocks.mjs';
+import { RESPONSES_WEATHER_TOOL, TOOL_ARGS, VENDOR_NAMES, replyText, startAnthropicMock, startOpenAIChatMock } from './lib/vendor_mocks.mjs';
 
 const TIMEOUTS = { connect: '2s', first_byte: '5s', idle: '5s', total: '30s' };
 const KEY_A = 'tk-team-a-0123456789abcdef';
@@ -29,18 +29,7 @@ const bearer = (key) => ({ authorization: `Bearer ${key}` });
 const CLAUDE = 'claude-via-responses';
 const GPT = 'gpt-responses';
 
-const WEATHER_TOOL = {
-  type: 'function',
-  name: 'get_weather',
-  description: 'Current weather in a city',
-  parameters: {
-    type: 'object',
-    properties: { location: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
-    required: ['location', 'unit'],
-    additionalProperties: false,
-  },
-  strict: true,
-};
+const WEATHER_TOOL = RESPONSES_WEATHER_TOOL;
 
 async function start(t, { responses, store, workers } = {}) {
   const anthropic = await startAnthropicMock({ t });

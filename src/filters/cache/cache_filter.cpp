@@ -10,6 +10,7 @@
 #include "cache/response_cache.h"
 #include "core/sha256.h"
 #include "filters/cache/cache_key.h"
+#include "filters/answer_capture.h"
 #include "filters/cache/cached_answer_forms.h"
 #include "filters/worker_services.h"
 #include "http/outbound_call.h"
@@ -42,9 +43,7 @@ struct CacheFilterState {
   std::string key;
   bool keep = false;       // the answer is to be kept (a miss or a refresh)
   bool capturing = false;  // it is being captured
-  bool complete = false;
-  bool too_large = false;
-  std::string captured;
+  AnswerCapture captured;
   std::string saved;  // digits of the tokens a hit saved (a record field's view)
   Usage saved_usage;  // what the kept answer cost when it was made
   std::shared_ptr<const CachedAnswer> stale;  // past its ttl: an answer only if every upstream fails
@@ -138,27 +137,20 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
 
   void onResponseData(RequestContext& ctx, ResponseData& data) override {
     CacheFilterState& st = state(ctx);
-    if (!st.capturing) return;
-    if (data.aborted() || data.failed()) {
-      st.capturing = false;  // never a cut stream
-      return;
-    }
-    append(ctx, st, data.bytes());
-    if (data.last()) st.complete = true;
+    if (st.capturing) st.captured.piece(data, ctx.model->cache.max_entry_bytes);
   }
 
   void onResponseBody(RequestContext& ctx, std::string& body) override {
     CacheFilterState& st = state(ctx);
-    if (!st.capturing) return;
-    append(ctx, st, body);
-    st.complete = true;
+    if (st.capturing) st.captured.body(body, ctx.model->cache.max_entry_bytes);
   }
 
   void onComplete(RequestContext& ctx) override {
     CacheFilterState& st = state(ctx);
     if (st.status == CacheStatus::None) return;
     count(ctx, st);
-    if (!st.capturing || !st.complete || st.too_large || ctx.error || ctx.status < 200 || ctx.status >= 300) return;
+    if (!st.capturing || !st.captured.complete() || st.captured.tooLarge() || ctx.error || ctx.status < 200 || ctx.status >= 300)
+      return;
     // A fallback model's answer is not the model's the key names (a self-healing shift
     // chose the model before the key was made: its answer is the key's model's).
     if (ctx.fallback == "model") return;
@@ -169,7 +161,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     answer->include_usage = ctx.facts.include_usage;
     answer->status = ctx.status;
     answer->content_type = ctx.streaming ? "text/event-stream; charset=utf-8" : "application/json";
-    answer->body = std::move(st.captured);
+    answer->body = st.captured.take();
     SecretScrubber(*ctx.provider).scrubWhole(answer->body);  // as the client's copy was
     answer->usage = ctx.usage;
     tag(ctx, *answer);
@@ -414,17 +406,6 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     }
     ctx.local_reply = LocalReply{hit.status, std::move(form->body), std::move(form->content_type), false};
     return FilterStatus::Stop;
-  }
-
-  void append(const RequestContext& ctx, CacheFilterState& st, std::string_view bytes) {
-    if (st.too_large) return;
-    if (st.captured.size() + bytes.size() > ctx.model->cache.max_entry_bytes) {
-      st.too_large = true;
-      st.captured.clear();
-      st.captured.shrink_to_fit();
-      return;
-    }
-    st.captured.append(bytes);
   }
 
   void count(const RequestContext& ctx, const CacheFilterState& st) {

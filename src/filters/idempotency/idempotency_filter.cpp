@@ -1,6 +1,7 @@
 #include "filters/idempotency/idempotency_filter.h"
 
 #include "core/sha256.h"
+#include "filters/answer_capture.h"
 #include "store/state_store.h"
 
 namespace tahua {
@@ -13,9 +14,7 @@ struct IdempotencyState {
   std::string lock_name;
   std::string owner;
   std::string fingerprint;
-  std::string captured;  // the answer as the client got it
-  bool complete = false;
-  bool too_large = false;
+  AnswerCapture captured;  // the answer as the client got it
   std::unique_ptr<TimerHandle> renew;
   bool deciding = false;  // inside the store calls of onRequestBody
   bool answered = false;
@@ -74,22 +73,12 @@ class IdempotencyFilter final : public FilterWithState<IdempotencyState> {
 
   void onResponseData(RequestContext& ctx, ResponseData& data) override {
     IdempotencyState& st = state(ctx);
-    if (!st.active || st.too_large) return;
-    if (data.aborted() || data.failed()) {
-      st.complete = false;
-      st.captured.clear();
-      st.too_large = true;  // nothing more to keep
-      return;
-    }
-    append(ctx, st, data.bytes());
-    if (data.last()) st.complete = true;
+    if (st.active) st.captured.piece(data, ctx.config->idempotency.max_body_bytes);
   }
 
   void onResponseBody(RequestContext& ctx, std::string& body) override {
     IdempotencyState& st = state(ctx);
-    if (!st.active) return;
-    append(ctx, st, body);
-    st.complete = true;
+    if (st.active) st.captured.body(body, ctx.config->idempotency.max_body_bytes);
   }
 
   void onComplete(RequestContext& ctx) override {
@@ -97,8 +86,8 @@ class IdempotencyFilter final : public FilterWithState<IdempotencyState> {
     if (!st.active) return;
     st.renew.reset();
     const IdempotencyConfig& cfg = ctx.config->idempotency;
-    if (st.complete && !ctx.error && ctx.status >= 200 && ctx.status < 300) {
-      if (st.too_large) {
+    if (st.captured.complete() && !ctx.error && ctx.status >= 200 && ctx.status < 300) {
+      if (st.captured.tooLarge()) {
         // Done, and billed, but too large to keep: a retry must not run it again.
         Error e{ErrorKind::IdempotencyNotKept,
                 "The request with this Idempotency-Key was answered, but its answer was too large to keep."};
@@ -106,7 +95,7 @@ class IdempotencyFilter final : public FilterWithState<IdempotencyState> {
       } else {
         store_.putIdempotent(st.store_key,
                              {st.fingerprint, ctx.status, ctx.streaming ? "text/event-stream" : "application/json",
-                              std::move(st.captured)},
+                              st.captured.take()},
                              cfg.ttl);
       }
     }
@@ -116,17 +105,6 @@ class IdempotencyFilter final : public FilterWithState<IdempotencyState> {
   }
 
  private:
-  void append(RequestContext& ctx, IdempotencyState& st, std::string_view bytes) {
-    if (st.too_large) return;
-    if (st.captured.size() + bytes.size() > ctx.config->idempotency.max_body_bytes) {
-      st.too_large = true;
-      st.captured.clear();
-      st.captured.shrink_to_fit();
-      return;
-    }
-    st.captured.append(bytes);
-  }
-
   // The stored answer, if any; else take the key.
   void found(RequestContext& ctx, std::optional<StateStore::Idempotent> rec) {
     IdempotencyState& st = state(ctx);

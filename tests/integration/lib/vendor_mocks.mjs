@@ -28,6 +28,20 @@ export const TOOL_ARGS_JSON = JSON.stringify(TOOL_ARGS); // {"location":"Paris",
 /** The pieces TOOL_ARGS_JSON is streamed in (split at odd positions, inside tokens). */
 export const TOOL_ARGS_PIECES = Object.freeze(['{"loc', 'ation":"Pa', 'ris","unit', '":"cel', 'sius"}']);
 
+/** The scripted function tool in the Responses API's shape (type, name, parameters at the top). */
+export const RESPONSES_WEATHER_TOOL = Object.freeze({
+  type: 'function',
+  name: 'get_weather',
+  description: 'Current weather in a city',
+  parameters: {
+    type: 'object',
+    properties: { location: { type: 'string' }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
+    required: ['location', 'unit'],
+    additionalProperties: false,
+  },
+  strict: true,
+});
+
 /** Token usage every mock reports. `total` = input + output (cached is part of input). */
 export const USAGE = Object.freeze({ input: 11, output: 7, cached: 3, total: 18 });
 

@@ -1,0 +1,137 @@
+#include "guardrails/pii_detectors.h"
+
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <memory>
+
+namespace tahua::guardrails {
+namespace {
+
+struct Detector {
+  PiiKind kind;
+  std::unique_ptr<RE2> pattern;
+  bool (*valid)(std::string_view) = nullptr;
+};
+
+bool always(std::string_view) { return true; }
+
+// A phone number: 10 to 15 digits (E.164 allows up to 15), or 8 and more after a '+'
+// country code, so dates (8 digits) and short codes are not phones.
+bool phoneValid(std::string_view s) {
+  const auto digits = std::count_if(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return digits <= 15 && (digits >= 10 || (!s.empty() && s.front() == '+' && digits >= 8));
+}
+
+const std::vector<Detector>& detectors() {
+  static const std::vector<Detector> all = [] {
+    RE2::Options o;
+    o.set_log_errors(false);
+    std::vector<Detector> d;
+    auto add = [&](PiiKind k, const char* re, bool (*valid)(std::string_view)) {
+      d.push_back(Detector{k, std::make_unique<RE2>(re, o), valid});
+    };
+    add(PiiKind::Email, R"([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})", always);
+    add(PiiKind::PaymentCard, R"(\b\d(?:[ -]?\d){12,18}\b)", luhnValid);
+    add(PiiKind::Iban, R"(\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b)", ibanValid);
+    add(PiiKind::ChinaResidentId, R"(\b\d{17}[\dXx]\b)", chinaResidentIdValid);
+    add(PiiKind::Phone, R"((?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]?\d{2,4}){2,4}\b)", phoneValid);
+    add(PiiKind::ApiKey, R"(\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}\b)", always);
+    add(PiiKind::AwsAccessKey, R"(\b(?:AKIA|ASIA)[A-Z0-9]{16}\b)", always);
+    return d;
+  }();
+  return all;
+}
+
+}  // namespace
+
+std::string_view piiKindName(PiiKind kind) {
+  switch (kind) {
+    case PiiKind::Email: return "email";
+    case PiiKind::Phone: return "phone";
+    case PiiKind::PaymentCard: return "payment_card";
+    case PiiKind::Iban: return "iban";
+    case PiiKind::ChinaResidentId: return "china_resident_id";
+    case PiiKind::ApiKey: return "api_key";
+    case PiiKind::AwsAccessKey: return "aws_access_key";
+  }
+  return "";
+}
+
+bool luhnValid(std::string_view number) {
+  int sum = 0, n = 0;
+  for (auto it = number.rbegin(); it != number.rend(); ++it) {
+    const char c = *it;
+    if (c == ' ' || c == '-') continue;
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    int d = c - '0';
+    if (n++ % 2 == 1) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+  }
+  return n >= 13 && n <= 19 && sum % 10 == 0;
+}
+
+bool ibanValid(std::string_view iban) {
+  std::string s;
+  for (char c : iban)
+    if (c != ' ') s += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (s.size() < 15 || s.size() > 34) return false;
+  // The first four characters go to the end; letters count as 10..35; mod 97 must be 1.
+  std::rotate(s.begin(), s.begin() + 4, s.end());
+  int mod = 0;
+  for (char c : s) {
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      mod = (mod * 10 + (c - '0')) % 97;
+    } else if (c >= 'A' && c <= 'Z') {
+      const int v = c - 'A' + 10;
+      mod = (mod * 100 + v) % 97;
+    } else {
+      return false;
+    }
+  }
+  return mod == 1;
+}
+
+bool chinaResidentIdValid(std::string_view id) {
+  // GB 11643-1999: weights 2^(17-i) mod 11 over the first 17 digits; the check character
+  // is "10X98765432"[sum % 11].
+  static constexpr std::array<int, 17> kWeights{7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2};
+  static constexpr std::string_view kCheck = "10X98765432";
+  if (id.size() != 18) return false;
+  int sum = 0;
+  for (std::size_t i = 0; i < 17; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(id[i]))) return false;
+    sum += (id[i] - '0') * kWeights[i];
+  }
+  // A plausible birth date (YYYYMMDD at 6..13) keeps random 18-digit numbers out.
+  const int year = std::stoi(std::string(id.substr(6, 4))), month = std::stoi(std::string(id.substr(10, 2))),
+            day = std::stoi(std::string(id.substr(12, 2)));
+  if (year < 1900 || year > 2100 || month < 1 || month > 12 || day < 1 || day > 31) return false;
+  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(id[17])));
+  return kCheck[static_cast<std::size_t>(sum % 11)] == last;
+}
+
+std::vector<PiiMatch> findPii(std::string_view text, std::span<const PiiKind> kinds) {
+  std::vector<PiiMatch> out;
+  for (const Detector& d : detectors()) {
+    if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), d.kind) == kinds.end()) continue;
+    re2::StringPiece input(text.data(), text.size());
+    re2::StringPiece match;
+    std::size_t at = 0;
+    while (at <= text.size() && d.pattern->Match(input, at, text.size(), RE2::UNANCHORED, &match, 1)) {
+      const std::size_t begin = static_cast<std::size_t>(match.data() - text.data());
+      const std::size_t end = begin + match.size();
+      if (d.valid(std::string_view(match.data(), match.size()))) out.push_back(PiiMatch{d.kind, begin, end});
+      at = end > begin ? end : begin + 1;
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const PiiMatch& a, const PiiMatch& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  return out;
+}
+
+}  // namespace tahua::guardrails

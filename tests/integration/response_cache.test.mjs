@@ -428,13 +428,13 @@ async function startEmbedder(t) {
 }
 
 describe('semantic cache', () => {
-  async function startSemantic(t) {
+  async function startSemantic(t, { cache = {}, admin = false } = {}) {
     const upstream = await startMockUpstream({ t });
     const embedder = await startEmbedder(t);
     const config = gatewayConfig({
       providers: [openaiProvider('up', upstream.baseUrl()), openaiProvider('emb', embedder.url)],
       models: [
-        { name: GPT, provider: 'up', cache: { enabled: true, semantic: { enabled: true, embedding_model: 'embedder', threshold: 0.95 } } },
+        { name: GPT, provider: 'up', cache: { enabled: true, semantic: { enabled: true, embedding_model: 'embedder', threshold: 0.95 }, ...cache } },
         { name: 'embedder', provider: 'emb', upstream_model: 'text-embedding-3-small' },
       ],
     });
@@ -444,6 +444,11 @@ describe('semantic cache', () => {
       { name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A) },
       { name: 'b-main', tenant: 'team-b', sha256: sha256(KEY_B) },
     ];
+    if (admin) {
+      config.admin = adminSection();
+      const { gw, admin: call } = await startWithAdmin(t, config);
+      return { gw, upstream, embedder, admin: call };
+    }
     const gw = await startTahua({ t, config });
     return { gw, upstream, embedder };
   }
@@ -474,6 +479,23 @@ describe('semantic cache', () => {
     const m = await scrape(gw.url);
     assert.equal(sum(m, 'tahua_cache_requests_total', { model: GPT, status: 'semantic-hit' }), 1);
     assert.ok(sum(m, 'tahua_cache_tokens_saved_total', { model: GPT, status: 'semantic-hit' }) > 0);
+  });
+
+  it('a semantic neighbour past its ttl stands in when every upstream fails; a purge takes the vectors', async (t) => {
+    const { gw, upstream, admin } = await startSemantic(t, { cache: { ttl: '1s', stale_if_error: '1h' }, admin: true });
+    const first = await ask(gw, q('What is the capital of France?'));
+    await eventually(async () => sum(await scrape(gw.url), 'tahua_cache_semantic_entries') === 1, { what: 'the vector kept' });
+    for (let i = 0; i < 3; i += 1) upstream.next({ mode: 'error', status: 503 });
+    const stale = await eventually(async () => {
+      const r = await ask(gw, q("What's the capital of France?"));
+      return r.headers['x-tahua-cache'] === 'stale' && r;
+    }, { timeout: 5000, what: 'the neighbour to expire and stand in for the failed upstream' });
+    assert.equal(stale.json.is_fallback, true);
+    assert.equal(stale.json.choices[0].message.content, first.json.choices[0].message.content);
+    const stats = await admin('GET', '/admin/v1/cache');
+    assert.equal(stats.json.semantic.entries, 1);
+    await admin('DELETE', '/admin/v1/cache?tenant=team-a');
+    assert.equal((await admin('GET', '/admin/v1/cache')).json.semantic.entries, 0, "team-a's vectors went with its answers");
   });
 
   it('a route with semantic_cache: false skips the embedding; an embedder that fails is a miss, the request served', async (t) => {

@@ -496,3 +496,48 @@ TEST(PromptTemplates, ErrorsNameTheFieldAndTheProblem) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+TEST(ConfigLoader, CacheAndResponsesSectionsNameTheirBadFields) {
+  const std::string base = R"(
+listeners: [{port: 0}]
+providers:
+  - {name: up, type: openai, base_url: http://h/v1}
+  - {name: anth, type: anthropic, base_url: http://h/v1, api_key: k}
+)";
+  EXPECT_NE(loadError(base + "models: [{name: m, provider: up}]\ncache: {scope: team}\n").find("cache.scope: expected tenant or key"),
+            std::string::npos);
+  EXPECT_NE(loadError(base + "models: [{name: m, provider: up}]\ncache: {cacheable: sometimes}\n").find("cache.cacheable"),
+            std::string::npos);
+  EXPECT_NE(loadError(base + "models: [{name: m, provider: up}]\nresponses: {scope: everyone}\n").find("responses.scope"),
+            std::string::npos);
+  EXPECT_NE(loadError(base + "models: [{name: m, provider: up}]\nresponses: {ttl: forever}\n").find("responses.ttl"), std::string::npos);
+  // The semantic layer: its embedding model must exist, and be an openai-type provider's.
+  EXPECT_NE(loadError(base + "models: [{name: m, provider: up, cache: {enabled: true, semantic: {enabled: true}}}]\n")
+                .find("embedding_model: required"),
+            std::string::npos);
+  EXPECT_NE(loadError(base + "models: [{name: m, provider: up, cache: {enabled: true, semantic: {enabled: true, embedding_model: e}}}]\n")
+                .find("models[0].cache.semantic.embedding_model: unknown model \"e\""),
+            std::string::npos);
+  EXPECT_NE(loadError(base + "models:\n  - {name: m, provider: up, cache: {enabled: true, semantic: {enabled: true, embedding_model: e}}}\n"
+                             "  - {name: e, provider: anth}\n")
+                .find("must be served by an openai-type provider"),
+            std::string::npos);
+  // A model's semantic section takes only its own keys (the bounds are cache-wide).
+  EXPECT_NE(loadError(base + "models: [{name: m, provider: up, cache: {semantic: {max_entries: 5}}}]\n").find("max_entries: unknown field"),
+            std::string::npos);
+  auto ok = loadConfigString(base + "models: [{name: m, provider: up, cache: {enabled: true, ttl: 2d, stale_if_error: 1h}}]\n"
+                                    "cache: {local_ttl: 0s, semantic: {max_entries: 10, max_entries_per_tenant: 5}}\nresponses: {ttl: 30d, scope: key}\n",
+                             "t.yaml");
+  ASSERT_TRUE(ok.config) << ok.error;
+  EXPECT_EQ(ok.config->models[0].cache.ttl, Millis(2 * 86'400'000LL));
+  EXPECT_EQ(ok.config->models[0].cache.stale_if_error, Millis(3'600'000));
+  EXPECT_EQ(ok.config->cache.local_ttl, Millis(0));
+  EXPECT_EQ(ok.config->cache.semantic_max_entries_per_tenant, 5u);
+  EXPECT_TRUE(ok.config->responses.per_key);
+}
+
+}  // namespace
+}  // namespace tahua

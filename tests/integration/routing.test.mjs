@@ -66,10 +66,22 @@ function share(results, pred) {
   return (100 * results.filter(pred).length) / results.length;
 }
 
+/**
+ * A random split's share within five standard deviations of the binomial it should
+ * follow: a fair draw fails this about once in two million runs, while a wrong split
+ * (uniform instead of weighted, a canary ignored) is many sigmas away. Fixed tolerances
+ * of ±3 points over a few thousand draws were only 3.3-3.6 sigma and failed CI by chance.
+ */
+function assertShareOf(results, pred, expected, what) {
+  const n = results.length;
+  const sigma = 100 * Math.sqrt(((expected / 100) * (1 - expected / 100)) / n);
+  assertNear(share(results, pred), expected, 5 * sigma, what);
+}
+
 function assertNear(actual, expected, tolerance, what) {
   assert.ok(
     Math.abs(actual - expected) <= tolerance,
-    `${what}: ${actual.toFixed(2)}% is not within ±${tolerance} of ${expected}%`,
+    `${what}: ${actual.toFixed(2)}% is not within ±${tolerance.toFixed(2)} of ${expected}%`,
   );
 }
 
@@ -126,18 +138,18 @@ describe('canary and balancing distributions', () => {
   });
   after(() => gw?.kill());
 
-  it('a 10% canary without a sticky key gets 10% (±3) of 2000 requests', async () => {
+  it('a 10% canary without a sticky key gets 10% (within 5 sigma) of 2000 requests', async () => {
     const results = await hits(gw, 'split', 2000);
     const counts = tally(results);
     assert.deepEqual(Object.keys(counts).sort(), ['canary', 'stable-a', 'stable-b'], JSON.stringify(counts));
-    assertNear(share(results, (r) => r.deployment === 'canary'), 10, 3, 'canary share');
+    assertShareOf(results, (r) => r.deployment === 'canary', 10, 'canary share');
     // The headers and the answer agree: the deployment's upstream_model answered.
     for (const r of results) {
       assert.equal(r.model, `split-${r.deployment}`);
       assert.equal(r.version, r.deployment === 'canary' ? 'canary' : 'stable');
     }
     // The stable 90% is split evenly between the two stable deployments (equal weights).
-    assertNear(share(results, (r) => r.deployment === 'stable-a'), 45, 4, 'stable-a share');
+    assertShareOf(results, (r) => r.deployment === 'stable-a', 45, 'stable-a share');
     const lines = await gw.waitForAccessLog((l) => l.model === 'split', { count: 2000 });
     const routes = tally(lines, (l) => l.route);
     assert.deepEqual(routes, { percent: lines.length }, 'access log route is "percent" without a sticky key');
@@ -224,12 +236,12 @@ describe('canary and balancing distributions', () => {
     assert.deepEqual(tally(sticky), { stable: 300 });
   });
 
-  it('weighted_random 50/30/20 over 3000 requests is within ±3 points', async () => {
+  it('weighted_random 50/30/20 over 3000 requests is within 5 sigma of each weight', async () => {
     const results = await hits(gw, 'weighted', 3000);
     const counts = tally(results);
     assert.deepEqual(Object.keys(counts).sort(), ['w20', 'w30', 'w50']);
     for (const [id, weight] of [['w50', 50], ['w30', 30], ['w20', 20]])
-      assertNear(share(results, (r) => r.deployment === id), weight, 3, `${id} share`);
+      assertShareOf(results, (r) => r.deployment === id, weight, `${id} share`);
     assert.ok(results.every((r) => r.version === 'stable' && r.model === `weighted-${r.deployment.slice(1)}`));
     const lines = await gw.waitForAccessLog((l) => l.model === 'weighted', { count: 3000 });
     assert.deepEqual(tally(lines, (l) => l.route), { none: 3000 }, 'route "none" without a canary');
@@ -358,7 +370,7 @@ describe('changing the canary weight without a restart', () => {
     gw.signal('SIGHUP');
     await gw.stderr.waitUntil(() => reloadLogs(gw, 'SIGHUP').length === 2, 5000, 'a second SIGHUP reload');
     const half = await hits(gw, 'live', 400);
-    assertNear(share(half, (r) => r.deployment === 'canary'), 50, 10, 'canary share at 50%');
+    assertShareOf(half, (r) => r.deployment === 'canary', 50, 'canary share at 50%');
 
     const rest = await assertStreamUntouched(stream, text);
     assert.ok(rest.length > 1, 'the stream was still in flight when the split changed');

@@ -1,51 +1,36 @@
 #include "guardrails/pii_detectors.h"
 
-#include <re2/re2.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <memory>
+#include <string>
+
+#include "guardrails/rule_set.h"
 
 namespace tahua::guardrails {
+
 namespace {
+constexpr std::array<PiiKind, 7> kAllKinds{PiiKind::Email,           PiiKind::Phone,  PiiKind::PaymentCard, PiiKind::Iban,
+                                           PiiKind::ChinaResidentId, PiiKind::ApiKey, PiiKind::AwsAccessKey};
 
-struct Detector {
-  PiiKind kind;
-  std::unique_ptr<RE2> pattern;
-  bool (*valid)(std::string_view) = nullptr;
+// Bounded repeats where Hyperscan allows: a shape's longest match is what a stream holds back.
+constexpr PiiShape kShapes[] = {
+    // Unbounded: Hyperscan refuses the start-of-match tracking of an email shape with
+    // bounded repeats as "too large"; max_match_chars bounds what a stream holds back.
+    {PiiKind::Email, R"(\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b)", false, nullptr},
+    {PiiKind::PaymentCard, R"(\b\d(?:[ -]?\d){12,18}\b)", false, luhnValid},
+    {PiiKind::Iban, R"(\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b)", false, ibanValid},
+    {PiiKind::ChinaResidentId, R"(\b\d{17}[\dXx]\b)", false, chinaResidentIdValid},
+    {PiiKind::Phone, R"(\+\d{8,15}\b)", false, phoneValid},
+    {PiiKind::Phone, R"((?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?|\b)\d{2,4}(?:[ .-]?\d{2,4}){2,4}\b)", false, phoneValid},
+    {PiiKind::ApiKey, R"(\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,160})", false, nullptr},
+    {PiiKind::AwsAccessKey, R"(\b(?:AKIA|ASIA)[A-Z0-9]{16}\b)", false, nullptr},
 };
-
-bool always(std::string_view) { return true; }
-
-// A phone number: 10 to 15 digits (E.164 allows up to 15), or 8 and more after a '+'
-// country code, so dates (8 digits) and short codes are not phones.
-bool phoneValid(std::string_view s) {
-  const auto digits = std::count_if(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-  return digits <= 15 && (digits >= 10 || (!s.empty() && s.front() == '+' && digits >= 8));
-}
-
-const std::vector<Detector>& detectors() {
-  static const std::vector<Detector> all = [] {
-    RE2::Options o;
-    o.set_log_errors(false);
-    std::vector<Detector> d;
-    auto add = [&](PiiKind k, const char* re, bool (*valid)(std::string_view)) {
-      d.push_back(Detector{k, std::make_unique<RE2>(re, o), valid});
-    };
-    add(PiiKind::Email, R"([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})", always);
-    add(PiiKind::PaymentCard, R"(\b\d(?:[ -]?\d){12,18}\b)", luhnValid);
-    add(PiiKind::Iban, R"(\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b)", ibanValid);
-    add(PiiKind::ChinaResidentId, R"(\b\d{17}[\dXx]\b)", chinaResidentIdValid);
-    add(PiiKind::Phone, R"((?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]?\d{2,4}){2,4}\b)", phoneValid);
-    add(PiiKind::ApiKey, R"(\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}\b)", always);
-    add(PiiKind::AwsAccessKey, R"(\b(?:AKIA|ASIA)[A-Z0-9]{16}\b)", always);
-    return d;
-  }();
-  return all;
-}
-
 }  // namespace
+
+std::span<const PiiKind> allPiiKinds() { return kAllKinds; }
+std::span<const PiiShape> piiShapes() { return kShapes; }
 
 std::string_view piiKindName(PiiKind kind) {
   switch (kind) {
@@ -58,6 +43,33 @@ std::string_view piiKindName(PiiKind kind) {
     case PiiKind::AwsAccessKey: return "aws_access_key";
   }
   return "";
+}
+
+bool piiKindFromName(std::string_view name, PiiKind& kind) {
+  for (PiiKind k : kAllKinds)
+    if (piiKindName(k) == name) {
+      kind = k;
+      return true;
+    }
+  return false;
+}
+
+// A phone number: 10 to 15 digits (E.164 allows up to 15), or 8 and more after a '+'
+// country code, so dates (8 digits) and short codes are not phones; four dot-separated
+// groups of at most three digits are an IPv4 address.
+bool phoneValid(std::string_view s) {
+  const auto digits = std::count_if(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  if (digits > 15 || (digits < 10 && !(!s.empty() && s.front() == '+' && digits >= 8))) return false;
+  if (std::count(s.begin(), s.end(), '.') == 3 && std::all_of(s.begin(), s.end(), [](char c) { return c == '.' || std::isdigit(static_cast<unsigned char>(c)); })) {
+    std::size_t run = 0;
+    bool ip = true;
+    for (char c : s) {
+      run = c == '.' ? 0 : run + 1;
+      if (run > 3) ip = false;
+    }
+    if (ip) return false;
+  }
+  return true;
 }
 
 bool luhnValid(std::string_view number) {
@@ -117,18 +129,29 @@ bool chinaResidentIdValid(std::string_view id) {
 }
 
 std::vector<PiiMatch> findPii(std::string_view text, std::span<const PiiKind> kinds) {
-  std::vector<PiiMatch> out;
-  for (const Detector& d : detectors()) {
-    if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), d.kind) == kinds.end()) continue;
-    re2::StringPiece input(text.data(), text.size());
-    re2::StringPiece match;
-    std::size_t at = 0;
-    while (at <= text.size() && d.pattern->Match(input, at, text.size(), RE2::UNANCHORED, &match, 1)) {
-      const std::size_t begin = static_cast<std::size_t>(match.data() - text.data());
-      const std::size_t end = begin + match.size();
-      if (d.valid(std::string_view(match.data(), match.size()))) out.push_back(PiiMatch{d.kind, begin, end});
-      at = end > begin ? end : begin + 1;
+  // One rule per kind, so each match names its kind.
+  static const std::shared_ptr<const RuleSet> all = [] {
+    std::vector<RuleSpec> rules;
+    for (PiiKind k : kAllKinds) {
+      RuleSpec r;
+      r.name = std::string(piiKindName(k));
+      r.detector = RuleSpec::Detector::Pii;
+      r.pii = {k};
+      rules.push_back(std::move(r));
     }
+    std::string error;
+    auto set = RuleSet::compile(std::move(rules), error);
+    return set;
+  }();
+  std::vector<PiiMatch> out;
+  if (!all) return out;
+  RuleScratch scratch;
+  auto hits = all->scanText(text, scratch);
+  mergeHits(hits);
+  for (const RuleHit& h : hits) {
+    const PiiKind k = kAllKinds[h.rule];
+    if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), k) == kinds.end()) continue;
+    out.push_back(PiiMatch{k, h.begin, h.end});
   }
   std::sort(out.begin(), out.end(), [](const PiiMatch& a, const PiiMatch& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
   return out;

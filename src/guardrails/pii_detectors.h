@@ -1,8 +1,13 @@
-// Personal data and secrets in a text, found by shape (RE2 patterns, compiled once) and
-// kept only when they validate: a payment card passes the Luhn check, an IBAN its
-// mod-97 check digits, a mainland China resident ID its ISO 7064 check character. The
-// guardrail filters (issue 22) build on these; here they are a library of their own,
-// free of requests and config, unit-tested.
+// Personal data and secrets found by shape and kept only when they validate: a payment
+// card passes the Luhn check, an IBAN its mod-97 check digits, a mainland China resident
+// ID its ISO 7064 check character and a plausible birth date, a phone number the E.164
+// length rules (not a date, not an IP address). The shapes are Hyperscan patterns, compiled
+// with a guardrail policy's own patterns into one database (rule_set.h); the checks run
+// only on what a shape matched.
+//
+// Phone numbers are checked by these rules rather than libphonenumber: Debian 12's
+// libphonenumber-dev depends on Boost 1.74's headers, which conflict with the Boost 1.81
+// the gateway builds with.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +19,18 @@ namespace tahua::guardrails {
 
 enum class PiiKind { Email, Phone, PaymentCard, Iban, ChinaResidentId, ApiKey, AwsAccessKey };
 std::string_view piiKindName(PiiKind kind);  // "email", "phone", "payment_card", ...
+bool piiKindFromName(std::string_view name, PiiKind& kind);
+std::span<const PiiKind> allPiiKinds();
+
+// A shape of a kind (a kind may have several), in Hyperscan's syntax, and the check a
+// match must pass (null: the shape is enough).
+struct PiiShape {
+  PiiKind kind;
+  const char* pattern;
+  bool caseless;
+  bool (*valid)(std::string_view);
+};
+std::span<const PiiShape> piiShapes();
 
 struct PiiMatch {
   PiiKind kind;
@@ -22,7 +39,8 @@ struct PiiMatch {
 };
 
 // Every validated match of `kinds` (all kinds when empty), in text order; overlapping
-// matches of different kinds are all reported.
+// matches of different kinds are all reported. For tests and tools: requests are checked
+// through a policy's compiled RuleSet.
 std::vector<PiiMatch> findPii(std::string_view text, std::span<const PiiKind> kinds = {});
 
 // The checks, on the candidate's characters (separators such as spaces and dashes are
@@ -30,5 +48,6 @@ std::vector<PiiMatch> findPii(std::string_view text, std::span<const PiiKind> ki
 bool luhnValid(std::string_view number);
 bool ibanValid(std::string_view iban);
 bool chinaResidentIdValid(std::string_view id);
+bool phoneValid(std::string_view phone);
 
 }  // namespace tahua::guardrails

@@ -1,0 +1,411 @@
+#include "guardrails/rule_set.h"
+
+#include <hs/hs.h>
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+#include "guardrails/injection_signals.h"
+
+namespace tahua::guardrails {
+namespace {
+
+// A literal as a pattern: every byte that is not a letter or digit escaped.
+std::string literalPattern(std::string_view lit) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : lit) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9')) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+struct Expr {
+  std::string pattern;
+  unsigned flags;
+  std::uint16_t rule;
+  bool (*valid)(std::string_view);
+  double weight;
+  std::string what;  // for errors: "patterns[2]", "literals[0]", "pii email"
+  bool som = true;   // Hyperscan reports where the match starts
+};
+
+// Whether Hyperscan takes `e` alone; its error otherwise.
+bool compiles(const Expr& e, unsigned flags, std::string& why) {
+  hs_database_t* db = nullptr;
+  hs_compile_error_t* err = nullptr;
+  if (hs_compile(e.pattern.c_str(), flags, HS_MODE_STREAM | HS_MODE_SOM_HORIZON_LARGE, nullptr, &db, &err) == HS_SUCCESS) {
+    hs_free_database(db);
+    return true;
+  }
+  why = err && err->message ? err->message : "refused by the matcher";
+  hs_free_compile_error(err);
+  return false;
+}
+
+// The injection signals, compiled once per process in block mode (input only), without
+// UTF-8 mode: a bounded gap of any bytes (`.{0,60}`) compiles in milliseconds instead of
+// a second, and the Chinese phrases are matched as the byte strings they are.
+const hs_database_t* injectionDatabase() {
+  static hs_database_t* const db = [] {
+    std::vector<const char*> patterns;
+    std::vector<unsigned> flags, ids;
+    const auto signals = injectionSignals();
+    for (std::size_t i = 0; i < signals.size(); ++i) {
+      patterns.push_back(signals[i].pattern);
+      flags.push_back(HS_FLAG_CASELESS | HS_FLAG_DOTALL | HS_FLAG_SINGLEMATCH);
+      ids.push_back(static_cast<unsigned>(i));
+    }
+    hs_database_t* out = nullptr;
+    hs_compile_error_t* err = nullptr;
+    if (hs_compile_multi(patterns.data(), flags.data(), ids.data(), static_cast<unsigned>(patterns.size()), HS_MODE_BLOCK, nullptr,
+                         &out, &err) != HS_SUCCESS) {
+      hs_free_compile_error(err);  // a unit test compiles every signal: not reached
+      return static_cast<hs_database_t*>(nullptr);
+    }
+    return out;
+  }();
+  return db;
+}
+
+struct Collector {
+  std::vector<std::pair<unsigned, std::pair<unsigned long long, unsigned long long>>> raw;
+};
+
+int collect(unsigned id, unsigned long long from, unsigned long long to, unsigned, void* ctx) {
+  static_cast<Collector*>(ctx)->raw.push_back({id, {from, to}});
+  return 0;
+}
+
+}  // namespace
+
+bool RuleSet::injectionSignalsCompile() { return injectionDatabase() != nullptr; }
+
+std::string_view actionName(Action a) {
+  switch (a) {
+    case Action::Flag: return "flag";
+    case Action::Redact: return "redact";
+    case Action::Block: return "block";
+  }
+  return "";
+}
+
+void mergeHits(std::vector<RuleHit>& hits) {
+  std::sort(hits.begin(), hits.end(), [](const RuleHit& a, const RuleHit& b) {
+    return a.rule < b.rule || (a.rule == b.rule && (a.begin < b.begin || (a.begin == b.begin && a.end > b.end)));
+  });
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    if (w > 0 && hits[w - 1].rule == hits[i].rule && hits[i].begin <= hits[w - 1].end) {
+      hits[w - 1].end = std::max(hits[w - 1].end, hits[i].end);
+      continue;
+    }
+    hits[w++] = hits[i];
+  }
+  hits.resize(w);
+}
+
+RuleScratch::~RuleScratch() {
+  if (scratch_) hs_free_scratch(scratch_);
+}
+
+hs_scratch* RuleScratch::forDatabase(const hs_database* db) {
+  if (std::find(fitted_.begin(), fitted_.end(), db) == fitted_.end()) {
+    if (hs_alloc_scratch(db, &scratch_) != HS_SUCCESS) return nullptr;
+    fitted_.push_back(db);
+  }
+  return scratch_;
+}
+
+RuleSet::RuleSet() = default;
+
+RuleSet::~RuleSet() {
+  if (db_) hs_free_database(db_);
+}
+
+std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std::string& error) {
+  std::vector<Expr> exprs;
+  for (std::size_t r = 0; r < rules.size(); ++r) {
+    const RuleSpec& spec = rules[r];
+    const auto rule = static_cast<std::uint16_t>(r);
+    const unsigned base = HS_FLAG_SOM_LEFTMOST | HS_FLAG_UTF8;
+    switch (spec.detector) {
+      case RuleSpec::Detector::Patterns:
+        for (std::size_t i = 0; i < spec.patterns.size(); ++i)
+          exprs.push_back({spec.patterns[i], base | HS_FLAG_DOTALL | (spec.caseless ? HS_FLAG_CASELESS : 0u), rule, nullptr, 0,
+                           "patterns[" + std::to_string(i) + "]"});
+        for (std::size_t i = 0; i < spec.literals.size(); ++i)
+          exprs.push_back({literalPattern(spec.literals[i]), base | (spec.caseless ? HS_FLAG_CASELESS : 0u), rule, nullptr, 0,
+                           "literals[" + std::to_string(i) + "]"});
+        break;
+      case RuleSpec::Detector::Pii:
+        for (const PiiShape& shape : piiShapes()) {
+          if (!spec.pii.empty() && std::find(spec.pii.begin(), spec.pii.end(), shape.kind) == spec.pii.end()) continue;
+          exprs.push_back({shape.pattern, base | (shape.caseless ? HS_FLAG_CASELESS : 0u), rule, shape.valid, 0,
+                           "pii " + std::string(piiKindName(shape.kind))});
+        }
+        break;
+      case RuleSpec::Detector::Injection:
+        break;  // the signals' own database (injectionDatabase), shared by every policy
+    }
+  }
+  auto set = std::shared_ptr<RuleSet>(new RuleSet());
+  set->width_.assign(rules.size(), 0);
+  // Each expression alone first: its width, and an error that names its rule. Hyperscan
+  // refuses to track the start of some shapes (large bounded repeats: "Pattern is too
+  // large"); those are matched without it, and RE2 finds the start in a second pass over
+  // the text before the match's end (the same window a stream holds back).
+  set->starts_.resize(exprs.size());
+  for (std::size_t i = 0; i < exprs.size(); ++i) {
+    Expr& e = exprs[i];
+    std::string why;
+    if (e.som && !compiles(e, e.flags, why)) {
+      std::string plain_why;
+      if (!compiles(e, e.flags & ~HS_FLAG_SOM_LEFTMOST, plain_why)) {
+        error = "rule \"" + rules[e.rule].name + "\" " + e.what + ": " + plain_why;
+        return nullptr;
+      }
+      RE2::Options o;
+      o.set_log_errors(false);
+      o.set_case_sensitive(!(e.flags & HS_FLAG_CASELESS));
+      o.set_dot_nl((e.flags & HS_FLAG_DOTALL) != 0);
+      auto start = std::make_unique<RE2>("(?:" + e.pattern + ")\\z", o);
+      if (!start->ok()) {
+        error = "rule \"" + rules[e.rule].name + "\" " + e.what + ": " + why + " with its start tracked, and " + start->error();
+        return nullptr;
+      }
+      e.flags &= ~HS_FLAG_SOM_LEFTMOST;
+      e.som = false;
+      set->starts_[i] = std::move(start);
+    }
+  }
+  for (const Expr& e : exprs) {
+    hs_expr_info_t* info = nullptr;
+    hs_compile_error_t* err = nullptr;
+    if (hs_expression_info(e.pattern.c_str(), e.flags, &info, &err) != HS_SUCCESS) {
+      error = "rule \"" + rules[e.rule].name + "\" " + e.what + ": " + (err && err->message ? err->message : "refused by the matcher");
+      hs_free_compile_error(err);
+      return nullptr;
+    }
+    const std::size_t width = info->max_width == UINT_MAX ? SIZE_MAX : info->max_width;
+    std::free(info);
+    set->width_[e.rule] = std::max(set->width_[e.rule], std::min(width, rules[e.rule].max_match_chars));
+  }
+  for (const RuleSpec& spec : rules) {
+    set->targets_ |= spec.targets;
+    if (spec.detector == RuleSpec::Detector::Injection) set->injection_rules_ |= spec.targets;
+  }
+  set->rules_ = std::move(rules);
+  if (exprs.empty()) return set;
+  std::vector<const char*> patterns;
+  std::vector<unsigned> flags, ids;
+  for (std::size_t i = 0; i < exprs.size(); ++i) {
+    patterns.push_back(exprs[i].pattern.c_str());
+    flags.push_back(exprs[i].flags);
+    ids.push_back(static_cast<unsigned>(i));
+    set->refs_.push_back({exprs[i].rule, exprs[i].valid, exprs[i].weight, exprs[i].som});
+  }
+  hs_compile_error_t* err = nullptr;
+  if (hs_compile_multi(patterns.data(), flags.data(), ids.data(), static_cast<unsigned>(exprs.size()),
+                       HS_MODE_STREAM | HS_MODE_SOM_HORIZON_LARGE, nullptr, &set->db_, &err) != HS_SUCCESS) {
+    const std::string why = err && err->message ? err->message : "refused by the matcher";
+    if (err && err->expression >= 0 && static_cast<std::size_t>(err->expression) < exprs.size()) {
+      const Expr& e = exprs[static_cast<std::size_t>(err->expression)];
+      error = "rule \"" + set->rules_[e.rule].name + "\" " + e.what + ": " + why;
+    } else {
+      error = "the policy's patterns together: " + why;
+    }
+    hs_free_compile_error(err);
+    return nullptr;
+  }
+  return set;
+}
+
+bool RuleSet::anyAction(std::uint8_t targets, Action a) const {
+  return std::any_of(rules_.begin(), rules_.end(), [&](const RuleSpec& r) { return (r.targets & targets) && r.action == a; });
+}
+
+std::size_t RuleSet::holdBack(std::uint8_t targets) const {
+  std::size_t hold = 0;
+  for (std::size_t r = 0; r < rules_.size(); ++r)
+    if (rules_[r].targets & targets) hold = std::max(hold, width_[r]);
+  return hold;
+}
+
+bool RuleSet::accept(unsigned id, std::uint8_t targets, std::string_view matched) const {
+  if (id >= refs_.size()) return false;
+  const PatternRef& ref = refs_[id];
+  if (!(rules_[ref.rule].targets & targets)) return false;
+  return !ref.valid || ref.valid(matched);
+}
+
+std::size_t RuleSet::startOf(unsigned id, std::string_view text, std::size_t floor, std::size_t from, std::size_t to) const {
+  const re2::RE2* start = starts_[id].get();
+  if (refs_[id].som || !start) return std::max(floor, from);
+  const std::size_t cap = rules_[refs_[id].rule].max_match_chars;
+  const std::size_t window = to - floor > cap ? to - cap : floor;
+  re2::StringPiece m;
+  // The text given ends at the match's end: RE2 refuses `\z` before the text's end.
+  if (start->Match(re2::StringPiece(text.data(), to), window, to, re2::RE2::UNANCHORED, &m, 1))
+    return static_cast<std::size_t>(m.data() - text.data());
+  return window;  // the shape needs what lies before the window: take the whole window
+}
+
+void RuleSet::scanText(std::string_view text, RuleScratch& scratch, std::uint8_t targets, std::vector<RuleHit>& out) const {
+  if (!(targets_ & targets) || text.empty()) return;
+  // Plain ASCII is matched as it is; anything else folded, with a map back.
+  thread_local std::string folded;
+  thread_local std::vector<std::uint32_t> origin;
+  FoldStats stats;
+  const bool identity = foldIsIdentity(text);
+  std::string_view subject = text;
+  if (!identity) {
+    folded.clear();
+    origin.clear();
+    foldAppend(text, 0, folded, origin, stats);
+    subject = folded;
+  }
+  thread_local Collector found;
+  found.raw.clear();
+  if (hs_scratch* s = db_ ? scratch.forDatabase(db_) : nullptr) {
+    hs_stream* stream = nullptr;
+    if (hs_open_stream(db_, 0, &stream) == HS_SUCCESS) {
+      hs_scan_stream(stream, subject.data(), static_cast<unsigned>(subject.size()), 0, s, collect, &found);
+      hs_close_stream(stream, s, collect, &found);
+    }
+  }
+
+  const auto place = [&](std::size_t from, std::size_t to) {
+    if (identity) return Range{from, to};
+    return originalRange(origin, from, to, text.size());
+  };
+  for (const auto& [id, span] : found.raw) {
+    const auto [from, to] = span;
+    if (id >= refs_.size() || to > subject.size() || from > to) continue;
+    const PatternRef& ref = refs_[id];
+    if (!(rules_[ref.rule].targets & targets)) continue;
+    const std::size_t begin = startOf(id, subject, 0, static_cast<std::size_t>(from), static_cast<std::size_t>(to));
+    if (!accept(id, targets, subject.substr(begin, to - begin))) continue;
+    const Range r = place(begin, static_cast<std::size_t>(to));
+    out.push_back(RuleHit{ref.rule, r.begin, r.end});
+  }
+  if (injection_rules_ & targets) scanInjection(subject, stats, scratch, targets, text.size(), out);
+}
+
+void RuleSet::scanInjection(std::string_view subject, const FoldStats& stats, RuleScratch& scratch, std::uint8_t targets,
+                            std::size_t text_size, std::vector<RuleHit>& out) const {
+  // The distinct signals' weights, summed, and the hidden-text tricks folding counted;
+  // a hit is the whole text (where the signals are does not matter).
+  const hs_database_t* db = injectionDatabase();
+  hs_scratch* s = db ? scratch.forDatabase(db) : nullptr;
+  double score = 0;
+  if (s) {
+    thread_local std::vector<unsigned> seen;
+    seen.clear();
+    hs_scan(db, subject.data(), static_cast<unsigned>(subject.size()), 0, s,
+            [](unsigned id, unsigned long long, unsigned long long, unsigned, void* ctx) {
+              static_cast<std::vector<unsigned>*>(ctx)->push_back(id);
+              return 0;
+            },
+            &seen);
+    const auto signals = injectionSignals();
+    for (unsigned id : seen)
+      if (id < signals.size()) score += signals[id].weight;
+  }
+  if (stats.invisible >= kInvisibleCount) score += kInvisibleWeight;
+  if (stats.tags > 0) score += kTagWeight;
+  for (std::size_t r = 0; r < rules_.size(); ++r)
+    if (rules_[r].detector == RuleSpec::Detector::Injection && (rules_[r].targets & targets) && score > 0 && score >= rules_[r].threshold)
+      out.push_back(RuleHit{static_cast<std::uint16_t>(r), 0, text_size});
+}
+
+// ---- TextStream ----
+
+TextStream::TextStream(std::shared_ptr<const RuleSet> rules, std::uint8_t targets)
+    : rules_(std::move(rules)), targets_(targets), hold_(rules_->holdBack(targets) + 1) {}
+
+TextStream::TextStream(TextStream&& o) noexcept
+    : rules_(std::move(o.rules_)),
+      targets_(o.targets_),
+      stream_(o.stream_),
+      hold_(o.hold_),
+      folded_(std::move(o.folded_)),
+      origin_(std::move(o.origin_)),
+      fbase_(o.fbase_),
+      orig_size_(o.orig_size_),
+      stats_(o.stats_),
+      raw_(std::move(o.raw_)),
+      closed_(o.closed_) {
+  o.stream_ = nullptr;
+}
+
+TextStream::~TextStream() {
+  if (stream_) hs_close_stream(stream_, nullptr, nullptr, nullptr);
+}
+
+int TextStream::onMatch(unsigned id, unsigned long long from, unsigned long long to, unsigned, void* ctx) {
+  static_cast<std::vector<Raw>*>(ctx)->push_back(Raw{id, from, to});
+  return 0;
+}
+
+void TextStream::feed(std::string_view piece, RuleScratch& scratch, std::vector<RuleHit>& out) {
+  if (closed_ || piece.empty()) return;
+  const std::size_t start = folded_.size();
+  foldAppend(piece, orig_size_, folded_, origin_, stats_);
+  orig_size_ += piece.size();
+  if (!rules_->db_) return;
+  hs_scratch* s = scratch.forDatabase(rules_->db_);
+  if (!s) return;
+  if (!stream_ && hs_open_stream(rules_->db_, 0, &stream_) != HS_SUCCESS) return;
+  raw_.clear();
+  hs_scan_stream(stream_, folded_.data() + start, static_cast<unsigned>(folded_.size() - start), 0, s, onMatch, &raw_);
+  collect(out);
+  // Keep the tail a later match can still start in; compact in large steps.
+  const std::size_t total = fbase_ + folded_.size();
+  if (total > hold_ + fbase_ + 4096) {
+    const std::size_t drop = total - hold_ - fbase_;
+    folded_.erase(0, drop);
+    origin_.erase(origin_.begin(), origin_.begin() + static_cast<std::ptrdiff_t>(drop));
+    fbase_ += drop;
+  }
+}
+
+void TextStream::close(RuleScratch& scratch, std::vector<RuleHit>& out) {
+  if (closed_) return;
+  closed_ = true;
+  if (!stream_) return;
+  raw_.clear();
+  hs_close_stream(stream_, scratch.forDatabase(rules_->db_), onMatch, &raw_);
+  stream_ = nullptr;
+  collect(out);
+}
+
+void TextStream::collect(std::vector<RuleHit>& out) {
+  for (const Raw& m : raw_) {
+    if (m.to < m.from || m.to <= fbase_ || m.to > fbase_ + folded_.size()) continue;
+    const std::size_t to = m.to - fbase_;
+    const std::size_t from = rules_->startOf(m.id, folded_, 0, std::max<std::size_t>(m.from, fbase_) - fbase_, to);
+    if (!rules_->accept(m.id, targets_, std::string_view(folded_).substr(from, to - from))) continue;
+    const Range r = originalRange(origin_, from, to, orig_size_);
+    out.push_back(RuleHit{rules_->refs_[m.id].rule, r.begin, r.end});
+  }
+}
+
+std::size_t TextStream::safeEnd() const {
+  if (closed_) return orig_size_;
+  // Trimming keeps fbase_ <= total - hold_, so the bound's byte is still in the buffer.
+  const std::size_t total = fbase_ + folded_.size();
+  if (total < hold_) return 0;
+  return origin_[total - hold_ - fbase_];
+}
+
+}  // namespace tahua::guardrails

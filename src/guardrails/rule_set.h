@@ -1,0 +1,170 @@
+// A guardrail policy's rules compiled into one Hyperscan database (streaming mode, with
+// the start of each match: HS_FLAG_SOM_LEFTMOST), matched against folded text
+// (text_fold.h). Hyperscan rather than RE2: a streaming matcher carries a match across
+// the pieces of an answer without keeping the text, and one database runs every pattern
+// of a policy in a single pass. Immutable once compiled: every worker scans with it, each
+// with a scratch of its own (RuleScratch).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "guardrails/pii_detectors.h"
+#include "guardrails/text_fold.h"
+
+namespace re2 {
+class RE2;
+}
+struct hs_database;
+struct hs_scratch;
+struct hs_stream;
+
+namespace tahua::guardrails {
+
+// What a rule looks at.
+enum Target : std::uint8_t {
+  kInput = 1,             // the request's messages (user, assistant, tool results)
+  kSystem = 2,            // system / developer messages, Anthropic's `system`, Responses' `instructions`
+  kToolArguments = 4,     // tool-call arguments in the request's history
+  kOutput = 8,            // the answer's text
+  kOutputToolCalls = 16,  // the answer's tool-call arguments
+};
+constexpr std::uint8_t kRequestTargets = kInput | kSystem | kToolArguments;
+constexpr std::uint8_t kAnswerTargets = kOutput | kOutputToolCalls;
+
+enum class Action : std::uint8_t { Flag, Redact, Block };  // in order of precedence
+std::string_view actionName(Action a);
+
+struct RuleSpec {
+  std::string name;
+  std::uint8_t targets = kInput | kOutput;
+  Action action = Action::Flag;
+  std::string mask = "[REDACTED]";
+  std::size_t max_match_chars = 256;  // bytes of UTF-8: the longest match kept whole, and a stream's hold-back
+  enum class Detector : std::uint8_t { Patterns, Pii, Injection } detector = Detector::Patterns;
+  std::vector<std::string> patterns;  // Hyperscan regexes
+  std::vector<std::string> literals;  // matched as they are
+  bool caseless = false;
+  std::vector<PiiKind> pii;
+  double threshold = 0.5;  // injection: the score that makes a hit
+};
+
+// A validated match of rule `rule` over bytes [begin, end) of the original text.
+struct RuleHit {
+  std::uint16_t rule = 0;
+  std::size_t begin = 0, end = 0;
+};
+
+// Sorts hits by (rule, begin) and merges those of one rule that overlap or touch.
+void mergeHits(std::vector<RuleHit>& hits);
+
+// Hyperscan's per-thread working memory, grown to fit every database it scanned with.
+class RuleScratch {
+ public:
+  RuleScratch() = default;
+  RuleScratch(const RuleScratch&) = delete;
+  RuleScratch& operator=(const RuleScratch&) = delete;
+  ~RuleScratch();
+  hs_scratch* forDatabase(const hs_database* db);
+
+ private:
+  hs_scratch* scratch_ = nullptr;
+  std::vector<const hs_database*> fitted_;
+};
+
+class RuleSet {
+ public:
+  // Null and `error` ("rule \"name\": why") when a pattern is refused.
+  // Whether the injection signals compiled (a unit test checks they do).
+  static bool injectionSignalsCompile();
+  static std::shared_ptr<const RuleSet> compile(std::vector<RuleSpec> rules, std::string& error);
+  ~RuleSet();
+
+  const std::vector<RuleSpec>& rules() const { return rules_; }
+  std::uint8_t targets() const { return targets_; }  // every rule's, together
+  bool anyAction(std::uint8_t targets, Action a) const;
+
+  // Every validated match in `text`, of rules looking at one of `targets`, appended to
+  // `out` (offsets into `text`; unmerged). Injection rules report their signals' places
+  // when their score reaches the threshold.
+  void scanText(std::string_view text, RuleScratch& scratch, std::uint8_t targets, std::vector<RuleHit>& out) const;
+  std::vector<RuleHit> scanText(std::string_view text, RuleScratch& scratch, std::uint8_t targets = 0xff) const {
+    std::vector<RuleHit> out;
+    scanText(text, scratch, targets, out);
+    return out;
+  }
+
+  // Bytes of folded text a stream holds back for rules of `targets`: the longest match
+  // one can make, at most its max_match_chars.
+  std::size_t holdBack(std::uint8_t targets) const;
+
+ private:
+  friend class TextStream;
+  struct PatternRef {
+    std::uint16_t rule;
+    bool (*valid)(std::string_view);
+    double weight;  // injection signals
+    bool som;       // Hyperscan gives the start; else starts_ finds it
+  };
+  RuleSet();
+  bool accept(unsigned id, std::uint8_t targets, std::string_view matched) const;
+  // Where the match of pattern `id` that ends at `to` starts, in `text` (not before
+  // `floor`): Hyperscan's `from`, or the second pass.
+  std::size_t startOf(unsigned id, std::string_view text, std::size_t floor, std::size_t from, std::size_t to) const;
+
+  std::vector<RuleSpec> rules_;
+  std::vector<PatternRef> refs_;            // by Hyperscan id
+  std::vector<std::size_t> width_;          // per rule: longest match (bytes), capped
+  std::vector<std::unique_ptr<re2::RE2>> starts_;  // by id: the start-finding pass, when Hyperscan cannot
+  hs_database* db_ = nullptr;
+  std::uint8_t targets_ = 0;
+  std::uint8_t injection_rules_ = 0;  // the targets of injection rules
+  void scanInjection(std::string_view subject, const FoldStats& stats, RuleScratch& scratch, std::uint8_t targets,
+                     std::size_t text_size, std::vector<RuleHit>& out) const;
+};
+
+// One text arriving in pieces (a choice's answer, a tool call's arguments): matches
+// found across pieces, in original offsets from the text's start. Keeps only the folded
+// tail a match can still reach.
+class TextStream {
+ public:
+  TextStream(std::shared_ptr<const RuleSet> rules, std::uint8_t targets);
+  TextStream(TextStream&&) noexcept;
+  TextStream& operator=(TextStream&&) = delete;
+  TextStream(const TextStream&) = delete;
+  ~TextStream();
+
+  void feed(std::string_view piece, RuleScratch& scratch, std::vector<RuleHit>& out);
+  // The text is complete: matches that needed to see its end.
+  void close(RuleScratch& scratch, std::vector<RuleHit>& out);
+  // Original bytes before this offset can no longer be part of a new match.
+  std::size_t safeEnd() const;
+  std::size_t size() const { return orig_size_; }
+  bool closed() const { return closed_; }
+
+ private:
+  struct Raw {
+    unsigned id;
+    unsigned long long from, to;
+  };
+  void collect(std::vector<RuleHit>& out);
+  static int onMatch(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void* ctx);
+
+  std::shared_ptr<const RuleSet> rules_;
+  std::uint8_t targets_;
+  hs_stream* stream_ = nullptr;
+  std::size_t hold_ = 0;
+  std::string folded_;                  // folded bytes from fbase_
+  std::vector<std::uint32_t> origin_;  // their original offsets
+  std::size_t fbase_ = 0;
+  std::size_t orig_size_ = 0;
+  FoldStats stats_;
+  std::vector<Raw> raw_;
+  bool closed_ = false;
+};
+
+}  // namespace tahua::guardrails

@@ -112,7 +112,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
   const std::string kind(path.substr(0, slash));
   const std::string name(slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1));
   if (!storedResourceKind(kind))
-    co_return error(404, "unknown_kind", "Unknown resource kind '" + kind + "' (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin).");
+    co_return error(404, "unknown_kind", "Unknown resource kind '" + kind + "' (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin | GuardrailPolicy).");
   if (!storedResourceName(name))
     co_return error(400, "invalid_name", "A resource name is 1-128 letters, digits, '-', '_' or '.'.");
   const std::string id = kind + "/" + name;

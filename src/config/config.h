@@ -136,6 +136,9 @@ struct StoreConfig {
 };
 
 struct ProviderKind;  // config/provider_kind.h
+namespace guardrails {
+class RuleSet;  // guardrails/rule_set.h
+}
 
 // Upstream timeouts. Defaults here, then the top-level `timeouts` section, then the
 // provider's `timeouts`, then a matching route's `timeouts` (field by field).
@@ -564,6 +567,21 @@ struct ResponsesConfig {
   std::size_t max_turns = 256;     // previous_response_id chains longer than this are refused
 };
 
+// A guardrail policy (`guardrails.policies`, GuardrailPolicy resources): content rules
+// for the requests it is attached to (README "Guardrails"). Its rules are compiled once,
+// when the config is loaded, and shared read-only by every worker.
+struct GuardrailPolicyConfig {
+  std::string name;
+  // Attached to: requests whose model (as asked or as routed), route, tenant and key are
+  // in every list given; no list = every request.
+  std::vector<std::string> models, routes, tenants, keys;
+  std::shared_ptr<const guardrails::RuleSet> rules;
+};
+
+struct GuardrailsConfig {
+  std::vector<GuardrailPolicyConfig> policies;  // guardrails.policies, then GuardrailPolicy resources
+};
+
 // Limits over all tenants, and how token limits estimate a request before it runs.
 struct RateLimitConfig {
   // Completion tokens reserved for a request that sets no max_tokens (and that a token
@@ -601,6 +619,7 @@ struct Config {
   IdempotencyConfig idempotency;
   ResponsesConfig responses;
   CacheConfig cache;
+  GuardrailsConfig guardrails;
   std::vector<TenantConfig> tenants;
   std::vector<ApiKeyConfig> keys;
   RateLimitConfig rate_limits;

@@ -1,6 +1,6 @@
 // A config directory (a Kubernetes ConfigMap mount): top-level sections spread over
 // files, plus tahua.dev/v1 resources (ModelRoute, RateLimitPolicy, PromptTemplate,
-// Plugin).
+// Plugin, GuardrailPolicy).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -98,9 +98,9 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
           return result;
         }
         const std::string kind = doc["kind"] && doc["kind"].IsScalar() ? doc["kind"].Scalar() : "";
-        if (kind != "ModelRoute" && kind != "RateLimitPolicy" && kind != "PromptTemplate" && kind != "Plugin") {
+        if (!storedResourceKind(kind)) {
           bad(doc["kind"] ? doc["kind"] : doc, "kind",
-              "unknown kind \"" + kind + "\" (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin)");
+              "unknown kind \"" + kind + "\" (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin | GuardrailPolicy)");
           return result;
         }
         const YAML::Node meta = doc["metadata"];
@@ -170,6 +170,13 @@ void Loader::loadResource(const YAML::Node& spec, const std::string& kind, const
   if (kind == "Plugin") {
     in_file.plugin(spec, p, name, cfg);
     sortPlugins(cfg);
+    return;
+  }
+  if (kind == "GuardrailPolicy") {
+    GuardrailPolicyConfig pol = in_file.guardrailPolicy(spec, p, name);
+    for (const auto& other : cfg.guardrails.policies)
+      if (other.name == pol.name) in_file.fail(spec, p, "a policy named \"" + name + "\" exists (guardrails.policies)");
+    cfg.guardrails.policies.push_back(std::move(pol));
     return;
   }
   if (kind == "RateLimitPolicy") {

@@ -17,7 +17,7 @@ Config Loader::load(const YAML::Node& root) {
   if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
   checkKeys(root, "", {"server", "listeners", "access_log", "limits", "timeouts", "providers", "models", "admin", "routes",
                        "healing", "tenants", "keys", "auth", "rate_limits", "store", "idempotency", "discovery", "tracing", "usage",
-                       "plugins", "prompts", "responses", "cache"});
+                       "plugins", "prompts", "responses", "cache", "guardrails"});
   if (auto n = root["server"]) loadServer(n, cfg.server);
   loadListeners(root["listeners"], root, cfg);
   if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);
@@ -46,6 +46,7 @@ Config Loader::load(const YAML::Node& root) {
   if (auto n = root["admin"]; n && n["tenant_tokens"]) loadTenantTokens(n["tenant_tokens"], cfg);
   if (auto n = root["plugins"]) loadPlugins(n, cfg);
   if (auto n = root["prompts"]) loadPrompts(n, cfg);
+  if (auto n = root["guardrails"]) loadGuardrails(n, cfg);
   checkCacheModels(root, cfg);
   if (auto n = root["auth"]) checkAuthPlugins(n, cfg);
   if (cfg.admin.enabled && cfg.auth.enabled && cfg.store.type == StoreConfig::Type::Memory && cfg.store.journal.empty())

@@ -149,6 +149,8 @@ class Loader {
   // plugins_section.cpp
   void loadPlugins(const YAML::Node& n, Config& cfg);
   void loadPrompts(const YAML::Node& n, Config& cfg);
+  void loadGuardrails(const YAML::Node& n, Config& cfg);
+  GuardrailPolicyConfig guardrailPolicy(const YAML::Node& n, const std::string& path, const std::string& name);
   void promptTemplate(const YAML::Node& spec, const std::string& path, const std::string& name, Config& cfg);
   // An auth link naming a plugin of `plugins:` that defines no on_auth is an error (a
   // plugin loaded later, from a resource or the admin API, is checked when the worker

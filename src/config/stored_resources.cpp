@@ -8,7 +8,7 @@
 namespace tahua {
 
 bool storedResourceKind(std::string_view kind) {
-  return kind == "ModelRoute" || kind == "RateLimitPolicy" || kind == "PromptTemplate" || kind == "Plugin";
+  return kind == "ModelRoute" || kind == "RateLimitPolicy" || kind == "PromptTemplate" || kind == "Plugin" || kind == "GuardrailPolicy";
 }
 
 bool storedResourceName(std::string_view name) {
@@ -38,7 +38,7 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
     const std::string name = slash == std::string::npos ? "" : r->id.substr(slash + 1);
     const std::string source = "store resource " + r->id;
     if (!storedResourceKind(kind) || !storedResourceName(name)) {
-      out.rejected.emplace_back(r->id, source + ": expected Kind/name (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin; "
+      out.rejected.emplace_back(r->id, source + ": expected Kind/name (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin | GuardrailPolicy; "
                                                 "a name of letters, digits, '-', '_', '.', and a PromptTemplate's '@version')");
       continue;
     }
@@ -49,6 +49,11 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
     if (kind == "RateLimitPolicy" &&
         std::any_of(base->rate_limits.policies.begin(), base->rate_limits.policies.end(), [&](const auto& x) { return x.name == name; })) {
       out.warnings.push_back(source + " is not applied: the config file declares a policy \"" + name + "\", and the file wins");
+      continue;
+    }
+    if (kind == "GuardrailPolicy" &&
+        std::any_of(base->guardrails.policies.begin(), base->guardrails.policies.end(), [&](const auto& x) { return x.name == name; })) {
+      out.warnings.push_back(source + " is not applied: the config file declares a guardrail policy \"" + name + "\", and the file wins");
       continue;
     }
     if (kind == "Plugin" && std::any_of(base->plugins.begin(), base->plugins.end(), [&](const PluginConfig& x) { return x.id == name; })) {

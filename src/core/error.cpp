@@ -12,6 +12,7 @@ int Error::httpStatus() const {
     case ErrorKind::InvalidPrompt:
     case ErrorKind::PreviousResponseNotFound:
     case ErrorKind::ItemNotFound:
+    case ErrorKind::ContentBlocked:
     case ErrorKind::BadHttp: return 400;
     case ErrorKind::ModelNotFound:
     case ErrorKind::PromptNotFound:
@@ -75,6 +76,7 @@ ErrorSource Error::source() const {
     case ErrorKind::ResponseNotFound:
     case ErrorKind::PreviousResponseNotFound:
     case ErrorKind::ItemNotFound:
+    case ErrorKind::ContentBlocked:
     case ErrorKind::BadHttp: return ErrorSource::Client;
     case ErrorKind::UpstreamConnect:
     case ErrorKind::UpstreamTls:
@@ -145,6 +147,7 @@ std::string_view Error::code() const {
     case ErrorKind::PreviousResponseNotFound: return "previous_response_not_found";
     case ErrorKind::ItemNotFound: return "item_not_found";
     case ErrorKind::StoreUnavailable: return "store_unavailable";
+    case ErrorKind::ContentBlocked: return "content_blocked";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

@@ -52,6 +52,7 @@ enum class ErrorKind {
   PreviousResponseNotFound,  // previous_response_id names a response tahua issued and no longer has
   ItemNotFound,         // an item_reference names an item tahua issued and no longer has
   StoreUnavailable,     // the state store cannot answer a lookup the request needs (Redis away)
+  ContentBlocked,       // a guardrail rule with action `block` matched (the request, or a stream's answer)
   Internal,
 };
 

@@ -140,6 +140,8 @@ class Filter {
   // first filter that answers wins.
   virtual bool onUpstreamsFailed(RequestContext&) { return false; }
   // A whole non-streamed response body, before it is written; may be rewritten in place.
+  // *ctx.response_headers are the headers that go out with it (after onResponseHeaders
+  // ran): a filter may add one from what the body says (a value living in its State).
   virtual void onResponseBody(RequestContext&, std::string& /*body*/) {}
   // Always runs last, once, whatever happened (local reply, error, client gone).
   virtual void onComplete(RequestContext&) {}

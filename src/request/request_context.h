@@ -107,12 +107,13 @@ struct Principal {
 // cache's or a guardrail's verdict as those arrive. Each is a key of the usage record
 // (null when unset) and of the access log line (when set).
 // A field is a string, or (recordFieldNumeric) a number written as its digits.
-enum class RecordField : std::uint8_t { Prompt, Cache, CacheTokensSaved, Count };
+enum class RecordField : std::uint8_t { Prompt, Cache, CacheTokensSaved, Guardrails, Count };
 constexpr std::string_view recordFieldName(RecordField f) {
   switch (f) {
     case RecordField::Prompt: return "prompt";
     case RecordField::Cache: return "cache";  // hit, miss, bypass, refresh
     case RecordField::CacheTokensSaved: return "cache_tokens_saved";  // a hit's tokens not spent upstream
+    case RecordField::Guardrails: return "guardrails";  // "policy/rule:action,..." of the rules that matched
     case RecordField::Count: break;
   }
   return "";

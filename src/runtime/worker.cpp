@@ -21,6 +21,7 @@
 #include "filters/models/models_filter.h"
 #include "filters/balancer/balancer_filter.h"
 #include "filters/cache/cache_filter.h"
+#include "filters/guardrails/guardrail_filter.h"
 #include "filters/count_tokens/count_tokens_filter.h"
 #include "filters/router/router_filter.h"
 #include "filters/secrets/secret_filter.h"
@@ -127,6 +128,11 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   // no quota and a changed body is what the limits estimate.
   if (plugins && std::any_of(config.plugins.begin(), config.plugins.end(), [](const PluginConfig& p) { return p.phases & ~kPluginAuth; }))
     chain->add(makePluginFilter(snapshot_->config, plugins));
+  // After the router and the plugins (the model, route and caller are known; the body is
+  // what goes upstream), before the limits: a blocked request is never charged. Its
+  // response side runs before the cache and idempotency keep an answer: they keep the
+  // answer as the guardrails left it.
+  if (!config.guardrails.policies.empty()) chain->add(makeGuardrailFilter(metrics_));
   // Before the bulkhead: a request over its rate takes no slot and waits in no line.
   if (rateLimitsConfigured(config, *tenants_))
     chain->add(makeRateLimitFilter(config, tenants_, gateway_.stateStore(), metrics_));

@@ -754,7 +754,9 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       if (done) break;
     }
     translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
+    ctx.response_headers = &head.headers;  // a filter may add headers from what the body says
     chain_->responseBody(ctx, body);
+    ctx.response_headers = nullptr;
     HeadWriter h = beginHead(ctx.status);
     for (auto& [name, value] : head.headers) h.header(name, value);
     deploymentHeaders(h, ctx);

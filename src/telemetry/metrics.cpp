@@ -54,6 +54,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.plugin_counters) plugin_counters[key] += n;
   for (const auto& [key, n] : other.plugin_kv) plugin_kv[key] += n;
   for (const auto& [key, n] : other.stored_responses) stored_responses[key] += n;
+  for (const auto& [key, n] : other.guardrail_actions) guardrail_actions[key] += n;
   for (const auto& [key, c] : other.cache) {
     CacheSeries& mine = cache[key];
     mine.requests += c.requests;
@@ -302,6 +303,11 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, n] : m.stored_responses)
     out += "tahua_stored_responses_total{op=\"" + escapeLabel(key.first) + "\",result=\"" + escapeLabel(key.second) + "\"} " +
            std::to_string(n) + "\n";
+  family(out, "tahua_guardrail_actions_total", "counter",
+         "Guardrail verdicts by policy, rule, action (block, redact, flag) and stage (input, output); once per request each.");
+  for (const auto& [key, n] : m.guardrail_actions)
+    out += "tahua_guardrail_actions_total{policy=\"" + escapeLabel(std::get<0>(key)) + "\",rule=\"" + escapeLabel(std::get<1>(key)) +
+           "\",action=\"" + escapeLabel(std::get<2>(key)) + "\",stage=\"" + escapeLabel(std::get<3>(key)) + "\"} " + std::to_string(n) + "\n";
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";
   out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";

@@ -136,6 +136,9 @@ struct WorkerMetrics {
   // result: ok | missing | unavailable | error).
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> stored_responses;
   std::map<std::pair<std::string, std::string>, CacheSeries, PairLess> cache;
+  // Guardrail verdicts by (policy, rule, action: block | redact | flag, stage: input |
+  // output), once per request each.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::uint64_t> guardrail_actions;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

@@ -1,0 +1,159 @@
+// `guardrails:` and GuardrailPolicy resources: policies of content rules, compiled into
+// a matcher when the config loads (a pattern the matcher refuses is a config error naming
+// the rule).
+#include <set>
+
+#include "config/loader_detail.h"
+#include "guardrails/rule_set.h"
+
+namespace tahua::config_detail {
+
+namespace {
+
+struct TargetName {
+  std::string_view name;
+  std::uint8_t target;
+};
+constexpr TargetName kTargets[] = {{"input", guardrails::kInput},
+                                   {"system", guardrails::kSystem},
+                                   {"tool_arguments", guardrails::kToolArguments},
+                                   {"output", guardrails::kOutput},
+                                   {"output_tool_calls", guardrails::kOutputToolCalls}};
+
+}  // namespace
+
+GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::string& p, const std::string& name) {
+  if (!y.IsMap()) fail(y, p, "expected a mapping");
+  checkKeys(y, p, {"name", "match", "rules"});
+  GuardrailPolicyConfig pol;
+  pol.name = name;
+  if (auto m = y["match"]) {
+    checkKeys(m, p + ".match", {"model", "route", "tenant", "key"});
+    for (auto [field, out] : {std::pair<const char*, std::vector<std::string>*>{"model", &pol.models}, {"route", &pol.routes},
+                              {"tenant", &pol.tenants}, {"key", &pol.keys}}) {
+      const YAML::Node v = m[field];
+      if (!v) continue;
+      const std::string fp = p + ".match." + field;
+      if (v.IsSequence())
+        for (std::size_t k = 0; k < v.size(); ++k) out->push_back(nonEmpty(v[k], fp + "[" + std::to_string(k) + "]"));
+      else
+        out->push_back(nonEmpty(v, fp));
+    }
+  }
+  const YAML::Node rs = y["rules"];
+  if (!rs || !rs.IsSequence() || rs.size() == 0) fail(rs ? rs : y, p + ".rules", "required: a list of rules");
+  if (rs.size() > 1000) fail(rs, p + ".rules", "at most 1000 rules in a policy");
+  std::vector<guardrails::RuleSpec> rules;
+  std::set<std::string, std::less<>> names;
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    const YAML::Node r = rs[i];
+    const std::string rp = p + ".rules[" + std::to_string(i) + "]";
+    if (!r.IsMap()) fail(r, rp, "expected a mapping");
+    checkKeys(r, rp, {"name", "inspect", "action", "mask", "max_match_chars", "patterns", "literals", "caseless", "pii", "injection"});
+    guardrails::RuleSpec spec;
+    spec.name = nonEmpty(r["name"], rp + ".name");
+    if (!names.insert(spec.name).second) fail(r["name"], rp + ".name", "duplicate rule \"" + spec.name + "\" in the policy");
+    // The detector: exactly one kind.
+    const int kinds = (r["patterns"] || r["literals"] ? 1 : 0) + (r["pii"] ? 1 : 0) + (r["injection"] ? 1 : 0);
+    if (kinds != 1) fail(r, rp, "expected exactly one detector: patterns / literals, pii, or injection");
+    const auto strings = [&](const char* field, std::vector<std::string>& out) {
+      const YAML::Node v = r[field];
+      if (!v) return;
+      const std::string fp = rp + "." + field;
+      if (!v.IsSequence() || v.size() == 0) fail(v, fp, "expected a list of strings");
+      for (std::size_t k = 0; k < v.size(); ++k) out.push_back(nonEmpty(v[k], fp + "[" + std::to_string(k) + "]"));
+    };
+    if (r["patterns"] || r["literals"]) {
+      spec.detector = guardrails::RuleSpec::Detector::Patterns;
+      strings("patterns", spec.patterns);
+      strings("literals", spec.literals);
+      if (auto v = r["caseless"]) spec.caseless = boolean(v, rp + ".caseless");
+    } else if (r["pii"]) {
+      const YAML::Node v = r["pii"];
+      spec.detector = guardrails::RuleSpec::Detector::Pii;
+      if (v.IsScalar() && v.Scalar() == "all") {
+        // every kind: an empty list
+      } else {
+        if (!v.IsSequence() || v.size() == 0) fail(v, rp + ".pii", "expected `all` or a list of kinds");
+        for (std::size_t k = 0; k < v.size(); ++k) {
+          const std::string kp = rp + ".pii[" + std::to_string(k) + "]";
+          guardrails::PiiKind kind;
+          if (!guardrails::piiKindFromName(str(v[k], kp), kind)) {
+            std::string all;
+            for (auto kk : guardrails::allPiiKinds()) all += (all.empty() ? "" : ", ") + std::string(guardrails::piiKindName(kk));
+            fail(v[k], kp, "unknown kind (" + all + ")");
+          }
+          spec.pii.push_back(kind);
+        }
+      }
+      if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
+    } else {
+      const YAML::Node v = r["injection"];
+      spec.detector = guardrails::RuleSpec::Detector::Injection;
+      spec.targets = guardrails::kInput;
+      if (v.IsMap()) {
+        checkKeys(v, rp + ".injection", {"threshold"});
+        if (auto t = v["threshold"]) spec.threshold = number(t, rp + ".injection.threshold", "a score", 100);
+        if (!(spec.threshold > 0)) fail(v["threshold"], rp + ".injection.threshold", "must be above 0");
+      } else if (!v.IsScalar() || !boolean(v, rp + ".injection")) {
+        fail(v, rp + ".injection", "expected true or {threshold: score}");
+      }
+      if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
+    }
+    if (auto v = r["inspect"]) {
+      if (!v.IsSequence() || v.size() == 0) fail(v, rp + ".inspect", "expected a list (input, system, tool_arguments, output, output_tool_calls)");
+      spec.targets = 0;
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        const std::string kp = rp + ".inspect[" + std::to_string(k) + "]";
+        const std::string t = str(v[k], kp);
+        const auto it = std::find_if(std::begin(kTargets), std::end(kTargets), [&](const TargetName& x) { return x.name == t; });
+        if (it == std::end(kTargets)) fail(v[k], kp, "expected input, system, tool_arguments, output or output_tool_calls");
+        spec.targets |= it->target;
+      }
+    }
+    if (spec.detector == guardrails::RuleSpec::Detector::Injection && (spec.targets & guardrails::kAnswerTargets))
+      fail(r["inspect"], rp + ".inspect", "an injection rule looks at the request: input, system or tool_arguments");
+    if (auto v = r["action"]) {
+      const std::string a = str(v, rp + ".action");
+      if (a == "flag") spec.action = guardrails::Action::Flag;
+      else if (a == "redact") spec.action = guardrails::Action::Redact;
+      else if (a == "block") spec.action = guardrails::Action::Block;
+      else fail(v, rp + ".action", "expected block, redact or flag");
+    } else {
+      fail(r, rp + ".action", "required: block, redact or flag");
+    }
+    if (auto v = r["mask"]) {
+      spec.mask = str(v, rp + ".mask");
+      if (spec.mask.size() > 256) fail(v, rp + ".mask", "at most 256 bytes");
+    }
+    if (auto v = r["max_match_chars"]) spec.max_match_chars = integer(v, rp + ".max_match_chars", 1, 65536);
+    rules.push_back(std::move(spec));
+  }
+  std::string error;
+  pol.rules = guardrails::RuleSet::compile(std::move(rules), error);
+  if (!pol.rules) {
+    // "rule \"name\" patterns[2]: why": point at that rule.
+    const auto q1 = error.find('"'), q2 = error.find('"', q1 + 1);
+    const std::string bad = q1 == std::string::npos || q2 == std::string::npos ? "" : error.substr(q1 + 1, q2 - q1 - 1);
+    for (std::size_t i = 0; i < rs.size(); ++i)
+      if (rs[i]["name"] && rs[i]["name"].Scalar() == bad) fail(rs[i], p + ".rules[" + std::to_string(i) + "]", error);
+    fail(rs, p + ".rules", error);
+  }
+  return pol;
+}
+
+void Loader::loadGuardrails(const YAML::Node& n, Config& cfg) {
+  checkKeys(n, "guardrails", {"policies"});
+  const YAML::Node ps = n["policies"];
+  if (!ps) return;
+  if (!ps.IsSequence()) fail(ps, "guardrails.policies", "expected a list of policies");
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const std::string p = "guardrails.policies[" + std::to_string(i) + "]";
+    const std::string name = ps[i].IsMap() && ps[i]["name"] ? nonEmpty(ps[i]["name"], p + ".name") : "policy-" + std::to_string(i);
+    for (const auto& other : cfg.guardrails.policies)
+      if (other.name == name) fail(ps[i]["name"], p + ".name", "duplicate policy \"" + name + "\"");
+    cfg.guardrails.policies.push_back(guardrailPolicy(ps[i], p, name));
+  }
+}
+
+}  // namespace tahua::config_detail

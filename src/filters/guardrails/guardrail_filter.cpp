@@ -1,0 +1,468 @@
+#include "filters/guardrails/guardrail_filter.h"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "filters/guardrails/guarded_texts.h"
+#include "guardrails/rule_set.h"
+#include "telemetry/metrics.h"
+
+namespace tahua {
+namespace {
+
+namespace json = boost::json;
+using guardrails::Action;
+using guardrails::RuleHit;
+using guardrails::TextStream;
+using guardrail_texts::Text;
+
+struct Redaction {
+  std::size_t begin, end;
+  const std::string* mask;
+};
+
+// One text of a streamed answer (a choice's content, a tool call's arguments).
+struct Channel {
+  unsigned id = 0;
+  std::uint8_t target = 0;
+  std::size_t size = 0;  // original bytes so far
+  std::vector<std::pair<std::size_t, TextStream>> streams;  // (policy index, its matcher)
+  std::vector<Redaction> redactions;                       // sorted, disjoint
+  bool closed = false;
+  std::size_t safeEnd() const {
+    if (closed) return size;
+    std::size_t safe = size;
+    for (const auto& [p, s] : streams) safe = std::min(safe, s.safeEnd());
+    return safe;
+  }
+};
+
+struct Segment {
+  std::size_t channel;  // index into channels
+  std::size_t begin, end;
+};
+
+struct HeldEvent {
+  std::string raw;  // with its blank line
+  std::vector<Segment> segments;
+  bool full = false;  // repeats whole texts (Responses' done events)
+};
+
+struct GuardState {
+  std::vector<const GuardrailPolicyConfig*> policies;  // attached to this request
+  std::uint8_t answer_targets = 0;
+  std::string verdicts;  // "policy/rule:action,..." (header, records)
+  bool streaming = false;
+  bool blocked = false;
+  bool redacted = false;  // some text of this stream was masked
+  std::string pending;   // an event not complete yet
+  std::deque<HeldEvent> held;
+  std::vector<Channel> channels;
+  std::string out;
+  Error block_error;
+  Endpoint endpoint = Endpoint::None;
+};
+
+bool listed(const std::vector<std::string>& list, std::string_view v) {
+  return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+}
+
+// Masks `hits` (merged, in `text`'s offsets) in a string, from the end so the earlier
+// offsets stay right.
+void maskString(json::string& text, std::vector<Redaction>& rs) {
+  std::sort(rs.begin(), rs.end(), [](const Redaction& a, const Redaction& b) { return a.begin < b.begin; });
+  std::string out;
+  std::size_t at = 0;
+  const std::string_view t(text);
+  for (const Redaction& r : rs) {
+    if (r.end <= at) continue;
+    const std::size_t b = std::max(r.begin, at);
+    out.append(t.substr(at, b - at));
+    if (r.begin >= at) out += *r.mask;
+    at = std::min(r.end, t.size());
+  }
+  out.append(t.substr(std::min(at, t.size())));
+  text = out;
+}
+
+void addRedaction(std::vector<Redaction>& rs, Redaction r) {
+  // Merge with every overlapping one; the earliest start's mask stays.
+  auto it = rs.begin();
+  while (it != rs.end()) {
+    if (it->end < r.begin || it->begin > r.end) {
+      ++it;
+      continue;
+    }
+    if (it->begin < r.begin) r.mask = it->mask;
+    r.begin = std::min(r.begin, it->begin);
+    r.end = std::max(r.end, it->end);
+    it = rs.erase(it);
+  }
+  rs.insert(std::upper_bound(rs.begin(), rs.end(), r, [](const Redaction& a, const Redaction& b) { return a.begin < b.begin; }), r);
+}
+
+class GuardrailFilter final : public FilterWithState<GuardState> {
+ public:
+  explicit GuardrailFilter(WorkerMetrics& metrics) : metrics_(metrics) {}
+  std::string_view name() const override { return "guardrails"; }
+  bool wantsResponseData() const override { return true; }
+
+  FilterStatus onUpstreamSelect(RequestContext& ctx) override {
+    GuardState& st = state(ctx);
+    const std::string_view asked = ctx.facts.model;
+    const std::string_view routed = ctx.model ? std::string_view(ctx.model->name) : asked;
+    const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : "";
+    const std::string_view key = ctx.principal.key ? std::string_view(ctx.principal.key->name) : "";
+    std::uint8_t request_targets = 0;
+    for (const auto& pol : ctx.config->guardrails.policies) {
+      if (!pol.rules) continue;
+      if (!(listed(pol.models, asked) || listed(pol.models, routed)) || !listed(pol.routes, ctx.route_name) ||
+          (!pol.tenants.empty() && !listed(pol.tenants, tenant)) || (!pol.keys.empty() && !listed(pol.keys, key)))
+        continue;
+      st.policies.push_back(&pol);
+      st.answer_targets |= pol.rules->targets() & guardrails::kAnswerTargets;
+      request_targets |= pol.rules->targets() & guardrails::kRequestTargets;
+    }
+    if (!request_targets) return FilterStatus::Continue;
+    json::error_code ec;
+    json::value body = json::parse(ctx.body, ec);
+    if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
+    std::vector<Text> texts;
+    guardrail_texts::requestTexts(ctx.endpoint, body, texts);
+    bool changed = false;
+    std::vector<RuleHit> hits;
+    std::vector<Redaction> masks;
+    for (const Text& t : texts) {
+      masks.clear();
+      for (const GuardrailPolicyConfig* pol : st.policies) {
+        hits.clear();
+        pol->rules->scanText(*t.text, scratch_, t.target, hits);
+        guardrails::mergeHits(hits);
+        for (const RuleHit& h : hits) {
+          const auto& rule = pol->rules->rules()[h.rule];
+          if (rule.action == Action::Block) {
+            verdict(ctx, st, *pol, rule.name, Action::Block, "input");
+            ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + pol->name + "/" + rule.name + "\"."});
+            return FilterStatus::Stop;
+          }
+          if (rule.action == Action::Redact) masks.push_back(Redaction{h.begin, h.end, &rule.mask});
+          verdict(ctx, st, *pol, rule.name, rule.action, "input");
+        }
+      }
+      if (!masks.empty()) {
+        std::vector<Redaction> merged;
+        for (const auto& m : masks) addRedaction(merged, m);
+        maskString(*t.text, merged);
+        changed = true;
+      }
+    }
+    if (changed) {
+      // The limits, the token estimate and the upstream see the masked body.
+      ctx.body = json::serialize(body);
+      auto inspected = inspectRequest(ctx.body, ctx.config->server.max_json_depth);
+      if (auto* facts = std::get_if<RequestFacts>(&inspected)) {
+        facts->model = ctx.facts.model;  // as the router left it
+        ctx.facts = std::move(*facts);
+      }
+    }
+    return FilterStatus::Continue;
+  }
+
+  void onResponseHeaders(RequestContext& ctx) override {
+    GuardState& st = state(ctx);
+    st.endpoint = ctx.endpoint;
+    st.streaming = ctx.streaming && st.answer_targets && ctx.status >= 200 && ctx.status < 300 && !ctx.error && !ctx.local_reply;
+    if (!st.verdicts.empty() && ctx.response_headers) ctx.response_headers->emplace_back("x-tahua-guardrails", st.verdicts);
+  }
+
+  void onResponseBody(RequestContext& ctx, std::string& body) override {
+    GuardState& st = state(ctx);
+    if (!st.answer_targets || ctx.status < 200 || ctx.status >= 300 || ctx.error) return;
+    json::error_code ec;
+    json::value doc = json::parse(body, ec);
+    if (ec) return;
+    std::vector<Text> texts;
+    guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
+    bool changed = false, block = false;
+    std::vector<RuleHit> hits;
+    std::vector<Redaction> masks;
+    for (const Text& t : texts) {
+      masks.clear();
+      for (const GuardrailPolicyConfig* pol : st.policies) {
+        hits.clear();
+        pol->rules->scanText(*t.text, scratch_, t.target, hits);
+        guardrails::mergeHits(hits);
+        for (const RuleHit& h : hits) {
+          const auto& rule = pol->rules->rules()[h.rule];
+          verdict(ctx, st, *pol, rule.name, rule.action, "output");
+          if (rule.action == Action::Block) block = true;
+          if (rule.action == Action::Redact) masks.push_back(Redaction{h.begin, h.end, &rule.mask});
+        }
+      }
+      if (!masks.empty() && !block) {
+        std::vector<Redaction> merged;
+        for (const auto& m : masks) addRedaction(merged, m);
+        maskString(*t.text, merged);
+        changed = true;
+      }
+    }
+    if (block) {
+      guardrail_texts::blockAnswer(ctx.endpoint, doc);
+      changed = true;
+    }
+    if (changed) body = json::serialize(doc);
+    if (!st.verdicts.empty() && ctx.response_headers) {
+      auto& hs = *ctx.response_headers;
+      hs.erase(std::remove_if(hs.begin(), hs.end(), [](const auto& h) { return h.first == "x-tahua-guardrails"; }), hs.end());
+      hs.emplace_back("x-tahua-guardrails", st.verdicts);
+    }
+  }
+
+  void onResponseData(RequestContext& ctx, ResponseData& data) override {
+    GuardState& st = state(ctx);
+    if (!st.streaming) return;
+    if (data.aborted()) {  // held text is never sent
+      st.held.clear();
+      st.pending.clear();
+      return;
+    }
+    if (st.blocked) {
+      data.replace({});
+      return;
+    }
+    st.out.clear();
+    st.pending.append(data.bytes());
+    std::size_t pos = 0;
+    for (;;) {
+      const std::size_t lf = st.pending.find("\n\n", pos);
+      const std::size_t crlf = st.pending.find("\r\n\r\n", pos);
+      if (lf == std::string::npos && crlf == std::string::npos) break;
+      const std::size_t end = crlf < lf ? crlf + 4 : lf + 2;
+      event(ctx, st, std::string_view(st.pending).substr(pos, end - pos));
+      pos = end;
+      if (st.blocked) break;
+    }
+    st.pending.erase(0, pos);
+    if (data.last() && !st.blocked) {
+      if (!st.pending.empty()) {
+        event(ctx, st, st.pending);
+        st.pending.clear();
+      }
+      for (std::size_t c = 0; c < st.channels.size(); ++c) closeChannel(ctx, st, c);
+    }
+    if (st.blocked) {
+      // What is held back is dropped: it holds the match, or text the block cuts off.
+      st.held.clear();
+      data.replace({});
+      data.fail(st.block_error);
+      return;
+    }
+    release(st);
+    data.replace(st.out);
+  }
+
+ private:
+  void verdict(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, const std::string& rule, Action action,
+               std::string_view stage) {
+    const std::string tag = pol.name + "/" + rule + ":" + std::string(guardrails::actionName(action));
+    // Once per rule, action and request (a rule matching ten times is one verdict).
+    std::size_t at = 0;
+    while ((at = st.verdicts.find(tag, at)) != std::string::npos) {
+      const std::size_t end = at + tag.size();
+      if ((at == 0 || st.verdicts[at - 1] == ',') && (end == st.verdicts.size() || st.verdicts[end] == ',')) return;
+      at = end;
+    }
+    if (!st.verdicts.empty()) st.verdicts += ',';
+    st.verdicts += tag;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Guardrails)] = st.verdicts;
+    ++metrics_.guardrail_actions[{pol.name, rule, std::string(guardrails::actionName(action)), std::string(stage)}];
+    log::info("guardrail", {{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule},
+                            {"action", guardrails::actionName(action)}, {"stage", stage}});
+  }
+
+  // The hits of one policy on one channel of a stream.
+  void onHits(RequestContext& ctx, GuardState& st, Channel& ch, const GuardrailPolicyConfig& pol, std::vector<RuleHit>& hits) {
+    for (const RuleHit& h : hits) {
+      const auto& rule = pol.rules->rules()[h.rule];
+      verdict(ctx, st, pol, rule.name, rule.action, "output");
+      if (rule.action == Action::Block && !st.blocked) {
+        st.blocked = true;
+        st.block_error = Error{ErrorKind::ContentBlocked, "The answer was stopped by guardrail rule \"" + pol.name + "/" + rule.name + "\"."};
+      } else if (rule.action == Action::Redact) {
+        addRedaction(ch.redactions, Redaction{h.begin, h.end, &rule.mask});
+        st.redacted = true;
+      }
+    }
+    hits.clear();
+  }
+
+  std::size_t channelOf(GuardState& st, unsigned id, std::uint8_t target) {
+    for (std::size_t i = 0; i < st.channels.size(); ++i)
+      if (st.channels[i].id == id && st.channels[i].target == target) return i;
+    Channel ch;
+    ch.id = id;
+    ch.target = target;
+    for (std::size_t p = 0; p < st.policies.size(); ++p)
+      if (st.policies[p]->rules->targets() & target) ch.streams.emplace_back(p, TextStream(st.policies[p]->rules, target));
+    st.channels.push_back(std::move(ch));
+    return st.channels.size() - 1;
+  }
+
+  void closeChannel(RequestContext& ctx, GuardState& st, std::size_t c) {
+    Channel& ch = st.channels[c];
+    if (ch.closed) return;
+    ch.closed = true;
+    std::vector<RuleHit> hits;
+    for (auto& [p, stream] : ch.streams) {
+      stream.close(scratch_, hits);
+      onHits(ctx, st, ch, *st.policies[p], hits);
+    }
+  }
+
+  static std::string_view eventData(std::string_view raw, std::string& joined) {
+    // The data lines' values, joined by newlines (nearly always one line).
+    joined.clear();
+    std::size_t at = 0;
+    int lines = 0;
+    std::string_view single;
+    while (at < raw.size()) {
+      std::size_t nl = raw.find('\n', at);
+      if (nl == std::string_view::npos) nl = raw.size();
+      std::string_view line = raw.substr(at, nl - at);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.substr(0, 5) == "data:") {
+        line.remove_prefix(5);
+        if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+        if (lines++) joined += '\n';
+        else single = line;
+        joined.append(line);
+      }
+      at = nl + 1;
+    }
+    return lines == 1 ? single : std::string_view(joined);
+  }
+
+  void event(RequestContext& ctx, GuardState& st, std::string_view raw) {
+    HeldEvent ev;
+    ev.raw.assign(raw);
+    std::string joined;
+    const std::string_view data = eventData(ev.raw, joined);
+    if (!data.empty() && data.front() == '{') {
+      json::error_code ec;
+      json::value doc = json::parse(data, ec);
+      if (!ec) {
+        guardrail_texts::EventTexts texts;
+        guardrail_texts::eventTexts(ctx.endpoint, doc, texts);
+        ev.full = texts.full;
+        if (!texts.full) {
+          std::vector<RuleHit> hits;
+          for (const Text& t : texts.pieces) {
+            const std::size_t c = channelOf(st, t.channel, t.target);
+            Channel& ch = st.channels[c];
+            const std::size_t begin = ch.size;
+            ch.size += t.text->size();
+            ev.segments.push_back(Segment{c, begin, ch.size});
+            for (auto& [p, stream] : ch.streams) {
+              stream.feed(*t.text, scratch_, hits);
+              onHits(ctx, st, ch, *st.policies[p], hits);
+            }
+          }
+        }
+        for (unsigned base : texts.closes)
+          for (std::size_t c = 0; c < st.channels.size(); ++c)
+            if (st.channels[c].id / 1024 == base / 1024) closeChannel(ctx, st, c);
+      }
+    }
+    st.held.push_back(std::move(ev));
+  }
+
+  // Sends the held events no match can still reach, in order, rewritten where masked.
+  void release(GuardState& st) {
+    while (!st.held.empty()) {
+      HeldEvent& ev = st.held.front();
+      bool ready = true, masked = false;
+      for (const Segment& s : ev.segments) {
+        const Channel& ch = st.channels[s.channel];
+        if (s.end > ch.safeEnd()) ready = false;
+        for (const Redaction& r : ch.redactions)
+          if (r.begin < s.end && r.end > s.begin) masked = true;
+      }
+      if (!ready) return;
+      if (masked || (ev.full && st.redacted)) rewrite(st, ev);
+      else st.out += ev.raw;
+      st.held.pop_front();
+    }
+  }
+
+  void rewrite(GuardState& st, HeldEvent& ev) {
+    std::string joined;
+    json::error_code ec;
+    json::value doc = json::parse(eventData(ev.raw, joined), ec);
+    if (ec) return;  // parsed before: not reached; the event is dropped rather than leak
+    guardrail_texts::EventTexts texts;
+    // The endpoint only decides the walk; the event was walked with it before.
+    guardrail_texts::eventTexts(st.endpoint, doc, texts);
+    if (ev.full) {
+      std::vector<RuleHit> hits;
+      std::vector<Redaction> masks;
+      for (const Text& t : texts.pieces) {
+        masks.clear();
+        for (const GuardrailPolicyConfig* pol : st.policies) {
+          hits.clear();
+          pol->rules->scanText(*t.text, scratch_, t.target, hits);
+          guardrails::mergeHits(hits);
+          for (const RuleHit& h : hits)
+            if (pol->rules->rules()[h.rule].action == Action::Redact)
+              addRedaction(masks, Redaction{h.begin, h.end, &pol->rules->rules()[h.rule].mask});
+        }
+        if (!masks.empty()) maskString(*t.text, masks);
+      }
+    } else {
+      for (std::size_t k = 0; k < texts.pieces.size() && k < ev.segments.size(); ++k) {
+        const Segment& s = ev.segments[k];
+        std::vector<Redaction> local;
+        for (const Redaction& r : st.channels[s.channel].redactions)
+          if (r.begin < s.end && r.end > s.begin)
+            // In the piece's offsets; a mask goes where its match starts (in an earlier
+            // piece: nothing here but the removal).
+            local.push_back(Redaction{r.begin >= s.begin ? r.begin - s.begin : 0, std::min(r.end, s.end) - s.begin,
+                                      r.begin >= s.begin ? r.mask : &kNoMask});
+        maskString(*texts.pieces[k].text, local);
+      }
+    }
+    // The event again: its other lines as they were, one data line.
+    std::string out;
+    bool data_done = false;
+    std::size_t at = 0;
+    const std::string_view raw = ev.raw;
+    while (at < raw.size()) {
+      std::size_t nl = raw.find('\n', at);
+      if (nl == std::string_view::npos) nl = raw.size();
+      const std::string_view line = raw.substr(at, nl - at);
+      if (line.substr(0, 5) == "data:") {
+        if (!data_done) out.append("data: ").append(json::serialize(doc)).append("\n");
+        data_done = true;
+      } else if (!line.empty() && line != "\r") {
+        out.append(line).append("\n");
+      }
+      at = nl + 1;
+    }
+    out += "\n";
+    st.out += out;
+  }
+
+  static inline const std::string kNoMask;
+  WorkerMetrics& metrics_;
+  guardrails::RuleScratch scratch_;  // this worker's
+};
+
+}  // namespace
+
+std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics) { return std::make_unique<GuardrailFilter>(metrics); }
+
+}  // namespace tahua

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <memory>
+
+#include "filters/filter.h"
+
+namespace tahua {
+
+struct WorkerMetrics;
+
+// Guardrails (`guardrails.policies`, README "Guardrails"): the policies attached to a
+// request (by model, route, tenant, key) check its text before it is routed upstream
+// and the answer's text as it goes to the client.
+// - Input (onUpstreamSelect, after the router and the plugins, before the rate limits:
+//   a blocked request is never charged): `block` answers 400 content_blocked naming the
+//   rule; `redact` masks the match in the body the upstream gets; `flag` only records.
+// - Output, non-streamed (onResponseBody): `block` empties the answer and marks it
+//   stopped by a content filter (its tokens are billed); `redact` masks; `flag` records.
+// - Output, streamed (onResponseData): events are held back until no match can still
+//   cover their text (at most the rules' longest match, bounded by max_match_chars, per
+//   choice / block / tool call); `redact` rewrites held events so the masked text never
+//   leaves; `block` ends the stream with the API's error event.
+// Every verdict is counted (tahua_guardrail_actions_total), logged without the matched
+// text, named in `x-tahua-guardrails` while the headers are still to be sent, and in the
+// records' `guardrails` field.
+std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics);
+
+}  // namespace tahua

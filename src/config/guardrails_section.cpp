@@ -1,7 +1,10 @@
 // `guardrails:` and GuardrailPolicy resources: policies of content rules, compiled into
 // a matcher when the config loads (a pattern the matcher refuses is a config error naming
 // the rule).
+#include <cstdlib>
 #include <set>
+
+#include "http/http_url.h"
 
 #include "config/loader_detail.h"
 #include "guardrails/rule_set.h"
@@ -49,13 +52,14 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
     const YAML::Node r = rs[i];
     const std::string rp = p + ".rules[" + std::to_string(i) + "]";
     if (!r.IsMap()) fail(r, rp, "expected a mapping");
-    checkKeys(r, rp, {"name", "inspect", "action", "mask", "max_match_chars", "patterns", "literals", "caseless", "pii", "injection"});
+    checkKeys(r, rp, {"name", "inspect", "action", "mask", "max_match_chars", "patterns", "literals", "caseless", "pii", "injection",
+                     "moderation"});
     guardrails::RuleSpec spec;
     spec.name = nonEmpty(r["name"], rp + ".name");
     if (!names.insert(spec.name).second) fail(r["name"], rp + ".name", "duplicate rule \"" + spec.name + "\" in the policy");
     // The detector: exactly one kind.
-    const int kinds = (r["patterns"] || r["literals"] ? 1 : 0) + (r["pii"] ? 1 : 0) + (r["injection"] ? 1 : 0);
-    if (kinds != 1) fail(r, rp, "expected exactly one detector: patterns / literals, pii, or injection");
+    const int kinds = (r["patterns"] || r["literals"] ? 1 : 0) + (r["pii"] ? 1 : 0) + (r["injection"] ? 1 : 0) + (r["moderation"] ? 1 : 0);
+    if (kinds != 1) fail(r, rp, "expected exactly one detector: patterns / literals, pii, injection, or moderation");
     const auto strings = [&](const char* field, std::vector<std::string>& out) {
       const YAML::Node v = r[field];
       if (!v) return;
@@ -87,6 +91,42 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
         }
       }
       if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
+    } else if (r["moderation"]) {
+      const YAML::Node m = r["moderation"];
+      const std::string mp = rp + ".moderation";
+      spec.detector = guardrails::RuleSpec::Detector::Moderation;
+      spec.targets = guardrails::kInput;
+      if (!m.IsMap()) fail(m, mp, "expected a mapping: {url, model, api_key | api_key_env, timeout, on_error, categories, threshold}");
+      checkKeys(m, mp, {"url", "model", "api_key", "api_key_env", "timeout", "on_error", "categories", "threshold"});
+      guardrails::ModerationSpec& mod = spec.moderation;
+      mod.url = nonEmpty(m["url"], mp + ".url");
+      std::string why;
+      if (!parseHttpUrl(mod.url, &why, true)) fail(m["url"], mp + ".url", why + " (expected http(s)://host[:port]/v1/moderations)");
+      if (auto v = m["model"]) mod.model = str(v, mp + ".model");
+      if (m["api_key"] && m["api_key_env"]) fail(m["api_key"], mp + ".api_key", "set api_key or api_key_env, not both");
+      if (auto v = m["api_key"]) mod.api_key = str(v, mp + ".api_key");
+      if (auto v = m["api_key_env"]) {
+        const std::string env = nonEmpty(v, mp + ".api_key_env");
+        const char* value = std::getenv(env.c_str());
+        if (value && *value) mod.api_key = value;
+        else warnings_.push_back("guardrail rule \"" + spec.name + "\": environment variable " + env + " is not set; the moderation calls go without a key");
+      }
+      if (auto v = m["timeout"]) mod.timeout_ms = duration(v, mp + ".timeout", Millis(1)).count();
+      if (auto v = m["on_error"]) {
+        const std::string e = str(v, mp + ".on_error");
+        if (e == "allow") mod.fail_closed = false;
+        else if (e == "block") mod.fail_closed = true;
+        else fail(v, mp + ".on_error", "expected allow (fail open) or block (fail closed)");
+      }
+      if (auto v = m["categories"]) {
+        if (!v.IsSequence() || v.size() == 0) fail(v, mp + ".categories", "expected a list of category names");
+        for (std::size_t k = 0; k < v.size(); ++k) mod.categories.push_back(nonEmpty(v[k], mp + ".categories[" + std::to_string(k) + "]"));
+      }
+      if (auto v = m["threshold"]) {
+        mod.threshold = number(v, mp + ".threshold", "a score", 1);
+        if (mod.categories.empty()) fail(v, mp + ".threshold", "a threshold applies to `categories`");
+      }
+      if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
     } else {
       const YAML::Node v = r["injection"];
       spec.detector = guardrails::RuleSpec::Detector::Injection;
@@ -111,8 +151,9 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
         spec.targets |= it->target;
       }
     }
-    if (spec.detector == guardrails::RuleSpec::Detector::Injection && (spec.targets & guardrails::kAnswerTargets))
-      fail(r["inspect"], rp + ".inspect", "an injection rule looks at the request: input, system or tool_arguments");
+    if ((spec.detector == guardrails::RuleSpec::Detector::Injection || spec.detector == guardrails::RuleSpec::Detector::Moderation) &&
+        (spec.targets & guardrails::kAnswerTargets))
+      fail(r["inspect"], rp + ".inspect", "an injection or moderation rule looks at the request: input, system or tool_arguments");
     if (auto v = r["action"]) {
       const std::string a = str(v, rp + ".action");
       if (a == "flag") spec.action = guardrails::Action::Flag;
@@ -122,6 +163,8 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
     } else {
       fail(r, rp + ".action", "required: block, redact or flag");
     }
+    if (spec.detector == guardrails::RuleSpec::Detector::Moderation && spec.action == guardrails::Action::Redact)
+      fail(r["action"], rp + ".action", "a moderation verdict is about a whole text: block or flag");
     if (auto v = r["mask"]) {
       spec.mask = str(v, rp + ".mask");
       if (spec.mask.size() > 256) fail(v, rp + ".mask", "at most 256 bytes");

@@ -46,7 +46,8 @@ int Error::httpStatus() const {
     case ErrorKind::UpstreamTimeout: return 504;
     case ErrorKind::PluginDenied: return plugin_status >= 400 && plugin_status <= 499 ? plugin_status : 403;
     case ErrorKind::PluginFailed:
-    case ErrorKind::StoreUnavailable: return 503;
+    case ErrorKind::StoreUnavailable:
+    case ErrorKind::GuardrailUnavailable: return 503;
     case ErrorKind::Internal: return 500;
   }
   return 500;
@@ -148,6 +149,7 @@ std::string_view Error::code() const {
     case ErrorKind::ItemNotFound: return "item_not_found";
     case ErrorKind::StoreUnavailable: return "store_unavailable";
     case ErrorKind::ContentBlocked: return "content_blocked";
+    case ErrorKind::GuardrailUnavailable: return "guardrail_unavailable";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

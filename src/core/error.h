@@ -53,6 +53,7 @@ enum class ErrorKind {
   ItemNotFound,         // an item_reference names an item tahua issued and no longer has
   StoreUnavailable,     // the state store cannot answer a lookup the request needs (Redis away)
   ContentBlocked,       // a guardrail rule with action `block` matched (the request, or a stream's answer)
+  GuardrailUnavailable, // a fail-closed external guardrail (moderation endpoint) gave no verdict in time
   Internal,
 };
 

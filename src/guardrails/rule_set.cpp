@@ -156,6 +156,8 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
         break;
       case RuleSpec::Detector::Injection:
         break;  // the signals' own database (injectionDatabase), shared by every policy
+      case RuleSpec::Detector::Moderation:
+        break;  // an HTTP call the filter makes
     }
   }
   auto set = std::shared_ptr<RuleSet>(new RuleSet());

@@ -39,18 +39,32 @@ constexpr std::uint8_t kAnswerTargets = kOutput | kOutputToolCalls;
 enum class Action : std::uint8_t { Flag, Redact, Block };  // in order of precedence
 std::string_view actionName(Action a);
 
+// An external detector: a moderation endpoint in the shape of OpenAI's POST
+// /v1/moderations ({model, input: [texts]} -> {results: [{flagged, categories,
+// category_scores}]}), called by the guardrail filter for the request's text.
+struct ModerationSpec {
+  std::string url;      // http(s)://host[:port]/v1/moderations
+  std::string model;    // sent as `model` ("" : not sent)
+  std::string api_key;  // sent as a bearer token ("" : none)
+  long long timeout_ms = 2000;
+  bool fail_closed = false;  // no answer in time (or a bad one): refuse the request (else let it pass)
+  std::vector<std::string> categories;  // flagged only for these ("" : the endpoint's own `flagged`)
+  double threshold = 0.5;               // with categories: a category score at or above this flags
+};
+
 struct RuleSpec {
   std::string name;
   std::uint8_t targets = kInput | kOutput;
   Action action = Action::Flag;
   std::string mask = "[REDACTED]";
   std::size_t max_match_chars = 256;  // bytes of UTF-8: the longest match kept whole, and a stream's hold-back
-  enum class Detector : std::uint8_t { Patterns, Pii, Injection } detector = Detector::Patterns;
+  enum class Detector : std::uint8_t { Patterns, Pii, Injection, Moderation } detector = Detector::Patterns;
   std::vector<std::string> patterns;  // Hyperscan regexes
   std::vector<std::string> literals;  // matched as they are
   bool caseless = false;
   std::vector<PiiKind> pii;
   double threshold = 0.5;  // injection: the score that makes a hit
+  ModerationSpec moderation;
 };
 
 // A validated match of rule `rule` over bytes [begin, end) of the original text.

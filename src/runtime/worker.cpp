@@ -132,7 +132,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   // what goes upstream), before the limits: a blocked request is never charged. Its
   // response side runs before the cache and idempotency keep an answer: they keep the
   // answer as the guardrails left it.
-  if (!config.guardrails.policies.empty()) chain->add(makeGuardrailFilter(metrics_));
+  if (!config.guardrails.policies.empty()) chain->add(makeGuardrailFilter(metrics_, *this));
   // Before the bulkhead: a request over its rate takes no slot and waits in no line.
   if (rateLimitsConfigured(config, *tenants_))
     chain->add(makeRateLimitFilter(config, tenants_, gateway_.stateStore(), metrics_));

@@ -2,6 +2,10 @@
 // text, the same over a whole text and over the text cut into pieces at every place.
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "guardrails/rule_set.h"
@@ -162,6 +166,53 @@ TEST(GuardrailRules, InjectionScoresSignalsAgainstTheThreshold) {
   EXPECT_TRUE(matched(*set, "What is a jailbreak in iOS security research?").empty()) << "one weak signal";
   // Hidden text: Unicode tag characters spelling an instruction.
   EXPECT_FALSE(matched(*set, "hello \U000E0069\U000E0067\U000E006E\U000E006F\U000E0072\U000E0065").empty());
+}
+
+}  // namespace
+}  // namespace tahua::guardrails
+
+namespace tahua::guardrails {
+namespace {
+
+// The injection heuristics, measured: tests/guardrails/injection_corpus.json holds attacks
+// (English and Chinese; overrides, prompt leaks, role play, template markers, hidden text)
+// and benign prompts that share their words. Goals: >= 90% of attacks detected, <= 2% of
+// benign prompts flagged. The figures are printed (README "Guardrails" quotes them).
+TEST(GuardrailRules, InjectionCorpusMeetsItsDetectionAndFalsePositiveGoals) {
+  std::ifstream in("tests/guardrails/injection_corpus.json");
+  ASSERT_TRUE(in) << "tests/guardrails/injection_corpus.json (tests run from the repository root)";
+  std::stringstream text;
+  text << in.rdbuf();
+  const boost::json::value corpus = boost::json::parse(text.str());
+  RuleSpec inj;
+  inj.name = "injection";
+  inj.detector = RuleSpec::Detector::Injection;
+  inj.targets = kInput;
+  std::string error;
+  auto set = RuleSet::compile({inj}, error);
+  ASSERT_TRUE(set) << error;
+  RuleScratch scratch;
+  const auto rate = [&](const char* list, std::size_t& total, std::vector<std::string>& flagged, std::vector<std::string>& missed) {
+    for (const auto& e : corpus.at(list).as_array()) {
+      const std::string t(e.at("text").as_string());
+      ++total;
+      (set->scanText(t, scratch, kInput).empty() ? missed : flagged).push_back(t);
+    }
+  };
+  std::size_t attacks = 0, benign = 0;
+  std::vector<std::string> caught, missed, false_positives, passed;
+  rate("attacks", attacks, caught, missed);
+  rate("benign", benign, false_positives, passed);
+  ASSERT_GE(attacks, 50u);
+  ASSERT_GE(benign, 50u);
+  const double detected = 100.0 * static_cast<double>(caught.size()) / static_cast<double>(attacks);
+  const double fp = 100.0 * static_cast<double>(false_positives.size()) / static_cast<double>(benign);
+  std::printf("injection corpus: %zu/%zu attacks detected (%.1f%%), %zu/%zu benign flagged (%.1f%%)\n", caught.size(), attacks, detected,
+              false_positives.size(), benign, fp);
+  for (const auto& m : missed) std::printf("  missed: %s\n", m.c_str());
+  for (const auto& f : false_positives) std::printf("  false positive: %s\n", f.c_str());
+  EXPECT_GE(detected, 90.0);
+  EXPECT_LE(fp, 2.0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "filters/guardrails/guarded_texts.h"
+#include "filters/worker_services.h"
 #include "guardrails/rule_set.h"
 #include "telemetry/metrics.h"
 
@@ -66,6 +67,10 @@ struct GuardState {
   std::string out;
   Error block_error;
   Endpoint endpoint = Endpoint::None;
+  // Moderation calls in flight for the request (onUpstreamSelect paused).
+  int calls = 0;
+  bool deciding = false, answered = false;
+  FilterStatus answer = FilterStatus::Continue;
 };
 
 bool listed(const std::vector<std::string>& list, std::string_view v) {
@@ -108,7 +113,7 @@ void addRedaction(std::vector<Redaction>& rs, Redaction r) {
 
 class GuardrailFilter final : public FilterWithState<GuardState> {
  public:
-  explicit GuardrailFilter(WorkerMetrics& metrics) : metrics_(metrics) {}
+  GuardrailFilter(WorkerMetrics& metrics, WorkerServices& services) : metrics_(metrics), services_(services) {}
   std::string_view name() const override { return "guardrails"; }
   bool wantsResponseData() const override { return true; }
 
@@ -129,6 +134,8 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       request_targets |= pol.rules->targets() & guardrails::kRequestTargets;
     }
     if (!request_targets) return FilterStatus::Continue;
+    if (ctx.endpoint == Endpoint::StoredResponse || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens)
+      return FilterStatus::Continue;
     json::error_code ec;
     json::value body = json::parse(ctx.body, ec);
     if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
@@ -170,7 +177,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         ctx.facts = std::move(*facts);
       }
     }
-    return FilterStatus::Continue;
+    return moderate(ctx, st, texts);
   }
 
   void onResponseHeaders(RequestContext& ctx) override {
@@ -267,6 +274,103 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   }
 
  private:
+  // The moderation rules' calls, with the request's text after the local redactions (what
+  // the local rules masked never leaves the gateway). Continue at once when there are
+  // none; else Pause until every call answered or timed out.
+  FilterStatus moderate(RequestContext& ctx, GuardState& st, const std::vector<Text>& texts) {
+    st.deciding = true;
+    st.answered = false;
+    for (const GuardrailPolicyConfig* pol : st.policies) {
+      const auto& rules = pol->rules->rules();
+      for (std::size_t r = 0; r < rules.size(); ++r) {
+        if (rules[r].detector != guardrails::RuleSpec::Detector::Moderation) continue;
+        const guardrails::ModerationSpec& mod = rules[r].moderation;
+        json::array input;
+        for (const Text& t : texts)
+          if ((t.target & rules[r].targets) && !t.text->empty()) input.emplace_back(*t.text);
+        if (input.empty()) continue;
+        std::string why;
+        auto url = parseHttpUrl(mod.url, &why, true);
+        if (!url) continue;  // checked when the config loaded
+        OutboundRequest call;
+        call.method = "POST";
+        call.url = std::move(*url);
+        call.headers.emplace_back("content-type", "application/json");
+        if (!mod.api_key.empty()) call.headers.emplace_back("authorization", "Bearer " + mod.api_key);
+        json::object body{{"input", std::move(input)}};
+        if (!mod.model.empty()) body["model"] = mod.model;
+        call.body = json::serialize(body);
+        call.timeout = Millis(mod.timeout_ms);
+        call.max_response_bytes = 1 << 20;
+        ++st.calls;
+        services_.fetch(std::move(call), [this, &ctx, pol, r](OutboundResponse res) { moderated(ctx, *pol, r, res); });
+      }
+    }
+    st.deciding = false;
+    if (st.calls == 0) return st.answered ? st.answer : FilterStatus::Continue;
+    return FilterStatus::Pause;
+  }
+
+  void moderated(RequestContext& ctx, const GuardrailPolicyConfig& pol, std::size_t r, const OutboundResponse& res) {
+    GuardState& st = state(ctx);
+    const auto& rule = pol.rules->rules()[r];
+    const guardrails::ModerationSpec& mod = rule.moderation;
+    // flagged: 1, clean: 0, no verdict: -1.
+    int verdict_of = -1;
+    if (res.status == 200) {
+      json::error_code ec;
+      const json::value doc = json::parse(res.body, ec);
+      const json::array* results = nullptr;
+      if (!ec && doc.is_object())
+        if (const auto* v = doc.as_object().if_contains("results")) results = v->if_array();
+      if (results) {
+        verdict_of = 0;
+        for (const auto& result : *results) {
+          const json::object* o = result.if_object();
+          if (!o) {
+            verdict_of = -1;
+            break;
+          }
+          if (mod.categories.empty()) {
+            const json::value* f = o->if_contains("flagged");
+            if (!f || !f->is_bool()) {
+              verdict_of = -1;
+              break;
+            }
+            if (f->as_bool()) verdict_of = 1;
+            continue;
+          }
+          const json::value* scores = o->if_contains("category_scores");
+          for (const std::string& c : mod.categories)
+            if (const json::value* sc = scores && scores->is_object() ? scores->as_object().if_contains(c) : nullptr;
+                sc && sc->is_number() && sc->to_number<double>() >= mod.threshold)
+              verdict_of = 1;
+        }
+      }
+    }
+    if (verdict_of == 1) {
+      verdict(ctx, st, pol, rule.name, rule.action, "input");
+      if (rule.action == Action::Block && !st.answered) {
+        ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + pol.name + "/" + rule.name + "\"."});
+        st.answered = true;
+        st.answer = FilterStatus::Stop;
+      }
+    } else if (verdict_of < 0) {
+      const std::string why = res.status == 0 ? res.error : "status " + std::to_string(res.status);
+      log::warn("guardrail moderation gave no verdict", {{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule.name},
+                                                         {"error", why}, {"on_error", mod.fail_closed ? "block" : "allow"}});
+      ++metrics_.guardrail_actions[{pol.name, rule.name, "unchecked", "input"}];
+      if (mod.fail_closed && !st.answered) {
+        ctx.fail(Error{ErrorKind::GuardrailUnavailable,
+                       "The guardrail \"" + pol.name + "/" + rule.name + "\" could not check the request; please retry."});
+        st.answered = true;
+        st.answer = FilterStatus::Stop;
+      }
+    }
+    if (--st.calls > 0) return;
+    if (!st.deciding) ctx.resumer->resume(st.answered ? st.answer : FilterStatus::Continue);
+  }
+
   void verdict(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, const std::string& rule, Action action,
                std::string_view stage) {
     const std::string tag = pol.name + "/" + rule + ":" + std::string(guardrails::actionName(action));
@@ -458,11 +562,14 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
 
   static inline const std::string kNoMask;
   WorkerMetrics& metrics_;
+  WorkerServices& services_;
   guardrails::RuleScratch scratch_;  // this worker's
 };
 
 }  // namespace
 
-std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics) { return std::make_unique<GuardrailFilter>(metrics); }
+std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics, WorkerServices& services) {
+  return std::make_unique<GuardrailFilter>(metrics, services);
+}
 
 }  // namespace tahua

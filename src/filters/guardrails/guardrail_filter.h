@@ -7,6 +7,7 @@
 namespace tahua {
 
 struct WorkerMetrics;
+class WorkerServices;
 
 // Guardrails (`guardrails.policies`, README "Guardrails"): the policies attached to a
 // request (by model, route, tenant, key) check its text before it is routed upstream
@@ -14,6 +15,9 @@ struct WorkerMetrics;
 // - Input (onUpstreamSelect, after the router and the plugins, before the rate limits:
 //   a blocked request is never charged): `block` answers 400 content_blocked naming the
 //   rule; `redact` masks the match in the body the upstream gets; `flag` only records.
+//   A `moderation` rule sends the request's text (after the local redactions) to an
+//   endpoint in OpenAI's moderation shape, the request paused meanwhile; no verdict in
+//   time lets it pass (on_error: allow) or refuses it 503 guardrail_unavailable (block).
 // - Output, non-streamed (onResponseBody): `block` empties the answer and marks it
 //   stopped by a content filter (its tokens are billed); `redact` masks; `flag` records.
 // - Output, streamed (onResponseData): events are held back until no match can still
@@ -23,6 +27,6 @@ struct WorkerMetrics;
 // Every verdict is counted (tahua_guardrail_actions_total), logged without the matched
 // text, named in `x-tahua-guardrails` while the headers are still to be sent, and in the
 // records' `guardrails` field.
-std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics);
+std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics, WorkerServices& services);
 
 }  // namespace tahua

@@ -5,14 +5,20 @@
 // any place is still masked before it reaches the client, or ends the stream.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
-import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { gatewayConfig, openaiProvider, startTahua, writeConfig } from './lib/tahua.mjs';
+import { adminSection, startWithAdmin } from './lib/admin.mjs';
+import { toYaml } from './lib/yaml.mjs';
 import { expectError, request } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { parseSse, startAnthropicMock } from './lib/vendor_mocks.mjs';
 
+const sha256 = (s) => createHash('sha256').update(s).digest('hex');
 const GPT = 'gpt-guarded';
 const CLAUDE = 'claude-guarded';
 const CARD = '4111 1111 1111 1111';
@@ -227,5 +233,135 @@ describe('guardrails on streams', () => {
     const { events } = await streamEvents('/v1/messages', { model: GPT, max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'x' }] });
     assert.equal(events.at(-1).json.type, 'error');
     assert.equal(events.at(-1).json.error.type, 'invalid_request_error');
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// A moderation endpoint in OpenAI's shape: flags texts containing "violent", answers
+// texts containing "slow" only after `slowMs`, and fails with 500 for "broken".
+async function startModeration({ slowMs = 1500 } = {}) {
+  const calls = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', async () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      calls.push({ body, headers: req.headers });
+      const texts = Array.isArray(body.input) ? body.input : [body.input];
+      if (texts.some((t) => t.includes('broken'))) {
+        res.writeHead(500).end('{"error":{"message":"down"}}');
+        return;
+      }
+      if (texts.some((t) => t.includes('slow'))) await new Promise((r) => setTimeout(r, slowMs));
+      const results = texts.map((t) => {
+        const violent = t.includes('violent');
+        return { flagged: violent, categories: { violence: violent, hate: false }, category_scores: { violence: violent ? 0.97 : 0.01, hate: t.includes('grudge') ? 0.6 : 0.001 } };
+      });
+      if (!res.destroyed) res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'modr-1', model: body.model, results }));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}/v1/moderations`, calls, close: () => server.close() };
+}
+
+describe('moderation, attachment by key, resources and reloads', () => {
+  it('a moderation rule blocks what the endpoint flags, sees the text after local redaction, and fails open or closed', async (t) => {
+    const up = await startMockUpstream({ t });
+    const mod = await startModeration();
+    t.after(() => mod.close());
+    const config = gatewayConfig({
+      providers: [openaiProvider('up', up.baseUrl())],
+      models: [{ name: 'open', provider: 'up' }, { name: 'closed', provider: 'up' }],
+    });
+    config.guardrails = {
+      policies: [
+        { name: 'pii', rules: [{ name: 'emails', pii: ['email'], action: 'redact', inspect: ['input'] }] },
+        {
+          name: 'mod-open',
+          match: { model: 'open' },
+          rules: [{ name: 'moderation', moderation: { url: mod.url, model: 'omni-moderation-latest', api_key: 'sk-mod-key', timeout: '300ms' }, action: 'block' }],
+        },
+        {
+          name: 'mod-closed',
+          match: { model: 'closed' },
+          rules: [
+            { name: 'moderation', moderation: { url: mod.url, timeout: '300ms', on_error: 'block', categories: ['hate'], threshold: 0.5 }, action: 'flag' },
+          ],
+        },
+      ],
+    };
+    const gw = await startTahua({ t, config });
+    const ask = (model, content) => request(gw.url, '/v1/chat/completions', { method: 'POST', json: { model, messages: [{ role: 'user', content }] } });
+
+    const calls = up.requests.length;
+    const blocked = await ask('open', 'a violent story for bob@example.com');
+    expectError(blocked, 400, 'content_blocked');
+    assert.match(blocked.json.error.message, /mod-open\/moderation/);
+    assert.equal(up.requests.length, calls, 'the upstream never saw it');
+    const sent = mod.calls.at(-1);
+    assert.deepEqual(sent.body, { input: ['a violent story for [REDACTED]'], model: 'omni-moderation-latest' }, 'the redacted text, never the email');
+    assert.equal(sent.headers.authorization, 'Bearer sk-mod-key');
+
+    assert.equal((await ask('open', 'a calm story')).status, 200);
+    // Fail open: no verdict in time lets the request pass, counted as unchecked.
+    const slow = await ask('open', 'a slow story');
+    assert.equal(slow.status, 200, slow.text);
+    // Fail closed: a 500 or a timeout refuses it.
+    expectError(await ask('closed', 'a broken story'), 503, 'guardrail_unavailable');
+    expectError(await ask('closed', 'a slow story'), 503, 'guardrail_unavailable');
+    // Categories with a threshold, and the flag action.
+    const flagged = await ask('closed', 'an old grudge');
+    assert.equal(flagged.status, 200);
+    assert.equal(flagged.headers['x-tahua-guardrails'], 'mod-closed/moderation:flag');
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_guardrail_actions_total', { policy: 'mod-open', rule: 'moderation', action: 'unchecked' }), 1);
+    assert.equal(sum(m, 'tahua_guardrail_actions_total', { policy: 'mod-closed', rule: 'moderation', action: 'unchecked' }), 2);
+  });
+
+  it('policies attach by tenant and key; a GuardrailPolicy resource applies at once; a changed file applies on reload', async (t) => {
+    const up = await startMockUpstream({ t });
+    const KEY_A = 'tk-guard-a-0123456789abcdef';
+    const KEY_B = 'tk-guard-b-0123456789abcdef';
+    const base = () => {
+      const c = gatewayConfig({ providers: [openaiProvider('up', up.baseUrl())], models: [{ name: 'm', provider: 'up' }] });
+      c.tenants = [{ name: 'team-a' }, { name: 'team-b' }];
+      c.keys = [
+        { name: 'a-key', tenant: 'team-a', sha256: sha256(KEY_A) },
+        { name: 'b-key', tenant: 'team-b', sha256: sha256(KEY_B) },
+      ];
+      c.admin = adminSection();
+      return c;
+    };
+    const c = base();
+    c.guardrails = { policies: [{ name: 'team-a-words', match: { tenant: 'team-a' }, rules: [{ name: 'w', literals: ['alpha'], action: 'block' }] }] };
+    const file = writeConfig(c);
+    const { gw, admin } = await startWithAdmin(t, null, { args: ['--config', file] });
+    const ask = (key, content) =>
+      request(gw.url, '/v1/chat/completions', { method: 'POST', json: { model: 'm', messages: [{ role: 'user', content }] }, headers: { authorization: `Bearer ${key}` } });
+    expectError(await ask(KEY_A, 'alpha'), 400, 'content_blocked');
+    assert.equal((await ask(KEY_B, 'alpha')).status, 200, 'another tenant: not attached');
+
+    // A resource through the admin API, attached to one key.
+    const put = await admin('PUT', '/admin/v1/resources/GuardrailPolicy/b-words', {
+      json: { match: { key: 'b-key' }, rules: [{ name: 'w', literals: ['beta'], action: 'block' }] },
+    });
+    assert.equal(put.status, 200, put.text);
+    const b = await ask(KEY_B, 'beta');
+    expectError(b, 400, 'content_blocked');
+    assert.match(b.json.error.message, /b-words\/w/);
+    assert.equal((await ask(KEY_A, 'beta')).status, 200);
+    // A bad pattern is refused with the rule named.
+    const bad = await admin('PUT', '/admin/v1/resources/GuardrailPolicy/bad', { json: { rules: [{ name: 'oops', patterns: ['(unclosed'], action: 'flag' }] } });
+    assert.equal(bad.status, 400, bad.text);
+    assert.match(bad.text, /rules\[0\].*rule \\?"oops\\?" patterns\[0\]/);
+
+    // The file changes: team-a's word is now "gamma"; on SIGHUP it applies, the resource stays.
+    c.guardrails.policies[0].rules[0].literals = ['gamma'];
+    writeFileSync(file, toYaml(c));
+    gw.signal('SIGHUP');
+    await gw.stderr.waitUntil(() => gw.stderr.json().find((l) => l.msg === 'config reloaded'), 5000, 'a reload');
+    assert.equal((await ask(KEY_A, 'alpha')).status, 200);
+    expectError(await ask(KEY_A, 'gamma'), 400, 'content_blocked');
+    expectError(await ask(KEY_B, 'beta'), 400, 'content_blocked');
   });
 });

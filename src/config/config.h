@@ -576,6 +576,7 @@ struct GuardrailPolicyConfig {
   // in every list given; no list = every request.
   std::vector<std::string> models, routes, tenants, keys;
   std::shared_ptr<const guardrails::RuleSet> rules;
+  std::string fingerprint;  // a digest of its definition: a kept answer names the policies that shaped it
 };
 
 struct GuardrailsConfig {

@@ -172,6 +172,11 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
     if (auto v = r["max_match_chars"]) spec.max_match_chars = integer(v, rp + ".max_match_chars", 1, 65536);
     rules.push_back(std::move(spec));
   }
+  {
+    YAML::Emitter out;
+    out << y;
+    pol.fingerprint = std::to_string(std::hash<std::string_view>{}(std::string_view(out.c_str(), out.size())));
+  }
   std::string error;
   pol.rules = guardrails::RuleSet::compile(std::move(rules), error);
   if (!pol.rules) {

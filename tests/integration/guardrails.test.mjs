@@ -318,7 +318,7 @@ describe('moderation, attachment by key, resources and reloads', () => {
     assert.equal(sum(m, 'tahua_guardrail_actions_total', { policy: 'mod-closed', rule: 'moderation', action: 'unchecked' }), 2);
   });
 
-  it('policies attach by tenant and key; a GuardrailPolicy resource applies at once; a changed file applies on reload', async (t) => {
+  it('policies attach by tenant and key; a GuardrailPolicy resource applies at once; a changed file applies when reloaded', async (t) => {
     const up = await startMockUpstream({ t });
     const KEY_A = 'tk-guard-a-0123456789abcdef';
     const KEY_B = 'tk-guard-b-0123456789abcdef';
@@ -355,13 +355,46 @@ describe('moderation, attachment by key, resources and reloads', () => {
     assert.equal(bad.status, 400, bad.text);
     assert.match(bad.text, /rules\[0\].*rule \\?"oops\\?" patterns\[0\]/);
 
-    // The file changes: team-a's word is now "gamma"; on SIGHUP it applies, the resource stays.
+    // The file changes: team-a's word is now "gamma"; the watcher reloads it, the resource stays.
     c.guardrails.policies[0].rules[0].literals = ['gamma'];
     writeFileSync(file, toYaml(c));
-    gw.signal('SIGHUP');
-    await gw.stderr.waitUntil(() => gw.stderr.json().find((l) => l.msg === 'config reloaded'), 5000, 'a reload');
+    await gw.stderr.waitUntil(() => gw.stderr.json().find((l) => l.msg === 'config reloaded' && l.trigger === 'file'), 5000, 'a reload of the file');
     assert.equal((await ask(KEY_A, 'alpha')).status, 200);
     expectError(await ask(KEY_A, 'gamma'), 400, 'content_blocked');
     expectError(await ask(KEY_B, 'beta'), 400, 'content_blocked');
+  });
+});
+
+describe('guardrails and the response cache', () => {
+  it('a kept answer is keyed by the answer policies that shaped it: a key under a redacting policy never gets another key\'s raw answer', async (t) => {
+    const up = await startMockUpstream({ t });
+    const KEY_R = 'tk-guard-r-0123456789abcdef';
+    const KEY_P = 'tk-guard-p-0123456789abcdef';
+    const c = gatewayConfig({ providers: [openaiProvider('up', up.baseUrl())], models: [{ name: 'm', provider: 'up' }] });
+    c.cache = { enabled: true };
+    c.tenants = [{ name: 'team' }];
+    c.keys = [
+      { name: 'redacted', tenant: 'team', sha256: sha256(KEY_R) },
+      { name: 'plain', tenant: 'team', sha256: sha256(KEY_P) },
+    ];
+    c.guardrails = { policies: [{ name: 'cards', match: { key: 'redacted' }, rules: [{ name: 'c', pii: ['payment_card'], action: 'redact', inspect: ['output'] }] }] };
+    const gw = await startTahua({ t, config: c });
+    const ask = (key) =>
+      request(gw.url, '/v1/chat/completions', {
+        method: 'POST',
+        json: { model: 'm', temperature: 0, messages: [{ role: 'user', content: 'card?' }] },
+        headers: { authorization: `Bearer ${key}` },
+      });
+    up.defaultBehaviour = { pieces: ['Card ', CARD] };
+    const plain = await ask(KEY_P);
+    assert.equal(plain.headers['x-tahua-cache'], 'miss');
+    assert.equal(plain.json.choices[0].message.content, `Card ${CARD}`);
+    const first = await ask(KEY_R);
+    assert.equal(first.headers['x-tahua-cache'], 'miss', 'the plain answer is not this key\'s');
+    assert.equal(first.json.choices[0].message.content, 'Card [REDACTED]');
+    const again = await ask(KEY_R);
+    assert.equal(again.headers['x-tahua-cache'], 'hit');
+    assert.equal(again.json.choices[0].message.content, 'Card [REDACTED]', 'the kept answer is the redacted one');
+    assert.equal((await ask(KEY_P)).json.choices[0].message.content, `Card ${CARD}`);
   });
 });

@@ -12,7 +12,9 @@
 #include "filters/cache/cache_key.h"
 #include "filters/answer_capture.h"
 #include "filters/cache/cached_answer_forms.h"
+#include "filters/guardrails/policy_match.h"
 #include "filters/worker_services.h"
+#include "guardrails/rule_set.h"
 #include "http/outbound_call.h"
 #include "http/request_inspect.h"
 #include "providers/secret_scrubber.h"
@@ -332,6 +334,11 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     material += static_cast<char>('0' + static_cast<int>(ctx.endpoint));
     material.push_back('\0');
     material += canonicalRequest(body, cfg.key_user);
+    // The guardrail policies that shape this request's answer: a kept answer is the one
+    // they left, so a request under other policies (another key, a changed rule) misses.
+    for (const auto& pol : ctx.config->guardrails.policies)
+      if (guardrailPolicyApplies(pol, ctx) && (pol.rules->targets() & guardrails::kAnswerTargets))
+        material.append("\0g").append(pol.name).append("\0").append(pol.fingerprint);
     const Sha256 digest = sha256(material);
     std::string key = "tahua:cache:t";
     key.reserve(13 + 3 * 18 + 64);

@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "filters/guardrails/guarded_texts.h"
+#include "filters/guardrails/policy_match.h"
 #include "filters/worker_services.h"
 #include "guardrails/rule_set.h"
 #include "telemetry/metrics.h"
@@ -73,10 +74,6 @@ struct GuardState {
   FilterStatus answer = FilterStatus::Continue;
 };
 
-bool listed(const std::vector<std::string>& list, std::string_view v) {
-  return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
-}
-
 // Masks `hits` (merged, in `text`'s offsets) in a string, from the end so the earlier
 // offsets stay right.
 void maskString(json::string& text, std::vector<Redaction>& rs) {
@@ -119,16 +116,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
 
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
     GuardState& st = state(ctx);
-    const std::string_view asked = ctx.facts.model;
-    const std::string_view routed = ctx.model ? std::string_view(ctx.model->name) : asked;
-    const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : "";
-    const std::string_view key = ctx.principal.key ? std::string_view(ctx.principal.key->name) : "";
     std::uint8_t request_targets = 0;
     for (const auto& pol : ctx.config->guardrails.policies) {
-      if (!pol.rules) continue;
-      if (!(listed(pol.models, asked) || listed(pol.models, routed)) || !listed(pol.routes, ctx.route_name) ||
-          (!pol.tenants.empty() && !listed(pol.tenants, tenant)) || (!pol.keys.empty() && !listed(pol.keys, key)))
-        continue;
+      if (!guardrailPolicyApplies(pol, ctx)) continue;
       st.policies.push_back(&pol);
       st.answer_targets |= pol.rules->targets() & guardrails::kAnswerTargets;
       request_targets |= pol.rules->targets() & guardrails::kRequestTargets;

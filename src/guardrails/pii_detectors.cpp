@@ -18,14 +18,14 @@ constexpr std::array<PiiKind, 7> kAllKinds{PiiKind::Email,           PiiKind::Ph
 constexpr PiiShape kShapes[] = {
     // Unbounded: Hyperscan refuses the start-of-match tracking of an email shape with
     // bounded repeats as "too large"; max_match_chars bounds what a stream holds back.
-    {PiiKind::Email, R"(\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b)", false, nullptr},
-    {PiiKind::PaymentCard, R"(\b\d(?:[ -]?\d){12,18}\b)", false, luhnValid},
-    {PiiKind::Iban, R"(\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b)", false, ibanValid},
-    {PiiKind::ChinaResidentId, R"(\b\d{17}[\dXx]\b)", false, chinaResidentIdValid},
-    {PiiKind::Phone, R"(\+\d{8,15}\b)", false, phoneValid},
-    {PiiKind::Phone, R"((?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?|\b)\d{2,4}(?:[ .-]?\d{2,4}){2,4}\b)", false, phoneValid},
-    {PiiKind::ApiKey, R"(\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,160})", false, nullptr},
-    {PiiKind::AwsAccessKey, R"(\b(?:AKIA|ASIA)[A-Z0-9]{16}\b)", false, nullptr},
+    {PiiKind::Email, R"(\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b)", false, nullptr, "A-Za-z0-9._%+@-"},
+    {PiiKind::PaymentCard, R"(\b\d(?:[ -]?\d){12,18}\b)", false, luhnValid, "0-9 -"},
+    {PiiKind::Iban, R"(\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b)", false, ibanValid, "A-Z0-9 "},
+    {PiiKind::ChinaResidentId, R"(\b\d{17}[\dXx]\b)", false, chinaResidentIdValid, "0-9Xx"},
+    {PiiKind::Phone, R"(\+\d{8,15}\b)", false, phoneValid, "+0-9"},
+    {PiiKind::Phone, R"((?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?|\b)\d{2,4}(?:[ .-]?\d{2,4}){2,4}\b)", false, phoneValid, "+0-9 ().-"},
+    {PiiKind::ApiKey, R"(\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,160})", false, nullptr, "A-Za-z0-9_-"},
+    {PiiKind::AwsAccessKey, R"(\b(?:AKIA|ASIA)[A-Z0-9]{16}\b)", false, nullptr, "A-Z0-9"},
 };
 }  // namespace
 

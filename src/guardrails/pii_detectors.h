@@ -29,6 +29,9 @@ struct PiiShape {
   const char* pattern;
   bool caseless;
   bool (*valid)(std::string_view);
+  // Every character a match can contain ("a-z" ranges): a stream holds back only the
+  // trailing run of these, since a match still growing lies within it.
+  const char* chars;
 };
 std::span<const PiiShape> piiShapes();
 

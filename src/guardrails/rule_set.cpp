@@ -4,6 +4,7 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 
@@ -37,6 +38,7 @@ struct Expr {
   double weight;
   std::string what;  // for errors: "patterns[2]", "literals[0]", "pii email"
   bool som = true;   // Hyperscan reports where the match starts
+  std::bitset<256> bytes = std::bitset<256>().set();  // what a match can contain (all: unknown)
 };
 
 // Whether Hyperscan takes `e` alone; its error otherwise.
@@ -75,6 +77,40 @@ const hs_database_t* injectionDatabase() {
     return out;
   }();
   return db;
+}
+
+// "A-Za-z0-9._" as a byte set.
+std::bitset<256> byteClass(std::string_view spec) {
+  std::bitset<256> out;
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    const auto a = static_cast<unsigned char>(spec[i]);
+    if (i + 2 < spec.size() && spec[i + 1] == '-') {
+      for (unsigned c = a; c <= static_cast<unsigned char>(spec[i + 2]); ++c) out.set(c);
+      i += 2;
+    } else {
+      out.set(a);
+    }
+  }
+  return out;
+}
+
+// The bytes of a literal (both cases of its letters when caseless; any byte of a UTF-8
+// sequence when caseless, since a letter's other case may be another sequence).
+std::bitset<256> literalBytes(std::string_view lit, bool caseless) {
+  std::bitset<256> out;
+  for (char c : lit) {
+    const auto u = static_cast<unsigned char>(c);
+    out.set(u);
+    if (caseless && u < 0x80 && std::isalpha(u)) {
+      out.set(static_cast<unsigned char>(std::tolower(u)));
+      out.set(static_cast<unsigned char>(std::toupper(u)));
+    }
+    if (caseless && u >= 0x80)
+      for (unsigned b = 0x80; b < 0x100; ++b) out.set(b);
+  }
+  if (caseless)  // 'k' and 's' match KELVIN SIGN and LONG S (three and two bytes)
+    for (unsigned b = 0x80; b < 0x100; ++b) out.set(b);
+  return out;
 }
 
 struct Collector {
@@ -145,13 +181,13 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
                            "patterns[" + std::to_string(i) + "]"});
         for (std::size_t i = 0; i < spec.literals.size(); ++i)
           exprs.push_back({literalPattern(spec.literals[i]), base | (spec.caseless ? HS_FLAG_CASELESS : 0u), rule, nullptr, 0,
-                           "literals[" + std::to_string(i) + "]"});
+                           "literals[" + std::to_string(i) + "]", true, literalBytes(spec.literals[i], spec.caseless)});
         break;
       case RuleSpec::Detector::Pii:
         for (const PiiShape& shape : piiShapes()) {
           if (!spec.pii.empty() && std::find(spec.pii.begin(), spec.pii.end(), shape.kind) == spec.pii.end()) continue;
           exprs.push_back({shape.pattern, base | (shape.caseless ? HS_FLAG_CASELESS : 0u), rule, shape.valid, 0,
-                           "pii " + std::string(piiKindName(shape.kind))});
+                           "pii " + std::string(piiKindName(shape.kind)), true, byteClass(shape.chars)});
         }
         break;
       case RuleSpec::Detector::Injection:
@@ -198,9 +234,10 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
       hs_free_compile_error(err);
       return nullptr;
     }
-    const std::size_t width = info->max_width == UINT_MAX ? SIZE_MAX : info->max_width;
+    const std::size_t width = std::min<std::size_t>(info->max_width == UINT_MAX ? SIZE_MAX : info->max_width, rules[e.rule].max_match_chars);
     std::free(info);
-    set->width_[e.rule] = std::max(set->width_[e.rule], std::min(width, rules[e.rule].max_match_chars));
+    set->width_[e.rule] = std::max(set->width_[e.rule], width);
+    set->shapes_.push_back({e.rule, HoldShape{e.bytes, width + 1}});  // +1: a \b at the end needs the next byte
   }
   for (const RuleSpec& spec : rules) {
     set->targets_ |= spec.targets;
@@ -241,6 +278,13 @@ std::size_t RuleSet::holdBack(std::uint8_t targets) const {
   for (std::size_t r = 0; r < rules_.size(); ++r)
     if (rules_[r].targets & targets) hold = std::max(hold, width_[r]);
   return hold;
+}
+
+std::vector<RuleSet::HoldShape> RuleSet::holdShapes(std::uint8_t targets) const {
+  std::vector<HoldShape> out;
+  for (const auto& [rule, shape] : shapes_)
+    if (rules_[rule].targets & targets) out.push_back(shape);
+  return out;
 }
 
 bool RuleSet::accept(unsigned id, std::uint8_t targets, std::string_view matched) const {
@@ -333,13 +377,15 @@ void RuleSet::scanInjection(std::string_view subject, const FoldStats& stats, Ru
 // ---- TextStream ----
 
 TextStream::TextStream(std::shared_ptr<const RuleSet> rules, std::uint8_t targets)
-    : rules_(std::move(rules)), targets_(targets), hold_(rules_->holdBack(targets) + 1) {}
+    : rules_(std::move(rules)), targets_(targets), hold_(rules_->holdBack(targets) + 1), shapes_(rules_->holdShapes(targets)) {}
 
 TextStream::TextStream(TextStream&& o) noexcept
     : rules_(std::move(o.rules_)),
       targets_(o.targets_),
       stream_(o.stream_),
       hold_(o.hold_),
+      shapes_(std::move(o.shapes_)),
+      held_(o.held_),
       folded_(std::move(o.folded_)),
       origin_(std::move(o.origin_)),
       fbase_(o.fbase_),
@@ -371,6 +417,7 @@ void TextStream::feed(std::string_view piece, RuleScratch& scratch, std::vector<
   raw_.clear();
   hs_scan_stream(stream_, folded_.data() + start, static_cast<unsigned>(folded_.size() - start), 0, s, onMatch, &raw_);
   collect(out);
+  updateHold();
   // Keep the tail a later match can still start in; compact in large steps.
   const std::size_t total = fbase_ + folded_.size();
   if (total > hold_ + fbase_ + 4096) {
@@ -378,6 +425,19 @@ void TextStream::feed(std::string_view piece, RuleScratch& scratch, std::vector<
     folded_.erase(0, drop);
     origin_.erase(origin_.begin(), origin_.begin() + static_cast<std::ptrdiff_t>(drop));
     fbase_ += drop;
+  }
+}
+
+void TextStream::updateHold() {
+  // The longest of the rules' trailing runs (each at most its longest match). Trimming
+  // keeps hold_ >= every width bytes in the buffer, so the held bytes are all there.
+  held_ = 0;
+  const std::size_t n = folded_.size();
+  for (const auto& shape : shapes_) {
+    const std::size_t cap = std::min(shape.width, n);
+    std::size_t run = 0;
+    while (run < cap && shape.bytes[static_cast<unsigned char>(folded_[n - 1 - run])]) ++run;
+    held_ = std::max(held_, run);
   }
 }
 
@@ -405,9 +465,8 @@ void TextStream::collect(std::vector<RuleHit>& out) {
 std::size_t TextStream::safeEnd() const {
   if (closed_) return orig_size_;
   // Trimming keeps fbase_ <= total - hold_, so the bound's byte is still in the buffer.
-  const std::size_t total = fbase_ + folded_.size();
-  if (total < hold_) return 0;
-  return origin_[total - hold_ - fbase_];
+  if (held_ == 0) return orig_size_;
+  return origin_[folded_.size() - held_];
 }
 
 }  // namespace tahua::guardrails

@@ -6,6 +6,7 @@
 // with a scratch of its own (RuleScratch).
 #pragma once
 
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -115,6 +116,15 @@ class RuleSet {
   // Bytes of folded text a stream holds back for rules of `targets`: the longest match
   // one can make, at most its max_match_chars.
   std::size_t holdBack(std::uint8_t targets) const;
+  // Per expression of the rules of `targets` (a literal, a PII shape, a regex): the bytes
+  // its matches can contain (known for literals and PII shapes; all for a regex) and its
+  // longest match. A stream holds back, per expression, only the trailing run of its
+  // bytes (a match still growing lies within it), at most its longest match.
+  struct HoldShape {
+    std::bitset<256> bytes;
+    std::size_t width;
+  };
+  std::vector<HoldShape> holdShapes(std::uint8_t targets) const;
 
  private:
   friend class TextStream;
@@ -134,6 +144,7 @@ class RuleSet {
   std::vector<PatternRef> refs_;            // by Hyperscan id
   std::vector<std::size_t> width_;          // per rule: longest match (bytes), capped
   std::vector<std::unique_ptr<re2::RE2>> starts_;  // by id: the start-finding pass, when Hyperscan cannot
+  std::vector<std::pair<std::uint16_t, HoldShape>> shapes_;  // per expression, with its rule
   hs_database* db_ = nullptr;
   std::uint8_t targets_ = 0;
   std::uint8_t injection_rules_ = 0;  // the targets of injection rules
@@ -155,7 +166,9 @@ class TextStream {
   void feed(std::string_view piece, RuleScratch& scratch, std::vector<RuleHit>& out);
   // The text is complete: matches that needed to see its end.
   void close(RuleScratch& scratch, std::vector<RuleHit>& out);
-  // Original bytes before this offset can no longer be part of a new match.
+  // Original bytes before this offset can no longer be part of a new match: a match still
+  // growing started at most hold_ bytes back, and (when the rules' bytes are known) within
+  // the trailing run of bytes a match can contain.
   std::size_t safeEnd() const;
   std::size_t size() const { return orig_size_; }
   bool closed() const { return closed_; }
@@ -171,7 +184,10 @@ class TextStream {
   std::shared_ptr<const RuleSet> rules_;
   std::uint8_t targets_;
   hs_stream* stream_ = nullptr;
-  std::size_t hold_ = 0;
+  std::size_t hold_ = 0;  // the longest match (+1 for a \\b that needs the next byte)
+  std::vector<RuleSet::HoldShape> shapes_;
+  std::size_t held_ = 0;  // folded bytes held back now (updated as text comes)
+  void updateHold();
   std::string folded_;                  // folded bytes from fbase_
   std::vector<std::uint32_t> origin_;  // their original offsets
   std::size_t fbase_ = 0;

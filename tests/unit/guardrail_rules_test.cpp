@@ -152,6 +152,31 @@ TEST(GuardrailRules, AStreamFindsWhatTheWholeTextHasWhereverItIsCut) {
   EXPECT_EQ(streamed(set, text, every), whole);
 }
 
+TEST(GuardrailRules, AStreamHoldsBackOnlyWhatAMatchStillGrowingCouldCover) {
+  // PII shapes and literals: only the trailing run of characters their matches contain.
+  auto set = compileOrFail({pii("pii", {PiiKind::PaymentCard, PiiKind::Email}), literal("words", {"top secret"}, false)});
+  EXPECT_EQ(set->holdBack(kOutput), 256u) << "the email shape is unbounded: capped by max_match_chars";
+  RuleScratch scratch;
+  TextStream stream(set, kOutput);
+  std::vector<RuleHit> hits;
+  stream.feed("Hello there, my name is", scratch, hits);
+  EXPECT_EQ(stream.safeEnd(), std::string_view("Hello there, my name ").size()) << "only the last word may still grow into a match";
+  stream.feed(" bob.smith@exa", scratch, hits);
+  EXPECT_EQ(stream.safeEnd(), std::string_view("Hello there, my name is ").size()) << "an email in progress is held whole";
+  stream.feed("mple.org; card 4111 1111", scratch, hits);
+  EXPECT_EQ(hits.size(), 1u);
+  EXPECT_EQ(stream.safeEnd(), std::string_view("Hello there, my name is bob.smith@example.org; card").size());
+  // A regex's bytes are not known: it holds back its longest match.
+  RuleSpec re;
+  re.name = "re";
+  re.patterns = {R"(\bZX-\d{4}\b)"};
+  re.targets = kOutput;
+  auto with_regex = compileOrFail({re});
+  TextStream s2(with_regex, kOutput);
+  s2.feed("plain prose here", scratch, hits);
+  EXPECT_EQ(s2.safeEnd(), std::string_view("plain prose here").size() - 8) << "7 bytes of match and one of lookahead";
+}
+
 TEST(GuardrailRules, InjectionScoresSignalsAgainstTheThreshold) {
   RuleSpec inj;
   inj.name = "injection";

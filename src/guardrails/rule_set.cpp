@@ -37,22 +37,9 @@ struct Expr {
   bool (*valid)(std::string_view);
   double weight;
   std::string what;  // for errors: "patterns[2]", "literals[0]", "pii email"
-  bool som = true;   // Hyperscan reports where the match starts
   std::bitset<256> bytes = std::bitset<256>().set();  // what a match can contain (all: unknown)
 };
 
-// Whether Hyperscan takes `e` alone; its error otherwise.
-bool compiles(const Expr& e, unsigned flags, std::string& why) {
-  hs_database_t* db = nullptr;
-  hs_compile_error_t* err = nullptr;
-  if (hs_compile(e.pattern.c_str(), flags, HS_MODE_STREAM | HS_MODE_SOM_HORIZON_LARGE, nullptr, &db, &err) == HS_SUCCESS) {
-    hs_free_database(db);
-    return true;
-  }
-  why = err && err->message ? err->message : "refused by the matcher";
-  hs_free_compile_error(err);
-  return false;
-}
 
 // The injection signals, compiled once per process in block mode (input only), without
 // UTF-8 mode: a bounded gap of any bytes (`.{0,60}`) compiles in milliseconds instead of
@@ -173,7 +160,7 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
   for (std::size_t r = 0; r < rules.size(); ++r) {
     const RuleSpec& spec = rules[r];
     const auto rule = static_cast<std::uint16_t>(r);
-    const unsigned base = HS_FLAG_SOM_LEFTMOST | HS_FLAG_UTF8;
+    const unsigned base = HS_FLAG_UTF8;
     switch (spec.detector) {
       case RuleSpec::Detector::Patterns:
         for (std::size_t i = 0; i < spec.patterns.size(); ++i)
@@ -181,13 +168,13 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
                            "patterns[" + std::to_string(i) + "]"});
         for (std::size_t i = 0; i < spec.literals.size(); ++i)
           exprs.push_back({literalPattern(spec.literals[i]), base | (spec.caseless ? HS_FLAG_CASELESS : 0u), rule, nullptr, 0,
-                           "literals[" + std::to_string(i) + "]", true, literalBytes(spec.literals[i], spec.caseless)});
+                           "literals[" + std::to_string(i) + "]", literalBytes(spec.literals[i], spec.caseless)});
         break;
       case RuleSpec::Detector::Pii:
         for (const PiiShape& shape : piiShapes()) {
           if (!spec.pii.empty() && std::find(spec.pii.begin(), spec.pii.end(), shape.kind) == spec.pii.end()) continue;
           exprs.push_back({shape.pattern, base | (shape.caseless ? HS_FLAG_CASELESS : 0u), rule, shape.valid, 0,
-                           "pii " + std::string(piiKindName(shape.kind)), true, byteClass(shape.chars)});
+                           "pii " + std::string(piiKindName(shape.kind)), byteClass(shape.chars)});
         }
         break;
       case RuleSpec::Detector::Injection:
@@ -198,33 +185,23 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
   }
   auto set = std::shared_ptr<RuleSet>(new RuleSet());
   set->width_.assign(rules.size(), 0);
-  // Each expression alone first: its width, and an error that names its rule. Hyperscan
-  // refuses to track the start of some shapes (large bounded repeats: "Pattern is too
-  // large"); those are matched without it, and RE2 finds the start in a second pass over
-  // the text before the match's end (the same window a stream holds back).
+  // Hyperscan finds where matches end, without tracking where they start (its start of
+  // match mode costs several times the scan and refuses many bounded shapes); a match is
+  // rare, and RE2 then finds its start in a second pass over the bytes before its end (a
+  // window a stream keeps). So every pattern must be one both accept.
   set->starts_.resize(exprs.size());
   for (std::size_t i = 0; i < exprs.size(); ++i) {
-    Expr& e = exprs[i];
-    std::string why;
-    if (e.som && !compiles(e, e.flags, why)) {
-      std::string plain_why;
-      if (!compiles(e, e.flags & ~HS_FLAG_SOM_LEFTMOST, plain_why)) {
-        error = "rule \"" + rules[e.rule].name + "\" " + e.what + ": " + plain_why;
-        return nullptr;
-      }
-      RE2::Options o;
-      o.set_log_errors(false);
-      o.set_case_sensitive(!(e.flags & HS_FLAG_CASELESS));
-      o.set_dot_nl((e.flags & HS_FLAG_DOTALL) != 0);
-      auto start = std::make_unique<RE2>("(?:" + e.pattern + ")\\z", o);
-      if (!start->ok()) {
-        error = "rule \"" + rules[e.rule].name + "\" " + e.what + ": " + why + " with its start tracked, and " + start->error();
-        return nullptr;
-      }
-      e.flags &= ~HS_FLAG_SOM_LEFTMOST;
-      e.som = false;
-      set->starts_[i] = std::move(start);
+    const Expr& e = exprs[i];
+    RE2::Options o;
+    o.set_log_errors(false);
+    o.set_case_sensitive(!(e.flags & HS_FLAG_CASELESS));
+    o.set_dot_nl((e.flags & HS_FLAG_DOTALL) != 0);
+    auto start = std::make_unique<RE2>("(?:" + e.pattern + ")\\z", o);
+    if (!start->ok()) {
+      error = "rule \"" + rules[e.rule].name + "\" " + e.what + ": " + start->error();
+      return nullptr;
     }
+    set->starts_[i] = std::move(start);
   }
   for (const Expr& e : exprs) {
     hs_expr_info_t* info = nullptr;
@@ -251,11 +228,11 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
     patterns.push_back(exprs[i].pattern.c_str());
     flags.push_back(exprs[i].flags);
     ids.push_back(static_cast<unsigned>(i));
-    set->refs_.push_back({exprs[i].rule, exprs[i].valid, exprs[i].weight, exprs[i].som});
+    set->refs_.push_back({exprs[i].rule, exprs[i].valid, exprs[i].weight});
   }
   hs_compile_error_t* err = nullptr;
   if (hs_compile_multi(patterns.data(), flags.data(), ids.data(), static_cast<unsigned>(exprs.size()),
-                       HS_MODE_STREAM | HS_MODE_SOM_HORIZON_LARGE, nullptr, &set->db_, &err) != HS_SUCCESS) {
+                       HS_MODE_STREAM, nullptr, &set->db_, &err) != HS_SUCCESS) {
     const std::string why = err && err->message ? err->message : "refused by the matcher";
     if (err && err->expression >= 0 && static_cast<std::size_t>(err->expression) < exprs.size()) {
       const Expr& e = exprs[static_cast<std::size_t>(err->expression)];
@@ -296,7 +273,7 @@ bool RuleSet::accept(unsigned id, std::uint8_t targets, std::string_view matched
 
 std::size_t RuleSet::startOf(unsigned id, std::string_view text, std::size_t floor, std::size_t from, std::size_t to) const {
   const re2::RE2* start = starts_[id].get();
-  if (refs_[id].som || !start) return std::max(floor, from);
+  if (!start) return std::max(floor, from);
   const std::size_t cap = rules_[refs_[id].rule].max_match_chars;
   const std::size_t window = to - floor > cap ? to - cap : floor;
   re2::StringPiece m;
@@ -377,7 +354,11 @@ void RuleSet::scanInjection(std::string_view subject, const FoldStats& stats, Ru
 // ---- TextStream ----
 
 TextStream::TextStream(std::shared_ptr<const RuleSet> rules, std::uint8_t targets)
-    : rules_(std::move(rules)), targets_(targets), hold_(rules_->holdBack(targets) + 1), shapes_(rules_->holdShapes(targets)) {}
+    : rules_(std::move(rules)), targets_(targets), hold_(rules_->holdBack(targets) + 1), shapes_(rules_->holdShapes(targets)) {
+  // Longest first: once the hold covers a shape's whole width, the shorter ones cannot
+  // add to it.
+  std::sort(shapes_.begin(), shapes_.end(), [](const auto& a, const auto& b) { return a.width > b.width; });
+}
 
 TextStream::TextStream(TextStream&& o) noexcept
     : rules_(std::move(o.rules_)),
@@ -434,6 +415,7 @@ void TextStream::updateHold() {
   held_ = 0;
   const std::size_t n = folded_.size();
   for (const auto& shape : shapes_) {
+    if (shape.width <= held_) break;
     const std::size_t cap = std::min(shape.width, n);
     std::size_t run = 0;
     while (run < cap && shape.bytes[static_cast<unsigned char>(folded_[n - 1 - run])]) ++run;

@@ -1,9 +1,11 @@
-// A guardrail policy's rules compiled into one Hyperscan database (streaming mode, with
-// the start of each match: HS_FLAG_SOM_LEFTMOST), matched against folded text
-// (text_fold.h). Hyperscan rather than RE2: a streaming matcher carries a match across
-// the pieces of an answer without keeping the text, and one database runs every pattern
-// of a policy in a single pass. Immutable once compiled: every worker scans with it, each
-// with a scratch of its own (RuleScratch).
+// A guardrail policy's rules compiled into one Hyperscan database (streaming mode),
+// matched against folded text (text_fold.h). Hyperscan rather than RE2 alone: a streaming
+// matcher carries a match across the pieces of an answer, and one database runs every
+// pattern of a policy in a single pass. Hyperscan reports where a match ends; where it
+// starts (what a redaction needs) comes from a second pass of RE2 over the bytes before
+// the end, run only for a match (rare), instead of Hyperscan's start-of-match mode, which
+// made the scan several times slower and refuses many bounded shapes. Immutable once
+// compiled: every worker scans with it, each with a scratch of its own (RuleScratch).
 #pragma once
 
 #include <bitset>
@@ -132,7 +134,6 @@ class RuleSet {
     std::uint16_t rule;
     bool (*valid)(std::string_view);
     double weight;  // injection signals
-    bool som;       // Hyperscan gives the start; else starts_ finds it
   };
   RuleSet();
   bool accept(unsigned id, std::uint8_t targets, std::string_view matched) const;
@@ -143,7 +144,7 @@ class RuleSet {
   std::vector<RuleSpec> rules_;
   std::vector<PatternRef> refs_;            // by Hyperscan id
   std::vector<std::size_t> width_;          // per rule: longest match (bytes), capped
-  std::vector<std::unique_ptr<re2::RE2>> starts_;  // by id: the start-finding pass, when Hyperscan cannot
+  std::vector<std::unique_ptr<re2::RE2>> starts_;  // by id: the start-finding pass
   std::vector<std::pair<std::uint16_t, HoldShape>> shapes_;  // per expression, with its rule
   hs_database* db_ = nullptr;
   std::uint8_t targets_ = 0;

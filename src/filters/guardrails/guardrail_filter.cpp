@@ -126,8 +126,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (!request_targets) return FilterStatus::Continue;
     if (ctx.endpoint == Endpoint::StoredResponse || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens)
       return FilterStatus::Continue;
+    json::monotonic_resource arena(arena_, sizeof arena_);
     json::error_code ec;
-    json::value body = json::parse(ctx.body, ec);
+    json::value body = json::parse(ctx.body, ec, &arena);
     if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
     std::vector<Text> texts;
     guardrail_texts::requestTexts(ctx.endpoint, body, texts);
@@ -180,8 +181,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   void onResponseBody(RequestContext& ctx, std::string& body) override {
     GuardState& st = state(ctx);
     if (!st.answer_targets || ctx.status < 200 || ctx.status >= 300 || ctx.error) return;
+    json::monotonic_resource arena(arena_, sizeof arena_);
     json::error_code ec;
-    json::value doc = json::parse(body, ec);
+    json::value doc = json::parse(body, ec, &arena);
     if (ec) return;
     std::vector<Text> texts;
     guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
@@ -447,8 +449,10 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     std::string joined;
     const std::string_view data = eventData(ev.raw, joined);
     if (!data.empty() && data.front() == '{') {
+      // An event's DOM lives in this worker's buffer (no allocation for a usual event).
+      json::monotonic_resource arena(arena_, sizeof arena_);
       json::error_code ec;
-      json::value doc = json::parse(data, ec);
+      json::value doc = json::parse(data, ec, &arena);
       if (!ec) {
         guardrail_texts::EventTexts texts;
         guardrail_texts::eventTexts(ctx.endpoint, doc, texts);
@@ -554,6 +558,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   WorkerMetrics& metrics_;
   WorkerServices& services_;
   guardrails::RuleScratch scratch_;  // this worker's
+  alignas(16) unsigned char arena_[16384];
 };
 
 }  // namespace

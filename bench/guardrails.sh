@@ -10,8 +10,8 @@
 # Then the time to first event of a paced stream (an event every 5 ms), plain and
 # guarded with the PII rules alone (what a stream waits for is the hold-back).
 #
-# Knobs: TAHUA (build/tahua), ROUNDS (3), DURATION (10 s), RATE (1000), CONNS (32),
-# PROXY_CPU (0), LOAD_CPU (1), PORT_BASE (18520).
+# Knobs: TAHUA (build/tahua), ROUNDS (3), DURATION (10 s), RATE (1000; streams at
+# STREAM_RATE, 100), CONNS (32), PROXY_CPU (0), LOAD_CPU (1), PORT_BASE (18520).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +19,7 @@ source "$ROOT/bench/lib.sh"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
 RATE=${RATE:-1000}
+STREAM_RATE=${STREAM_RATE:-100}
 CONNS=${CONNS:-32}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
@@ -93,13 +94,17 @@ for round in $(seq "$ROUNDS"); do
   for mode in plain guarded plain-stream guarded-stream; do
     conf=${mode%-stream}
     body=$(cat "$TMP/body.json")
-    [ "$conf" != "$mode" ] && body=$(cat "$TMP/stream-body.json")
+    rate=$RATE
+    if [ "$conf" != "$mode" ]; then
+      body=$(cat "$TMP/stream-body.json")
+      rate=$STREAM_RATE
+    fi
     wait_for_quiet || true
     start_tahua "tahua-$mode" "$PROXY_CPU" "$TMP/tahua-$conf.yaml"
     pid=$STARTED_PID
     curl -s -o /dev/null -H 'content-type: application/json' -d "$body" "http://127.0.0.1:$PORT_TAHUA/v1/chat/completions"
     c0=$(cpu_ns "$pid")
-    out=$(taskset -c "$LOAD_CPU" "$TMP/datapath_client" rate --port "$PORT_TAHUA" --rate "$RATE" --conns "$CONNS" \
+    out=$(taskset -c "$LOAD_CPU" "$TMP/datapath_client" rate --port "$PORT_TAHUA" --rate "$rate" --conns "$CONNS" \
       --duration "$DURATION" --body "$body" | grep '^RATE ')
     c1=$(cpu_ns "$pid")
     stop_pids "$pid"
@@ -116,7 +121,7 @@ for mode in plain pii; do
   wait_for_quiet || true
   start_tahua "tahua-ttfe-$mode" "$PROXY_CPU" "$TMP/tahua-$mode.yaml"
   pid=$STARTED_PID
-  out=$(taskset -c "$LOAD_CPU" "$TMP/datapath_client" streams --port "$PORT_TAHUA" --conns 4 --duration "$DURATION" --events 43 \
+  out=$(taskset -c "$LOAD_CPU" "$TMP/datapath_client" streams --port "$PORT_TAHUA" --conns 4 --duration "$DURATION" --events 41 \
     --body "$(cat "$TMP/paced-body.json")" | grep '^STREAMS ')
   stop_pids "$pid"
   log "ttfe $mode: $out"

@@ -7,11 +7,13 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
-import { gatewayConfig, openaiProvider, startTahua, writeConfig } from './lib/tahua.mjs';
+import { REPO_ROOT, gatewayConfig, openaiProvider, startTahua, writeConfig } from './lib/tahua.mjs';
+import { makeTempDir } from './lib/util.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { toYaml } from './lib/yaml.mjs';
 import { expectError, request } from './lib/http.mjs';
@@ -189,7 +191,7 @@ describe('guardrails on streams', () => {
     }
   });
 
-  it('three pieces, one character at a time, and Anthropic inbound (translated) give the same text', async () => {
+  it('three pieces, one character at a time, and Anthropic inbound (translated) split at every place give the same text', async () => {
     for (const [i, j] of [[3, 9], [5, 6], [10, 24], [20, 21]]) {
       upstream.next({ pieces: [TEXT.slice(0, i), TEXT.slice(i, j), TEXT.slice(j)] });
       const { events } = await streamEvents('/v1/chat/completions', chat('card?', { stream: true }));
@@ -197,7 +199,7 @@ describe('guardrails on streams', () => {
     }
     upstream.next({ pieces: Array.from(TEXT) });
     assert.equal(chatStreamText((await streamEvents('/v1/chat/completions', chat('card?', { stream: true }))).events), MASKED);
-    for (const i of [1, 8, 12, 23]) {
+    for (let i = 1; i < TEXT.length; i += 1) {
       upstream.next({ pieces: [TEXT.slice(0, i), TEXT.slice(i)] });
       const { events, text } = await streamEvents('/v1/messages', { model: GPT, max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'card?' }] });
       const got = events.filter((e) => e.json?.type === 'content_block_delta').map((e) => e.json.delta.text).join('');
@@ -396,5 +398,37 @@ describe('guardrails and the response cache', () => {
     assert.equal(again.headers['x-tahua-cache'], 'hit');
     assert.equal(again.json.choices[0].message.content, 'Card [REDACTED]', 'the kept answer is the redacted one');
     assert.equal((await ask(KEY_P)).json.choices[0].message.content, `Card ${CARD}`);
+  });
+});
+
+describe("guardrails: the README's example", () => {
+  it('loads and does what it says: cards masked for everyone, codenames blocked for the support tenant, moderation called', async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Guardrails'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)[1];
+    assert.match(block, /^guardrails:/m);
+    const up = await startMockUpstream({ t });
+    const mod = await startModeration();
+    t.after(() => mod.close());
+    const KEY = 'tk-readme-support-0123456789ab';
+    const base = gatewayConfig({ providers: [openaiProvider('openai', up.baseUrl())], models: [{ name: 'gpt-4o-mini', provider: 'openai' }] });
+    base.tenants = [{ name: 'support' }];
+    base.keys = [{ name: 'support-key', tenant: 'support', sha256: sha256(KEY) }];
+    const file = join(makeTempDir('tahua-guardrails-readme-'), 'gateway.yaml');
+    writeFileSync(file, `${toYaml(base)}\n${block.replace('https://api.openai.com/v1/moderations', mod.url)}`);
+    const gw = await startTahua({ t, args: ['--config', file], env: { OPENAI_API_KEY: 'sk-moderation-test' } });
+    const ask = (content) =>
+      request(gw.url, '/v1/chat/completions', {
+        method: 'POST',
+        json: { model: 'gpt-4o-mini', messages: [{ role: 'user', content }] },
+        headers: { authorization: `Bearer ${KEY}` },
+      });
+    expectError(await ask('What about Project Falcon?'), 400, 'content_blocked');
+    const flagged = await ask('Status of ZX-1234?');
+    assert.equal(flagged.headers['x-tahua-guardrails'], 'support-bot/tickets:flag');
+    assert.equal(mod.calls.at(-1).headers.authorization, 'Bearer sk-moderation-test');
+    expectError(await ask('a violent plan'), 400, 'content_blocked');
+    up.next({ pieces: ['Card on file: ', CARD] });
+    assert.equal((await ask('my card?')).json.choices[0].message.content, 'Card on file: [CARD]');
   });
 });

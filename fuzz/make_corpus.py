@@ -227,6 +227,35 @@ def main():
     write("stored_state", "record-odd-shapes", bytes([1]) + b'{"response":{"output":"x"},"input":[1,null,"s"],"context":[2]}')
     write("stored_state", "canonical", bytes([2]) + b'{"b":[1,1.0,1e2,-0.0,0.1,1e300,"\\u00e9"],"a":{"z":null,"y":true}}')
 
+    # guardrail_stream: control (client API: 0 chat, 1 completions, 2 Responses, 3 Anthropic),
+    # two splits, the stream as the client would get it.
+    def chat_event(content, index=0, finish=None):
+        delta = {} if content is None else {"content": content}
+        return b"data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [
+            {"index": index, "delta": delta, "finish_reason": finish}]}).encode() + b"\n\n"
+    card_chat = (chat_event("Card 4111 1111") + chat_event(" 1111 1111, mail bob@exa") + chat_event("mple.org ok") +
+                 chat_event("second choice tahua", index=1) + chat_event(None, finish="stop") + b"data: [DONE]\n\n")
+    write("guardrail_stream", "chat-card-email", bytes([0]) + u16(20) + u16(300) + card_chat)
+    write("guardrail_stream", "chat-block", bytes([0]) + u16(7) + u16(90) + chat_event("it is forbid") + chat_event("den now"))
+    write("guardrail_stream", "chat-tool-calls", bytes([0]) + u16(100) + u16(400) + fixture("openai/stream_tool_calls.sse"))
+    write("guardrail_stream", "anthropic-tool-use", bytes([3]) + u16(50) + u16(600) + fixture("anthropic/stream_tool_use.sse"))
+    def anth_delta(text, index=0):
+        return (b"event: content_block_delta\ndata: " + json.dumps({"type": "content_block_delta", "index": index,
+                "delta": {"type": "text_delta", "text": text}}).encode() + b"\n\n")
+    write("guardrail_stream", "anthropic-card", bytes([3]) + u16(30) + u16(120) + anth_delta("pay 4111-1111-") +
+          anth_delta("1111-1111 now") + b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n')
+    def resp_event(obj):
+        return b"event: " + obj["type"].encode() + b"\ndata: " + json.dumps(obj).encode() + b"\n\n"
+    full = "mail ann@example.com"
+    write("guardrail_stream", "responses-done", bytes([2]) + u16(40) + u16(200) +
+          resp_event({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "mail ann@"}) +
+          resp_event({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "example.com"}) +
+          resp_event({"type": "response.output_text.done", "output_index": 0, "content_index": 0, "text": full}) +
+          resp_event({"type": "response.completed", "response": {"output": [{"type": "message", "content": [
+              {"type": "output_text", "text": full}]}]}}))
+    write("guardrail_stream", "completions-crlf", bytes([1]) + u16(3) + u16(33) +
+          b'data: {"choices":[{"index":0,"text":"x 4111111111111111"}]}\r\n\r\ndata: {"choices":[{"index":0,"text":" y"}]}\r\n\r\n')
+
     # config_loader: the YAML text.
     for name, text in yaml_seeds().items():
         write("config_loader", name, text)

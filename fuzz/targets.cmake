@@ -12,4 +12,5 @@ set(TAHUA_FUZZ_TARGETS
   config_loader
   trace_context
   stored_state
+  guardrail_stream
 )

@@ -541,3 +541,55 @@ providers:
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+namespace {
+
+// `guardrails:`: every mistake names the file, line and field; a pattern the matcher
+// refuses names its rule.
+TEST(ConfigLoader, GuardrailPolicyErrorsNameTheField) {
+  const std::string base = std::string(kMinimal) + "guardrails:\n  policies:\n";
+  const auto err = [&](const std::string& policies) { return loadError(base + policies); };
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, literals: [x]}]}\n").find("guardrails.policies[0].rules[0].action: required"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, literals: [x], pii: all, action: flag}]}\n").find("expected exactly one detector"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, pii: [ssn], action: flag}]}\n").find("rules[0].pii[0]: unknown kind"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, literals: [x], action: hide}]}\n").find("rules[0].action: expected block, redact or flag"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, literals: [x], action: flag, inspect: [answers]}]}\n").find("rules[0].inspect[0]"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, injection: true, action: block, inspect: [output]}]}\n")
+                .find("an injection or moderation rule looks at the request"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, moderation: {url: 'ftp://x'}, action: block}]}\n").find("rules[0].moderation.url"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, moderation: {url: 'http://m/v1/moderations'}, action: redact}]}\n")
+                .find("a moderation verdict is about a whole text"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, literals: [x], action: flag}, {name: r, literals: [y], action: flag}]}\n")
+                .find("duplicate rule \"r\""),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, literals: [x], action: flag}]}\n    - {name: p, rules: [{name: s, literals: [y], action: flag}]}\n")
+                .find("duplicate policy \"p\""),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, match: {team: [a]}, rules: [{name: r, literals: [x], action: flag}]}\n").find("match.team"),
+            std::string::npos);
+  // A pattern Hyperscan (or RE2) refuses: the rule's line and name.
+  const std::string bad = err("    - name: p\n      rules:\n        - {name: ok, literals: [x], action: flag}\n"
+                              "        - {name: broken, patterns: ['(unclosed'], action: flag}\n");
+  EXPECT_NE(bad.find("t.yaml:"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("rules[1]"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("rule \"broken\" patterns[0]"), std::string::npos) << bad;
+  // A valid policy loads, compiled.
+  auto ok = loadConfigString(base + "    - {name: p, match: {model: m}, rules: [{name: r, pii: all, action: redact, mask: '[X]'}]}\n", "t.yaml");
+  ASSERT_TRUE(ok.config) << ok.error;
+  ASSERT_EQ(ok.config->guardrails.policies.size(), 1u);
+  EXPECT_TRUE(ok.config->guardrails.policies[0].rules);
+  EXPECT_EQ(ok.config->guardrails.policies[0].models, std::vector<std::string>{"m"});
+  EXPECT_FALSE(ok.config->guardrails.policies[0].fingerprint.empty());
+}
+
+}  // namespace
+}  // namespace tahua

@@ -23,6 +23,13 @@ using guardrails::RuleHit;
 using guardrails::TextStream;
 using guardrail_texts::Text;
 
+// Bounds a hostile or broken upstream cannot push past: the texts a stream may carry at
+// once (choices x tool calls, content blocks, output items), and the bytes held back
+// waiting on matches that never complete (a long tool call whose arguments never close
+// keeps every later event waiting behind it).
+constexpr std::size_t kMaxChannels = 256;
+constexpr std::size_t kMaxHeldBytes = 1 << 20;
+
 struct Redaction {
   std::size_t begin, end;
   const std::string* mask;
@@ -64,6 +71,7 @@ struct GuardState {
   bool redacted = false;  // some text of this stream was masked
   std::string pending;   // an event not complete yet
   std::deque<HeldEvent> held;
+  std::size_t held_bytes = 0;
   std::vector<Channel> channels;
   std::string out;
   Error block_error;
@@ -227,6 +235,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (!st.streaming) return;
     if (data.aborted()) {  // held text is never sent
       st.held.clear();
+      st.held_bytes = 0;
       st.pending.clear();
       return;
     }
@@ -257,6 +266,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (st.blocked) {
       // What is held back is dropped: it holds the match, or text the block cuts off.
       st.held.clear();
+      st.held_bytes = 0;
       data.replace({});
       data.fail(st.block_error);
       return;
@@ -397,9 +407,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     hits.clear();
   }
 
+  static constexpr std::size_t kNoChannel = static_cast<std::size_t>(-1);
+
   std::size_t channelOf(GuardState& st, unsigned id, std::uint8_t target) {
     for (std::size_t i = 0; i < st.channels.size(); ++i)
       if (st.channels[i].id == id && st.channels[i].target == target) return i;
+    if (st.channels.size() >= kMaxChannels) return kNoChannel;
     Channel ch;
     ch.id = id;
     ch.target = target;
@@ -461,6 +474,10 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
           std::vector<RuleHit> hits;
           for (const Text& t : texts.pieces) {
             const std::size_t c = channelOf(st, t.channel, t.target);
+            if (c == kNoChannel) {
+              stopUnchecked(ctx, st, "more than 256 choices, content blocks or tool calls");
+              return;
+            }
             Channel& ch = st.channels[c];
             const std::size_t begin = ch.size;
             ch.size += t.text->size();
@@ -476,7 +493,18 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
             if (st.channels[c].id / 1024 == base / 1024) closeChannel(ctx, st, c);
       }
     }
+    st.held_bytes += ev.raw.size();
     st.held.push_back(std::move(ev));
+    if (st.held_bytes > kMaxHeldBytes) stopUnchecked(ctx, st, "more than 1 MiB of it waited on a match that never completed");
+  }
+
+  // The stream cannot be checked within the bounds: it ends, as a block would, with an
+  // error of the upstream's (nothing it held is sent).
+  void stopUnchecked(RequestContext& ctx, GuardState& st, std::string_view why) {
+    if (st.blocked) return;
+    st.blocked = true;
+    st.block_error = Error{ErrorKind::UpstreamBadResponse, "The answer could not be checked by the guardrails: " + std::string(why) + "."};
+    log::warn("guardrail stream stopped", {{"request_id", ctx.request_id}, {"reason", why}});
   }
 
   // Sends the held events no match can still reach, in order, rewritten where masked.
@@ -493,6 +521,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       if (!ready) return;
       if (masked || (ev.full && st.redacted)) rewrite(st, ev);
       else st.out += ev.raw;
+      st.held_bytes -= ev.raw.size();
       st.held.pop_front();
     }
   }

@@ -140,33 +140,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
     std::vector<Text> texts;
     guardrail_texts::requestTexts(ctx.endpoint, body, texts);
-    bool changed = false;
-    std::vector<RuleHit> hits;
-    std::vector<Redaction> masks;
-    for (const Text& t : texts) {
-      masks.clear();
-      for (const GuardrailPolicyConfig* pol : st.policies) {
-        hits.clear();
-        pol->rules->scanText(*t.text, scratch_, t.target, hits);
-        guardrails::mergeHits(hits);
-        for (const RuleHit& h : hits) {
-          const auto& rule = pol->rules->rules()[h.rule];
-          if (rule.action == Action::Block) {
-            verdict(ctx, st, *pol, rule.name, Action::Block, "input");
-            ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + pol->name + "/" + rule.name + "\"."});
-            return FilterStatus::Stop;
-          }
-          if (rule.action == Action::Redact) masks.push_back(Redaction{h.begin, h.end, &rule.mask});
-          verdict(ctx, st, *pol, rule.name, rule.action, "input");
-        }
-      }
-      if (!masks.empty()) {
-        std::vector<Redaction> merged;
-        for (const auto& m : masks) addRedaction(merged, m);
-        maskString(*t.text, merged);
-        changed = true;
-      }
+    const TextVerdict v = checkTexts(ctx, st, texts, "input", true);
+    if (v.rule) {
+      ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + v.policy->name + "/" + v.rule->name + "\"."});
+      return FilterStatus::Stop;
     }
+    const bool changed = v.changed;
     if (changed) {
       // The limits, the token estimate and the upstream see the masked body.
       ctx.body = json::serialize(body);
@@ -195,29 +174,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (ec) return;
     std::vector<Text> texts;
     guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
-    bool changed = false, block = false;
-    std::vector<RuleHit> hits;
-    std::vector<Redaction> masks;
-    for (const Text& t : texts) {
-      masks.clear();
-      for (const GuardrailPolicyConfig* pol : st.policies) {
-        hits.clear();
-        pol->rules->scanText(*t.text, scratch_, t.target, hits);
-        guardrails::mergeHits(hits);
-        for (const RuleHit& h : hits) {
-          const auto& rule = pol->rules->rules()[h.rule];
-          verdict(ctx, st, *pol, rule.name, rule.action, "output");
-          if (rule.action == Action::Block) block = true;
-          if (rule.action == Action::Redact) masks.push_back(Redaction{h.begin, h.end, &rule.mask});
-        }
-      }
-      if (!masks.empty() && !block) {
-        std::vector<Redaction> merged;
-        for (const auto& m : masks) addRedaction(merged, m);
-        maskString(*t.text, merged);
-        changed = true;
-      }
-    }
+    const TextVerdict v = checkTexts(ctx, st, texts, "output", false);
+    bool changed = v.changed;
+    const bool block = v.rule != nullptr;
     if (block) {
       guardrail_texts::blockAnswer(ctx.endpoint, doc);
       changed = true;
@@ -271,11 +230,50 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       data.fail(st.block_error);
       return;
     }
-    release(st);
+    release(ctx, st);
     data.replace(st.out);
   }
 
  private:
+  struct TextVerdict {
+    const GuardrailPolicyConfig* policy = nullptr;  // of the first rule that blocks
+    const guardrails::RuleSpec* rule = nullptr;
+    bool changed = false;  // a mask was written into a text
+  };
+
+  // Every text through every policy of the request: verdicts recorded at `stage` (none
+  // when empty), masks written into the texts, the first blocking rule returned (with
+  // `stop_at_block`, at once: nothing after it is looked at or masked).
+  TextVerdict checkTexts(RequestContext& ctx, GuardState& st, const std::vector<Text>& texts, std::string_view stage, bool stop_at_block) {
+    TextVerdict v;
+    std::vector<RuleHit> hits;
+    std::vector<Redaction> masks;
+    for (const Text& t : texts) {
+      masks.clear();
+      for (const GuardrailPolicyConfig* pol : st.policies) {
+        hits.clear();
+        pol->rules->scanText(*t.text, scratch_, t.target, hits);
+        guardrails::mergeHits(hits);
+        for (const RuleHit& h : hits) {
+          const auto& rule = pol->rules->rules()[h.rule];
+          if (!stage.empty()) verdict(ctx, st, *pol, rule.name, rule.action, stage);
+          if (rule.action == Action::Redact) masks.push_back(Redaction{h.begin, h.end, &rule.mask});
+          if (rule.action != Action::Block || v.rule) continue;
+          v.policy = pol;
+          v.rule = &rule;
+          if (stop_at_block) return v;
+        }
+      }
+      if (!masks.empty() && !v.rule) {
+        std::vector<Redaction> merged;
+        for (const auto& m : masks) addRedaction(merged, m);
+        maskString(*t.text, merged);
+        v.changed = true;
+      }
+    }
+    return v;
+  }
+
   // The moderation rules' calls, with the request's text after the local redactions (what
   // the local rules masked never leaves the gateway). Continue at once when there are
   // none; else Pause until every call answered or timed out.
@@ -508,7 +506,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   }
 
   // Sends the held events no match can still reach, in order, rewritten where masked.
-  void release(GuardState& st) {
+  void release(RequestContext& ctx, GuardState& st) {
     while (!st.held.empty()) {
       HeldEvent& ev = st.held.front();
       bool ready = true, masked = false;
@@ -519,14 +517,14 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
           if (r.begin < s.end && r.end > s.begin) masked = true;
       }
       if (!ready) return;
-      if (masked || (ev.full && st.redacted)) rewrite(st, ev);
+      if (masked || (ev.full && st.redacted)) rewrite(ctx, st, ev);
       else st.out += ev.raw;
       st.held_bytes -= ev.raw.size();
       st.held.pop_front();
     }
   }
 
-  void rewrite(GuardState& st, HeldEvent& ev) {
+  void rewrite(RequestContext& ctx, GuardState& st, HeldEvent& ev) {
     std::string joined;
     json::error_code ec;
     json::value doc = json::parse(eventData(ev.raw, joined), ec);
@@ -535,20 +533,8 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     // The endpoint only decides the walk; the event was walked with it before.
     guardrail_texts::eventTexts(st.endpoint, doc, texts);
     if (ev.full) {
-      std::vector<RuleHit> hits;
-      std::vector<Redaction> masks;
-      for (const Text& t : texts.pieces) {
-        masks.clear();
-        for (const GuardrailPolicyConfig* pol : st.policies) {
-          hits.clear();
-          pol->rules->scanText(*t.text, scratch_, t.target, hits);
-          guardrails::mergeHits(hits);
-          for (const RuleHit& h : hits)
-            if (pol->rules->rules()[h.rule].action == Action::Redact)
-              addRedaction(masks, Redaction{h.begin, h.end, &pol->rules->rules()[h.rule].mask});
-        }
-        if (!masks.empty()) maskString(*t.text, masks);
-      }
+      // Whole texts the stream already delivered in pieces: masked again, not counted again.
+      checkTexts(ctx, st, texts.pieces, "", false);
     } else {
       for (std::size_t k = 0; k < texts.pieces.size() && k < ev.segments.size(); ++k) {
         const Segment& s = ev.segments[k];

@@ -9,6 +9,7 @@
 //   and cut at the two fuzzer-chosen points), and so is whether a block ended it;
 // - a stream no rule matched passes through byte for byte.
 #include <cstdint>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "filters/guardrails/guardrail_filter.h"
 #include "filters/worker_services.h"
 #include "fuzz_input.h"
+#include "guardrails/rule_set.h"
 #include "telemetry/metrics.h"
 
 namespace {
@@ -31,22 +33,33 @@ class NoServices final : public WorkerServices {
   void fetch(OutboundRequest, std::function<void(OutboundResponse)> done) override { done(OutboundResponse{}); }
 };
 
+// Built in code rather than loaded: the target needs the guardrails, not the loader.
 const ConfigPtr& config() {
   static const ConfigPtr c = [] {
-    auto loaded = loadConfigString(
-        "listeners: [{address: 127.0.0.1, port: 1}]\n"
-        "providers: [{name: m, type: mock}]\n"
-        "models: [{name: m1, provider: m}]\n"
-        "guardrails:\n"
-        "  policies:\n"
-        "    - name: p\n"
-        "      rules:\n"
-        "        - {name: pii, pii: [payment_card, email], action: redact, inspect: [output, output_tool_calls]}\n"
-        "        - {name: flag, literals: [tahua], caseless: true, action: flag, inspect: [output]}\n"
-        "        - {name: stop, patterns: ['\\bforbid\\w{0,4}\\b'], action: block, inspect: [output]}\n",
-        "fuzz");
-    if (!loaded.config) std::abort();
-    return loaded.config;
+    auto cfg = std::make_shared<Config>();
+    cfg->models.emplace_back().name = "m1";
+    cfg->model_index.emplace("m1", 0);
+    std::vector<guardrails::RuleSpec> rules(3);
+    rules[0].name = "pii";
+    rules[0].detector = guardrails::RuleSpec::Detector::Pii;
+    rules[0].pii = {guardrails::PiiKind::PaymentCard, guardrails::PiiKind::Email};
+    rules[0].action = guardrails::Action::Redact;
+    rules[0].targets = guardrails::kOutput | guardrails::kOutputToolCalls;
+    rules[1].name = "flag";
+    rules[1].literals = {"tahua"};
+    rules[1].caseless = true;
+    rules[1].action = guardrails::Action::Flag;
+    rules[1].targets = guardrails::kOutput;
+    rules[2].name = "stop";
+    rules[2].patterns = {"\\bforbid\\w{0,4}\\b"};
+    rules[2].action = guardrails::Action::Block;
+    rules[2].targets = guardrails::kOutput;
+    GuardrailPolicyConfig& pol = cfg->guardrails.policies.emplace_back();
+    pol.name = "p";
+    std::string error;
+    pol.rules = guardrails::RuleSet::compile(std::move(rules), error);
+    if (!pol.rules) std::abort();
+    return ConfigPtr(std::move(cfg));
   }();
   return c;
 }
@@ -62,14 +75,14 @@ Outcome run(Endpoint endpoint, const std::vector<std::string_view>& pieces) {
   NoServices services;
   FilterChain chain;
   chain.add(makeGuardrailFilter(metrics, services));
-  auto block = std::unique_ptr<std::byte[]>(new (std::align_val_t(FilterChain::kStateAlign)) std::byte[chain.stateBytes() + 64]);
+  std::vector<std::max_align_t> block(chain.stateBytes() / sizeof(std::max_align_t) + 1);  // aligned as the chain needs
   RequestContext ctx;
   ctx.config = config();
   ctx.endpoint = endpoint;
   ctx.body = "{\"model\":\"m1\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
   ctx.model = ctx.config->findModel("m1");
   ctx.facts.model = "m1";
-  chain.begin(ctx, block.get());
+  chain.begin(ctx, reinterpret_cast<std::byte*>(block.data()));
   std::size_t next = 0;
   chain.run(RequestPhase::UpstreamSelect, ctx, next);
   ctx.status = 200;

@@ -4,8 +4,10 @@
 // and nothing held is sent.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "filters/filter.h"
 #include "filters/guardrails/guardrail_filter.h"
@@ -27,7 +29,7 @@ struct Stream {
   WorkerMetrics metrics;
   NoServices services;
   FilterChain chain;
-  std::unique_ptr<std::byte[]> block;
+  std::vector<std::max_align_t> block;  // the chain's state block, aligned as it needs
   RequestContext ctx;
   std::string out;
   bool failed = false;
@@ -40,13 +42,13 @@ struct Stream {
         "t.yaml");
     config = loaded.config;
     chain.add(makeGuardrailFilter(metrics, services));
-    block.reset(new (std::align_val_t(FilterChain::kStateAlign)) std::byte[chain.stateBytes() + 64]);
+    block.resize(chain.stateBytes() / sizeof(std::max_align_t) + 1);
     ctx.config = config;
     ctx.endpoint = Endpoint::ChatCompletions;
     ctx.body = "{\"model\":\"m1\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
     ctx.model = config->findModel("m1");
     ctx.facts.model = "m1";
-    chain.begin(ctx, block.get());
+    chain.begin(ctx, reinterpret_cast<std::byte*>(block.data()));
     std::size_t next = 0;
     chain.run(RequestPhase::UpstreamSelect, ctx, next);
     ctx.status = 200;

@@ -68,7 +68,6 @@ struct GuardState {
   std::string verdicts;  // "policy/rule:action,..." (header, records)
   bool streaming = false;
   bool blocked = false;
-  bool redacted = false;  // some text of this stream was masked
   std::string pending;   // an event not complete yet
   std::deque<HeldEvent> held;
   std::size_t held_bytes = 0;
@@ -222,15 +221,15 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       }
       for (std::size_t c = 0; c < st.channels.size(); ++c) closeChannel(ctx, st, c);
     }
+    if (!st.blocked) release(ctx, st);
     if (st.blocked) {
       // What is held back is dropped: it holds the match, or text the block cuts off.
       st.held.clear();
       st.held_bytes = 0;
-      data.replace({});
+      data.replace(st.out);
       data.fail(st.block_error);
       return;
     }
-    release(ctx, st);
     data.replace(st.out);
   }
 
@@ -389,17 +388,21 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
                             {"action", guardrails::actionName(action)}, {"stage", stage}});
   }
 
+  void block(GuardState& st, const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule) {
+    if (st.blocked) return;
+    st.blocked = true;
+    st.block_error = Error{ErrorKind::ContentBlocked, "The answer was stopped by guardrail rule \"" + pol.name + "/" + rule.name + "\"."};
+  }
+
   // The hits of one policy on one channel of a stream.
   void onHits(RequestContext& ctx, GuardState& st, Channel& ch, const GuardrailPolicyConfig& pol, std::vector<RuleHit>& hits) {
     for (const RuleHit& h : hits) {
       const auto& rule = pol.rules->rules()[h.rule];
       verdict(ctx, st, pol, rule.name, rule.action, "output");
-      if (rule.action == Action::Block && !st.blocked) {
-        st.blocked = true;
-        st.block_error = Error{ErrorKind::ContentBlocked, "The answer was stopped by guardrail rule \"" + pol.name + "/" + rule.name + "\"."};
+      if (rule.action == Action::Block) {
+        block(st, pol, rule);
       } else if (rule.action == Action::Redact) {
         addRedaction(ch.redactions, Redaction{h.begin, h.end, &rule.mask});
-        st.redacted = true;
       }
     }
     hits.clear();
@@ -517,8 +520,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
           if (r.begin < s.end && r.end > s.begin) masked = true;
       }
       if (!ready) return;
-      if (masked || (ev.full && st.redacted)) rewrite(ctx, st, ev);
+      if (masked || ev.full) rewrite(ctx, st, ev);
       else st.out += ev.raw;
+      if (st.blocked) return;  // a whole text repeated in a done event held a blocked match
       st.held_bytes -= ev.raw.size();
       st.held.pop_front();
     }
@@ -533,8 +537,18 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     // The endpoint only decides the walk; the event was walked with it before.
     guardrail_texts::eventTexts(st.endpoint, doc, texts);
     if (ev.full) {
-      // Whole texts the stream already delivered in pieces: masked again, not counted again.
-      checkTexts(ctx, st, texts.pieces, "", false);
+      // Whole texts the stream delivered in pieces: checked again (always: an upstream's
+      // whole text need not be what its pieces said; a verdict is counted once), sent as
+      // they came when nothing in them is masked.
+      const TextVerdict v = checkTexts(ctx, st, texts.pieces, "output", false);
+      if (v.rule) {
+        block(st, *v.policy, *v.rule);
+        return;
+      }
+      if (!v.changed) {
+        st.out += ev.raw;
+        return;
+      }
     } else {
       for (std::size_t k = 0; k < texts.pieces.size() && k < ev.segments.size(); ++k) {
         const Segment& s = ev.segments[k];

@@ -30,19 +30,8 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
   checkKeys(y, p, {"name", "match", "rules"});
   GuardrailPolicyConfig pol;
   pol.name = name;
-  if (auto m = y["match"]) {
-    checkKeys(m, p + ".match", {"model", "route", "tenant", "key"});
-    for (auto [field, out] : {std::pair<const char*, std::vector<std::string>*>{"model", &pol.models}, {"route", &pol.routes},
-                              {"tenant", &pol.tenants}, {"key", &pol.keys}}) {
-      const YAML::Node v = m[field];
-      if (!v) continue;
-      const std::string fp = p + ".match." + field;
-      if (v.IsSequence())
-        for (std::size_t k = 0; k < v.size(); ++k) out->push_back(nonEmpty(v[k], fp + "[" + std::to_string(k) + "]"));
-      else
-        out->push_back(nonEmpty(v, fp));
-    }
-  }
+  if (auto m = y["match"])
+    matchLists(m, p + ".match", {{"model", &pol.models}, {"route", &pol.routes}, {"tenant", &pol.tenants}, {"key", &pol.keys}});
   const YAML::Node rs = y["rules"];
   if (!rs || !rs.IsSequence() || rs.size() == 0) fail(rs ? rs : y, p + ".rules", "required: a list of rules");
   if (rs.size() > 1000) fail(rs, p + ".rules", "at most 1000 rules in a policy");

@@ -145,6 +145,10 @@ class Loader {
                           std::initializer_list<std::string_view> more = {});
   RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);
   LimitSet limitSet(const YAML::Node& n, const std::string& path);
+  // A policy's `match:` (rate limits, guardrails): each field a name or a list of names,
+  // appended to its list; only the fields given are allowed.
+  using MatchField = std::pair<std::string_view, std::vector<std::string>*>;
+  void matchLists(const YAML::Node& m, const std::string& path, std::initializer_list<MatchField> fields);
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
   // plugins_section.cpp
   void loadPlugins(const YAML::Node& n, Config& cfg);

@@ -321,27 +321,30 @@ void Loader::loadDiscovery(const YAML::Node& n, Config& cfg) {
   if (auto v = n["timeout"]) cfg.discovery.timeout = duration(v, "discovery.timeout", Millis(10));
 }
 
+void Loader::matchLists(const YAML::Node& m, const std::string& p, std::initializer_list<MatchField> fields) {
+  std::vector<std::string_view> allowed;
+  for (const auto& [field, out] : fields) allowed.push_back(field);
+  checkKeys(m, p, std::span<const std::string_view>(allowed));
+  for (const auto& [field, out] : fields) {
+    const YAML::Node v = m[std::string(field)];
+    if (!v) continue;
+    const std::string fp = p + "." + std::string(field);
+    if (v.IsSequence())
+      for (std::size_t k = 0; k < v.size(); ++k) out->push_back(nonEmpty(v[k], fp + "[" + std::to_string(k) + "]"));
+    else
+      out->push_back(nonEmpty(v, fp));
+  }
+}
+
 RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::string& p, const Config&) {
   checkKeys(y, p, {"name", "match", "per", "client_header", "rules", "requests_per_minute", "tokens_per_minute", "tokens_per_day",
                    "tokens_per_month", "usd_per_day", "usd_per_month", "end_streams_over_budget"});
   RateLimitPolicyConfig pol;
   if (auto v = y["end_streams_over_budget"]) pol.end_streams_over_budget = boolean(v, p + ".end_streams_over_budget");
   if (auto v = y["name"]) pol.name = nonEmpty(v, p + ".name");
-  if (auto m = y["match"]) {
-    checkKeys(m, p + ".match", {"model", "tenant", "key"});
-    for (auto [field, out] : {std::pair<const char*, std::vector<std::string>*>{"model", &pol.models}, {"tenant", &pol.tenants},
-                              {"key", &pol.keys}}) {
-      const YAML::Node v = m[field];
-      if (!v) continue;
-      const std::string fp = p + ".match." + field;
-      if (v.IsSequence())
-        for (std::size_t k = 0; k < v.size(); ++k) out->push_back(nonEmpty(v[k], fp + "[" + std::to_string(k) + "]"));
-      else
-        out->push_back(nonEmpty(v, fp));
-      // Models are matched by the name the client asked for or the model a route chose,
-      // so a route alias ("auto") is a valid name here.
-    }
-  }
+  // Models are matched by the name the client asked for or the model a route chose, so a
+  // route alias ("auto") is a valid name here.
+  if (auto m = y["match"]) matchLists(m, p + ".match", {{"model", &pol.models}, {"tenant", &pol.tenants}, {"key", &pol.keys}});
   if (auto v = y["per"]) {
     const std::string per = str(v, p + ".per");
     if (per == "key") pol.per = RateLimitPolicyConfig::Per::Key;

@@ -17,7 +17,9 @@
 
 #include "filters/filter.h"
 #include "filters/guardrails/guardrail_filter.h"
+#include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
+#include "telemetry/export_queue.h"
 #include "fuzz_input.h"
 #include "guardrails/rule_set.h"
 #include "telemetry/metrics.h"
@@ -73,8 +75,10 @@ struct Outcome {
 Outcome run(Endpoint endpoint, const std::vector<std::string_view>& pieces) {
   WorkerMetrics metrics;
   NoServices services;
+  ExportBuffer records{nullptr, '\n'};
+  PendingRecords pending{records, services};
   FilterChain chain;
-  chain.add(makeGuardrailFilter(metrics, services));
+  chain.add(makeGuardrailFilter(metrics, services, pending));
   std::vector<std::max_align_t> block(chain.stateBytes() / sizeof(std::max_align_t) + 1);  // aligned as the chain needs
   RequestContext ctx;
   ctx.config = config();

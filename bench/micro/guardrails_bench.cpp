@@ -11,7 +11,9 @@
 
 #include "filters/filter.h"
 #include "filters/guardrails/guardrail_filter.h"
+#include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
+#include "telemetry/export_queue.h"
 #include "telemetry/metrics.h"
 
 namespace {
@@ -67,13 +69,15 @@ struct Bench {
   ConfigPtr config;
   WorkerMetrics metrics;
   NoServices services;
+  ExportBuffer records{nullptr, '\n'};
+  PendingRecords pending{records, services};
   FilterChain chain;
   std::vector<std::max_align_t> block;  // the chain's state block, aligned as it needs
   explicit Bench(bool attached) {
     auto loaded = loadConfigString(policiesYaml(attached), "bench");
     if (!loaded.config) throw std::runtime_error(loaded.error);
     config = loaded.config;
-    chain.add(makeGuardrailFilter(metrics, services));
+    chain.add(makeGuardrailFilter(metrics, services, pending));
     block.resize(chain.stateBytes() / sizeof(std::max_align_t) + 1);
   }
   void start(RequestContext& ctx, const std::string& body) {

@@ -173,7 +173,7 @@ void Loader::loadResource(const YAML::Node& spec, const std::string& kind, const
     return;
   }
   if (kind == "GuardrailPolicy") {
-    GuardrailPolicyConfig pol = in_file.guardrailPolicy(spec, p, name);
+    GuardrailPolicyConfig pol = in_file.guardrailPolicy(spec, p, name, cfg);
     for (const auto& other : cfg.guardrails.policies)
       if (other.name == pol.name) in_file.fail(spec, p, "a policy named \"" + name + "\" exists (guardrails.policies)");
     cfg.guardrails.policies.push_back(std::move(pol));

@@ -8,6 +8,7 @@
 
 #include "config/loader_detail.h"
 #include "guardrails/rule_set.h"
+#include "providers/embedding_call.h"
 
 namespace tahua::config_detail {
 
@@ -25,7 +26,7 @@ constexpr TargetName kTargets[] = {{"input", guardrails::kInput},
 
 }  // namespace
 
-GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::string& p, const std::string& name) {
+GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::string& p, const std::string& name, const Config& cfg) {
   if (!y.IsMap()) fail(y, p, "expected a mapping");
   checkKeys(y, p, {"name", "match", "rules"});
   GuardrailPolicyConfig pol;
@@ -42,13 +43,14 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
     const std::string rp = p + ".rules[" + std::to_string(i) + "]";
     if (!r.IsMap()) fail(r, rp, "expected a mapping");
     checkKeys(r, rp, {"name", "inspect", "action", "mask", "max_match_chars", "patterns", "literals", "caseless", "pii", "injection",
-                     "moderation"});
+                     "moderation", "quality"});
     guardrails::RuleSpec spec;
     spec.name = nonEmpty(r["name"], rp + ".name");
     if (!names.insert(spec.name).second) fail(r["name"], rp + ".name", "duplicate rule \"" + spec.name + "\" in the policy");
     // The detector: exactly one kind.
-    const int kinds = (r["patterns"] || r["literals"] ? 1 : 0) + (r["pii"] ? 1 : 0) + (r["injection"] ? 1 : 0) + (r["moderation"] ? 1 : 0);
-    if (kinds != 1) fail(r, rp, "expected exactly one detector: patterns / literals, pii, injection, or moderation");
+    const int kinds = (r["patterns"] || r["literals"] ? 1 : 0) + (r["pii"] ? 1 : 0) + (r["injection"] ? 1 : 0) + (r["moderation"] ? 1 : 0) +
+                      (r["quality"] ? 1 : 0);
+    if (kinds != 1) fail(r, rp, "expected exactly one detector: patterns / literals, pii, injection, moderation, or quality");
     const auto strings = [&](const char* field, std::vector<std::string>& out) {
       const YAML::Node v = r[field];
       if (!v) return;
@@ -116,6 +118,22 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
         if (mod.categories.empty()) fail(v, mp + ".threshold", "a threshold applies to `categories`");
       }
       if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
+    } else if (r["quality"]) {
+      const YAML::Node q = r["quality"];
+      const std::string qp = rp + ".quality";
+      spec.detector = guardrails::RuleSpec::Detector::Quality;
+      spec.targets = 0;  // the filter embeds the prompt and the answer itself
+      if (!q.IsMap()) fail(q, qp, "expected a mapping: {embedding_model, threshold, sample, timeout}");
+      checkKeys(q, qp, {"embedding_model", "threshold", "sample", "timeout"});
+      guardrails::QualitySpec& qs = spec.quality;
+      qs.embedding_model = nonEmpty(q["embedding_model"], qp + ".embedding_model");
+      if (const std::string why = embeddingModelProblem(cfg, qs.embedding_model); !why.empty()) fail(q["embedding_model"], qp + ".embedding_model", why);
+      if (auto v = q["threshold"]) qs.threshold = number(v, qp + ".threshold", "a cosine similarity", 1);
+      if (auto v = q["sample"]) qs.sample = number(v, qp + ".sample", "a share of answers", 1);
+      if (auto v = q["timeout"]) qs.timeout_ms = duration(v, qp + ".timeout", Millis(1)).count();
+      if (qs.timeout_ms > 60000) fail(q["timeout"], qp + ".timeout", "at most 60s");
+      for (const char* other : {"caseless", "inspect", "mask", "max_match_chars"})
+        if (r[other]) fail(r[other], rp + "." + other, "not for a quality rule (it compares the prompt and the whole answer)");
     } else {
       const YAML::Node v = r["injection"];
       spec.detector = guardrails::RuleSpec::Detector::Injection;
@@ -154,6 +172,8 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
     }
     if (spec.detector == guardrails::RuleSpec::Detector::Moderation && spec.action == guardrails::Action::Redact)
       fail(r["action"], rp + ".action", "a moderation verdict is about a whole text: block or flag");
+    if (spec.detector == guardrails::RuleSpec::Detector::Quality && spec.action == guardrails::Action::Redact)
+      fail(r["action"], rp + ".action", "a quality verdict is about a whole answer: block (non-streamed answers, retried once on a fallback) or flag");
     if (auto v = r["mask"]) {
       spec.mask = str(v, rp + ".mask");
       if (spec.mask.size() > 256) fail(v, rp + ".mask", "at most 256 bytes");
@@ -189,7 +209,7 @@ void Loader::loadGuardrails(const YAML::Node& n, Config& cfg) {
     const std::string name = ps[i].IsMap() && ps[i]["name"] ? nonEmpty(ps[i]["name"], p + ".name") : "policy-" + std::to_string(i);
     for (const auto& other : cfg.guardrails.policies)
       if (other.name == name) fail(ps[i]["name"], p + ".name", "duplicate policy \"" + name + "\"");
-    cfg.guardrails.policies.push_back(guardrailPolicy(ps[i], p, name));
+    cfg.guardrails.policies.push_back(guardrailPolicy(ps[i], p, name, cfg));
   }
 }
 

@@ -154,7 +154,7 @@ class Loader {
   void loadPlugins(const YAML::Node& n, Config& cfg);
   void loadPrompts(const YAML::Node& n, Config& cfg);
   void loadGuardrails(const YAML::Node& n, Config& cfg);
-  GuardrailPolicyConfig guardrailPolicy(const YAML::Node& n, const std::string& path, const std::string& name);
+  GuardrailPolicyConfig guardrailPolicy(const YAML::Node& n, const std::string& path, const std::string& name, const Config& cfg);
   void promptTemplate(const YAML::Node& spec, const std::string& path, const std::string& name, Config& cfg);
   // An auth link naming a plugin of `plugins:` that defines no on_auth is an error (a
   // plugin loaded later, from a resource or the admin API, is checked when the worker

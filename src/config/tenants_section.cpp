@@ -5,6 +5,7 @@
 
 #include "config/loader_detail.h"
 #include "core/utc_time.h"
+#include "providers/embedding_call.h"
 #include "store/redis/redis_endpoint.h"
 
 namespace tahua::config_detail {
@@ -486,10 +487,7 @@ void Loader::checkCacheModels(const YAML::Node& root, Config& cfg) {
     const YAML::Node at = root["models"] && root["models"][i]["cache"] ? root["models"][i]["cache"] : root["cache"];
     const std::string p = root["models"] && root["models"][i]["cache"] ? "models[" + std::to_string(i) + "].cache.semantic.embedding_model"
                                                                           : "cache.semantic.embedding_model";
-    const ModelConfig* e = cfg.findModel(c.embedding_model);
-    if (!e) fail(at, p, "unknown model \"" + c.embedding_model + "\"");
-    if (cfg.providers[e->deployments.front().provider_index].type != "openai")
-      fail(at, p, "model \"" + c.embedding_model + "\" must be served by an openai-type provider (its /embeddings is called)");
+    if (const std::string why = embeddingModelProblem(cfg, c.embedding_model); !why.empty()) fail(at, p, why);
   }
 }
 

@@ -48,6 +48,7 @@ int Error::httpStatus() const {
     case ErrorKind::PluginFailed:
     case ErrorKind::StoreUnavailable:
     case ErrorKind::GuardrailUnavailable: return 503;
+    case ErrorKind::ResponseQualityLow: return 502;
     case ErrorKind::Internal: return 500;
   }
   return 500;
@@ -150,6 +151,7 @@ std::string_view Error::code() const {
     case ErrorKind::StoreUnavailable: return "store_unavailable";
     case ErrorKind::ContentBlocked: return "content_blocked";
     case ErrorKind::GuardrailUnavailable: return "guardrail_unavailable";
+    case ErrorKind::ResponseQualityLow: return "response_quality_low";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

@@ -54,6 +54,7 @@ enum class ErrorKind {
   StoreUnavailable,     // the state store cannot answer a lookup the request needs (Redis away)
   ContentBlocked,       // a guardrail rule with action `block` matched (the request, or a stream's answer)
   GuardrailUnavailable, // a fail-closed external guardrail (moderation endpoint) gave no verdict in time
+  ResponseQualityLow,   // the answer-quality check refused the answer (and the fallback's, if one was tried)
   Internal,
 };
 

@@ -4,6 +4,7 @@
 //   onRequestHeaders -> onRequestBody -> onUpstreamSelect   request phases: may Stop or Pause
 //   -> onUpstreamRequest -> [upstream attempt] (-> onAttemptFailed -> onReselect -> onUpstreamRequest)*
 //   [every attempt failed -> onUpstreamsFailed: a kept answer instead]
+//   [a whole non-streamed answer a filter judges -> onAnswer: may refuse it for the next fallback model]
 //   -> onUpstreamHeaders (read only) -> onResponseHeaders -> onResponseData* | onResponseBody
 //                                                           may rewrite what the client gets
 //   -> onComplete                                              always, once, error or not
@@ -139,6 +140,15 @@ class Filter {
   // body "is_fallback": true), before the model's configured fallback_response. The
   // first filter that answers wins.
   virtual bool onUpstreamsFailed(RequestContext&) { return false; }
+  // Whether this request's non-streamed 2xx answer is to be read whole and judged
+  // (onAnswer) before anything of it is sent: asked once an upstream answered.
+  virtual bool judgesAnswer(const RequestContext&) const { return false; }
+  // The whole answer (*ctx.answer, translated for the client), before its headers and
+  // body filters run. Continue accepts it; Stop refuses it (ctx.error says why): the
+  // attempt ends as a failed one whose tokens were spent (ctx.usage), and the request
+  // goes on to the requested model's next fallback model, once per request; with none
+  // left, ctx.error is the answer. May Pause while a check runs (the answer waits).
+  virtual FilterStatus onAnswer(RequestContext&) { return FilterStatus::Continue; }
   // A whole non-streamed response body, before it is written; may be rewritten in place.
   // *ctx.response_headers are the headers that go out with it (after onResponseHeaders
   // ran): a filter may add one from what the body says (a value living in its State).
@@ -178,7 +188,7 @@ class FilterWithState : public Filter {
 };
 
 // The request phases that may Stop or Pause.
-enum class RequestPhase { Headers, Body, UpstreamSelect, Reselect };
+enum class RequestPhase { Headers, Body, UpstreamSelect, Reselect, Answer };
 
 class FilterChain {
  public:
@@ -202,6 +212,8 @@ class FilterChain {
   void attemptFailed(RequestContext& ctx);
   // onUpstreamsFailed in order until a filter answers; true if one did.
   bool upstreamsFailed(RequestContext& ctx);
+  // Whether a filter judges this request's whole answer (onAnswer, RequestPhase::Answer).
+  bool judgesAnswer(const RequestContext& ctx) const;
   void responseHeaders(RequestContext& ctx);
   // Passes `data` through every filter that wants response data, in order.
   void responseData(RequestContext& ctx, ResponseData& data);

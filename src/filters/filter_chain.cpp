@@ -48,6 +48,7 @@ FilterStatus FilterChain::run(RequestPhase phase, RequestContext& ctx, std::size
         ctx.status = 0;
       }
       break;
+    case RequestPhase::Answer: hook = &Filter::onAnswer; break;
   }
   while (next < filters_.size()) {
     const FilterStatus status = ((*filters_[next++]).*hook)(ctx);
@@ -67,6 +68,11 @@ void FilterChain::attemptFailed(RequestContext& ctx) {
 bool FilterChain::upstreamsFailed(RequestContext& ctx) {
   for (auto& f : filters_)
     if (f->onUpstreamsFailed(ctx)) return true;
+  return false;
+}
+bool FilterChain::judgesAnswer(const RequestContext& ctx) const {
+  for (const auto& f : filters_)
+    if (f->judgesAnswer(ctx)) return true;
   return false;
 }
 void FilterChain::responseHeaders(RequestContext& ctx) {

@@ -180,7 +180,8 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
       case RuleSpec::Detector::Injection:
         break;  // the signals' own database (injectionDatabase), shared by every policy
       case RuleSpec::Detector::Moderation:
-        break;  // an HTTP call the filter makes
+      case RuleSpec::Detector::Quality:
+        break;  // HTTP calls the filter makes
     }
   }
   auto set = std::shared_ptr<RuleSet>(new RuleSet());

@@ -55,19 +55,30 @@ struct ModerationSpec {
   double threshold = 0.5;               // with categories: a category score at or above this flags
 };
 
+// The answer-quality check: the prompt (the request's last user message) and the answer's
+// text embedded by one of the gateway's own models; a cosine similarity below `threshold`
+// makes a hit. Not a text rule: it looks at no target and is run by the guardrail filter.
+struct QualitySpec {
+  std::string embedding_model;  // a model of the gateway (providers/embedding_call.h)
+  double threshold = 0.35;
+  double sample = 1.0;          // the share of answers checked
+  long long timeout_ms = 2000;  // the embedding call's
+};
+
 struct RuleSpec {
   std::string name;
   std::uint8_t targets = kInput | kOutput;
   Action action = Action::Flag;
   std::string mask = "[REDACTED]";
   std::size_t max_match_chars = 256;  // bytes of UTF-8: the longest match kept whole, and a stream's hold-back
-  enum class Detector : std::uint8_t { Patterns, Pii, Injection, Moderation } detector = Detector::Patterns;
+  enum class Detector : std::uint8_t { Patterns, Pii, Injection, Moderation, Quality } detector = Detector::Patterns;
   std::vector<std::string> patterns;  // Hyperscan regexes
   std::vector<std::string> literals;  // matched as they are
   bool caseless = false;
   std::vector<PiiKind> pii;
   double threshold = 0.5;  // injection: the score that makes a hit
   ModerationSpec moderation;
+  QualitySpec quality;
 };
 
 // A validated match of rule `rule` over bytes [begin, end) of the original text.

@@ -28,6 +28,7 @@ inline std::string_view endReason(const RequestContext& ctx) {
     case ErrorKind::IdempotencyInProgress:
     case ErrorKind::IdempotencyKeyReused:
     case ErrorKind::IdempotencyNotKept: return "refused";
+    case ErrorKind::ResponseQualityLow: return "low_quality";  // an answer the quality check refused
     default: break;
   }
   if (ctx.error->source() == ErrorSource::Upstream) return "upstream_error";

@@ -107,18 +107,20 @@ struct Principal {
 // cache's or a guardrail's verdict as those arrive. Each is a key of the usage record
 // (null when unset) and of the access log line (when set).
 // A field is a string, or (recordFieldNumeric) a number written as its digits.
-enum class RecordField : std::uint8_t { Prompt, Cache, CacheTokensSaved, Guardrails, Count };
+enum class RecordField : std::uint8_t { Prompt, Cache, CacheTokensSaved, Guardrails, Quality, QualitySimilarity, Count };
 constexpr std::string_view recordFieldName(RecordField f) {
   switch (f) {
     case RecordField::Prompt: return "prompt";
     case RecordField::Cache: return "cache";  // hit, miss, bypass, refresh
     case RecordField::CacheTokensSaved: return "cache_tokens_saved";  // a hit's tokens not spent upstream
     case RecordField::Guardrails: return "guardrails";  // "policy/rule:action,..." of the rules that matched
+    case RecordField::Quality: return "quality";  // the answer-quality check: ok, low, unchecked, pending
+    case RecordField::QualitySimilarity: return "quality_similarity";  // its cosine similarity
     case RecordField::Count: break;
   }
   return "";
 }
-constexpr bool recordFieldNumeric(RecordField f) { return f == RecordField::CacheTokensSaved; }
+constexpr bool recordFieldNumeric(RecordField f) { return f == RecordField::CacheTokensSaved || f == RecordField::QualitySimilarity; }
 
 struct RequestContext {
   ConfigPtr config;  // the snapshot this request started with
@@ -169,6 +171,9 @@ struct RequestContext {
   // the gateway gives itself (an error, a local reply), none at first. Filters may
   // change, drop or add entries (a value that is not a literal lives in their State).
   std::vector<std::pair<std::string_view, std::string_view>>* response_headers = nullptr;
+  // While onAnswer runs (null otherwise): the whole non-streamed answer, translated for
+  // the client, before any of it was sent.
+  const std::string* answer = nullptr;
   double upstream_retry_after = 0;  // seconds, from the upstream's Retry-After
   Usage usage;
   std::optional<Error> error;  // the gateway's own error, if any

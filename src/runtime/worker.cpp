@@ -39,6 +39,7 @@ Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr
       snapshot_(std::move(snapshot)), tenants_(std::move(tenants)), access_log_(std::move(access_log)),
       spans_(spans, ','), records_(records, '\n'), pool_(std::make_unique<UpstreamPool>()),
       upstream_env_{io_, *pool_, metrics_} {
+  pending_records_ = std::make_unique<PendingRecords>(records_, *this);
   chain_ = buildChain();
 
   unsigned char rnd[4];
@@ -101,7 +102,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   const Config& config = *snapshot_->config;
   // First: its onComplete settles what the request is billed before any other filter's
   // reads it (metrics, rate-limit calibration, access log), then writes the usage record.
-  if (records_.enabled() || rateLimitsConfigured(config, *tenants_)) chain->add(makeUsageFilter(config, records_));
+  if (records_.enabled() || rateLimitsConfigured(config, *tenants_)) chain->add(makeUsageFilter(config, records_, pending_records_.get()));
   // Before the access log (it logs the trace id) and any upstream attempt.
   if (spans_.enabled() && config.tracing.enabled) chain->add(makeTracingFilter(config, spans_));
   chain->add(makeMetricsFilter(metrics_));
@@ -132,7 +133,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   // what goes upstream), before the limits: a blocked request is never charged. Its
   // response side runs before the cache and idempotency keep an answer: they keep the
   // answer as the guardrails left it.
-  if (!config.guardrails.policies.empty()) chain->add(makeGuardrailFilter(metrics_, *this));
+  if (!config.guardrails.policies.empty()) chain->add(makeGuardrailFilter(metrics_, *this, *pending_records_));
   // Before the bulkhead: a request over its rate takes no slot and waits in no line.
   if (rateLimitsConfigured(config, *tenants_))
     chain->add(makeRateLimitFilter(config, tenants_, gateway_.stateStore(), metrics_));
@@ -248,6 +249,7 @@ void Worker::run() {
   // What this worker collected goes to the exporters before the gateway stops them.
   access_log_.flush();
   spans_.flush();
+  pending_records_->writeHeld();
   records_.flush();
 }
 

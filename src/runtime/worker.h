@@ -16,6 +16,7 @@
 #include "filters/bulkhead/bulkhead_filter.h"
 #include "filters/circuit_breaker/circuit_breaker_filter.h"
 #include "filters/filter.h"
+#include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
 #include "providers/snapshot.h"
 #include "server/session_host.h"
@@ -115,6 +116,7 @@ class Worker final : public WorkerServices, public SessionHost {
   AccessLogSink access_log_;
   ExportBuffer spans_;    // OTLP spans for the trace exporter
   ExportBuffer records_;  // usage records for the usage exporter
+  std::unique_ptr<PendingRecords> pending_records_;  // those waiting for a late verdict
   std::unique_ptr<UpstreamPool> pool_;
   UpstreamEnv upstream_env_;
   SessionBase* sessions_ = nullptr;

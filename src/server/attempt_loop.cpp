@@ -157,6 +157,42 @@ class AttemptLoop {
           if (co_await answerFallback()) break;
         }
       }
+      // 4. A non-streamed answer a filter judges whole before any of it is sent (the
+      // guardrails' quality check): refused, the next fallback model answers instead, once.
+      if (!failure && !host_.clientGone() && !head.event_stream && head.status >= 200 && head.status < 300 &&
+          env_.chain.judgesAnswer(ctx_)) {
+        std::string answer;
+        std::optional<Error> unread = co_await host_.readAnswer(ctx_, *exchange, *translator, head, answer);
+        if (unread) {
+          co_await host_.relay(ctx_, *exchange, *translator, head, std::move(unread));
+          break;
+        }
+        FilterStatus judged = FilterStatus::Continue;
+        if (!ctx_.error && ctx_.status >= 200 && ctx_.status < 300) {
+          ctx_.answer = &answer;
+          std::size_t next = 0;
+          judged = env_.chain.run(RequestPhase::Answer, ctx_, next);
+          if (judged == FilterStatus::Pause) judged = co_await host_.finishPausedPhase(RequestPhase::Answer, ctx_, next);
+          ctx_.answer = nullptr;
+        }
+        if (judged == FilterStatus::Stop) {
+          if (host_.clientGone()) break;
+          if (!answer_refused_ && next_fallback_ < ctx_.requested_model->fallback_indices.size()) {
+            // The refused answer's call is over (its tokens spent: ctx.usage says how many).
+            answer_refused_ = true;
+            host_.watchClient(nullptr);
+            env_.chain.attemptFailed(ctx_);
+            nextFallback();
+            selected = co_await reselect();
+            model_attempt = 0;
+            continue;
+          }
+          co_await host_.answerLocally(ctx_);
+          break;
+        }
+        co_await host_.relayAnswer(ctx_, head, answer);
+        break;
+      }
       // The point of no return (a client already gone gets nothing written).
       co_await host_.relay(ctx_, *exchange, *translator, head, std::move(failure));
       break;
@@ -281,6 +317,7 @@ class AttemptLoop {
   AttemptHost& host_;
   std::string original_;
   std::size_t next_fallback_ = 0;
+  bool answer_refused_ = false;  // a judged answer was refused once already
 };
 
 }  // namespace

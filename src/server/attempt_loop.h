@@ -12,6 +12,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "filters/filter.h"
@@ -43,6 +44,14 @@ class AttemptHost {
   // X-Tahua-Fallback: `reason`.
   virtual boost::asio::awaitable<void> answerFallback(RequestContext& ctx, int status, std::string_view content_type,
                                                       std::string_view body, std::string_view reason) = 0;
+  // Reads a non-streamed answer whole and translates it for the client (the head is
+  // accepted: ctx.status is set), writing nothing: for a filter to judge it (onAnswer).
+  // An error if the body could not be read.
+  virtual boost::asio::awaitable<std::optional<Error>> readAnswer(RequestContext& ctx, UpstreamExchange& exchange,
+                                                                  ResponseTranslator& translator, ResponseHead& head,
+                                                                  std::string& body) = 0;
+  // Sends what readAnswer read (the headers' and body's filters run first).
+  virtual boost::asio::awaitable<void> relayAnswer(RequestContext& ctx, ResponseHead& head, std::string& body) = 0;
   // Relays the attempt's answer (or writes `failure` as an error): the point of no return.
   virtual boost::asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange& exchange,
                                              ResponseTranslator& translator, ResponseHead& head,

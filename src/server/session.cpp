@@ -568,19 +568,19 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       co_await writeError(ctx);
       co_return;
     }
-    translator.onResponseHead(head, ctx);
-    ctx.status = head.status;
-    ctx.streaming = head.event_stream;
+    acceptHead(ctx, translator, head);
     ctx.response_headers = &head.headers;
-    for (const auto& [name, value] : head.headers)
-      if (beast::iequals(name, "retry-after")) {
-        unsigned seconds = 0;
-        if (std::from_chars(value.data(), value.data() + value.size(), seconds).ec == std::errc{}) ctx.upstream_retry_after = seconds;
-      }
     chain_->responseHeaders(ctx);
     ctx.response_headers = nullptr;  // the views die with the exchange
     if (!ctx.streaming) {
-      co_await relayBody(ctx, exchange, translator, head);
+      std::string body;
+      if (auto err = co_await readBody(ctx, exchange, translator, body)) {
+        if (clientGone()) co_return;
+        recordUpstreamFailure(ctx, std::move(*err));
+        co_await writeError(ctx, true);
+        co_return;
+      }
+      co_await writeBody(ctx, head, body);
       co_return;
     }
     // A stream, relayed piece by piece as it arrives, in this same coroutine frame (a
@@ -729,31 +729,58 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     if (exchange_) exchange_->abort();
   }
 
-  asio::awaitable<void> relayBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                  ResponseHead& head) {
+  // The upstream's head, accepted: the translator sees it, and the request its status.
+  void acceptHead(RequestContext& ctx, ResponseTranslator& translator, ResponseHead& head) {
+    translator.onResponseHead(head, ctx);
+    ctx.status = head.status;
+    ctx.streaming = head.event_stream;
+    for (const auto& [name, value] : head.headers)
+      if (beast::iequals(name, "retry-after")) {
+        unsigned seconds = 0;
+        if (std::from_chars(value.data(), value.data() + value.size(), seconds).ec == std::errc{}) ctx.upstream_retry_after = seconds;
+      }
+  }
+
+  // A non-streamed body, read whole (bounded by server.max_response_bytes) and translated
+  // for the client; nothing is written. An error if it could not be read.
+  asio::awaitable<std::optional<Error>> readBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
+                                                 std::string& body) {
     const ServerConfig& cfg = serverConfig();
-    std::string body;
     for (;;) {
       std::string_view bytes;
       bool done = false;
       auto err = co_await exchange.read(bytes, done);
-      if (err) {
-        if (clientGone()) co_return;
-        recordUpstreamFailure(ctx, std::move(*err));
-        co_await writeError(ctx, true);
-        co_return;
-      }
+      if (err) co_return err;
       if (body.size() + bytes.size() > cfg.max_response_bytes) {
         exchange.abort();
-        ctx.fail(Error{ErrorKind::UpstreamBadResponse, "The upstream response is larger than the gateway accepts."});
-        co_await writeError(ctx, true);
-        co_return;
+        Error too_large{ErrorKind::UpstreamBadResponse, "The upstream response is larger than the gateway accepts."};
+        co_return too_large;
       }
       if (body.empty() && done) body.reserve(bytes.size() + 64);  // single piece: one allocation, padded for simdjson
       body.append(bytes);
       if (done) break;
     }
     translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
+    co_return std::nullopt;
+  }
+
+  // AttemptHost: an answer read whole before anything was sent (a filter judged it).
+  asio::awaitable<std::optional<Error>> readAnswer(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
+                                                   ResponseHead& head, std::string& body) override {
+    acceptHead(ctx, translator, head);
+    co_return co_await readBody(ctx, exchange, translator, body);
+  }
+
+  // AttemptHost: sends what readAnswer read, through the headers' and body's filters.
+  asio::awaitable<void> relayAnswer(RequestContext& ctx, ResponseHead& head, std::string& body) override {
+    ctx.response_headers = &head.headers;
+    chain_->responseHeaders(ctx);
+    ctx.response_headers = nullptr;
+    co_await writeBody(ctx, head, body);
+  }
+
+  // A whole body to the client, after the body filters.
+  asio::awaitable<void> writeBody(RequestContext& ctx, ResponseHead& head, std::string& body) {
     ctx.response_headers = &head.headers;  // a filter may add headers from what the body says
     chain_->responseBody(ctx, body);
     ctx.response_headers = nullptr;

@@ -24,6 +24,7 @@ class JsonBuf {
   void clear() { p_ = begin_.get(); }
   char back() const { return p_[-1]; }
   void pop_back() { --p_; }
+  void truncate(std::size_t n) { p_ = begin_.get() + n; }  // n <= size()
 
   // Room for `n` more bytes; the returned pointer is where they go (then advance()).
   char* reserve(std::size_t n) {

@@ -55,6 +55,7 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.plugin_kv) plugin_kv[key] += n;
   for (const auto& [key, n] : other.stored_responses) stored_responses[key] += n;
   for (const auto& [key, n] : other.guardrail_actions) guardrail_actions[key] += n;
+  for (const auto& [key, n] : other.guardrail_quality) guardrail_quality[key] += n;
   for (const auto& [key, c] : other.cache) {
     CacheSeries& mine = cache[key];
     mine.requests += c.requests;
@@ -308,6 +309,11 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, n] : m.guardrail_actions)
     out += "tahua_guardrail_actions_total{policy=\"" + escapeLabel(std::get<0>(key)) + "\",rule=\"" + escapeLabel(std::get<1>(key)) +
            "\",action=\"" + escapeLabel(std::get<2>(key)) + "\",stage=\"" + escapeLabel(std::get<3>(key)) + "\"} " + std::to_string(n) + "\n";
+  family(out, "tahua_guardrail_quality_checks_total", "counter",
+         "Answer-quality checks by policy, rule and verdict (ok, low: below the threshold, unchecked: no embedding in time).");
+  for (const auto& [key, n] : m.guardrail_quality)
+    out += "tahua_guardrail_quality_checks_total{policy=\"" + escapeLabel(std::get<0>(key)) + "\",rule=\"" + escapeLabel(std::get<1>(key)) +
+           "\",verdict=\"" + escapeLabel(std::get<2>(key)) + "\"} " + std::to_string(n) + "\n";
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";
   out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";

@@ -139,6 +139,8 @@ struct WorkerMetrics {
   // Guardrail verdicts by (policy, rule, action: block | redact | flag, stage: input |
   // output), once per request each.
   std::map<std::tuple<std::string, std::string, std::string, std::string>, std::uint64_t> guardrail_actions;
+  // Answer-quality checks by (policy, rule, verdict: ok | low | unchecked).
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> guardrail_quality;
   std::int64_t active_streams = 0;
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;

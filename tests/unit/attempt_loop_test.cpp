@@ -133,6 +133,20 @@ class FakeHost final : public AttemptHost {
     fallback_body = body;
     co_return;
   }
+  asio::awaitable<std::optional<Error>> readAnswer(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator&,
+                                                   ResponseHead& head, std::string& body) override {
+    ctx.status = head.status;
+    std::string_view bytes;
+    bool done = false;
+    auto err = co_await exchange.read(bytes, done);
+    body.assign(bytes);
+    co_return err;
+  }
+  asio::awaitable<void> relayAnswer(RequestContext& ctx, ResponseHead& head, std::string& body) override {
+    answers.push_back("relay judged " + std::to_string(head.status) + " " + body);
+    ctx.status = head.status;
+    co_return;
+  }
   asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange&, ResponseTranslator&, ResponseHead& head,
                               std::optional<Error> failure) override {
     answers.push_back(failure ? "relay " + std::string(failure->code()) : "relay " + std::to_string(head.status));
@@ -258,6 +272,80 @@ TEST(AttemptLoop, AClientErrorIsRelayedNeverRetriedOrFailedOver) {
   EXPECT_EQ(f.upstream.opened.size(), 1u);
   EXPECT_EQ(f.host.answers, (std::vector<std::string>{"relay 400"}));
   EXPECT_EQ(ctx.attempts, 1);
+}
+
+// Judges whole answers: refuses those that say "bad" (the quality check's shape).
+class JudgeFilter final : public Filter {
+ public:
+  std::string_view name() const override { return "judge"; }
+  bool judgesAnswer(const RequestContext&) const override { return true; }
+  FilterStatus onAnswer(RequestContext& ctx) override {
+    seen.push_back(*ctx.answer);
+    if (ctx.answer->find("bad") == std::string::npos) return FilterStatus::Continue;
+    ctx.fail(Error{ErrorKind::ResponseQualityLow, "off-topic"});
+    return FilterStatus::Stop;
+  }
+  void onAttemptFailed(RequestContext& ctx) override {
+    failed.push_back(ctx.model->name + (ctx.error ? " " + std::string(ctx.error->code()) : ""));
+  }
+  std::vector<std::string> seen, failed;
+};
+
+Script answering(std::string text) {
+  Script s;
+  s.body = R"({"choices":[{"message":{"content":")" + text + R"("}}]})";
+  return s;
+}
+
+TEST(AttemptLoop, AJudgedAnswerIsReadWholeAndSentWhenAccepted) {
+  Fixture f;
+  auto judge = std::make_unique<JudgeFilter>();
+  JudgeFilter& j = *judge;
+  f.chain.add(std::move(judge));
+  f.upstream.scripts = {answering("good")};
+  RequestContext ctx = f.run();
+  ASSERT_EQ(j.seen.size(), 1u);
+  ASSERT_EQ(f.host.answers.size(), 1u);
+  EXPECT_EQ(f.host.answers[0].rfind("relay judged 200 ", 0), 0u) << f.host.answers[0];
+  EXPECT_EQ(ctx.attempts, 1);
+  EXPECT_TRUE(j.failed.empty());
+}
+
+TEST(AttemptLoop, ARefusedAnswerGoesToTheNextFallbackModelOnce) {
+  Fixture f;
+  auto judge = std::make_unique<JudgeFilter>();
+  JudgeFilter& j = *judge;
+  f.chain.add(std::move(judge));
+  f.upstream.scripts = {answering("bad"), answering("good")};
+  RequestContext ctx = f.run();
+  EXPECT_EQ(f.upstream.opened, (std::vector<std::string>{"chat/a", "small/p1"}));
+  EXPECT_EQ(j.failed, (std::vector<std::string>{"chat response_quality_low"}));
+  ASSERT_EQ(f.host.answers.size(), 1u);
+  EXPECT_NE(f.host.answers[0].find("good"), std::string::npos) << f.host.answers[0];
+  EXPECT_FALSE(ctx.error);  // the refusal is cleared by the fallback's selection
+  EXPECT_EQ(ctx.fallback, "model");
+  EXPECT_EQ(f.completes, 1);
+}
+
+TEST(AttemptLoop, ASecondRefusedAnswerIsAnsweredWithTheRefusal) {
+  Fixture f;
+  auto judge = std::make_unique<JudgeFilter>();
+  f.chain.add(std::move(judge));
+  f.upstream.scripts = {answering("bad"), answering("bad again")};
+  RequestContext ctx = f.run();
+  EXPECT_EQ(f.upstream.opened.size(), 2u);
+  EXPECT_EQ(f.host.answers, (std::vector<std::string>{"local response_quality_low"}));
+  EXPECT_EQ(f.completes, 1);
+}
+
+TEST(AttemptLoop, ARefusedAnswerWithoutAFallbackModelIsAnsweredWithTheRefusal) {
+  Fixture f;
+  auto judge = std::make_unique<JudgeFilter>();
+  f.chain.add(std::move(judge));
+  f.upstream.scripts = {answering("bad")};
+  RequestContext ctx = f.run("small");
+  EXPECT_EQ(f.upstream.opened.size(), 1u);
+  EXPECT_EQ(f.host.answers, (std::vector<std::string>{"local response_quality_low"}));
 }
 
 TEST(AttemptLoop, AClientGoneBeforeTheAnswerGetsNothingAndCounts499) {

@@ -1,5 +1,6 @@
 #include "config/config.h"
 #include "config/provider_kind.h"
+#include "guardrails/rule_set.h"
 
 #include <gtest/gtest.h>
 
@@ -514,7 +515,7 @@ providers:
   EXPECT_NE(loadError(base + "models: [{name: m, provider: up}]\nresponses: {scope: everyone}\n").find("responses.scope"),
             std::string::npos);
   EXPECT_NE(loadError(base + "models: [{name: m, provider: up}]\nresponses: {ttl: forever}\n").find("responses.ttl"), std::string::npos);
-  // The semantic layer: its embedding model must exist, and be an openai-type provider's.
+  // The semantic layer: its embedding model must exist, and be an openai or azure-openai provider's.
   EXPECT_NE(loadError(base + "models: [{name: m, provider: up, cache: {enabled: true, semantic: {enabled: true}}}]\n")
                 .find("embedding_model: required"),
             std::string::npos);
@@ -523,7 +524,7 @@ providers:
             std::string::npos);
   EXPECT_NE(loadError(base + "models:\n  - {name: m, provider: up, cache: {enabled: true, semantic: {enabled: true, embedding_model: e}}}\n"
                              "  - {name: e, provider: anth}\n")
-                .find("must be served by an openai-type provider"),
+                .find("must be served by an openai or azure-openai provider"),
             std::string::npos);
   // A model's semantic section takes only its own keys (the bounds are cache-wide).
   EXPECT_NE(loadError(base + "models: [{name: m, provider: up, cache: {semantic: {max_entries: 5}}}]\n").find("max_entries: unknown field"),
@@ -576,6 +577,32 @@ TEST(ConfigLoader, GuardrailPolicyErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(err("    - {name: p, match: {team: [a]}, rules: [{name: r, literals: [x], action: flag}]}\n").find("match.team"),
             std::string::npos);
+  // Quality rules: an embedding model of this gateway, whole answers only.
+  EXPECT_NE(err("    - {name: p, rules: [{name: q, quality: {embedding_model: nope}, action: flag}]}\n")
+                .find("rules[0].quality.embedding_model: unknown model \"nope\""),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: q, quality: {embedding_model: m}, action: redact}]}\n").find("a quality verdict is about a whole answer"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: q, quality: {embedding_model: m}, inspect: [output], action: flag}]}\n")
+                .find("rules[0].inspect: not for a quality rule"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: q, quality: {embedding_model: m, threshold: 2}, action: flag}]}\n").find("quality.threshold"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: q, quality: {embedding_model: m, sample: -0.5}, action: flag}]}\n").find("quality.sample"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: q, quality: {embedding: m}, action: flag}]}\n").find("quality.embedding: unknown field"),
+            std::string::npos);
+  {
+    auto q = loadConfigString(base + "    - {name: p, rules: [{name: q, quality: {embedding_model: m, threshold: 0.4, sample: 0.25, timeout: 3s}, action: block}]}\n",
+                              "t.yaml");
+    ASSERT_TRUE(q.config) << q.error;
+    const auto& rule = q.config->guardrails.policies[0].rules->rules()[0];
+    EXPECT_EQ(rule.quality.embedding_model, "m");
+    EXPECT_DOUBLE_EQ(rule.quality.threshold, 0.4);
+    EXPECT_DOUBLE_EQ(rule.quality.sample, 0.25);
+    EXPECT_EQ(rule.quality.timeout_ms, 3000);
+    EXPECT_EQ(rule.targets, 0);
+  }
   // A pattern Hyperscan (or RE2) refuses: the rule's line and name.
   const std::string bad = err("    - name: p\n      rules:\n        - {name: ok, literals: [x], action: flag}\n"
                               "        - {name: broken, patterns: ['(unclosed'], action: flag}\n");

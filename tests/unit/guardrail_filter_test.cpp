@@ -11,7 +11,9 @@
 
 #include "filters/filter.h"
 #include "filters/guardrails/guardrail_filter.h"
+#include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
+#include "telemetry/export_queue.h"
 #include "telemetry/metrics.h"
 
 namespace tahua {
@@ -28,6 +30,8 @@ struct Stream {
   ConfigPtr config;
   WorkerMetrics metrics;
   NoServices services;
+  ExportBuffer records{nullptr, '\n'};
+  PendingRecords pending{records, services};
   FilterChain chain;
   std::vector<std::max_align_t> block;  // the chain's state block, aligned as it needs
   RequestContext ctx;
@@ -41,7 +45,7 @@ struct Stream {
         "guardrails: {policies: [{name: p, rules: [{name: codes, patterns: ['\\bZX-\\d{4}\\b'], action: redact, inspect: [output]}]}]}\n",
         "t.yaml");
     config = loaded.config;
-    chain.add(makeGuardrailFilter(metrics, services));
+    chain.add(makeGuardrailFilter(metrics, services, pending));
     block.resize(chain.stateBytes() / sizeof(std::max_align_t) + 1);
     ctx.config = config;
     ctx.endpoint = Endpoint::ChatCompletions;

@@ -173,7 +173,7 @@ struct TelemetryFixture {
     deployment.upstream_model = "claude-x";
     deployment.version = "canary";
     config = c;
-    chain.add(makeUsageFilter(*config, records));
+    chain.add(makeUsageFilter(*config, records, nullptr));
     chain.add(makeTracingFilter(*config, spans));
   }
   void begin(RequestContext& ctx, Block& block) {

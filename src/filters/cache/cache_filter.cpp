@@ -17,6 +17,7 @@
 #include "guardrails/rule_set.h"
 #include "http/outbound_call.h"
 #include "http/request_inspect.h"
+#include "providers/embedding_call.h"
 #include "providers/secret_scrubber.h"
 #include "telemetry/metrics.h"
 
@@ -204,12 +205,13 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     CacheFilterState& st = state(ctx);
     const FilterStatus miss = decide(ctx, st, lookup ? CacheStatus::Miss : CacheStatus::Refresh);
     if (text.empty() || st.index.empty()) return finish(ctx, miss);
-    auto request = embeddingRequest(ctx, text);
+    auto request = embeddingCall(*ctx.config, ctx.model->cache.embedding_model, {std::move(text)}, ctx.config->cache.embedding_timeout);
     if (!request) return finish(ctx, miss);
     services_.fetch(std::move(*request), [this, &ctx](OutboundResponse r) {
       CacheFilterState& s = state(ctx);
-      s.vector = embeddingOf(r);
-      if (s.vector.empty()) return finish(ctx, FilterStatus::Continue);  // no embedding: a plain miss
+      auto vectors = embeddingsOf(r, 1);
+      if (vectors.empty()) return finish(ctx, FilterStatus::Continue);  // no embedding: a plain miss
+      s.vector = std::move(vectors.front());
       auto match = cache_.semantic().find(s.index, s.vector, s.context, static_cast<float>(ctx.model->cache.threshold));
       if (!match) return finish(ctx, FilterStatus::Continue);
       char buf[16];
@@ -235,46 +237,6 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     st.status = CacheStatus::SemanticHit;
     ctx.record_fields[static_cast<std::size_t>(RecordField::Cache)] = "semantic-hit";
     return status;
-  }
-
-  // POST {base_url}/embeddings of the model's embedding model (an openai-type provider).
-  std::optional<OutboundRequest> embeddingRequest(const RequestContext& ctx, const std::string& text) const {
-    const Config& cfg = *ctx.config;
-    const ModelConfig* m = cfg.findModel(ctx.model->cache.embedding_model);
-    if (!m) return std::nullopt;
-    const DeploymentConfig& d = m->deployments.front();
-    const ProviderConfig& p = cfg.providers[d.provider_index];
-    auto url = parseHttpUrl(p.base_url + "/embeddings", nullptr, true);
-    if (!url) return std::nullopt;
-    OutboundRequest r;
-    r.method = "POST";
-    r.url = std::move(*url);
-    r.headers.emplace_back("content-type", "application/json");
-    if (!p.api_key.empty()) r.headers.emplace_back("authorization", "Bearer " + p.api_key);
-    for (const auto& h : p.headers) r.headers.push_back(h);
-    r.body = bj::serialize(bj::object{{"model", d.upstream_model}, {"input", text}});
-    r.timeout = cfg.cache.embedding_timeout;
-    r.max_response_bytes = 4 << 20;
-    return r;
-  }
-
-  // data[0].embedding of an OpenAI embeddings answer; empty if it is not one.
-  static std::vector<float> embeddingOf(const OutboundResponse& r) {
-    std::vector<float> v;
-    if (r.status != 200) return v;
-    boost::system::error_code ec;
-    bj::value doc = bj::parse(r.body, ec);
-    if (ec || !doc.is_object()) return v;
-    const bj::value* data = doc.get_object().if_contains("data");
-    if (!data || !data->is_array() || data->get_array().empty() || !data->get_array()[0].is_object()) return v;
-    const bj::value* e = data->get_array()[0].get_object().if_contains("embedding");
-    if (!e || !e->is_array() || e->get_array().size() > 65536) return v;
-    v.reserve(e->get_array().size());
-    for (const auto& x : e->get_array()) {
-      if (!x.is_number()) return {};
-      v.push_back(static_cast<float>(x.to_number<double>()));
-    }
-    return v;
   }
 
   // Removes the last user message from `body` and returns its text ("" if none).

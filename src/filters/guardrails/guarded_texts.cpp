@@ -112,6 +112,39 @@ void requestTexts(Endpoint endpoint, json::value& body, std::vector<Text>& out) 
   }
 }
 
+std::string lastUserText(Endpoint endpoint, json::value& body) {
+  json::value* last = nullptr;
+  switch (endpoint) {
+    case Endpoint::ChatCompletions:
+    case Endpoint::Messages:
+    case Endpoint::Responses: {
+      json::value* list = field(body, endpoint == Endpoint::Responses ? "input" : "messages");
+      if (!list) return {};
+      if (list->is_string()) {
+        last = list;  // Responses: the input is the user's message
+        break;
+      }
+      if (!list->is_array()) return {};
+      for (auto it = list->as_array().rbegin(); it != list->as_array().rend(); ++it)
+        if (str(field(*it, "role")) == "user") {
+          last = field(*it, "content");
+          break;
+        }
+      break;
+    }
+    case Endpoint::Completions: last = field(body, "prompt"); break;
+    default: return {};
+  }
+  std::vector<Text> parts;
+  content(last, kInput, parts);
+  std::string text;
+  for (const Text& t : parts) {
+    if (!text.empty()) text += '\n';
+    text.append(*t.text);
+  }
+  return text;
+}
+
 void answerTexts(Endpoint endpoint, json::value& body, std::vector<Text>& out) {
   switch (endpoint) {
     case Endpoint::ChatCompletions:

@@ -6,6 +6,7 @@
 #include <boost/json/fwd.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "request/request_context.h"
@@ -23,6 +24,10 @@ struct Text {
 // system prompts (system), tool-call arguments of the history (tool_arguments; for
 // Anthropic's tool_use `input` objects, each string inside).
 void requestTexts(Endpoint endpoint, boost::json::value& body, std::vector<Text>& out);
+
+// The request's last user message, as text (its text parts joined by newlines): what the
+// answer-quality check compares the answer with. "" when there is none.
+std::string lastUserText(Endpoint endpoint, boost::json::value& body);
 
 // A whole (non-streamed) answer: its text (output) and tool-call arguments
 // (output_tool_calls), per choice / content block / output item.

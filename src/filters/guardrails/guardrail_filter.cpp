@@ -3,15 +3,19 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <deque>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "core/log.h"
 #include "filters/guardrails/guarded_texts.h"
 #include "filters/guardrails/policy_match.h"
+#include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
 #include "guardrails/rule_set.h"
+#include "providers/embedding_call.h"
 #include "telemetry/metrics.h"
 
 namespace tahua {
@@ -29,6 +33,40 @@ using guardrail_texts::Text;
 // keeps every later event waiting behind it).
 constexpr std::size_t kMaxChannels = 256;
 constexpr std::size_t kMaxHeldBytes = 1 << 20;
+// The prompt and answer text the quality check embeds, each (about 4k tokens: within
+// what embedding models take).
+constexpr std::size_t kMaxQualityText = 16 << 10;
+
+// A quality verdict: ok, low (below the threshold) or unchecked (no embeddings in time).
+struct QualityOutcome {
+  std::string_view verdict;
+  double similarity = 0;
+  std::string error;  // unchecked: why
+};
+
+QualityOutcome judgeQuality(const OutboundResponse& res, double threshold) {
+  QualityOutcome q;
+  const auto vectors = embeddingsOf(res, 2);
+  if (vectors.empty()) {
+    q.verdict = "unchecked";
+    q.error = res.status == 0 ? res.error : "not an embeddings answer (status " + std::to_string(res.status) + ")";
+    return q;
+  }
+  q.similarity = cosineSimilarity(vectors[0], vectors[1]);
+  q.verdict = q.similarity < threshold ? "low" : "ok";
+  return q;
+}
+
+// A stream's quality check, answered after its request may have ended: what the answer
+// needs then, with the request's context while it lives (onComplete clears it).
+struct GuardState;
+struct QualityCall {
+  RequestContext* ctx = nullptr;
+  GuardState* st = nullptr;
+  std::string request_id, policy, rule;
+  double threshold = 0;
+  guardrails::Action action = guardrails::Action::Flag;
+};
 
 struct Redaction {
   std::size_t begin, end;
@@ -79,6 +117,14 @@ struct GuardState {
   int calls = 0;
   bool deciding = false, answered = false;
   FilterStatus answer = FilterStatus::Continue;
+  // The answer-quality check: one rule per request (a blocking one first), sampled in.
+  const GuardrailPolicyConfig* quality_policy = nullptr;
+  const guardrails::RuleSpec* quality_rule = nullptr;
+  std::string prompt;       // the last user message
+  std::string answer_text;  // a stream's text, as it passed
+  std::string quality, similarity;  // the verdict (record fields, x-tahua-quality)
+  std::string quality_header;
+  std::shared_ptr<QualityCall> call;  // a stream's check in flight
 };
 
 // Masks `hits` (merged, in `text`'s offsets) in a string, from the end so the earlier
@@ -117,7 +163,8 @@ void addRedaction(std::vector<Redaction>& rs, Redaction r) {
 
 class GuardrailFilter final : public FilterWithState<GuardState> {
  public:
-  GuardrailFilter(WorkerMetrics& metrics, WorkerServices& services) : metrics_(metrics), services_(services) {}
+  GuardrailFilter(WorkerMetrics& metrics, WorkerServices& services, PendingRecords& records)
+      : metrics_(metrics), services_(services), records_(records) {}
   std::string_view name() const override { return "guardrails"; }
   bool wantsResponseData() const override { return true; }
 
@@ -130,13 +177,22 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       st.answer_targets |= pol.rules->targets() & guardrails::kAnswerTargets;
       request_targets |= pol.rules->targets() & guardrails::kRequestTargets;
     }
-    if (!request_targets) return FilterStatus::Continue;
+    const bool answering = ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
+                           ctx.endpoint == Endpoint::Messages || ctx.endpoint == Endpoint::Responses;
+    if (answering) chooseQualityRule(st);
+    if (!request_targets && !st.quality_rule) return FilterStatus::Continue;
     if (ctx.endpoint == Endpoint::StoredResponse || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens)
       return FilterStatus::Continue;
     json::monotonic_resource arena(arena_, sizeof arena_);
     json::error_code ec;
     json::value body = json::parse(ctx.body, ec, &arena);
     if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
+    if (st.quality_rule) {
+      st.prompt = guardrail_texts::lastUserText(ctx.endpoint, body);
+      if (st.prompt.empty()) st.quality_rule = nullptr;  // nothing to compare the answer with
+      else if (st.prompt.size() > kMaxQualityText) st.prompt.resize(utf8Floor(st.prompt, kMaxQualityText));
+    }
+    if (!request_targets) return FilterStatus::Continue;
     std::vector<Text> texts;
     guardrail_texts::requestTexts(ctx.endpoint, body, texts);
     const TextVerdict v = checkTexts(ctx, st, texts, "input", true);
@@ -157,11 +213,71 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     return moderate(ctx, st, texts);
   }
 
+  // A non-streamed answer with a quality rule is judged before it is sent: flagged (the
+  // x-tahua-quality header) or refused (block: the next fallback model answers instead).
+  bool judgesAnswer(const RequestContext& ctx) const override {
+    const GuardState& st = state(ctx);
+    return st.quality_rule != nullptr && !ctx.facts.stream;
+  }
+
+  FilterStatus onAnswer(RequestContext& ctx) override {
+    GuardState& st = state(ctx);
+    if (!st.quality_rule) return FilterStatus::Continue;
+    st.quality.clear();
+    st.similarity.clear();
+    std::string text;
+    {
+      json::monotonic_resource arena(arena_, sizeof arena_);
+      json::error_code ec;
+      json::value doc = json::parse(*ctx.answer, ec, &arena);
+      if (ec) return FilterStatus::Continue;
+      std::vector<Text> texts;
+      guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
+      for (const Text& t : texts)
+        if (t.target == guardrails::kOutput) appendText(text, *t.text);
+    }
+    if (text.empty()) return FilterStatus::Continue;  // tool calls only: nothing to compare
+    auto call = qualityCall(ctx, st, std::move(text));
+    if (!call) return FilterStatus::Continue;
+    const GuardrailPolicyConfig* pol = st.quality_policy;
+    const guardrails::RuleSpec* rule = st.quality_rule;
+    services_.fetch(std::move(*call), [this, &ctx, pol, rule](OutboundResponse res) {
+      GuardState& s = state(ctx);
+      const QualityOutcome q = judgeQuality(res, rule->quality.threshold);
+      qualityVerdict(ctx.request_id, pol->name, rule->name, q);
+      setQuality(ctx, s, q);
+      if (q.verdict != "low") return ctx.resumer->resume(FilterStatus::Continue);
+      verdict(ctx, s, *pol, rule->name, rule->action, "output");
+      if (rule->action != Action::Block) return ctx.resumer->resume(FilterStatus::Continue);
+      ctx.fail(Error{ErrorKind::ResponseQualityLow, "The answer was judged off-topic by guardrail rule \"" + pol->name + "/" + rule->name +
+                                                       "\" (similarity " + s.similarity + ", below " + threshold(rule->quality.threshold) +
+                                                       "); a retry is not likely to do better."});
+      ctx.resumer->resume(FilterStatus::Stop);
+    });
+    return FilterStatus::Pause;
+  }
+
   void onResponseHeaders(RequestContext& ctx) override {
     GuardState& st = state(ctx);
     st.endpoint = ctx.endpoint;
-    st.streaming = ctx.streaming && st.answer_targets && ctx.status >= 200 && ctx.status < 300 && !ctx.error && !ctx.local_reply;
-    if (!st.verdicts.empty() && ctx.response_headers) ctx.response_headers->emplace_back("x-tahua-guardrails", st.verdicts);
+    const bool answered = ctx.status >= 200 && ctx.status < 300 && !ctx.error && !ctx.local_reply;
+    st.streaming = ctx.streaming && (st.answer_targets || st.quality_rule) && answered;
+    if (!ctx.response_headers) return;
+    if (!st.verdicts.empty()) ctx.response_headers->emplace_back("x-tahua-guardrails", st.verdicts);
+    if (!st.quality.empty()) {
+      st.quality_header = st.similarity.empty() ? st.quality : st.quality + "; similarity=" + st.similarity;
+      ctx.response_headers->emplace_back("x-tahua-quality", st.quality_header);
+    }
+    // A refused answer: the SDKs' own retries would only pay for more of the same.
+    if (ctx.error && ctx.error->kind == ErrorKind::ResponseQualityLow) ctx.response_headers->emplace_back("x-should-retry", "false");
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    GuardState& st = state(ctx);
+    if (st.call) {  // a stream's check still in flight: its verdict goes to PendingRecords
+      st.call->ctx = nullptr;
+      st.call->st = nullptr;
+    }
   }
 
   void onResponseBody(RequestContext& ctx, std::string& body) override {
@@ -222,6 +338,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       for (std::size_t c = 0; c < st.channels.size(); ++c) closeChannel(ctx, st, c);
     }
     if (!st.blocked) release(ctx, st);
+    if (data.last() && !st.blocked) checkStreamQuality(ctx, st);
     if (st.blocked) {
       // What is held back is dropped: it holds the match, or text the block cuts off.
       st.held.clear();
@@ -370,6 +487,120 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (!st.deciding) ctx.resumer->resume(st.answered ? st.answer : FilterStatus::Continue);
   }
 
+  // The quality rule of the request: the first attached one that blocks, else the first
+  // that flags; checked for its `sample` share of requests.
+  void chooseQualityRule(GuardState& st) {
+    for (int want_block = 1; want_block >= 0 && !st.quality_rule; --want_block)
+      for (const GuardrailPolicyConfig* pol : st.policies) {
+        for (const auto& rule : pol->rules->rules())
+          if (rule.detector == guardrails::RuleSpec::Detector::Quality && (rule.action == Action::Block) == (want_block == 1)) {
+            st.quality_policy = pol;
+            st.quality_rule = &rule;
+            break;
+          }
+        if (st.quality_rule) break;
+      }
+    if (!st.quality_rule || st.quality_rule->quality.sample >= 1) return;
+    thread_local std::minstd_rand rng{std::random_device{}()};
+    if (std::uniform_real_distribution<double>(0, 1)(rng) >= st.quality_rule->quality.sample) st.quality_rule = nullptr;
+  }
+
+  static std::size_t utf8Floor(std::string_view s, std::size_t n) {
+    if (n >= s.size()) return s.size();
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+    return n;
+  }
+
+  // Appends a text (whole answers: texts on lines of their own), up to kMaxQualityText.
+  static void appendText(std::string& to, std::string_view text, bool separate = true) {
+    if (to.size() >= kMaxQualityText) return;
+    if (separate && !to.empty()) to += '\n';
+    to.append(text.substr(0, utf8Floor(text, kMaxQualityText - std::min(to.size(), kMaxQualityText))));
+  }
+
+  static std::string threshold(double t) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", t);
+    return buf;
+  }
+
+  // The embedding call for the prompt and `answer`; none if the model cannot embed now.
+  std::optional<OutboundRequest> qualityCall(const RequestContext& ctx, const GuardState& st, std::string answer) {
+    const guardrails::QualitySpec& q = st.quality_rule->quality;
+    auto call = embeddingCall(*ctx.config, q.embedding_model, {st.prompt, std::move(answer)}, Millis(q.timeout_ms));
+    if (!call) qualityVerdict(ctx.request_id, st.quality_policy->name, st.quality_rule->name, QualityOutcome{"unchecked", 0, "no embedding model"});
+    return call;
+  }
+
+  // Counted and logged (never the texts), with or without the request.
+  void qualityVerdict(std::string_view request_id, const std::string& policy, const std::string& rule, const QualityOutcome& q) {
+    qualityCounted(metrics_, request_id, policy, rule, q);
+  }
+  static void qualityCounted(WorkerMetrics& metrics, std::string_view request_id, const std::string& policy, const std::string& rule,
+                             const QualityOutcome& q) {
+    ++metrics.guardrail_quality[{policy, rule, std::string(q.verdict)}];
+    if (q.verdict == "unchecked")
+      log::warn("guardrail quality check gave no verdict", {{"request_id", request_id}, {"policy", policy}, {"rule", rule}, {"error", q.error}});
+    else
+      log::info("guardrail quality", {{"request_id", request_id}, {"policy", policy}, {"rule", rule}, {"verdict", q.verdict},
+                                      {"similarity", q.similarity}});
+  }
+
+  static void setQuality(RequestContext& ctx, GuardState& st, const QualityOutcome& q) {
+    st.quality = q.verdict;
+    st.similarity.clear();
+    if (q.verdict != "unchecked") {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.4f", q.similarity);
+      st.similarity = buf;
+    }
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] = st.quality;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::QualitySimilarity)] = st.similarity;
+  }
+
+  // A streamed answer that ended normally: checked without delaying anything. A verdict
+  // in before the request ends goes into its records; a later one into PendingRecords
+  // (the usage record waits for it up to 2 s, else a second record carries it).
+  void checkStreamQuality(RequestContext& ctx, GuardState& st) {
+    if (!st.quality_rule || st.answer_text.empty() || st.call) return;
+    auto request = qualityCall(ctx, st, std::move(st.answer_text));
+    if (!request) return;
+    auto call = std::make_shared<QualityCall>();
+    call->ctx = &ctx;
+    call->st = &st;
+    call->request_id = ctx.request_id;
+    call->policy = st.quality_policy->name;
+    call->rule = st.quality_rule->name;
+    call->threshold = st.quality_rule->quality.threshold;
+    call->action = st.quality_rule->action;
+    st.call = call;
+    st.quality = "pending";
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] = st.quality;
+    // Only worker-lived things are captured: the filter may be gone (a reload) by then.
+    services_.fetch(std::move(*request), [call, &metrics = metrics_, &records = records_](OutboundResponse res) {
+      const QualityOutcome q = judgeQuality(res, call->threshold);
+      qualityCounted(metrics, call->request_id, call->policy, call->rule, q);
+      if (q.verdict == "low") {
+        ++metrics.guardrail_actions[{call->policy, call->rule, std::string(guardrails::actionName(Action::Flag)), "output"}];
+      }
+      if (call->ctx) {
+        setQuality(*call->ctx, *call->st, q);
+        if (q.verdict == "low") appendVerdict(*call->ctx, *call->st, call->policy + "/" + call->rule + ":flag");
+        call->st->call.reset();  // last: `call` is this closure's own copy
+        return;
+      }
+      std::string fields = "\"quality\":\"" + std::string(q.verdict) + "\",\"quality_similarity\":";
+      if (q.verdict == "unchecked") {
+        fields += "null";
+      } else {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.4f", q.similarity);
+        fields += buf;
+      }
+      records.settle(call->request_id, fields);
+    });
+  }
+
   void verdict(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, const std::string& rule, Action action,
                std::string_view stage) {
     const std::string tag = pol.name + "/" + rule + ":" + std::string(guardrails::actionName(action));
@@ -380,12 +611,16 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       if ((at == 0 || st.verdicts[at - 1] == ',') && (end == st.verdicts.size() || st.verdicts[end] == ',')) return;
       at = end;
     }
-    if (!st.verdicts.empty()) st.verdicts += ',';
-    st.verdicts += tag;
-    ctx.record_fields[static_cast<std::size_t>(RecordField::Guardrails)] = st.verdicts;
+    appendVerdict(ctx, st, tag);
     ++metrics_.guardrail_actions[{pol.name, rule, std::string(guardrails::actionName(action)), std::string(stage)}];
     log::info("guardrail", {{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule},
                             {"action", guardrails::actionName(action)}, {"stage", stage}});
+  }
+
+  static void appendVerdict(RequestContext& ctx, GuardState& st, const std::string& tag) {
+    if (!st.verdicts.empty()) st.verdicts += ',';
+    st.verdicts += tag;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Guardrails)] = st.verdicts;
   }
 
   void block(GuardState& st, const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule) {
@@ -479,6 +714,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
               stopUnchecked(ctx, st, "more than 256 choices, content blocks or tool calls");
               return;
             }
+            if (st.quality_rule && t.target == guardrails::kOutput) appendText(st.answer_text, *t.text, false);
             Channel& ch = st.channels[c];
             const std::size_t begin = ch.size;
             ch.size += t.text->size();
@@ -586,14 +822,15 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   static inline const std::string kNoMask;
   WorkerMetrics& metrics_;
   WorkerServices& services_;
+  PendingRecords& records_;
   guardrails::RuleScratch scratch_;  // this worker's
   alignas(16) unsigned char arena_[16384];
 };
 
 }  // namespace
 
-std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics, WorkerServices& services) {
-  return std::make_unique<GuardrailFilter>(metrics, services);
+std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics, WorkerServices& services, PendingRecords& records) {
+  return std::make_unique<GuardrailFilter>(metrics, services, records);
 }
 
 }  // namespace tahua

@@ -7,6 +7,7 @@
 namespace tahua {
 
 struct WorkerMetrics;
+class PendingRecords;
 class WorkerServices;
 
 // Guardrails (`guardrails.policies`, README "Guardrails"): the policies attached to a
@@ -24,9 +25,15 @@ class WorkerServices;
 //   cover their text (at most the rules' longest match, bounded by max_match_chars, per
 //   choice / block / tool call); `redact` rewrites held events so the masked text never
 //   leaves; `block` ends the stream with the API's error event.
+// - Answer quality (a `quality` rule): the prompt's last user message and the answer are
+//   embedded by one of the gateway's models; a cosine similarity below the threshold is
+//   a low-quality answer. A non-streamed answer waits for the verdict (onAnswer): flagged
+//   in x-tahua-quality, or refused (block: 502 response_quality_low, after the next
+//   fallback model was tried once). A stream is never delayed: it is checked once it
+//   ended, and the verdict goes to the records (late ones through PendingRecords).
 // Every verdict is counted (tahua_guardrail_actions_total), logged without the matched
 // text, named in `x-tahua-guardrails` while the headers are still to be sent, and in the
 // records' `guardrails` field.
-std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics, WorkerServices& services);
+std::unique_ptr<Filter> makeGuardrailFilter(WorkerMetrics& metrics, WorkerServices& services, PendingRecords& records);
 
 }  // namespace tahua

@@ -20,7 +20,9 @@ class MetricsFilter final : public FilterWithState<MetricsState> {
     state(ctx).attempt_start = std::chrono::steady_clock::now();
   }
   void onAttemptFailed(RequestContext& ctx) override {
-    attemptEnded(ctx, std::chrono::steady_clock::now(), ctx.error ? ctx.error->httpStatus() : ctx.status);
+    // An answer the gateway refused (the quality check) is the deployment's status, not the refusal's.
+    const bool answered = ctx.status != 0 && ctx.error && ctx.error->source() == ErrorSource::Gateway;
+    attemptEnded(ctx, std::chrono::steady_clock::now(), ctx.error && !answered ? ctx.error->httpStatus() : ctx.status);
   }
 
   void onResponseHeaders(RequestContext& ctx) override {

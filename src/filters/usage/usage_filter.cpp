@@ -1,5 +1,6 @@
 #include "filters/usage/usage_filter.h"
 
+#include "filters/usage/pending_records.h"
 #include "request/end_reason.h"
 #include "telemetry/json_out.h"
 #include "telemetry/trace_context.h"
@@ -11,11 +12,23 @@ namespace {
 struct UsageState {
   std::int64_t delivered = 0;  // completion tokens the client received (estimated on the way)
   bool usage_estimated = false;
+  Usage refused;  // answers refused before they were sent (their own records are written)
 };
+
+void add(Usage& to, const Usage& u) {
+  auto plus = [](std::int64_t& a, std::int64_t b) {
+    if (b >= 0) a = std::max<std::int64_t>(a, 0) + b;
+  };
+  plus(to.prompt_tokens, u.prompt_tokens);
+  plus(to.completion_tokens, u.completion_tokens);
+  plus(to.total_tokens, u.total_tokens);
+  plus(to.cached_tokens, u.cached_tokens);
+}
 
 class UsageFilter final : public FilterWithState<UsageState> {
  public:
-  UsageFilter(const Config& config, ExportBuffer& records) : records_(records), gateway_(config.usage.gateway_id) {}
+  UsageFilter(const Config& config, ExportBuffer& records, PendingRecords* pending)
+      : records_(records), pending_(pending), gateway_(config.usage.gateway_id) {}
   std::string_view name() const override { return "usage"; }
   bool wantsResponseData() const override { return true; }
 
@@ -29,12 +42,40 @@ class UsageFilter final : public FilterWithState<UsageState> {
     if (!ctx.usage.present()) state(ctx).delivered = estimateStreamedTokens(body, defaultTokenCounter());
   }
 
+  // A judged answer (onAnswer runs before the answer's body filters): what it would have
+  // delivered, in case it is refused without a usage report.
+  FilterStatus onAnswer(RequestContext& ctx) override {
+    if (!ctx.usage.present()) state(ctx).delivered = estimateStreamedTokens(*ctx.answer, defaultTokenCounter());
+    return FilterStatus::Continue;
+  }
+
+  // An answer received whole and refused by a filter (its status 2xx, an error of the
+  // gateway's): a call whose tokens were spent. It gets its record now.
+  void onAttemptFailed(RequestContext& ctx) override {
+    if (!(ctx.status >= 200 && ctx.status < 300) || !ctx.error || ctx.error->source() != ErrorSource::Gateway) return;
+    UsageState& st = state(ctx);
+    if (!ctx.usage.present()) {
+      ctx.usage.prompt_tokens = static_cast<std::int64_t>((ctx.bytes_in + 3) / 4);
+      ctx.usage.completion_tokens = st.delivered;
+      ctx.usage.total_tokens = ctx.usage.prompt_tokens + st.delivered;
+      st.usage_estimated = true;
+    }
+    if (records_.enabled() && !unauthenticated(ctx)) {
+      ctx.end = std::chrono::steady_clock::now();
+      record(ctx, st);
+    }
+    add(st.refused, ctx.usage);
+    ctx.usage = Usage{};
+    st.delivered = 0;
+    st.usage_estimated = false;
+  }
+
   void onComplete(RequestContext& ctx) override {
     UsageState& st = state(ctx);
     settle(ctx, st);
-    if (!records_.enabled() || unauthenticated(ctx)) return;
-    write(records_.data(), ctx, st);
-    records_.commit();
+    if (records_.enabled() && !unauthenticated(ctx)) record(ctx, st);
+    // The limits (calibrated after this) and the metrics count the refused answers too.
+    if (st.refused.present()) add(ctx.usage, st.refused);
   }
 
  private:
@@ -53,6 +94,21 @@ class UsageFilter final : public FilterWithState<UsageState> {
     ctx.usage.completion_tokens = st.delivered;
     ctx.usage.total_tokens = ctx.usage.prompt_tokens + st.delivered;
     st.usage_estimated = true;
+  }
+
+  // The record, into the export buffer; one whose quality verdict is pending goes to
+  // PendingRecords instead.
+  void record(const RequestContext& ctx, const UsageState& st) {
+    JsonBuf& out = records_.data();
+    const std::size_t from = out.size();
+    write(out, ctx, st);
+    if (pending_ && ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] == "pending") {
+      std::string text(out.view().substr(from));
+      out.truncate(from);
+      pending_->hold(ctx.request_id, std::move(text));
+      return;
+    }
+    records_.commit();
   }
 
   void write(JsonBuf& out, const RequestContext& ctx, const UsageState& st) const {
@@ -160,13 +216,14 @@ class UsageFilter final : public FilterWithState<UsageState> {
   }
 
   ExportBuffer& records_;
+  PendingRecords* pending_;
   std::string gateway_;
 };
 
 }  // namespace
 
-std::unique_ptr<Filter> makeUsageFilter(const Config& config, ExportBuffer& records) {
-  return std::make_unique<UsageFilter>(config, records);
+std::unique_ptr<Filter> makeUsageFilter(const Config& config, ExportBuffer& records, PendingRecords* pending) {
+  return std::make_unique<UsageFilter>(config, records, pending);
 }
 
 }  // namespace tahua

@@ -12,6 +12,13 @@
 // no tenant, and a flood of bad keys must not flood the billing sinks) into the
 // worker's ExportBuffer; the UsageExporter delivers it. The record's shape is
 // docs/usage-record.schema.json.
+//
+// A record whose quality verdict is still pending when the request ends (the guardrails'
+// asynchronous check) goes to PendingRecords, which writes it with the verdict (or
+// without, after 2 s, and the verdict in a second record). An answer a filter refused
+// before it was sent (onAnswer: the quality check), its tokens spent, gets a record of
+// its own when its attempt ends; its tokens are then added to the request's, so the
+// limits and metrics count both calls.
 #pragma once
 
 #include <memory>
@@ -20,8 +27,12 @@
 #include "telemetry/export_queue.h"
 
 namespace tahua {
+class PendingRecords;
+}
+
+namespace tahua {
 
 // `records` may be disabled (no usage export): usage is still settled.
-std::unique_ptr<Filter> makeUsageFilter(const Config& config, ExportBuffer& records);
+std::unique_ptr<Filter> makeUsageFilter(const Config& config, ExportBuffer& records, PendingRecords* pending);
 
 }  // namespace tahua

@@ -580,7 +580,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         co_await writeError(ctx, true);
         co_return;
       }
-      co_await writeBody(ctx, head, body);
+      headForBody(ctx, head, body);
+      co_await writeHeadAnd(body);
       co_return;
     }
     // A stream, relayed piece by piece as it arrives, in this same coroutine frame (a
@@ -776,11 +777,13 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     ctx.response_headers = &head.headers;
     chain_->responseHeaders(ctx);
     ctx.response_headers = nullptr;
-    co_await writeBody(ctx, head, body);
+    headForBody(ctx, head, body);
+    co_await writeHeadAnd(body);
   }
 
-  // A whole body to the client, after the body filters.
-  asio::awaitable<void> writeBody(RequestContext& ctx, ResponseHead& head, std::string& body) {
+  // A whole body's head, after the body filters (the caller writes it with the body: no
+  // coroutine frame of its own on the common path).
+  void headForBody(RequestContext& ctx, ResponseHead& head, std::string& body) {
     ctx.response_headers = &head.headers;  // a filter may add headers from what the body says
     chain_->responseBody(ctx, body);
     ctx.response_headers = nullptr;
@@ -794,7 +797,6 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     h.end();
     ctx.bytes_out = body.size();
     ctx.first_byte = Clock::now();
-    co_await writeHeadAnd(body);
   }
 
   // An exchange aborted by the drain deadline reports the drain, not a broken upstream.

@@ -7,7 +7,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
@@ -18,6 +18,7 @@ import { eventually, makeTempDir } from './lib/util.mjs';
 import { expectError, request } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { startAnthropicMock } from './lib/vendor_mocks.mjs';
+import { toYaml } from './lib/yaml.mjs';
 
 const TIMEOUTS = { connect: '2s', first_byte: '5s', idle: '5s', total: '30s' };
 const QUESTION = 'What is the capital of France?';
@@ -91,6 +92,7 @@ before(async () => {
     policies: [
       { name: 'answers', match: { model: ['gpt-flag'] }, rules: [{ name: 'on-topic', quality: { embedding_model: 'embedder', threshold: 0.35, timeout: '5s' }, action: 'flag' }] },
       { name: 'strict', match: { model: ['gpt-strict', 'gpt-alone', 'gpt-twice'] }, rules: [{ name: 'on-topic', quality: { embedding_model: 'embedder' }, action: 'block' }] },
+      { name: 'backup-only', match: { model: ['gpt-backup'] }, rules: [{ name: 'dough', literals: ['dough'], action: 'redact', mask: '[X]', inspect: ['output'] }] },
       { name: 'rare', match: { model: ['gpt-unsampled'] }, rules: [{ name: 'on-topic', quality: { embedding_model: 'embedder', sample: 0 }, action: 'block' }] },
     ],
   };
@@ -288,5 +290,55 @@ describe('answer quality: block', () => {
       ['gpt-twice', 'response_quality_low', 'low'],
     ]);
     upstream.queue.length = 0; // the unused script
+  });
+});
+
+describe("answer quality: the README's example", () => {
+  it('loads and does what it says: checked against the embedding model, refused answers retried once on the fallback', async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('**Answer quality.**'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)[1];
+    assert.match(block, /quality: \{embedding_model: text-embedding-3-small, threshold: 0\.35/);
+    const up = await startMockUpstream({ t });
+    const anth = await startAnthropicMock({ t });
+    const base = gatewayConfig({
+      providers: [
+        openaiProvider('openai', up.baseUrl()),
+        { name: 'anthropic', type: 'anthropic', base_url: anth.baseUrl(), api_key: 'sk-ant-test', timeouts: TIMEOUTS },
+      ],
+      models: [],
+    });
+    delete base.models;
+    const start = async (yaml) => {
+      const file = join(makeTempDir('tahua-quality-readme-'), 'gateway.yaml');
+      writeFileSync(file, `${toYaml(base)}\n${yaml}`);
+      return startTahua({ t, args: ['--config', file] });
+    };
+    // The mock's embeddings of any two texts are close (cosine 0.99): on topic.
+    const gw1 = await start(block);
+    const ok = await request(gw1.url, '/v1/chat/completions', { method: 'POST', json: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: QUESTION }] } });
+    assert.equal(ok.status, 200, ok.text);
+    assert.match(ok.headers['x-tahua-quality'], /^ok; similarity=0\.99\d\d$/);
+    const emb = up.requests.find((r) => r.path.endsWith('/embeddings'));
+    assert.deepEqual(emb.json, { model: 'text-embedding-3-small', input: [QUESTION, 'Hello from the mock upstream.'] });
+    gw1.kill();
+    // Over a threshold nothing meets, both answers are refused: the fallback is asked once.
+    const gw2 = await start(block.replace('threshold: 0.35', 'threshold: 0.9999'));
+    const before = anth.requests.length;
+    const refused = await request(gw2.url, '/v1/chat/completions', { method: 'POST', json: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: QUESTION }] } });
+    expectError(refused, 502, 'response_quality_low');
+    assert.equal(anth.requests.length, before + 1);
+  });
+});
+
+describe('guardrails on a fallback model', () => {
+  it("the fallback model's own policies check its answer", async () => {
+    upstream.next({ mode: 'error', status: 503 });
+    upstream.next({ pieces: ON_TOPIC.concat([' Knead the dough.']) });
+    const res = await request(gw.url, '/v1/chat/completions', { method: 'POST', json: chat('gpt-twice') });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.headers['x-tahua-model'], 'gpt-backup');
+    assert.equal(res.json.choices[0].message.content, 'Paris is the capital of France. Knead the [X].');
+    assert.match(res.headers['x-tahua-guardrails'], /backup-only\/dough:redact/);
   });
 });

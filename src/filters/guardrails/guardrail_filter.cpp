@@ -63,7 +63,7 @@ struct GuardState;
 struct QualityCall {
   RequestContext* ctx = nullptr;
   GuardState* st = nullptr;
-  std::string request_id, policy, rule;
+  std::string request_id, record_key, policy, rule;
   double threshold = 0;
   guardrails::Action action = guardrails::Action::Flag;
 };
@@ -101,6 +101,7 @@ struct HeldEvent {
 };
 
 struct GuardState {
+  const ModelConfig* model = nullptr;  // the policies were attached for it
   std::vector<const GuardrailPolicyConfig*> policies;  // attached to this request
   std::uint8_t answer_targets = 0;
   std::string verdicts;  // "policy/rule:action,..." (header, records)
@@ -170,6 +171,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
 
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
     GuardState& st = state(ctx);
+    st.model = ctx.model;
     std::uint8_t request_targets = 0;
     for (const auto& pol : ctx.config->guardrails.policies) {
       if (!guardrailPolicyApplies(pol, ctx)) continue;
@@ -187,12 +189,10 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     json::error_code ec;
     json::value body = json::parse(ctx.body, ec, &arena);
     if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
-    if (st.quality_rule) {
-      st.prompt = guardrail_texts::lastUserText(ctx.endpoint, body);
-      if (st.prompt.empty()) st.quality_rule = nullptr;  // nothing to compare the answer with
-      else if (st.prompt.size() > kMaxQualityText) st.prompt.resize(utf8Floor(st.prompt, kMaxQualityText));
+    if (!request_targets) {
+      takePrompt(ctx, st, body);
+      return FilterStatus::Continue;
     }
-    if (!request_targets) return FilterStatus::Continue;
     std::vector<Text> texts;
     guardrail_texts::requestTexts(ctx.endpoint, body, texts);
     const TextVerdict v = checkTexts(ctx, st, texts, "input", true);
@@ -200,6 +200,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + v.policy->name + "/" + v.rule->name + "\"."});
       return FilterStatus::Stop;
     }
+    takePrompt(ctx, st, body);  // after the local redactions: what they masked never leaves
     const bool changed = v.changed;
     if (changed) {
       // The limits, the token estimate and the upstream see the masked body.
@@ -211,6 +212,20 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       }
     }
     return moderate(ctx, st, texts);
+  }
+
+  // A fallback model: the policies attached to it apply to its answer too (the request's
+  // text was checked before the first attempt, and every attempt sends that body).
+  FilterStatus onReselect(RequestContext& ctx) override {
+    GuardState& st = state(ctx);
+    if (ctx.model == st.model) return FilterStatus::Continue;
+    st.model = ctx.model;
+    for (const auto& pol : ctx.config->guardrails.policies)
+      if (std::find(st.policies.begin(), st.policies.end(), &pol) == st.policies.end() && guardrailPolicyApplies(pol, ctx)) {
+        st.policies.push_back(&pol);
+        st.answer_targets |= pol.rules->targets() & guardrails::kAnswerTargets;
+      }
+    return FilterStatus::Continue;
   }
 
   // A non-streamed answer with a quality rule is judged before it is sent: flagged (the
@@ -505,6 +520,14 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (std::uniform_real_distribution<double>(0, 1)(rng) >= st.quality_rule->quality.sample) st.quality_rule = nullptr;
   }
 
+  // The last user message, which the quality check compares the answer with (none: no check).
+  static void takePrompt(const RequestContext& ctx, GuardState& st, json::value& body) {
+    if (!st.quality_rule) return;
+    st.prompt = guardrail_texts::lastUserText(ctx.endpoint, body);
+    if (st.prompt.empty()) st.quality_rule = nullptr;
+    else if (st.prompt.size() > kMaxQualityText) st.prompt.resize(utf8Floor(st.prompt, kMaxQualityText));
+  }
+
   static std::size_t utf8Floor(std::string_view s, std::size_t n) {
     if (n >= s.size()) return s.size();
     while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
@@ -569,6 +592,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     call->ctx = &ctx;
     call->st = &st;
     call->request_id = ctx.request_id;
+    call->record_key = PendingRecords::keyOf(ctx.request_id, ctx.start);
     call->policy = st.quality_policy->name;
     call->rule = st.quality_rule->name;
     call->threshold = st.quality_rule->quality.threshold;
@@ -597,7 +621,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         std::snprintf(buf, sizeof buf, "%.4f", q.similarity);
         fields += buf;
       }
-      records.settle(call->request_id, fields);
+      records.settle(call->record_key, fields);
     });
   }
 

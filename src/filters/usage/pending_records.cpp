@@ -31,32 +31,32 @@ void PendingRecords::write(std::string_view record) {
   out_.commit();
 }
 
-void PendingRecords::hold(std::string request_id, std::string record) {
-  if (record.find(kPending) == std::string::npos || held_.size() >= max_held_ || held_.count(request_id)) {
+void PendingRecords::hold(std::string key, std::string record) {
+  if (record.find(kPending) == std::string::npos || held_.size() >= max_held_ || held_.count(key)) {
     write(record);
     return;
   }
-  Held& h = held_[request_id];
+  Held& h = held_[key];
   h.record = std::move(record);
-  h.timer = services_.runAfter(wait_, [this, id = request_id] { expire(id); });
+  h.timer = services_.runAfter(wait_, [this, key] { expire(key); });
 }
 
-void PendingRecords::expire(const std::string& request_id) {
-  auto it = held_.find(request_id);
+void PendingRecords::expire(const std::string& key) {
+  auto it = held_.find(key);
   if (it == held_.end()) return;
   Held& h = it->second;
   if (!h.written) {
     // The verdict is late: the record goes as it is; its verdict comes in a second one.
     write(h.record);
     h.written = true;
-    h.timer = services_.runAfter(Millis(60'000) + wait_, [this, id = request_id] { expire(id); });
+    h.timer = services_.runAfter(Millis(60'000) + wait_, [this, key] { expire(key); });
     return;
   }
   held_.erase(it);  // no verdict ever came (the check's own timeout is far shorter)
 }
 
-void PendingRecords::settle(std::string_view request_id, std::string_view fields) {
-  auto it = held_.find(std::string(request_id));
+void PendingRecords::settle(std::string_view key, std::string_view fields) {
+  auto it = held_.find(std::string(key));
   if (it == held_.end()) return;
   Held& h = it->second;
   std::string record = std::move(h.record);

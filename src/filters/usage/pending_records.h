@@ -8,6 +8,7 @@
 // stopping worker writes what it still holds.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,11 +32,17 @@ class PendingRecords {
   // The placeholder a record carries for the quality fields until the verdict comes.
   static constexpr std::string_view kPending = R"("quality":"pending","quality_similarity":null)";
 
+  // A request's key: its id (the client may choose it, and reuse it) and when it started.
+  static std::string keyOf(std::string_view request_id, std::chrono::steady_clock::time_point start) {
+    return std::string(request_id) + '@' + std::to_string(start.time_since_epoch().count());
+  }
+
   // `record` (one whole record, without the buffer's separator) holds kPending once.
-  void hold(std::string request_id, std::string record);
-  // The verdict for `request_id`: `fields` replaces kPending (`"quality":"low","quality_similarity":0.12`).
-  // Ignored for a request with no record held (usage records off, or written whole).
-  void settle(std::string_view request_id, std::string_view fields);
+  void hold(std::string key, std::string record);
+  // The verdict for the request of `key`: `fields` replaces kPending
+  // (`"quality":"low","quality_similarity":0.12`). Ignored for a request with no record
+  // held (usage records off, or written whole).
+  void settle(std::string_view key, std::string_view fields);
   // Writes every record not written yet as it is (a worker stopping), and forgets them all.
   void writeHeld();
   std::size_t held() const { return held_.size(); }
@@ -47,7 +54,7 @@ class PendingRecords {
     std::unique_ptr<TimerHandle> timer;
   };
   void write(std::string_view record);
-  void expire(const std::string& request_id);
+  void expire(const std::string& key);
 
   ExportBuffer& out_;
   WorkerServices& services_;

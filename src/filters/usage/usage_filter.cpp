@@ -105,7 +105,7 @@ class UsageFilter final : public FilterWithState<UsageState> {
     if (pending_ && ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] == "pending") {
       std::string text(out.view().substr(from));
       out.truncate(from);
-      pending_->hold(ctx.request_id, std::move(text));
+      pending_->hold(PendingRecords::keyOf(ctx.request_id, ctx.start), std::move(text));
       return;
     }
     records_.commit();

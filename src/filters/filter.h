@@ -140,8 +140,11 @@ class Filter {
   // body "is_fallback": true), before the model's configured fallback_response. The
   // first filter that answers wins.
   virtual bool onUpstreamsFailed(RequestContext&) { return false; }
-  // Whether this request's non-streamed 2xx answer is to be read whole and judged
-  // (onAnswer) before anything of it is sent: asked once an upstream answered.
+  // Whether the filter may judge whole answers at all (asked once, when it joins the
+  // chain: a chain without such a filter pays nothing per request), and whether it
+  // judges this request's non-streamed 2xx answer (asked once an upstream answered): it
+  // is then read whole and judged (onAnswer) before anything of it is sent.
+  virtual bool judgesAnswers() const { return false; }
   virtual bool judgesAnswer(const RequestContext&) const { return false; }
   // The whole answer (*ctx.answer, translated for the client), before its headers and
   // body filters run. Continue accepts it; Stop refuses it (ctx.error says why): the
@@ -227,6 +230,7 @@ class FilterChain {
  private:
   std::vector<std::unique_ptr<Filter>> filters_;
   std::vector<Filter*> data_filters_;   // those whose wantsResponseData()
+  std::vector<Filter*> judges_;         // those whose judgesAnswers()
   std::vector<Filter*> stateful_;       // those with a State
   std::size_t state_bytes_ = 0;
 };

@@ -27,6 +27,7 @@ void FilterChain::add(std::unique_ptr<Filter> filter) {
     stateful_.push_back(filter.get());
   }
   if (filter->wantsResponseData()) data_filters_.push_back(filter.get());
+  if (filter->judgesAnswers()) judges_.push_back(filter.get());
   filters_.push_back(std::move(filter));
 }
 
@@ -71,7 +72,7 @@ bool FilterChain::upstreamsFailed(RequestContext& ctx) {
   return false;
 }
 bool FilterChain::judgesAnswer(const RequestContext& ctx) const {
-  for (const auto& f : filters_)
+  for (const Filter* f : judges_)
     if (f->judgesAnswer(ctx)) return true;
   return false;
 }

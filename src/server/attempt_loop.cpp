@@ -161,37 +161,10 @@ class AttemptLoop {
       // guardrails' quality check): refused, the next fallback model answers instead, once.
       if (!failure && !host_.clientGone() && !head.event_stream && head.status >= 200 && head.status < 300 &&
           env_.chain.judgesAnswer(ctx_)) {
-        std::string answer;
-        std::optional<Error> unread = co_await host_.readAnswer(ctx_, *exchange, *translator, head, answer);
-        if (unread) {
-          co_await host_.relay(ctx_, *exchange, *translator, head, std::move(unread));
-          break;
-        }
-        FilterStatus judged = FilterStatus::Continue;
-        if (!ctx_.error && ctx_.status >= 200 && ctx_.status < 300) {
-          ctx_.answer = &answer;
-          std::size_t next = 0;
-          judged = env_.chain.run(RequestPhase::Answer, ctx_, next);
-          if (judged == FilterStatus::Pause) judged = co_await host_.finishPausedPhase(RequestPhase::Answer, ctx_, next);
-          ctx_.answer = nullptr;
-        }
-        if (judged == FilterStatus::Stop) {
-          if (host_.clientGone()) break;
-          if (!answer_refused_ && next_fallback_ < ctx_.requested_model->fallback_indices.size()) {
-            // The refused answer's call is over (its tokens spent: ctx.usage says how many).
-            answer_refused_ = true;
-            host_.watchClient(nullptr);
-            env_.chain.attemptFailed(ctx_);
-            nextFallback();
-            selected = co_await reselect();
-            model_attempt = 0;
-            continue;
-          }
-          co_await host_.answerLocally(ctx_);
-          break;
-        }
-        co_await host_.relayAnswer(ctx_, head, answer);
-        break;
+        if (!co_await judgeAnswer(*exchange, *translator, head)) break;
+        selected = co_await reselect();
+        model_attempt = 0;
+        continue;
       }
       // The point of no return (a client already gone gets nothing written).
       co_await host_.relay(ctx_, *exchange, *translator, head, std::move(failure));
@@ -224,6 +197,42 @@ class AttemptLoop {
       if (status == FilterStatus::Pause) status = co_await host_.finishPausedPhase(phase, ctx_, next);
     }
     co_return status;
+  }
+
+  // Reads the answer whole, lets the filters judge it, and sends it, or the refusal when
+  // no fallback model is left to ask; false once answered. True: refused, and the next
+  // fallback model was taken (the caller selects its deployment). A coroutine of its own
+  // so that run()'s frame, allocated for every request, does not carry its locals.
+  boost::asio::awaitable<bool> judgeAnswer(UpstreamExchange& exchange, ResponseTranslator& translator, ResponseHead& head) {
+    std::string answer;
+    std::optional<Error> unread = co_await host_.readAnswer(ctx_, exchange, translator, head, answer);
+    if (unread) {
+      co_await host_.relay(ctx_, exchange, translator, head, std::move(unread));
+      co_return false;
+    }
+    FilterStatus judged = FilterStatus::Continue;
+    if (!ctx_.error && ctx_.status >= 200 && ctx_.status < 300) {
+      ctx_.answer = &answer;
+      std::size_t next = 0;
+      judged = env_.chain.run(RequestPhase::Answer, ctx_, next);
+      if (judged == FilterStatus::Pause) judged = co_await host_.finishPausedPhase(RequestPhase::Answer, ctx_, next);
+      ctx_.answer = nullptr;
+    }
+    if (judged != FilterStatus::Stop) {
+      co_await host_.relayAnswer(ctx_, head, answer);
+      co_return false;
+    }
+    if (host_.clientGone()) co_return false;
+    if (!answer_refused_ && next_fallback_ < ctx_.requested_model->fallback_indices.size()) {
+      // The refused answer's call is over (its tokens spent: ctx.usage says how many).
+      answer_refused_ = true;
+      host_.watchClient(nullptr);
+      env_.chain.attemptFailed(ctx_);
+      nextFallback();
+      co_return true;
+    }
+    co_await host_.answerLocally(ctx_);
+    co_return false;
   }
 
   // Chooses again after a failed attempt (filters may pause here too).

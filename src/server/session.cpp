@@ -573,15 +573,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     chain_->responseHeaders(ctx);
     ctx.response_headers = nullptr;  // the views die with the exchange
     if (!ctx.streaming) {
-      std::string body;
-      if (auto err = co_await readBody(ctx, exchange, translator, body)) {
-        if (clientGone()) co_return;
-        recordUpstreamFailure(ctx, std::move(*err));
-        co_await writeError(ctx, true);
-        co_return;
-      }
-      headForBody(ctx, head, body);
-      co_await writeHeadAnd(body);
+      co_await relayBody(ctx, exchange, translator, head);
       co_return;
     }
     // A stream, relayed piece by piece as it arrives, in this same coroutine frame (a
@@ -742,34 +734,54 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       }
   }
 
-  // A non-streamed body, read whole (bounded by server.max_response_bytes) and translated
-  // for the client; nothing is written. An error if it could not be read.
-  asio::awaitable<std::optional<Error>> readBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                                 std::string& body) {
-    const ServerConfig& cfg = serverConfig();
+  // A non-streamed body to the client: read whole (bounded by server.max_response_bytes),
+  // translated, through the body filters, written with its head in one go.
+  asio::awaitable<void> relayBody(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
+                                  ResponseHead& head) {
+    std::string body;
     for (;;) {
       std::string_view bytes;
       bool done = false;
       auto err = co_await exchange.read(bytes, done);
-      if (err) co_return err;
-      if (body.size() + bytes.size() > cfg.max_response_bytes) {
-        exchange.abort();
-        Error too_large{ErrorKind::UpstreamBadResponse, "The upstream response is larger than the gateway accepts."};
-        co_return too_large;
+      if (!err) err = takePiece(exchange, body, bytes, done);
+      if (err) {
+        if (clientGone()) co_return;
+        recordUpstreamFailure(ctx, std::move(*err));
+        co_await writeError(ctx, true);
+        co_return;
       }
-      if (body.empty() && done) body.reserve(bytes.size() + 64);  // single piece: one allocation, padded for simdjson
-      body.append(bytes);
       if (done) break;
     }
     translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
-    co_return std::nullopt;
+    headForBody(ctx, head, body);
+    co_await writeHeadAnd(body);
+  }
+
+  // Appends a piece of a body; an error past server.max_response_bytes.
+  std::optional<Error> takePiece(UpstreamExchange& exchange, std::string& body, std::string_view bytes, bool done) {
+    if (body.size() + bytes.size() > serverConfig().max_response_bytes) {
+      exchange.abort();
+      return Error{ErrorKind::UpstreamBadResponse, "The upstream response is larger than the gateway accepts."};
+    }
+    if (body.empty() && done) body.reserve(bytes.size() + 64);  // single piece: one allocation, padded for simdjson
+    body.append(bytes);
+    return std::nullopt;
   }
 
   // AttemptHost: an answer read whole before anything was sent (a filter judged it).
   asio::awaitable<std::optional<Error>> readAnswer(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
                                                    ResponseHead& head, std::string& body) override {
     acceptHead(ctx, translator, head);
-    co_return co_await readBody(ctx, exchange, translator, body);
+    for (;;) {
+      std::string_view bytes;
+      bool done = false;
+      auto err = co_await exchange.read(bytes, done);
+      if (!err) err = takePiece(exchange, body, bytes, done);
+      if (err) co_return err;
+      if (done) break;
+    }
+    translator.onBody(body, ctx);
+    co_return std::nullopt;
   }
 
   // AttemptHost: sends what readAnswer read, through the headers' and body's filters.
@@ -781,8 +793,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     co_await writeHeadAnd(body);
   }
 
-  // A whole body's head, after the body filters (the caller writes it with the body: no
-  // coroutine frame of its own on the common path).
+  // A whole body's head, after the body filters (the caller writes it with the body).
   void headForBody(RequestContext& ctx, ResponseHead& head, std::string& body) {
     ctx.response_headers = &head.headers;  // a filter may add headers from what the body says
     chain_->responseBody(ctx, body);

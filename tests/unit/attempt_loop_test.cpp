@@ -278,6 +278,7 @@ TEST(AttemptLoop, AClientErrorIsRelayedNeverRetriedOrFailedOver) {
 class JudgeFilter final : public Filter {
  public:
   std::string_view name() const override { return "judge"; }
+  bool judgesAnswers() const override { return true; }
   bool judgesAnswer(const RequestContext&) const override { return true; }
   FilterStatus onAnswer(RequestContext& ctx) override {
     seen.push_back(*ctx.answer);

@@ -65,7 +65,6 @@ struct QualityCall {
   GuardState* st = nullptr;
   std::string request_id, record_key, policy, rule;
   double threshold = 0;
-  guardrails::Action action = guardrails::Action::Flag;
 };
 
 struct Redaction {
@@ -230,6 +229,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
 
   // A non-streamed answer with a quality rule is judged before it is sent: flagged (the
   // x-tahua-quality header) or refused (block: the next fallback model answers instead).
+  bool judgesAnswers() const override { return true; }
   bool judgesAnswer(const RequestContext& ctx) const override {
     const GuardState& st = state(ctx);
     return st.quality_rule != nullptr && !ctx.facts.stream;
@@ -253,7 +253,10 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     }
     if (text.empty()) return FilterStatus::Continue;  // tool calls only: nothing to compare
     auto call = qualityCall(ctx, st, std::move(text));
-    if (!call) return FilterStatus::Continue;
+    if (!call) {
+      setQuality(ctx, st, QualityOutcome{"unchecked", 0, {}});
+      return FilterStatus::Continue;
+    }
     const GuardrailPolicyConfig* pol = st.quality_policy;
     const guardrails::RuleSpec* rule = st.quality_rule;
     services_.fetch(std::move(*call), [this, &ctx, pol, rule](OutboundResponse res) {
@@ -596,7 +599,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     call->policy = st.quality_policy->name;
     call->rule = st.quality_rule->name;
     call->threshold = st.quality_rule->quality.threshold;
-    call->action = st.quality_rule->action;
     st.call = call;
     st.quality = "pending";
     ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] = st.quality;

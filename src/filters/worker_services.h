@@ -6,8 +6,12 @@
 #include <functional>
 #include <memory>
 
+#include <string>
+#include <string_view>
+
 #include "core/duration.h"
 #include "http/outbound_call.h"
+#include "request/request_context.h"
 
 namespace tahua {
 
@@ -29,6 +33,20 @@ class WorkerServices {
   // Makes an HTTP call from this worker's loop (server/outbound_client.h); `done` runs on
   // this worker's thread, once. Call from the worker's thread.
   virtual void fetch(OutboundRequest request, std::function<void(OutboundResponse)> done) = 0;
+  // A request of the gateway's own to one of its models (the embeddings of the semantic
+  // cache and of the guardrails' quality check): encoded by the model's first
+  // deployment's provider adapter as a client's request to `endpoint` with `body` would
+  // be, and sent through the worker's upstream client (its connection pool, the
+  // provider's timeouts, TLS, proxy and credentials), within `timeout`. `done` runs on
+  // this worker's thread, once, never before callModel returned, with the upstream's
+  // status and body as it sent them (status 0: `error` says why). Call from the worker's
+  // thread. Harnesses without upstreams keep the default: no answer (status 0), at once.
+  virtual void callModel(std::string_view model, Endpoint endpoint, std::string body, Millis timeout,
+                         std::function<void(OutboundResponse)> done) {
+    OutboundResponse none;
+    none.error = "no upstreams here";
+    done(std::move(none));
+  }
 };
 
 }  // namespace tahua

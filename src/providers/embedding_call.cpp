@@ -1,17 +1,22 @@
 #include "providers/embedding_call.h"
 
 #include <boost/json.hpp>
+#include <simdjson.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "config/config.h"
+#include "core/base64.h"
 
 namespace tahua {
 namespace {
 
 namespace bj = boost::json;
 
-bool callable(std::string_view type) { return type == "openai" || type == "azure-openai"; }
+bool callable(std::string_view type) { return type == "openai" || type == "azure-openai" || type == "mock"; }
 
 }  // namespace
 
@@ -20,31 +25,14 @@ std::string embeddingModelProblem(const Config& cfg, std::string_view model) {
   if (!m) return "unknown model \"" + std::string(model) + "\"";
   if (m->deployments.empty()) return "model \"" + std::string(model) + "\" has no deployment";
   if (!callable(cfg.providers[m->deployments.front().provider_index].type))
-    return "model \"" + std::string(model) + "\" must be served by an openai or azure-openai provider (its /embeddings is called)";
+    return "model \"" + std::string(model) + "\" must be served by an openai, azure-openai or mock provider (the kinds that pass embeddings through)";
   return {};
 }
 
-std::optional<OutboundRequest> embeddingCall(const Config& cfg, std::string_view model, const std::vector<std::string>& inputs,
-                                             Millis timeout) {
-  if (!embeddingModelProblem(cfg, model).empty()) return std::nullopt;
-  const DeploymentConfig& d = cfg.findModel(std::string(model))->deployments.front();
-  const ProviderConfig& p = cfg.providers[d.provider_index];
-  const bool azure = p.type == "azure-openai";
-  const std::string target = azure ? p.base_url + "/deployments/" + d.upstream_model + "/embeddings?api-version=" + p.api_version
-                                   : p.base_url + "/embeddings";
-  auto url = parseHttpUrl(target, nullptr, true);
-  if (!url) return std::nullopt;
-  OutboundRequest r;
-  r.method = "POST";
-  r.url = std::move(*url);
-  r.headers.emplace_back("content-type", "application/json");
-  if (!p.api_key.empty()) {
-    if (azure) r.headers.emplace_back("api-key", p.api_key);
-    else r.headers.emplace_back("authorization", "Bearer " + p.api_key);
-  }
-  for (const auto& h : p.headers) r.headers.push_back(h);
+std::string embeddingRequestBody(std::string_view model, const std::vector<std::string>& inputs) {
   bj::object body;
-  if (!azure) body["model"] = d.upstream_model;
+  body["model"] = model;
+  body["encoding_format"] = "base64";
   if (inputs.size() == 1) {
     body["input"] = inputs.front();
   } else {
@@ -52,41 +40,71 @@ std::optional<OutboundRequest> embeddingCall(const Config& cfg, std::string_view
     for (const auto& s : inputs) in.emplace_back(s);
     body["input"] = std::move(in);
   }
-  r.body = bj::serialize(body);
-  r.timeout = timeout;
-  r.max_response_bytes = 4 << 20;
-  return r;
+  return bj::serialize(body);
 }
 
 std::vector<std::vector<float>> embeddingsOf(const OutboundResponse& answer, std::size_t count) {
+  // simdjson: an answer is mostly numbers (two 1,536-float vectors are ~30 KB of text),
+  // which a DOM parser reads several times slower.
+  using namespace simdjson;
   std::vector<std::vector<float>> out;
   if (answer.status != 200 || count == 0) return out;
-  bj::error_code ec;
-  const bj::value doc = bj::parse(answer.body, ec);
-  const bj::array* data = nullptr;
-  if (!ec && doc.is_object())
-    if (const bj::value* v = doc.get_object().if_contains("data")) data = v->if_array();
-  if (!data || data->size() != count) return out;
+  thread_local ondemand::parser parser;
+  const padded_string padded(answer.body);
+  ondemand::document doc;
+  ondemand::array data;
+  if (parser.iterate(padded).get(doc) || doc["data"].get_array().get(data)) return out;
   out.resize(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const bj::object* item = (*data)[i].if_object();
-    const bj::value* e = item ? item->if_contains("embedding") : nullptr;
-    const bj::value* index = item ? item->if_contains("index") : nullptr;
-    std::size_t at = i;
-    if (index) {
-      if (!index->is_int64() || index->get_int64() < 0 || static_cast<std::size_t>(index->get_int64()) >= count) return {};
-      at = static_cast<std::size_t>(index->get_int64());
+  std::size_t n = 0;
+  for (auto item : data) {
+    ondemand::object o;
+    if (n >= count || item.get_object().get(o)) return {};
+    std::size_t at = n++;
+    std::vector<float> v;
+    bool seen = false;
+    for (auto field : o) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) return {};
+      if (key == "index") {
+        std::int64_t i = 0;
+        if (field.value().get_int64().get(i) || i < 0 || static_cast<std::size_t>(i) >= count) return {};
+        at = static_cast<std::size_t>(i);
+      } else if (key == "embedding") {
+        ondemand::value value;
+        if (field.value().get(value)) return {};
+        std::string_view text;
+        if (value.get_string().get(text) == SUCCESS) {
+          // encoding_format base64: little-endian float32s.
+          auto bytes = base64Decode(text);
+          if (!bytes || bytes->size() % 4 != 0 || bytes->size() / 4 > 65536) return {};
+          v.resize(bytes->size() / 4);
+          if constexpr (std::endian::native == std::endian::little) {
+            std::memcpy(v.data(), bytes->data(), bytes->size());
+          } else {
+            for (std::size_t k = 0; k < v.size(); ++k) {
+              std::uint32_t bits = 0;
+              for (int b = 3; b >= 0; --b) bits = bits << 8 | static_cast<unsigned char>((*bytes)[k * 4 + static_cast<std::size_t>(b)]);
+              std::memcpy(&v[k], &bits, 4);
+            }
+          }
+          for (float f : v)
+            if (!std::isfinite(f)) return {};
+        } else {
+          ondemand::array numbers;
+          if (value.get_array().get(numbers)) return {};
+          for (auto x : numbers) {
+            double f = 0;
+            if (v.size() >= 65536 || x.get_double().get(f) || !std::isfinite(f)) return {};
+            v.push_back(static_cast<float>(f));
+          }
+        }
+        seen = true;
+      }
     }
-    if (!e || !e->is_array() || e->get_array().empty() || e->get_array().size() > 65536 || !out[at].empty()) return {};
-    out[at].reserve(e->get_array().size());
-    for (const auto& x : e->get_array()) {
-      if (!x.is_number()) return {};
-      const double f = x.to_number<double>();
-      if (!std::isfinite(f)) return {};
-      out[at].push_back(static_cast<float>(f));
-    }
-    if (out[at].size() != out[0].size() && !out[0].empty()) return {};
+    if (!seen || v.empty() || !out[at].empty()) return {};
+    out[at] = std::move(v);
   }
+  if (n != count) return {};
   for (const auto& v : out)
     if (v.size() != out[0].size()) return {};
   return out;

@@ -2,12 +2,15 @@
 
 #include <openssl/rand.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <random>
 
+#include "server/model_call.h"
 #include "filters/access_log/access_log_filter.h"
 #include "filters/auth/auth_filter.h"
 #include "filters/idempotency/idempotency_filter.h"
@@ -93,6 +96,22 @@ std::unique_ptr<TimerHandle> Worker::runAfter(Millis delay, std::function<void()
 
 void Worker::fetch(OutboundRequest request, std::function<void(OutboundResponse)> done) {
   fetchOutbound(io_, std::move(request), std::move(done));
+}
+
+void Worker::callModel(std::string_view model, Endpoint endpoint, std::string body, Millis timeout,
+                       std::function<void(OutboundResponse)> done) {
+  // The snapshot of now, pinned for the call (a reload may publish another meanwhile).
+  auto call = [](SnapshotPtr snapshot, UpstreamEnv& env, std::string model, Endpoint endpoint, std::string body, Millis timeout,
+                 std::function<void(OutboundResponse)> done) -> boost::asio::awaitable<void> {
+    OutboundResponse answer = co_await tahua::callModel(std::move(snapshot), env, std::move(model), endpoint, std::move(body), timeout);
+    done(std::move(answer));
+  };
+  // Posted: `done` never runs inside the caller (a filter pausing its request returns first).
+  boost::asio::post(io_, [this, call, snapshot = snapshot_, model = std::string(model), endpoint, body = std::move(body), timeout,
+                          done = std::move(done)]() mutable {
+    boost::asio::co_spawn(io_, call(std::move(snapshot), upstream_env_, std::move(model), endpoint, std::move(body), timeout, std::move(done)),
+                          boost::asio::detached);
+  });
 }
 
 std::shared_ptr<FilterChain> Worker::buildChain() {

@@ -123,7 +123,8 @@ describe('answer quality: flag', () => {
     assert.match(good.headers['x-tahua-quality'], /^ok; similarity=0\.7\d{3}$/);
     assert.equal(good.headers['x-tahua-guardrails'], undefined);
     const call = embedder.calls.at(-1);
-    assert.deepEqual(call, { model: 'text-embedding-3-small', input: [QUESTION, ON_TOPIC.join('')] }, 'the prompt and the answer, in one call');
+    assert.deepEqual(call, { model: 'text-embedding-3-small', encoding_format: 'base64', input: [QUESTION, ON_TOPIC.join('')] },
+      'the prompt and the answer, in one call (float32s asked for in base64; this embedder answers numbers, read as well)');
 
     upstream.next({ pieces: OFF_TOPIC });
     const bad = await request(gw.url, '/v1/chat/completions', { method: 'POST', json: chat('gpt-flag') });
@@ -320,7 +321,7 @@ describe("answer quality: the README's example", () => {
     assert.equal(ok.status, 200, ok.text);
     assert.match(ok.headers['x-tahua-quality'], /^ok; similarity=0\.99\d\d$/);
     const emb = up.requests.find((r) => r.path.endsWith('/embeddings'));
-    assert.deepEqual(emb.json, { model: 'text-embedding-3-small', input: [QUESTION, 'Hello from the mock upstream.'] });
+    assert.deepEqual(emb.json, { model: 'text-embedding-3-small', encoding_format: 'base64', input: [QUESTION, 'Hello from the mock upstream.'] });
     gw1.kill();
     // Over a threshold nothing meets, both answers are refused: the fallback is asked once.
     const gw2 = await start(block.replace('threshold: 0.35', 'threshold: 0.9999'));

@@ -515,7 +515,7 @@ providers:
   EXPECT_NE(loadError(base + "models: [{name: m, provider: up}]\nresponses: {scope: everyone}\n").find("responses.scope"),
             std::string::npos);
   EXPECT_NE(loadError(base + "models: [{name: m, provider: up}]\nresponses: {ttl: forever}\n").find("responses.ttl"), std::string::npos);
-  // The semantic layer: its embedding model must exist, and be an openai or azure-openai provider's.
+  // The semantic layer: its embedding model must exist, and be an openai, azure-openai or mock provider's.
   EXPECT_NE(loadError(base + "models: [{name: m, provider: up, cache: {enabled: true, semantic: {enabled: true}}}]\n")
                 .find("embedding_model: required"),
             std::string::npos);
@@ -524,7 +524,7 @@ providers:
             std::string::npos);
   EXPECT_NE(loadError(base + "models:\n  - {name: m, provider: up, cache: {enabled: true, semantic: {enabled: true, embedding_model: e}}}\n"
                              "  - {name: e, provider: anth}\n")
-                .find("must be served by an openai or azure-openai provider"),
+                .find("must be served by an openai, azure-openai or mock provider"),
             std::string::npos);
   // A model's semantic section takes only its own keys (the bounds are cache-wide).
   EXPECT_NE(loadError(base + "models: [{name: m, provider: up, cache: {semantic: {max_entries: 5}}}]\n").find("max_entries: unknown field"),

@@ -205,9 +205,9 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     CacheFilterState& st = state(ctx);
     const FilterStatus miss = decide(ctx, st, lookup ? CacheStatus::Miss : CacheStatus::Refresh);
     if (text.empty() || st.index.empty()) return finish(ctx, miss);
-    auto request = embeddingCall(*ctx.config, ctx.model->cache.embedding_model, {std::move(text)}, ctx.config->cache.embedding_timeout);
-    if (!request) return finish(ctx, miss);
-    services_.fetch(std::move(*request), [this, &ctx](OutboundResponse r) {
+    const std::string& model = ctx.model->cache.embedding_model;
+    services_.callModel(model, Endpoint::Embeddings, embeddingRequestBody(model, {std::move(text)}), ctx.config->cache.embedding_timeout,
+                        [this, &ctx](OutboundResponse r) {
       CacheFilterState& s = state(ctx);
       auto vectors = embeddingsOf(r, 1);
       if (vectors.empty()) return finish(ctx, FilterStatus::Continue);  // no embedding: a plain miss

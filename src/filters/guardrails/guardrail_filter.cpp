@@ -252,14 +252,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         if (t.target == guardrails::kOutput) appendText(text, *t.text);
     }
     if (text.empty()) return FilterStatus::Continue;  // tool calls only: nothing to compare
-    auto call = qualityCall(ctx, st, std::move(text));
-    if (!call) {
-      setQuality(ctx, st, QualityOutcome{"unchecked", 0, {}});
-      return FilterStatus::Continue;
-    }
     const GuardrailPolicyConfig* pol = st.quality_policy;
     const guardrails::RuleSpec* rule = st.quality_rule;
-    services_.fetch(std::move(*call), [this, &ctx, pol, rule](OutboundResponse res) {
+    embedForQuality(st, std::move(text), [this, &ctx, pol, rule](OutboundResponse res) {
       GuardState& s = state(ctx);
       const QualityOutcome q = judgeQuality(res, rule->quality.threshold);
       qualityVerdict(ctx.request_id, pol->name, rule->name, q);
@@ -550,12 +545,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     return buf;
   }
 
-  // The embedding call for the prompt and `answer`; none if the model cannot embed now.
-  std::optional<OutboundRequest> qualityCall(const RequestContext& ctx, const GuardState& st, std::string answer) {
+  // The prompt and `answer` embedded in one call to the rule's model (through the worker's
+  // upstream client); `done` gets its answer.
+  void embedForQuality(const GuardState& st, std::string answer, std::function<void(OutboundResponse)> done) {
     const guardrails::QualitySpec& q = st.quality_rule->quality;
-    auto call = embeddingCall(*ctx.config, q.embedding_model, {st.prompt, std::move(answer)}, Millis(q.timeout_ms));
-    if (!call) qualityVerdict(ctx.request_id, st.quality_policy->name, st.quality_rule->name, QualityOutcome{"unchecked", 0, "no embedding model"});
-    return call;
+    services_.callModel(q.embedding_model, Endpoint::Embeddings, embeddingRequestBody(q.embedding_model, {st.prompt, std::move(answer)}),
+                        Millis(q.timeout_ms), std::move(done));
   }
 
   // Counted and logged (never the texts), with or without the request.
@@ -589,8 +584,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   // (the usage record waits for it up to 2 s, else a second record carries it).
   void checkStreamQuality(RequestContext& ctx, GuardState& st) {
     if (!st.quality_rule || st.answer_text.empty() || st.call) return;
-    auto request = qualityCall(ctx, st, std::move(st.answer_text));
-    if (!request) return;
     auto call = std::make_shared<QualityCall>();
     call->ctx = &ctx;
     call->st = &st;
@@ -603,7 +596,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     st.quality = "pending";
     ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] = st.quality;
     // Only worker-lived things are captured: the filter may be gone (a reload) by then.
-    services_.fetch(std::move(*request), [call, &metrics = metrics_, &records = records_](OutboundResponse res) {
+    embedForQuality(st, std::move(st.answer_text), [call, &metrics = metrics_, &records = records_](OutboundResponse res) {
       const QualityOutcome q = judgeQuality(res, call->threshold);
       qualityCounted(metrics, call->request_id, call->policy, call->rule, q);
       if (q.verdict == "low") {

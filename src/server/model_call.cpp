@@ -1,0 +1,86 @@
+#include "server/model_call.h"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <memory>
+
+#include "http/request_inspect.h"
+
+namespace tahua {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr std::size_t kMaxAnswerBytes = 4 << 20;
+
+OutboundResponse failed(std::string why) {
+  OutboundResponse r;
+  r.error = std::move(why);
+  return r;
+}
+
+}  // namespace
+
+// Note for GCC 12: no temporary with a destructor as an argument inside a co_await
+// expression (see attempt_loop.cpp).
+asio::awaitable<OutboundResponse> callModel(SnapshotPtr snapshot, UpstreamEnv& env, std::string model, Endpoint endpoint,
+                                            std::string body, Millis timeout) {
+  const Config& cfg = *snapshot->config;
+  const ModelConfig* m = cfg.findModel(model);
+  if (!m || m->deployments.empty()) co_return failed("unknown model \"" + model + "\"");
+  RequestContext ctx;
+  ctx.config = snapshot->config;
+  ctx.endpoint = endpoint;
+  ctx.method = "POST";
+  ctx.request_id = "tahua-internal";
+  ctx.body = std::move(body);
+  auto inspected = inspectRequest(ctx.body, cfg.server.max_json_depth);
+  if (auto* err = std::get_if<Error>(&inspected)) co_return failed(err->message);
+  ctx.facts = std::move(std::get<RequestFacts>(inspected));
+  ctx.model = m;
+  ctx.requested_model = m;
+  ctx.deployment = &m->deployments.front();
+  const ProviderRuntime& provider = snapshot->providers[ctx.deployment->provider_index];
+  ctx.provider = provider.config;
+  auto encoded = provider.adapter->encodeRequest(ctx, provider);
+  if (auto* err = std::get_if<Error>(&encoded)) co_return failed(err->message);
+  std::unique_ptr<UpstreamExchange> exchange =
+      provider.adapter->openExchange(std::move(std::get<UpstreamRequest>(encoded)), ctx, provider, env);
+  // The caller's deadline over the whole call (the provider's own timeouts apply too).
+  bool timed_out = false;
+  asio::steady_timer deadline(env.io, timeout);
+  deadline.async_wait([&timed_out, ex = exchange.get()](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: the call ended first
+    timed_out = true;
+    ex->abort();
+  });
+  OutboundResponse out;
+  ResponseHead head;
+  std::optional<Error> err = co_await exchange->start(head);
+  if (!err) {
+    out.status = head.status;
+    for (;;) {
+      std::string_view bytes;
+      bool done = false;
+      err = co_await exchange->read(bytes, done);
+      if (err) break;
+      if (out.body.size() + bytes.size() > kMaxAnswerBytes) {
+        exchange->abort();
+        err = Error{ErrorKind::UpstreamBadResponse, "response too large"};
+        break;
+      }
+      out.body.append(bytes);
+      if (done) break;
+    }
+  }
+  deadline.cancel();
+  if (err) {
+    out.status = 0;
+    out.body.clear();
+    out.error = timed_out ? "timeout" : err->message;
+  }
+  co_return out;
+}
+
+}  // namespace tahua

@@ -10,7 +10,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
   libssl-dev ca-certificates openssl
   libsimdjson-dev libyaml-cpp-dev libhiredis-dev libc-ares-dev
-  liblua5.4-dev libre2-dev libhnswlib-dev libhyperscan-dev libicu-dev
+  liblua5.4-dev libre2-dev libhnswlib-dev libhyperscan-dev libunistring-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [ "${1:-}" = "--test" ]; then

@@ -4,14 +4,21 @@
 //   tahua --check-config FILE     validate FILE and exit (0 valid, 1 invalid)
 //   tahua --listen ADDR:PORT      replace the configured listeners (tests, quick tries)
 //   tahua --no-watch              reload only on SIGHUP, not when the config file changes
+//   tahua --version               print the version and exit
+//   tahua --probe URL             GET an http:// URL (a health check in an image without a
+//                                 shell or curl): exit 0 on a 2xx within 2 s, else 1
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
 
+#include <boost/asio/io_context.hpp>
+
 #include "config/config.h"
 #include "core/log.h"
+#include "http/http_url.h"
+#include "server/outbound_client.h"
 #include "core/malloc_tuning.h"
 #include "providers/snapshot.h"
 #include "runtime/gateway.h"
@@ -21,7 +28,33 @@ namespace {
 void usage() {
   std::fprintf(stderr,
                "usage: tahua [--config FILE] [--listen ADDR:PORT] [--no-watch]\n"
-               "       tahua --check-config FILE\n");
+               "       tahua --check-config FILE\n"
+               "       tahua --version\n"
+               "       tahua --probe URL\n");
+}
+
+// GET `url` (plain http): 0 on a 2xx answer, 1 otherwise (said on stderr).
+int probe(const std::string& url) {
+  std::string why;
+  auto parsed = tahua::parseHttpUrl(url, &why);
+  if (!parsed) {
+    std::fprintf(stderr, "tahua: --probe: %s\n", why.c_str());
+    return 2;
+  }
+  boost::asio::io_context io;
+  tahua::OutboundRequest req;
+  req.url = std::move(*parsed);
+  req.timeout = tahua::Millis(2000);
+  int status = 0;
+  std::string error;
+  tahua::fetchOutbound(io, std::move(req), [&](tahua::OutboundResponse r) {
+    status = r.status;
+    error = r.error;
+  });
+  io.run();
+  if (status >= 200 && status < 300) return 0;
+  std::fprintf(stderr, "tahua: --probe %s: %s\n", url.c_str(), status ? ("status " + std::to_string(status)).c_str() : error.c_str());
+  return 1;
 }
 
 bool parseListen(const std::string& text, tahua::ListenerConfig& out) {
@@ -59,6 +92,10 @@ int main(int argc, char** argv) {
     else if (arg == "--check-config") check_path = next();
     else if (arg == "--listen") listen = next();
     else if (arg == "--no-watch") watch = false;
+    else if (arg == "--version") {
+      std::printf("tahua %s\n", TAHUA_VERSION);
+      return 0;
+    } else if (arg == "--probe") return probe(next());
     else if (arg == "--help" || arg == "-h") {
       usage();
       return 0;

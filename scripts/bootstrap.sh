@@ -16,8 +16,9 @@ packages=(
 if [ "${1:-}" = "--test" ]; then
   # Test clients (npm) and the tools the integration tests and benchmarks drive.
   # prometheus: promtool checks the exposition and the alert rules (and Prometheus
-  # itself runs the dashboard's queries); chromium: the dashboard's browser test.
-  packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base prometheus chromium)
+  # itself runs the dashboard's queries); chromium: the dashboard's browser test;
+  # haproxy: the rolling-update simulation (active health checks, a runtime API).
+  packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base prometheus chromium haproxy)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
   # scripts/fuzz.sh only (not CI): clang and its runtimes, which hold libFuzzer
@@ -48,5 +49,5 @@ fi
 # The nginx and redis packages may start system services; tests start their own on
 # ephemeral ports, so stop those to free the default ports (harmless if not running).
 if [ "${1:-}" = "--test" ]; then
-  (command -v service >/dev/null && service nginx stop && service redis-server stop) >/dev/null 2>&1 || true
+  (command -v service >/dev/null && service nginx stop; service redis-server stop; service haproxy stop) >/dev/null 2>&1 || true
 fi

@@ -55,6 +55,10 @@ struct ServerConfig {
   std::size_t max_json_depth = 128;      // nesting of a request body; deeper: 400
   bool deployment_header = false;  // X-Tahua-Deployment / X-Tahua-Version on answers
   bool tenant_metrics = false;     // per-tenant series in /metrics (bounded: 1,000 tenants)
+  // server.readiness.require_models: /readyz is 503 unless each of these models has a
+  // deployment this worker would pick (its provider usable, not ejected, its breaker not
+  // open). Empty by default: an upstream outage must not take every replica out at once.
+  std::vector<std::string> ready_models;
 };
 
 // Concurrency caps for the whole gateway (0 = none); routes may have their own. Over a

@@ -48,6 +48,10 @@ Config Loader::load(const YAML::Node& root) {
   if (auto n = root["prompts"]) loadPrompts(n, cfg);
   if (auto n = root["guardrails"]) loadGuardrails(n, cfg);
   checkCacheModels(root, cfg);
+  for (std::size_t i = 0; i < cfg.server.ready_models.size(); ++i)
+    if (!cfg.findModel(cfg.server.ready_models[i]))
+      fail(root["server"]["readiness"]["require_models"][i], "server.readiness.require_models[" + std::to_string(i) + "]",
+           "unknown model \"" + cfg.server.ready_models[i] + "\"");
   if (auto n = root["auth"]) checkAuthPlugins(n, cfg);
   if (cfg.admin.enabled && cfg.auth.enabled && cfg.store.type == StoreConfig::Type::Memory && cfg.store.journal.empty())
     warnings_.push_back("store.journal is not set: tenants and keys created through the admin API, and quota consumption, "

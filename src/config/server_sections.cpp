@@ -11,7 +11,7 @@ void Loader::loadServer(const YAML::Node& n, ServerConfig& s) {
   checkKeys(n, p, {"workers", "max_connections", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
                    "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout",
                    "stream_heartbeat", "drain_accept_grace", "deployment_header", "stream_buffer_bytes",
-                   "max_stream_event_bytes", "max_url_bytes", "max_json_depth", "tenant_metrics"});
+                   "max_stream_event_bytes", "max_url_bytes", "max_json_depth", "tenant_metrics", "readiness"});
   if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
   if (auto v = n["max_connections"]) s.max_connections = integer(v, p + ".max_connections", 1, 10'000'000);
   if (auto v = n["max_header_bytes"]) s.max_header_bytes = integer(v, p + ".max_header_bytes", 1024, 1 << 20);
@@ -34,6 +34,14 @@ void Loader::loadServer(const YAML::Node& n, ServerConfig& s) {
   if (auto v = n["max_json_depth"]) s.max_json_depth = integer(v, p + ".max_json_depth", 8, 10'000);
   if (auto v = n["deployment_header"]) s.deployment_header = boolean(v, p + ".deployment_header");
   if (auto v = n["tenant_metrics"]) s.tenant_metrics = boolean(v, p + ".tenant_metrics");
+  if (auto r = n["readiness"]) {
+    checkKeys(r, p + ".readiness", {"require_models"});
+    if (auto m = r["require_models"]) {
+      if (!m.IsSequence()) fail(m, p + ".readiness.require_models", "expected a list of model names");
+      for (std::size_t i = 0; i < m.size(); ++i)
+        s.ready_models.push_back(nonEmpty(m[i], p + ".readiness.require_models[" + std::to_string(i) + "]"));
+    }
+  }
 }
 
 void Loader::loadListeners(const YAML::Node& n, const YAML::Node& root, Config& cfg) {

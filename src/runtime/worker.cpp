@@ -11,6 +11,7 @@
 #include <random>
 
 #include "server/model_call.h"
+#include "telemetry/json_out.h"
 #include "filters/access_log/access_log_filter.h"
 #include "filters/auth/auth_filter.h"
 #include "filters/idempotency/idempotency_filter.h"
@@ -188,7 +189,28 @@ void Worker::setSnapshot(SnapshotPtr snapshot, TenantDirectoryPtr tenants) {
   pool_->clear();
 }
 
-bool Worker::ready(const Config& config) const { return gateway_.ready(config); }
+SessionHost::Readiness Worker::readiness(const Config& config) const {
+  Readiness r;
+  r.ready = gateway_.ready(config);
+  // Each required model: a deployment this worker's balancer would pick now (this
+  // worker's view of ejections and breakers: a probe lands on one worker).
+  const auto now = SteadyClock::now();
+  for (const std::string& name : config.server.ready_models) {
+    const ModelConfig* m = config.findModel(name);
+    bool usable = false;
+    for (std::size_t i = 0; m && !usable && i < m->deployments.size(); ++i) {
+      const DeploymentConfig& d = m->deployments[i];
+      if (!config.providers[d.provider_index].usable) continue;
+      const DeploymentState* s = deployments_.find(m->name, d.id);
+      usable = !s || (s->ejected_until <= now && !(s->breaker.state == Breaker::State::Open && s->breaker.open_until > now));
+    }
+    if (!r.models.empty()) r.models += ',';
+    json_out::string(r.models, name);
+    r.models += usable ? ":\"ok\"" : ":\"no_usable_deployment\"";
+    r.ready = r.ready && usable;
+  }
+  return r;
+}
 
 bool Worker::gatewayDraining() const { return gateway_.draining(); }
 

@@ -80,7 +80,7 @@ class Worker final : public WorkerServices, public SessionHost {
   int liveSessions() const { return liveSessions(false) + liveSessions(true); }
 
   // SessionHost: the gateway's own answers (worker.cpp).
-  bool ready(const Config& config) const override;
+  Readiness readiness(const Config& config) const override;
   bool gatewayDraining() const override;
   boost::asio::awaitable<std::string> renderMetrics() override;
   boost::asio::awaitable<AdminReply> admin(std::string_view method, std::string_view path,

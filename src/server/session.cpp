@@ -346,10 +346,11 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         co_await writeSimple(200, "application/json", R"({"status":"ok"})");
         co_return;
       case Route::Readyz: {
-        const bool ready = worker_.ready(*snapshot_->config);
-        std::string_view body = ready ? R"({"status":"ready"})"
-                                      : (worker_.gatewayDraining() ? R"({"status":"draining"})" : R"({"status":"not_ready"})");
-        co_await writeSimple(ready ? 200 : 503, "application/json", body);
+        const SessionHost::Readiness r = worker_.readiness(*snapshot_->config);
+        std::string body = r.ready ? R"({"status":"ready")" : worker_.gatewayDraining() ? R"({"status":"draining")" : R"({"status":"not_ready")";
+        if (!r.models.empty()) body.append(",\"models\":{").append(r.models).append("}");
+        body += '}';
+        co_await writeSimple(r.ready ? 200 : 503, "application/json", body);
         co_return;
       }
       case Route::Metrics: {

@@ -75,7 +75,14 @@ class SessionHost {
   static constexpr std::chrono::milliseconds kWatchDelay{50};
 
   // Answers the gateway gives itself.
-  virtual bool ready(const Config& config) const = 0;  // /readyz
+  // /readyz: whether this replica should take traffic, and (with
+  // server.readiness.require_models) each required model's state as a JSON object's
+  // members ("name":"ok" | "no_usable_deployment", ...).
+  struct Readiness {
+    bool ready = false;
+    std::string models;
+  };
+  virtual Readiness readiness(const Config& config) const = 0;
   virtual bool gatewayDraining() const = 0;
   virtual boost::asio::awaitable<std::string> renderMetrics() = 0;
   virtual boost::asio::awaitable<AdminReply> admin(std::string_view method, std::string_view path,

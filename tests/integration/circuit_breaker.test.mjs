@@ -40,6 +40,36 @@ describe('circuit breaker', () => {
     assert.ok(gw.stderr.json().some((l) => l.msg === 'circuit breaker' && l.to === 'open'), 'the transition is logged');
   });
 
+  it('readiness that requires a model: 503 while its only deployment is out (breaker open), with each model\'s state', async (t) => {
+    const { gw, upstream } = await gatewayWithUpstream({
+      t,
+      server: { readiness: { require_models: [MODEL] } },
+      provider: { circuit_breaker: { window: 2, min_calls: 2, failure_rate: 100, open_for: '400ms', half_open_probes: 1 } },
+    });
+    const ready = await request(gw.url, '/readyz');
+    assert.equal(ready.status, 200);
+    assert.deepEqual(ready.json, { status: 'ready', models: { [MODEL]: 'ok' } });
+    for (let i = 0; i < 2; i++) upstream.next({ mode: 'error', status: 500 });
+    for (let i = 0; i < 2; i++) assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 500);
+    const out = await request(gw.url, '/readyz');
+    assert.equal(out.status, 503);
+    assert.deepEqual(out.json, { status: 'not_ready', models: { [MODEL]: 'no_usable_deployment' } });
+    // Once open_for passed the deployment may be tried again: ready.
+    await eventually(async () => (await request(gw.url, '/readyz')).status === 200, { timeout: 5000, what: 'ready again' });
+    // Without require_models the same outage keeps the replica ready (the default:
+    // one upstream's outage must not take every replica out of the Service at once).
+    const plain = await gatewayWithUpstream({
+      t,
+      provider: { circuit_breaker: { window: 2, min_calls: 2, failure_rate: 100, open_for: '10s', half_open_probes: 1 } },
+    });
+    for (let i = 0; i < 2; i++) plain.upstream.next({ mode: 'error', status: 500 });
+    for (let i = 0; i < 2; i++) await post(plain.gw.url, '/v1/chat/completions', chatBody(MODEL));
+    assert.equal((await post(plain.gw.url, '/v1/chat/completions', chatBody(MODEL))).json.error.code, 'circuit_open');
+    const still = await request(plain.gw.url, '/readyz');
+    assert.equal(still.status, 200);
+    assert.deepEqual(still.json, { status: 'ready' });
+  });
+
   it('a failed probe opens the breaker again', async (t) => {
     const { gw, upstream } = await gatewayWithUpstream({
       t,

@@ -548,6 +548,17 @@ namespace {
 
 // `guardrails:`: every mistake names the file, line and field; a pattern the matcher
 // refuses names its rule.
+TEST(ConfigLoader, ReadinessRequiresKnownModels) {
+  auto ok = loadConfigString(std::string(kMinimal) + "server: {readiness: {require_models: [m]}}\n", "t.yaml");
+  ASSERT_TRUE(ok.config) << ok.error;
+  EXPECT_EQ(ok.config->server.ready_models, std::vector<std::string>{"m"});
+  EXPECT_NE(loadError(std::string(kMinimal) + "server: {readiness: {require_models: [m, nope]}}\n")
+                .find("server.readiness.require_models[1]: unknown model \"nope\""),
+            std::string::npos);
+  EXPECT_NE(loadError(std::string(kMinimal) + "server: {readiness: {models: [m]}}\n").find("server.readiness.models: unknown field"),
+            std::string::npos);
+}
+
 TEST(ConfigLoader, GuardrailPolicyErrorsNameTheField) {
   const std::string base = std::string(kMinimal) + "guardrails:\n  policies:\n";
   const auto err = [&](const std::string& policies) { return loadError(base + policies); };

@@ -17,8 +17,11 @@ if [ "${1:-}" = "--test" ]; then
   # Test clients (npm) and the tools the integration tests and benchmarks drive.
   # prometheus: promtool checks the exposition and the alert rules (and Prometheus
   # itself runs the dashboard's queries); chromium: the dashboard's browser test;
-  # haproxy: the rolling-update simulation (active health checks, a runtime API).
-  packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base prometheus chromium haproxy)
+  # haproxy: the rolling-update simulation (active health checks, a runtime API); Go,
+  # sprig and yaml.v3: deploy/helm/render, which renders the chart as Helm would (Helm
+  # itself is not in Debian).
+  packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base prometheus chromium haproxy
+             golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
   # scripts/fuzz.sh only (not CI): clang and its runtimes, which hold libFuzzer

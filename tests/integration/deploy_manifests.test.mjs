@@ -14,25 +14,16 @@
 // (`tahua --check-config DIR`; skipped without a build).
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join, posix } from 'node:path';
-import { isDeepStrictEqual } from 'node:util';
-import { parseAllDocuments } from 'yaml';
-import * as coreV1 from 'kubernetes-models/v1';
-import * as appsV1 from 'kubernetes-models/apps/v1';
-import * as batchV1 from 'kubernetes-models/batch/v1';
-import * as policyV1 from 'kubernetes-models/policy/v1';
-import * as autoscalingV2 from 'kubernetes-models/autoscaling/v2';
-import * as networkingV1 from 'kubernetes-models/networking.k8s.io/v1';
-import * as rbacV1 from 'kubernetes-models/rbac.authorization.k8s.io/v1';
-import * as gatewayV1 from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
-import * as monitoringV1 from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  parseManifestText, parseConfigText, documentProblems, adapterExposedName, gatewayRendering,
+  checkRollout, checkDrain, checkConfigMount, checkSecretEnv, checkService, checkPodSecurity, checkWrites,
+  checkPdb, checkBundledRedis, checkDiscovery, checkHpa, checkIngress, checkHttpRoute, checkMonitoring, checkConfigLoads,
+} from './lib/k8s_validate.mjs';
 import { REPO_ROOT, TAHUA_BIN } from './lib/tahua.mjs';
-import { makeTempDir } from './lib/util.mjs';
 
 const DIR = join(REPO_ROOT, 'deploy', 'kubernetes');
-const ALERTS_FILE = join(REPO_ROOT, 'deploy', 'prometheus', 'alerts.yaml');
 const OBSERVABILITY_DOC = join(REPO_ROOT, 'docs', 'observability.md');
 
 // Files of deploy/kubernetes/ that kustomization.yaml must not apply (each says why).
@@ -42,238 +33,15 @@ const NOT_APPLIED = new Map([
 ]);
 const KUSTOMIZATION = 'kustomization.yaml';
 
-// The API versions a current cluster serves. Only these modules are registered: a removed
-// version (extensions/v1beta1, policy/v1beta1, autoscaling/v2beta2 ...) is an unknown kind.
-const MODEL_MODULES = [coreV1, appsV1, batchV1, policyV1, autoscalingV2, networkingV1, rbacV1, gatewayV1, monitoringV1];
-const MODELS = new Map();
-for (const mod of MODEL_MODULES) {
-  for (const value of Object.values(mod)) {
-    if (typeof value === 'function' && typeof value.apiVersion === 'string' && typeof value.kind === 'string') {
-      MODELS.set(`${value.apiVersion} ${value.kind}`, value);
-    }
-  }
-}
-
-// ------------------------------------------------------------------------ parsing
-
-/** Every document of a YAML text, as kubectl reads it (YAML 1.1, unique keys). */
-function parseManifestText(text, file) {
-  const docs = [];
-  parseAllDocuments(text, { version: '1.1', uniqueKeys: true, prettyErrors: true }).forEach((doc, index) => {
-    const problems = [...doc.errors, ...doc.warnings];
-    if (problems.length) throw new Error(`${file} document ${index}: ${problems.map((p) => p.message).join('; ')}`);
-    const value = doc.toJS();
-    if (value !== null && value !== undefined) docs.push({ file, index, doc: value });
-  });
-  return docs;
-}
-
-/** A tahua config text (yaml-cpp reads it: YAML 1.2 scalars), all documents. */
-function parseConfigText(text, file) {
-  return parseAllDocuments(text, { uniqueKeys: true, prettyErrors: true }).map((doc, index) => {
-    const problems = [...doc.errors, ...doc.warnings];
-    if (problems.length) throw new Error(`${file} document ${index}: ${problems.map((p) => p.message).join('; ')}`);
-    return doc.toJS();
-  });
-}
-
-/**
- * The config directory a ConfigMap makes: plain documents' sections merged (each section in
- * one file only, as tahua requires), tahua.dev/v1 documents collected as resources.
- */
-function tahuaConfigOf(configMap) {
-  const config = {};
-  const owner = {};
-  const resources = [];
-  const names = Object.keys(configMap.data ?? {}).filter((n) => /\.ya?ml$/.test(n) && !n.startsWith('.')).sort();
-  for (const name of names) {
-    for (const doc of parseConfigText(configMap.data[name], name)) {
-      if (doc === null || doc === undefined) continue;
-      if (doc.apiVersion === 'tahua.dev/v1') {
-        resources.push({ file: name, ...doc });
-        continue;
-      }
-      for (const [section, value] of Object.entries(doc)) {
-        assert.ok(!(section in config), `config section ${section} in both ${owner[section]} and ${name}`);
-        config[section] = value;
-        owner[section] = name;
-      }
-    }
-  }
-  return { config, resources, files: names };
-}
-
-// ------------------------------------------------------------------------ units
-
-/** A tahua duration ("250ms", "60s", "2m", "1h", "30d") in milliseconds. */
-function durationMs(text) {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(String(text));
-  assert.ok(m, `not a duration: ${text}`);
-  return Number(m[1]) * { ms: 1, s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 }[m[2]];
-}
-
-/** A Gateway API duration ("630s", "1h30m") in milliseconds. */
-function gatewayDurationMs(text) {
-  assert.match(String(text), /^([0-9]{1,5}(h|m|s|ms)){1,4}$/, 'Gateway API duration');
-  let ms = 0;
-  for (const [, n, unit] of String(text).matchAll(/([0-9]+)(ms|h|m|s)/g)) ms += Number(n) * { ms: 1, s: 1e3, m: 60e3, h: 3600e3 }[unit];
-  return ms;
-}
-
-/** A Kubernetes quantity of bytes ("1Gi", "512Mi", "2G") as a number. */
-function quantityBytes(q) {
-  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(q));
-  assert.ok(m, `not a byte quantity: ${q}`);
-  return Number(m[1]) * ({ Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 }[m[2]] ?? 1);
-}
-
-/** A Kubernetes CPU quantity ("2", "500m") in cores. */
-function cpuCores(q) {
-  const m = /^(\d+(?:\.\d+)?)(m)?$/.exec(String(q));
-  assert.ok(m, `not a CPU quantity: ${q}`);
-  return m[2] ? Number(m[1]) / 1000 : Number(m[1]);
-}
-
-/** An nginx size ("16m", "1024k", "1g") in bytes. */
-function nginxSizeBytes(text) {
-  const m = /^(\d+)([kKmMgG])?$/.exec(String(text));
-  assert.ok(m, `not an nginx size: ${text}`);
-  return Number(m[1]) * ({ k: 2 ** 10, m: 2 ** 20, g: 2 ** 30 }[m[2]?.toLowerCase()] ?? 1);
-}
-
-// ------------------------------------------------------------------------ schema checks
-
-/** The schema's complaints about `doc` (ajv errors with instancePath), none if valid. */
-function schemaErrors(Model, doc) {
-  try {
-    new Model(doc).validate();
-    return [];
-  } catch (err) {
-    if (!Array.isArray(err?.errors)) throw err;
-    return err.errors;
-  }
-}
-
-const pointer = (path) => path.map((k) => `/${String(k).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
-
-// A value no JSON schema type accepts (not an object, array, string, number, boolean or null).
-const PROBE = () => {};
-
-/** Whether the schema constrains the field at `path`: replaced by PROBE, it must complain there. */
-function schemaKnows(Model, doc, path) {
-  const probe = structuredClone(doc);
-  let parent = probe;
-  for (const key of path.slice(0, -1)) parent = parent[key];
-  parent[path.at(-1)] = PROBE;
-  const at = pointer(path);
-  return schemaErrors(Model, probe).some((e) => e.instancePath === at || e.instancePath.startsWith(`${at}/`));
-}
-
-/**
- * Fields the schema does not declare. The generated schemas allow unknown properties,
- * while the API server's strict field validation (kubectl apply's default) refuses them:
- * a typo such as `terminationGracePeriodSecond` must fail here, not be silently dropped.
- */
-function unknownFields(Model, doc) {
-  const found = [];
-  const visit = (node, path) => {
-    if (Array.isArray(node)) {
-      node.forEach((item, i) => visit(item, [...path, i]));
-      return;
-    }
-    if (node === null || typeof node !== 'object') return;
-    for (const key of Object.keys(node)) {
-      if (path.length === 0 && (key === 'apiVersion' || key === 'kind')) continue;  // chose the model
-      const at = [...path, key];
-      if (schemaKnows(Model, doc, at)) visit(node[key], at);
-      else found.push(pointer(at));
-    }
-  };
-  visit(doc, []);
-  return found;
-}
-
-/** What is wrong with one document: an unknown kind, schema errors, unknown fields. */
-function documentProblems({ file, index, doc }) {
-  const where = `${file} document ${index}`;
-  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) return [`${where}: not a mapping`];
-  const Model = MODELS.get(`${doc.apiVersion} ${doc.kind}`);
-  if (!Model) return [`${where}: unknown kind ${doc.apiVersion} ${doc.kind} (no model for it among the served API versions)`];
-  const what = `${where} (${doc.kind} ${doc.metadata?.name})`;
-  const errors = schemaErrors(Model, doc).map((e) => `${what}: ${e.instancePath || '/'} ${e.message}`);
-  if (errors.length) return errors;
-  return unknownFields(Model, doc).map((p) => `${what}: ${p} is not a field of ${doc.apiVersion} ${doc.kind}`);
-}
-
-// ------------------------------------------------------------------------ lookups
-
-/** matchLabels of `selector` all present in `labels` (matchExpressions are not used here). */
-function selects(selector, labels) {
-  assert.ok(!selector?.matchExpressions, 'matchExpressions are not used by these manifests');
-  const want = selector?.matchLabels ?? selector ?? {};
-  return Object.keys(want).length > 0 && Object.entries(want).every(([k, v]) => labels?.[k] === v);
-}
-
-/** The container port a Service / probe port (number or name) reaches. */
-function containerPortOf(container, port) {
-  if (typeof port === 'number') return port;
-  const named = (container.ports ?? []).find((p) => p.name === port);
-  assert.ok(named, `container ${container.name} has no port named ${port}`);
-  return named.containerPort;
-}
-
-/** The seconds of a preStop sleep: the sleep action or `exec: sleep N`. */
-function preStopSeconds(container) {
-  const hook = container.lifecycle?.preStop;
-  assert.ok(hook, `container ${container.name} has a preStop hook`);
-  if (hook.sleep) return Number(hook.sleep.seconds);
-  const cmd = hook.exec?.command ?? [];
-  const m = /^(?:.*\/)?sleep$/.test(cmd[0] ?? '') ? /^\d+$/.exec(cmd[1] ?? '') : null;
-  assert.ok(m, `preStop is a sleep (action or exec sleep N): ${JSON.stringify(hook)}`);
-  return Number(m[0]);
-}
-
-/** Every `*_env` value of a config (the environment variables it reads secrets from). */
-function envReferences(node, path = '') {
-  if (Array.isArray(node)) return node.flatMap((item, i) => envReferences(item, `${path}[${i}]`));
-  if (node === null || typeof node !== 'object') return [];
-  return Object.entries(node).flatMap(([key, value]) => {
-    const at = path ? `${path}.${key}` : key;
-    if (key.endsWith('_env') && typeof value === 'string') return [{ at, name: value }];
-    return envReferences(value, at);
-  });
-}
-
-/** The name the Prometheus adapter exposes for `series` under `rule.name` (its documented default: $1 with one group, else $0). */
-function adapterExposedName(rule, series) {
-  const re = new RegExp(rule.name?.matches ?? '^(.*)$');
-  const m = re.exec(series);
-  if (!m) return undefined;
-  const as = rule.name?.as || (m.length === 2 ? '$1' : '$0');
-  return as.replace(/\$\{?(\d+)\}?/g, (_, n) => m[Number(n)] ?? '');
-}
-
-// ------------------------------------------------------------------------ the tests
-
 describe('deploy/kubernetes manifests', () => {
   let files;       // *.yaml file names
   let manifests;   // [{file, index, doc}] of every file but the kustomization
   let kustomization;
   let namespace;
+  let r;           // the gateway's rendering (lib/k8s_validate.mjs gatewayRendering)
   let deployment;  // the gateway
-  let pod;         // its pod template
-  let container;   // the tahua container
-  let configMap;   // the ConfigMap mounted as --config
-  let configDir;   // its mount path
-  let tahua;       // {config, resources, files} of that ConfigMap
 
-  const all = (kind) => manifests.filter((m) => m.doc.kind === kind).map((m) => m.doc);
-  const only = (kind, name) => {
-    const found = all(kind).filter((d) => d.metadata?.name === name);
-    assert.equal(found.length, 1, `exactly one ${kind} named ${name}`);
-    return found[0];
-  };
-  const fileOf = (doc) => manifests.find((m) => m.doc === doc).file;
+  const only = (kind, name) => r.only(kind, name);
 
   before(() => {
     files = readdirSync(DIR).filter((f) => f.endsWith('.yaml')).sort();
@@ -286,20 +54,8 @@ describe('deploy/kubernetes manifests', () => {
     kustomization = k[0].doc;
     namespace = kustomization.namespace;
 
-    deployment = only('Deployment', 'tahua');
-    pod = deployment.spec.template;
-    container = pod.spec.containers.find((c) => c.name === 'tahua');
-    assert.ok(container, 'the Deployment has a container named tahua');
-    const args = [...(container.command ?? []), ...(container.args ?? [])];
-    const at = args.indexOf('--config');
-    assert.ok(at >= 0 && args[at + 1], `tahua runs with --config DIR: ${JSON.stringify(args)}`);
-    configDir = args[at + 1];
-    const mount = (container.volumeMounts ?? []).find((v) => v.mountPath === configDir);
-    assert.ok(mount, `a volume is mounted at ${configDir}`);
-    const volume = pod.spec.volumes.find((v) => v.name === mount.name);
-    assert.ok(volume?.configMap, `the volume at ${configDir} is a ConfigMap`);
-    configMap = only('ConfigMap', volume.configMap.name);
-    tahua = tahuaConfigOf(configMap);
+    r = gatewayRendering(manifests, 'tahua');
+    deployment = r.deployment;
   });
 
   it('every document is a served kind, valid against its schema, with no unknown field', () => {
@@ -362,236 +118,50 @@ describe('deploy/kubernetes manifests', () => {
   });
 
   it('Deployment: rolls without losing capacity, probes /readyz and /healthz on the public listener', () => {
-    assert.equal(deployment.spec.strategy?.type, 'RollingUpdate');
-    const maxUnavailable = deployment.spec.strategy.rollingUpdate?.maxUnavailable;
-    assert.ok(maxUnavailable === 0 || maxUnavailable === '0%', `maxUnavailable is 0, not ${maxUnavailable}`);
-    assert.equal(deployment.spec.replicas, undefined, 'no replicas field: the HPA owns the count');
-
-    const listenerPort = tahua.config.listeners?.[0]?.port;
-    assert.ok(Number.isInteger(listenerPort) && listenerPort > 0, 'the config has a fixed listener port');
-    assert.equal(container.readinessProbe?.httpGet?.path, '/readyz');
-    assert.equal(containerPortOf(container, container.readinessProbe.httpGet.port), listenerPort, 'readiness on the public listener');
-    assert.equal(container.livenessProbe?.httpGet?.path, '/healthz');
-    assert.equal(containerPortOf(container, container.livenessProbe.httpGet.port), listenerPort, 'liveness on the public listener');
+    checkRollout(r, { hpaOwnsReplicas: true });
   });
 
   it('Deployment: terminationGracePeriodSeconds > preStop sleep + drain_timeout + 5 s', () => {
-    const grace = pod.spec.terminationGracePeriodSeconds;
-    assert.ok(Number.isInteger(grace), 'terminationGracePeriodSeconds is set');
-    const sleep = preStopSeconds(container);
-    assert.ok(sleep > 0, 'the preStop sleep gives the endpoints time to be removed');
-    const drainS = durationMs(tahua.config.server?.drain_timeout ?? '30s') / 1000;
-    const acceptGraceS = durationMs(tahua.config.server?.drain_accept_grace ?? '0s') / 1000;
-    assert.ok(acceptGraceS <= drainS, 'drain_accept_grace is part of drain_timeout');
-    assert.ok(grace > sleep + drainS + 5,
-      `terminationGracePeriodSeconds ${grace} > preStop ${sleep} + drain_timeout ${drainS} + 5 (README "Signals")`);
+    checkDrain(r);
   });
 
   it('Deployment: the ConfigMap is the config directory, mounted whole so that kubectl apply reloads it', () => {
-    const mount = container.volumeMounts.find((v) => v.mountPath === configDir);
-    assert.equal(mount.subPath, undefined, 'no subPath: the kubelet updates only whole ConfigMap volumes');
-    assert.equal(mount.subPathExpr, undefined);
-    assert.equal(mount.readOnly, true, 'the config is read-only');
-    const args = [...(container.command ?? []), ...(container.args ?? [])];
-    assert.ok(!args.includes('--no-watch'), 'the config watch stays on');
-    assert.equal(configMap.metadata.namespace, deployment.metadata.namespace);
-    assert.deepEqual(tahua.files, Object.keys(configMap.data).sort(), 'every key of the ConfigMap is a config file (*.yaml)');
-    const routes = tahua.resources.filter((r) => r.kind === 'ModelRoute');
-    assert.ok(routes.length > 0, 'the ConfigMap carries ModelRoute resources');
-    for (const r of routes) assert.ok(r.metadata?.name && r.spec?.target, `${r.file}: ModelRoute with a name and a target`);
+    checkConfigMount(r);
   });
 
   it('Deployment: every *_env the config names comes from the Secret, never a literal', () => {
-    const refs = envReferences(tahua.config);
-    assert.ok(refs.some((r) => r.at.endsWith('api_key_env')), 'the config reads provider keys from the environment');
     const secret = only('Secret', 'tahua-secrets');
     const secretKeys = new Set([...Object.keys(secret.stringData ?? {}), ...Object.keys(secret.data ?? {})]);
-    for (const { at, name } of refs) {
-      const env = (container.env ?? []).filter((e) => e.name === name);
-      assert.equal(env.length, 1, `${at}: the container sets ${name} once`);
-      assert.equal(env[0].value, undefined, `${name} is not a literal in the manifest`);
-      const ref = env[0].valueFrom?.secretKeyRef;
-      assert.ok(ref, `${name} comes from a Secret`);
-      assert.equal(ref.name, secret.metadata.name, `${name} from the Secret ${secret.metadata.name}`);
-      assert.ok(secretKeys.has(ref.key), `secret.example.yaml shows the key ${ref.key}`);
-    }
-    for (const e of (container.env ?? []).filter((x) => x.valueFrom?.secretKeyRef)) {
-      assert.ok(refs.some((r) => r.name === e.name), `secret variable ${e.name} is one the config reads (not a leftover of a rename)`);
-    }
-    // The public listener is open to the ingress: authentication must be on.
-    const c = tahua.config;
-    assert.ok(c.auth?.enabled === true || c.tenants || c.keys, 'auth is on (auth.enabled, tenants or keys)');
+    checkSecretEnv(r, { secretName: secret.metadata.name, secretKeys, keysFrom: 'secret.example.yaml' });
   });
 
   it('Service: exposes the public listener and never the admin port', () => {
-    const adminPort = tahua.config.admin?.listen?.port;
-    assert.ok(Number.isInteger(adminPort), 'the config has an admin listener');
-    const listenerPort = tahua.config.listeners[0].port;
-    const services = all('Service').filter((s) => selects(s.spec.selector, pod.metadata.labels));
-    assert.ok(services.length > 0, 'a Service selects the gateway pods');
-    for (const svc of services) {
-      for (const p of svc.spec.ports) {
-        const target = containerPortOf(container, p.targetPort ?? p.port);
-        assert.notEqual(target, adminPort, `Service ${svc.metadata.name} port ${p.name} does not reach the admin listener`);
-        assert.notEqual(p.port, adminPort, `Service ${svc.metadata.name} does not publish the admin port number`);
-        assert.equal(target, listenerPort, `Service ${svc.metadata.name} port ${p.name} reaches the public listener`);
-      }
-    }
-    assert.ok(!(container.ports ?? []).some((p) => p.containerPort === adminPort), 'no container port declared for the admin listener');
+    checkService(r);
   });
 
   it('pods: spread over nodes, non-root, read-only, no capabilities, RuntimeDefault seccomp, resources set', () => {
-    const term = pod.spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution ?? [];
-    assert.ok(term.some((t) => t.podAffinityTerm.topologyKey === 'kubernetes.io/hostname' &&
-      selects(t.podAffinityTerm.labelSelector, pod.metadata.labels)), 'preferred anti-affinity of the gateway pods per node');
-    assert.equal(pod.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution, undefined, 'preferred, not required');
-
     assert.equal(only('Namespace', namespace).metadata.labels?.['pod-security.kubernetes.io/enforce'], 'restricted');
-    const workloads = [...all('Deployment'), ...all('StatefulSet')];
-    assert.ok(workloads.length >= 2, 'the gateway and Redis');
-    for (const w of workloads) {
-      const spec = w.spec.template.spec;
-      for (const c of spec.containers) {
-        const what = `${w.kind} ${w.metadata.name} container ${c.name}`;
-        const sc = c.securityContext ?? {};
-        assert.equal(sc.runAsNonRoot ?? spec.securityContext?.runAsNonRoot, true, `${what}: runAsNonRoot`);
-        const uid = sc.runAsUser ?? spec.securityContext?.runAsUser;
-        assert.ok(Number.isInteger(uid) && uid !== 0, `${what}: a numeric non-root UID`);
-        assert.equal(sc.readOnlyRootFilesystem, true, `${what}: readOnlyRootFilesystem`);
-        assert.equal(sc.allowPrivilegeEscalation, false, `${what}: allowPrivilegeEscalation false`);
-        assert.notEqual(sc.privileged, true, `${what}: not privileged`);
-        assert.deepEqual(sc.capabilities?.drop, ['ALL'], `${what}: drops ALL capabilities`);
-        assert.equal(sc.capabilities?.add, undefined, `${what}: adds none`);
-        assert.equal((sc.seccompProfile ?? spec.securityContext?.seccompProfile)?.type, 'RuntimeDefault', `${what}: seccomp RuntimeDefault`);
-        for (const r of ['cpu', 'memory']) assert.ok(c.resources?.requests?.[r], `${what}: requests ${r}`);
-        assert.ok(c.resources?.limits?.memory, `${what}: a memory limit`);
-      }
-    }
-    // One worker thread per CPU of the limit: 0 would mean one per core of the node.
-    assert.equal(tahua.config.server?.workers, cpuCores(container.resources.limits.cpu), 'server.workers = the CPU limit');
+    checkPodSecurity(r, { workloads: ['the gateway', 'Redis'] });
   });
 
   it('pods: tahua writes only to emptyDirs mounted where its config writes', () => {
-    const c = tahua.config;
-    const writes = [];
-    if (c.usage?.spill_dir) writes.push({ what: 'usage.spill_dir', dir: c.usage.spill_dir });
-    for (const s of c.usage?.sinks ?? []) if (s.type === 'file') writes.push({ what: `usage sink ${s.name}`, dir: posix.dirname(s.path) });
-    if (c.store?.journal) writes.push({ what: 'store.journal', dir: posix.dirname(c.store.journal) });
-    if (c.healing?.audit_log) writes.push({ what: 'healing.audit_log', dir: posix.dirname(c.healing.audit_log) });
-    if (c.access_log?.path && c.access_log.path !== '-') writes.push({ what: 'access_log.path', dir: posix.dirname(c.access_log.path) });
-    assert.ok(writes.length > 0, 'the config writes somewhere (the usage spill)');
-
-    const writable = (container.volumeMounts ?? []).filter((m) => m.readOnly !== true);
-    const under = (dir, m) => dir === m.mountPath || dir.startsWith(`${m.mountPath.replace(/\/$/, '')}/`);
-    for (const w of writes) {
-      assert.ok(writable.some((m) => under(w.dir, m)), `${w.what} (${w.dir}) is on a writable volume`);
-    }
-    for (const m of writable) {
-      assert.ok(writes.some((w) => under(w.dir, m)), `writable mount ${m.mountPath} is one tahua writes to`);
-      const volume = pod.spec.volumes.find((v) => v.name === m.name);
-      assert.ok(volume.emptyDir, `${m.mountPath} is an emptyDir`);
-    }
-    // The spill fills up to spill_max_bytes per sink; the volume must hold that, or the
-    // kubelet evicts the pod before tahua drops (and counts) records.
-    const spillMount = writable.find((m) => under(c.usage.spill_dir, m));
-    const sizeLimit = pod.spec.volumes.find((v) => v.name === spillMount.name).emptyDir.sizeLimit;
-    assert.ok(sizeLimit, 'the spill emptyDir has a sizeLimit');
-    const sinks = (c.usage.sinks ?? []).length;
-    const perSink = c.usage.spill_max_bytes ?? 1073741824;
-    assert.ok(quantityBytes(sizeLimit) > perSink * sinks, `sizeLimit ${sizeLimit} > ${sinks} x spill_max_bytes ${perSink}`);
+    checkWrites(r);
   });
 
   it('PodDisruptionBudget: covers the gateway pods', () => {
-    const pdbs = all('PodDisruptionBudget').filter((p) => selects(p.spec.selector, pod.metadata.labels));
-    assert.equal(pdbs.length, 1, 'one PodDisruptionBudget selects the gateway pods');
-    const { maxUnavailable, minAvailable } = pdbs[0].spec;
-    assert.ok(maxUnavailable !== undefined || minAvailable !== undefined, 'it limits disruptions');
-    if (maxUnavailable !== undefined) assert.notEqual(maxUnavailable, 0, 'maxUnavailable 0 would block every node drain');
+    checkPdb(r);
   });
 
   it('Redis: a StatefulSet with AOF, noeviction, a volume per pod, behind the headless Service store.redis.url names', () => {
-    const store = tahua.config.store;
-    assert.equal(store?.type, 'redis', 'the config uses the Redis store');
-    assert.notEqual(store.redis?.require_persistence, false, 'tahua checks the persistence');
-    const url = new URL(store.redis.url);
-    const [stsPod, svcName, ns] = url.hostname.split('.');
-    assert.equal(url.hostname, `${stsPod}.${svcName}.${ns}.svc.cluster.local`, 'the url names a StatefulSet pod of a headless Service');
-
-    const svc = only('Service', svcName);
-    assert.equal(svc.metadata.namespace, ns);
-    assert.equal(svc.spec.clusterIP, 'None', 'headless');
-    const sts = all('StatefulSet').find((s) => stsPod === `${s.metadata.name}-0`);
-    assert.ok(sts, `a StatefulSet whose first pod is ${stsPod}`);
-    assert.equal(sts.spec.serviceName, svcName, 'the StatefulSet names the headless Service');
-    assert.ok(selects(svc.spec.selector, sts.spec.template.metadata.labels), 'the Service selects the Redis pods');
-    const redis = sts.spec.template.spec.containers[0];
-    const port = svc.spec.ports.find((p) => p.port === Number(url.port || 6379));
-    assert.ok(port, `the Service has the url's port ${url.port}`);
-    assert.equal(containerPortOf(redis, port.targetPort ?? port.port), Number(url.port || 6379));
-
-    const args = [...(redis.command ?? []), ...(redis.args ?? [])].join(' ');
-    assert.match(args, /--appendonly yes\b/, 'AOF on');
-    assert.match(args, /--maxmemory-policy noeviction\b/, 'never evicts');
-    const dir = /--dir (\S+)/.exec(args)?.[1];
-    assert.ok(dir, 'the data directory is set');
-    const claims = sts.spec.volumeClaimTemplates ?? [];
-    const dataMount = redis.volumeMounts.find((m) => m.mountPath === dir);
-    assert.ok(dataMount && claims.some((c) => c.metadata.name === dataMount.name), `${dir} is a volume of the PVC template`);
-
-    const policies = all('NetworkPolicy').filter((p) => selects(p.spec.podSelector, sts.spec.template.metadata.labels));
-    assert.equal(policies.length, 1, 'a NetworkPolicy guards the password-less Redis');
-    const from = policies[0].spec.ingress.flatMap((r) => r.from ?? []);
-    assert.ok(from.length > 0 && from.every((f) => f.podSelector && selects(f.podSelector, pod.metadata.labels)), 'only the gateway pods reach it');
+    checkBundledRedis(r);
   });
 
   it('discovery: each dns deployment resolves a headless Service with the provider\'s port', () => {
-    const found = [];
-    for (const model of tahua.config.models ?? []) {
-      for (const d of model.deployments ?? []) {
-        if (!d.dns) continue;
-        const dns = typeof d.dns === 'string' ? { name: d.dns } : d.dns;
-        const provider = tahua.config.providers.find((p) => p.name === d.provider);
-        assert.ok(provider, `${model.name}/${d.id}: provider ${d.provider}`);
-        const srv = (dns.type ?? 'A') === 'SRV';
-        const m = /^(?:_([a-z0-9-]+)\._tcp\.)?([a-z0-9-]+)\.([a-z0-9-]+)\.svc\.cluster\.local$/.exec(dns.name);
-        assert.ok(m && Boolean(m[1]) === srv, `${model.name}/${d.id}: dns.name ${dns.name} is a Service name (SRV: _port._tcp.)`);
-        const svc = only('Service', m[2]);
-        assert.equal(svc.metadata.namespace, m[3], `Service ${m[2]} is in namespace ${m[3]}`);
-        assert.equal(svc.spec.clusterIP, 'None', `Service ${m[2]} is headless: one record per pod`);
-        if (srv) {
-          assert.ok(svc.spec.ports.some((p) => p.name === m[1]), `Service ${m[2]} has the port named ${m[1]}`);
-        } else {
-          const base = new URL(provider.base_url);
-          const portNumber = dns.port ?? Number(base.port || (base.protocol === 'https:' ? 443 : 80));
-          assert.ok(svc.spec.ports.some((p) => p.port === portNumber), `Service ${m[2]} serves port ${portNumber}`);
-        }
-        found.push(dns.name);
-      }
-    }
-    assert.ok(found.length > 0, 'the ConfigMap has a discovery example');
+    checkDiscovery(r);
   });
 
   it('HPA: 3 to 20 replicas on CPU 70 % and on tahua_active_streams through the Prometheus adapter rule', () => {
-    const hpa = all('HorizontalPodAutoscaler').find((h) => h.spec.scaleTargetRef.name === deployment.metadata.name);
-    assert.ok(hpa, 'an HPA scales the gateway Deployment');
-    assert.equal(hpa.apiVersion, 'autoscaling/v2');
-    assert.equal(hpa.spec.scaleTargetRef.kind, 'Deployment');
-    assert.equal(hpa.spec.minReplicas, 3);
-    assert.equal(hpa.spec.maxReplicas, 20);
-
-    const cpu = hpa.spec.metrics.find((m) => m.type === 'Resource' && m.resource.name === 'cpu');
-    assert.deepEqual(cpu?.resource.target, { type: 'Utilization', averageUtilization: 70 });
-
-    const pods = hpa.spec.metrics.filter((m) => m.type === 'Pods');
-    assert.equal(pods.length, 1, 'one Pods metric');
-    assert.equal(pods[0].pods.target.type, 'AverageValue');
-    assert.ok(Number(pods[0].pods.target.averageValue) > 0, 'a per-pod stream target');
-
-    const up = hpa.spec.behavior.scaleUp;
-    assert.deepEqual(up.policies, [{ type: 'Pods', value: 2, periodSeconds: 60 }], 'up by 2 pods per 60 s');
-    const down = hpa.spec.behavior.scaleDown;
-    assert.equal(down.stabilizationWindowSeconds, 300);
-    assert.deepEqual(down.policies, [{ type: 'Pods', value: 1, periodSeconds: 120 }], 'down by 1 pod per 120 s');
+    const streams = checkHpa(r);
 
     // The adapter rule: the series tahua exports, mapped to pods, exposed under the HPA's name.
     const series = 'tahua_active_streams';
@@ -605,102 +175,22 @@ describe('deploy/kubernetes manifests', () => {
     assert.match(rule.resources?.overrides?.pod?.resource ?? '', /^pods?$/);
     for (const part of ['<<.Series>>', '<<.LabelMatchers>>', '<<.GroupBy>>']) assert.ok(rule.metricsQuery.includes(part), `metricsQuery uses ${part}`);
     assert.ok(!/\brate\(|\bincrease\(/.test(rule.metricsQuery), `${series} is a gauge: no rate()`);
-    assert.equal(pods[0].pods.metric.name, adapterExposedName(rule, series), 'the HPA asks for the name the adapter exposes');
+    assert.equal(streams.pods.metric.name, adapterExposedName(rule, series), 'the HPA asks for the name the adapter exposes');
   });
 
   it('Ingress: ingress-nginx settings for SSE streams, only /v1 routed', () => {
-    const ingresses = all('Ingress');
-    assert.ok(ingresses.length > 0, 'an Ingress');
-    const maxBody = tahua.config.server?.max_body_bytes ?? 16777216;
-    for (const ing of ingresses) {
-      const a = ing.metadata.annotations ?? {};
-      assert.equal(a['nginx.ingress.kubernetes.io/proxy-read-timeout'], '600');
-      assert.equal(a['nginx.ingress.kubernetes.io/proxy-send-timeout'], '600');
-      assert.equal(a['nginx.ingress.kubernetes.io/proxy-buffering'], 'off');
-      assert.equal(a['nginx.ingress.kubernetes.io/proxy-http-version'], '1.1');
-      assert.ok(nginxSizeBytes(a['nginx.ingress.kubernetes.io/proxy-body-size'] ?? '1m') >= maxBody,
-        `proxy-body-size allows server.max_body_bytes (${maxBody})`);
-      const heartbeatS = durationMs(tahua.config.server?.stream_heartbeat ?? '15s') / 1000;
-      assert.ok(heartbeatS > 0 && heartbeatS < 600, 'stream heartbeats come well within the read timeout');
-      assert.equal(ing.spec.ingressClassName, 'nginx');
-      for (const rule of ing.spec.rules) {
-        for (const p of rule.http.paths) {
-          assert.match(p.path, /^\/v1(\/|$)/, `${p.path}: only the API is public (not /metrics, /healthz)`);
-          const svc = only('Service', p.backend.service.name);
-          assert.ok(selects(svc.spec.selector, pod.metadata.labels), 'to the gateway Service');
-          const port = p.backend.service.port;
-          assert.ok(svc.spec.ports.some((sp) => (port.name ? sp.name === port.name : sp.port === port.number)), 'a port of that Service');
-        }
-      }
-    }
+    checkIngress(r);
   });
 
   it('HTTPRoute: Gateway API v1 with timeouts for long streams, only /v1 routed', () => {
-    const routes = all('HTTPRoute');
-    assert.ok(routes.length > 0, 'an HTTPRoute');
-    for (const route of routes) {
-      assert.equal(route.apiVersion, 'gateway.networking.k8s.io/v1');
-      for (const rule of route.spec.rules) {
-        const request = gatewayDurationMs(rule.timeouts?.request ?? '0s');
-        assert.ok(request >= 600_000, `request timeout ${rule.timeouts?.request} lets a stream last 10 minutes`);
-        if (rule.timeouts.backendRequest) {
-          assert.ok(gatewayDurationMs(rule.timeouts.backendRequest) <= request, 'backendRequest <= request');
-        }
-        for (const match of rule.matches) assert.match(match.path.value, /^\/v1(\/|$)/, 'only the API is public');
-        for (const ref of rule.backendRefs) {
-          const svc = only('Service', ref.name);
-          assert.ok(selects(svc.spec.selector, pod.metadata.labels), 'to the gateway Service');
-          assert.ok(svc.spec.ports.some((p) => p.port === ref.port), `port ${ref.port} of that Service`);
-        }
-      }
-    }
+    checkHttpRoute(r);
   });
 
   it('monitoring: the ServiceMonitor scrapes /metrics of the gateway Service; the PrometheusRule is alerts.yaml', () => {
-    const monitors = all('ServiceMonitor');
-    assert.equal(monitors.length, 1);
-    const [svc] = all('Service').filter((s) => selects(monitors[0].spec.selector, s.metadata.labels));
-    assert.ok(svc && selects(svc.spec.selector, pod.metadata.labels), 'it selects the gateway Service');
-    for (const ep of monitors[0].spec.endpoints) {
-      assert.ok(svc.spec.ports.some((p) => p.name === ep.port), `endpoint port ${ep.port} is a named port of the Service`);
-      assert.equal(ep.path ?? '/metrics', '/metrics');
-    }
-    const rules = all('PrometheusRule');
-    assert.equal(rules.length, 1);
-    const [alerts] = parseConfigText(readFileSync(ALERTS_FILE, 'utf8'), 'alerts.yaml');
-    assert.ok(isDeepStrictEqual(rules[0].spec, alerts),
-      `${fileOf(rules[0])}: spec differs from deploy/prometheus/alerts.yaml (regenerate it, see the file's header)`);
+    checkMonitoring(r);
   });
 
   it('the ConfigMap loads in the real binary, laid out as the kubelet mounts it', { skip: !existsSync(TAHUA_BIN) && `no tahua binary at ${TAHUA_BIN}` }, () => {
-    // <dir>/<key> -> ..data/<key>, ..data -> ..<timestamp>/ (the kubelet's atomic writer);
-    // the hidden entries are skipped by tahua, the links followed.
-    const layout = (data) => {
-      const dir = makeTempDir('tahua-deploy-');
-      const version = '..2026_01_01_00_00_00.000000001';
-      mkdirSync(join(dir, version));
-      for (const [key, text] of Object.entries(data)) writeFileSync(join(dir, version, key), text);
-      symlinkSync(version, join(dir, '..data'));
-      for (const key of Object.keys(data)) symlinkSync(join('..data', key), join(dir, key));
-      return dir;
-    };
-    // The Secret's variables set to dummy values (a token needs 16 characters).
-    const env = { ...process.env };
-    for (const name of ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy']) delete env[name];
-    for (const { name } of envReferences(tahua.config)) env[name] = `dummy-${name.toLowerCase()}-0123456789`;
-    const check = (dir) => spawnSync(TAHUA_BIN, ['--check-config', dir], { encoding: 'utf8', env, timeout: 10_000 });
-
-    const ok = check(layout(configMap.data));
-    assert.ifError(ok.error);  // the binary could not be run at all
-    assert.equal(ok.status, 0, `tahua --check-config refused the ConfigMap (signal ${ok.signal}):\n${ok.stderr}`);
-    assert.doesNotMatch(ok.stderr, /is not set/, 'every variable the config reads is one the Deployment sets');
-
-    // And it does read every file: a route to a model that does not exist is refused, naming it.
-    const routesKey = tahua.resources.find((r) => r.kind === 'ModelRoute').file;
-    const broken = { ...configMap.data, [routesKey]: configMap.data[routesKey].replace(/target: [\w.-]+/, 'target: no-such-model') };
-    const bad = check(layout(broken));
-    assert.ifError(bad.error);
-    assert.equal(bad.status, 1, `a broken route is refused (signal ${bad.signal}):\n${bad.stderr}`);
-    assert.match(bad.stderr, new RegExp(`${routesKey.replace('.', '\\.')}:\\d+:\\d+: ModelRoute/.*no-such-model`));
+    checkConfigLoads(r);
   });
 });

@@ -1,0 +1,239 @@
+{{/* Names and labels (Helm's usual scheme: release "tahua" of chart "tahua" is "tahua"). */}}
+{{- define "tahua.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tahua.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The bundled Redis: its StatefulSet and headless Service (pod <this>-0 must stay a DNS label). */}}
+{{- define "tahua.redisName" -}}
+{{- printf "%s-redis" (include "tahua.fullname" . | trunc 57 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "tahua.commonLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: tahua
+{{- end -}}
+
+{{- define "tahua.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tahua.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: gateway
+{{- end -}}
+
+{{- define "tahua.labels" -}}
+{{ include "tahua.commonLabels" . }}
+{{ include "tahua.selectorLabels" . }}
+{{- end -}}
+
+{{- define "tahua.redisSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "tahua.name" . }}-redis
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: store
+{{- end -}}
+
+{{- define "tahua.redisLabels" -}}
+{{ include "tahua.commonLabels" . }}
+{{ include "tahua.redisSelectorLabels" . }}
+{{- end -}}
+
+{{- define "tahua.configMapName" -}}
+{{- .Values.config.existingConfigMap | default (printf "%s-config" (include "tahua.fullname" .)) -}}
+{{- end -}}
+
+{{- define "tahua.secretName" -}}
+{{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "tahua.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+terminationGracePeriodSeconds, counted by the kubelet from the start of preStop:
+preStop sleep + server.drain_timeout + tahua's own hard stop (5 s) + a margin before SIGKILL
+(README "Signals": grace > preStop + drain_timeout + 5).
+*/}}
+{{- define "tahua.terminationGracePeriodSeconds" -}}
+{{- add (int .Values.drain.preStopSleepSeconds) (int .Values.drain.timeoutSeconds) 5 (int .Values.drain.marginSeconds) -}}
+{{- end -}}
+
+{{/* The config's `store` section, from redis.* (YAML). */}}
+{{- define "tahua.store" -}}
+{{- $r := .Values.redis -}}
+{{- $settings := deepCopy ($r.settings | default (dict)) -}}
+{{- range $key := list "url" "sentinel" "cluster" -}}
+{{- if hasKey $settings $key -}}
+{{- fail (printf "redis.settings.%s: give it as redis.external.%s (or use redis.mode bundled)" $key $key) -}}
+{{- end -}}
+{{- end -}}
+{{- if eq $r.mode "bundled" -}}
+{{- $host := printf "%s-0.%s.%s.svc.%s" (include "tahua.redisName" .) (include "tahua.redisName" .) .Release.Namespace .Values.clusterDomain -}}
+{{- $_ := set $settings "url" (printf "redis://%s:6379" $host) -}}
+{{- toYaml (dict "type" "redis" "redis" $settings) -}}
+{{- else if eq $r.mode "external" -}}
+{{- $_ := set $settings "url" (required "redis.external.url is required with redis.mode external (redis://[[user]:password@]host[:port][/db])" $r.external.url) -}}
+{{- if $r.external.sentinel.addresses -}}
+{{- $_ := set $settings "sentinel" (dict "addresses" $r.external.sentinel.addresses "master" (required "redis.external.sentinel.master is required with sentinel addresses" $r.external.sentinel.master)) -}}
+{{- end -}}
+{{- if $r.external.cluster.nodes -}}
+{{- $_ := set $settings "cluster" (dict "nodes" $r.external.cluster.nodes) -}}
+{{- end -}}
+{{- toYaml (dict "type" "redis" "redis" $settings) -}}
+{{- else -}}
+{{- toYaml (dict "type" "memory" "journal" "/var/lib/tahua/store/journal") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The tahua.dev/v1 resource files: file name -> [kind, values key]. */}}
+{{- define "tahua.resourceFiles" -}}
+routes.yaml: [ModelRoute, modelRoutes]
+ratelimitpolicies.yaml: [RateLimitPolicy, rateLimitPolicies]
+prompttemplates.yaml: [PromptTemplate, promptTemplates]
+guardrailpolicies.yaml: [GuardrailPolicy, guardrailPolicies]
+{{- end -}}
+
+{{/*
+The config directory the chart writes: a YAML mapping file name -> file text. base.yaml gets
+server.drain_timeout (from drain.timeoutSeconds) and store (from redis.*); the checks that
+the config and the pod agree are here.
+*/}}
+{{- define "tahua.configFiles" -}}
+{{- $files := dict -}}
+{{- $resourceFiles := include "tahua.resourceFiles" . | fromYaml -}}
+{{- range $name, $content := .Values.config.files -}}
+{{- if hasKey $resourceFiles $name -}}
+{{- fail (printf "config.files.%s: that file holds tahuaResources.%s" $name (index $resourceFiles $name 1)) -}}
+{{- end -}}
+{{- if and (ne $name "base.yaml") (kindIs "string" $content) -}}
+{{- $text := tpl $content $ -}}
+{{- if regexMatch "(?m)^(server|store):" $text -}}
+{{- fail (printf "config.files.%s: the server and store sections belong in base.yaml (the chart writes server.drain_timeout and store there)" $name) -}}
+{{- end -}}
+{{- $_ := set $files $name $text -}}
+{{- else if and (ne $name "base.yaml") (kindIs "map" $content) -}}
+{{- if or (hasKey $content "server") (hasKey $content "store") -}}
+{{- fail (printf "config.files.%s: the server and store sections belong in base.yaml (the chart writes server.drain_timeout and store there)" $name) -}}
+{{- end -}}
+{{- $_ := set $files $name (toYaml $content) -}}
+{{- else if ne $name "base.yaml" -}}
+{{- fail (printf "config.files.%s: a mapping or a string (YAML text)" $name) -}}
+{{- end -}}
+{{- end -}}
+
+{{- $base := index .Values.config.files "base.yaml" | default (dict) -}}
+{{- if not (kindIs "map" $base) -}}
+{{- fail "config.files.base.yaml must be a mapping: the chart writes server.drain_timeout and store into it" -}}
+{{- end -}}
+{{- $base = deepCopy $base -}}
+{{- $server := get $base "server" | default (dict) -}}
+{{- if hasKey $server "drain_timeout" -}}
+{{- fail "config.files.base.yaml.server.drain_timeout: set drain.timeoutSeconds instead (the grace period is computed from it)" -}}
+{{- end -}}
+{{- if hasKey $base "store" -}}
+{{- fail "config.files.base.yaml.store: set redis.* instead (the chart writes the store section)" -}}
+{{- end -}}
+{{- $_ := set $server "drain_timeout" (printf "%ds" (int .Values.drain.timeoutSeconds)) -}}
+{{- $_ := set $base "server" $server -}}
+{{- $_ := set $base "store" (include "tahua.store" . | fromYaml) -}}
+{{- with $base.listeners -}}
+{{- if ne (int (index . 0).port) (int $.Values.containerPort) -}}
+{{- fail (printf "config.files.base.yaml.listeners[0].port %v differs from containerPort %v" (index . 0).port $.Values.containerPort) -}}
+{{- end -}}
+{{- end -}}
+{{- with $base.usage -}}
+{{- if and .spill_dir (ne (clean .spill_dir) (clean $.Values.usageSpill.mountPath)) -}}
+{{- fail (printf "config.files.base.yaml.usage.spill_dir %s differs from usageSpill.mountPath %s (the only writable directory)" .spill_dir $.Values.usageSpill.mountPath) -}}
+{{- end -}}
+{{- if eq $.Values.redis.mode "none" -}}
+{{- range .sinks -}}
+{{- if and (eq .type "redis_stream") (not .url) -}}
+{{- fail (printf "usage sink %s is a redis_stream without url, and redis.mode none leaves no store.redis.url to default to" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $files "base.yaml" (toYaml $base) -}}
+
+{{- range $file, $what := $resourceFiles -}}
+{{- $docs := list -}}
+{{- range $i, $r := index $.Values.tahuaResources (index $what 1) -}}
+{{- $where := printf "tahuaResources.%s[%d]" (index $what 1) $i -}}
+{{- $doc := dict "apiVersion" "tahua.dev/v1" "kind" (index $what 0) "metadata" (dict "name" (required (printf "%s.name is required" $where) $r.name)) "spec" (required (printf "%s.spec is required" $where) $r.spec) -}}
+{{- $docs = append $docs (toYaml $doc) -}}
+{{- end -}}
+{{- if $docs -}}
+{{- $_ := set $files $file (join "\n---\n" $docs) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Every variable an *_env of the config names must come from the Secret. */}}
+{{- $text := values $files | join "\n" -}}
+{{- range regexFindAll "[A-Za-z0-9_]*_env: *[\"']?[A-Za-z_][A-Za-z0-9_]*" $text -1 -}}
+{{- $var := regexReplaceAll "^[A-Za-z0-9_]*_env: *[\"']?" . "" -}}
+{{- if not (has $var $.Values.secrets.envVars) -}}
+{{- fail (printf "the config reads %s (%s) but secrets.envVars does not list it: add it there and to the Secret" $var .) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $files -}}
+{{- end -}}
+
+{{/* Contradictory or missing values: included once, by deployment.yaml. */}}
+{{- define "tahua.validate" -}}
+{{- $r := .Values.redis -}}
+{{- if not (has $r.mode (list "bundled" "external" "none")) -}}
+{{- fail (printf "redis.mode %q: bundled, external or none" $r.mode) -}}
+{{- end -}}
+{{- $external := or $r.external.url $r.external.sentinel.addresses $r.external.sentinel.master $r.external.cluster.nodes -}}
+{{- if and (ne $r.mode "external") $external -}}
+{{- fail (printf "redis.mode %s with redis.external settings: use redis.mode external for an existing Redis (the bundled one needs no url), or remove redis.external" $r.mode) -}}
+{{- end -}}
+{{- if and $r.external.sentinel.addresses $r.external.cluster.nodes -}}
+{{- fail "redis.external: sentinel or cluster, not both" -}}
+{{- end -}}
+{{- if and $r.external.sentinel.master (not $r.external.sentinel.addresses) -}}
+{{- fail "redis.external.sentinel.master without sentinel addresses" -}}
+{{- end -}}
+{{- if and .Values.secrets.create .Values.secrets.existingSecret -}}
+{{- fail "secrets.create with secrets.existingSecret: the chart makes the Secret, or you name yours, not both" -}}
+{{- end -}}
+{{- range $k, $_ := .Values.secrets.values -}}
+{{- if not $.Values.secrets.create -}}
+{{- fail (printf "secrets.values.%s without secrets.create: the values would be ignored" $k) -}}
+{{- end -}}
+{{- if not (has $k $.Values.secrets.envVars) -}}
+{{- fail (printf "secrets.values.%s: not in secrets.envVars (no container variable would read it)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if lt (int .Values.drain.preStopSleepSeconds) 1 -}}
+{{- fail "drain.preStopSleepSeconds must be at least 1: the endpoint is removed from Services and the ingress meanwhile" -}}
+{{- end -}}
+{{- if lt (int .Values.drain.marginSeconds) 1 -}}
+{{- fail "drain.marginSeconds must be at least 1: the grace period must exceed preStop + drain timeout + 5 s" -}}
+{{- end -}}
+{{- with .Values.autoscaling -}}
+{{- if .enabled -}}
+{{- if not ($.Capabilities.APIVersions.Has "autoscaling/v2") -}}
+{{- fail "autoscaling.enabled needs autoscaling/v2 (Kubernetes 1.23+)" -}}
+{{- end -}}
+{{- if or (lt (int .minReplicas) 1) (gt (int .minReplicas) (int .maxReplicas)) -}}
+{{- fail (printf "autoscaling: minReplicas %v, maxReplicas %v: need 1 <= min <= max" .minReplicas .maxReplicas) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.podDisruptionBudget.enabled (eq (toString .Values.podDisruptionBudget.maxUnavailable) "0") -}}
+{{- fail "podDisruptionBudget.maxUnavailable 0 would block every node drain" -}}
+{{- end -}}
+{{- if not .Values.config.existingConfigMap -}}
+{{- $_ := include "tahua.configFiles" . -}}
+{{- end -}}
+{{- end -}}

@@ -655,6 +655,11 @@ struct Config {
 
 using ConfigPtr = std::shared_ptr<const Config>;
 
+// Why `model` cannot answer the gateway's own embeddings calls ("" : it can): unknown, or
+// served by a provider kind whose adapter passes no embeddings through (openai,
+// azure-openai and mock do; providers/embedding_call.h makes the calls).
+std::string embeddingModelProblem(const Config& cfg, std::string_view model);
+
 struct ConfigLoadResult {
   ConfigPtr config;   // set on success
   std::string error;  // "file:line:col: field.path: message" on failure

@@ -8,7 +8,6 @@
 
 #include "config/loader_detail.h"
 #include "guardrails/rule_set.h"
-#include "providers/embedding_call.h"
 
 namespace tahua::config_detail {
 

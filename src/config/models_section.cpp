@@ -243,3 +243,17 @@ void markCanaryDeployments(ModelConfig& model) {
 std::string_view balancePolicyName(BalancePolicy p) { return config_detail::nameOf(config_detail::kBalancePolicies, p); }
 
 }  // namespace tahua
+
+namespace tahua {
+
+std::string embeddingModelProblem(const Config& cfg, std::string_view model) {
+  const ModelConfig* m = cfg.findModel(model);
+  if (!m) return "unknown model \"" + std::string(model) + "\"";
+  if (m->deployments.empty()) return "model \"" + std::string(model) + "\" has no deployment";
+  const std::string& type = cfg.providers[m->deployments.front().provider_index].type;
+  if (type != "openai" && type != "azure-openai" && type != "mock")
+    return "model \"" + std::string(model) + "\" must be served by an openai, azure-openai or mock provider (the kinds that pass embeddings through)";
+  return {};
+}
+
+}  // namespace tahua

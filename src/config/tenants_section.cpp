@@ -5,7 +5,6 @@
 
 #include "config/loader_detail.h"
 #include "core/utc_time.h"
-#include "providers/embedding_call.h"
 #include "store/redis/redis_endpoint.h"
 
 namespace tahua::config_detail {

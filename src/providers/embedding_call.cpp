@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "config/config.h"
 #include "core/base64.h"
 
 namespace tahua {
@@ -16,18 +15,7 @@ namespace {
 
 namespace bj = boost::json;
 
-bool callable(std::string_view type) { return type == "openai" || type == "azure-openai" || type == "mock"; }
-
 }  // namespace
-
-std::string embeddingModelProblem(const Config& cfg, std::string_view model) {
-  const ModelConfig* m = cfg.findModel(std::string(model));
-  if (!m) return "unknown model \"" + std::string(model) + "\"";
-  if (m->deployments.empty()) return "model \"" + std::string(model) + "\" has no deployment";
-  if (!callable(cfg.providers[m->deployments.front().provider_index].type))
-    return "model \"" + std::string(model) + "\" must be served by an openai, azure-openai or mock provider (the kinds that pass embeddings through)";
-  return {};
-}
 
 std::string embeddingRequestBody(std::string_view model, const std::vector<std::string>& inputs) {
   bj::object body;

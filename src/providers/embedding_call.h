@@ -16,11 +16,6 @@
 
 namespace tahua {
 
-struct Config;
-
-// Why `model` cannot embed ("" : it can): unknown, or served by a provider of another kind.
-std::string embeddingModelProblem(const Config& cfg, std::string_view model);
-
 // The body of the request that embeds `inputs` (one vector each) with `model`: float32s
 // asked for in base64 (read ~20x cheaper than decimal numbers; a server that ignores it
 // sends numbers, read as well).

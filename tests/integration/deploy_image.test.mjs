@@ -10,11 +10,14 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { REPO_ROOT, TAHUA_BIN } from './lib/tahua.mjs';
+import { REPO_ROOT } from './lib/tahua.mjs';
 import { makeTempDir, eventually } from './lib/util.mjs';
 import { request } from './lib/http.mjs';
 
 const SEED_IMAGE_BYTES = 45 * 1024 * 1024; // seed S1 §4.2: a 45 MB image
+// The image holds the Release build (scripts/build.sh), also in the test command's
+// sanitizer pass, whose TAHUA_BIN links the sanitizer runtimes.
+const TAHUA_BIN = process.env.TAHUA_RELEASE_BIN ?? join(REPO_ROOT, 'build', 'tahua');
 let root;
 let runner = null; // the command prefix that runs a program inside `root` as 65532
 

@@ -115,6 +115,22 @@ struct RedisStoreConfig {
   std::vector<std::string> cluster_nodes;
 };
 
+// The Kubernetes API (config `kubernetes`): tahua.dev/v1 resources listed and watched
+// from it (`resources`), and the Deployments self-healing's `scale` action patches. The
+// loader fills the in-cluster defaults (the service account's files, the
+// KUBERNETES_SERVICE_HOST/PORT variables), so every field here is concrete.
+struct KubernetesConfig {
+  bool enabled = false;          // the section is present
+  bool resources = false;        // list and watch the resource kinds
+  std::string api_server;        // https://host:port
+  std::string namespace_;        // where the resources and the scaled Deployments are
+  std::string token_file;        // read again for every call: projected tokens rotate ("": none)
+  std::string ca_file;           // the API server's CA ("": the system's)
+  Millis timeout{10'000};        // a list, a get, a patch
+  Millis watch_timeout{300'000};  // a watch's timeoutSeconds; then watched again from its resourceVersion
+  bool operator==(const KubernetesConfig&) const = default;
+};
+
 // Where DNS discovery asks (deployments' `dns`): resolvers as host:port ("[::1]:53");
 // none: the system's (/etc/resolv.conf).
 struct DiscoveryConfig {
@@ -435,18 +451,34 @@ struct ModelConfig {
 // Self-healing: declarative rules over live metrics, evaluated every `interval`; each
 // action (and its undoing) is an audit record (log, admin view, metrics, audit_log file).
 struct HealingRuleConfig {
-  enum class Metric { TtftP99, ErrorRate };
-  enum class Action { ShiftToFallback, Eject };
+  // gpu_memory, gpu_util (percent) and queued_requests: the largest over the live status
+  // reports of the watched deployments' nodes, as they stand (not a window's count).
+  enum class Metric { TtftP99, ErrorRate, GpuMemory, GpuUtil, QueuedRequests };
+  enum class Action { ShiftToFallback, Eject, Scale };
+  // scale: the Kubernetes Deployment (in kubernetes.namespace) serving the model is
+  // patched to `replicas` (within min..max) when the rule fires, and back to what it had
+  // when it is undone; two patches of it by this rule are `cooldown` apart at least.
+  struct Scale {
+    std::string deployment;
+    int replicas = 0;
+    int min = 1;
+    int max = 10;
+    Millis cooldown{300'000};
+    bool operator==(const Scale&) const = default;
+  };
   std::string name;
   std::string model;
-  std::string deployment;  // eject: a deployment id or "*" (each one); shift: empty (the model)
+  std::string deployment;  // eject: a deployment id or "*" (each one); shift, scale: empty (the model)
   Metric metric = Metric::ErrorRate;
-  double above = 0;        // ttft_p99: milliseconds; error_rate: percent
+  double above = 0;        // ttft_p99: milliseconds; error_rate, gpu_*: percent; queued_requests: a count
   Millis for_{60'000};     // the condition holds this long (every interval of it) → act
   int min_requests = 10;   // an interval with fewer requests has no verdict
   Action action = Action::Eject;
   double percent = 100;    // shift_to_fallback: share of the model's traffic moved
   Millis restore_after{600'000};  // healthy (or idle) this long → undo
+  Scale scale;
+  // A metric from the nodes' status reports rather than the gateway's own counters.
+  bool nodeMetric() const { return metric == Metric::GpuMemory || metric == Metric::GpuUtil || metric == Metric::QueuedRequests; }
 };
 
 struct HealingConfig {
@@ -621,6 +653,7 @@ struct Config {
   AuthConfig auth;
   StoreConfig store;
   DiscoveryConfig discovery;
+  KubernetesConfig kubernetes;
   IdempotencyConfig idempotency;
   ResponsesConfig responses;
   CacheConfig cache;
@@ -685,6 +718,7 @@ ConfigLoadResult loadConfigString(std::string_view yaml, std::string_view source
 struct StoredResource {
   std::string id;
   std::string spec;
+  std::string origin;  // named in messages: "" = "store resource", else e.g. "kubernetes"
 };
 struct StoredResourcesResult {
   ConfigPtr config;

@@ -7,10 +7,13 @@
 namespace tahua::config_detail {
 
 constexpr Named<HealingRuleConfig::Metric> kHealingMetrics[] = {
-    {HealingRuleConfig::Metric::TtftP99, "ttft_p99"}, {HealingRuleConfig::Metric::ErrorRate, "error_rate"},
+    {HealingRuleConfig::Metric::TtftP99, "ttft_p99"},     {HealingRuleConfig::Metric::ErrorRate, "error_rate"},
+    {HealingRuleConfig::Metric::GpuMemory, "gpu_memory"}, {HealingRuleConfig::Metric::GpuUtil, "gpu_util"},
+    {HealingRuleConfig::Metric::QueuedRequests, "queued_requests"},
 };
 constexpr Named<HealingRuleConfig::Action> kHealingActions[] = {
     {HealingRuleConfig::Action::ShiftToFallback, "shift_to_fallback"}, {HealingRuleConfig::Action::Eject, "eject"},
+    {HealingRuleConfig::Action::Scale, "scale"},
 };
 
 void Loader::loadHealing(const YAML::Node& n, Config& cfg) {
@@ -26,7 +29,7 @@ void Loader::loadHealing(const YAML::Node& n, Config& cfg) {
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const std::string rp = p + ".rules[" + std::to_string(i) + "]";
     const YAML::Node& y = rules[i];
-    checkKeys(y, rp, {"name", "model", "deployment", "when", "action", "percent", "restore_after"});
+    checkKeys(y, rp, {"name", "model", "deployment", "when", "action", "percent", "scale", "restore_after"});
     HealingRuleConfig r;
     if (!y["name"]) fail(y, rp + ".name", "required: names the rule in audit records and metrics");
     r.name = nonEmpty(y["name"], rp + ".name");
@@ -49,10 +52,15 @@ void Loader::loadHealing(const YAML::Node& n, Config& cfg) {
     r.action = *parsed_action;
     if (r.action == HealingRuleConfig::Action::Eject) {
       if (r.deployment.empty()) fail(y["action"], rp + ".action", "eject needs `deployment` (an id, or \"*\" for each one)");
-    } else {
+    } else if (r.action == HealingRuleConfig::Action::ShiftToFallback) {
       if (!r.deployment.empty()) fail(y["deployment"], rp + ".deployment", "shift_to_fallback watches the whole model; omit deployment");
       if (model->fallbacks.empty()) fail(y["action"], rp + ".action", "model \"" + r.model + "\" has no fallbacks to shift to");
+    } else {
+      if (!r.deployment.empty()) fail(y["deployment"], rp + ".deployment", "scale watches the whole model; omit deployment");
+      if (!y["scale"]) fail(y, rp + ".scale", "required with action scale: {deployment, replicas, min, max, cooldown}");
+      r.scale = scaleSpec(y["scale"], rp + ".scale");
     }
+    if (y["scale"] && r.action != HealingRuleConfig::Action::Scale) fail(y["scale"], rp + ".scale", "only with action scale");
     if (auto v = y["percent"]) {
       r.percent = number(v, rp + ".percent", "a percentage");
       if (r.percent <= 0 || r.percent > 100) fail(v, rp + ".percent", "must be more than 0 and at most 100");
@@ -70,15 +78,39 @@ void Loader::loadHealing(const YAML::Node& n, Config& cfg) {
     r.metric = *parsed_metric;
     if (r.metric == HealingRuleConfig::Metric::TtftP99) {
       r.above = static_cast<double>(duration(w["above"], wp + ".above", Millis(1)).count());
+    } else if (r.metric == HealingRuleConfig::Metric::QueuedRequests) {
+      r.above = number(w["above"], wp + ".above", "a count of queued requests");
+      if (r.above < 0) fail(w["above"], wp + ".above", "must not be negative");
     } else {
       r.above = number(w["above"], wp + ".above", "a percentage");
       if (r.above >= 100) fail(w["above"], wp + ".above", "must be below 100");
     }
     if (auto v = w["for"]) r.for_ = duration(v, wp + ".for");
+    if (r.nodeMetric()) {
+      if (w["min_requests"]) fail(w["min_requests"], wp + ".min_requests", "not with a metric from the nodes' status reports");
+    }
     if (auto v = w["min_requests"]) r.min_requests = static_cast<int>(integer(v, wp + ".min_requests", 1, 1'000'000));
     if (auto v = y["restore_after"]) r.restore_after = duration(v, rp + ".restore_after");
     h.rules.push_back(std::move(r));
   }
+}
+
+HealingRuleConfig::Scale Loader::scaleSpec(const YAML::Node& y, const std::string& p) {
+  if (!y.IsMap()) fail(y, p, "expected {deployment, replicas, min, max, cooldown}");
+  checkKeys(y, p, {"deployment", "replicas", "min", "max", "cooldown"});
+  HealingRuleConfig::Scale s;
+  if (!y["deployment"]) fail(y, p + ".deployment", "required: the Kubernetes Deployment serving the model");
+  s.deployment = nonEmpty(y["deployment"], p + ".deployment");
+  if (!y["replicas"]) fail(y, p + ".replicas", "required: how many replicas the rule asks for");
+  s.replicas = static_cast<int>(integer(y["replicas"], p + ".replicas", 1, 1'000));
+  if (auto v = y["min"]) s.min = static_cast<int>(integer(v, p + ".min", 0, 1'000));
+  if (auto v = y["max"]) s.max = static_cast<int>(integer(v, p + ".max", 1, 1'000));
+  else s.max = std::max(s.max, s.replicas);
+  if (s.min > s.max) fail(y["min"], p + ".min", "above max (" + std::to_string(s.max) + ")");
+  if (s.replicas < s.min || s.replicas > s.max)
+    fail(y["replicas"], p + ".replicas", "outside min..max (" + std::to_string(s.min) + ".." + std::to_string(s.max) + ")");
+  if (auto v = y["cooldown"]) s.cooldown = duration(v, p + ".cooldown");
+  return s;
 }
 
 }  // namespace tahua::config_detail

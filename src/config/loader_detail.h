@@ -128,6 +128,7 @@ class Loader {
   void loadRoute(const YAML::Node& y, const std::string& p, std::string name, Config& cfg);
   // healing_section.cpp
   void loadHealing(const YAML::Node& n, Config& cfg);
+  HealingRuleConfig::Scale scaleSpec(const YAML::Node& y, const std::string& p);
   // tenants_section.cpp
   void loadTenants(const YAML::Node& n, Config& cfg);
   void loadKeys(const YAML::Node& n, Config& cfg);
@@ -136,6 +137,7 @@ class Loader {
   void loadTenantTokens(const YAML::Node& n, Config& cfg);
   void loadStore(const YAML::Node& n, Config& cfg);
   void loadDiscovery(const YAML::Node& n, Config& cfg);
+  void loadKubernetes(const YAML::Node& n, Config& cfg);
   std::string hostPort(const YAML::Node& n, const std::string& path);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   void loadResponses(const YAML::Node& n, Config& cfg);

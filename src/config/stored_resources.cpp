@@ -36,7 +36,7 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
     const auto slash = r->id.find('/');
     const std::string kind = r->id.substr(0, slash == std::string::npos ? 0 : slash);
     const std::string name = slash == std::string::npos ? "" : r->id.substr(slash + 1);
-    const std::string source = "store resource " + r->id;
+    const std::string source = (r->origin.empty() ? std::string("store resource") : r->origin) + " " + r->id;
     if (!storedResourceKind(kind) || !storedResourceName(name)) {
       out.rejected.emplace_back(r->id, source + ": expected Kind/name (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin | GuardrailPolicy; "
                                                 "a name of letters, digits, '-', '_', '.', and a PromptTemplate's '@version')");

@@ -28,7 +28,7 @@ namespace {
 bool sameRule(const HealingRuleConfig& a, const HealingRuleConfig& b) {
   return a.name == b.name && a.model == b.model && a.deployment == b.deployment && a.metric == b.metric &&
          a.above == b.above && a.for_ == b.for_ && a.min_requests == b.min_requests && a.action == b.action &&
-         a.percent == b.percent && a.restore_after == b.restore_after;
+         a.percent == b.percent && a.restore_after == b.restore_after && a.scale == b.scale;
 }
 
 void subtract(HealthCounters& into, const HealthCounters& now, const HealthCounters* before) {
@@ -54,7 +54,7 @@ std::vector<HealingAction> HealingEngine::configure(const HealingConfig& healing
       t.deployment = deployment;
       next.push_back(std::move(t));
     };
-    if (rule.action == HealingRuleConfig::Action::ShiftToFallback) {
+    if (rule.action != HealingRuleConfig::Action::Eject) {
       add("");
     } else {
       for (const auto& d : model->deployments)
@@ -95,6 +95,19 @@ HealthCounters HealingEngine::window(const Target& t, const HealthSample& sample
   return w;
 }
 
+std::optional<double> HealingEngine::nodeValue(const Target& t, const HealthSample& sample) const {
+  const HealingRuleConfig& rule = rules_[t.rule];
+  std::optional<double> value;
+  for (const auto& [key, now] : sample) {
+    if (key.first != t.model || (!t.deployment.empty() && key.second != t.deployment) || !now.node) continue;
+    const double v = rule.metric == HealingRuleConfig::Metric::GpuMemory ? now.node->gpu_memory
+                     : rule.metric == HealingRuleConfig::Metric::GpuUtil ? now.node->gpu_util
+                                                                         : now.node->queued_requests;
+    value = std::max(value.value_or(v), v);
+  }
+  return value;
+}
+
 HealingAction HealingEngine::actionFor(const Target& t, bool fire, double value, std::string reason) const {
   const HealingRuleConfig& rule = rules_[t.rule];
   HealingAction a;
@@ -108,6 +121,7 @@ HealingAction HealingEngine::actionFor(const Target& t, bool fire, double value,
   a.value = value;
   a.threshold = rule.above;
   a.reason = std::move(reason);
+  a.scale = rule.scale;
   return a;
 }
 
@@ -125,7 +139,12 @@ std::vector<HealingAction> HealingEngine::evaluate(Time now, const HealthSample&
     t.window_requests = w.requests;
     // The verdict of this window: bad, good, or none (too few requests).
     std::optional<bool> bad;
-    if (w.requests >= static_cast<std::uint64_t>(rule.min_requests)) {
+    if (rule.nodeMetric()) {
+      if (auto value = nodeValue(t, sample)) {
+        t.value = *value;
+        bad = *value > rule.above;
+      }
+    } else if (w.requests >= static_cast<std::uint64_t>(rule.min_requests)) {
       std::optional<double> value;
       if (rule.metric == HealingRuleConfig::Metric::ErrorRate)
         value = 100.0 * static_cast<double>(w.failures) / static_cast<double>(w.requests);
@@ -136,6 +155,8 @@ std::vector<HealingAction> HealingEngine::evaluate(Time now, const HealthSample&
         bad = *value > rule.above;
       }
     }
+    // A Deployment is not patched twice within the cool-down: the decision waits.
+    const bool cooling = rule.action == HealingRuleConfig::Action::Scale && t.acted_at && now - *t.acted_at < rule.scale.cooldown;
     if (!t.active) {
       t.healthy_since.reset();
       if (!bad.value_or(false)) {
@@ -145,7 +166,7 @@ std::vector<HealingAction> HealingEngine::evaluate(Time now, const HealthSample&
         continue;
       }
       if (!t.bad_since) t.bad_since = window_start;
-      if (now - *t.bad_since < rule.for_) continue;
+      if (now - *t.bad_since < rule.for_ || cooling) continue;
       if (rule.action == HealingRuleConfig::Action::Eject) {
         // Never the last deployment of a model: something must keep serving.
         std::size_t ejected = 0;
@@ -161,6 +182,7 @@ std::vector<HealingAction> HealingEngine::evaluate(Time now, const HealthSample&
       t.active = true;
       t.blocked = false;
       t.bad_since.reset();
+      if (rule.action == HealingRuleConfig::Action::Scale) t.acted_at = now;
       out.push_back(actionFor(t, true, *t.value, std::string(healingMetricName(rule.metric)) + " over threshold"));
     } else {
       // While active: healthy or idle windows (an ejected deployment gets no traffic)
@@ -170,9 +192,10 @@ std::vector<HealingAction> HealingEngine::evaluate(Time now, const HealthSample&
         continue;
       }
       if (!t.healthy_since) t.healthy_since = window_start;
-      if (now - *t.healthy_since < rule.restore_after) continue;
+      if (now - *t.healthy_since < rule.restore_after || cooling) continue;
       t.active = false;
       t.healthy_since.reset();
+      if (rule.action == HealingRuleConfig::Action::Scale) t.acted_at = now;
       out.push_back(actionFor(t, false, t.value.value_or(0),
                               bad.has_value() ? "healthy for restore_after" : "restore_after passed without a bad window"));
     }

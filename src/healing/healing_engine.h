@@ -19,11 +19,19 @@
 
 namespace tahua {
 
-// Cumulative counters of one deployment, summed over the workers.
+// What the deployment's node last reported (percent for the GPU figures), when it is live.
+struct NodeGauges {
+  double gpu_memory = 0;
+  double gpu_util = 0;
+  double queued_requests = 0;
+};
+
+// Cumulative counters of one deployment, summed over the workers, and its node's gauges.
 struct HealthCounters {
   std::uint64_t requests = 0;
   std::uint64_t failures = 0;
   std::array<std::uint64_t, kTtftBoundsMs.size() + 1> ttft{};  // successful calls by time to first byte
+  std::optional<NodeGauges> node;  // none: no live report
 };
 // Keyed by (model, deployment id).
 using HealthSample = std::map<std::pair<std::string, std::string>, HealthCounters>;
@@ -43,6 +51,10 @@ struct HealingAction {
   double value = 0;         // the metric in the window that decided (ms or %)
   double threshold = 0;
   std::string reason;
+  HealingRuleConfig::Scale scale;  // scale: the Deployment and bounds
+  // scale, once carried out: the replicas before and after, or why it failed.
+  std::optional<int> replicas_from, replicas_to;
+  std::string error;
 };
 
 class HealingEngine {
@@ -59,13 +71,14 @@ class HealingEngine {
     std::optional<double> value;  // the metric in the last window with a verdict
     std::uint64_t window_requests = 0;
     std::optional<Time> bad_since, healthy_since;  // start of the first window of the run
+    std::optional<Time> acted_at;  // scale: the last patch (fire or undo), for the cool-down
   };
 
   // Takes the rules of a (re)loaded config. Targets of unchanged rules keep their state;
   // the active ones of rules that are gone or changed are undone (returned).
   std::vector<HealingAction> configure(const HealingConfig& healing, const Config& config);
   // One evaluation: `sample` holds cumulative counters; the window is the difference to
-  // the previous call (the first call only records).
+  // the previous call (the first call only records). Node metrics are read as they are.
   std::vector<HealingAction> evaluate(Time now, const HealthSample& sample);
 
   const std::vector<HealingRuleConfig>& rules() const { return rules_; }
@@ -73,6 +86,8 @@ class HealingEngine {
 
  private:
   HealthCounters window(const Target& t, const HealthSample& sample) const;
+  // A node metric now: the largest over the target's deployments with a live report.
+  std::optional<double> nodeValue(const Target& t, const HealthSample& sample) const;
   HealingAction actionFor(const Target& t, bool fire, double value, std::string reason) const;
 
   std::vector<HealingRuleConfig> rules_;

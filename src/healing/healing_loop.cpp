@@ -28,11 +28,22 @@ asio::awaitable<void> runHealingLoop(HealingState& state, HealingHost& host) {
     if (!any) continue;
     HealthSample sample = co_await host.collectHealth();
     if (host.draining()) co_return;
-    std::lock_guard lock(host.lock());
-    std::vector<HealingAction> actions = state.engine().evaluate(std::chrono::steady_clock::now(), sample);
+    std::vector<HealingAction> actions;
+    {
+      std::lock_guard lock(host.lock());
+      actions = state.engine().evaluate(std::chrono::steady_clock::now(), sample);
+    }
     if (actions.empty()) continue;
+    // Scale actions act on the cluster, outside the lock; their audit records say how it went.
+    bool republish = false;
+    for (HealingAction& a : actions) {
+      if (a.action == HealingRuleConfig::Action::Scale) co_await host.scale(a);
+      else republish = true;
+    }
+    std::lock_guard lock(host.lock());
     // The audit path of the config as loaded, so a new path applies at once.
-    state.apply(actions, host.baseConfig()->healing.audit_log, host.generation() + 1);
+    state.apply(actions, host.baseConfig()->healing.audit_log, host.generation() + (republish ? 1 : 0));
+    if (!republish) continue;
     if (auto err = host.publish(nullptr, "healing")) log::error("self-healing: cannot publish the change", {{"error", *err}});
   }
 }

@@ -27,8 +27,11 @@ class HealingHost {
   virtual std::uint64_t generation() const = 0;
   // Locked. Publishes the current config again with every override applied.
   virtual std::optional<std::string> publish(ConfigPtr loaded, std::string_view trigger) = 0;
-  // Every worker's deployment counters, summed.
+  // Every worker's deployment counters, summed, with each deployment's node gauges.
   virtual boost::asio::awaitable<HealthSample> collectHealth() = 0;
+  // Carries out a scale action (patches the Kubernetes Deployment's replicas): fills
+  // its replicas_from / replicas_to, or its error. Not locked.
+  virtual boost::asio::awaitable<void> scale(HealingAction& action) = 0;
 
  protected:
   ~HealingHost() = default;

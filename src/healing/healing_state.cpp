@@ -22,10 +22,11 @@ void HealingState::configure(const Config& config, std::uint64_t next_generation
 void HealingState::apply(const std::vector<HealingAction>& actions, const std::string& audit_path, std::uint64_t generation) {
   for (const HealingAction& a : actions) {
     const bool eject = a.action == HealingRuleConfig::Action::Eject;
+    const bool scale = a.action == HealingRuleConfig::Action::Scale;  // carried out by the caller, only audited here
     if (eject) {
       if (a.fire) ejected_.insert({a.model, a.deployment});
       else ejected_.erase({a.model, a.deployment});
-    } else {
+    } else if (!scale) {
       if (a.fire) shift_[a.model] = a.percent;
       else shift_.erase(a.model);
     }
@@ -41,7 +42,13 @@ void HealingState::apply(const std::vector<HealingAction>& actions, const std::s
                       {"reason", a.reason},
                       {"generation", generation}};  // the config that carries it
     if (!a.deployment.empty()) record["deployment"] = a.deployment;
-    if (!eject && a.fire) record["percent"] = a.percent;
+    if (a.action == HealingRuleConfig::Action::ShiftToFallback && a.fire) record["percent"] = a.percent;
+    if (scale) {
+      record["kubernetes_deployment"] = a.scale.deployment;
+      if (a.replicas_from) record["replicas_from"] = *a.replicas_from;
+      if (a.replicas_to) record["replicas_to"] = *a.replicas_to;
+      if (!a.error.empty()) record["error"] = a.error;
+    }
     if (!a.fire) record["undoes"] = healingActionName(a.action);
     std::string line = bj::serialize(record);
     log::warn("self-healing", record);
@@ -100,6 +107,10 @@ std::string HealingState::json(const Config& cfg) const {
                  {"restore_after_ms", r.restore_after.count()}};
     if (!r.deployment.empty()) o["deployment"] = r.deployment;
     if (r.action == HealingRuleConfig::Action::ShiftToFallback) o["percent"] = r.percent;
+    if (r.action == HealingRuleConfig::Action::Scale)
+      o["scale"] = bj::object{{"deployment", r.scale.deployment}, {"replicas", r.scale.replicas}, {"min", r.scale.min},
+                              {"max", r.scale.max}, {"cooldown_ms", r.scale.cooldown.count()}};
+    if (r.nodeMetric()) o.erase("min_requests");
     rules.push_back(std::move(o));
   }
   const auto now = std::chrono::steady_clock::now();

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "config/config_watcher.h"
 #include "core/log.h"
+#include "kubernetes/kube_runtime.h"
 #include "runtime/worker.h"
 #include "server/session.h"
 #include "store/redis/redis_store.h"
@@ -200,6 +201,7 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
   if (new_cfg.admin.listener.port != old_cfg.admin.listener.port || new_cfg.admin.enabled != old_cfg.admin.enabled)
     log::warn("config reload: admin listener changes need a restart (a new token applies now)");
   if (new_cfg.store.journal != old_cfg.store.journal) log::warn("config reload: store changes need a restart");
+  if (!(new_cfg.kubernetes == old_cfg.kubernetes)) log::warn("config reload: kubernetes changes need a restart");
   // The exporters were set up at start: a new destination waits for a restart (turning
   // tracing or records off, the sample ratio and content capture apply now).
   if (new_cfg.tracing.enabled && (!traces_ || new_cfg.tracing.endpoint != old_cfg.tracing.endpoint))
@@ -266,14 +268,20 @@ namespace {
 asio::awaitable<HealthSample> workerHealth(Worker* w) {
   HealthSample out;
   const Config& cfg = *w->snapshot()->config;
+  const auto now = SteadyClock::now();
   for (const auto& m : cfg.models)
-    for (const auto& d : m.deployments)
-      if (const DeploymentState* s = w->deployments().find(m.name, d.id)) {
-        HealthCounters& c = out[{m.name, d.id}];
+    for (const auto& d : m.deployments) {
+      const DeploymentState* s = w->deployments().find(m.name, d.id);
+      const NodeStatus* node = liveStatus(w->nodes().get(), d.node, m.gpu, now);
+      if (!s && !node) continue;
+      HealthCounters& c = out[{m.name, d.id}];
+      if (s) {
         c.requests = s->requests;
         c.failures = s->failures;
         c.ttft = s->ttft_buckets;
       }
+      if (node) c.node = NodeGauges{100 * node->gpu_memory, 100 * node->gpu_util, node->queued_requests};
+    }
   co_return out;
 }
 
@@ -289,11 +297,24 @@ asio::awaitable<HealthSample> Gateway::collectHealth() {
       into.requests += c.requests;
       into.failures += c.failures;
       for (std::size_t i = 0; i < into.ttft.size(); ++i) into.ttft[i] += c.ttft[i];
+      if (c.node) into.node = c.node;  // every worker holds the same node table
     }
   }
   co_return sample;
 }
 
+
+asio::awaitable<void> Gateway::scale(HealingAction& a) {
+  if (!kube_) {  // the loader requires the section with a scale rule; a reload may have added both
+    a.error = "no Kubernetes API: the kubernetes section was not in the config the process started with";
+    co_return;
+  }
+  const ScaleOrder order{a.scale.deployment, a.fire, a.scale.replicas, a.scale.min, a.scale.max};
+  ScaleResult r = co_await kube_->scale(order);
+  a.replicas_from = r.from;
+  a.replicas_to = r.to;
+  a.error = std::move(r.error);
+}
 
 asio::awaitable<std::vector<std::vector<DeploymentState>>> Gateway::collectDeploymentStates(const Config& config) {
   std::vector<std::vector<DeploymentState>> all;
@@ -459,6 +480,17 @@ int Gateway::run() {
       log::error("cannot export usage records", {{"error", error}});
       return 1;
     }
+  }
+  // The Kubernetes API: its own thread. With `kubernetes.resources`, /readyz waits for
+  // every kind's first list, and each change publishes the config again.
+  if (cfg.kubernetes.enabled) {
+    kube_ = std::make_unique<KubeRuntime>(cfg.kubernetes);
+    if (cfg.kubernetes.resources) kube_listed_ = &kube_->stats().listed;
+    kube_->start(cfg.kubernetes.resources
+                     ? KubeResourceWatch::Changed([this](std::vector<StoredResource> r) { kubernetesResourcesChanged(std::move(r)); })
+                     : KubeResourceWatch::Changed());
+    log::info("kubernetes API", {{"api_server", cfg.kubernetes.api_server}, {"namespace", cfg.kubernetes.namespace_},
+                                 {"resources", cfg.kubernetes.resources}});
   }
   // DNS discovery: resolved off the workers; every change of endpoints publishes the
   // config again (before the first answer, a deployment is used as configured).
@@ -626,6 +658,7 @@ int Gateway::run() {
   });
   main_io.run();
   discovery_.reset();  // its thread publishes configs: stopped before the workers go
+  if (kube_) kube_->stop();  // the same
   for (auto& t : threads) t.join();
   // The workers handed over what they held: every usage record goes to its sinks (or
   // their spill files) and the last spans are sent before the process exits.

@@ -42,6 +42,7 @@ namespace tahua {
 
 class Worker;
 class ResponseCache;
+class KubeRuntime;
 
 // Where the config comes from, so it can be read again on SIGHUP.
 struct ConfigSource {
@@ -63,8 +64,11 @@ class Gateway final : private AdminHost, private HealingHost {
   // Returns the process exit code.
   int run();
 
-  // Ready: config loaded (the worker's `config`), a provider usable, not draining.
-  bool ready(const Config& config) const { return !draining() && config.anyProviderUsable(); }
+  // Ready: config loaded (the worker's `config`), a provider usable, not draining, and
+  // the Kubernetes resources listed (when they are watched).
+  bool ready(const Config& config) const { return !draining() && config.anyProviderUsable() && resourcesListed(); }
+  // False while watched Kubernetes resources are not listed yet; true when not watched.
+  bool resourcesListed() const { return kube_listed_ == nullptr || kube_listed_->load(std::memory_order_relaxed); }
   bool draining() const override { return draining_.load(std::memory_order_relaxed); }
   // Merges every worker's metrics (each copied on its own thread) into Prometheus text.
   boost::asio::awaitable<std::string> renderMetrics() override;  // gateway_metrics.cpp
@@ -124,6 +128,9 @@ class Gateway final : private AdminHost, private HealingHost {
   // HealingHost: what the self-healing loop (src/healing/healing_loop.cpp) asks.
   const Config& servedConfig() const override { return *snapshot_->config; }
   boost::asio::awaitable<HealthSample> collectHealth() override;
+  boost::asio::awaitable<void> scale(HealingAction& action) override;
+  // The Kubernetes resources' watch found a change: publish with them (their thread).
+  void kubernetesResourcesChanged(std::vector<StoredResource> resources);
 
   ConfigSource source_;
   // Guards what reloads and the admin API change: the main thread (signals, file watch)
@@ -139,6 +146,11 @@ class Gateway final : private AdminHost, private HealingHost {
   std::unique_ptr<ResponseCache> response_cache_;
   TenantDirectoryPtr tenants_;  // the last one published (under mutex_)
   std::vector<StateStore::Record> resources_;  // the store's resources in force (under mutex_)
+  // The Kubernetes API link (config `kubernetes`, set up at start) and the resources its
+  // watch found (under mutex_); they go before the store's of the same Kind/name.
+  std::unique_ptr<KubeRuntime> kube_;
+  std::vector<StoredResource> kube_resources_;
+  const std::atomic<bool>* kube_listed_ = nullptr;  // set before the workers start
   // Endpoints of deployments named by DNS; its changes publish the config again.
   std::unique_ptr<DnsDiscovery> discovery_;
   std::vector<StateStore::Record> registration_records_;  // the store's registrations last merged (under mutex_)

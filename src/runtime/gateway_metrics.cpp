@@ -13,6 +13,7 @@
 #include "runtime/gateway.h"
 
 #include "cache/response_cache.h"
+#include "kubernetes/kube_runtime.h"
 #include "runtime/worker.h"
 #include "store/redis/redis_stats.h"
 #include "telemetry/metrics.h"
@@ -230,6 +231,19 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
       text += "tahua_discovery_endpoints{model=\"" + escapeLabel(key.substr(0, slash)) + "\",deployment=\"" +
               escapeLabel(key.substr(slash + 1)) + "\"} " + std::to_string(list.size()) + "\n";
     }
+  }
+  if (kube_ && kube_->watching()) {
+    const KubeWatchStats& ks = kube_->stats();
+    single("tahua_kubernetes_resources_listed", "gauge", "Whether every Kubernetes resource kind was listed once (readiness waits for it).",
+           ks.listed.load() ? "1" : "0");
+    single("tahua_kubernetes_resources", "gauge", "Resources the Kubernetes API holds for tahua now (every kind).",
+           std::to_string(ks.resources.load()));
+    single("tahua_kubernetes_lists_total", "counter", "Lists of a resource kind (the first ones, and again after 410 Gone or a failed watch).",
+           std::to_string(ks.lists.load()));
+    single("tahua_kubernetes_watch_events_total", "counter", "Watch events applied (added, modified, deleted).",
+           std::to_string(ks.events.load()));
+    single("tahua_kubernetes_errors_total", "counter", "Failed calls to the Kubernetes API (each retried with a backoff).",
+           std::to_string(ks.errors.load()));
   }
   // Every deployment of the config in force (discovered and registered endpoints
   // included): where it came from, and what keeps it from traffic, if anything.

@@ -5,7 +5,9 @@
 
 #include <boost/json.hpp>
 #include <chrono>
+#include <algorithm>
 #include <random>
+#include <set>
 
 #include "core/log.h"
 #include "runtime/gateway.h"
@@ -14,19 +16,40 @@ namespace tahua {
 
 ConfigPtr Gateway::withStoredResources(const ConfigPtr& base) {
   resources_ = store_->records(StateStore::kNamespaces[2]);
-  std::vector<StoredResource> list;
-  for (const auto& r : resources_) list.push_back({r.id, r.json});
+  // The cluster's objects first: what `kubectl apply` put there is what GitOps reviewed.
+  std::vector<StoredResource> list = kube_resources_;
+  std::set<std::string, std::less<>> from_kubernetes;
+  for (const auto& r : kube_resources_) from_kubernetes.insert(r.id);
+  std::vector<std::string> shadowed;
+  for (const auto& r : resources_) {
+    if (from_kubernetes.count(r.id)) shadowed.push_back("store resource " + r.id + " is not applied: a Kubernetes resource of the same kind and name is");
+    else list.push_back({r.id, r.json, {}});
+  }
   auto applied = applyStoredResources(base, list);
+  applied.warnings.insert(applied.warnings.end(), shadowed.begin(), shadowed.end());
   std::string report;
   for (const auto& w : applied.warnings) report += w + "\n";
   for (const auto& [id, e] : applied.rejected) report += e + "\n";
   if (report != resources_report_) {
     for (const auto& w : applied.warnings) log::warn(w);
     for (const auto& [id, e] : applied.rejected)
-      log::error("a resource from the store is invalid and not applied", {{"resource", id}, {"error", e}});
+      log::error("a stored or Kubernetes resource is invalid and not applied", {{"resource", id}, {"error", e}});
   }
   resources_report_ = std::move(report);
   return applied.config;
+}
+
+void Gateway::kubernetesResourcesChanged(std::vector<StoredResource> resources) {
+  std::lock_guard lock(mutex_);
+  if (resources.size() == kube_resources_.size() &&
+      std::equal(resources.begin(), resources.end(), kube_resources_.begin(),
+                 [](const StoredResource& a, const StoredResource& b) { return a.id == b.id && a.spec == b.spec; }))
+    return;
+  kube_resources_ = std::move(resources);
+  if (auto error = publish(nullptr, "kubernetes resources")) {
+    ++reloads_failed_;
+    log::error("config with the Kubernetes resources failed; still serving the previous config", {{"error", *error}});
+  }
 }
 
 void Gateway::resourcesChanged() {

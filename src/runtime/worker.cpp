@@ -192,6 +192,7 @@ void Worker::setSnapshot(SnapshotPtr snapshot, TenantDirectoryPtr tenants) {
 SessionHost::Readiness Worker::readiness(const Config& config) const {
   Readiness r;
   r.ready = gateway_.ready(config);
+  r.resources_listed = gateway_.resourcesListed();
   // Each required model: a deployment this worker's balancer would pick now (this
   // worker's view of ejections and breakers: a probe lands on one worker).
   const auto now = SteadyClock::now();

@@ -349,6 +349,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         const SessionHost::Readiness r = worker_.readiness(*snapshot_->config);
         std::string body = r.ready ? R"({"status":"ready")" : worker_.gatewayDraining() ? R"({"status":"draining")" : R"({"status":"not_ready")";
         if (!r.models.empty()) body.append(",\"models\":{").append(r.models).append("}");
+        if (!r.resources_listed) body.append(",\"kubernetes_resources\":\"not_listed\"");
         body += '}';
         co_await writeSimple(r.ready ? 200 : 503, "application/json", body);
         co_return;

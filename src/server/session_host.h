@@ -81,6 +81,7 @@ class SessionHost {
   struct Readiness {
     bool ready = false;
     std::string models;
+    bool resources_listed = true;  // false: Kubernetes resources are watched and not listed yet
   };
   virtual Readiness readiness(const Config& config) const = 0;
   virtual bool gatewayDraining() const = 0;

@@ -165,6 +165,116 @@ TEST(HealingEngine, ShiftOnTtftP99AndUndoWhenTheRuleIsRemoved) {
   EXPECT_TRUE(e.targets().empty());
 }
 
+std::string scaleRule(const std::string& extra = "") {
+  return R"(kubernetes: {api_server: "https://127.0.0.1:6443", namespace: ml, token_file: "", ca_file: ""}
+healing:
+  interval: 1s
+  rules:
+    - name: scale-on-memory
+      model: m
+      when: {metric: gpu_memory, above: 90, for: 2s}
+      action: scale
+      scale: {deployment: vllm, replicas: 3, min: 1, max: 5, cooldown: 10s}
+      restore_after: 2s
+)" + extra;
+}
+
+TEST(HealingConfig, ScaleRulesAreValidatedWithFieldPaths) {
+  auto ok = load(scaleRule());
+  ASSERT_TRUE(ok);
+  const auto& r = ok->healing.rules[0];
+  EXPECT_EQ(r.metric, HealingRuleConfig::Metric::GpuMemory);
+  EXPECT_TRUE(r.nodeMetric());
+  EXPECT_EQ(r.scale.deployment, "vllm");
+  EXPECT_EQ(r.scale.replicas, 3);
+  EXPECT_EQ(r.scale.cooldown, 10s);
+  EXPECT_EQ(ok->kubernetes.namespace_, "ml");
+  // Without the kubernetes section, a scale rule has nothing to patch.
+  EXPECT_NE(loadError("healing: {rules: [{name: r, model: m, action: scale, scale: {deployment: d, replicas: 2}, "
+                      "when: {metric: gpu_util, above: 80}}]}")
+                .find("healing.rules[0].action: scale patches a Kubernetes Deployment"),
+            std::string::npos);
+  const std::string k = R"(kubernetes: {api_server: "http://127.0.0.1:8001", namespace: ml, token_file: "", ca_file: ""}
+)";
+  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: scale, when: {metric: gpu_util, above: 80}}]}")
+                .find("healing.rules[0].scale: required with action scale"),
+            std::string::npos);
+  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: scale, scale: {deployment: d, replicas: 9, max: 4}, "
+                          "when: {metric: gpu_util, above: 80}}]}")
+                .find("healing.rules[0].scale.replicas: outside min..max (1..4)"),
+            std::string::npos);
+  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: scale, deployment: a, scale: {deployment: d, replicas: 2}, "
+                          "when: {metric: gpu_util, above: 80}}]}")
+                .find("healing.rules[0].deployment: scale watches the whole model"),
+            std::string::npos);
+  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: eject, deployment: a, scale: {deployment: d, replicas: 2}, "
+                          "when: {metric: error_rate, above: 8}}]}")
+                .find("healing.rules[0].scale: only with action scale"),
+            std::string::npos);
+  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: eject, deployment: a, "
+                          "when: {metric: queued_requests, above: 8, min_requests: 3}}]}")
+                .find("healing.rules[0].when.min_requests: not with a metric from the nodes' status reports"),
+            std::string::npos);
+  EXPECT_NE(loadError("kubernetes: {api_server: \"ftp://x\", namespace: ml, token_file: \"\", ca_file: \"\"}")
+                .find("kubernetes.api_server: expected an http(s) URL"),
+            std::string::npos);
+  EXPECT_NE(loadError("kubernetes: {api_server: \"https://x\", namespace: Bad_NS, token_file: \"\", ca_file: \"\"}")
+                .find("kubernetes.namespace: \"Bad_NS\" is not a namespace name"),
+            std::string::npos);
+  EXPECT_NE(loadError("kubernetes: {api_server: \"https://x\", namespace: ml, ca_file: /nonexistent/ca.crt}")
+                .find("kubernetes.ca_file: no such file: /nonexistent/ca.crt"),
+            std::string::npos);
+}
+
+// Node gauges for deployments a and b of model m (percent), no request counters.
+HealthSample gauges(std::optional<double> a_memory, std::optional<double> b_memory) {
+  HealthSample s;
+  if (a_memory) s[{"m", "a"}].node = NodeGauges{*a_memory, 10, 0};
+  if (b_memory) s[{"m", "b"}].node = NodeGauges{*b_memory, 10, 0};
+  return s;
+}
+
+TEST(HealingEngine, ScalesOnTheLargestNodeGaugeAndWaitsForTheCooldown) {
+  auto cfg = load(scaleRule());
+  ASSERT_TRUE(cfg);
+  HealingEngine e;
+  e.configure(cfg->healing, *cfg);
+  ASSERT_EQ(e.targets().size(), 1u);  // the model, not each deployment
+  const Time t0{};
+  e.evaluate(t0, gauges(50, 50));
+  EXPECT_TRUE(e.evaluate(t0 + 1s, gauges(95, 40)).empty());  // the largest counts; bad since t0
+  auto fired = e.evaluate(t0 + 2s, gauges(40, 96));
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_TRUE(fired[0].fire);
+  EXPECT_EQ(fired[0].action, HealingRuleConfig::Action::Scale);
+  EXPECT_EQ(fired[0].scale.deployment, "vllm");
+  EXPECT_DOUBLE_EQ(fired[0].value, 96);
+  // Healthy for restore_after (2 s), but the cool-down (10 s since the patch) holds the undo.
+  EXPECT_TRUE(e.evaluate(t0 + 3s, gauges(30, 30)).empty());
+  EXPECT_TRUE(e.evaluate(t0 + 6s, gauges(30, 30)).empty());
+  EXPECT_TRUE(e.evaluate(t0 + 11s, gauges(30, 30)).empty());
+  auto undone = e.evaluate(t0 + 12s, gauges(30, 30));
+  ASSERT_EQ(undone.size(), 1u);
+  EXPECT_FALSE(undone[0].fire);
+  // Bad again at once: for (2 s) has passed, but the cool-down since the undo holds it.
+  EXPECT_TRUE(e.evaluate(t0 + 13s, gauges(99, std::nullopt)).empty());
+  EXPECT_TRUE(e.evaluate(t0 + 16s, gauges(99, std::nullopt)).empty());
+  EXPECT_EQ(e.evaluate(t0 + 22s, gauges(99, std::nullopt)).size(), 1u);
+}
+
+TEST(HealingEngine, NoLiveNodeReportIsNoVerdict) {
+  auto cfg = load(scaleRule());
+  ASSERT_TRUE(cfg);
+  HealingEngine e;
+  e.configure(cfg->healing, *cfg);
+  const Time t0{};
+  e.evaluate(t0, gauges(95, std::nullopt));
+  EXPECT_TRUE(e.evaluate(t0 + 1s, gauges(95, std::nullopt)).empty());
+  EXPECT_TRUE(e.evaluate(t0 + 2s, gauges(std::nullopt, std::nullopt)).empty());  // reports expired: the run ends
+  EXPECT_TRUE(e.evaluate(t0 + 3s, gauges(95, std::nullopt)).empty());  // bad since t0 + 2 s
+  EXPECT_EQ(e.evaluate(t0 + 4s, gauges(95, std::nullopt)).size(), 1u);
+}
+
 TEST(HealingEngine, PercentileInterpolatesWithinItsBucket) {
   std::array<std::uint64_t, kTtftBoundsMs.size() + 1> b{};
   EXPECT_FALSE(percentileMs(b, 0.99));

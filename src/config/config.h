@@ -290,6 +290,9 @@ struct RouteConfig {
   std::size_t max_concurrent_streams = 0;
   TimeoutOverrides timeouts;  // over the chosen provider's, for requests this route chose
   bool semantic_cache = true;  // false: requests this route chose skip the semantic lookup
+  // A RateLimitPolicy that applies to the requests this route chose (added to the
+  // policy's match.route when the config is loaded).
+  std::string policy_ref;
   bool needsFeatures() const { return min_prompt_tokens >= 0 || max_prompt_tokens >= 0 || has_tools >= 0; }
 };
 
@@ -573,6 +576,7 @@ struct RateLimitRule {
 struct RateLimitPolicyConfig {
   std::string name;
   std::vector<std::string> models, tenants, keys;  // match (all given lists must hold the request's); empty = any
+  std::vector<std::string> routes;  // match.route: the route that chose the model (and routes naming it in policyRef)
   std::string client_header = "x-client-type";
   enum class Per { Key, Tenant, All };
   Per per = Per::Key;

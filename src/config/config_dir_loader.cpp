@@ -148,11 +148,13 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
   }
   if (routes.IsSequence() && routes.size() > 0) root["routes"] = routes;
   Loader loader(dir, &sources);
+  loader.defer_policy_refs = true;  // RateLimitPolicy resources come after load()
   try {
     Config cfg = loader.load(root);
     cfg.source = dir;
     for (const auto& r : resources)
       if (r.kind != "ModelRoute") loader.loadResource(r.spec, r.kind, r.name, r.file, cfg);
+    loader.linkPolicyRefs(cfg);
     result.config = std::make_shared<const Config>(std::move(cfg));
     result.warnings = std::move(loader.warnings_);
   } catch (const ConfigFailure& f) {

@@ -58,6 +58,7 @@ Config Loader::load(const YAML::Node& root) {
       fail(root["server"]["readiness"]["require_models"][i], "server.readiness.require_models[" + std::to_string(i) + "]",
            "unknown model \"" + cfg.server.ready_models[i] + "\"");
   if (auto n = root["auth"]) checkAuthPlugins(n, cfg);
+  if (!defer_policy_refs) linkPolicyRefs(cfg);
   if (cfg.admin.enabled && cfg.auth.enabled && cfg.store.type == StoreConfig::Type::Memory && cfg.store.journal.empty())
     warnings_.push_back("store.journal is not set: tenants and keys created through the admin API, and quota consumption, "
                         "will not survive a restart");

@@ -168,9 +168,22 @@ class Loader {
   void loadResource(const YAML::Node& spec, const std::string& kind, const std::string& name,
                          const std::string& file, Config& cfg);
 
+  // Routes' policyRef: checked and linked (the route added to the policy's match.route)
+  // when every policy is known. From files, at the end of load() (a directory's, after its
+  // resources); `link_refs_now` (resources applied over a loaded config) at once.
+  void linkPolicyRefs(Config& cfg);
+  bool defer_policy_refs = false;
+  bool link_refs_now = false;
+
   std::vector<std::string> warnings_;
 
  private:
+  struct PendingRef {
+    std::size_t route;
+    YAML::Node node;
+    std::string field;
+  };
+  std::vector<PendingRef> pending_refs_;
   std::string source_;
   const SourceMap* sources_ = nullptr;
 };

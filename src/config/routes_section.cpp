@@ -1,4 +1,5 @@
 // routes: which requests go to which model, and their per-route limits and timeouts.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <set>
@@ -7,12 +8,22 @@
 
 namespace tahua::config_detail {
 
+namespace {
+
+RateLimitPolicyConfig* findPolicy(Config& cfg, const std::string& name) {
+  for (auto& pol : cfg.rate_limits.policies)
+    if (pol.name == name) return &pol;
+  return nullptr;
+}
+
+}  // namespace
+
 void Loader::loadRoutes(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "routes", "expected a list");
   for (std::size_t i = 0; i < n.size(); ++i) {
     const YAML::Node& y = n[i];
     const std::string p = "routes[" + std::to_string(i) + "]";
-    checkKeys(y, p, {"name", "match", "when", "target", "override", "limits", "timeouts", "semantic_cache"});
+    checkKeys(y, p, {"name", "match", "when", "target", "override", "limits", "timeouts", "semantic_cache", "policyRef"});
     loadRoute(y, p, y["name"] ? nonEmpty(y["name"], p + ".name") : "route-" + std::to_string(i), cfg);
   }
 }
@@ -114,6 +125,16 @@ void Loader::loadRoute(const YAML::Node& y, const std::string& p, std::string na
     if (r.min_prompt_tokens >= 0 && r.max_prompt_tokens >= 0 && r.min_prompt_tokens > r.max_prompt_tokens)
       fail(y["when"], p + ".when.min_prompt_tokens", "must not exceed max_prompt_tokens (the route could never match)");
     const auto index = static_cast<std::uint32_t>(cfg.routes.size());
+    if (auto v = y["policyRef"]) {
+      r.policy_ref = nonEmpty(v, p + ".policyRef");
+      if (link_refs_now) {
+        auto* pol = findPolicy(cfg, r.policy_ref);
+        if (!pol) fail(v, p + ".policyRef", "unknown RateLimitPolicy \"" + r.policy_ref + "\"");
+        pol->routes.push_back(r.name);
+      } else {
+        pending_refs_.push_back({index, v, p + ".policyRef"});
+      }
+    }
     if (r.models.empty() || !r.model_globs.empty()) cfg.routes_any_model.push_back(index);
     for (const auto& name : r.models) {
       auto& list = cfg.routes_by_model[name];
@@ -121,6 +142,16 @@ void Loader::loadRoute(const YAML::Node& y, const std::string& p, std::string na
     }
     cfg.routes.push_back(std::move(r));
   }
+}
+
+void Loader::linkPolicyRefs(Config& cfg) {
+  for (const PendingRef& ref : pending_refs_) {
+    const RouteConfig& r = cfg.routes[ref.route];
+    auto* pol = findPolicy(cfg, r.policy_ref);
+    if (!pol) fail(ref.node, ref.field, "unknown RateLimitPolicy \"" + r.policy_ref + "\" (rate_limits.policies or a RateLimitPolicy resource)");
+    if (std::find(pol->routes.begin(), pol->routes.end(), r.name) == pol->routes.end()) pol->routes.push_back(r.name);
+  }
+  pending_refs_.clear();
 }
 
 }  // namespace tahua::config_detail

@@ -30,7 +30,12 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
   }
   std::vector<const StoredResource*> order;
   for (const auto& r : resources) order.push_back(&r);
-  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
+  // ModelRoutes last, so a route's policyRef finds the policies of every source; each
+  // group in id order.
+  const auto route = [](const StoredResource* r) { return r->id.rfind("ModelRoute/", 0) == 0; };
+  std::sort(order.begin(), order.end(), [&](const auto* a, const auto* b) {
+    return route(a) != route(b) ? route(b) : a->id < b->id;
+  });
   auto cfg = std::make_shared<Config>(*base);
   for (const StoredResource* r : order) {
     const auto slash = r->id.find('/');
@@ -71,6 +76,7 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
       }
     }
     Loader loader(source);
+    loader.link_refs_now = true;
     try {
       YAML::Node spec = YAML::Load(r->spec);
       if (auto dup = duplicateKey(spec, source, "spec")) {
@@ -81,7 +87,7 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
       if (!spec.IsMap()) loader.fail(spec, p, "expected a mapping (the resource's spec, as JSON)");
       if (kind == "ModelRoute") {
         if (spec["name"]) loader.fail(spec["name"], p + ".name", "the name is the resource's (Kind/name), not a field");
-        loader.checkKeys(spec, p, {"match", "when", "target", "override", "limits", "timeouts"});
+        loader.checkKeys(spec, p, {"match", "when", "target", "override", "limits", "timeouts", "semantic_cache", "policyRef"});
         loader.loadRoute(spec, p, name, *cfg);  // appended only when valid
       } else {
         // A stored plugin carries its code: a path would read this replica's files.

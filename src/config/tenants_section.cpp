@@ -344,7 +344,8 @@ RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::st
   if (auto v = y["name"]) pol.name = nonEmpty(v, p + ".name");
   // Models are matched by the name the client asked for or the model a route chose, so a
   // route alias ("auto") is a valid name here.
-  if (auto m = y["match"]) matchLists(m, p + ".match", {{"model", &pol.models}, {"tenant", &pol.tenants}, {"key", &pol.keys}});
+  if (auto m = y["match"])
+    matchLists(m, p + ".match", {{"model", &pol.models}, {"tenant", &pol.tenants}, {"key", &pol.keys}, {"route", &pol.routes}});
   if (auto v = y["per"]) {
     const std::string per = str(v, p + ".per");
     if (per == "key") pol.per = RateLimitPolicyConfig::Per::Key;

@@ -33,7 +33,9 @@ ConfigPtr Gateway::withStoredResources(const ConfigPtr& base) {
   if (report != resources_report_) {
     for (const auto& w : applied.warnings) log::warn(w);
     for (const auto& [id, e] : applied.rejected)
-      log::error("a stored or Kubernetes resource is invalid and not applied", {{"resource", id}, {"error", e}});
+      log::error(from_kubernetes.count(id) ? "a Kubernetes resource is invalid and not applied"
+                                           : "a resource from the store is invalid and not applied",
+                 {{"resource", id}, {"error", e}});
   }
   resources_report_ = std::move(report);
   return applied.config;

@@ -7,8 +7,11 @@
 // kinds, schemas, no unknown field) and gets the same property checks; the drain
 // arithmetic is checked against the values it is computed from. The default rendering is
 // the plain manifests' objects (labels aside), the full one their ingress, HTTPRoute and
-// monitoring objects. Contradictory values fail with the chart's `fail` message, missing
-// ones with its `required` message. The config files each rendering writes load in the
+// monitoring objects. The Kubernetes API access (service account, Role, the config's
+// `kubernetes` section) follows the values; crds/ is an exact copy of the plain manifests'
+// CRDs, which Helm installs untemplated (the renderer, like `helm template`, leaves them out),
+// and the tahua.dev/v1 resources of the values validate against them. Contradictory values
+// fail with the chart's `fail` message, missing ones with its `required` message. The config files each rendering writes load in the
 // real binary (`tahua --check-config`; skipped without a build). Without Go the suite fails.
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,6 +23,7 @@ import {
   parseManifestText, parseConfigText, documentProblems, gatewayRendering,
   checkRollout, checkDrain, checkConfigMount, checkSecretEnv, checkService, checkPodSecurity, checkWrites,
   checkPdb, checkBundledRedis, checkDiscovery, checkHpa, checkIngress, checkHttpRoute, checkMonitoring, checkConfigLoads,
+  crdsByKind, checkCrds, crdObjectProblems, checkKubernetesAccess,
 } from './lib/k8s_validate.mjs';
 import { REPO_ROOT, TAHUA_BIN } from './lib/tahua.mjs';
 import { makeTempDir } from './lib/util.mjs';
@@ -28,10 +32,12 @@ const CHART = join(REPO_ROOT, 'deploy', 'helm', 'tahua');
 const BUILD_SCRIPT = join(REPO_ROOT, 'deploy', 'helm', 'render', 'build.sh');
 const FULL_VALUES = join(CHART, 'ci', 'full-values.yaml');
 const PLAIN_DIR = join(REPO_ROOT, 'deploy', 'kubernetes');
+const CHART_CRDS = join(CHART, 'crds', 'crds.yaml');
 const COPIES = [
   // [the chart's copy, the original]
   [join(CHART, 'files', 'alerts.yaml'), join(REPO_ROOT, 'deploy', 'prometheus', 'alerts.yaml')],
   [join(CHART, 'files', 'tahua.json'), join(REPO_ROOT, 'deploy', 'grafana', 'tahua.json')],
+  [CHART_CRDS, join(PLAIN_DIR, 'crds.yaml')],
 ];
 const NO_BINARY = !existsSync(TAHUA_BIN) && `no tahua binary at ${TAHUA_BIN}`;
 const RELEASE = 'tahua';
@@ -115,10 +121,13 @@ function withoutInstance(node) {
 
 // ------------------------------------------------------------------------ the renderings
 
-// In-memory store, no HPA: the Redis objects and the HPA disappear, replicas appears.
+// In-memory store, no HPA, no Kubernetes API: the Redis objects, the HPA, the service
+// account and its Role disappear, replicas appears.
 const MEMORY_STORE = {
   replicas: 1,
   autoscaling: { enabled: false },
+  kubernetes: { resources: false, scaleDeployments: false },
+  serviceAccount: { create: false },
   redis: { mode: 'none' },
   config: { files: { 'base.yaml': { usage: { sinks: [{ name: 'file', type: 'file', path: '/var/lib/tahua/usage/records.jsonl' }] } } } },
 };
@@ -313,6 +322,24 @@ for (const c of CASES) {
       }
     });
 
+    it('Kubernetes API: the service account, its token and a Role as the values say; the config section from kubernetes.*', () => {
+      const k = values.kubernetes;
+      const sa = values.serviceAccount;
+      checkKubernetesAccess(r, { resources: k.resources, scale: k.scaleDeployments, serviceAccount: sa.create });
+      assert.equal(r.pod.spec.serviceAccountName, sa.name || (sa.create ? 'tahua' : 'default'));
+      assert.equal(all('ServiceAccount').length, sa.create ? 1 : 0, 'serviceAccount.create makes one');
+      for (const [key, value] of Object.entries(sa.annotations ?? {})) assert.equal(all('ServiceAccount')[0].metadata.annotations[key], value);
+      if (k.resources || k.scaleDeployments) {
+        assert.deepEqual(r.tahua.config.kubernetes, { resources: k.resources, timeout: k.timeout, watch_timeout: k.watchTimeout });
+      }
+    });
+
+    it('the tahua.dev/v1 resources of the values are valid objects of the chart\'s CRDs', () => {
+      const crds = crdsByKind(parseManifestText(readFileSync(CHART_CRDS, 'utf8'), 'crds/crds.yaml'));
+      const problems = r.tahua.resources.flatMap(({ file, ...doc }) => crdObjectProblems(crds, doc, `${c.name} ${file}`));
+      assert.deepEqual(problems, [], problems.join('\n'));
+    });
+
     it('the ConfigMap loads in the real binary, laid out as the kubelet mounts it', { skip: NO_BINARY }, () => {
       checkConfigLoads(r);
     });
@@ -336,10 +363,19 @@ describe('Helm chart: the objects of deploy/kubernetes', () => {
     full = gatewayRendering(parseRendering(f.stdout), 'tahua');
   });
 
-  it('files/ holds exact copies of deploy/prometheus/alerts.yaml and deploy/grafana/tahua.json', () => {
+  it('files/ and crds/ hold exact copies of alerts.yaml, the Grafana dashboard and deploy/kubernetes/crds.yaml', () => {
     for (const [copy, original] of COPIES) {
       assert.ok(readFileSync(copy).equals(readFileSync(original)), `${copy} differs from ${original}: cp ${original} ${copy}`);
     }
+    assert.deepEqual(readdirSync(join(CHART, 'crds')), ['crds.yaml'], 'crds/ holds the CRDs only');
+  });
+
+  it('crds/: valid CustomResourceDefinitions of the kinds tahua watches, left out of the rendering as Helm does', () => {
+    const crds = parseManifestText(readFileSync(CHART_CRDS, 'utf8'), 'crds/crds.yaml');
+    const problems = crds.flatMap(documentProblems);
+    assert.deepEqual(problems, [], problems.join('\n'));
+    checkCrds(crdsByKind(crds));
+    assert.equal(byDefault.manifests.filter((m) => m.doc.kind === 'CustomResourceDefinition').length, 0, 'not templated');
   });
 
   it('the defaults render the plain manifests\' gateway, Redis and discovery objects (Helm labels aside) and the same config', () => {
@@ -350,6 +386,12 @@ describe('Helm chart: the objects of deploy/kubernetes', () => {
     for (const [kind, name] of same) {
       assert.deepEqual(withoutInstance(byDefault.only(kind, name).spec), plain.only(kind, name).spec, `${kind} ${name}: the chart's spec is the plain manifest's`);
     }
+    // The objects without a spec: the service account and its Role.
+    const rbac = [['ServiceAccount', 'tahua', ['automountServiceAccountToken']], ['Role', 'tahua', ['rules']], ['RoleBinding', 'tahua', ['roleRef', 'subjects']]];
+    for (const [kind, name, fields] of rbac) {
+      for (const f of fields) assert.deepEqual(byDefault.only(kind, name)[f], plain.only(kind, name)[f], `${kind} ${name}: the chart's ${f} is the plain manifest's`);
+    }
+    same.push(...rbac.map(([kind, name]) => [kind, name]));
     assert.deepEqual(byDefault.tahua.config, plain.tahua.config, 'the config sections');
     const res = (t) => t.resources.map(({ file, ...doc }) => doc);
     assert.deepEqual(res(byDefault.tahua), res(plain.tahua), 'the resources');
@@ -404,6 +446,9 @@ describe('Helm chart: values refused', () => {
     ['an ingress without hosts (required)', { ingress: { enabled: true } }, /ingress\.hosts: at least one host name is required/],
     ['an HTTPRoute without parentRefs (required)', { httpRoute: { enabled: true } }, /httpRoute\.parentRefs: the Gateway to attach to is required/],
     ['a resource without a spec (required)', { tahuaResources: { modelRoutes: [{ name: 'x' }] } }, /tahuaResources\.modelRoutes\[0\]\.spec is required/],
+    ['a kubernetes section in the config', { config: { files: { 'base.yaml': { kubernetes: { resources: true } } } } }, /config\.files\.base\.yaml\.kubernetes: set kubernetes\.\* instead/],
+    ['a kubernetes section outside base.yaml', { config: { files: { 'k8s.yaml': 'kubernetes:\n  resources: true\n' } } }, /config\.files\.k8s\.yaml\.kubernetes: set kubernetes\.\* instead/],
+    ['a Role for the namespace\'s default account', { serviceAccount: { create: false } }, /rbac\.create with serviceAccount\.create false needs serviceAccount\.name/],
   ];
   for (const [what, values, message] of refused) {
     it(`refuses ${what}`, () => {
@@ -418,6 +463,7 @@ describe('Helm chart: values refused', () => {
     const notes = render({ extra: ['--notes'] });
     assert.equal(notes.status, 0, notes.stderr);
     assert.match(notes.stdout, /\nNOTES:\n[^]*terminationGracePeriodSeconds 75 = preStop 5 \+ drain_timeout 60 \+ 5 \+ 5/);
+    assert.match(notes.stdout, /\(kubectl -n tahua get tahua\)/, 'how to see the watched resources');
 
     const a = valuesFile({ drain: { timeoutSeconds: 30 }, podDisruptionBudget: { enabled: false } });
     const b = valuesFile({ drain: { timeoutSeconds: 90 }, discovery: { services: null } });

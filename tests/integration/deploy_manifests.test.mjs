@@ -9,9 +9,12 @@
 // admin port kept off the Service, the pod security settings and where tahua may write,
 // Redis with AOF and noeviction, the headless Service that DNS discovery resolves, the HPA
 // and the Prometheus adapter rule it reads, the ingress settings for long streams, the
-// alert rules identical to deploy/prometheus/alerts.yaml, the kustomization. Finally the
-// real binary loads the ConfigMap's files laid out as the kubelet mounts them
-// (`tahua --check-config DIR`; skipped without a build).
+// alert rules identical to deploy/prometheus/alerts.yaml, the kustomization. tahua's own
+// CRDs (crds.yaml) define the kinds and plurals its source watches with structural schemas,
+// the service account and Role grant exactly the API requests it makes, and every
+// tahua.dev/v1 example of the README and of the ConfigMap validates against the CRDs'
+// openAPIV3Schema. Finally the real binary loads the ConfigMap's files laid out as the
+// kubelet mounts them (`tahua --check-config DIR`; skipped without a build).
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -20,11 +23,15 @@ import {
   parseManifestText, parseConfigText, documentProblems, adapterExposedName, gatewayRendering,
   checkRollout, checkDrain, checkConfigMount, checkSecretEnv, checkService, checkPodSecurity, checkWrites,
   checkPdb, checkBundledRedis, checkDiscovery, checkHpa, checkIngress, checkHttpRoute, checkMonitoring, checkConfigLoads,
+  crdsByKind, checkCrds, crdObjectProblems, crdSchemaProblems, checkKubernetesAccess, markdownResources,
 } from './lib/k8s_validate.mjs';
 import { REPO_ROOT, TAHUA_BIN } from './lib/tahua.mjs';
 
 const DIR = join(REPO_ROOT, 'deploy', 'kubernetes');
 const OBSERVABILITY_DOC = join(REPO_ROOT, 'docs', 'observability.md');
+const README = join(REPO_ROOT, 'README.md');
+// Kinds without a namespace: kustomize's namespace does not apply to them.
+const CLUSTER_SCOPED = new Set(['Namespace', 'CustomResourceDefinition']);
 
 // Files of deploy/kubernetes/ that kustomization.yaml must not apply (each says why).
 const NOT_APPLIED = new Map([
@@ -82,6 +89,14 @@ describe('deploy/kubernetes manifests', () => {
       m.doc.spec.typoField = 'x';
       assert.match(documentProblems(m).join('\n'), /\/spec\/typoField is not a field/, kind);
     }
+    // And tahua's CRDs outside their openAPIV3Schema (crdSchemaProblems checks that).
+    const crd = structuredClone(manifests.find((x) => x.doc.kind === 'CustomResourceDefinition'));
+    crd.doc.spec.versions[0].servd = true;
+    crd.doc.spec.versions[0].additionalPrinterColumns[0].jsonpath = '.spec';
+    assert.deepEqual(documentProblems(crd).map((p) => p.replace(/.*: /, '')), [
+      '/spec/versions/0/additionalPrinterColumns/0/jsonpath is not a field of apiextensions.k8s.io/v1 CustomResourceDefinition',
+      '/spec/versions/0/servd is not a field of apiextensions.k8s.io/v1 CustomResourceDefinition',
+    ]);
 
     const removed = structuredClone(base);
     removed.doc.apiVersion = 'extensions/v1beta1';
@@ -112,7 +127,7 @@ describe('deploy/kubernetes manifests', () => {
     assert.ok(namespace, 'kustomization.yaml sets the namespace');
     assert.equal(only('Namespace', namespace).metadata.name, namespace);
     for (const m of manifests) {
-      if (m.doc.kind === 'Namespace' || m.file === 'prometheus-adapter-rules.yaml') continue;
+      if (CLUSTER_SCOPED.has(m.doc.kind) || m.file === 'prometheus-adapter-rules.yaml') continue;
       assert.equal(m.doc.metadata?.namespace, namespace, `${m.file}: ${m.doc.kind} ${m.doc.metadata?.name} is in namespace ${namespace}`);
     }
   });
@@ -188,6 +203,68 @@ describe('deploy/kubernetes manifests', () => {
 
   it('monitoring: the ServiceMonitor scrapes /metrics of the gateway Service; the PrometheusRule is alerts.yaml', () => {
     checkMonitoring(r);
+  });
+
+  it('CRDs: one per kind tahua watches, its plural and group, namespaced, one structural version v1', () => {
+    const crds = crdsByKind(manifests);
+    checkCrds(crds);
+    assert.ok(manifests.filter((m) => m.doc.kind === 'CustomResourceDefinition').every((m) => m.file === 'crds.yaml'), 'the CRDs are in crds.yaml');
+    // What each kind must hold, from the loaders (src/config/*_section.cpp).
+    const spec = (kind) => crds.get(kind).spec.versions[0].schema.openAPIV3Schema.properties.spec;
+    assert.deepEqual(spec('ModelRoute').required, ['target']);
+    assert.deepEqual(Object.keys(spec('ModelRoute').properties).sort(), ['limits', 'match', 'override', 'target', 'timeouts', 'when'],
+      'a ModelRoute from the API takes the fields src/config/stored_resources.cpp lets through');
+    assert.deepEqual(spec('Plugin').required, ['source'], 'a Plugin from the API carries its code');
+    assert.equal(spec('Plugin').properties.file, undefined, 'no file: it would read the replica\'s own files');
+    assert.deepEqual(spec('GuardrailPolicy').required, ['rules']);
+    for (const kind of ['RateLimitPolicy', 'GuardrailPolicy']) assert.equal(spec(kind).properties.name, undefined, `${kind}: the name is metadata.name`);
+    const columns = crds.get('ModelRoute').spec.versions[0].additionalPrinterColumns.map((c) => c.jsonPath);
+    for (const path of ['.spec.target', '.spec.match.model']) assert.ok(columns.includes(path), `kubectl get modelroutes shows ${path}`);
+  });
+
+  it('CRDs: the checker refuses a typo, a wrong type, a missing field and a bad enum; takes the shapes the loaders take', () => {
+    const crds = crdsByKind(manifests);
+    const route = { apiVersion: 'tahua.dev/v1', kind: 'ModelRoute', metadata: { name: 'r' }, spec: { match: { model: 'auto' }, target: 'gpt-4o' } };
+    const problems = (patch) => crdObjectProblems(crds, { ...route, ...patch }, 'x.yaml');
+    assert.deepEqual(problems({}), []);
+    assert.deepEqual(problems({ spec: { ...route.spec, taget: 'gpt-4o' } }), ['x.yaml (ModelRoute r): /spec/taget is not a field of the schema']);
+    assert.deepEqual(problems({ spec: { target: 'gpt-4o', when: { max_prompt_tokens: '1000' } } }), ['x.yaml (ModelRoute r): /spec/when/max_prompt_tokens must be an integer']);
+    assert.deepEqual(problems({ spec: { match: { model: 'auto' } } }), ['x.yaml (ModelRoute r): /spec/target is required']);
+    assert.deepEqual(problems({ spec: { target: 'gpt-4o', timeouts: { total: '1.5s' } } }), ['x.yaml (ModelRoute r): /spec/timeouts/total must match ^[0-9]+(ms|s|m|h|d)$']);
+    assert.match(problems({ metadata: { name: 'support-answer@3' } }).join('\n'), /metadata\.name must be a DNS subdomain name/);
+    assert.deepEqual(problems({ spec: undefined }), ['x.yaml (ModelRoute r): /spec must be an object']);
+    // A name or a list of names (preserve-unknown-fields), an integer or a string.
+    assert.deepEqual(problems({ spec: { match: { model: ['auto', 'auto-*'], tenant: 'acme' }, target: 'gpt-4o' } }), []);
+    const prompt = { apiVersion: 'tahua.dev/v1', kind: 'PromptTemplate', metadata: { name: 'p' } };
+    assert.deepEqual(crdObjectProblems(crds, { ...prompt, spec: { version: 3, template: 'hi' } }, 'p'), []);
+    assert.deepEqual(crdObjectProblems(crds, { ...prompt, spec: { version: 3.5, template: 'hi' } }, 'p'), ['p (PromptTemplate p): /spec/version must be an integer or a string']);
+    assert.deepEqual(crdObjectProblems(crds, { ...prompt, spec: { messages: [{ role: 'robot', content: 'x' }] } }, 'p'),
+      ['p (PromptTemplate p): /spec/messages/0/role must be one of system, developer, user, assistant']);
+    assert.deepEqual(crdObjectProblems(crds, { apiVersion: 'tahua.dev/v1', kind: 'Plugin', metadata: { name: 'p' }, spec: { file: 'p.lua' } }, 'p'),
+      ['p (Plugin p): /spec/source is required', 'p (Plugin p): /spec/file is not a field of the schema']);
+    assert.match(crdObjectProblems(crds, { apiVersion: 'tahua.dev/v2', kind: 'ModelRoute', metadata: { name: 'r' }, spec: {} }, 'v')[0], /not a served version/);
+    // And a schema the API server would not take as structural.
+    assert.deepEqual(crdSchemaProblems({ type: 'object', properties: { a: { description: 'no type' }, b: { type: 'array' } } }),
+      ['/properties/a: no type (only x-kubernetes-preserve-unknown-fields or -int-or-string may omit it)', '/properties/b: an array needs items']);
+    assert.deepEqual(crdSchemaProblems({ type: 'object', additionalProperties: false, 'x-kubernetes-preserve-unknown-fields': true }),
+      ['/: additionalProperties must be a schema (false and preserve-unknown-fields contradict; pruning refuses unknown fields anyway)']);
+    assert.deepEqual(crdSchemaProblems({ type: 'string', format: 'duration' }), ['/: keyword format is not one the checker knows']);
+  });
+
+  it('CRDs: the README\'s tahua.dev/v1 examples and the ConfigMap\'s resources are valid objects of them', () => {
+    const crds = crdsByKind(manifests);
+    const examples = markdownResources(readFileSync(README, 'utf8'), 'README.md');
+    const kinds = examples.map((e) => e.doc.kind);
+    assert.ok(kinds.filter((k) => k === 'ModelRoute').length >= 2, `the README's ModelRoute examples are found: ${kinds}`);
+    const fromConfigMap = r.tahua.resources.map(({ file, ...doc }) => ({ where: `configmap.yaml ${file}`, doc }));
+    assert.ok(fromConfigMap.length > 0);
+    const problems = [...examples, ...fromConfigMap].flatMap(({ where, doc }) => crdObjectProblems(crds, doc, where));
+    assert.deepEqual(problems, [], `invalid as Kubernetes objects:\n${problems.join('\n')}`);
+  });
+
+  it('RBAC: the gateway\'s service account, its token mounted, a Role granting exactly the API calls tahua makes', () => {
+    checkKubernetesAccess(r, { resources: true, scale: true });
+    assert.equal(r.tahua.config.kubernetes.resources, true, 'the resources are watched: crds.yaml is applied with the rest');
   });
 
   it('the ConfigMap loads in the real binary, laid out as the kubelet mounts it', { skip: !existsSync(TAHUA_BIN) && `no tahua binary at ${TAHUA_BIN}` }, () => {

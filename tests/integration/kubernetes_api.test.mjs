@@ -241,3 +241,24 @@ describe('self-healing scale action', () => {
     assert.match(failed.error, /404/);
   });
 });
+
+describe('ModelRoute policyRef', () => {
+  it('limits the requests the route chose with the RateLimitPolicy it names, and not the others', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const api = await startFakeKubeApi();
+    t.after(() => api.close());
+    api.apply('ratelimitpolicies', 'cheap-cap', { per: 'all', requests_per_minute: 2 });
+    api.apply('modelroutes', 'cheap', { match: { model: 'cheap' }, target: 'small', policyRef: 'cheap-cap' });
+    api.apply('modelroutes', 'broken', { match: { model: 'broken' }, target: 'small', policyRef: 'nosuch' });
+    const { gw } = await startWithAdmin(t, config(upstream, api));
+    await until(async () => (await request(gw.url, '/readyz')).status === 200, '/readyz 200');
+    const status = async (model) => (await post(gw.url, '/v1/chat/completions', chatBody(model))).status;
+    assert.deepEqual([await status('cheap'), await status('cheap'), await status('cheap')], [200, 200, 429]);
+    // The same model asked for by name did not go through the route: not limited.
+    assert.deepEqual([await status('small'), await status('small'), await status('small')], [200, 200, 200]);
+    // A route naming no policy is not applied (never unlimited by mistake), and says why.
+    assert.equal(await status('broken'), 404);
+    const logged = gw.stderr.json().find((l) => l.resource === 'ModelRoute/broken');
+    assert.match(logged.error, /ModelRoute\/broken\.spec\.policyRef: unknown RateLimitPolicy "nosuch"/);
+  });
+});

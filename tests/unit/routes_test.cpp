@@ -185,6 +185,29 @@ TEST(RoutesConfig, UnknownTarget) {
                    3, "routes[0].target", "unknown model \"nope\"");
 }
 
+TEST(RoutesConfig, PolicyRefLinksTheRouteToTheRateLimitPolicy) {
+  // The policy is declared after the routes: refs are linked once everything is loaded.
+  auto cfg = mustLoad(R"(  - name: cheap
+    match: {model: auto}
+    target: small
+    policyRef: cheap-cap
+rate_limits:
+  policies:
+    - name: cheap-cap
+      per: all
+      requests_per_minute: 5
+    - name: by-route
+      match: {route: [other]}
+      requests_per_minute: 9
+)");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->routes[0].policy_ref, "cheap-cap");
+  EXPECT_EQ(cfg->rate_limits.policies[0].routes, std::vector<std::string>{"cheap"});
+  EXPECT_EQ(cfg->rate_limits.policies[1].routes, std::vector<std::string>{"other"});
+  expectDiagnostic(loadError("  - name: r\n    target: small\n    policyRef: nope\n"), 3, "routes[0].policyRef",
+                   "unknown RateLimitPolicy \"nope\"");
+}
+
 TEST(RoutesConfig, MissingOrEmptyTarget) {
   expectDiagnostic(loadError("  - name: r\n    match: {model: auto}\n"), 1, "routes[0].target", "required");
   expectDiagnostic(loadError("  - name: r\n    target: \"\"\n"), 2, "routes[0].target", "must not be empty");

@@ -305,6 +305,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     if (!pol.models.empty() && !listed(pol.models, ctx.model->name) && !listed(pol.models, ctx.facts.model)) return nullptr;
     if (!pol.tenants.empty() && (!ctx.principal.tenant || !listed(pol.tenants, ctx.principal.tenant->name))) return nullptr;
     if (!pol.keys.empty() && (!ctx.principal.key || !listed(pol.keys, ctx.principal.key->name))) return nullptr;
+    if (!pol.routes.empty() && !listed(pol.routes, ctx.route_name)) return nullptr;
     const std::string_view type = ctx.headers ? ctx.headers->get(pol.client_header) : std::string_view{};
     std::size_t rule = pol.rules.size();  // the default
     for (std::size_t r = 0; r < pol.rules.size() && !type.empty(); ++r) {

@@ -9,13 +9,17 @@
 // against the config in the ConfigMap, probes, the config directory mount, secrets for every
 // *_env, the admin port kept off the Service, pod security and where tahua may write, Redis
 // with AOF and noeviction, DNS discovery, the HPA, the ingress and HTTPRoute settings for long
-// streams, monitoring; and the ConfigMap's config loaded by the real binary.
+// streams, monitoring, the Kubernetes API access (service account, Role, the config's
+// `kubernetes` section); and the ConfigMap's config loaded by the real binary. tahua's own
+// CustomResourceDefinitions are checked against the kinds its source watches, and tahua.dev/v1
+// objects against their openAPIV3Schema (crdSchemaProblems, crdObjectProblems: the subset of
+// OpenAPI v3 the CRDs use, with unknown fields refused as kubectl apply refuses them).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, parseDocument } from 'yaml';
 import * as coreV1 from 'kubernetes-models/v1';
 import * as appsV1 from 'kubernetes-models/apps/v1';
 import * as batchV1 from 'kubernetes-models/batch/v1';
@@ -23,6 +27,7 @@ import * as policyV1 from 'kubernetes-models/policy/v1';
 import * as autoscalingV2 from 'kubernetes-models/autoscaling/v2';
 import * as networkingV1 from 'kubernetes-models/networking.k8s.io/v1';
 import * as rbacV1 from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import * as apiextensionsV1 from 'kubernetes-models/apiextensions.k8s.io/v1';
 import * as gatewayV1 from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
 import * as monitoringV1 from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { REPO_ROOT, TAHUA_BIN } from './tahua.mjs';
@@ -32,7 +37,7 @@ export const ALERTS_FILE = join(REPO_ROOT, 'deploy', 'prometheus', 'alerts.yaml'
 
 // The API versions a current cluster serves. Only these modules are registered: a removed
 // version (extensions/v1beta1, policy/v1beta1, autoscaling/v2beta2 ...) is an unknown kind.
-const MODEL_MODULES = [coreV1, appsV1, batchV1, policyV1, autoscalingV2, networkingV1, rbacV1, gatewayV1, monitoringV1];
+const MODEL_MODULES = [coreV1, appsV1, batchV1, policyV1, autoscalingV2, networkingV1, rbacV1, apiextensionsV1, gatewayV1, monitoringV1];
 const MODELS = new Map();
 for (const mod of MODEL_MODULES) {
   for (const value of Object.values(mod)) {
@@ -88,7 +93,7 @@ export function tahuaConfigOf(configMap) {
       }
     }
   }
-  return { config, resources, files: names };
+  return { config, resources, files: names, owner };
 }
 
 // ------------------------------------------------------------------------ units
@@ -164,6 +169,7 @@ export function schemaKnows(Model, doc, path) {
  */
 export function unknownFields(Model, doc) {
   const found = [];
+  const gap = MODEL_GAPS.get(`${Model.apiVersion} ${Model.kind}`);
   const visit = (node, path) => {
     if (Array.isArray(node)) {
       node.forEach((item, i) => visit(item, [...path, i]));
@@ -173,6 +179,7 @@ export function unknownFields(Model, doc) {
     for (const key of Object.keys(node)) {
       if (path.length === 0 && (key === 'apiVersion' || key === 'kind')) continue;  // chose the model
       const at = [...path, key];
+      if (gap?.(at)) continue;
       if (schemaKnows(Model, doc, at)) visit(node[key], at);
       else found.push(pointer(at));
     }
@@ -180,6 +187,17 @@ export function unknownFields(Model, doc) {
   visit(doc, []);
   return found;
 }
+
+// Fields a model's generated schema lacks although the API has them, by kind: the path is
+// taken as known and not looked into. A CRD's JSONSchemaProps there has no `description` and
+// no x-kubernetes-* keys, and takes anything under items and additionalProperties: its
+// openAPIV3Schema is checked by crdSchemaProblems instead, which refuses keywords it does not
+// know. The printer columns' `description` is missing the same way.
+const MODEL_GAPS = new Map([
+  ['apiextensions.k8s.io/v1 CustomResourceDefinition', (at) => at[0] === 'spec' && at[1] === 'versions' &&
+    ((at[3] === 'schema' && at[4] === 'openAPIV3Schema' && at.length === 5) ||
+     (at[3] === 'additionalPrinterColumns' && at[5] === 'description' && at.length === 6))],
+]);
 
 /** What is wrong with one document: an unknown kind, schema errors, unknown fields. */
 export function documentProblems({ file, index, doc }) {
@@ -590,6 +608,281 @@ export function checkMonitoring({ all, fileOf, pod }) {
     `${fileOf(rules[0])}: spec differs from deploy/prometheus/alerts.yaml (regenerate it, see the file's header)`);
 }
 
+// ------------------------------------------------------------------------ tahua's CRDs and the Kubernetes API
+
+/**
+ * What tahua asks of the Kubernetes API, read from its source so that the CRDs and the Role
+ * cannot drift from it: the kinds it lists and watches (kind -> plural), their group and
+ * version, and the verbs of the scale action on deployments/scale (its HTTP methods).
+ */
+export function tahuaKubeRequests() {
+  const dir = join(REPO_ROOT, 'src', 'kubernetes');
+  const watch = readFileSync(join(dir, 'resource_watch.cpp'), 'utf8');
+  const table = /kKubeKinds\[\d*\]\s*=\s*\{([^;]*)\};/.exec(watch);
+  assert.ok(table, 'src/kubernetes/resource_watch.cpp has the kKubeKinds table');
+  const kinds = new Map([...table[1].matchAll(/\{"(\w+)",\s*"(\w+)"\}/g)].map((m) => [m[1], m[2]]));
+  assert.ok(kinds.size > 0, 'kKubeKinds lists kinds');
+  const gv = /"\/apis\/([a-z0-9.-]+)\/(v[0-9a-z]+)\/namespaces\/"/.exec(watch);
+  assert.ok(gv, 'resource_watch.cpp builds /apis/GROUP/VERSION/namespaces/ paths');
+  const scale = readFileSync(join(dir, 'deployment_scale.cpp'), 'utf8');
+  assert.match(scale, /"\/apis\/apps\/v1\/namespaces\/"[^;]*"\/deployments\/"[^;]*"\/scale"/, 'deployment_scale.cpp calls apps/v1 deployments/scale');
+  const methods = [...new Set([...scale.matchAll(/\.call\("([A-Z]+)"/g)].map((m) => m[1]))];
+  assert.ok(methods.length > 0, 'deployment_scale.cpp makes calls');
+  return { group: gv[1], version: gv[2], kinds, scaleVerbs: methods.map((m) => m.toLowerCase()).sort() };
+}
+
+// The keywords the CRDs may use: those crdObjectProblems checks. Anything else in a schema
+// is a problem, so a constraint the test would silently ignore cannot creep in.
+const CRD_SCHEMA_KEYWORDS = new Set(['type', 'description', 'properties', 'required', 'items', 'additionalProperties', 'enum',
+  'pattern', 'minimum', 'maximum', 'minLength', 'minItems', 'x-kubernetes-preserve-unknown-fields', 'x-kubernetes-int-or-string']);
+const CRD_TYPES = {
+  object: (v) => v !== null && typeof v === 'object' && !Array.isArray(v),
+  array: Array.isArray,
+  string: (v) => typeof v === 'string',
+  integer: Number.isInteger,
+  number: (v) => typeof v === 'number' && Number.isFinite(v),
+  boolean: (v) => typeof v === 'boolean',
+};
+
+/**
+ * Why the API server would refuse `schema` as a structural schema (a type on every node but
+ * those that preserve unknown fields or are int-or-string; properties or additionalProperties,
+ * not both; items on arrays), or why crdObjectProblems could not check it fully.
+ */
+export function crdSchemaProblems(schema, at = '') {
+  const where = at || '/';
+  if (!CRD_TYPES.object(schema)) return [`${where}: not a schema`];
+  const out = [];
+  for (const k of Object.keys(schema)) if (!CRD_SCHEMA_KEYWORDS.has(k)) out.push(`${where}: keyword ${k} is not one the checker knows`);
+  const preserve = schema['x-kubernetes-preserve-unknown-fields'] === true;
+  const intOrString = schema['x-kubernetes-int-or-string'] === true;
+  const { type } = schema;
+  if (intOrString && type !== undefined) out.push(`${where}: x-kubernetes-int-or-string takes no type`);
+  if (type === undefined && !preserve && !intOrString) out.push(`${where}: no type (only x-kubernetes-preserve-unknown-fields or -int-or-string may omit it)`);
+  if (type !== undefined && !(type in CRD_TYPES)) out.push(`${where}: unknown type ${type}`);
+  const objectOnly = ['properties', 'required', 'additionalProperties'].filter((k) => k in schema);
+  if (objectOnly.length && type !== 'object') out.push(`${where}: ${objectOnly.join(', ')} on a ${type ?? 'typeless'} node`);
+  if (schema.properties && 'additionalProperties' in schema) out.push(`${where}: properties and additionalProperties together`);
+  if ('additionalProperties' in schema && !CRD_TYPES.object(schema.additionalProperties)) {
+    out.push(`${where}: additionalProperties must be a schema (false and preserve-unknown-fields contradict; pruning refuses unknown fields anyway)`);
+  }
+  for (const r of schema.required ?? []) if (!schema.properties?.[r]) out.push(`${where}: required ${r} is not a property`);
+  if (type === 'array' && !CRD_TYPES.object(schema.items)) out.push(`${where}: an array needs items`);
+  if ('items' in schema && type !== 'array') out.push(`${where}: items on a ${type ?? 'typeless'} node`);
+  if (schema.enum && !(Array.isArray(schema.enum) && schema.enum.every((e) => CRD_TYPES[type]?.(e)))) out.push(`${where}: enum values of another type than ${type}`);
+  if ('pattern' in schema) {
+    if (type !== 'string') out.push(`${where}: pattern on a ${type} node`);
+    try { new RegExp(schema.pattern, 'u'); } catch (err) { out.push(`${where}: pattern: ${err.message}`); }
+  }
+  for (const k of ['minimum', 'maximum']) if (k in schema && type !== 'integer' && type !== 'number') out.push(`${where}: ${k} on a ${type} node`);
+  if ('minLength' in schema && type !== 'string') out.push(`${where}: minLength on a ${type} node`);
+  if ('minItems' in schema && type !== 'array') out.push(`${where}: minItems on a ${type} node`);
+  if (typeof schema.description === 'string' && !schema.description.trim()) out.push(`${where}: an empty description`);
+  for (const [k, sub] of Object.entries(schema.properties ?? {})) out.push(...crdSchemaProblems(sub, `${at}/properties/${k}`));
+  if (CRD_TYPES.object(schema.additionalProperties)) out.push(...crdSchemaProblems(schema.additionalProperties, `${at}/additionalProperties`));
+  if (CRD_TYPES.object(schema.items)) out.push(...crdSchemaProblems(schema.items, `${at}/items`));
+  return out;
+}
+
+/**
+ * What the API server would refuse in `value` under `schema` (as crdSchemaProblems allows
+ * it): types, enums, patterns, bounds, required fields, and fields the schema does not
+ * declare outside x-kubernetes-preserve-unknown-fields (strict field validation, kubectl
+ * apply's default, refuses them; the server would otherwise drop them silently).
+ */
+export function crdValueProblems(schema, value, at = '') {
+  const where = at || '/';
+  if (schema['x-kubernetes-int-or-string']) {
+    return Number.isInteger(value) || typeof value === 'string' ? [] : [`${where} must be an integer or a string`];
+  }
+  if (schema.type && !CRD_TYPES[schema.type](value)) return [`${where} must be ${/^[aeiou]/.test(schema.type) ? 'an' : 'a'} ${schema.type}`];
+  const out = [];
+  if (schema.enum && !schema.enum.some((e) => isDeepStrictEqual(e, value))) out.push(`${where} must be one of ${schema.enum.join(', ')}`);
+  if (schema.pattern !== undefined && !new RegExp(schema.pattern, 'u').test(value)) out.push(`${where} must match ${schema.pattern}`);
+  if (schema.minimum !== undefined && value < schema.minimum) out.push(`${where} must be at least ${schema.minimum}`);
+  if (schema.maximum !== undefined && value > schema.maximum) out.push(`${where} must be at most ${schema.maximum}`);
+  if (schema.minLength !== undefined && [...value].length < schema.minLength) out.push(`${where} must have at least ${schema.minLength} characters`);
+  if (schema.minItems !== undefined && value.length < schema.minItems) out.push(`${where} must have at least ${schema.minItems} items`);
+  if (schema.type === 'object') {
+    for (const r of schema.required ?? []) if (!(r in value)) out.push(`${pointer([...splitPointer(at), r])} is required`);
+    for (const [k, v] of Object.entries(value)) {
+      const sub = schema.properties?.[k] ?? schema.additionalProperties;
+      const here = pointer([...splitPointer(at), k]);
+      if (sub) out.push(...crdValueProblems(sub, v, here));
+      else if (schema['x-kubernetes-preserve-unknown-fields'] !== true) out.push(`${here} is not a field of the schema`);
+    }
+  }
+  if (schema.type === 'array') value.forEach((v, i) => out.push(...crdValueProblems(schema.items, v, `${at}/${i}`)));
+  return out;
+}
+
+const splitPointer = (at) => (at ? at.slice(1).split('/').map((k) => k.replace(/~1/g, '/').replace(/~0/g, '~')) : []);
+
+// A Kubernetes object name: a DNS-1123 subdomain.
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** The CRDs among `manifests` by the kind they define. */
+export function crdsByKind(manifests) {
+  return new Map(manifests.filter((m) => m.doc.kind === 'CustomResourceDefinition').map((m) => [m.doc.spec.names.kind, m.doc]));
+}
+
+/**
+ * What the API server would refuse in a tahua.dev/v1 object `doc` given the CRDs
+ * (crdsByKind): an unknown kind, a name that is not a DNS subdomain, or its schema's
+ * complaints (metadata is the server's own ObjectMeta, checked for its name only).
+ */
+export function crdObjectProblems(crds, doc, where) {
+  const crd = crds.get(doc?.kind);
+  if (!crd) return [`${where}: no CRD defines ${doc?.apiVersion} ${doc?.kind}`];
+  const version = crd.spec.versions.find((v) => `${crd.spec.group}/${v.name}` === doc.apiVersion && v.served);
+  if (!version) return [`${where}: ${doc.apiVersion} is not a served version of ${doc.kind}`];
+  const what = `${where} (${doc.kind} ${doc.metadata?.name})`;
+  const out = [];
+  if (!DNS_SUBDOMAIN.test(doc.metadata?.name ?? '')) out.push(`${what}: metadata.name must be a DNS subdomain name (lower case, digits, '-', '.')`);
+  const { metadata, ...rest } = doc;
+  const problems = crdValueProblems(version.schema.openAPIV3Schema, { ...rest, metadata: {} });
+  return [...out, ...problems.map((p) => `${what}: ${p}`)];
+}
+
+/**
+ * The tahua.dev/v1 documents of a Markdown text's yaml code blocks, as kubectl would read
+ * them (YAML 1.1), those in a ConfigMap's data too: [{where, doc}].
+ */
+export function markdownResources(text, file) {
+  const out = [];
+  for (const m of text.matchAll(/^```ya?ml\n([^]*?)^```$/gm)) {
+    if (!m[1].includes('tahua.dev/v1')) continue;
+    const where = `${file}:${text.slice(0, m.index).split('\n').length + 1}`;
+    for (const { doc } of parseManifestText(m[1], where)) {
+      if (doc.apiVersion === 'tahua.dev/v1') out.push({ where, doc });
+      if (doc.kind !== 'ConfigMap') continue;
+      for (const [key, data] of Object.entries(doc.data ?? {})) {
+        for (const inner of parseManifestText(data, key)) if (inner.doc.apiVersion === 'tahua.dev/v1') out.push({ where: `${where} ${key}`, doc: inner.doc });
+      }
+    }
+  }
+  return out;
+}
+
+/** The schema node at a printer column's jsonPath (.spec.a.b), or undefined. */
+function schemaAt(schema, jsonPath) {
+  let node = schema;
+  for (const key of jsonPath.replace(/^\./, '').split('.')) node = node?.properties?.[key];
+  return node;
+}
+
+/**
+ * tahua's CRDs (crdsByKind): one per kind its source watches, with its plural, in its group,
+ * namespaced, one served and stored version whose schema is structural and requires a spec;
+ * names, short names and printer columns that resolve. Returns tahuaKubeRequests().
+ */
+export function checkCrds(crds) {
+  const api = tahuaKubeRequests();
+  assert.deepEqual([...crds.keys()].sort(), [...api.kinds.keys()].sort(), 'one CRD per kind tahua lists and watches (src/kubernetes/resource_watch.cpp)');
+  const shortNames = new Set();
+  for (const [kind, crd] of crds) {
+    const { names } = crd.spec;
+    const plural = api.kinds.get(kind);
+    assert.equal(crd.spec.group, api.group, `${kind}: group ${api.group}`);
+    assert.equal(names.plural, plural, `${kind}: plural ${plural}, the path tahua requests`);
+    assert.equal(crd.metadata.name, `${plural}.${api.group}`, `${kind}: the CRD's name is <plural>.<group>`);
+    assert.equal(names.singular, kind.toLowerCase());
+    assert.equal(names.listKind, `${kind}List`);
+    assert.equal(crd.spec.scope, 'Namespaced', `${kind}: namespaced (tahua watches its own namespace)`);
+    assert.ok(names.shortNames?.length > 0, `${kind}: a short name`);
+    for (const n of names.shortNames) {
+      assert.ok(!shortNames.has(n), `short name ${n} used once`);
+      shortNames.add(n);
+    }
+    assert.equal(crd.metadata.namespace, undefined, `${kind}: a CRD is cluster-scoped`);
+
+    assert.equal(crd.spec.versions.length, 1, `${kind}: one version`);
+    const [v] = crd.spec.versions;
+    assert.deepEqual([v.name, v.served, v.storage], [api.version, true, true], `${kind}: ${api.version} served and stored`);
+    const schema = v.schema?.openAPIV3Schema;
+    assert.ok(schema, `${kind}: an openAPIV3Schema`);
+    assert.deepEqual(crdSchemaProblems(schema), [], `${kind}: the schema is structural and fully checked`);
+    assert.equal(schema.type, 'object');
+    assert.deepEqual(schema.required, ['spec'], `${kind}: a spec is required`);
+    assert.equal(schema.properties.spec.type, 'object', `${kind}: the spec is an object`);
+    assert.equal(schema.properties.spec['x-kubernetes-preserve-unknown-fields'], undefined, `${kind}: the spec's own fields are declared (a typo is refused)`);
+    for (const [name, prop] of Object.entries(schema.properties.spec.properties)) {
+      assert.ok(prop.description, `${kind}: spec.${name} has a description (kubectl explain shows it)`);
+    }
+    for (const c of v.additionalPrinterColumns ?? []) {
+      if (c.jsonPath === '.metadata.creationTimestamp') continue;
+      const node = schemaAt(schema, c.jsonPath);
+      assert.ok(node, `${kind}: printer column ${c.name} (${c.jsonPath}) is a field of the schema`);
+      if (node.type) assert.ok(c.type === node.type || (c.type === 'string' && !['object', 'array'].includes(node.type)), `${kind}: column ${c.name} of type ${c.type}, the field is ${node.type}`);
+    }
+  }
+  return api;
+}
+
+/**
+ * The Kubernetes API access of the gateway: with `resources` (list and watch tahua's kinds)
+ * or `scale` (the healing scale action), the config's `kubernetes` section on the pod's
+ * in-cluster defaults, the pod running as its own service account with the token mounted, and
+ * one Role bound to that account granting exactly what tahua asks for (tahuaKubeRequests) in
+ * its namespace; with neither, no section, no token, no Role. `serviceAccount`: the manifests
+ * hold the ServiceAccount itself.
+ */
+export function checkKubernetesAccess({ all, only, pod, container, deployment, tahua }, { resources, scale, serviceAccount = true }) {
+  const k = tahua.config.kubernetes;
+  const spec = pod.spec;
+  const namespace = deployment.metadata.namespace;
+  assert.equal(all('ClusterRole').length + all('ClusterRoleBinding').length, 0, 'no cluster-wide grant');
+  if (!resources && !scale) {
+    assert.equal(k, undefined, 'no kubernetes section: tahua does not call the API');
+    assert.equal(spec.automountServiceAccountToken, false, 'no token in the pod');
+    assert.equal(all('Role').length + all('RoleBinding').length, 0, 'no Role');
+    return;
+  }
+  assert.ok(k, 'the config has the kubernetes section');
+  assert.equal(k.resources ?? false, resources, `kubernetes.resources is ${resources}`);
+  for (const f of ['api_server', 'namespace', 'token_file', 'ca_file']) {
+    assert.equal(k[f], undefined, `kubernetes.${f} left to the pod's (the service account's files, KUBERNETES_SERVICE_HOST)`);
+  }
+  if (k.watch_timeout) assert.ok(durationMs(k.watch_timeout) <= 3600e3, 'watch_timeout at most 1h');
+  if (k.timeout) durationMs(k.timeout);
+
+  const account = spec.serviceAccountName;
+  assert.ok(account && account !== 'default', 'the pod runs as its own service account, not the namespace\'s default');
+  assert.equal(spec.automountServiceAccountToken, true, 'the pod mounts the account\'s token (tahua reads it, the CA and the namespace)');
+  const saDir = '/var/run/secrets/kubernetes.io/serviceaccount';
+  assert.ok(!(container.volumeMounts ?? []).some((m) => m.mountPath === saDir || saDir.startsWith(`${m.mountPath}/`) || m.mountPath.startsWith(`${saDir}/`)),
+    `nothing is mounted over ${saDir}`);
+  if (serviceAccount) {
+    const sa = only('ServiceAccount', account);
+    assert.equal(sa.metadata.namespace, namespace);
+    assert.equal(sa.automountServiceAccountToken, false, 'the account gives no token to pods that do not ask for one');
+  }
+
+  const bindings = all('RoleBinding').filter((b) => (b.subjects ?? []).some((s) => s.kind === 'ServiceAccount' && s.name === account &&
+    (s.namespace ?? b.metadata.namespace) === namespace));
+  assert.equal(bindings.length, 1, `one RoleBinding for ServiceAccount ${account}`);
+  const [binding] = bindings;
+  assert.equal(binding.metadata.namespace, namespace);
+  assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: account, namespace }], 'bound to that account only');
+  assert.equal(binding.roleRef.apiGroup, 'rbac.authorization.k8s.io');
+  assert.equal(binding.roleRef.kind, 'Role', 'a Role: the namespace only');
+  const role = only('Role', binding.roleRef.name);
+  assert.equal(role.metadata.namespace, namespace);
+
+  // Exactly the requests tahua makes, as (group, resource, verb); no wildcard, no names.
+  const api = tahuaKubeRequests();
+  const want = new Set();
+  if (resources) for (const plural of api.kinds.values()) for (const verb of ['get', 'list', 'watch']) want.add(`${api.group} ${plural} ${verb}`);
+  if (scale) for (const verb of api.scaleVerbs) want.add(`apps deployments/scale ${verb}`);
+  const granted = new Set();
+  for (const rule of role.rules ?? []) {
+    assert.equal(rule.resourceNames, undefined, 'no resourceNames (the Deployments to scale are the config\'s)');
+    assert.equal(rule.nonResourceURLs, undefined);
+    for (const g of rule.apiGroups) for (const r of rule.resources) for (const v of rule.verbs) granted.add(`${g} ${r} ${v}`);
+  }
+  assert.deepEqual([...granted].sort(), [...want].sort(), 'the Role grants exactly what tahua requests');
+}
+
 // ------------------------------------------------------------------------ the real binary
 
 /** `data` (file name -> text) laid out as the kubelet mounts a ConfigMap: <dir>/<key> -> ..data/<key>, ..data -> ..<timestamp>/. */
@@ -615,14 +908,27 @@ export function checkConfigLoads({ configMap, tahua }) {
   for (const { name } of envReferences(tahua.config)) env[name] = `dummy-${name.toLowerCase()}-0123456789`;
   const check = (dir) => spawnSync(TAHUA_BIN, ['--check-config', dir], { encoding: 'utf8', env, timeout: 10_000 });
 
-  const ok = check(kubeletLayout(configMap.data));
+  // The kubernetes section's defaults are the pod's: the API server's variables (set in every
+  // pod) and the service account's namespace and CA files, which only a pod has; given here
+  // as the pod would (no call is made: --check-config only loads).
+  let data = configMap.data;
+  if (tahua.config.kubernetes) {
+    for (const [name, value] of [['KUBERNETES_SERVICE_HOST', '127.0.0.1'], ['KUBERNETES_SERVICE_PORT', '6443']]) env[name] = value;
+    const file = tahua.owner.kubernetes;
+    const doc = parseDocument(data[file]);
+    doc.setIn(['kubernetes', 'namespace'], configMap.metadata.namespace);
+    doc.setIn(['kubernetes', 'ca_file'], '');  // the system's CAs
+    data = { ...data, [file]: doc.toString() };
+  }
+
+  const ok = check(kubeletLayout(data));
   assert.ifError(ok.error);  // the binary could not be run at all
   assert.equal(ok.status, 0, `tahua --check-config refused the ConfigMap (signal ${ok.signal}):\n${ok.stderr}`);
   assert.doesNotMatch(ok.stderr, /is not set/, 'every variable the config reads is one the Deployment sets');
 
   // And it does read every file: a route to a model that does not exist is refused, naming it.
   const routesKey = tahua.resources.find((r) => r.kind === 'ModelRoute').file;
-  const broken = { ...configMap.data, [routesKey]: configMap.data[routesKey].replace(/target: [\w.-]+/, 'target: no-such-model') };
+  const broken = { ...data, [routesKey]: data[routesKey].replace(/target: [\w.-]+/, 'target: no-such-model') };
   const bad = check(kubeletLayout(broken));
   assert.ifError(bad.error);
   assert.equal(bad.status, 1, `a broken route is refused (signal ${bad.signal}):\n${bad.stderr}`);

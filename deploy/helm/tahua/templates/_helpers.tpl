@@ -54,6 +54,20 @@ app.kubernetes.io/component: store
 {{- .Values.config.existingConfigMap | default (printf "%s-config" (include "tahua.fullname" .)) -}}
 {{- end -}}
 
+{{/* The pods' service account: the chart's (<fullname> by default) or one of yours. */}}
+{{- define "tahua.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "tahua.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when tahua calls the Kubernetes API (the config's kubernetes section, the token), else "". */}}
+{{- define "tahua.kubernetesApi" -}}
+{{- if or .Values.kubernetes.resources .Values.kubernetes.scaleDeployments -}}true{{- end -}}
+{{- end -}}
+
 {{- define "tahua.secretName" -}}
 {{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "tahua.fullname" .)) -}}
 {{- end -}}
@@ -119,10 +133,16 @@ the config and the pod agree are here.
 {{- if regexMatch "(?m)^(server|store):" $text -}}
 {{- fail (printf "config.files.%s: the server and store sections belong in base.yaml (the chart writes server.drain_timeout and store there)" $name) -}}
 {{- end -}}
+{{- if regexMatch "(?m)^kubernetes:" $text -}}
+{{- fail (printf "config.files.%s.kubernetes: set kubernetes.* instead (the chart writes the section and grants what it needs)" $name) -}}
+{{- end -}}
 {{- $_ := set $files $name $text -}}
 {{- else if and (ne $name "base.yaml") (kindIs "map" $content) -}}
 {{- if or (hasKey $content "server") (hasKey $content "store") -}}
 {{- fail (printf "config.files.%s: the server and store sections belong in base.yaml (the chart writes server.drain_timeout and store there)" $name) -}}
+{{- end -}}
+{{- if hasKey $content "kubernetes" -}}
+{{- fail (printf "config.files.%s.kubernetes: set kubernetes.* instead (the chart writes the section and grants what it needs)" $name) -}}
 {{- end -}}
 {{- $_ := set $files $name (toYaml $content) -}}
 {{- else if ne $name "base.yaml" -}}
@@ -142,9 +162,19 @@ the config and the pod agree are here.
 {{- if hasKey $base "store" -}}
 {{- fail "config.files.base.yaml.store: set redis.* instead (the chart writes the store section)" -}}
 {{- end -}}
+{{- if hasKey $base "kubernetes" -}}
+{{- fail "config.files.base.yaml.kubernetes: set kubernetes.* instead (the chart writes the section and grants what it needs)" -}}
+{{- end -}}
 {{- $_ := set $server "drain_timeout" (printf "%ds" (int .Values.drain.timeoutSeconds)) -}}
 {{- $_ := set $base "server" $server -}}
 {{- $_ := set $base "store" (include "tahua.store" . | fromYaml) -}}
+{{- if include "tahua.kubernetesApi" . -}}
+{{- $k := .Values.kubernetes -}}
+{{- $section := dict "resources" (eq (toString $k.resources) "true") -}}
+{{- with $k.timeout }}{{ $_ := set $section "timeout" . }}{{ end -}}
+{{- with $k.watchTimeout }}{{ $_ := set $section "watch_timeout" . }}{{ end -}}
+{{- $_ := set $base "kubernetes" $section -}}
+{{- end -}}
 {{- with $base.listeners -}}
 {{- if ne (int (index . 0).port) (int $.Values.containerPort) -}}
 {{- fail (printf "config.files.base.yaml.listeners[0].port %v differs from containerPort %v" (index . 0).port $.Values.containerPort) -}}
@@ -202,6 +232,9 @@ the config and the pod agree are here.
 {{- end -}}
 {{- if and $r.external.sentinel.master (not $r.external.sentinel.addresses) -}}
 {{- fail "redis.external.sentinel.master without sentinel addresses" -}}
+{{- end -}}
+{{- if and .Values.rbac.create (include "tahua.kubernetesApi" .) (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "rbac.create with serviceAccount.create false needs serviceAccount.name: the Role would go to the namespace's default account, which every pod without one of its own runs as" -}}
 {{- end -}}
 {{- if and .Values.secrets.create .Values.secrets.existingSecret -}}
 {{- fail "secrets.create with secrets.existingSecret: the chart makes the Secret, or you name yours, not both" -}}

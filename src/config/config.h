@@ -128,6 +128,7 @@ struct KubernetesConfig {
   std::string ca_file;           // the API server's CA ("": the system's)
   Millis timeout{10'000};        // a list, a get, a patch
   Millis watch_timeout{300'000};  // a watch's timeoutSeconds; then watched again from its resourceVersion
+  std::string unresolved;        // a pod default that is missing here (not in a pod): the gateway refuses to start
   bool operator==(const KubernetesConfig&) const = default;
 };
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 
 namespace tahua {
@@ -224,6 +226,16 @@ TEST(HealingConfig, ScaleRulesAreValidatedWithFieldPaths) {
   EXPECT_NE(loadError("kubernetes: {api_server: \"https://x\", namespace: ml, ca_file: /nonexistent/ca.crt}")
                 .find("kubernetes.ca_file: no such file: /nonexistent/ca.crt"),
             std::string::npos);
+}
+
+TEST(KubernetesConfig, PodDefaultsMissingHereAreAWarningNotAnError) {
+  if (std::getenv("KUBERNETES_SERVICE_HOST")) GTEST_SKIP() << "running in a pod";
+  auto r = loadConfigString(configWith("kubernetes: {resources: true}\n"), "test.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_TRUE(r.config->kubernetes.enabled);
+  EXPECT_NE(r.config->kubernetes.unresolved.find("KUBERNETES_SERVICE_HOST is empty"), std::string::npos);
+  EXPECT_NE(std::find(r.warnings.begin(), r.warnings.end(), r.config->kubernetes.unresolved), r.warnings.end());
+  EXPECT_EQ(r.config->kubernetes.token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
 }
 
 // Node gauges for deployments a and b of model m (percent), no request counters.

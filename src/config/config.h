@@ -132,6 +132,23 @@ struct KubernetesConfig {
   bool operator==(const KubernetesConfig&) const = default;
 };
 
+// Several regions (config `region`, docs/regions.md): this fleet is region `name` with
+// its own Redis (store.redis.url); one replica of it pushes, every `interval`, the
+// tenants, keys and resources that are newer here (last writer wins by a hybrid logical
+// clock) and this region's quota use to each peer's Redis. Requests never wait on a peer.
+struct RegionPeerConfig {
+  std::string name;
+  std::string url;  // redis://... of the peer region's store
+  bool operator==(const RegionPeerConfig&) const = default;
+};
+struct RegionConfig {
+  std::string name;  // empty: one region (the section is absent)
+  std::vector<RegionPeerConfig> peers;
+  Millis interval{500};
+  Millis timeout{1'000};  // connect and each command to a peer
+  bool operator==(const RegionConfig&) const = default;
+};
+
 // Where DNS discovery asks (deployments' `dns`): resolvers as host:port ("[::1]:53");
 // none: the system's (/etc/resolv.conf).
 struct DiscoveryConfig {
@@ -659,6 +676,7 @@ struct Config {
   StoreConfig store;
   DiscoveryConfig discovery;
   KubernetesConfig kubernetes;
+  RegionConfig region;
   IdempotencyConfig idempotency;
   ResponsesConfig responses;
   CacheConfig cache;

@@ -138,6 +138,7 @@ class Loader {
   void loadStore(const YAML::Node& n, Config& cfg);
   void loadDiscovery(const YAML::Node& n, Config& cfg);
   void loadKubernetes(const YAML::Node& n, Config& cfg);
+  void loadRegion(const YAML::Node& n, Config& cfg);  // after the store
   std::string hostPort(const YAML::Node& n, const std::string& path);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   void loadResponses(const YAML::Node& n, Config& cfg);

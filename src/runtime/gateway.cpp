@@ -22,6 +22,7 @@
 #include "config/config_watcher.h"
 #include "core/log.h"
 #include "kubernetes/kube_runtime.h"
+#include "regions/region_link.h"
 #include "runtime/worker.h"
 #include "server/session.h"
 #include "store/redis/redis_store.h"
@@ -208,6 +209,7 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
     log::warn("config reload: admin listener changes need a restart (a new token applies now)");
   if (new_cfg.store.journal != old_cfg.store.journal) log::warn("config reload: store changes need a restart");
   if (!(new_cfg.kubernetes == old_cfg.kubernetes)) log::warn("config reload: kubernetes changes need a restart");
+  if (!(new_cfg.region == old_cfg.region)) log::warn("config reload: region changes need a restart");
   // The exporters were set up at start: a new destination waits for a restart (turning
   // tracing or records off, the sample ratio and content capture apply now).
   if (new_cfg.tracing.enabled && (!traces_ || new_cfg.tracing.endpoint != old_cfg.tracing.endpoint))
@@ -456,6 +458,7 @@ int Gateway::run() {
   if (cfg.store.type == StoreConfig::Type::Redis) {
     auto store = std::make_unique<RedisStore>(cfg.store.redis);
     store->filterLookups(cfg.store.lookups);
+    store->setRegion(cfg.region.name);
     std::vector<std::string> warnings;
     if (!store->start(error, warnings)) {
       log::error("cannot use the Redis store", {{"error", error}});
@@ -471,6 +474,12 @@ int Gateway::run() {
       return 1;
     }
     for (const auto& w : warnings) log::warn(w);
+  }
+  // Several regions: off the request path, on its own thread.
+  if (!cfg.region.name.empty()) {
+    region_ = std::make_unique<RegionLink>(cfg.region, cfg.store.redis);
+    region_->start();
+    log::info("region", {{"name", cfg.region.name}, {"peers", cfg.region.peers.size()}});
   }
   // The exporters, before the workers that feed them.
   if (cfg.tracing.enabled) {
@@ -669,6 +678,7 @@ int Gateway::run() {
   main_io.run();
   discovery_.reset();  // its thread publishes configs: stopped before the workers go
   if (kube_) kube_->stop();  // the same
+  if (region_) region_->stop();
   for (auto& t : threads) t.join();
   // The workers handed over what they held: every usage record goes to its sinks (or
   // their spill files) and the last spans are sent before the process exits.

@@ -43,6 +43,7 @@ namespace tahua {
 class Worker;
 class ResponseCache;
 class KubeRuntime;
+class RegionLink;
 
 // Where the config comes from, so it can be read again on SIGHUP.
 struct ConfigSource {
@@ -149,6 +150,9 @@ class Gateway final : private AdminHost, private HealingHost {
   // The Kubernetes API link (config `kubernetes`, set up at start) and the resources its
   // watch found (under mutex_); they go before the store's of the same Kind/name.
   std::unique_ptr<KubeRuntime> kube_;
+  // Several regions (config `region`): pushes this region's records and quota use to the
+  // peers' Redis (set up at start; a reload does not move it).
+  std::unique_ptr<RegionLink> region_;
   std::vector<StoredResource> kube_resources_;
   const std::atomic<bool>* kube_listed_ = nullptr;  // set before the workers start
   // Endpoints of deployments named by DNS; its changes publish the config again.

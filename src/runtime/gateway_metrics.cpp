@@ -14,6 +14,7 @@
 
 #include "cache/response_cache.h"
 #include "kubernetes/kube_runtime.h"
+#include "regions/region_link.h"
 #include "runtime/worker.h"
 #include "store/redis/redis_stats.h"
 #include "telemetry/metrics.h"
@@ -231,6 +232,26 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
       text += "tahua_discovery_endpoints{model=\"" + escapeLabel(key.substr(0, slash)) + "\",deployment=\"" +
               escapeLabel(key.substr(slash + 1)) + "\"} " + std::to_string(list.size()) + "\n";
     }
+  }
+  if (region_) {
+    single("tahua_region_link_leader", "gauge", "Whether this replica pushes for its region (one does, by a lock in its Redis).",
+           region_->leader() ? "1" : "0");
+    const auto family = [&](const char* name, const char* type, const char* help, auto value) {
+      text.append("# HELP ").append(name).append(" ").append(help).append("\n# TYPE ").append(name).append(" ").append(type).append("\n");
+      for (const auto& p : region_->peers())
+        text.append(name).append("{peer=\"").append(escapeLabel(p->name)).append("\"} ").append(value(*p)).append("\n");
+    };
+    using Peer = RegionLink::PeerStats;
+    family("tahua_region_peer_up", "gauge", "Whether the last cycle reached the peer region and pushed everything (leader only).",
+           [](const Peer& p) { return std::string(p.up.load() ? "1" : "0"); });
+    family("tahua_region_last_sync_timestamp_seconds", "gauge", "When the peer region last took everything newer here (unix seconds).",
+           [](const Peer& p) { return std::to_string(p.last_sync_ms.load() / 1000); });
+    family("tahua_region_records_pushed_total", "counter", "Tenants, keys and resources (and deletions) the peer region took from here.",
+           [](const Peer& p) { return std::to_string(p.records_pushed.load()); });
+    family("tahua_region_usage_pushed_total", "counter", "Quota use reports the peer region took from here.",
+           [](const Peer& p) { return std::to_string(p.usage_pushed.load()); });
+    family("tahua_region_link_errors_total", "counter", "Link cycles that could not reach the peer region (each retried).",
+           [](const Peer& p) { return std::to_string(p.errors.load()); });
   }
   if (kube_ && kube_->watching()) {
     const KubeWatchStats& ks = kube_->stats();

@@ -20,6 +20,10 @@ namespace {
 constexpr Millis kMaxBackoff{2'000};
 constexpr std::size_t kMaxPending = 100'000;  // beyond it a command fails at once
 
+void appendCommand(std::string& out, std::span<const std::string_view> args) { appendResp(out, args); }
+
+}  // namespace
+
 RedisReply copyReply(const redisReply* r) {
   RedisReply out;
   switch (r->type) {
@@ -48,10 +52,6 @@ RedisReply copyReply(const redisReply* r) {
   }
   return out;
 }
-
-void appendCommand(std::string& out, std::span<const std::string_view> args) { appendResp(out, args); }
-
-}  // namespace
 
 RedisConnection::RedisConnection(asio::io_context& io, RedisEndpoint endpoint, Millis command_timeout)
     : io_(io), endpoint_(std::move(endpoint)), timeout_(command_timeout), socket_(io), timer_(io), in_(16 * 1024) {}

@@ -23,6 +23,7 @@
 #include "store/redis/redis_endpoint.h"
 
 struct redisReader;
+struct redisReply;
 
 namespace tahua {
 
@@ -35,6 +36,7 @@ struct RedisReply {
   std::vector<RedisReply> elements;
   bool isError() const { return type == Type::Error; }
 };
+RedisReply copyReply(const redisReply* r);
 
 
 class RedisConnection : public std::enable_shared_from_this<RedisConnection> {

@@ -13,6 +13,7 @@
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_detail.h"
 #include "store/redis/redis_scripts.h"
+#include "store/redis/region_scripts.h"
 #include <boost/json.hpp>
 
 #include "core/base64.h"
@@ -166,8 +167,16 @@ void RedisStore::writeRecord(std::string ns, std::string id, std::optional<std::
       for (auto& fn : listeners) fn();
       done(std::nullopt);
     };
-    if (json) control_->send({"HSET", key, id, *json}, std::move(then));
-    else control_->send({"HDEL", key, id}, std::move(then));
+    if (!region_.empty() && ns != "nodes" && ns != "endpoints") {
+      // The record and its time in one script: the region link orders writes by it.
+      control_->send({"EVAL", region_scripts::kWrite, "4", key, "tahua:region:meta:" + ns, "tahua:region:hlc", "tahua:region:ver:" + ns, region_, id,
+                      json ? *json : std::string(), json ? "0" : "1"},
+                     std::move(then));
+    } else if (json) {
+      control_->send({"HSET", key, id, *json}, std::move(then));
+    } else {
+      control_->send({"HDEL", key, id}, std::move(then));
+    }
   });
 }
 

@@ -59,6 +59,9 @@ class RedisStore final : public StateStore {
   // cluster: the scan that builds it would have to visit every master; lookups there
   // always ask).
   void filterLookups(const LookupFilterConfig& config);
+  // Before start(): this fleet is region `name` (config `region`): a record is written with
+  // its hybrid-logical-clock time (store/redis/region_scripts.h), for the region link.
+  void setRegion(std::string name) { region_ = std::move(name); }
   bool start(std::string& error, std::vector<std::string>& warnings);
   // Gives the calling thread (a worker, running `io`) its own connection.
   void attach(boost::asio::io_context& io);
@@ -137,6 +140,7 @@ class RedisStore final : public StateStore {
   bool probeServers(std::string& error, std::vector<std::string>& warnings);
 
   RedisStoreConfig config_;
+  std::string region_;  // empty: one region
   std::unique_ptr<RedisEndpoint> endpoint_;  // from the url; with Sentinel the master's address replaces its host and port
   std::vector<RedisEndpoint> cluster_seeds_;  // cluster: the configured nodes (with the url's credentials)
   std::atomic<std::size_t> next_seed_{0};     // cluster: where the subscriber connects next

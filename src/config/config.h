@@ -275,6 +275,7 @@ struct Pricing {
   double input = 0;         // uncached prompt tokens
   double output = 0;        // completion tokens
   double cached_input = 0;  // prompt tokens read from the provider's cache (defaults to `input`)
+  double per_image = 0;     // USD per image made (/v1/images/generations), besides any tokens
 };
 
 struct StringHash {

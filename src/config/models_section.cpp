@@ -113,12 +113,16 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
     }
     if (auto pr = y["pricing"]) {
       const std::string pp = p + ".pricing";
-      checkKeys(pr, pp, {"input", "output", "cached_input"});
-      if (!pr["input"] || !pr["output"]) fail(pr, pp, "input and output prices (USD per million tokens) are required");
+      checkKeys(pr, pp, {"input", "output", "cached_input", "per_image"});
+      // Token prices come together; an image model may have a price per image only.
+      if (!pr["per_image"] && (!pr["input"] || !pr["output"]))
+        fail(pr, pp, "input and output prices (USD per million tokens) are required (or per_image alone)");
+      if (!pr["input"] != !pr["output"]) fail(pr, pp, "input and output prices (USD per million tokens) go together");
       mc.pricing.set = true;
-      mc.pricing.input = price(pr["input"], pp + ".input");
-      mc.pricing.output = price(pr["output"], pp + ".output");
+      if (pr["input"]) mc.pricing.input = price(pr["input"], pp + ".input");
+      if (pr["output"]) mc.pricing.output = price(pr["output"], pp + ".output");
       mc.pricing.cached_input = pr["cached_input"] ? price(pr["cached_input"], pp + ".cached_input") : mc.pricing.input;
+      if (auto v = pr["per_image"]) mc.pricing.per_image = number(v, pp + ".per_image", "USD per image", 1000);
     }
     if (auto f = y["fallbacks"]) {
       if (!f.IsSequence()) fail(f, p + ".fallbacks", "expected a list of model names");

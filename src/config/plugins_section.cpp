@@ -29,8 +29,10 @@ struct PathBit {
   std::string_view path;
   int endpoint;
 };
-constexpr PathBit kPaths[] = {{"/v1/chat/completions", 1}, {"/v1/completions", 2}, {"/v1/embeddings", 3}, {"/v1/models", 4},
-                              {"/v1/responses", 5},        {"/v1/messages", 6},    {"/v1/messages/count_tokens", 7}};
+constexpr PathBit kPaths[] = {{"/v1/chat/completions", 1}, {"/v1/completions", 2},     {"/v1/embeddings", 3},
+                              {"/v1/models", 4},           {"/v1/responses", 5},       {"/v1/messages", 6},
+                              {"/v1/messages/count_tokens", 7}, {"/v1/moderations", 9}, {"/v1/images/generations", 10},
+                              {"/v1/rerank", 11}};
 
 }  // namespace
 

@@ -31,6 +31,19 @@ Sha256 sha256(std::string_view data) {
   return out;
 }
 
+std::string sha1Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha1(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
 std::string toHex(const Sha256& digest) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string s(64, '0');

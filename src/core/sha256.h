@@ -1,4 +1,5 @@
-// SHA-256 through OpenSSL, for API keys (stored and looked up only by their hash).
+// SHA-256 through OpenSSL, for API keys (stored and looked up only by their hash); and
+// SHA-1 in hex, the name Redis gives a script (EVALSHA) and what its redis.sha1hex gives.
 #pragma once
 
 #include <array>
@@ -14,5 +15,7 @@ using Sha256 = std::array<unsigned char, 32>;
 Sha256 sha256(std::string_view data);
 
 std::string toHex(const Sha256& digest);
+
+std::string sha1Hex(std::string_view data);
 
 }  // namespace tahua

@@ -38,6 +38,7 @@ struct Usage {
   std::int64_t completion_tokens = -1;
   std::int64_t total_tokens = -1;
   std::int64_t cached_tokens = -1;  // of prompt_tokens, served from the provider's prompt cache
+  std::int64_t images = -1;         // images made (/v1/images/generations), priced per image
   FinishReason finish = FinishReason::None;  // as the answer said (first choice)
   bool present() const { return prompt_tokens >= 0 || completion_tokens >= 0 || total_tokens >= 0; }
 };

@@ -7,6 +7,9 @@ std::string_view endpointPath(Endpoint e) {
     case Endpoint::ChatCompletions: return "/chat/completions";
     case Endpoint::Completions: return "/completions";
     case Endpoint::Embeddings: return "/embeddings";
+    case Endpoint::Moderations: return "/moderations";
+    case Endpoint::ImagesGenerations: return "/images/generations";
+    case Endpoint::Rerank: return "/rerank";
     case Endpoint::Models: return "/models";
     case Endpoint::Responses: return "/responses";
     case Endpoint::Messages: return "/messages";

@@ -113,6 +113,9 @@ std::variant<RequestFacts, Error> inspectRequest(std::string& body, std::size_t 
       // The completion bound token limits reserve; the upstream judges its validity.
       std::int64_t v = 0;
       if (value.get_int64().get(v) == SUCCESS && v > 0) facts.max_tokens = std::max(facts.max_tokens, v);
+    } else if (key == "n") {
+      std::int64_t v = 0;
+      if (value.get_int64().get(v) == SUCCESS && v > 0) facts.n = v;
     } else if (key == "temperature") {
       double v = 0;
       if (value.get_double().get(v) == SUCCESS && v >= 0) facts.temperature = v;

@@ -21,6 +21,7 @@ struct RequestFacts {
   // largest one given, 0 when none.
   std::int64_t max_tokens = 0;
   double temperature = -1;  // -1 when not given (a trace attribute)
+  std::int64_t n = 0;       // `n` (choices, images), 0 when not given
   // Where the model's JSON string token (with its quotes) sits in the body.
   std::size_t model_offset = 0;
   std::size_t model_length = 0;

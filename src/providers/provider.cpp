@@ -188,6 +188,20 @@ bool mayHaveUsage(std::string_view json) {
 
 }  // namespace
 
+std::int64_t topLevelArraySize(std::string& json, std::string_view key) {
+  using namespace simdjson;
+  if (json.capacity() < json.size() + SIMDJSON_PADDING) json.reserve(json.size() + SIMDJSON_PADDING);
+  thread_local ondemand::parser parser;
+  ondemand::document doc;
+  if (parser.iterate(padded_string_view(json.data(), json.size(), json.capacity())).get(doc)) return -1;
+  ondemand::object obj;
+  ondemand::array arr;
+  if (doc.get_object().get(obj) || obj[key].get_array().get(arr)) return -1;
+  std::size_t n = 0;
+  if (arr.count_elements().get(n)) return -1;
+  return static_cast<std::int64_t>(n);
+}
+
 bool extractOpenAIUsage(std::string_view json, Usage& usage) {
   if (!mayHaveUsage(json)) return false;
   simdjson::padded_string padded(json);  // small (a stream event): the copy is cheap

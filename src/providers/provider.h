@@ -96,6 +96,9 @@ std::unique_ptr<ProviderAdapter> makeMockAdapter();
 // Usage object {"prompt_tokens":..,"completion_tokens":..,"total_tokens":..} inside a
 // JSON document (a chat.completion, a chunk, an embeddings list). False if absent.
 bool extractOpenAIUsage(std::string_view json, Usage& usage);
+// How many elements the top-level array `key` of a JSON object holds (-1: none, or not
+// an object): the images an images answer carries in `data`.
+std::int64_t topLevelArraySize(std::string& json, std::string_view key);
 // Same, for a body the caller owns: pads it in place (may reallocate) instead of copying.
 bool extractOpenAIUsage(std::string& json, Usage& usage);
 

@@ -22,6 +22,14 @@ const InboundCodec* inboundFor(Endpoint e) {
 
 namespace {
 
+// What the one-shot endpoints report besides tokens: the images an answer carries (its
+// `data` entries), and a rerank's `usage.total_tokens` alone (Jina, vLLM), billed as input.
+void oneShotUsage(std::string& body, RequestContext& ctx) {
+  if (ctx.endpoint == Endpoint::Rerank && ctx.usage.prompt_tokens < 0 && ctx.usage.total_tokens >= 0)
+    ctx.usage.prompt_tokens = ctx.usage.total_tokens;
+  if (ctx.endpoint == Endpoint::ImagesGenerations) ctx.usage.images = topLevelArraySize(body, "data");
+}
+
 void applyUsage(Usage& usage, const Usage& t) {
   if (t.prompt_tokens >= 0) usage.prompt_tokens = t.prompt_tokens;
   if (t.completion_tokens >= 0) usage.completion_tokens = t.completion_tokens;
@@ -149,6 +157,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     }
     extractOpenAIUsage(body, ctx.usage);  // chat.completion, responses' response object, embeddings
     ctx.usage.finish = finishReasonFrom(stringField(body, "\"finish_reason\""));
+    oneShotUsage(body, ctx);
   }
 
   // Cutting the usage chunk returns whole events only; otherwise the parser knows.

@@ -1,7 +1,6 @@
 #include "regions/region_link.h"
 
 #include <hiredis/hiredis.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +10,7 @@
 #include <string_view>
 
 #include "core/log.h"
+#include "core/sha256.h"
 #include "store/redis/region_scripts.h"
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_endpoint.h"
@@ -117,19 +117,6 @@ std::optional<Meta> parseMeta(std::string_view e) {
   return Meta{std::string(e.substr(0, a)), std::string(e.substr(a + 1, b - a - 1)), e[b + 1] == '1', std::string(e.substr(b + 3))};
 }
 
-// What Redis' redis.sha1hex gives for the same bytes.
-std::string sha1Hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha1(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
-}
 bool newer(const Meta& a, const std::optional<Meta>& b) {
   if (!b) return true;
   return a.ts != b->ts ? a.ts > b->ts : a.origin > b->origin;

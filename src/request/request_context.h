@@ -37,7 +37,16 @@ enum class Endpoint {
   Messages,         // Anthropic POST /v1/messages
   CountTokens,      // Anthropic POST /v1/messages/count_tokens (answered locally)
   StoredResponse,   // OpenAI GET / DELETE /v1/responses/{id}[/input_items] (answered from the store)
+  Moderations,      // OpenAI POST /v1/moderations
+  ImagesGenerations,  // OpenAI POST /v1/images/generations
+  Rerank,           // POST /v1/rerank (the shape Cohere, Jina and vLLM/TEI serve)
 };
+
+// Endpoints whose answer is one JSON object, never a stream, and whose request asks for
+// no completion: token limits reserve the prompt only.
+inline bool oneShotEndpoint(Endpoint e) {
+  return e == Endpoint::Embeddings || e == Endpoint::Moderations || e == Endpoint::ImagesGenerations || e == Endpoint::Rerank;
+}
 
 std::string_view endpointPath(Endpoint e);  // "/chat/completions" etc., relative to base_url
 
@@ -66,13 +75,14 @@ class HeaderView {
 
 // Cost in USD from the model's price table; negative when unknown (no pricing, no usage).
 inline double costUsd(const ModelConfig* model, const Usage& u) {
-  if (!model || !model->pricing.set || (u.prompt_tokens < 0 && u.completion_tokens < 0)) return -1;
+  if (!model || !model->pricing.set || (u.prompt_tokens < 0 && u.completion_tokens < 0 && u.images < 0)) return -1;
   const double cached = static_cast<double>(std::max<std::int64_t>(u.cached_tokens, 0));
   const double prompt = static_cast<double>(std::max<std::int64_t>(u.prompt_tokens, 0));
   const double completion = static_cast<double>(std::max<std::int64_t>(u.completion_tokens, 0));
   const Pricing& p = model->pricing;
   return ((prompt - std::min(cached, prompt)) * p.input + std::min(cached, prompt) * p.cached_input + completion * p.output) /
-         1e6;
+             1e6 +
+         static_cast<double>(std::max<std::int64_t>(u.images, 0)) * p.per_image;
 }
 
 // A response the gateway makes itself (short-circuit), e.g. /v1/models.

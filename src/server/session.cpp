@@ -75,6 +75,9 @@ RouteMatch matchRoute(std::string_view path) {
   if (path == "/v1/chat/completions") return {Route::Api, Endpoint::ChatCompletions, http::verb::post};
   if (path == "/v1/completions") return {Route::Api, Endpoint::Completions, http::verb::post};
   if (path == "/v1/embeddings") return {Route::Api, Endpoint::Embeddings, http::verb::post};
+  if (path == "/v1/moderations") return {Route::Api, Endpoint::Moderations, http::verb::post};
+  if (path == "/v1/images/generations") return {Route::Api, Endpoint::ImagesGenerations, http::verb::post};
+  if (path == "/v1/rerank") return {Route::Api, Endpoint::Rerank, http::verb::post};
   if (path == "/v1/models") return {Route::Api, Endpoint::Models, http::verb::get};
   if (path == "/v1/responses") return {Route::Api, Endpoint::Responses, http::verb::post};
   if (path == "/v1/messages") return {Route::Api, Endpoint::Messages, http::verb::post};

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "request/request_context.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -263,6 +265,22 @@ TEST(ConfigLoader, BedrockCredentialsFromTheEnvironment) {
   EXPECT_FALSE(r.config->providers[0].usable);  // a missing secret: 503 until it is set
   ASSERT_FALSE(r.warnings.empty());
   EXPECT_NE(r.warnings[0].find("TAHUA_TEST_SK_UNSET"), std::string::npos);
+}
+
+TEST(ConfigLoader, PricingPerImageAloneOrBesideTokenPrices) {
+  auto alone = loadConfigString(withProvider("{name: p, type: mock}", ", pricing: {per_image: 0.04}"), "t.yaml");
+  ASSERT_TRUE(alone.config) << alone.error;
+  EXPECT_TRUE(alone.config->models[0].pricing.set);
+  EXPECT_DOUBLE_EQ(alone.config->models[0].pricing.per_image, 0.04);
+  EXPECT_DOUBLE_EQ(alone.config->models[0].pricing.input, 0);
+  Usage u;
+  u.images = 3;
+  EXPECT_DOUBLE_EQ(costUsd(&alone.config->models[0], u), 0.12);
+  u.images = -1;
+  EXPECT_LT(costUsd(&alone.config->models[0], u), 0);  // nothing reported: unknown
+  EXPECT_NE(loadError(withProvider("{name: p, type: mock}", ", pricing: {per_image: 0.04, input: 1}"))
+                .find("models[0].pricing: input and output prices (USD per million tokens) go together"),
+            std::string::npos);
 }
 
 TEST(ConfigLoader, PricingDefaultsCachedInputToInput) {

@@ -36,6 +36,18 @@ TEST(RequestInspect, DefaultsWhenAbsent) {
   EXPECT_FALSE(inspectOk(R"({"model":"m","stream":null})").stream);
 }
 
+TEST(RequestInspect, ReadsNAndCountsAnImagesAnswer) {
+  EXPECT_EQ(inspectOk(R"({"model":"dall-e-3","prompt":"a cat","n":3})").n, 3);
+  EXPECT_EQ(inspectOk(R"({"model":"m","n":-2})").n, 0);  // the upstream judges it
+  EXPECT_EQ(inspectOk(R"({"model":"m"})").n, 0);
+  std::string answer = R"({"created":1,"data":[{"url":"https://x/1.png"},{"b64_json":"aGk="}]})";
+  EXPECT_EQ(topLevelArraySize(answer, "data"), 2);
+  std::string none = R"({"created":1})";
+  EXPECT_EQ(topLevelArraySize(none, "data"), -1);
+  std::string broken = R"({"data":[{"url":)";
+  EXPECT_EQ(topLevelArraySize(broken, "data"), -1);
+}
+
 TEST(RequestInspect, UnescapesTheModelName) {
   EXPECT_EQ(inspectOk(R"({"model":"a\/b\u00e9"})").model, "a/b\xC3\xA9");
 }

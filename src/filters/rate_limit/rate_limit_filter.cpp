@@ -158,10 +158,14 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     // The estimate every token limit reserves; calibrated in onComplete.
     const std::int64_t prompt = static_cast<std::int64_t>((ctx.body.size() + 3) / 4);
     const std::int64_t completion =
-        ctx.endpoint == Endpoint::Embeddings ? 0 : ctx.facts.max_tokens > 0 ? ctx.facts.max_tokens : default_max_tokens_;
+        oneShotEndpoint(ctx.endpoint) ? 0 : ctx.facts.max_tokens > 0 ? ctx.facts.max_tokens : default_max_tokens_;
     st.reserved_tokens = prompt + completion;
     st.reserved_completion = completion;
     st.reserved_micro_usd = microUsd(ctx.model, prompt, completion);
+    // Images are priced each: the request's `n` of them (1 by default) is reserved.
+    if (ctx.endpoint == Endpoint::ImagesGenerations && ctx.model && ctx.model->pricing.per_image > 0)
+      st.reserved_micro_usd += static_cast<std::int64_t>(
+          std::ceil(static_cast<double>(std::max<std::int64_t>(ctx.facts.n, 1)) * ctx.model->pricing.per_image * 1e6));
 
     auto& checks = checks_;
     std::size_t n = 0;
@@ -211,7 +215,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     std::int64_t tokens = st.reserved_tokens, micro_usd = st.reserved_micro_usd;
     const Usage& u = ctx.usage;
     // (Zero is an answer too: a cache hit that counts as zero tokens.)
-    if (u.prompt_tokens >= 0 || u.completion_tokens >= 0) {
+    if (u.prompt_tokens >= 0 || u.completion_tokens >= 0 || u.images >= 0) {
       const std::int64_t p = std::max<std::int64_t>(u.prompt_tokens, 0), c = std::max<std::int64_t>(u.completion_tokens, 0);
       tokens = p + c;
       const double cost = costUsd(ctx.model, u);

@@ -111,7 +111,7 @@ class RouterFilter final : public Filter {
       return FilterStatus::Stop;
     }
     ctx.facts = std::move(std::get<RequestFacts>(inspected));
-    if (ctx.endpoint == Endpoint::Embeddings) ctx.facts.stream = false;  // embeddings never stream
+    if (oneShotEndpoint(ctx.endpoint)) ctx.facts.stream = false;  // embeddings, moderations, images, rerank never stream
     return FilterStatus::Continue;
   }
 

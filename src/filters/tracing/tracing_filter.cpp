@@ -47,6 +47,9 @@ std::string_view operationName(Endpoint e) {
   switch (e) {
     case Endpoint::Completions: return "text_completion";
     case Endpoint::Embeddings: return "embeddings";
+    case Endpoint::Moderations: return "moderations";
+    case Endpoint::ImagesGenerations: return "image_generation";
+    case Endpoint::Rerank: return "rerank";
     default: return "chat";
   }
 }

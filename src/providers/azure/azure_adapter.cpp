@@ -37,8 +37,10 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
 
  protected:
   bool native(const RequestContext& ctx) const override {
+    // Azure serves images on a deployment too; moderation is its content filter, and it
+    // has no rerank: those are refused naming the provider type.
     return ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
-           ctx.endpoint == Endpoint::Embeddings;
+           ctx.endpoint == Endpoint::Embeddings || ctx.endpoint == Endpoint::ImagesGenerations;
   }
 
   std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {

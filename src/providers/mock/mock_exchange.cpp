@@ -103,8 +103,11 @@ class MockAdapter final : public TranslatingAdapter {
   }
 
  protected:
+  // Moderations, images and rerank have no in-process answer: translate() refuses them
+  // with a 400 naming the provider type, as for any provider without them.
   bool native(const RequestContext& ctx) const override {
-    return ctx.endpoint != Endpoint::Messages && ctx.endpoint != Endpoint::Responses;
+    return ctx.endpoint != Endpoint::Messages && ctx.endpoint != Endpoint::Responses && ctx.endpoint != Endpoint::Moderations &&
+           ctx.endpoint != Endpoint::ImagesGenerations && ctx.endpoint != Endpoint::Rerank;
   }
 
   std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {

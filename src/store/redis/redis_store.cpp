@@ -3,7 +3,6 @@
 // redis_records.cpp.
 #include "store/redis/redis_store.h"
 
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <chrono>
 
 #include "core/log.h"
+#include "core/sha256.h"
 #include "store/redis/redis_client.h"
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_detail.h"
@@ -55,19 +55,6 @@ std::vector<std::string> checkArgs(const LimitCheck& c) {
 }  // namespace redis_detail
 
 namespace {
-
-std::string sha1Hex(std::string_view text) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(text.data(), text.size(), md, &len, EVP_sha1(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
-}
 
 std::string replicaId() {
   char host[128] = {};

@@ -56,15 +56,23 @@ export class FakeKubeApi {
     const cert = issueCert(ca, ['DNS:localhost', 'IP:127.0.0.1']);
     this.caFile = ca.caFile;
     this.server = https.createServer({ cert: cert.cert, key: cert.key }, (req, res) => this.handle(req, res));
+    // Every socket, so close() ends them all (tahua reconnects its watches at once).
+    this.sockets = new Set();
+    this.server.on('connection', (s) => {
+      if (this.closing) return s.destroy();
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    });
     await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
     this.url = `https://127.0.0.1:${this.server.address().port}`;
     return this;
   }
 
   async close() {
-    for (const w of this.watches) w.res.destroy();
-    this.server.closeAllConnections?.();
-    await new Promise((resolve) => this.server.close(resolve));
+    this.closing = true;
+    const closed = new Promise((resolve) => this.server.close(resolve));
+    for (const s of this.sockets) s.destroy();
+    await closed;
   }
 
   /** The `kubernetes` config section for tahua. */

@@ -212,6 +212,12 @@ export class MockUpstream {
       else this.sendJson(res, 200, this.textCompletion(body, exchange.behaviour.pieces), exchange);
     } else if (path.endsWith('/embeddings')) {
       this.sendJson(res, 200, this.embeddings(body), exchange);
+    } else if (path.endsWith('/moderations')) {
+      this.sendJson(res, 200, this.moderation(body), exchange);
+    } else if (path.endsWith('/images/generations')) {
+      this.sendJson(res, 200, this.images(body), exchange);
+    } else if (path.endsWith('/rerank')) {
+      this.sendJson(res, 200, this.rerank(body), exchange);
     } else {
       this.sendJson(res, 404, openaiError(`Invalid URL (POST ${path})`, 'invalid_request_error', 'unknown_url'), exchange);
     }
@@ -277,6 +283,50 @@ export class MockUpstream {
       model: body.model,
       usage: { prompt_tokens: MOCK_PROMPT_TOKENS, total_tokens: MOCK_PROMPT_TOKENS },
     };
+  }
+
+  // OpenAI's moderation object: flagged when an input contains "attack".
+  moderation(body) {
+    this.counter += 1;
+    const inputs = Array.isArray(body.input) ? body.input : [body.input];
+    return {
+      id: `modr-mock${this.counter}`,
+      model: body.model ?? 'omni-moderation-latest',
+      results: inputs.map((text) => {
+        const flagged = typeof text === 'string' && text.includes('attack');
+        return {
+          flagged,
+          categories: { violence: flagged, harassment: false },
+          category_scores: { violence: flagged ? 0.91 : 0.01, harassment: 0.001 },
+          category_applied_input_types: { violence: ['text'], harassment: ['text'] },
+        };
+      }),
+    };
+  }
+
+  // OpenAI's images answer: `n` images (1 by default), as URLs or base64; gpt-image-*
+  // models also report token usage, dall-e-* do not.
+  images(body) {
+    this.counter += 1;
+    const n = body.n ?? 1;
+    const out = {
+      created: CREATED,
+      data: Array.from({ length: n }, (_, i) => (body.response_format === 'b64_json'
+        ? { b64_json: Buffer.from(`image ${i}`).toString('base64') }
+        : { url: `https://images.example/mock-${this.counter}-${i}.png`, revised_prompt: body.prompt })),
+    };
+    if (String(body.model ?? '').startsWith('gpt-image'))
+      out.usage = { input_tokens: 9, output_tokens: 272 * n, total_tokens: 9 + 272 * n, input_tokens_details: { text_tokens: 9, image_tokens: 0 } };
+    return out;
+  }
+
+  // The rerank shape Jina, vLLM and TEI serve (Cohere's adds meta.billed_units).
+  rerank(body) {
+    this.counter += 1;
+    const docs = body.documents ?? [];
+    const results = docs.map((d, index) => ({ index, relevance_score: 1 / (index + 1), document: { text: typeof d === 'string' ? d : d.text } }))
+      .slice(0, body.top_n ?? docs.length);
+    return { id: `rerank-mock${this.counter}`, model: body.model, results, usage: { total_tokens: 5 * (docs.length + 1) } };
   }
 
   /** Writes SSE events; holds after the first one when scripted to. */

@@ -5,7 +5,7 @@
 #include <functional>
 
 #include "store/redis/redis_client.h"
-#include "store/redis/redis_endpoint.h"
+#include "core/redis_url.h"
 
 namespace tahua {
 namespace bj = boost::json;

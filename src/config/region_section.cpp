@@ -2,7 +2,7 @@
 #include <set>
 
 #include "config/loader_detail.h"
-#include "store/redis/redis_endpoint.h"
+#include "core/redis_url.h"
 
 namespace tahua::config_detail {
 

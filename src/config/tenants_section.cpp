@@ -5,7 +5,7 @@
 
 #include "config/loader_detail.h"
 #include "core/utc_time.h"
-#include "store/redis/redis_endpoint.h"
+#include "core/redis_url.h"
 
 namespace tahua::config_detail {
 

@@ -13,7 +13,7 @@
 #include "core/sha256.h"
 #include "store/redis/region_scripts.h"
 #include "store/redis/redis_connection.h"
-#include "store/redis/redis_endpoint.h"
+#include "core/redis_url.h"
 
 namespace tahua {
 

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store/redis/redis_endpoint.h"
+#include "core/redis_url.h"
 #include "store/redis/resp.h"
 #include "telemetry/http_post.h"
 

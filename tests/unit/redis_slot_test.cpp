@@ -2,7 +2,7 @@
 // parsing of the store's endpoint.
 #include <gtest/gtest.h>
 
-#include "store/redis/redis_endpoint.h"
+#include "core/redis_url.h"
 #include "store/redis/redis_slot.h"
 
 namespace tahua {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/duration.h"
-#include "store/redis/redis_endpoint.h"
+#include "core/redis_url.h"
 
 struct redisReader;
 struct redisReply;

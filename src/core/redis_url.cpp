@@ -1,4 +1,4 @@
-#include "store/redis/redis_endpoint.h"
+#include "core/redis_url.h"
 
 #include <boost/url/parse.hpp>
 #include <charconv>

@@ -1,5 +1,5 @@
-// Where a Redis server is, from a redis:// URL. Kept apart from the connection so the
-// config loader can check a URL without Asio.
+// Where a Redis server is, from a redis:// URL: the config loader checks the URLs it is
+// given (store, cache, usage sinks, regions) and the Redis clients connect to them.
 #pragma once
 
 #include <cstdint>

@@ -143,6 +143,8 @@ void KubeResourceWatch::changedSoon() {
       for (const auto& [name, spec] : objects) all.push_back({kind + "/" + name, spec, "kubernetes"});
     stats_.resources.store(all.size());
     changed_(std::move(all));
+    // Ready only once the config with them is published, not when the lists are in.
+    stats_.listed.store(true);
   });
 }
 
@@ -189,7 +191,7 @@ asio::awaitable<void> KubeResourceWatch::watchKind(const KubeKind& kind) {
     for (auto& o : parsed->items) objects[o.name] = std::move(o.spec);
     if (!counted) {
       counted = true;
-      if (++kinds_listed_ == std::size(kKubeKinds)) stats_.listed.store(true);
+      ++kinds_listed_;
     }
     changedSoon();
     if (list.status == 404) {

@@ -54,7 +54,7 @@ std::optional<KubeEvent> parseKubeEvent(std::string_view line, std::string_view 
 
 // What the watch has found, for metrics and readiness. Read from any thread.
 struct KubeWatchStats {
-  std::atomic<bool> listed{false};        // every kind listed once
+  std::atomic<bool> listed{false};        // every kind listed once, and the config with them published
   std::atomic<std::uint64_t> lists{0};    // lists done (the first ones included)
   std::atomic<std::uint64_t> events{0};   // watch events applied
   std::atomic<std::uint64_t> errors{0};   // failed calls (each retried)

@@ -15,14 +15,6 @@ namespace {
 
 constexpr std::string_view kServiceAccount = "/var/run/secrets/kubernetes.io/serviceaccount/";
 
-// A DNS-1123 label: what a namespace name must be.
-bool dnsLabel(std::string_view s) {
-  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
-  for (char c : s)
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  return true;
-}
-
 }  // namespace
 
 void Loader::loadKubernetes(const YAML::Node& n, Config& cfg) {

@@ -196,6 +196,10 @@ std::optional<std::string> duplicateKey(const YAML::Node& node, const std::strin
 // Plugins in the order they run: `order`, then as declared (plugins_section.cpp).
 void sortPlugins(Config& cfg);
 
+// A DNS-1123 label (a Kubernetes namespace, a region's name): lower-case letters, digits
+// and '-' inside, 1 to `max` characters.
+bool dnsLabel(std::string_view s, std::size_t max = 63);
+
 // A file's bytes; `ok` false when it cannot be read.
 std::string slurp(const std::filesystem::path& p, bool& ok);
 // A YAML scalar as JSON text: a quoted one is a string; a plain one may be a number, a

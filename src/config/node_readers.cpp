@@ -142,4 +142,11 @@ std::string jsonScalar(const YAML::Node& n) {
 }
 
 
+bool dnsLabel(std::string_view s, std::size_t max) {
+  if (s.empty() || s.size() > max || s.front() == '-' || s.back() == '-') return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return true;
+}
+
 }  // namespace tahua::config_detail

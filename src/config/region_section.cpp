@@ -6,18 +6,6 @@
 
 namespace tahua::config_detail {
 
-namespace {
-
-// Region names go into Redis values and metric labels: short and plain.
-bool regionName(std::string_view s) {
-  if (s.empty() || s.size() > 32) return false;
-  for (char c : s)
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  return true;
-}
-
-}  // namespace
-
 void Loader::loadRegion(const YAML::Node& n, Config& cfg) {
   const std::string p = "region";
   if (!n.IsMap()) fail(n, p, "expected {name, peers, interval, timeout}");
@@ -25,7 +13,8 @@ void Loader::loadRegion(const YAML::Node& n, Config& cfg) {
   RegionConfig& r = cfg.region;
   if (!n["name"]) fail(n, p + ".name", "required: this region's name");
   r.name = nonEmpty(n["name"], p + ".name");
-  if (!regionName(r.name)) fail(n["name"], p + ".name", "lower-case letters, digits and '-', at most 32");
+  // Region names go into Redis values and metric labels: short and plain.
+  if (!dnsLabel(r.name, 32)) fail(n["name"], p + ".name", "a DNS label of at most 32: lower-case letters, digits, '-' inside");
   // The link works on the store's Redis: records, quota counters and its own keys.
   if (cfg.store.type != StoreConfig::Type::Redis)
     fail(n, p, "needs store.type redis (each region has its own Redis)");
@@ -40,7 +29,7 @@ void Loader::loadRegion(const YAML::Node& n, Config& cfg) {
     RegionPeerConfig peer;
     if (!peers[i]["name"]) fail(peers[i], pp + ".name", "required");
     peer.name = nonEmpty(peers[i]["name"], pp + ".name");
-    if (!regionName(peer.name)) fail(peers[i]["name"], pp + ".name", "lower-case letters, digits and '-', at most 32");
+    if (!dnsLabel(peer.name, 32)) fail(peers[i]["name"], pp + ".name", "a DNS label of at most 32: lower-case letters, digits, '-' inside");
     if (!names.insert(peer.name).second) fail(peers[i]["name"], pp + ".name", "\"" + peer.name + "\" is this region or another peer");
     if (!peers[i]["url"]) fail(peers[i], pp + ".url", "required: the peer region's store, redis://host:port");
     peer.url = nonEmpty(peers[i]["url"], pp + ".url");

@@ -1,6 +1,5 @@
 #include "regions/region_link.h"
 
-#include <hiredis/hiredis.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,7 +11,7 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "store/redis/region_scripts.h"
-#include "store/redis/redis_connection.h"
+#include "store/redis/blocking_redis.h"
 #include "core/redis_url.h"
 
 namespace tahua {
@@ -27,65 +26,15 @@ std::int64_t nowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// A blocking connection (the link's thread only), every command bounded by the timeout.
-class Conn {
- public:
-  Conn(RedisEndpoint ep, Millis timeout) : ep_(std::move(ep)), timeout_(timeout) {}
-  ~Conn() { close(); }
-  void close() {
-    if (c_) redisFree(c_);
-    c_ = nullptr;
+// A command's reply, with a Redis error reply counted as a failure (`error` says it).
+std::optional<RedisReply> ask(BlockingRedis& redis, const std::vector<std::string>& args, std::string& error) {
+  auto r = redis.call(args, error);
+  if (r && r->isError()) {
+    error = r->str;
+    return std::nullopt;
   }
-  // The reply, or nullopt (and `error`) when the server could not be asked; a Redis error
-  // reply is returned as one (the caller decides).
-  std::optional<RedisReply> call(const std::vector<std::string>& args, std::string& error) {
-    if (!c_ && !connect(error)) return std::nullopt;
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    if (!r) {
-      error = c_->errstr[0] ? c_->errstr : "no reply";
-      close();
-      return std::nullopt;
-    }
-    RedisReply out = copyReply(r);
-    freeReplyObject(r);
-    return out;
-  }
-
- private:
-  bool connect(std::string& error) {
-    const timeval tv{static_cast<time_t>(timeout_.count() / 1000), static_cast<suseconds_t>(timeout_.count() % 1000 * 1000)};
-    c_ = redisConnectWithTimeout(ep_.host.c_str(), ep_.port, tv);
-    if (!c_ || c_->err) {
-      error = c_ ? c_->errstr : "cannot allocate a connection";
-      close();
-      return false;
-    }
-    redisSetTimeout(c_, tv);
-    std::vector<std::string> auth;
-    if (!ep_.password.empty()) auth = ep_.username.empty() ? std::vector<std::string>{"AUTH", ep_.password}
-                                                           : std::vector<std::string>{"AUTH", ep_.username, ep_.password};
-    for (const auto& cmd : {auth, ep_.db ? std::vector<std::string>{"SELECT", std::to_string(ep_.db)} : std::vector<std::string>{}}) {
-      if (cmd.empty()) continue;
-      auto r = call(cmd, error);
-      if (!r || r->isError()) {
-        if (r) error = cmd[0] + ": " + r->str;  // never the password itself
-        close();
-        return false;
-      }
-    }
-    return true;
-  }
-
-  RedisEndpoint ep_;
-  Millis timeout_;
-  redisContext* c_ = nullptr;
-};
+  return r;
+}
 
 std::string metaKey(std::string_view ns) { return "tahua:region:meta:" + std::string(ns); }
 std::string versionKey(std::string_view ns) { return "tahua:region:ver:" + std::string(ns); }
@@ -134,7 +83,7 @@ std::map<std::string, std::string> hashOf(const RedisReply& r) {
 struct RegionLink::Impl {
   struct Peer {
     Peer(RedisEndpoint ep, Millis timeout) : conn(std::move(ep), timeout) {}
-    Conn conn;
+    BlockingRedis conn;
     std::map<std::string, std::string> usage_sent;  // counter -> "period used" it has from here
     // ns -> (its version, ours) when it last had everything of ours: both unchanged, skip.
     std::map<std::string, std::pair<std::string, std::string>, std::less<>> synced;
@@ -144,7 +93,7 @@ struct RegionLink::Impl {
       synced.clear();
     }
   };
-  std::unique_ptr<Conn> local;
+  std::unique_ptr<BlockingRedis> local;
   std::vector<std::unique_ptr<Peer>> peers;
   std::string owner;
   std::uint64_t cycle = 0;
@@ -156,7 +105,7 @@ RegionLink::RegionLink(RegionConfig region, RedisStoreConfig store)
     : region_(std::move(region)), store_(std::move(store)), impl_(std::make_unique<Impl>()) {
   RedisEndpoint local;
   parseRedisUrl(store_.url, local);  // checked by the config loader
-  impl_->local = std::make_unique<Conn>(local, std::max(store_.command_timeout, region_.timeout));
+  impl_->local = std::make_unique<BlockingRedis>(local, std::max(store_.command_timeout, region_.timeout));
   for (const auto& p : region_.peers) {
     RedisEndpoint ep;
     parseRedisUrl(p.url, ep);
@@ -184,16 +133,9 @@ void RegionLink::stop() {
 }
 
 void RegionLink::run() {
-  Conn& local = *impl_->local;
+  BlockingRedis& local = *impl_->local;
   std::string error, last_local_error;
-  const auto localCall = [&](const std::vector<std::string>& args) -> std::optional<RedisReply> {
-    auto r = local.call(args, error);
-    if (r && r->isError()) {
-      error = r->str;
-      return std::nullopt;
-    }
-    return r;
-  };
+  const auto localCall = [&](const std::vector<std::string>& args) { return ask(local, args, error); };
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -277,14 +219,7 @@ void RegionLink::run() {
       PeerStats& st = *stats_[p];
       std::string perr;
       bool pok = true;
-      const auto peerCall = [&](const std::vector<std::string>& args) -> std::optional<RedisReply> {
-        auto r = peer.conn.call(args, perr);
-        if (r && r->isError()) {
-          perr = r->str;
-          return std::nullopt;
-        }
-        return r;
-      };
+      const auto peerCall = [&](const std::vector<std::string>& args) { return ask(peer.conn, args, perr); };
       std::uint64_t records = 0, reports = 0;
       for (auto& [ns, ours] : meta) {
         auto& [our_version, mine] = ours;

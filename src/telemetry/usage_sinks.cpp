@@ -1,7 +1,5 @@
 #include "telemetry/usage_sinks.h"
 
-#include <hiredis/hiredis.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -9,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/redis_url.h"
+#include "store/redis/blocking_redis.h"
 #include "store/redis/resp.h"
 #include "telemetry/http_post.h"
 
@@ -82,19 +81,15 @@ class FileSink final : public UsageSink {
 };
 
 // XADD <stream> MAXLEN ~ <maxlen> * record_id <id> record <json>, pipelined, over a
-// blocking hiredis connection with the sink's timeout (on the exporter's thread).
+// blocking connection with the sink's timeout (on the exporter's thread).
 class RedisStreamSink final : public UsageSink {
  public:
-  RedisStreamSink(const UsageSinkConfig& c, RedisEndpoint ep) : c_(c), ep_(std::move(ep)) {}
-  ~RedisStreamSink() override {
-    if (redis_) redisFree(redis_);
-  }
+  RedisStreamSink(const UsageSinkConfig& c, RedisEndpoint ep) : c_(c), redis_(std::move(ep), c.timeout) {}
 
   bool deliver(std::string_view lines, std::string& error) override {
-    if (!redis_ && !connect(error)) return false;
     const std::string maxlen = std::to_string(c_.maxlen);
-    // Every XADD formatted into one buffer (store/redis/resp.h) and handed to hiredis at
-    // once: one write, then the replies in order.
+    // Every XADD formatted into one buffer (store/redis/resp.h) and sent at once: one
+    // write, then the replies in order.
     out_.clear();
     std::size_t sent = 0;
     for (std::size_t pos = 0; pos < lines.size();) {
@@ -109,59 +104,21 @@ class RedisStreamSink final : public UsageSink {
       appendResp(out_, args);
       ++sent;
     }
-    if (sent > 0 && redisAppendFormattedCommand(redis_, out_.data(), out_.size()) != REDIS_OK) return failed(error);
-    for (std::size_t i = 0; i < sent; ++i) {
-      void* reply = nullptr;
-      if (redisGetReply(redis_, &reply) != REDIS_OK || !reply) return failed(error);
-      auto* r = static_cast<redisReply*>(reply);
-      const bool bad = r->type == REDIS_REPLY_ERROR;
-      if (bad) error = std::string("XADD: ") + std::string(r->str, r->len);
-      freeReplyObject(r);
-      if (bad) return failed(error, false);
-    }
+    if (sent == 0) return true;
+    auto replies = redis_.pipeline(out_, sent, error);
+    if (!replies) return false;
+    for (const RedisReply& r : *replies)
+      if (r.isError()) {
+        error = "XADD: " + r.str;
+        redis_.close();
+        return false;
+      }
     return true;
   }
 
  private:
-  bool connect(std::string& error) {
-    const timeval tv{static_cast<time_t>(c_.timeout.count() / 1000), static_cast<suseconds_t>(c_.timeout.count() % 1000 * 1000)};
-    redis_ = redisConnectWithTimeout(ep_.host.c_str(), ep_.port, tv);
-    if (!redis_ || redis_->err) return failed(error);
-    redisSetTimeout(redis_, tv);
-    if (!ep_.password.empty() && !command(ep_.username.empty() ? std::vector<std::string>{"AUTH", ep_.password}
-                                                              : std::vector<std::string>{"AUTH", ep_.username, ep_.password},
-                                          error))
-      return false;
-    if (ep_.db != 0 && !command({"SELECT", std::to_string(ep_.db)}, error)) return false;
-    return true;
-  }
-
-  bool command(const std::vector<std::string>& args, std::string& error) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(redis_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    if (!r) return failed(error);
-    const bool bad = r->type == REDIS_REPLY_ERROR;
-    if (bad) error = std::string(args[0]) + ": " + std::string(r->str, r->len);
-    freeReplyObject(r);
-    return bad ? failed(error, false) : true;
-  }
-
-  // The connection is dropped (replies may be out of step); the next delivery reconnects.
-  bool failed(std::string& error, bool from_context = true) {
-    if (from_context) error = redis_ && redis_->err ? std::string(redis_->errstr) : std::string("cannot connect");
-    if (redis_) redisFree(redis_);
-    redis_ = nullptr;
-    return false;
-  }
-
   UsageSinkConfig c_;
-  RedisEndpoint ep_;
-  redisContext* redis_ = nullptr;
+  BlockingRedis redis_;
   std::string out_;  // the commands of one delivery
 };
 

@@ -21,22 +21,12 @@
 
 #include "core/duration.h"
 #include "core/redis_url.h"
+#include "store/redis/resp.h"
 
 struct redisReader;
-struct redisReply;
 
 namespace tahua {
 
-// A reply, copied out of hiredis' tree.
-struct RedisReply {
-  enum class Type { Nil, Integer, String, Status, Error, Array };
-  Type type = Type::Nil;
-  long long integer = 0;
-  std::string str;  // String, Status, Error
-  std::vector<RedisReply> elements;
-  bool isError() const { return type == Type::Error; }
-};
-RedisReply copyReply(const redisReply* r);
 
 
 class RedisConnection : public std::enable_shared_from_this<RedisConnection> {

@@ -1,15 +1,29 @@
 // A command in RESP (an array of bulk strings), appended to a buffer. hiredis formats
 // commands too (redisFormatCommandArgv), but through its sds strings: about 9,000
 // instructions for a ten-argument XADD, measured with callgrind, against a few hundred
-// here. Replies are still parsed by hiredis' reader.
+// here. Replies are still parsed by hiredis' reader, and copied out of its tree.
 #pragma once
 
 #include <charconv>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+struct redisReply;
 
 namespace tahua {
+
+// A reply, copied out of hiredis' tree.
+struct RedisReply {
+  enum class Type { Nil, Integer, String, Status, Error, Array };
+  Type type = Type::Nil;
+  long long integer = 0;
+  std::string str;  // String, Status, Error
+  std::vector<RedisReply> elements;
+  bool isError() const { return type == Type::Error; }
+};
+RedisReply copyReply(const redisReply* r);  // redis_connection.cpp
 
 inline void appendResp(std::string& out, std::span<const std::string_view> args) {
   char num[24];

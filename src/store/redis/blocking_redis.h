@@ -1,0 +1,43 @@
+// A blocking connection to one Redis server, for background threads that talk to Redis
+// at their own pace (the usage records' stream sink, the region link): connects on first
+// use (AUTH, SELECT), every command bounded by the timeout; a failure drops the
+// connection and the next call connects again. Never on a worker.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/duration.h"
+#include "core/redis_url.h"
+#include "store/redis/resp.h"
+
+struct redisContext;
+
+namespace tahua {
+
+class BlockingRedis {
+ public:
+  BlockingRedis(RedisEndpoint endpoint, Millis timeout) : ep_(std::move(endpoint)), timeout_(timeout) {}
+  ~BlockingRedis() { close(); }
+  BlockingRedis(const BlockingRedis&) = delete;
+  BlockingRedis& operator=(const BlockingRedis&) = delete;
+
+  // The reply (an error reply too), or nullopt and `error` when the server could not be
+  // asked.
+  std::optional<RedisReply> call(const std::vector<std::string>& args, std::string& error);
+  // `count` commands already in RESP (resp.h), sent in one write; their replies in order,
+  // or nullopt and `error` when the connection failed on the way.
+  std::optional<std::vector<RedisReply>> pipeline(const std::string& resp, std::size_t count, std::string& error);
+  void close();
+
+ private:
+  bool connect(std::string& error);
+  bool dropped(std::string& error);  // takes the context's error, closes; false
+
+  RedisEndpoint ep_;
+  Millis timeout_;
+  redisContext* c_ = nullptr;
+};
+
+}  // namespace tahua

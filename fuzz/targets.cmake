@@ -13,4 +13,5 @@ set(TAHUA_FUZZ_TARGETS
   trace_context
   stored_state
   guardrail_stream
+  multipart
 )

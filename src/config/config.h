@@ -32,6 +32,23 @@ struct ListenerConfig {
   std::optional<ServerTlsConfig> tls;
 };
 
+// Uploads (multipart/form-data bodies: audio, image edits, files): spooled to an unnamed
+// temporary file as they arrive, never held in memory, and sent on from there.
+struct UploadConfig {
+  std::string spool_dir;            // empty: $TMPDIR, else /tmp
+  Millis timeout{600'000};          // to read one upload's body
+  std::size_t max_text_bytes = 64 * 1024;  // the form's text fields together
+  // Per path (the model, and so the route, is only known from the body): paths not
+  // listed take `default_max_bytes`.
+  std::uint64_t default_max_bytes = 100ull << 20;
+  std::vector<std::pair<std::string, std::uint64_t>> max_bytes{{"/v1/files", 512ull << 20}};
+  std::uint64_t limitFor(std::string_view path) const {
+    for (const auto& [p, n] : max_bytes)
+      if (p == path) return n;
+    return default_max_bytes;
+  }
+};
+
 struct ServerConfig {
   unsigned workers = 0;  // 0 = one per core
   std::size_t max_connections = 65536;  // client connections per process (split over workers)
@@ -59,6 +76,7 @@ struct ServerConfig {
   // deployment this worker would pick (its provider usable, not ejected, its breaker not
   // open). Empty by default: an upstream outage must not take every replica out at once.
   std::vector<std::string> ready_models;
+  UploadConfig uploads;
 };
 
 // Concurrency caps for the whole gateway (0 = none); routes may have their own. Over a
@@ -276,6 +294,8 @@ struct Pricing {
   double output = 0;        // completion tokens
   double cached_input = 0;  // prompt tokens read from the provider's cache (defaults to `input`)
   double per_image = 0;     // USD per image made (/v1/images/generations), besides any tokens
+  double per_audio_second = 0;  // USD per second of audio transcribed or translated
+  double per_character = 0;     // USD per character of text spoken (/v1/audio/speech)
 };
 
 struct StringHash {

@@ -107,6 +107,7 @@ class Loader {
 
   // server_sections.cpp
   void loadServer(const YAML::Node& n, ServerConfig& s);
+  void loadUploads(const YAML::Node& n, const std::string& p, UploadConfig& u);
   void loadListeners(const YAML::Node& n, const YAML::Node& root, Config& cfg);
   void loadLimits(const YAML::Node& n, LimitsConfig& l);
   void loadAdmin(const YAML::Node& n, Config& cfg);

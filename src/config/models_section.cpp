@@ -113,16 +113,18 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
     }
     if (auto pr = y["pricing"]) {
       const std::string pp = p + ".pricing";
-      checkKeys(pr, pp, {"input", "output", "cached_input", "per_image"});
-      // Token prices come together; an image model may have a price per image only.
-      if (!pr["per_image"] && (!pr["input"] || !pr["output"]))
-        fail(pr, pp, "input and output prices (USD per million tokens) are required (or per_image alone)");
+      checkKeys(pr, pp, {"input", "output", "cached_input", "per_image", "per_audio_second", "per_character"});
+      // Token prices come together; an image or audio model may have its unit price only.
+      if (!pr["per_image"] && !pr["per_audio_second"] && !pr["per_character"] && (!pr["input"] || !pr["output"]))
+        fail(pr, pp, "input and output prices (USD per million tokens) are required (or per_image, per_audio_second or per_character alone)");
       if (!pr["input"] != !pr["output"]) fail(pr, pp, "input and output prices (USD per million tokens) go together");
       mc.pricing.set = true;
       if (pr["input"]) mc.pricing.input = price(pr["input"], pp + ".input");
       if (pr["output"]) mc.pricing.output = price(pr["output"], pp + ".output");
       mc.pricing.cached_input = pr["cached_input"] ? price(pr["cached_input"], pp + ".cached_input") : mc.pricing.input;
       if (auto v = pr["per_image"]) mc.pricing.per_image = number(v, pp + ".per_image", "USD per image", 1000);
+      if (auto v = pr["per_audio_second"]) mc.pricing.per_audio_second = number(v, pp + ".per_audio_second", "USD per second of audio", 100);
+      if (auto v = pr["per_character"]) mc.pricing.per_character = number(v, pp + ".per_character", "USD per character", 1);
     }
     if (auto f = y["fallbacks"]) {
       if (!f.IsSequence()) fail(f, p + ".fallbacks", "expected a list of model names");

@@ -1,5 +1,7 @@
 // The gateway's own sections: server, listeners, limits and admin.
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "config/loader_detail.h"
@@ -11,7 +13,7 @@ void Loader::loadServer(const YAML::Node& n, ServerConfig& s) {
   checkKeys(n, p, {"workers", "max_connections", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
                    "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout",
                    "stream_heartbeat", "drain_accept_grace", "deployment_header", "stream_buffer_bytes",
-                   "max_stream_event_bytes", "max_url_bytes", "max_json_depth", "tenant_metrics", "readiness"});
+                   "max_stream_event_bytes", "max_url_bytes", "max_json_depth", "tenant_metrics", "readiness", "uploads"});
   if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
   if (auto v = n["max_connections"]) s.max_connections = integer(v, p + ".max_connections", 1, 10'000'000);
   if (auto v = n["max_header_bytes"]) s.max_header_bytes = integer(v, p + ".max_header_bytes", 1024, 1 << 20);
@@ -34,12 +36,48 @@ void Loader::loadServer(const YAML::Node& n, ServerConfig& s) {
   if (auto v = n["max_json_depth"]) s.max_json_depth = integer(v, p + ".max_json_depth", 8, 10'000);
   if (auto v = n["deployment_header"]) s.deployment_header = boolean(v, p + ".deployment_header");
   if (auto v = n["tenant_metrics"]) s.tenant_metrics = boolean(v, p + ".tenant_metrics");
+  if (auto u = n["uploads"]) loadUploads(u, p + ".uploads", s.uploads);
   if (auto r = n["readiness"]) {
     checkKeys(r, p + ".readiness", {"require_models"});
     if (auto m = r["require_models"]) {
       if (!m.IsSequence()) fail(m, p + ".readiness.require_models", "expected a list of model names");
       for (std::size_t i = 0; i < m.size(); ++i)
         s.ready_models.push_back(nonEmpty(m[i], p + ".readiness.require_models[" + std::to_string(i) + "]"));
+    }
+  }
+}
+
+void Loader::loadUploads(const YAML::Node& n, const std::string& p, UploadConfig& u) {
+  checkKeys(n, p, {"spool_dir", "timeout", "max_text_bytes", "max_bytes"});
+  if (auto v = n["spool_dir"]) {
+    u.spool_dir = nonEmpty(v, p + ".spool_dir");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(u.spool_dir, ec)) fail(v, p + ".spool_dir", "not a directory: \"" + u.spool_dir + "\"");
+  }
+  if (auto v = n["timeout"]) u.timeout = duration(v, p + ".timeout", Millis(1));
+  if (auto v = n["max_text_bytes"]) u.max_text_bytes = integer(v, p + ".max_text_bytes", 1024, 16 << 20);
+  if (auto m = n["max_bytes"]) {
+    // A number for every upload path, or a map of path -> bytes.
+    if (m.IsScalar()) {
+      u.default_max_bytes = integer(m, p + ".max_bytes", 1024, 1ull << 40);
+      u.max_bytes.clear();
+    } else {
+      if (!m.IsMap()) fail(m, p + ".max_bytes", "expected a number of bytes or a map of upload path to bytes");
+      for (const auto& kv : m) {
+        const std::string path = kv.first.as<std::string>();
+        static constexpr std::string_view kPaths[] = {"/v1/files", "/v1/audio/transcriptions", "/v1/audio/translations",
+                                                      "/v1/images/edits", "default"};
+        if (std::find(std::begin(kPaths), std::end(kPaths), path) == std::end(kPaths))
+          fail(kv.first, p + ".max_bytes", "\"" + path + "\" is not an upload path (/v1/files, /v1/audio/transcriptions, "
+                                          "/v1/audio/translations, /v1/images/edits) or default");
+        const std::uint64_t bytes = integer(kv.second, p + ".max_bytes." + path, 1024, 1ull << 40);
+        if (path == "default") {
+          u.default_max_bytes = bytes;
+          continue;
+        }
+        std::erase_if(u.max_bytes, [&](const auto& e) { return e.first == path; });
+        u.max_bytes.emplace_back(path, bytes);
+      }
     }
   }
 }

@@ -38,9 +38,13 @@ struct Usage {
   std::int64_t completion_tokens = -1;
   std::int64_t total_tokens = -1;
   std::int64_t cached_tokens = -1;  // of prompt_tokens, served from the provider's prompt cache
-  std::int64_t images = -1;         // images made (/v1/images/generations), priced per image
+  std::int64_t images = -1;         // images made (/v1/images/generations, edits), priced per image
+  double audio_seconds = -1;        // audio transcribed or translated, priced per second
+  std::int64_t characters = -1;     // text spoken (/v1/audio/speech `input`), priced per character
   FinishReason finish = FinishReason::None;  // as the answer said (first choice)
   bool present() const { return prompt_tokens >= 0 || completion_tokens >= 0 || total_tokens >= 0; }
+  // Tokens, or a unit priced besides them: what the answer costs is known.
+  bool metered() const { return present() || images >= 0 || audio_seconds >= 0 || characters >= 0; }
 };
 
 }  // namespace tahua

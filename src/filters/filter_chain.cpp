@@ -10,6 +10,10 @@ std::string_view endpointPath(Endpoint e) {
     case Endpoint::Moderations: return "/moderations";
     case Endpoint::ImagesGenerations: return "/images/generations";
     case Endpoint::Rerank: return "/rerank";
+    case Endpoint::AudioTranscriptions: return "/audio/transcriptions";
+    case Endpoint::AudioTranslations: return "/audio/translations";
+    case Endpoint::AudioSpeech: return "/audio/speech";
+    case Endpoint::ImagesEdits: return "/images/edits";
     case Endpoint::Models: return "/models";
     case Endpoint::Responses: return "/responses";
     case Endpoint::Messages: return "/messages";

@@ -18,6 +18,24 @@ namespace tahua {
 // Header views into storage owned by the exchange (valid until it is destroyed).
 using HeaderViews = std::vector<std::pair<std::string_view, std::string_view>>;
 
+// A body sent partly from a file (an upload's spool, request/upload.h): each piece is
+// text from memory, then a range of the file. Never read into memory whole: the
+// transport hands the ranges to the socket (sendfile) or reads them 64 KiB at a time.
+struct SpooledBody {
+  struct Piece {
+    std::string text;
+    std::uint64_t offset = 0;  // then this range of the file
+    std::uint64_t length = 0;
+  };
+  int fd = -1;  // owned by the upload, which outlives every attempt
+  std::vector<Piece> pieces;
+  std::uint64_t size() const {
+    std::uint64_t n = 0;
+    for (const auto& p : pieces) n += p.text.size() + p.length;
+    return n;
+  }
+};
+
 // What the adapter asks the transport to send.
 struct UpstreamRequest {
   std::string method = "POST";
@@ -26,6 +44,8 @@ struct UpstreamRequest {
   // Content-Length). One string, not a list: no allocation per header.
   std::string header_lines;
   std::string body;
+  // Instead of `body`, when set: an upload's multipart body around its spooled files.
+  std::optional<SpooledBody> spooled;
   // The client asked for a stream: the transport keeps its read buffer small (a held
   // stream's memory), otherwise it reads a whole typical answer in one system call.
   bool expect_stream = false;
@@ -41,6 +61,9 @@ struct UpstreamRequest {
 struct ResponseHead {
   int status = 0;
   bool event_stream = false;  // Content-Type: text/event-stream
+  // Set by the translator: a body relayed as it comes without being events (audio, a
+  // file's content): chunked, no heartbeats, and a failure cuts the connection.
+  bool raw_stream = false;
   std::string_view content_type;
   HeaderViews headers;  // end-to-end headers to pass to the client (hop-by-hop removed)
 };

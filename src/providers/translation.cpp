@@ -27,7 +27,8 @@ namespace {
 void oneShotUsage(std::string& body, RequestContext& ctx) {
   if (ctx.endpoint == Endpoint::Rerank && ctx.usage.prompt_tokens < 0 && ctx.usage.total_tokens >= 0)
     ctx.usage.prompt_tokens = ctx.usage.total_tokens;
-  if (ctx.endpoint == Endpoint::ImagesGenerations) ctx.usage.images = topLevelArraySize(body, "data");
+  if (ctx.endpoint == Endpoint::ImagesGenerations || ctx.endpoint == Endpoint::ImagesEdits)
+    ctx.usage.images = topLevelArraySize(body, "data");
 }
 
 void applyUsage(Usage& usage, const Usage& t) {
@@ -111,9 +112,27 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   PassThroughTranslator(WireFormat format, bool strip, const ProviderConfig* provider)
       : format_(format), strip_(strip), provider_(provider) {}
 
+  // A speech request's `input`: its characters (code points) are what it costs.
+  void countCharacters(std::string_view body) {
+    boost::system::error_code ec;
+    const bj::value v = bj::parse(body, ec);
+    const bj::value* input = !ec && v.is_object() ? v.get_object().if_contains("input") : nullptr;
+    if (!input || !input->is_string()) return;
+    characters_ = 0;
+    for (const char c : input->get_string())
+      if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++characters_;
+  }
+
   void onResponseHead(ResponseHead& head, RequestContext& ctx) override {
     if (ctx.config) parser_.setMaxEventBytes(ctx.config->server.max_stream_event_bytes);
     ok_ = head.status >= 200 && head.status < 300;
+    if (format_ == WireFormat::Audio && ok_) {
+      if (characters_ >= 0) ctx.usage.characters = characters_;
+      // Speech: the audio goes out as it comes (its events, when it asked for them, are
+      // a stream like any other).
+      raw_ = !head.event_stream && ctx.endpoint == Endpoint::AudioSpeech;
+      head.raw_stream = raw_;
+    }
     // An error page that is not JSON (a proxy's HTML) is re-shaped in onBody.
     if (!ok_ && !head.event_stream) head.content_type = "application/json";
   }
@@ -121,6 +140,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   std::string_view onStreamBytes(std::string_view bytes, bool last, RequestContext& ctx) override {
     ctx_ = &ctx;
     if (ended_) return {};
+    if (raw_) return bytes;
     std::string_view out = relay(bytes, last);
     // Never a silent end: an event longer than the bound, or a body that ended before
     // the vendor's end marker, closes the stream with an error event of its own.
@@ -140,6 +160,10 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     // A success that is not a JSON object (an HTML page, a cut body) would break every
     // SDK: it becomes a 502. Only the ends are looked at on the fast path; the usage
     // scan below reads the rest.
+    if (format_ == WireFormat::Audio) {
+      audioUsage(body, ctx.usage);  // text, srt and vtt answers are not JSON, and fine
+      return;
+    }
     if (!looksLikeJsonObject(body) || body.find_last_not_of(" \t\r\n") != body.rfind('}')) {
       notJson(body, ctx);
       return;
@@ -165,7 +189,8 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
 
   std::string streamErrorEvent(const Error& error) const override {
     switch (format_) {
-      case WireFormat::OpenAIChat: return error.toOpenAIStreamEvent();
+      case WireFormat::OpenAIChat:
+      case WireFormat::Audio: return error.toOpenAIStreamEvent();
       case WireFormat::Anthropic: return "event: error\ndata: " + error.toAnthropicJson() + "\n\n";
       case WireFormat::Responses:
         return "event: error\ndata: " +
@@ -253,6 +278,16 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
           if (const auto reason = stringField(event.data, "\"stop_reason\""); !reason.empty()) ctx_->usage.finish = finishReasonFrom(reason);
         } else if (event.event == "message_stop" || event.event == "error") complete_ = true;
         break;
+      case WireFormat::Audio:
+        // transcript.text.done / speech.audio.done carry the usage and end the stream.
+        if (event.data.find("\"transcript.text.done\"") != std::string_view::npos ||
+            event.data.find("\"speech.audio.done\"") != std::string_view::npos) {
+          audioUsage(event.data, ctx_->usage);
+          complete_ = true;
+        } else if (event.data.starts_with("{\"error\"") || event.event == "error") {
+          complete_ = true;
+        }
+        break;
       case WireFormat::Responses:
         if (event.event == "response.completed" || event.event == "response.incomplete" || event.event == "response.failed") {
           readJsonUsage(event.data, "response");
@@ -273,6 +308,32 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     if (!drop) out_.append(carry_).append(bytes_.substr(start_, end - start_));
     carry_.clear();
     start_ = end;
+  }
+
+  // An audio answer's usage: {"usage":{"type":"duration","seconds":N}} (whisper), token
+  // counts {"input_tokens","output_tokens"} (gpt-4o-transcribe, speech events), or a
+  // verbose_json answer's top-level "duration".
+  static void audioUsage(std::string_view json, Usage& usage) {
+    if (!looksLikeJsonObject(json)) return;
+    boost::system::error_code ec;
+    const bj::value v = bj::parse(json, ec);
+    if (ec || !v.is_object()) return;
+    const bj::object& o = v.get_object();
+    auto seconds = [](const bj::value* d) -> double {
+      if (!d) return -1;
+      if (d->is_double()) return d->get_double();
+      if (d->is_int64()) return static_cast<double>(d->get_int64());
+      if (d->is_uint64()) return static_cast<double>(d->get_uint64());
+      return -1;
+    };
+    if (const auto* u = json::obj(o, "usage")) {
+      if (json::strOr(*u, "type", "") == "duration") usage.audio_seconds = seconds(u->if_contains("seconds"));
+      Usage t;
+      t.prompt_tokens = json::integer(*u, "input_tokens").value_or(-1);
+      t.completion_tokens = json::integer(*u, "output_tokens").value_or(-1);
+      if (t.prompt_tokens >= 0 || t.completion_tokens >= 0) applyUsage(usage, t);
+    }
+    if (usage.audio_seconds < 0) usage.audio_seconds = seconds(o.if_contains("duration"));
   }
 
   // Switches this feed's output from a view of the input to out_: what was kept so far.
@@ -347,7 +408,9 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   bool ok_ = true;         // a 2xx answer (only those must end with the end marker)
   bool complete_ = false;  // the vendor's end marker (or a finish, or its error) was seen
   bool overflow_ = false;  // an event outgrew server.max_stream_event_bytes
-  bool ended_ = false;     // the stream was ended with an error event
+  bool ended_ = false;  // the stream was ended with an error event
+  bool raw_ = false;    // bytes relayed as they come (speech audio)
+  std::int64_t characters_ = -1;  // a speech request's input
 };
 
 class TranslatingTranslator final : public ResponseTranslator, private ChunkSink {
@@ -438,8 +501,10 @@ class TranslatingTranslator final : public ResponseTranslator, private ChunkSink
 }  // namespace
 
 std::unique_ptr<ResponseTranslator> makePassThroughTranslator(WireFormat format, bool strip_usage_chunk,
-                                                              const ProviderConfig* provider) {
-  return std::make_unique<PassThroughTranslator>(format, strip_usage_chunk, provider);
+                                                              const ProviderConfig* provider, const UpstreamRequest* request) {
+  auto t = std::make_unique<PassThroughTranslator>(format, strip_usage_chunk, provider);
+  if (format == WireFormat::Audio && request && !request->body.empty()) t->countCharacters(request->body);
+  return t;
 }
 
 bool requestStreamUsage(std::string& body) {

@@ -19,15 +19,27 @@ namespace tahua {
 const InboundCodec* inboundFor(Endpoint e);
 
 // The wire format a pass-through response is in (for usage and the error event shape).
-enum class WireFormat { OpenAIChat, Anthropic, Responses };
+// Audio: a transcription or translation (JSON, or the text formats: text, srt, vtt;
+// streamed as transcript.text.* events) and speech (bytes, relayed as they come, or
+// speech.audio.* events).
+enum class WireFormat { OpenAIChat, Anthropic, Responses, Audio };
+
+// The pass-through format of an OpenAI-format endpoint.
+inline WireFormat wireFormat(Endpoint e) {
+  if (e == Endpoint::Responses) return WireFormat::Responses;
+  if (audioEndpoint(e)) return WireFormat::Audio;
+  return WireFormat::OpenAIChat;
+}
 
 // Pass-through: returns the upstream bytes untouched and meters usage. With
 // `strip_usage_chunk` (the gateway asked an OpenAI-format upstream for stream usage the
 // client did not request) the extra usage-only chunk is cut out at event boundaries.
 // Error answers are checked too: the provider's credentials are scrubbed from them and an
 // OpenAI-format error object without a `type` (Azure's) gets one.
+// `request` (the encoded one) gives a speech request's text, priced per character.
 std::unique_ptr<ResponseTranslator> makePassThroughTranslator(WireFormat format, bool strip_usage_chunk,
-                                                              const ProviderConfig* provider = nullptr);
+                                                              const ProviderConfig* provider = nullptr,
+                                                              const UpstreamRequest* request = nullptr);
 
 // OpenAI-format streaming request without stream_options.include_usage: adds it (usage
 // is what metering and cost need). Returns true if it changed the body.

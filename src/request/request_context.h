@@ -40,12 +40,29 @@ enum class Endpoint {
   Moderations,      // OpenAI POST /v1/moderations
   ImagesGenerations,  // OpenAI POST /v1/images/generations
   Rerank,           // POST /v1/rerank (the shape Cohere, Jina and vLLM/TEI serve)
+  AudioTranscriptions,  // OpenAI POST /v1/audio/transcriptions (multipart upload)
+  AudioTranslations,    // OpenAI POST /v1/audio/translations (multipart upload)
+  AudioSpeech,          // OpenAI POST /v1/audio/speech (a binary answer, relayed as it comes)
+  ImagesEdits,          // OpenAI POST /v1/images/edits (multipart upload)
 };
+constexpr std::size_t kEndpointCount = 16;  // every Endpoint value (tables indexed by it)
+
+// Endpoints that take or give audio: metered in seconds or characters, never by the
+// bytes relayed.
+inline bool audioEndpoint(Endpoint e) {
+  return e == Endpoint::AudioTranscriptions || e == Endpoint::AudioTranslations || e == Endpoint::AudioSpeech;
+}
+
+// Endpoints whose body is a multipart/form-data upload (spooled; see request/upload.h).
+inline bool uploadEndpoint(Endpoint e) {
+  return e == Endpoint::AudioTranscriptions || e == Endpoint::AudioTranslations || e == Endpoint::ImagesEdits;
+}
 
 // Endpoints whose answer is one JSON object, never a stream, and whose request asks for
 // no completion: token limits reserve the prompt only.
 inline bool oneShotEndpoint(Endpoint e) {
-  return e == Endpoint::Embeddings || e == Endpoint::Moderations || e == Endpoint::ImagesGenerations || e == Endpoint::Rerank;
+  return e == Endpoint::Embeddings || e == Endpoint::Moderations || e == Endpoint::ImagesGenerations || e == Endpoint::Rerank ||
+         e == Endpoint::AudioTranslations || e == Endpoint::AudioSpeech || e == Endpoint::ImagesEdits;
 }
 
 std::string_view endpointPath(Endpoint e);  // "/chat/completions" etc., relative to base_url
@@ -75,14 +92,17 @@ class HeaderView {
 
 // Cost in USD from the model's price table; negative when unknown (no pricing, no usage).
 inline double costUsd(const ModelConfig* model, const Usage& u) {
-  if (!model || !model->pricing.set || (u.prompt_tokens < 0 && u.completion_tokens < 0 && u.images < 0)) return -1;
+  if (!model || !model->pricing.set ||
+      (u.prompt_tokens < 0 && u.completion_tokens < 0 && u.images < 0 && u.audio_seconds < 0 && u.characters < 0))
+    return -1;
   const double cached = static_cast<double>(std::max<std::int64_t>(u.cached_tokens, 0));
   const double prompt = static_cast<double>(std::max<std::int64_t>(u.prompt_tokens, 0));
   const double completion = static_cast<double>(std::max<std::int64_t>(u.completion_tokens, 0));
   const Pricing& p = model->pricing;
   return ((prompt - std::min(cached, prompt)) * p.input + std::min(cached, prompt) * p.cached_input + completion * p.output) /
              1e6 +
-         static_cast<double>(std::max<std::int64_t>(u.images, 0)) * p.per_image;
+         static_cast<double>(std::max<std::int64_t>(u.images, 0)) * p.per_image + std::max(u.audio_seconds, 0.0) * p.per_audio_second +
+         static_cast<double>(std::max<std::int64_t>(u.characters, 0)) * p.per_character;
 }
 
 // A response the gateway makes itself (short-circuit), e.g. /v1/models.
@@ -148,6 +168,9 @@ struct RequestContext {
   // they are freed (a held stream does not keep them) and this is null.
   const HeaderView* headers = nullptr;
   std::string body;  // as received; the router may rewrite the model name
+  // An upload's spooled body (request/upload.h); ctx.body then holds its text fields as
+  // a JSON object. Null for every other request.
+  const struct Upload* upload = nullptr;
   std::uint64_t bytes_in = 0;
 
   // Set by the auth filter.

@@ -76,10 +76,19 @@ class AttemptLoop {
 
   boost::asio::awaitable<void> run() {
     // The request phases; a coroutine only when a filter paused one.
-    RequestPhase phase = RequestPhase::Headers;
-    std::size_t next = 0;
-    FilterStatus phases = runRequestPhases(phase, next);
-    if (phases == FilterStatus::Pause) phases = co_await finishRequestPhases(phase, next);
+    FilterStatus phases;
+    if (host_.bodyPending()) {
+      phases = co_await uploadPhases();
+      if (host_.clientGone()) {  // it left in the middle of its upload: nothing to answer
+        ctx_.status = 499;
+        co_return;
+      }
+    } else {
+      RequestPhase phase = RequestPhase::Headers;
+      std::size_t next = 0;
+      phases = runRequestPhases(phase, next);
+      if (phases == FilterStatus::Pause) phases = co_await finishRequestPhases(phase, next);
+    }
     if (phases == FilterStatus::Stop) {
       co_await host_.answerLocally(ctx_);
       co_return;
@@ -175,6 +184,24 @@ class AttemptLoop {
   }
 
  private:
+  // An upload's request phases: the headers' first, then its body is read (only if they
+  // let it through), then the body's. A coroutine of its own: run()'s frame, allocated
+  // for every request, does not carry its locals.
+  boost::asio::awaitable<FilterStatus> uploadPhases() {
+    std::size_t next = 0;
+    FilterStatus status = env_.chain.run(RequestPhase::Headers, ctx_, next);
+    if (status == FilterStatus::Pause) status = co_await host_.finishPausedPhase(RequestPhase::Headers, ctx_, next);
+    if (status != FilterStatus::Continue) co_return status;
+    if (std::optional<Error> bad = co_await host_.receiveBody(ctx_)) {
+      ctx_.fail(std::move(*bad));
+      co_return FilterStatus::Stop;
+    }
+    next = 0;
+    status = env_.chain.run(RequestPhase::Body, ctx_, next);
+    if (status == FilterStatus::Pause) status = co_await host_.finishPausedPhase(RequestPhase::Body, ctx_, next);
+    co_return status;
+  }
+
   // The request phases before selection, from `phase` on: Continue, Stop, or Pause
   // (`phase` and `next` then say where to go on).
   FilterStatus runRequestPhases(RequestPhase& phase, std::size_t& next) {

@@ -33,6 +33,11 @@ class AttemptHost {
   // and so does the drain deadline. The first call starts watching the client.
   virtual void watchClient(UpstreamExchange* exchange) = 0;
   virtual void stopWatching() = 0;
+  // The request's body is still to be read (an upload: read after the header filters
+  // let it through, so a refused key never makes the gateway take 50 MB).
+  virtual bool bodyPending() const { return false; }
+  // Reads it (ctx.body, ctx.upload); an error to answer with if it could not be.
+  virtual boost::asio::awaitable<std::optional<Error>> receiveBody(RequestContext&) { co_return std::nullopt; }
   // Waits between attempts; false if the wait was cut short.
   virtual boost::asio::awaitable<bool> sleepFor(Millis wait) = 0;
   // A request phase a filter paused: waits for each resume (FilterChain::run from `next`).

@@ -26,8 +26,10 @@
 #include "server/attempt_loop.h"
 #include "server/deadline.h"
 #include "server/http_head.h"
+#include "server/request_body.h"
 #include "server/session_host.h"
 #include "server/stream_writer.h"
+#include "server/upload_spool.h"
 #include "server/upstream_client.h"
 #include "telemetry/metrics.h"
 
@@ -78,6 +80,10 @@ RouteMatch matchRoute(std::string_view path) {
   if (path == "/v1/moderations") return {Route::Api, Endpoint::Moderations, http::verb::post};
   if (path == "/v1/images/generations") return {Route::Api, Endpoint::ImagesGenerations, http::verb::post};
   if (path == "/v1/rerank") return {Route::Api, Endpoint::Rerank, http::verb::post};
+  if (path == "/v1/audio/transcriptions") return {Route::Api, Endpoint::AudioTranscriptions, http::verb::post};
+  if (path == "/v1/audio/translations") return {Route::Api, Endpoint::AudioTranslations, http::verb::post};
+  if (path == "/v1/audio/speech") return {Route::Api, Endpoint::AudioSpeech, http::verb::post};
+  if (path == "/v1/images/edits") return {Route::Api, Endpoint::ImagesEdits, http::verb::post};
   if (path == "/v1/models") return {Route::Api, Endpoint::Models, http::verb::get};
   if (path == "/v1/responses") return {Route::Api, Endpoint::Responses, http::verb::post};
   if (path == "/v1/messages") return {Route::Api, Endpoint::Messages, http::verb::post};
@@ -89,6 +95,16 @@ RouteMatch matchRoute(std::string_view path) {
   if (path == "/readyz") return {Route::Readyz, Endpoint::None, http::verb::get};
   if (path == "/metrics") return {Route::Metrics, Endpoint::None, http::verb::get};
   return {};
+}
+
+// The path of the request line at the start of `head` ("POST /v1/files?x HTTP/1.1"),
+// before Beast parses it: an upload's body limit is the path's, and Beast checks a
+// declared Content-Length against the limit while it parses the head.
+std::string_view requestLinePath(std::string_view head) {
+  const std::size_t start = head.find(' ');
+  if (start == std::string_view::npos) return {};
+  const std::size_t end = head.find_first_of(" ?\r\n", start + 1);
+  return head.substr(start + 1, end == std::string_view::npos ? std::string_view::npos : end - start - 1);
 }
 
 bool validRequestId(std::string_view id) {
@@ -162,9 +178,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     snapshot_ = worker_.snapshot();
     chain_ = worker_.chain();
     const ServerConfig& cfg = serverConfig();
-    http::request_parser<http::string_body> parser;
+    http::request_parser<RequestBody> parser;
     parser.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
-    parser.body_limit(cfg.max_body_bytes);
     const auto received = Clock::now();
 
     std::optional<Error> bad = co_await readRequest(parser);
@@ -173,25 +188,27 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       co_return false;
     }
     deadline_.never();  // the upstream's own time limits apply until the answer is written
-    http::request<http::string_body>& req = parser.get();  // not released: one message in this frame
+    http::request<RequestBody>& req = parser.get();  // not released: one message in this frame
     keep_alive_ = req.keep_alive() && !worker_.draining();
     http10_ = req.version() == 10;
+    if (upload_) {
+      // Its body is still in the socket: read once the header filters let it through
+      // (receiveBody); the connection closes after an answer given before that.
+      upload_parser_ = &parser;
+      upload_keep_alive_ = keep_alive_;
+      keep_alive_ = false;
+    }
     co_await serve(req, received);
+    upload_parser_ = nullptr;
+    spool_.reset();
     co_return keep_alive_ && !clientGone() && !worker_.draining();
   }
 
-  // Reads head and body. On failure returns the error to answer with, or an Internal
-  // error meaning "just close" (slow or vanished clients get no answer).
-  asio::awaitable<std::optional<Error>> readRequest(http::request_parser<http::string_body>& parser) {
+  // Reads head and body (an upload's head only: its body is read after the header
+  // filters ran, receiveBody). On failure returns the error to answer with, or an
+  // Internal error meaning "just close" (slow or vanished clients get no answer).
+  asio::awaitable<std::optional<Error>> readRequest(http::request_parser<RequestBody>& parser) {
     const ServerConfig& cfg = serverConfig();
-    const auto quiet = [](beast::error_code ec) {
-      return ec == http::error::end_of_stream || ec == asio::error::eof ||
-             ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
-             ec == asio::error::bad_descriptor;
-    };
-    const auto tooLarge = [&] {
-      return Error{ErrorKind::BodyTooLarge, "Request body is larger than " + std::to_string(cfg.max_body_bytes) + " bytes."};
-    };
     deadline_.after(cfg.header_timeout);
     {
       std::size_t scanned = 0;
@@ -199,6 +216,18 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       if (!checkHead(cfg, scanned, bad)) bad = co_await readWholeHead(cfg);
       if (bad) co_return bad;
     }
+    // An upload's limit is its path's (server.uploads.max_bytes).
+    body_limit_ = cfg.max_body_bytes;
+    upload_ = false;
+    if (!admin_) {
+      const std::string_view line(static_cast<const char*>(buffer_.data().data()), std::min<std::size_t>(buffer_.size(), cfg.max_url_bytes + 32));
+      const RouteMatch m = matchRoute(requestLinePath(line));
+      if (m.route == Route::Api && uploadEndpoint(m.endpoint) && line.starts_with("POST ")) {
+        upload_ = true;
+        body_limit_ = cfg.uploads.limitFor(requestLinePath(line));
+      }
+    }
+    parser.body_limit(body_limit_);
     // The whole head is in buffer_ (checked above): Beast parses it from there, with no
     // asynchronous read (which would post its completion through the event loop).
     beast::error_code hec;
@@ -219,17 +248,32 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     // RFC 9112 3.2: an HTTP/1.1 request has exactly one Host; no request has two.
     if (const auto hosts = head.count(http::field::host); hosts > 1 || (hosts == 0 && head.version() >= 11))
       co_return Error{ErrorKind::BadHttp, hosts > 1 ? "The request has more than one Host header." : "The request has no Host header."};
-    if (parser.is_done()) co_return std::nullopt;
-    if (beast::iequals(head[http::field::expect], "100-continue")) {
+    if (parser.is_done() || upload_) co_return std::nullopt;
+    co_return co_await readBody(parser, cfg.body_timeout);
+  }
+
+  Error tooLarge() const {
+    return Error{ErrorKind::BodyTooLarge, "Request body is larger than " + std::to_string(body_limit_) + " bytes."};
+  }
+
+  // The body after the head: into memory, or to the body's sink when it has one.
+  asio::awaitable<std::optional<Error>> readBody(http::request_parser<RequestBody>& parser, Millis timeout) {
+    const ServerConfig& cfg = serverConfig();
+    const auto quiet = [](beast::error_code ec) {
+      return ec == http::error::end_of_stream || ec == asio::error::eof ||
+             ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+             ec == asio::error::bad_descriptor;
+    };
+    if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       deadline_.after(cfg.client_write_timeout);
       auto [cec, cn] = co_await asio::async_write(stream_, asio::buffer(kContinue), kUseTuple);
       if (cec) co_return Error{ErrorKind::Internal, {}};
     }
-    if (auto len = parser.content_length(); len && *len <= cfg.max_body_bytes) {
-      parser.get().body().reserve(static_cast<std::size_t>(*len) + 64);  // + simdjson padding
+    const BodySink* sink = parser.get().body().sink;
+    if (auto len = parser.content_length(); len && *len <= body_limit_ && !sink) {
       // Room for the whole body in the read buffer: a large prompt arrives in a few
-      // big reads instead of many 512-byte ones.
+      // big reads instead of many 512-byte ones. (An upload goes on in 64 KiB reads.)
       buffer_.reserve(buffer_.size() + static_cast<std::size_t>(*len));
     }
     // Body bytes that came with the head are parsed from buffer_ too; only the rest is read.
@@ -238,12 +282,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       beast::error_code pec;
       buffer_.consume(parser.put(buffer_.data(), pec));
       if (pec == http::error::body_limit) co_return tooLarge();
+      if (pec && sink && spool_->failure()) co_return *spool_->failure();
       if (pec && pec != http::error::need_more) co_return Error{ErrorKind::BadHttp, "Malformed HTTP request body."};
       if (parser.is_done()) co_return std::nullopt;
     }
-    deadline_.after(cfg.body_timeout);
+    deadline_.after(timeout);
     auto [bec, bn] = co_await http::async_read(stream_, buffer_, parser, kUseTuple);
     if (bec == http::error::body_limit) co_return tooLarge();
+    if (bec && sink && spool_->failure()) co_return *spool_->failure();
     if (bec && quiet(bec)) co_return Error{ErrorKind::Internal, {}};
     if (bec) co_return Error{ErrorKind::BadHttp, "Malformed HTTP request body."};
     co_return std::nullopt;
@@ -301,7 +347,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   // Note on coroutine frames: a frame holds every local of every branch for the life of
   // the call, and a held stream keeps its whole chain of frames. The API path therefore
   // has a frame of its own, with one RequestContext; local answers are another call.
-  asio::awaitable<void> serve(http::request<http::string_body>& req, Clock::time_point received) {
+  asio::awaitable<void> serve(http::request<RequestBody>& req, Clock::time_point received) {
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));
     RouteMatch match = matchRoute(path);
@@ -319,7 +365,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     RequestContext ctx = newContext(req, received, path, match.endpoint);
     BeastHeaders headers(req);
     ctx.headers = &headers;
-    ctx.body = std::move(req.body());
+    ctx.body = std::move(req.body().text);
     request_fields_ = &req;
     if (watch_) watch_->gone = false;
     AttemptEnv env{*snapshot_, *chain_, worker_.upstreamEnv(), worker_.metrics()};
@@ -329,7 +375,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   }
 
   // Everything answered by the gateway itself: the admin listener, health, metrics, 404, 405.
-  asio::awaitable<void> serveLocal(http::request<http::string_body>& req, Clock::time_point received,
+  asio::awaitable<void> serveLocal(http::request<RequestBody>& req, Clock::time_point received,
                                    std::string_view path, RouteMatch match, http::verb method) {
     if (admin_) {
       co_await serveAdmin(req, path, req.target());  // the admin API reads a few query parameters
@@ -374,20 +420,20 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   }
 
   // The admin listener: its own small API, answered by the gateway (src/admin/).
-  asio::awaitable<void> serveAdmin(http::request<http::string_body>& req, std::string_view path, std::string_view target) {
+  asio::awaitable<void> serveAdmin(http::request<RequestBody>& req, std::string_view path, std::string_view target) {
     if (path == "/healthz") {
       co_await writeSimple(200, "application/json", R"({"status":"ok"})");
       co_return;
     }
     std::string_view method = req.method_string();
     std::string_view auth = req[http::field::authorization];
-    std::string& body = req.body();
+    std::string& body = req.body().text;
     AdminReply reply = co_await worker_.admin(method, target, auth, body);
     log::info("admin request", {{"method", method}, {"path", path}, {"status", reply.status}, {"request_id", request_id_}});
     co_await writeSimple(reply.status, reply.content_type, reply.body);
   }
 
-  RequestContext newContext(const http::request<http::string_body>& req, Clock::time_point received,
+  RequestContext newContext(const http::request<RequestBody>& req, Clock::time_point received,
                             std::string_view path, Endpoint endpoint) {
     RequestContext ctx;
     ctx.config = snapshot_->config;
@@ -397,7 +443,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     ctx.method = req.method_string();
     ctx.path = path;
     if (auto q = req.target().find('?'); q != std::string_view::npos) ctx.query = req.target().substr(q + 1);
-    ctx.bytes_in = req.body().size();
+    ctx.bytes_in = req.body().text.size();
     ctx.start = received;
     // Every filter's State for this request, in a block reused across requests.
     const std::size_t bytes = chain_->stateBytes();
@@ -414,6 +460,43 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   void resume(FilterStatus status) override {
     resumed_ = status;
     if (resume_event_) resume_event_->cancel();
+  }
+
+  // AttemptHost: an upload's body waits in the socket (see readAndServe).
+  bool bodyPending() const override { return upload_parser_ != nullptr && !spool_; }
+
+  // AttemptHost: reads the upload's body into its spool, now that the header filters let
+  // it through, and gives the filters its text fields as the body (request/upload.h).
+  asio::awaitable<std::optional<Error>> receiveBody(RequestContext& ctx) override {
+    http::request_parser<RequestBody>& parser = *upload_parser_;
+    const UploadConfig& cfg = serverConfig().uploads;
+    const auto boundary = formBoundary(parser.get()[http::field::content_type]);
+    if (!boundary)
+      co_return Error{ErrorKind::InvalidRequest,
+                      "The " + std::string(ctx.path) + " endpoint takes a multipart/form-data body (Content-Type with a boundary)."};
+    MultipartScanner::Limits limits;
+    limits.max_text_bytes = cfg.max_text_bytes;
+    spool_.emplace(*boundary, limits);
+    const std::string dir = !cfg.spool_dir.empty() ? cfg.spool_dir : std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+    if (auto why = spool_->open(dir)) {
+      log::error("cannot make an upload's spool file", {{"dir", dir}, {"error", *why}});
+      co_return Error{ErrorKind::Overloaded, "The gateway could not store the upload; please retry shortly."};
+    }
+    parser.get().body().sink = &*spool_;
+    if (!parser.is_done()) {
+      std::optional<Error> bad = co_await readBody(parser, cfg.timeout);
+      deadline_.never();
+      if (bad) {
+        // The rest of the body is unread: the connection ends with the answer.
+        if (bad->kind == ErrorKind::Internal) client_gone_ = true;
+        co_return bad;
+      }
+    }
+    if (auto bad = spool_->finish(ctx.body)) co_return bad;
+    ctx.upload = &spool_->upload();
+    ctx.bytes_in = spool_->upload().size;
+    keep_alive_ = upload_keep_alive_ && !worker_.draining();
+    co_return std::nullopt;
   }
 
   // A request phase that a filter paused: waits for each resume and goes on from the
@@ -702,7 +785,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   // Only a session relaying a stream has a pinned snapshot to read the interval from (a
   // connection that has not sent its request yet has none).
   void heartbeatTick(Clock::time_point now) override {
-    if (writer_.active()) writer_.heartbeat(now, serverConfig().stream_heartbeat);
+    // A comment line would corrupt audio: bytes relayed as they come get none.
+    if (writer_.active() && !raw_stream_) writer_.heartbeat(now, serverConfig().stream_heartbeat);
   }
 
   // The translator's error event for ctx.error, then the end of the body. The event
@@ -710,6 +794,12 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   // parser then sees the error, not one long line). A held-back possible start of a
   // secret is dropped.
   void endStreamWithError(RequestContext& ctx, ResponseTranslator& translator) {
+    if (raw_stream_) {
+      // Bytes have no error event: the body stays unterminated and the connection is
+      // closed, which every HTTP client reports as a cut answer.
+      keep_alive_ = false;
+      return;
+    }
     if (chain_->wantsResponseData()) {
       ResponseData end({}, true);  // filters drop what they hold back
       end.setAborted();
@@ -731,7 +821,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   void acceptHead(RequestContext& ctx, ResponseTranslator& translator, ResponseHead& head) {
     translator.onResponseHead(head, ctx);
     ctx.status = head.status;
-    ctx.streaming = head.event_stream;
+    ctx.streaming = head.event_stream || head.raw_stream;
+    raw_stream_ = head.raw_stream;
     for (const auto& [name, value] : head.headers)
       if (beast::iequals(name, "retry-after")) {
         unsigned seconds = 0;
@@ -932,6 +1023,13 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   bool http10_ = false;      // the current request is HTTP/1.0
   bool head_only_ = false;   // the current request is HEAD: answers carry no body
   std::string request_id_;
+  // An upload (readAndServe): its body limit, parser and spool while it is served.
+  std::uint64_t body_limit_ = 0;
+  bool upload_ = false;
+  bool upload_keep_alive_ = false;
+  http::request_parser<RequestBody>* upload_parser_ = nullptr;
+  std::optional<UploadSpool> spool_;
+  bool raw_stream_ = false;  // the answer being relayed is bytes as they come, not events
   std::string head_;        // response head being written; its capacity is reused
   http::fields* request_fields_ = nullptr;  // the API request being served (its headers)
   std::shared_ptr<WatchState> watch_;

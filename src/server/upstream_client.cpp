@@ -4,7 +4,9 @@
 #include "server/upstream_client.h"
 
 #include <openssl/ssl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
@@ -148,7 +150,7 @@ class HttpExchange final : public UpstreamExchange {
                std::string_view address)
       : provider_(provider), cfg_(*provider.config), worker_(worker),
         timeouts_(route ? route->timeouts.apply(cfg_.timeouts) : cfg_.timeouts), body_(std::move(request.body)),
-        expect_stream_(request.expect_stream) {
+        spooled_(std::move(request.spooled)), expect_stream_(request.expect_stream) {
     // A discovered endpoint (ip:port): its own connections, to its own address; the
     // provider's host stays the Host header and the TLS name. Through an egress proxy
     // the proxy decides where the base_url's host is.
@@ -171,7 +173,7 @@ class HttpExchange final : public UpstreamExchange {
     h.header("Host", host_header);
     h.header("User-Agent", "tahua/0.1");
     head_ += request.header_lines;
-    h.contentLength(body_.size());
+    h.contentLength(spooled_ ? spooled_->size() : body_.size());
     h.end();
   }
 
@@ -463,10 +465,19 @@ class HttpExchange final : public UpstreamExchange {
       conn_->buffer.reserve(8192);
     }
     conn_->deadline.after(remaining(timeouts_.first_byte));
-    std::array<asio::const_buffer, 2> request{asio::buffer(head_), asio::buffer(body_)};
-    auto [wec, wn] = co_await withStream(*conn_, [&](auto& s) {
-      return asio::async_write(s, request, asio::as_tuple(asio::use_awaitable));
-    });
+    boost::system::error_code wec;
+    if (spooled_) {
+      // An upload: sending it is not waiting for the first byte; the total limit applies.
+      conn_->deadline.at(deadline_);
+      wec = co_await sendSpooled();
+      conn_->deadline.after(remaining(timeouts_.first_byte));
+    } else {
+      std::array<asio::const_buffer, 2> request{asio::buffer(head_), asio::buffer(body_)};
+      auto [ec, wn] = co_await withStream(*conn_, [&](auto& s) {
+        return asio::async_write(s, request, asio::as_tuple(asio::use_awaitable));
+      });
+      wec = ec;
+    }
     if (wec) {
       stale_ = !conn_->deadline.expired();
       if (!stale_) co_return timeoutError("first_byte", timeouts_.first_byte);
@@ -511,6 +522,60 @@ class HttpExchange final : public UpstreamExchange {
     co_return std::nullopt;
   }
 
+  // The head, then each piece of an upload's body: its text, then its file range. Plain
+  // TCP hands the range to the kernel (sendfile: no copy through the gateway); TLS reads
+  // it 64 KiB at a time into a buffer of this exchange.
+  asio::awaitable<boost::system::error_code> sendSpooled() {
+    boost::system::error_code ec;
+    auto writeText = [&](std::string_view text) -> asio::awaitable<boost::system::error_code> {
+      auto [wec, n] = co_await withStream(*conn_, [&](auto& s) {
+        return asio::async_write(s, asio::buffer(text.data(), text.size()), asio::as_tuple(asio::use_awaitable));
+      });
+      co_return wec;
+    };
+    // The head goes with the first piece's text when there is one.
+    std::string first = head_;
+    for (std::size_t i = 0; i < spooled_->pieces.size(); ++i) {
+      const SpooledBody::Piece& piece = spooled_->pieces[i];
+      if (i == 0) first += piece.text;
+      ec = co_await writeText(i == 0 ? std::string_view(first) : std::string_view(piece.text));
+      if (ec) co_return ec;
+      if (i == 0) std::string().swap(first);
+      std::uint64_t offset = piece.offset;
+      std::uint64_t left = piece.length;
+      while (left > 0) {
+        if (aborted_) co_return asio::error::operation_aborted;
+        if (!conn_->tls) {
+          off_t at = static_cast<off_t>(offset);
+          const ssize_t n = ::sendfile(conn_->socket.native_handle(), spooled_->fd, &at,
+                                       static_cast<std::size_t>(std::min<std::uint64_t>(left, 1 << 20)));
+          if (n > 0) {
+            offset += static_cast<std::uint64_t>(n);
+            left -= static_cast<std::uint64_t>(n);
+            continue;
+          }
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            auto [wait_ec] = co_await conn_->socket.async_wait(tcp::socket::wait_write, asio::as_tuple(asio::use_awaitable));
+            if (wait_ec) co_return wait_ec;
+            continue;
+          }
+          co_return n == 0 ? asio::error::eof : boost::system::error_code(errno, boost::system::system_category());
+        }
+        if (!file_buffer_) file_buffer_.reset(new char[kFileChunk]);
+        const ssize_t n = ::pread(spooled_->fd, file_buffer_.get(), static_cast<std::size_t>(std::min<std::uint64_t>(left, kFileChunk)),
+                                  static_cast<off_t>(offset));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) co_return boost::system::error_code(n == 0 ? EIO : errno, boost::system::system_category());
+        ec = co_await writeText(std::string_view(file_buffer_.get(), static_cast<std::size_t>(n)));
+        if (ec) co_return ec;
+        offset += static_cast<std::uint64_t>(n);
+        left -= static_cast<std::uint64_t>(n);
+      }
+    }
+    co_return ec;
+  }
+
   const ProviderRuntime& provider_;
   const ProviderConfig& cfg_;
   UpstreamEnv& worker_;
@@ -521,6 +586,9 @@ class HttpExchange final : public UpstreamExchange {
   const std::string& poolKey() const { return endpoint_key_.empty() ? provider_.origin_key : endpoint_key_; }
   std::string head_;  // request line and headers, formatted once
   std::string body_;
+  std::optional<SpooledBody> spooled_;  // an upload's body, instead of body_
+  std::unique_ptr<char[]> file_buffer_;  // an upload's reads over TLS
+  static constexpr std::size_t kFileChunk = 64 * 1024;
   std::unique_ptr<UpstreamConnection> conn_;
   std::unique_ptr<UpstreamConnection> spent_;  // closed after the body; see finish()
   std::optional<http::response_parser<InPlaceBody>> parser_;

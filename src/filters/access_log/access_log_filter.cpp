@@ -99,6 +99,13 @@ class AccessLogFilter final : public Filter {
     tokens("completion_tokens", ctx.usage.completion_tokens);
     tokens("total_tokens", ctx.usage.total_tokens);
     tokens("cached_tokens", ctx.usage.cached_tokens);
+    // Units priced besides tokens, on the lines of the endpoints that have them.
+    if (ctx.usage.images >= 0) tokens("images", ctx.usage.images);
+    if (ctx.usage.audio_seconds >= 0) {
+      j::key(out, "audio_seconds");
+      j::number(out, ctx.usage.audio_seconds);
+    }
+    if (ctx.usage.characters >= 0) tokens("characters", ctx.usage.characters);
     const double cost = costUsd(ctx.model, ctx.usage);
     j::key(out, "cost_usd");
     if (cost >= 0) j::number(out, cost);

@@ -215,7 +215,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     std::int64_t tokens = st.reserved_tokens, micro_usd = st.reserved_micro_usd;
     const Usage& u = ctx.usage;
     // (Zero is an answer too: a cache hit that counts as zero tokens.)
-    if (u.prompt_tokens >= 0 || u.completion_tokens >= 0 || u.images >= 0) {
+    if (u.metered()) {
       const std::int64_t p = std::max<std::int64_t>(u.prompt_tokens, 0), c = std::max<std::int64_t>(u.completion_tokens, 0);
       tokens = p + c;
       const double cost = costUsd(ctx.model, u);

@@ -50,6 +50,10 @@ std::string_view operationName(Endpoint e) {
     case Endpoint::Moderations: return "moderations";
     case Endpoint::ImagesGenerations: return "image_generation";
     case Endpoint::Rerank: return "rerank";
+    case Endpoint::AudioTranscriptions: return "transcription";
+    case Endpoint::AudioTranslations: return "translation";
+    case Endpoint::AudioSpeech: return "speech";
+    case Endpoint::ImagesEdits: return "image_edit";
     default: return "chat";
   }
 }

@@ -35,7 +35,7 @@ class UsageFilter final : public FilterWithState<UsageState> {
   void onResponseData(RequestContext& ctx, ResponseData& data) override {
     // The usage report comes last, so every piece is counted (one pass of the
     // estimator over the piece, no allocation).
-    if (!data.aborted()) state(ctx).delivered += estimateStreamedTokens(data.bytes(), defaultTokenCounter());
+    if (!data.aborted() && !audioEndpoint(ctx.endpoint)) state(ctx).delivered += estimateStreamedTokens(data.bytes(), defaultTokenCounter());
   }
 
   void onResponseBody(RequestContext& ctx, std::string& body) override {
@@ -86,7 +86,8 @@ class UsageFilter final : public FilterWithState<UsageState> {
   // An upstream's answer that reached the client without usage: bill what was delivered.
   // (Not the gateway's own fallback answer: every upstream failed, nothing is billed.)
   static void settle(RequestContext& ctx, UsageState& st) {
-    if (ctx.usage.present() || !ctx.deployment || ctx.local_reply || ctx.fallback == "response" || ctx.bytes_out == 0 ||
+    // Audio is metered in its own units (seconds, characters); bytes say nothing of them.
+    if (ctx.usage.metered() || audioEndpoint(ctx.endpoint) || !ctx.deployment || ctx.local_reply || ctx.fallback == "response" || ctx.bytes_out == 0 ||
         !ctx.first_byte)
       return;
     if (!(ctx.status >= 200 && ctx.status < 300) && ctx.status != 499) return;
@@ -180,6 +181,16 @@ class UsageFilter final : public FilterWithState<UsageState> {
     tokens("completion_tokens", u.completion_tokens);
     tokens("cached_tokens", u.cached_tokens);
     tokens("total_tokens", std::max<std::int64_t>(u.prompt_tokens, 0) + std::max<std::int64_t>(u.completion_tokens, 0));
+    // Units priced besides tokens: null when the endpoint has none.
+    j::key(out, "images");
+    if (u.images >= 0) j::integer(out, u.images);
+    else out.raw(std::string_view("null"));
+    j::key(out, "audio_seconds");
+    if (u.audio_seconds >= 0) j::number(out, u.audio_seconds);
+    else out.raw(std::string_view("null"));
+    j::key(out, "characters");
+    if (u.characters >= 0) j::integer(out, u.characters);
+    else out.raw(std::string_view("null"));
     j::key(out, "usage_source");
     j::string(out, !u.present() ? "none" : st.usage_estimated ? "estimate" : "upstream");
     j::key(out, "cost_usd");

@@ -1,7 +1,7 @@
 // Azure OpenAI: OpenAI's wire format behind deployment URLs,
 //   {base_url}/deployments/{deployment}/chat/completions?api-version={api_version}
 // with an `api-key` header. A model's `upstream_model` is the deployment name.
-// Chat, completions and embeddings pass through; /v1/messages and /v1/responses are
+// Chat, completions, embeddings, images and audio pass through; /v1/messages and /v1/responses are
 // translated to chat completions.
 #include "providers/openai/openai_adapter.h"
 
@@ -28,23 +28,39 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
     UpstreamRequest req;
     req.path = path(p, deployment(ctx), endpointPath(ctx.endpoint));
     req.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
-    addCommonHeaders(req, ctx, p, "application/json", ctx.facts.stream ? "text/event-stream" : "application/json");
+    const std::string_view accept = ctx.facts.stream ? "text/event-stream" : "application/json";
+    if (ctx.upload) {
+      auto type = encodeUploadBody(ctx, req);
+      if (auto* err = std::get_if<Error>(&type)) return std::move(*err);
+      addCommonHeaders(req, ctx, p, std::get<std::string>(type), accept);
+    } else {
+      addCommonHeaders(req, ctx, p, "application/json", accept);
+      req.body = std::move(ctx.body);
+    }
     authorize(req, provider);
-    req.body = std::move(ctx.body);
     req.expect_stream = ctx.facts.stream;
     return req;
   }
 
  protected:
   bool native(const RequestContext& ctx) const override {
-    // Azure serves images on a deployment too; moderation is its content filter, and it
-    // has no rerank: those are refused naming the provider type.
-    return ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
-           ctx.endpoint == Endpoint::Embeddings || ctx.endpoint == Endpoint::ImagesGenerations;
+    // Azure serves images and audio on a deployment too; moderation is its content
+    // filter, and it has no rerank: those are refused naming the provider type.
+    switch (ctx.endpoint) {
+      case Endpoint::ChatCompletions:
+      case Endpoint::Completions:
+      case Endpoint::Embeddings:
+      case Endpoint::ImagesGenerations:
+      case Endpoint::ImagesEdits:
+      case Endpoint::AudioTranscriptions:
+      case Endpoint::AudioTranslations:
+      case Endpoint::AudioSpeech: return true;
+      default: return false;
+    }
   }
 
   std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {
-    return makePassThroughTranslator(WireFormat::OpenAIChat, request.hide_stream_usage, &provider);
+    return makePassThroughTranslator(wireFormat(ctx.endpoint), request.hide_stream_usage, &provider, &request);
   }
 
   std::string upstreamPath(const EncodedRequest& encoded, const RequestContext& ctx,

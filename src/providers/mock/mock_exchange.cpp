@@ -103,11 +103,12 @@ class MockAdapter final : public TranslatingAdapter {
   }
 
  protected:
-  // Moderations, images and rerank have no in-process answer: translate() refuses them
-  // with a 400 naming the provider type, as for any provider without them.
+  // Chat, completions and embeddings have an in-process answer; moderations, images,
+  // rerank and audio have none: translate() refuses them with a 400 naming the provider
+  // type, as for any provider without them.
   bool native(const RequestContext& ctx) const override {
-    return ctx.endpoint != Endpoint::Messages && ctx.endpoint != Endpoint::Responses && ctx.endpoint != Endpoint::Moderations &&
-           ctx.endpoint != Endpoint::ImagesGenerations && ctx.endpoint != Endpoint::Rerank;
+    return ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
+           ctx.endpoint == Endpoint::Embeddings || ctx.endpoint == Endpoint::Models;
   }
 
   std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {

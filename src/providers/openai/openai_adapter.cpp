@@ -28,9 +28,15 @@ class OpenAIAdapter final : public TranslatingAdapter {
     req.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
     std::string_view accept = ctx.headers ? ctx.headers->get("accept") : std::string_view{};
     if (accept.empty()) accept = ctx.facts.stream ? "text/event-stream" : "application/json";
-    addCommonHeaders(req, ctx, p, "application/json", accept);
+    if (ctx.upload) {
+      auto type = encodeUploadBody(ctx, req);
+      if (auto* err = std::get_if<Error>(&type)) return std::move(*err);
+      addCommonHeaders(req, ctx, p, std::get<std::string>(type), accept);
+    } else {
+      addCommonHeaders(req, ctx, p, "application/json", accept);
+      req.body = std::move(ctx.body);
+    }
     authorize(req, provider);
-    req.body = std::move(ctx.body);
     req.expect_stream = ctx.facts.stream;
     return req;
   }
@@ -39,8 +45,7 @@ class OpenAIAdapter final : public TranslatingAdapter {
   bool native(const RequestContext& ctx) const override { return ctx.endpoint != Endpoint::Messages; }
 
   std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {
-    return makePassThroughTranslator(ctx.endpoint == Endpoint::Responses ? WireFormat::Responses : WireFormat::OpenAIChat,
-                                     request.hide_stream_usage, &provider);
+    return makePassThroughTranslator(wireFormat(ctx.endpoint), request.hide_stream_usage, &provider, &request);
   }
 
   std::optional<Error> authorize(UpstreamRequest& req, const ProviderRuntime& provider) const override {

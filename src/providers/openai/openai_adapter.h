@@ -1,6 +1,7 @@
 #pragma once
 
 #include "providers/translation.h"
+#include "providers/upload_body.h"
 
 namespace tahua {
 

@@ -1,6 +1,7 @@
 // A scriptable mock of an OpenAI-compatible upstream (node:http / node:https), speaking
 // OpenAI's wire format. It records every request and counts TCP connections; a test can
 // queue a behaviour for the next request and observe or steer that exchange.
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { deferred } from './util.mjs';
@@ -152,14 +153,22 @@ export class MockUpstream {
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
-      const body = Buffer.concat(chunks);
+      let body = Buffer.concat(chunks);
+      chunks.length = 0;
       let json;
       try {
-        json = body.length ? JSON.parse(body.toString('utf8')) : undefined;
+        json = body.length && !/^multipart\//.test(req.headers['content-type'] ?? '') ? JSON.parse(body.toString('utf8')) : undefined;
       } catch {
         json = undefined;
       }
+      // A form (an upload): its fields, and its files as name, type, size and sha256 (a
+      // large body itself is not kept).
+      const form = parseForm(req.headers['content-type'], body);
+      const size = body.length;
+      if (form && size > (1 << 20)) body = Buffer.alloc(0);
       const record = {
+        form,
+        size,
         method: req.method,
         path: req.url,
         httpVersion: req.httpVersion,
@@ -216,11 +225,71 @@ export class MockUpstream {
       this.sendJson(res, 200, this.moderation(body), exchange);
     } else if (path.endsWith('/images/generations')) {
       this.sendJson(res, 200, this.images(body), exchange);
+    } else if (path.endsWith('/audio/transcriptions') || path.endsWith('/audio/translations')) {
+      await this.transcribe(exchange, record, path.endsWith('/translations'), res);
+    } else if (path.endsWith('/audio/speech')) {
+      await this.speak(exchange, body, req, res);
+    } else if (path.endsWith('/images/edits')) {
+      if (!record.form?.files.length) this.sendJson(res, 400, openaiError('image is required'), exchange);
+      else this.sendJson(res, 200, this.images({ n: Number(record.form.fields.n ?? 1), prompt: record.form.fields.prompt, model: record.form.fields.model }), exchange);
     } else if (path.endsWith('/rerank')) {
       this.sendJson(res, 200, this.rerank(body), exchange);
     } else {
       this.sendJson(res, 404, openaiError(`Invalid URL (POST ${path})`, 'invalid_request_error', 'unknown_url'), exchange);
     }
+  }
+
+  // OpenAI's transcription and translation answers. The "audio" lasts a second per 32 kB.
+  // json: {text, usage: {type: duration, seconds}}; verbose_json: with `duration`; text:
+  // text/plain; stream (transcriptions): transcript.text.delta events, then
+  // transcript.text.done with token usage.
+  async transcribe(exchange, record, translation, res) {
+    const form = record.form;
+    const file = form?.files.find((f) => f.name === 'file');
+    if (!file) return this.sendJson(res, 400, openaiError('file is required', 'invalid_request_error'), exchange);
+    const seconds = Math.max(1, Math.ceil(file.size / 32000));
+    const text = `${translation ? 'translated' : 'heard'} ${file.size} bytes ${file.sha256.slice(0, 12)} by ${form.fields.model}`;
+    const format = form.fields.response_format ?? 'json';
+    if (form.fields.stream === 'true' && !translation) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const word of text.split(' ')) res.write(`data: ${JSON.stringify({ type: 'transcript.text.delta', delta: `${word} ` })}\n\n`);
+      res.end(`data: ${JSON.stringify({ type: 'transcript.text.done', text, usage: { type: 'tokens', input_tokens: 40, output_tokens: 12, total_tokens: 52 } })}\n\n`);
+      exchange.state = 'finished';
+      exchange._finished.resolve();
+      return;
+    }
+    if (format === 'text') {
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end(text);
+      exchange.state = 'finished';
+      exchange._finished.resolve();
+      return;
+    }
+    if (format === 'verbose_json') return this.sendJson(res, 200, { task: translation ? 'translate' : 'transcribe', language: 'english', duration: seconds, text }, exchange);
+    return this.sendJson(res, 200, translation ? { text } : { text, usage: { type: 'duration', seconds } }, exchange);
+  }
+
+  // Speech: audio bytes in pieces (`speechPieces` of 16 KiB, the input's bytes repeated);
+  // mode 'hold' sends the first and waits for release().
+  async speak(exchange, body, req, res) {
+    const pieces = exchange.behaviour.speechPieces ?? 4;
+    const unit = Buffer.from(String(body.input ?? 'x'));
+    const piece = Buffer.alloc(16384, unit.length ? unit : 'x');
+    res.writeHead(200, { 'content-type': body.response_format === 'wav' ? 'audio/wav' : 'audio/mpeg' });
+    for (let i = 0; i < pieces; ++i) {
+      await new Promise((resolve) => res.write(piece, resolve));
+      if (i === 0) {
+        exchange._firstEvent.resolve();
+        if (exchange.behaviour.mode === 'hold') {
+          const action = await Promise.race([exchange._control.promise, exchange.clientClosed.then(() => 'gone')]);
+          if (action === 'reset') return req.socket.resetAndDestroy();
+          if (action === 'gone') return;
+        }
+      }
+    }
+    res.end();
+    exchange.state = 'finished';
+    exchange._finished.resolve();
   }
 
   sendJson(res, status, obj, exchange) {
@@ -403,6 +472,39 @@ export class MockUpstream {
 }
 
 /** Starts a mock upstream on 127.0.0.1:0; `tls: { cert, key }` serves HTTPS. */
+// A multipart/form-data body: {fields, files: [{name, filename, type, size, sha256}]},
+// or undefined when the body is not a form (or not a well-formed one).
+function parseForm(contentType, body) {
+  const m = /^multipart\/form-data;.*boundary="?([^";]+)"?/i.exec(contentType ?? '');
+  if (!m) return undefined;
+  const delimiter = Buffer.from(`--${m[1]}`);
+  const form = { fields: {}, files: [] };
+  let at = body.indexOf(delimiter);
+  if (at !== 0) return undefined;
+  for (;;) {
+    at += delimiter.length;
+    if (body.subarray(at, at + 2).toString() === '--') return form;
+    if (body.subarray(at, at + 2).toString() !== '\r\n') return undefined;
+    const headEnd = body.indexOf('\r\n\r\n', at);
+    if (headEnd < 0) return undefined;
+    const head = body.subarray(at + 2, headEnd).toString('utf8');
+    const next = body.indexOf(Buffer.concat([Buffer.from('\r\n'), delimiter]), headEnd + 4);
+    if (next < 0) return undefined;
+    const content = body.subarray(headEnd + 4, next);
+    const name = /name="([^"]*)"/.exec(head)?.[1];
+    const filename = /filename="([^"]*)"/.exec(head)?.[1];
+    const type = /content-type:\s*([^\r\n]+)/i.exec(head)?.[1];
+    if (filename !== undefined) {
+      form.files.push({ name, filename, type, size: content.length, sha256: createHash('sha256').update(content).digest('hex') });
+    } else if (name in form.fields) {
+      form.fields[name] = [].concat(form.fields[name], content.toString('utf8'));
+    } else {
+      form.fields[name] = content.toString('utf8');
+    }
+    at = next + 2;
+  }
+}
+
 export async function startMockUpstream({ tls, t, host = '127.0.0.1', port = 0 } = {}) {
   const server = tls ? https.createServer({ cert: tls.cert, key: tls.key }) : http.createServer();
   server.keepAliveTimeout = 60_000;

@@ -370,6 +370,12 @@ struct DeploymentConfig {
   std::string source = "config";  // config | dns
 };
 
+struct Config;
+// Gives every deployment of every model, then of the files targets, its state slot
+// (DeploymentConfig::index) and sets deployment_count. After anything that changes
+// the deployments (the loader, discovery).
+void numberDeployments(Config& config);
+
 struct ModelConfig;
 // Sets each deployment's `canary` flag from the model's canary section and builds the
 // pick tables below (the loader does this; code building configs by hand must too).
@@ -673,6 +679,30 @@ struct RateLimitConfig {
   std::vector<RateLimitPolicyConfig> policies;           // rate_limits.policies, then RateLimitPolicy resources
 };
 
+// /v1/files and /v1/batches name no model: `provider` serves them (`tenants` may give a
+// tenant its own), and the gateway remembers which tenant owns each file and batch for
+// `ttl` (docs/files-and-batches.md). A batch is metered by a poller, every
+// `poll_interval`, when it ends.
+struct FilesConfig {
+  std::string provider;  // empty: the endpoints answer 404 files_not_configured
+  std::vector<std::pair<std::string, std::string>> tenants;  // tenant -> provider
+  Millis ttl{30LL * 24 * 3600 * 1000};
+  Millis poll_interval{60'000};
+  // Built by the loader: one routing target per provider named above, a model of its
+  // own (named "files:<provider>") that is not in `models` and never routable by name.
+  std::vector<ModelConfig> targets;
+  const ModelConfig* targetOf(std::string_view provider_name) const {
+    for (const auto& t : targets)
+      if (t.deployments.front().provider == provider_name) return &t;
+    return nullptr;
+  }
+  const ModelConfig* targetFor(std::string_view tenant) const {
+    for (const auto& [name, provider] : tenants)
+      if (name == tenant) return targetOf(provider);
+    return provider.empty() ? nullptr : targetOf(provider);
+  }
+};
+
 struct Config {
   std::string source;  // file path, or "<built-in>"
   ServerConfig server;
@@ -685,7 +715,8 @@ struct Config {
   std::vector<ProviderConfig> providers;
   std::vector<ModelConfig> models;
   std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> model_index;
-  std::size_t deployment_count = 0;  // over all models
+  std::size_t deployment_count = 0;  // over all models (and the files targets: numberDeployments)
+  FilesConfig files;
   std::vector<RouteConfig> routes;
   // Precompiled lookup: routes naming a model exactly, by name; and the rest (globs or
   // no model matcher). Both lists in config order.

@@ -140,6 +140,7 @@ class Loader {
   void loadDiscovery(const YAML::Node& n, Config& cfg);
   void loadKubernetes(const YAML::Node& n, Config& cfg);
   void loadRegion(const YAML::Node& n, Config& cfg);  // after the store
+  void loadFiles(const YAML::Node& n, Config& cfg);   // files_section.cpp
   std::string hostPort(const YAML::Node& n, const std::string& path);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   void loadResponses(const YAML::Node& n, Config& cfg);

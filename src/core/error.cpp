@@ -17,6 +17,7 @@ int Error::httpStatus() const {
     case ErrorKind::ModelNotFound:
     case ErrorKind::PromptNotFound:
     case ErrorKind::ResponseNotFound:
+    case ErrorKind::FileNotFound:
     case ErrorKind::UnknownPath: return 404;
     case ErrorKind::MethodNotAllowed: return 405;
     case ErrorKind::ClientTooSlow: return 408;  // only logged: the stream's head was already sent
@@ -76,6 +77,7 @@ ErrorSource Error::source() const {
     case ErrorKind::PromptNotFound:
     case ErrorKind::InvalidPrompt:
     case ErrorKind::ResponseNotFound:
+    case ErrorKind::FileNotFound:
     case ErrorKind::PreviousResponseNotFound:
     case ErrorKind::ItemNotFound:
     case ErrorKind::ContentBlocked:
@@ -146,6 +148,7 @@ std::string_view Error::code() const {
     case ErrorKind::PromptNotFound: return "prompt_not_found";
     case ErrorKind::InvalidPrompt: return "invalid_prompt";
     case ErrorKind::ResponseNotFound: return "response_not_found";
+    case ErrorKind::FileNotFound: return "file_not_found";
     case ErrorKind::PreviousResponseNotFound: return "previous_response_not_found";
     case ErrorKind::ItemNotFound: return "item_not_found";
     case ErrorKind::StoreUnavailable: return "store_unavailable";

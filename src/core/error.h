@@ -49,6 +49,7 @@ enum class ErrorKind {
   PromptNotFound,       // a request named a prompt template (or version) that does not exist
   InvalidPrompt,        // its `prompt` object or variables are wrong (missing, ill-typed, unknown)
   ResponseNotFound,     // GET/DELETE of a stored response the caller has not (never, expired, another tenant's)
+  FileNotFound,         // a file or batch id the caller's tenant does not own (never, expired, another tenant's)
   PreviousResponseNotFound,  // previous_response_id names a response tahua issued and no longer has
   ItemNotFound,         // an item_reference names an item tahua issued and no longer has
   StoreUnavailable,     // the state store cannot answer a lookup the request needs (Redis away)

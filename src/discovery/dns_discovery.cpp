@@ -218,10 +218,7 @@ void expandEndpoints(Config& config, const EndpointTable& table, Clock::time_poi
     any = true;
   }
   if (!any) return;
-  std::size_t count = 0;
-  for (auto& m : config.models)
-    for (auto& d : m.deployments) d.index = count++;
-  config.deployment_count = count;
+  numberDeployments(config);
 }
 
 bool slowStarting(const Config& config, const EndpointTable& table, Clock::time_point now) {

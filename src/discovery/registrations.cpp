@@ -153,12 +153,7 @@ std::optional<std::chrono::system_clock::time_point> addRegistrations(Config& co
     any = true;
     next = next ? std::min(*next, r.expires) : r.expires;
   }
-  if (any) {
-    std::size_t count = 0;
-    for (auto& mm : config.models)
-      for (auto& d : mm.deployments) d.index = count++;
-    config.deployment_count = count;
-  }
+  if (any) numberDeployments(config);
   return next;
 }
 

@@ -14,6 +14,12 @@ std::string_view endpointPath(Endpoint e) {
     case Endpoint::AudioTranslations: return "/audio/translations";
     case Endpoint::AudioSpeech: return "/audio/speech";
     case Endpoint::ImagesEdits: return "/images/edits";
+    case Endpoint::Files: return "/files";
+    case Endpoint::FileObject: return "/files/";
+    case Endpoint::FileContent: return "/files/";
+    case Endpoint::Batches: return "/batches";
+    case Endpoint::BatchObject: return "/batches/";
+    case Endpoint::BatchCancel: return "/batches/";
     case Endpoint::Models: return "/models";
     case Endpoint::Responses: return "/responses";
     case Endpoint::Messages: return "/messages";

@@ -126,12 +126,12 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   void onResponseHead(ResponseHead& head, RequestContext& ctx) override {
     if (ctx.config) parser_.setMaxEventBytes(ctx.config->server.max_stream_event_bytes);
     ok_ = head.status >= 200 && head.status < 300;
-    if (format_ == WireFormat::Audio && ok_) {
-      if (characters_ >= 0) ctx.usage.characters = characters_;
-      // Speech: the audio goes out as it comes (its events, when it asked for them, are
-      // a stream like any other).
-      raw_ = !head.event_stream && ctx.endpoint == Endpoint::AudioSpeech;
-      head.raw_stream = raw_;
+    if (format_ == WireFormat::Audio && ok_ && characters_ >= 0) ctx.usage.characters = characters_;
+    // Speech audio and a file's content go out as they come (speech's events, when it
+    // asked for them, are a stream like any other).
+    if (ok_ && !head.event_stream && (ctx.endpoint == Endpoint::AudioSpeech || ctx.endpoint == Endpoint::FileContent)) {
+      raw_ = true;
+      head.raw_stream = true;
     }
     // An error page that is not JSON (a proxy's HTML) is re-shaped in onBody.
     if (!ok_ && !head.event_stream) head.content_type = "application/json";

@@ -44,8 +44,20 @@ enum class Endpoint {
   AudioTranslations,    // OpenAI POST /v1/audio/translations (multipart upload)
   AudioSpeech,          // OpenAI POST /v1/audio/speech (a binary answer, relayed as it comes)
   ImagesEdits,          // OpenAI POST /v1/images/edits (multipart upload)
+  Files,                // OpenAI POST /v1/files (multipart upload), GET /v1/files (list)
+  FileObject,           // OpenAI GET, DELETE /v1/files/{id}
+  FileContent,          // OpenAI GET /v1/files/{id}/content (relayed as it comes)
+  Batches,              // OpenAI POST /v1/batches, GET /v1/batches (list)
+  BatchObject,          // OpenAI GET /v1/batches/{id}
+  BatchCancel,          // OpenAI POST /v1/batches/{id}/cancel
 };
-constexpr std::size_t kEndpointCount = 16;  // every Endpoint value (tables indexed by it)
+constexpr std::size_t kEndpointCount = 22;  // every Endpoint value (tables indexed by it)
+
+// Files and batches: no model, owned by the tenant that made them (filters/files/).
+inline bool fileEndpoint(Endpoint e) {
+  return e == Endpoint::Files || e == Endpoint::FileObject || e == Endpoint::FileContent || e == Endpoint::Batches ||
+         e == Endpoint::BatchObject || e == Endpoint::BatchCancel;
+}
 
 // Endpoints that take or give audio: metered in seconds or characters, never by the
 // bytes relayed.
@@ -55,14 +67,15 @@ inline bool audioEndpoint(Endpoint e) {
 
 // Endpoints whose body is a multipart/form-data upload (spooled; see request/upload.h).
 inline bool uploadEndpoint(Endpoint e) {
-  return e == Endpoint::AudioTranscriptions || e == Endpoint::AudioTranslations || e == Endpoint::ImagesEdits;
+  return e == Endpoint::AudioTranscriptions || e == Endpoint::AudioTranslations || e == Endpoint::ImagesEdits ||
+         e == Endpoint::Files;  // POST (a GET lists)
 }
 
 // Endpoints whose answer is one JSON object, never a stream, and whose request asks for
 // no completion: token limits reserve the prompt only.
 inline bool oneShotEndpoint(Endpoint e) {
   return e == Endpoint::Embeddings || e == Endpoint::Moderations || e == Endpoint::ImagesGenerations || e == Endpoint::Rerank ||
-         e == Endpoint::AudioTranslations || e == Endpoint::AudioSpeech || e == Endpoint::ImagesEdits;
+         e == Endpoint::AudioTranslations || e == Endpoint::AudioSpeech || e == Endpoint::ImagesEdits || fileEndpoint(e);
 }
 
 std::string_view endpointPath(Endpoint e);  // "/chat/completions" etc., relative to base_url

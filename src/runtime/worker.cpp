@@ -14,6 +14,7 @@
 #include "telemetry/json_out.h"
 #include "filters/access_log/access_log_filter.h"
 #include "filters/auth/auth_filter.h"
+#include "filters/files/files_filter.h"
 #include "filters/idempotency/idempotency_filter.h"
 #include "filters/plugins/plugin_auth_link.h"
 #include "filters/plugins/plugin_filter.h"
@@ -145,6 +146,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (!config.prompts.empty()) chain->add(makePromptFilter());
   chain->add(makeRouterFilter());
   if (config.auth.enabled) chain->add(makeModelAccessFilter());  // the model is known now
+  chain->add(makeFilesFilter(gateway_.stateStore(), *this));  // files and batches: routed and owned
   // Plugins see the routed model and the caller; before the limits, so a refusal costs
   // no quota and a changed body is what the limits estimate.
   if (plugins && std::any_of(config.plugins.begin(), config.plugins.end(), [](const PluginConfig& p) { return p.phases & ~kPluginAuth; }))

@@ -21,6 +21,7 @@
 #include <boost/beast/http.hpp>
 
 #include "core/log.h"
+#include "core/temp_file.h"
 #include "filters/filter.h"
 #include "providers/translation.h"
 #include "server/attempt_loop.h"
@@ -88,6 +89,27 @@ RouteMatch matchRoute(std::string_view path) {
   if (path == "/v1/responses") return {Route::Api, Endpoint::Responses, http::verb::post};
   if (path == "/v1/messages") return {Route::Api, Endpoint::Messages, http::verb::post};
   if (path == "/v1/messages/count_tokens") return {Route::Api, Endpoint::CountTokens, http::verb::post};
+  if (path == "/v1/files") return {Route::Api, Endpoint::Files, http::verb::post, http::verb::get};
+  if (path == "/v1/batches") return {Route::Api, Endpoint::Batches, http::verb::post, http::verb::get};
+  // /v1/files/{id}[/content], /v1/batches/{id}[/cancel]: an id of letters, digits, - and _.
+  for (const std::string_view prefix : {std::string_view("/v1/files/"), std::string_view("/v1/batches/")}) {
+    if (!path.starts_with(prefix)) continue;
+    std::string_view id = path.substr(prefix.size());
+    std::string_view rest;
+    if (const auto slash = id.find('/'); slash != std::string_view::npos) {
+      rest = id.substr(slash);
+      id = id.substr(0, slash);
+    }
+    if (id.empty() || id.size() > 128 || id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != std::string_view::npos)
+      return {};
+    const bool files = prefix.size() == 10;
+    if (rest.empty())
+      return files ? RouteMatch{Route::Api, Endpoint::FileObject, http::verb::get, http::verb::delete_}
+                   : RouteMatch{Route::Api, Endpoint::BatchObject, http::verb::get};
+    if (files && rest == "/content") return {Route::Api, Endpoint::FileContent, http::verb::get};
+    if (!files && rest == "/cancel") return {Route::Api, Endpoint::BatchCancel, http::verb::post};
+    return {};
+  }
   // A stored response: /v1/responses/{id} and /v1/responses/{id}/input_items.
   if (path.size() > 14 && path.substr(0, 14) == "/v1/responses/")
     return {Route::Api, Endpoint::StoredResponse, http::verb::get, http::verb::delete_};
@@ -385,8 +407,9 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       RequestContext ctx = newContext(req, received, path, Endpoint::None);
       ctx.fail(Error{ErrorKind::MethodNotAllowed,
                      "Method " + std::string(req.method_string()) + " is not allowed on " + std::string(path) + "."});
-      const std::string_view allow =
-          match.also == http::verb::delete_ ? std::string_view("GET, DELETE") : std::string_view(http::to_string(match.method));
+      const std::string_view allow = match.also == http::verb::delete_ ? std::string_view("GET, DELETE")
+                                     : match.also == http::verb::get    ? std::string_view("GET, POST")
+                                                                        : std::string_view(http::to_string(match.method));
       co_await finishLocally(ctx, allow);
       co_return;
     }
@@ -477,7 +500,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     MultipartScanner::Limits limits;
     limits.max_text_bytes = cfg.max_text_bytes;
     spool_.emplace(*boundary, limits);
-    const std::string dir = !cfg.spool_dir.empty() ? cfg.spool_dir : std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+    const std::string dir = spoolDirectory(cfg.spool_dir);
     if (auto why = spool_->open(dir)) {
       log::error("cannot make an upload's spool file", {{"dir", dir}, {"error", *why}});
       co_return Error{ErrorKind::Overloaded, "The gateway could not store the upload; please retry shortly."};

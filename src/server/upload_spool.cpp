@@ -11,6 +11,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "core/log.h"
+#include "core/temp_file.h"
 
 namespace tahua {
 namespace bj = boost::json;
@@ -24,16 +25,9 @@ UploadSpool::~UploadSpool() {
 }
 
 std::optional<std::string> UploadSpool::open(const std::string& dir) {
-  // Unnamed (O_TMPFILE): nothing to clean up, ever. A file system without it (some
-  // overlays) gets a named file that is unlinked at once.
-  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-    std::string name = dir + "/tahua-upload-XXXXXX";
-    fd = ::mkostemp(name.data(), O_CLOEXEC);
-    if (fd >= 0) ::unlink(name.c_str());
-  }
-  if (fd < 0) return std::string(::strerror(errno));
-  upload_.fd = fd;
+  std::string error;
+  upload_.fd = openTempFile(dir, error);
+  if (upload_.fd < 0) return error;
   return std::nullopt;
 }
 

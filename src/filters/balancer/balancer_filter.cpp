@@ -68,6 +68,8 @@ class BalancerFilter final : public Filter {
     states_.resize(config.deployment_count);
     for (const auto& m : config.models)
       for (const auto& d : m.deployments) states_[d.index] = &states.get(m.name, d.id);
+    for (const auto& m : config.files.targets)  // files and batches: their provider
+      for (const auto& d : m.deployments) states_[d.index] = &states.get(m.name, d.id);
   }
 
   std::string_view name() const override { return "balancer"; }

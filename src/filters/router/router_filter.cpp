@@ -103,8 +103,11 @@ class RouterFilter final : public Filter {
   std::string_view name() const override { return "router"; }
   RouterFilter() : rng_(std::random_device{}()) {}
 
+  // Files and batches name no model: the files filter routes them.
+  static bool modelless(Endpoint e) { return e == Endpoint::Models || e == Endpoint::None || fileEndpoint(e); }
+
   FilterStatus onRequestBody(RequestContext& ctx) override {
-    if (ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::None) return FilterStatus::Continue;
+    if (modelless(ctx.endpoint)) return FilterStatus::Continue;
     auto inspected = inspectRequest(ctx.body, ctx.config->server.max_json_depth);
     if (auto* err = std::get_if<Error>(&inspected)) {
       ctx.fail(std::move(*err));
@@ -116,7 +119,7 @@ class RouterFilter final : public Filter {
   }
 
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
-    if (ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::None) return FilterStatus::Continue;
+    if (modelless(ctx.endpoint)) return FilterStatus::Continue;
     const Config& cfg = *ctx.config;
     const ModelConfig* model = cfg.findModel(ctx.facts.model);
     if (!cfg.routes.empty()) {

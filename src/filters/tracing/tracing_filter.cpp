@@ -54,6 +54,12 @@ std::string_view operationName(Endpoint e) {
     case Endpoint::AudioTranslations: return "translation";
     case Endpoint::AudioSpeech: return "speech";
     case Endpoint::ImagesEdits: return "image_edit";
+    case Endpoint::Files:
+    case Endpoint::FileObject:
+    case Endpoint::FileContent: return "files";
+    case Endpoint::Batches:
+    case Endpoint::BatchObject:
+    case Endpoint::BatchCancel: return "batches";
     default: return "chat";
   }
 }

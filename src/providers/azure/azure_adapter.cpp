@@ -22,11 +22,19 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
 
   std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
     const ProviderConfig& p = *provider.config;
-    if (!validDeployment(deployment(ctx)))
+    if (!fileEndpoint(ctx.endpoint) && !validDeployment(deployment(ctx)))
       return Error{ErrorKind::InvalidRequest, "The Azure deployment name of model '" + ctx.facts.model + "' is not valid."};
     if (!native(ctx)) return translate(ctx, provider);
     UpstreamRequest req;
-    req.path = path(p, deployment(ctx), endpointPath(ctx.endpoint));
+    if (fileEndpoint(ctx.endpoint)) {
+      // Files and batches are the resource's, not a deployment's: {base_url}/files?api-version=...
+      req.method = std::string(ctx.method);
+      req.path = p.base_path;
+      req.path.append(ctx.path.substr(3)).append("?api-version=").append(p.api_version);
+      if (!ctx.query.empty()) req.path.append("&").append(ctx.query);
+    } else {
+      req.path = path(p, deployment(ctx), endpointPath(ctx.endpoint));
+    }
     req.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
     const std::string_view accept = ctx.facts.stream ? "text/event-stream" : "application/json";
     if (ctx.upload) {
@@ -54,7 +62,13 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
       case Endpoint::ImagesEdits:
       case Endpoint::AudioTranscriptions:
       case Endpoint::AudioTranslations:
-      case Endpoint::AudioSpeech: return true;
+      case Endpoint::AudioSpeech:
+      case Endpoint::Files:
+      case Endpoint::FileObject:
+      case Endpoint::FileContent:
+      case Endpoint::Batches:
+      case Endpoint::BatchObject:
+      case Endpoint::BatchCancel: return true;
       default: return false;
     }
   }

@@ -24,7 +24,14 @@ class OpenAIAdapter final : public TranslatingAdapter {
     const ProviderConfig& p = *provider.config;
     UpstreamRequest req;
     req.path = p.base_path;
-    req.path += endpointPath(ctx.endpoint);
+    if (fileEndpoint(ctx.endpoint)) {
+      // /v1/files/{id}/content and the like: the client's path and query, as they came.
+      req.method = std::string(ctx.method);
+      req.path += ctx.path.substr(3);
+      if (!ctx.query.empty()) req.path.append("?").append(ctx.query);
+    } else {
+      req.path += endpointPath(ctx.endpoint);
+    }
     req.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
     std::string_view accept = ctx.headers ? ctx.headers->get("accept") : std::string_view{};
     if (accept.empty()) accept = ctx.facts.stream ? "text/event-stream" : "application/json";

@@ -111,6 +111,9 @@ export class MockUpstream {
     this.sockets = new Set();
     this.counter = 0;
     this.defaultBehaviour = undefined; // behaviour of unscripted requests (e.g. { mode: 'error' })
+    this.files = new Map(); // id -> { object, content } (OpenAI's Files API, in memory)
+    this.batches = new Map(); // id -> batch object
+    this.fileCounter = 0;
     server.on('connection', (socket) => {
       this.connections += 1;
       this.sockets.add(socket);
@@ -209,7 +212,9 @@ export class MockUpstream {
     }
     const path = record.path.replace(/\?.*$/, '');
     const body = record.json ?? {};
-    if (record.method === 'GET' && path.endsWith('/models')) {
+    if (/\/(files|batches)(\/|$)/.test(path)) {
+      this.filesApi(exchange, record, path, res);
+    } else if (record.method === 'GET' && path.endsWith('/models')) {
       this.sendJson(res, 200, { object: 'list', data: [{ id: 'upstream-model', object: 'model', created: CREATED, owned_by: 'mock' }] }, exchange);
     } else if (record.method !== 'POST') {
       this.sendJson(res, 405, openaiError(`method ${record.method} not allowed`), exchange);
@@ -237,6 +242,95 @@ export class MockUpstream {
     } else {
       this.sendJson(res, 404, openaiError(`Invalid URL (POST ${path})`, 'invalid_request_error', 'unknown_url'), exchange);
     }
+  }
+
+  // OpenAI's Files and Batch APIs, in memory. A batch stays in_progress until the test
+  // calls completeBatch(id): each input line is then answered as a chat completion of
+  // 10 prompt and 5 completion tokens (the model named in the line).
+  filesApi(exchange, record, path, res) {
+    const m = /\/(files|batches)(?:\/([^/]+))?(?:\/(content|cancel))?$/.exec(path);
+    const [, kind, id, action] = m ?? [];
+    const query = new URLSearchParams(record.path.split('?')[1] ?? '');
+    const list = (items) => {
+      const after = query.get('after');
+      let all = [...items].reverse(); // newest first
+      if (after) all = all.slice(all.findIndex((x) => x.id === after) + 1);
+      const limit = Number(query.get('limit') ?? 10000);
+      const data = all.slice(0, limit);
+      return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: all.length > limit };
+    };
+    const missing = (what) => this.sendJson(res, 404, openaiError(`No such ${what} object: ${id}`, 'invalid_request_error'), exchange);
+    if (kind === 'files') {
+      if (!id && record.method === 'POST') {
+        const file = record.form?.files.find((f) => f.name === 'file');
+        if (!file) return this.sendJson(res, 400, openaiError('file is required'), exchange);
+        const fid = `file-mock${++this.fileCounter}`;
+        const object = { id: fid, object: 'file', bytes: file.size, created_at: CREATED, filename: file.filename, purpose: record.form.fields.purpose, status: 'processed' };
+        const content = record.body.length ? this.formFileContent(record) : Buffer.alloc(0);
+        this.files.set(fid, { object, content, sha256: file.sha256 });
+        return this.sendJson(res, 200, object, exchange);
+      }
+      if (!id && record.method === 'GET') return this.sendJson(res, 200, list([...this.files.values()].map((f) => f.object)), exchange);
+      const f = this.files.get(id);
+      if (!f) return missing('File');
+      if (action === 'content') {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' });
+        res.end(f.content);
+        exchange.state = 'finished';
+        exchange._finished.resolve();
+        return undefined;
+      }
+      if (record.method === 'DELETE') {
+        this.files.delete(id);
+        return this.sendJson(res, 200, { id, object: 'file', deleted: true }, exchange);
+      }
+      return this.sendJson(res, 200, f.object, exchange);
+    }
+    if (!id && record.method === 'POST') {
+      const body = record.json ?? {};
+      if (!this.files.has(body.input_file_id)) return this.sendJson(res, 404, openaiError(`No such File object: ${body.input_file_id}`), exchange);
+      const bid = `batch_mock${++this.fileCounter}`;
+      const batch = { id: bid, object: 'batch', endpoint: body.endpoint, errors: null, input_file_id: body.input_file_id, completion_window: body.completion_window ?? '24h', status: 'in_progress', output_file_id: null, error_file_id: null, created_at: CREATED, request_counts: { total: 0, completed: 0, failed: 0 }, metadata: body.metadata ?? null };
+      this.batches.set(bid, batch);
+      return this.sendJson(res, 200, batch, exchange);
+    }
+    if (!id) return this.sendJson(res, 200, list([...this.batches.values()]), exchange);
+    const b = this.batches.get(id);
+    if (!b) return missing('Batch');
+    if (action === 'cancel') b.status = 'cancelled';
+    return this.sendJson(res, 200, b, exchange);
+  }
+
+  // The content of a form's `file` part (small uploads: the body is kept).
+  formFileContent(record) {
+    const text = record.body;
+    const m = /boundary="?([^";]+)"?/.exec(record.headers['content-type']);
+    const delimiter = Buffer.from(`--${m[1]}`);
+    let at = 0;
+    for (;;) {
+      at = text.indexOf(delimiter, at);
+      if (at < 0) return Buffer.alloc(0);
+      const headEnd = text.indexOf('\r\n\r\n', at);
+      const head = text.subarray(at, headEnd).toString();
+      const next = text.indexOf(Buffer.concat([Buffer.from('\r\n'), delimiter]), headEnd);
+      if (/name="file"/.test(head)) return text.subarray(headEnd + 4, next);
+      at = next + 2;
+    }
+  }
+
+  /** Ends a batch: an output file with one chat completion per input line. */
+  completeBatch(id, { prompt = 10, completion = 5 } = {}) {
+    const b = this.batches.get(id);
+    const input = this.files.get(b.input_file_id).content.toString('utf8').split('\n').filter((l) => l.trim());
+    const lines = input.map((l, i) => {
+      const req = JSON.parse(l);
+      return JSON.stringify({ id: `batch_req_${i}`, custom_id: req.custom_id, response: { status_code: 200, request_id: `req_${i}`, body: { id: `chatcmpl-${i}`, object: 'chat.completion', created: CREATED, model: req.body.model, choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion } } }, error: null });
+    });
+    const fid = `file-mock${++this.fileCounter}`;
+    const content = Buffer.from(`${lines.join('\n')}\n`);
+    this.files.set(fid, { object: { id: fid, object: 'file', bytes: content.length, created_at: CREATED, filename: 'batch_output.jsonl', purpose: 'batch_output', status: 'processed' }, content });
+    Object.assign(b, { status: 'completed', output_file_id: fid, completed_at: CREATED + 60, request_counts: { total: lines.length, completed: lines.length, failed: 0 } });
+    return b;
   }
 
   // OpenAI's transcription and translation answers. The "audio" lasts a second per 32 kB.

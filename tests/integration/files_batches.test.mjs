@@ -1,0 +1,134 @@
+// Files and batches (issue 25): /v1/files and /v1/batches routed to `files.provider`,
+// owned by the tenant that made them. Every id another tenant names is a 404 — an
+// upstream id alone reads nothing — and a list shows the caller's own items only. A
+// batch file's lines are checked against the key's model access and renamed to the
+// upstream's models before the upload goes on. Each call is the one a user of the
+// official `openai` SDK writes.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import OpenAI, { toFile } from 'openai';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
+import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { request } from './lib/http.mjs';
+
+const A = 'tk-files-team-a-0123456789';
+const B = 'tk-files-team-b-0123456789';
+const A_NARROW = 'tk-files-team-a-narrow-0123';
+const sha256 = (b) => createHash('sha256').update(b).digest('hex');
+
+async function start(t, { files = { provider: 'up' } } = {}) {
+  const upstream = await startMockUpstream({ t });
+  const other = await startMockUpstream({ t });
+  const config = gatewayConfig({
+    providers: [openaiProvider('up', upstream.baseUrl()), openaiProvider('other', other.baseUrl())],
+    models: [
+      { name: 'fast', provider: 'up', upstream_model: 'gpt-4o-mini-2024-07-18', pricing: { input: 0.15, output: 0.6 } },
+      { name: 'smart', provider: 'up', upstream_model: 'gpt-4o' },
+      { name: 'elsewhere', provider: 'other', upstream_model: 'gpt-4o' },
+    ],
+  });
+  config.tenants = [{ name: 'team-a' }, { name: 'team-b' }];
+  config.keys = [
+    { name: 'a', tenant: 'team-a', sha256: sha256(A) },
+    { name: 'a-narrow', tenant: 'team-a', sha256: sha256(A_NARROW), models: ['fast'] },
+    { name: 'b', tenant: 'team-b', sha256: sha256(B) },
+  ];
+  if (files) config.files = files;
+  const gw = await startTahua({ t, config });
+  const client = (key) => new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key, maxRetries: 0 });
+  return { gw, upstream, other, a: client(A), b: client(B), narrow: client(A_NARROW) };
+}
+
+const jsonl = (lines) => toFile(Buffer.from(lines.map((l) => JSON.stringify(l)).join('\n') + '\n'), 'batch.jsonl');
+const chatLine = (id, model) => ({ custom_id: id, method: 'POST', url: '/v1/chat/completions', body: { model, messages: [{ role: 'user', content: `hi ${id}` }] } });
+const notFound = (e) => e.status === 404 && e.error?.code === 'file_not_found';
+
+describe('files and batches', () => {
+  it('a file is its tenant\'s: retrieve, content, list and delete; another tenant gets 404 for every id and sees none', async (t) => {
+    const { a, b, upstream } = await start(t);
+    const data = Buffer.from('{"prompt": "fine-tune me"}\n'.repeat(100));
+    const f = await a.files.create({ file: await toFile(data, 'train.jsonl'), purpose: 'fine-tune' });
+    assert.match(f.id, /^file-mock/);
+    assert.equal(f.bytes, data.length);
+    assert.equal(upstream.requests.at(-1).form.files[0].sha256, sha256(data), 'the upload reaches the provider as sent');
+    assert.ok(!upstream.requests.at(-1).headers.authorization.includes(A), 'the provider gets its own key');
+    assert.equal((await a.files.retrieve(f.id)).filename, 'train.jsonl');
+    const content = await a.files.content(f.id);
+    assert.equal(Buffer.from(await content.arrayBuffer()).toString(), data.toString());
+    // Team B: the same ids, nothing.
+    const other = await b.files.create({ file: await toFile(Buffer.from('b'), 'b.jsonl'), purpose: 'fine-tune' });
+    await assert.rejects(b.files.retrieve(f.id), notFound);
+    await assert.rejects(b.files.content(f.id), notFound);
+    await assert.rejects(b.files.delete(f.id), notFound);
+    await assert.rejects(b.batches.create({ input_file_id: f.id, endpoint: '/v1/chat/completions', completion_window: '24h' }), notFound);
+    // An id that exists upstream but was never uploaded through the gateway is nobody's.
+    upstream.files.set('file-direct', { object: { id: 'file-direct', object: 'file' }, content: Buffer.from('x') });
+    await assert.rejects(a.files.retrieve('file-direct'), notFound);
+    // Lists: the provider's page with the caller's items only.
+    const listA = [];
+    for await (const x of a.files.list()) listA.push(x.id);
+    assert.deepEqual(listA, [f.id]);
+    const listB = [];
+    for await (const x of b.files.list()) listB.push(x.id);
+    assert.deepEqual(listB, [other.id]);
+    const del = await a.files.delete(f.id);
+    assert.equal(del.deleted, true);
+    await assert.rejects(a.files.retrieve(f.id), notFound, 'a deleted file is gone from the records too');
+  });
+
+  it('a batch file\'s lines are checked against the key and renamed to the upstream\'s models', async (t) => {
+    const { a, narrow, upstream } = await start(t);
+    const f = await a.files.create({ file: await jsonl([chatLine('1', 'fast'), chatLine('2', 'smart')]), purpose: 'batch' });
+    const sent = upstream.files.get(f.id).content.toString().trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(sent.map((l) => l.body.model), ['gpt-4o-mini-2024-07-18', 'gpt-4o']);
+    assert.deepEqual(sent.map((l) => l.custom_id), ['1', '2']);
+    // A key limited to `fast` cannot get `smart` run by way of a batch.
+    await assert.rejects(narrow.files.create({ file: await jsonl([chatLine('1', 'fast'), chatLine('2', 'smart')]), purpose: 'batch' }),
+      (e) => e.status === 403 && /Line 2 of the batch file names the model 'smart', which this API key may not use/.test(e.message));
+    await assert.rejects(a.files.create({ file: await jsonl([chatLine('1', 'nope')]), purpose: 'batch' }),
+      (e) => e.status === 404 && /Line 1 .* 'nope'/.test(e.message));
+    await assert.rejects(a.files.create({ file: await jsonl([chatLine('1', 'elsewhere')]), purpose: 'batch' }),
+      (e) => e.status === 400 && /provider 'up' .* does not serve/.test(e.message));
+    await assert.rejects(a.files.create({ file: await toFile(Buffer.from('{"custom_id":"1"}\nnot json\n'), 'x.jsonl'), purpose: 'batch' }),
+      (e) => e.status === 400 && /Line 1 of the batch file has no url/.test(e.message));
+    const uploads = [...upstream.files.keys()].length;
+    assert.equal(uploads, 1, 'no refused batch file reached the provider');
+  });
+
+  it('batches: create, retrieve, list, cancel; the output file is the owner\'s to read', async (t) => {
+    const { a, b, upstream } = await start(t);
+    const f = await a.files.create({ file: await jsonl([chatLine('1', 'fast'), chatLine('2', 'fast')]), purpose: 'batch' });
+    const batch = await a.batches.create({ input_file_id: f.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    assert.equal(batch.status, 'in_progress');
+    await assert.rejects(b.batches.retrieve(batch.id), notFound);
+    await assert.rejects(b.batches.cancel(batch.id), notFound);
+    const listB = [];
+    for await (const x of b.batches.list()) listB.push(x.id);
+    assert.deepEqual(listB, []);
+    upstream.completeBatch(batch.id);
+    const done = await a.batches.retrieve(batch.id);
+    assert.equal(done.status, 'completed');
+    const out = await a.files.content(done.output_file_id);
+    const lines = (await out.text()).trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l) => l.custom_id), ['1', '2']);
+    await assert.rejects(b.files.content(done.output_file_id), notFound);
+    const listA = [];
+    for await (const x of a.batches.list()) listA.push(x.id);
+    assert.deepEqual(listA, [batch.id]);
+    const second = await a.batches.create({ input_file_id: f.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    assert.equal((await a.batches.cancel(second.id)).status, 'cancelled');
+  });
+
+  it('per-tenant providers; without a files section the endpoints say so', async (t) => {
+    const { a, b, upstream, other } = await start(t, { files: { provider: 'up', tenants: { 'team-b': 'other' } } });
+    await a.files.create({ file: await toFile(Buffer.from('a'), 'a.txt'), purpose: 'user_data' });
+    await b.files.create({ file: await toFile(Buffer.from('b'), 'b.txt'), purpose: 'user_data' });
+    assert.equal(upstream.files.size, 1);
+    assert.equal(other.files.size, 1);
+    const { gw } = await start(t, { files: null });
+    const r = await request(gw.url, '/v1/files', { headers: { authorization: `Bearer ${A}` } });
+    assert.equal(r.status, 404);
+    assert.match(r.json.error.message, /not served by this gateway/);
+  });
+});

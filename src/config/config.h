@@ -296,6 +296,8 @@ struct Pricing {
   double per_image = 0;     // USD per image made (/v1/images/generations), besides any tokens
   double per_audio_second = 0;  // USD per second of audio transcribed or translated
   double per_character = 0;     // USD per character of text spoken (/v1/audio/speech)
+  double batch_input = -1;      // USD per million tokens in a batch (-1: `input`)
+  double batch_output = -1;     // USD per million tokens in a batch (-1: `output`)
 };
 
 struct StringHash {

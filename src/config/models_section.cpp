@@ -113,7 +113,8 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
     }
     if (auto pr = y["pricing"]) {
       const std::string pp = p + ".pricing";
-      checkKeys(pr, pp, {"input", "output", "cached_input", "per_image", "per_audio_second", "per_character"});
+      checkKeys(pr, pp, {"input", "output", "cached_input", "per_image", "per_audio_second", "per_character",
+                         "batch_input", "batch_output"});
       // Token prices come together; an image or audio model may have its unit price only.
       if (!pr["per_image"] && !pr["per_audio_second"] && !pr["per_character"] && (!pr["input"] || !pr["output"]))
         fail(pr, pp, "input and output prices (USD per million tokens) are required (or per_image, per_audio_second or per_character alone)");
@@ -124,6 +125,8 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
       mc.pricing.cached_input = pr["cached_input"] ? price(pr["cached_input"], pp + ".cached_input") : mc.pricing.input;
       if (auto v = pr["per_image"]) mc.pricing.per_image = number(v, pp + ".per_image", "USD per image", 1000);
       if (auto v = pr["per_audio_second"]) mc.pricing.per_audio_second = number(v, pp + ".per_audio_second", "USD per second of audio", 100);
+      if (auto v = pr["batch_input"]) mc.pricing.batch_input = price(v, pp + ".batch_input");
+      if (auto v = pr["batch_output"]) mc.pricing.batch_output = price(v, pp + ".batch_output");
       if (auto v = pr["per_character"]) mc.pricing.per_character = number(v, pp + ".per_character", "USD per character", 1);
     }
     if (auto f = y["fallbacks"]) {

@@ -42,6 +42,7 @@ struct Usage {
   double audio_seconds = -1;        // audio transcribed or translated, priced per second
   std::int64_t characters = -1;     // text spoken (/v1/audio/speech `input`), priced per character
   FinishReason finish = FinishReason::None;  // as the answer said (first choice)
+  bool batch = false;  // run in a batch: priced at the model's batch prices, when it has them
   bool present() const { return prompt_tokens >= 0 || completion_tokens >= 0 || total_tokens >= 0; }
   // Tokens, or a unit priced besides them: what the answer costs is known.
   bool metered() const { return present() || images >= 0 || audio_seconds >= 0 || characters >= 0; }

@@ -86,12 +86,14 @@ inline ApiFamily apiFamily(Endpoint e) {
   return e == Endpoint::Messages || e == Endpoint::CountTokens ? ApiFamily::Anthropic : ApiFamily::OpenAI;
 }
 
-// The client API's name in logs and records: "openai", "openai-responses", "anthropic".
+// The client API's name in logs and records: "openai", "openai-responses", "openai-batch"
+// (batches: their creation and their metering), "anthropic".
 inline std::string_view apiName(Endpoint e) {
   switch (e) {
     case Endpoint::Messages:
     case Endpoint::CountTokens: return "anthropic";
     case Endpoint::Responses: return "openai-responses";
+    case Endpoint::Batches: return "openai-batch";
     default: return "openai";
   }
 }
@@ -112,7 +114,10 @@ inline double costUsd(const ModelConfig* model, const Usage& u) {
   const double prompt = static_cast<double>(std::max<std::int64_t>(u.prompt_tokens, 0));
   const double completion = static_cast<double>(std::max<std::int64_t>(u.completion_tokens, 0));
   const Pricing& p = model->pricing;
-  return ((prompt - std::min(cached, prompt)) * p.input + std::min(cached, prompt) * p.cached_input + completion * p.output) /
+  const double input = u.batch && p.batch_input >= 0 ? p.batch_input : p.input;
+  const double cached_input = u.batch && p.batch_input >= 0 ? p.batch_input : p.cached_input;
+  const double output = u.batch && p.batch_output >= 0 ? p.batch_output : p.output;
+  return ((prompt - std::min(cached, prompt)) * input + std::min(cached, prompt) * cached_input + completion * output) /
              1e6 +
          static_cast<double>(std::max<std::int64_t>(u.images, 0)) * p.per_image + std::max(u.audio_seconds, 0.0) * p.per_audio_second +
          static_cast<double>(std::max<std::int64_t>(u.characters, 0)) * p.per_character;

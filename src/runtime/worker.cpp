@@ -1,5 +1,7 @@
 #include "runtime/worker.h"
 
+#include "core/log.h"
+
 #include <openssl/rand.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -289,6 +291,10 @@ void Worker::watchTick() {
 void Worker::run() {
   scheduleLogFlush();
   scheduleHeartbeatSweep();
+  if (id_ == 0) {
+    batch_poller_ = std::make_unique<BatchPoller>(gateway_.stateStore(), *this, static_cast<BatchPollerHost&>(*this));
+    batch_poller_->start();
+  }
   io_.run();
   // What this worker collected goes to the exporters before the gateway stops them.
   access_log_.flush();
@@ -327,6 +333,34 @@ void Worker::scheduleHeartbeatSweep() {
   });
 }
 
+// An ended batch's usage for one model, as a request of its own that only completes:
+// the chain's onComplete writes its usage record and access log line and counts it.
+void Worker::meterBatch(const BatchUsage& u) {
+  RequestContext ctx;
+  ctx.config = snapshot_->config;
+  ctx.worker_id = id_;
+  ctx.request_id = "batch-" + u.batch_id;
+  ctx.endpoint = Endpoint::Batches;
+  ctx.method = "POST";
+  ctx.path = "/v1/batches";
+  if (!u.owner.empty() && !u.owner.starts_with("key:")) ctx.principal.tenant = tenants_->tenant(u.owner);
+  if (!u.key.empty()) ctx.principal.key = tenants_->key(u.key);
+  const Config& cfg = *ctx.config;
+  ctx.model = cfg.findModel(u.model);
+  if (!ctx.model) ctx.model = cfg.files.targetOf(u.provider);
+  ctx.requested_model = ctx.model;
+  for (const auto& p : cfg.providers)
+    if (p.name == u.provider) ctx.provider = &p;
+  ctx.usage = u.usage;
+  ctx.status = 200;
+  ctx.start = ctx.end = std::chrono::steady_clock::now();
+  std::vector<std::max_align_t> block((chain_->stateBytes() + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);
+  chain_->begin(ctx, reinterpret_cast<std::byte*>(block.data()));
+  chain_->complete(ctx);
+  log::info("batch metered", {{"batch", u.batch_id}, {"model", u.model}, {"requests", u.requests},
+                              {"prompt_tokens", u.usage.prompt_tokens}, {"completion_tokens", u.usage.completion_tokens}});
+}
+
 void Worker::beginDrain() {
   draining_ = true;
   for (auto& close : acceptor_closers_) close();
@@ -350,6 +384,7 @@ void Worker::drainDeadline() {
 }
 
 void Worker::stop() {
+  if (batch_poller_) batch_poller_->stop();
   pool_->clear();
   if (flush_timer_) flush_timer_->cancel();
   if (heartbeat_timer_) heartbeat_timer_->cancel();

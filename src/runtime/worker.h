@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "batches/batch_poller.h"
 #include "filters/balancer/balancer_filter.h"
 #include "filters/bulkhead/bulkhead_filter.h"
 #include "filters/circuit_breaker/circuit_breaker_filter.h"
@@ -30,7 +31,7 @@ namespace tahua {
 
 class Gateway;
 
-class Worker final : public WorkerServices, public SessionHost {
+class Worker final : public WorkerServices, public SessionHost, private BatchPollerHost {
  public:
   // `spans` and `records`: the trace and usage exporters' queues (null when off).
   Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr snapshot, TenantDirectoryPtr tenants,
@@ -110,6 +111,10 @@ class Worker final : public WorkerServices, public SessionHost {
   Gateway& gateway_;
   SnapshotPtr snapshot_;
   TenantDirectoryPtr tenants_;
+  // The first worker meters ended batches (batches/batch_poller.h).
+  std::unique_ptr<BatchPoller> batch_poller_;
+  ConfigPtr currentConfig() const override { return snapshot_->config; }
+  void meterBatch(const BatchUsage& usage) override;
   // One thread does all I/O on this context: no locking in the reactor. (Other threads
   // only post to it, which stays locked.)
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};

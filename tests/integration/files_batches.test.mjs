@@ -11,19 +11,20 @@ import OpenAI, { toFile } from 'openai';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
+import { eventually } from './lib/util.mjs';
 
 const A = 'tk-files-team-a-0123456789';
 const B = 'tk-files-team-b-0123456789';
 const A_NARROW = 'tk-files-team-a-narrow-0123';
 const sha256 = (b) => createHash('sha256').update(b).digest('hex');
 
-async function start(t, { files = { provider: 'up' } } = {}) {
+async function start(t, { files = { provider: 'up', poll_interval: '100ms' } } = {}) {
   const upstream = await startMockUpstream({ t });
   const other = await startMockUpstream({ t });
   const config = gatewayConfig({
     providers: [openaiProvider('up', upstream.baseUrl()), openaiProvider('other', other.baseUrl())],
     models: [
-      { name: 'fast', provider: 'up', upstream_model: 'gpt-4o-mini-2024-07-18', pricing: { input: 0.15, output: 0.6 } },
+      { name: 'fast', provider: 'up', upstream_model: 'gpt-4o-mini-2024-07-18', pricing: { input: 0.15, output: 0.6, batch_input: 0.075, batch_output: 0.3 } },
       { name: 'smart', provider: 'up', upstream_model: 'gpt-4o' },
       { name: 'elsewhere', provider: 'other', upstream_model: 'gpt-4o' },
     ],
@@ -118,6 +119,30 @@ describe('files and batches', () => {
     assert.deepEqual(listA, [batch.id]);
     const second = await a.batches.create({ input_file_id: f.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
     assert.equal((await a.batches.cancel(second.id)).status, 'cancelled');
+  });
+
+  it('a batch is metered by the poller when it ends: its tokens per model, at the batch price, once', async (t) => {
+    const { a, gw, upstream } = await start(t);
+    const f = await a.files.create({ file: await jsonl([chatLine('1', 'fast'), chatLine('2', 'fast'), chatLine('3', 'smart')]), purpose: 'batch' });
+    const batch = await a.batches.create({ input_file_id: f.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    upstream.completeBatch(batch.id, { prompt: 100, completion: 20 });
+    const lines = await gw.waitForAccessLog((l) => l.request_id === `batch-${batch.id}`, { count: 2, timeout: 10_000 });
+    const byModel = Object.fromEntries(lines.map((l) => [l.model, l]));
+    assert.equal(byModel.fast.prompt_tokens, 200);
+    assert.equal(byModel.fast.completion_tokens, 40);
+    assert.equal(byModel.fast.tenant, 'team-a');
+    assert.equal(byModel.fast.api, 'openai-batch');
+    assert.ok(Math.abs(byModel.fast.cost_usd - (200 * 0.075 + 40 * 0.3) / 1e6) < 1e-12, `batch price: ${byModel.fast.cost_usd}`);
+    assert.equal(byModel.smart.prompt_tokens, 100);
+    assert.equal(byModel.smart.cost_usd, null, 'no pricing, no cost');
+    // Metered once: the registration is gone. A second batch, still running, shows that
+    // later turns happened (it is asked about again) without the first being asked again.
+    const polled = upstream.requests.filter((r) => r.path === `/v1/batches/${batch.id}`).length;
+    const running = await a.batches.create({ input_file_id: f.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const asked = () => upstream.requests.filter((r) => r.path === `/v1/batches/${running.id}`).length;
+    await eventually(() => asked() >= 3, { timeout: 10_000, what: 'three more poller turns' });
+    assert.equal(upstream.requests.filter((r) => r.path === `/v1/batches/${batch.id}`).length, polled);
+    assert.equal(gw.accessLog().filter((l) => l.request_id === `batch-${batch.id}`).length, 2);
   });
 
   it('per-tenant providers; without a files section the endpoints say so', async (t) => {

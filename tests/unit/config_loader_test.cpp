@@ -649,3 +649,52 @@ TEST(ConfigLoader, GuardrailPolicyErrorsNameTheField) {
 
 }  // namespace
 }  // namespace tahua
+
+namespace tahua {
+
+TEST(ConfigLoader, FilesSectionRoutesByProviderAndTenantAndChecksThem) {
+  std::string yaml = std::string(kMinimal) + R"(  - name: other-model
+    provider: other
+  - name: c
+    provider: claude
+files:
+  provider: up
+  tenants: {team-b: other}
+  ttl: 7d
+server:
+  uploads:
+    max_bytes: {/v1/audio/transcriptions: 2048, default: 4096}
+)";
+  yaml.replace(yaml.find("models:"), 7, R"(  - name: other
+    type: openai
+    base_url: http://127.0.0.1:10/v1
+  - name: claude
+    type: anthropic
+    api_key: x
+models:)");
+  auto r = loadConfigString(yaml, "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  const FilesConfig& f = r.config->files;
+  ASSERT_EQ(f.targets.size(), 2u);
+  EXPECT_EQ(f.targetFor("team-a")->deployments.at(0).provider, "up");
+  EXPECT_EQ(f.targetFor("team-b")->deployments.at(0).provider, "other");
+  EXPECT_EQ(f.ttl, Millis(7LL * 24 * 3600 * 1000));
+  // The targets' deployments have state slots after every model's.
+  EXPECT_EQ(r.config->deployment_count, 5u);
+  EXPECT_EQ(f.targets[1].deployments[0].index, 4u);
+  EXPECT_EQ(r.config->server.uploads.limitFor("/v1/audio/transcriptions"), 2048u);
+  EXPECT_EQ(r.config->server.uploads.limitFor("/v1/images/edits"), 4096u);
+  EXPECT_EQ(r.config->server.uploads.limitFor("/v1/files"), 512ull << 20);
+
+  std::string bad = yaml;
+  bad.replace(bad.find("provider: up\n  tenants"), 12, "provider: claude");
+  EXPECT_NE(loadError(bad).find("files.provider: provider \"claude\" is of type anthropic"), std::string::npos) << loadError(bad);
+  bad = yaml;
+  bad.replace(bad.find("provider: up\n  tenants"), 12, "provider: nope");
+  EXPECT_NE(loadError(bad).find("files.provider: unknown provider \"nope\""), std::string::npos) << loadError(bad);
+  bad = yaml;
+  bad.replace(bad.find("/v1/audio/transcriptions: 2048"), 30, "/v1/chat/completions: 2048");
+  EXPECT_NE(loadError(bad).find("is not an upload path"), std::string::npos) << loadError(bad);
+}
+
+}  // namespace tahua

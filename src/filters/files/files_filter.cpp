@@ -172,6 +172,17 @@ class FilesFilter final : public FilterWithState<FilesState> {
         if (const auto input = json::str(o, "input_file_id")) rec["input_file_id"] = *input;
         if (const auto endpoint = json::str(o, "endpoint")) rec["endpoint"] = *endpoint;
         put(ctx, st, files::batchKey(*id), bj::serialize(rec), ttl);
+        // Registered for the batch poller, which meters it when it ends.
+        bj::object reg{{"owner", owner}, {"provider", provider}, {"created_at", unixMillis()}};
+        if (ctx.principal.key) reg["key"] = ctx.principal.key->name;
+        ++st.waiting;
+        store_.putRecord("batches", *id, bj::serialize(reg), [this, &ctx, &st](std::optional<std::string> error) {
+          if (error) {
+            log::error("cannot register a batch for metering", {{"error", *error}, {"request_id", ctx.request_id}});
+            if (!st.failure) st.failure = storeUnavailable();
+          }
+          done(ctx, st);
+        });
       }
     } else if (ctx.endpoint == Endpoint::BatchObject) {
       // What the provider made for the batch is the batch owner's to read.

@@ -12,6 +12,10 @@ import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
 import { eventually } from './lib/util.mjs';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { REPO_ROOT } from './lib/tahua.mjs';
 
 const A = 'tk-files-team-a-0123456789';
 const B = 'tk-files-team-b-0123456789';
@@ -143,6 +147,24 @@ describe('files and batches', () => {
     await eventually(() => asked() >= 3, { timeout: 10_000, what: 'three more poller turns' });
     assert.equal(upstream.requests.filter((r) => r.path === `/v1/batches/${batch.id}`).length, polled);
     assert.equal(gw.accessLog().filter((l) => l.request_id === `batch-${batch.id}`).length, 2);
+  });
+
+  it('the README\'s files block is a working config', async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const block = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]).find((y) => y.startsWith('files:'));
+    assert.ok(block, 'README has the files example block');
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({
+      providers: [openaiProvider('openai', upstream.baseUrl()), { ...openaiProvider('azure-eu', upstream.baseUrl()), type: 'azure-openai', api_version: '2024-10-21' }],
+      models: [{ name: 'fast', provider: 'openai' }],
+    });
+    config.tenants = [{ name: 'team-a' }, { name: 'team-eu' }];
+    config.keys = [{ name: 'a', tenant: 'team-a', sha256: sha256(A) }];
+    config.files = YAML.parse(block).files;
+    const gw = await startTahua({ t, config });
+    const a = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: A, maxRetries: 0 });
+    const f = await a.files.create({ file: await toFile(Buffer.from('x'), 'x.txt'), purpose: 'user_data' });
+    assert.equal((await a.files.retrieve(f.id)).id, f.id);
   });
 
   it('per-tenant providers; without a files section the endpoints say so', async (t) => {

@@ -77,6 +77,11 @@ struct ServerConfig {
   // open). Empty by default: an upstream outage must not take every replica out at once.
   std::vector<std::string> ready_models;
   UploadConfig uploads;
+  // Realtime sessions (WebSockets): closed after this long without a frame either way,
+  // or this long in all; one frame (a message) at most this large.
+  Millis realtime_idle_timeout{600'000};
+  Millis realtime_max_duration{3'600'000};
+  std::size_t realtime_max_frame_bytes = 16 * 1024 * 1024;
 };
 
 // Concurrency caps for the whole gateway (0 = none); routes may have their own. Over a

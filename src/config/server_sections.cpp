@@ -13,7 +13,7 @@ void Loader::loadServer(const YAML::Node& n, ServerConfig& s) {
   checkKeys(n, p, {"workers", "max_connections", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
                    "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout",
                    "stream_heartbeat", "drain_accept_grace", "deployment_header", "stream_buffer_bytes",
-                   "max_stream_event_bytes", "max_url_bytes", "max_json_depth", "tenant_metrics", "readiness", "uploads"});
+                   "max_stream_event_bytes", "max_url_bytes", "max_json_depth", "tenant_metrics", "readiness", "uploads", "realtime"});
   if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
   if (auto v = n["max_connections"]) s.max_connections = integer(v, p + ".max_connections", 1, 10'000'000);
   if (auto v = n["max_header_bytes"]) s.max_header_bytes = integer(v, p + ".max_header_bytes", 1024, 1 << 20);
@@ -37,6 +37,12 @@ void Loader::loadServer(const YAML::Node& n, ServerConfig& s) {
   if (auto v = n["deployment_header"]) s.deployment_header = boolean(v, p + ".deployment_header");
   if (auto v = n["tenant_metrics"]) s.tenant_metrics = boolean(v, p + ".tenant_metrics");
   if (auto u = n["uploads"]) loadUploads(u, p + ".uploads", s.uploads);
+  if (auto r = n["realtime"]) {
+    checkKeys(r, p + ".realtime", {"idle_timeout", "max_duration", "max_frame_bytes"});
+    if (auto v = r["idle_timeout"]) s.realtime_idle_timeout = duration(v, p + ".realtime.idle_timeout", Millis(1));
+    if (auto v = r["max_duration"]) s.realtime_max_duration = duration(v, p + ".realtime.max_duration", Millis(1));
+    if (auto v = r["max_frame_bytes"]) s.realtime_max_frame_bytes = integer(v, p + ".realtime.max_frame_bytes", 1024, 256u << 20);
+  }
   if (auto r = n["readiness"]) {
     checkKeys(r, p + ".readiness", {"require_models"});
     if (auto m = r["require_models"]) {

@@ -20,6 +20,7 @@ std::string_view endpointPath(Endpoint e) {
     case Endpoint::Batches: return "/batches";
     case Endpoint::BatchObject: return "/batches/";
     case Endpoint::BatchCancel: return "/batches/";
+    case Endpoint::Realtime: return "/realtime";
     case Endpoint::Models: return "/models";
     case Endpoint::Responses: return "/responses";
     case Endpoint::Messages: return "/messages";

@@ -50,8 +50,9 @@ enum class Endpoint {
   Batches,              // OpenAI POST /v1/batches, GET /v1/batches (list)
   BatchObject,          // OpenAI GET /v1/batches/{id}
   BatchCancel,          // OpenAI POST /v1/batches/{id}/cancel
+  Realtime,             // OpenAI GET /v1/realtime?model= (a WebSocket; server/realtime_relay.h)
 };
-constexpr std::size_t kEndpointCount = 22;  // every Endpoint value (tables indexed by it)
+constexpr std::size_t kEndpointCount = 23;  // every Endpoint value (tables indexed by it)
 
 // Files and batches: no model, owned by the tenant that made them (filters/files/).
 inline bool fileEndpoint(Endpoint e) {

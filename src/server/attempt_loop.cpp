@@ -119,6 +119,11 @@ class AttemptLoop {
         break;
       }
       const ProviderRuntime& provider = env_.snapshot.providers[ctx_.deployment->provider_index];
+      if (ctx_.endpoint == Endpoint::Realtime) {  // a WebSocket session: no HTTP exchange, no retry
+        ++ctx_.attempts;
+        co_await host_.relayRealtime(ctx_, provider);
+        break;
+      }
       if (ctx_.attempts > 0) ctx_.body = original_;
       auto encoded = provider.adapter->encodeRequest(ctx_, provider);
       if (auto* err = std::get_if<Error>(&encoded)) {

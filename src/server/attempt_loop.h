@@ -38,6 +38,9 @@ class AttemptHost {
   virtual bool bodyPending() const { return false; }
   // Reads it (ctx.body, ctx.upload); an error to answer with if it could not be.
   virtual boost::asio::awaitable<std::optional<Error>> receiveBody(RequestContext&) { co_return std::nullopt; }
+  // A Realtime session (a WebSocket) on the chosen deployment: relayed to its end, or
+  // refused over HTTP (server/realtime_relay.h).
+  virtual boost::asio::awaitable<void> relayRealtime(RequestContext&, const ProviderRuntime&) { co_return; }
   // Waits between attempts; false if the wait was cut short.
   virtual boost::asio::awaitable<bool> sleepFor(Millis wait) = 0;
   // A request phase a filter paused: waits for each resume (FilterChain::run from `next`).

@@ -22,11 +22,13 @@
 
 #include "core/log.h"
 #include "core/temp_file.h"
+#include "http/query.h"
 #include "filters/filter.h"
 #include "providers/translation.h"
 #include "server/attempt_loop.h"
 #include "server/deadline.h"
 #include "server/http_head.h"
+#include "server/realtime_relay.h"
 #include "server/request_body.h"
 #include "server/session_host.h"
 #include "server/stream_writer.h"
@@ -89,6 +91,7 @@ RouteMatch matchRoute(std::string_view path) {
   if (path == "/v1/responses") return {Route::Api, Endpoint::Responses, http::verb::post};
   if (path == "/v1/messages") return {Route::Api, Endpoint::Messages, http::verb::post};
   if (path == "/v1/messages/count_tokens") return {Route::Api, Endpoint::CountTokens, http::verb::post};
+  if (path == "/v1/realtime") return {Route::Api, Endpoint::Realtime, http::verb::get};
   if (path == "/v1/files") return {Route::Api, Endpoint::Files, http::verb::post, http::verb::get};
   if (path == "/v1/batches") return {Route::Api, Endpoint::Batches, http::verb::post, http::verb::get};
   // /v1/files/{id}[/content], /v1/batches/{id}[/cancel]: an id of letters, digits, - and _.
@@ -137,7 +140,7 @@ bool validRequestId(std::string_view id) {
 }
 
 template <class Stream>
-class Session final : public SessionBase, private Resumer, private AttemptHost, private StreamWriterOwner {
+class Session final : public SessionBase, private Resumer, private AttemptHost, private StreamWriterOwner, private RealtimeHost {
  public:
   Session(SessionHost& worker, Stream stream, bool admin)
       : worker_(worker), stream_(std::move(stream)), deadline_(lowest()), admin_(admin), writer_(stream_, deadline_, *this) {}
@@ -170,6 +173,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   }
 
   void closeIfIdle() override {
+    if (realtime_close_) realtime_close_("The gateway is shutting down.");  // a drain: a close frame says why
     if (!idle_) return;
     beast::error_code ignored;
     lowest().close(ignored);
@@ -396,10 +400,18 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     ctx.headers = &headers;
     ctx.body = std::move(req.body().text);
     request_fields_ = &req;
+    if (match.endpoint == Endpoint::Realtime) {
+      // The session's model is in the query: the filters get it as a body (routing,
+      // limits and plugins read it as they read any request). The connection ends with it.
+      keep_alive_ = false;
+      realtime_request_ = &req;
+      if (auto bad = realtimeBody(req, ctx)) ctx.fail(std::move(*bad));
+    }
     if (watch_) watch_->gone = false;
     AttemptEnv env{*snapshot_, *chain_, worker_.upstreamEnv(), worker_.metrics()};
     co_await runAttempts(ctx, env, *this);
     request_fields_ = nullptr;
+    realtime_request_ = nullptr;
     if (clientGone()) keep_alive_ = false;
   }
 
@@ -485,6 +497,38 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     ctx.resumer = this;
     return ctx;
   }
+
+  // A Realtime request: a WebSocket upgrade naming a plain model; ctx.body becomes
+  // {"model":...,"stream":true} (a session streams).
+  static std::optional<Error> realtimeBody(const http::request<RequestBody>& req, RequestContext& ctx) {
+    if (!beast::iequals(req[http::field::upgrade], "websocket"))
+      return Error{ErrorKind::InvalidRequest, "The /v1/realtime endpoint takes a WebSocket upgrade (Upgrade: websocket)."};
+    const std::string_view model = queryParam(ctx.query, "model").value_or(std::string_view{});
+    if (model.empty() || model.size() > 256 ||
+        model.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@") != std::string_view::npos)
+      return Error{ErrorKind::MissingModel, "The realtime session needs a model: /v1/realtime?model=<name>."};
+    ctx.body.assign("{\"model\":\"").append(model).append("\",\"stream\":true}");
+    return std::nullopt;
+  }
+
+  // AttemptHost: the chosen deployment's provider serves the session (OpenAI's kinds).
+  asio::awaitable<void> relayRealtime(RequestContext& ctx, const ProviderRuntime& provider) override {
+    const std::string& type = provider.config->type;
+    if (type != "openai" && type != "azure-openai") {
+      ctx.fail(Error{ErrorKind::InvalidRequest, "The /v1/realtime endpoint is not supported by provider type '" + type +
+                                                    "' (model '" + ctx.facts.model + "')."});
+      co_await writeError(ctx);
+      co_return;
+    }
+    co_await tahua::relayRealtime(stream_, *realtime_request_, ctx, provider, worker_.upstreamEnv(), *this);
+    // The connection ends with the session (keep_alive_ is off since serve()).
+  }
+
+  // RealtimeHost.
+  asio::awaitable<void> refuse(RequestContext& ctx) override { co_await writeError(ctx); }
+  void onCloseRequest(std::function<void(std::string_view)> close) override { realtime_close_ = std::move(close); }
+  FilterChain& chain() override { return *chain_; }
+  std::string_view requestId() const override { return request_id_; }
 
   // Resumer: a filter that paused the request calls this (on this worker's thread).
   void resume(FilterStatus status) override {
@@ -1060,6 +1104,9 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   http::request_parser<RequestBody>* upload_parser_ = nullptr;
   std::optional<UploadSpool> spool_;
   bool raw_stream_ = false;  // the answer being relayed is bytes as they come, not events
+  // A Realtime session: its upgrade request, and how a drain closes it.
+  const http::request<RequestBody>* realtime_request_ = nullptr;
+  std::function<void(std::string_view)> realtime_close_;
   std::string head_;        // response head being written; its capacity is reused
   http::fields* request_fields_ = nullptr;  // the API request being served (its headers)
   std::shared_ptr<WatchState> watch_;

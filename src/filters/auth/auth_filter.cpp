@@ -184,7 +184,19 @@ std::string_view presentedKey(const HeaderView& headers) {
   // is not a key, and the key headers are still looked at.
   if (std::string_view auth = headers.get("authorization"); iequalsPrefix(auth, "bearer ")) return trim(auth.substr(7));
   if (auto k = trim(headers.get("x-api-key")); !k.empty()) return k;
-  return trim(headers.get("api-key"));
+  if (auto k = trim(headers.get("api-key")); !k.empty()) return k;
+  // A browser cannot set headers on a WebSocket: the Realtime SDK sends the key as a
+  // subprotocol, "openai-insecure-api-key.<key>", among others.
+  std::string_view protocols = headers.get("sec-websocket-protocol");
+  static constexpr std::string_view kKeyProtocol = "openai-insecure-api-key.";
+  while (!protocols.empty()) {
+    const auto comma = protocols.find(',');
+    const std::string_view p = trim(protocols.substr(0, comma));
+    if (p.size() > kKeyProtocol.size() && p.substr(0, kKeyProtocol.size()) == kKeyProtocol) return p.substr(kKeyProtocol.size());
+    if (comma == std::string_view::npos) break;
+    protocols.remove_prefix(comma + 1);
+  }
+  return {};
 }
 
 std::unique_ptr<AuthLink> makeApiKeyLink(const KeyTable& keys) { return std::make_unique<ApiKeyLink>(keys); }

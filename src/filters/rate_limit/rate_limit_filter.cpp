@@ -515,7 +515,10 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
   void onResponseData(RequestContext& ctx, ResponseData& data) override {
     RateLimitState& st = state(ctx);
     if (st.stream_allowance < 0 || st.overran || data.aborted()) return;
-    st.streamed += estimateStreamedTokens(data.bytes(), defaultTokenCounter());
+    // A realtime session reports its usage as it goes (each response.done): that, not an
+    // estimate of its frames (mostly base64 audio), is what it has used.
+    if (ctx.endpoint == Endpoint::Realtime) st.streamed = std::max<std::int64_t>(ctx.usage.total_tokens, 0);
+    else st.streamed += estimateStreamedTokens(data.bytes(), defaultTokenCounter());
     if (st.streamed <= st.stream_allowance) return;
     st.overran = true;
     const CheckTemplate& t = *st.budget;

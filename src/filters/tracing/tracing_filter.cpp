@@ -60,6 +60,7 @@ std::string_view operationName(Endpoint e) {
     case Endpoint::Batches:
     case Endpoint::BatchObject:
     case Endpoint::BatchCancel: return "batches";
+    case Endpoint::Realtime: return "realtime";
     default: return "chat";
   }
 }

@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
+import { WebSocketServer } from 'ws';
 import { deferred } from './util.mjs';
 
 export const DEFAULT_PIECES = ['Hello', ' from', ' the', ' mock', ' upstream', '.'];
@@ -120,6 +121,40 @@ export class MockUpstream {
       socket.on('close', () => this.sockets.delete(socket));
     });
     server.on('request', (req, res) => this.onRequest(req, res));
+    // The Realtime API: a WebSocket on /v1/realtime speaking OpenAI's event protocol.
+    this.realtime = { sessions: [], refuse: 0, usage: { input: 100, output: 50 }, wss: new WebSocketServer({ noServer: true }) };
+    server.on('upgrade', (req, socket, head) => {
+      if (!req.url.startsWith('/v1/realtime')) return socket.destroy();
+      if (this.realtime.refuse) return socket.end(`HTTP/1.1 ${this.realtime.refuse} Refused\r\nContent-Length: 0\r\n\r\n`);
+      this.realtime.wss.handleUpgrade(req, socket, head, (ws) => this.realtimeSession(ws, req));
+    });
+  }
+
+  // One realtime session: session.created at once; session.update -> session.updated;
+  // response.create -> response.created, a text delta, response.done with usage
+  // (realtime.usage tokens). Records what it received and how it was closed.
+  realtimeSession(ws, req) {
+    const url = new URL(req.url, 'http://mock');
+    const session = { url: req.url, model: url.searchParams.get('model'), headers: req.headers, received: [], ws, closed: deferred(), opened: Date.now() };
+    this.realtime.sessions.push(session);
+    const send = (ev) => ws.send(JSON.stringify(ev));
+    send({ type: 'session.created', event_id: 'evt_0', session: { id: 'sess_mock', object: 'realtime.session', model: session.model } });
+    let n = 0;
+    ws.on('message', (data) => {
+      let ev;
+      try { ev = JSON.parse(data.toString()); } catch { return; }
+      session.received.push(ev);
+      if (ev.type === 'session.update') send({ type: 'session.updated', event_id: `evt_u${++n}`, session: ev.session });
+      if (ev.type === 'response.create') {
+        const id = `resp_${++n}`;
+        const { input, output } = this.realtime.usage;
+        send({ type: 'response.created', event_id: `evt_c${n}`, response: { id, object: 'realtime.response', status: 'in_progress', output: [] } });
+        send({ type: 'response.output_text.delta', event_id: `evt_d${n}`, response_id: id, item_id: 'item_1', output_index: 0, content_index: 0, delta: 'hello' });
+        send({ type: 'response.done', event_id: `evt_e${n}`, response: { id, object: 'realtime.response', status: 'completed', output: [],
+          usage: { total_tokens: input + output, input_tokens: input, output_tokens: output, input_token_details: { cached_tokens: 0, text_tokens: input, audio_tokens: 0 }, output_token_details: { text_tokens: output, audio_tokens: 0 } } } });
+      }
+    });
+    ws.on('close', (code, reason) => session.closed.resolve({ code, reason: reason.toString() }));
   }
 
   get port() {
@@ -144,6 +179,7 @@ export class MockUpstream {
   }
 
   async close() {
+    for (const s of this.realtime.sessions) s.ws.terminate();
     for (const ex of this.exchanges) ex.release();
     this.server.closeAllConnections?.();
     for (const socket of this.sockets) socket.destroy();

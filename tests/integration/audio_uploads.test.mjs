@@ -228,6 +228,26 @@ describe('uploads and audio', () => {
       (e) => e.status === 400 && /endpoint is not supported by provider type 'mock'/.test(e.message));
   });
 
+  it('Azure OpenAI: the upload goes to the deployment\'s path with the api-key header', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({
+      providers: [{ name: 'az', type: 'azure-openai', base_url: `${upstream.origin()}/openai`, api_version: '2024-10-21', api_key: 'az-key' }],
+      models: [{ name: 'listener', provider: 'az', upstream_model: 'whisper-eu' }, { name: 'voice', provider: 'az', upstream_model: 'tts-eu' }],
+    });
+    const gw = await startTahua({ t, config });
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const f = audioFile(20_000);
+    const r = await client.audio.transcriptions.create({ model: 'listener', file: createReadStream(f.path) });
+    assert.match(r.text, /^heard 20000 bytes/);
+    const got = upstream.requests.at(-1);
+    assert.equal(got.path, '/openai/deployments/whisper-eu/audio/transcriptions?api-version=2024-10-21');
+    assert.equal(got.headers['api-key'], 'az-key');
+    assert.equal(got.form.files[0].sha256, f.sha);
+    const speech = await client.audio.speech.create({ model: 'voice', voice: 'alloy', input: 'hi' });
+    assert.equal((await speech.arrayBuffer()).byteLength, 4 * 16384);
+    assert.equal(upstream.requests.at(-1).path, '/openai/deployments/tts-eu/audio/speech?api-version=2024-10-21');
+  });
+
   it('an upload is retried from its spool: the second attempt sends the same bytes', async (t) => {
     const { upstream, client } = await start(t, { retry: { attempts: 2, backoff: '1ms', on_status: [503] } });
     upstream.next({ mode: 'error', status: 503 });

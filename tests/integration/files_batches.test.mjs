@@ -149,6 +149,30 @@ describe('files and batches', () => {
     assert.equal(gw.accessLog().filter((l) => l.request_id === `batch-${batch.id}`).length, 2);
   });
 
+  it('Azure OpenAI files and batches: the resource\'s paths with its api-version', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({
+      providers: [{ name: 'az', type: 'azure-openai', base_url: `${upstream.origin()}/openai`, api_version: '2024-10-21', api_key: 'az-key' }],
+      models: [{ name: 'fast', provider: 'az', upstream_model: 'gpt-4o-mini-eu' }],
+    });
+    config.tenants = [{ name: 'team-a' }];
+    config.keys = [{ name: 'a', tenant: 'team-a', sha256: sha256(A) }];
+    config.files = { provider: 'az' };
+    const gw = await startTahua({ t, config });
+    const a = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: A, maxRetries: 0 });
+    const f = await a.files.create({ file: await jsonl([chatLine('1', 'fast')]), purpose: 'batch' });
+    assert.equal(upstream.requests.at(-1).path, '/openai/files?api-version=2024-10-21');
+    assert.equal(upstream.requests.at(-1).headers['api-key'], 'az-key');
+    assert.equal(JSON.parse(upstream.files.get(f.id).content.toString()).body.model, 'gpt-4o-mini-eu', 'renamed to the deployment');
+    const list = [];
+    for await (const x of a.files.list({ purpose: 'batch' })) list.push(x.id);
+    assert.deepEqual(list, [f.id]);
+    assert.equal(upstream.requests.at(-1).path, '/openai/files?api-version=2024-10-21&purpose=batch');
+    const b = await a.batches.create({ input_file_id: f.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    assert.equal((await a.batches.retrieve(b.id)).id, b.id);
+    assert.equal(upstream.requests.at(-1).path, `/openai/batches/${b.id}?api-version=2024-10-21`);
+  });
+
   it('the README\'s files block is a working config', async (t) => {
     const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
     const block = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]).find((y) => y.startsWith('files:'));

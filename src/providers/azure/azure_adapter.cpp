@@ -37,14 +37,7 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
     }
     req.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
     const std::string_view accept = ctx.facts.stream ? "text/event-stream" : "application/json";
-    if (ctx.upload) {
-      auto type = encodeUploadBody(ctx, req);
-      if (auto* err = std::get_if<Error>(&type)) return std::move(*err);
-      addCommonHeaders(req, ctx, p, std::get<std::string>(type), accept);
-    } else {
-      addCommonHeaders(req, ctx, p, "application/json", accept);
-      req.body = std::move(ctx.body);
-    }
+    if (auto err = setOpenAIBody(req, ctx, p, accept)) return std::move(*err);
     authorize(req, provider);
     req.expect_stream = ctx.facts.stream;
     return req;

@@ -12,6 +12,19 @@ bool prepareOpenAIPassThrough(RequestContext& ctx, const ProviderConfig& provide
   return chat_like && ctx.facts.stream && !ctx.facts.include_usage && provider.stream_usage && requestStreamUsage(ctx.body);
 }
 
+std::optional<Error> setOpenAIBody(UpstreamRequest& req, RequestContext& ctx, const ProviderConfig& provider,
+                                   std::string_view accept) {
+  if (!ctx.upload) {
+    addCommonHeaders(req, ctx, provider, "application/json", accept);
+    req.body = std::move(ctx.body);
+    return std::nullopt;
+  }
+  auto type = encodeUploadBody(ctx, req);
+  if (auto* err = std::get_if<Error>(&type)) return std::move(*err);
+  addCommonHeaders(req, ctx, provider, std::get<std::string>(type), accept);
+  return std::nullopt;
+}
+
 namespace {
 
 class OpenAIAdapter final : public TranslatingAdapter {
@@ -35,14 +48,7 @@ class OpenAIAdapter final : public TranslatingAdapter {
     req.hide_stream_usage = prepareOpenAIPassThrough(ctx, p);
     std::string_view accept = ctx.headers ? ctx.headers->get("accept") : std::string_view{};
     if (accept.empty()) accept = ctx.facts.stream ? "text/event-stream" : "application/json";
-    if (ctx.upload) {
-      auto type = encodeUploadBody(ctx, req);
-      if (auto* err = std::get_if<Error>(&type)) return std::move(*err);
-      addCommonHeaders(req, ctx, p, std::get<std::string>(type), accept);
-    } else {
-      addCommonHeaders(req, ctx, p, "application/json", accept);
-      req.body = std::move(ctx.body);
-    }
+    if (auto err = setOpenAIBody(req, ctx, p, accept)) return std::move(*err);
     authorize(req, provider);
     req.expect_stream = ctx.facts.stream;
     return req;

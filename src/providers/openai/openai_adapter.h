@@ -11,4 +11,9 @@ namespace tahua {
 // Returns whether the usage chunk must be hidden from the client.
 bool prepareOpenAIPassThrough(RequestContext& ctx, const ProviderConfig& provider);
 
+// The body and common headers of an OpenAI-format pass-through: the client's JSON as it
+// came, or an upload's multipart around its spooled files (providers/upload_body.h).
+std::optional<Error> setOpenAIBody(UpstreamRequest& req, RequestContext& ctx, const ProviderConfig& provider,
+                                   std::string_view accept);
+
 }  // namespace tahua

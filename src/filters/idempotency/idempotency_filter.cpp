@@ -1,5 +1,7 @@
 #include "filters/idempotency/idempotency_filter.h"
 
+#include "request/upload.h"
+
 #include "core/sha256.h"
 #include "filters/answer_capture.h"
 #include "store/state_store.h"
@@ -35,7 +37,11 @@ class IdempotencyFilter final : public FilterWithState<IdempotencyState> {
   bool wantsResponseData() const override { return true; }
 
   FilterStatus onRequestBody(RequestContext& ctx) override {
-    if (ctx.endpoint == Endpoint::None || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens) return FilterStatus::Continue;
+    // Not for what is not answered by one replayable body: a WebSocket session, speech
+    // audio (kept answers are text), and reads of files and batches (a GET repeats itself).
+    if (ctx.endpoint == Endpoint::None || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens ||
+        ctx.endpoint == Endpoint::Realtime || ctx.endpoint == Endpoint::AudioSpeech || (fileEndpoint(ctx.endpoint) && ctx.method != "POST"))
+      return FilterStatus::Continue;
     const std::string_view key = ctx.headers ? ctx.headers->get("idempotency-key") : std::string_view{};
     if (key.empty()) return FilterStatus::Continue;
     if (!validKey(key)) {
@@ -58,6 +64,11 @@ class IdempotencyFilter final : public FilterWithState<IdempotencyState> {
     request += ctx.path;
     request += '\n';
     request += ctx.body;
+    // An upload: its fields (the body above) and each file part's name, file name and
+    // size (not its content: hashing 50 MB again per request is not worth it).
+    if (ctx.upload)
+      for (const FormPart& p : ctx.upload->parts)
+        if (p.file()) request.append("\n").append(p.name).append("\n").append(p.filename).append("\n").append(std::to_string(p.data_end - p.data_begin));
     st.fingerprint = toHex(sha256(request));
 
     st.deciding = true;

@@ -146,6 +146,9 @@ class FilesFilter final : public FilterWithState<FilesState> {
   }
 
   FilterStatus onAnswer(RequestContext& ctx) override {
+    // The phase runs for every filter once any judges the answer (a guardrail's quality
+    // check on a chat answer): only files' and batches' are this filter's.
+    if (!fileEndpoint(ctx.endpoint) || !judgesAnswer(ctx)) return FilterStatus::Continue;
     FilesState& st = state(ctx);
     boost::system::error_code ec;
     bj::value v = bj::parse(*ctx.answer, ec);

@@ -405,7 +405,13 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       // limits and plugins read it as they read any request). The connection ends with it.
       keep_alive_ = false;
       realtime_request_ = &req;
-      if (auto bad = realtimeBody(req, ctx)) ctx.fail(std::move(*bad));
+      if (auto bad = realtimeBody(req, ctx)) {  // no upgrade, no model: answered here
+        ctx.fail(std::move(*bad));
+        request_fields_ = nullptr;
+        realtime_request_ = nullptr;
+        co_await finishLocally(ctx);
+        co_return;
+      }
     }
     if (watch_) watch_->gone = false;
     AttemptEnv env{*snapshot_, *chain_, worker_.upstreamEnv(), worker_.metrics()};

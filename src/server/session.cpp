@@ -246,11 +246,15 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     body_limit_ = cfg.max_body_bytes;
     upload_ = false;
     if (!admin_) {
+      // Only a POST to an upload path: every other request pays one prefix compare.
       const std::string_view line(static_cast<const char*>(buffer_.data().data()), std::min<std::size_t>(buffer_.size(), cfg.max_url_bytes + 32));
-      const RouteMatch m = matchRoute(requestLinePath(line));
-      if (m.route == Route::Api && uploadEndpoint(m.endpoint) && line.starts_with("POST ")) {
-        upload_ = true;
-        body_limit_ = cfg.uploads.limitFor(requestLinePath(line));
+      if (line.starts_with("POST /v1/")) {
+        const std::string_view path = requestLinePath(line);
+        if (path == "/v1/audio/transcriptions" || path == "/v1/audio/translations" || path == "/v1/images/edits" ||
+            path == "/v1/files") {
+          upload_ = true;
+          body_limit_ = cfg.uploads.limitFor(path);
+        }
       }
     }
     parser.body_limit(body_limit_);

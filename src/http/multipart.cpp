@@ -169,7 +169,9 @@ std::size_t MultipartScanner::step(std::string_view view, std::uint64_t at) {
       } else {
         end = view.find("\r\n\r\n");
         if (end == std::string_view::npos) {
-          if (view.size() > limits_.max_head_bytes) return fail("A form part's headers are too large."), 0;
+          // Too large only when the end could no longer fall within the bound (the
+          // view may hold the first bytes of the empty line already).
+          if (view.size() > limits_.max_head_bytes + 3) return fail("A form part's headers are too large."), 0;
           return 0;
         }
         used = end + 4;

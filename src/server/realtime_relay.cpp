@@ -23,6 +23,7 @@
 #include "filters/filter.h"
 #include "providers/provider.h"
 #include "server/upstream_client.h"
+#include "telemetry/metrics.h"
 #include "translate/json_util.h"
 
 namespace tahua {
@@ -263,7 +264,7 @@ std::string upstreamTarget(const ProviderConfig& p, const RequestContext& ctx) {
 
 template <class Stream, class Upstream>
 asio::awaitable<void> acceptAndRelay(Stream& client_stream, const http::request<RequestBody>& request, RequestContext& ctx,
-                                     Upstream& up, RealtimeHost& host) {
+                                     Upstream& up, RealtimeHost& host, WorkerMetrics& metrics) {
   websocket::stream<Stream&> client(client_stream);
   const std::string protocol = chooseSubprotocol(request[http::field::sec_websocket_protocol]);
   const std::string request_id(host.requestId());
@@ -281,7 +282,10 @@ asio::awaitable<void> acceptAndRelay(Stream& client_stream, const http::request<
   }
   ctx.status = 101;
   ctx.streaming = true;
+  ++metrics.realtime_sessions;
+  ++metrics.realtime_sessions_total;
   co_await relayFrames(client, up, ctx, host);
+  --metrics.realtime_sessions;
 }
 
 }  // namespace
@@ -367,16 +371,15 @@ asio::awaitable<void> relayRealtime(Stream& client, const http::request<RequestB
       co_await host.refuse(ctx);
       co_return;
     }
-    co_await acceptAndRelay(client, request, ctx, ws, host);
+    co_await acceptAndRelay(client, request, ctx, ws, host, env.metrics);
   } else {
     websocket::stream<tcp::socket> ws(std::move(socket));
     if (!co_await handshake(ws)) {
       co_await host.refuse(ctx);
       co_return;
     }
-    co_await acceptAndRelay(client, request, ctx, ws, host);
+    co_await acceptAndRelay(client, request, ctx, ws, host, env.metrics);
   }
-  (void)env;
 }
 
 template asio::awaitable<void> relayRealtime<tcp::socket>(tcp::socket&, const http::request<RequestBody>&, RequestContext&,

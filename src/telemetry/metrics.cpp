@@ -64,6 +64,8 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   }
   for (const auto& [key, n] : other.plugin_http) plugin_http[key] += n;
   active_streams += other.active_streams;
+  realtime_sessions += other.realtime_sessions;
+  realtime_sessions_total += other.realtime_sessions_total;
   active_connections += other.active_connections;
   connections_accepted += other.connections_accepted;
   connections_rejected += other.connections_rejected;
@@ -317,6 +319,12 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";
   out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";
+  out += "# HELP tahua_realtime_sessions Realtime WebSocket sessions being relayed now.\n";
+  out += "# TYPE tahua_realtime_sessions gauge\n";
+  out += "tahua_realtime_sessions " + std::to_string(m.realtime_sessions) + "\n";
+  out += "# HELP tahua_realtime_sessions_total Realtime WebSocket sessions accepted (upgraded).\n";
+  out += "# TYPE tahua_realtime_sessions_total counter\n";
+  out += "tahua_realtime_sessions_total " + std::to_string(m.realtime_sessions_total) + "\n";
   out += "# HELP tahua_active_connections Client connections open now.\n";
   out += "# TYPE tahua_active_connections gauge\n";
   out += "tahua_active_connections " + std::to_string(m.active_connections) + "\n";

@@ -142,6 +142,8 @@ struct WorkerMetrics {
   // Answer-quality checks by (policy, rule, verdict: ok | low | unchecked).
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> guardrail_quality;
   std::int64_t active_streams = 0;
+  std::int64_t realtime_sessions = 0;        // Realtime WebSockets being relayed now
+  std::uint64_t realtime_sessions_total = 0; // accepted (upgraded)
   std::int64_t active_connections = 0;
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_rejected = 0;  // over server.max_connections

@@ -15,6 +15,7 @@ import { readFileSync } from 'node:fs';
 import { makeCa, issueCert } from './lib/certs.mjs';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { eventually } from './lib/util.mjs';
 
 const KEY = 'tk-realtime-0123456789abcdef';
 const NARROW = 'tk-realtime-narrow-012345678';
@@ -96,6 +97,27 @@ describe('realtime', () => {
     assert.equal(ws.protocol, 'realtime');
     assert.equal((await first).type, 'session.created');
     assert.ok(!String(upstream.realtime.sessions.at(-1).headers['sec-websocket-protocol'] ?? '').includes(KEY));
+    const metrics = async () => (await fetch(`${gw.url}/metrics`)).text();
+    assert.match(await metrics(), /^tahua_realtime_sessions 1$/m, 'a live session');
+    ws.close();
+    await eventually(async () => /^tahua_realtime_sessions 0$/m.test(await metrics()), { what: 'the ended session no longer live' });
+    assert.match(await metrics(), /^tahua_realtime_sessions_total 1$/m);
+  });
+
+  it('Azure OpenAI: the deployment\'s realtime path with its api-version and api-key', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const config = gatewayConfig({
+      providers: [{ name: 'az', type: 'azure-openai', base_url: `${upstream.origin()}/openai`, api_version: '2025-04-01-preview', api_key: 'az-key' }],
+      models: [{ name: 'voice', provider: 'az', upstream_model: 'gpt-realtime-eu' }],
+    });
+    const gw = await startTahua({ t, config });
+    const ws = new WebSocket(wsUrl(gw, 'voice'));
+    const first = new Promise((resolve) => ws.once('message', (m) => resolve(JSON.parse(m.toString()))));
+    await opened(ws);
+    assert.equal((await first).session.model, 'gpt-realtime-eu');
+    const up = upstream.realtime.sessions.at(-1);
+    assert.equal(up.url, '/openai/realtime?api-version=2025-04-01-preview&deployment=gpt-realtime-eu');
+    assert.equal(up.headers['api-key'], 'az-key');
     ws.close();
   });
 

@@ -124,7 +124,7 @@ export class MockUpstream {
     // The Realtime API: a WebSocket on /v1/realtime speaking OpenAI's event protocol.
     this.realtime = { sessions: [], refuse: 0, usage: { input: 100, output: 50 }, wss: new WebSocketServer({ noServer: true }) };
     server.on('upgrade', (req, socket, head) => {
-      if (!req.url.startsWith('/v1/realtime')) return socket.destroy();
+      if (!req.url.startsWith('/v1/realtime') && !req.url.startsWith('/openai/realtime')) return socket.destroy();
       if (this.realtime.refuse) return socket.end(`HTTP/1.1 ${this.realtime.refuse} Refused\r\nContent-Length: 0\r\n\r\n`);
       this.realtime.wss.handleUpgrade(req, socket, head, (ws) => this.realtimeSession(ws, req));
     });
@@ -135,7 +135,7 @@ export class MockUpstream {
   // (realtime.usage tokens). Records what it received and how it was closed.
   realtimeSession(ws, req) {
     const url = new URL(req.url, 'http://mock');
-    const session = { url: req.url, model: url.searchParams.get('model'), headers: req.headers, received: [], ws, closed: deferred(), opened: Date.now() };
+    const session = { url: req.url, model: url.searchParams.get('model') ?? url.searchParams.get('deployment'), headers: req.headers, received: [], ws, closed: deferred(), opened: Date.now() };
     this.realtime.sessions.push(session);
     const send = (ev) => ws.send(JSON.stringify(ev));
     send({ type: 'session.created', event_id: 'evt_0', session: { id: 'sess_mock', object: 'realtime.session', model: session.model } });

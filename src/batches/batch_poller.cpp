@@ -110,8 +110,12 @@ void BatchPoller::pollNext() {
   const std::string provider_name = o ? std::string(json::strOr(*o, "provider", "")) : std::string();
   const std::int64_t created = o ? json::integer(*o, "created_at").value_or(0) : 0;
   const ProviderConfig* provider = nullptr;
-  for (const auto& p : config_->providers)
-    if (p.name == provider_name) provider = &p;
+  std::size_t provider_index = 0;
+  for (std::size_t i = 0; i < config_->providers.size(); ++i)
+    if (config_->providers[i].name == provider_name) {
+      provider = &config_->providers[i];
+      provider_index = i;
+    }
   if (!provider || unixNowMs() - created > config_->files.ttl.count()) {
     log::warn("batch registration dropped without metering", {{"batch", id}, {"provider", provider_name},
                                                                {"why", provider ? "older than files.ttl" : "its provider is not configured"}});
@@ -119,7 +123,7 @@ void BatchPoller::pollNext() {
     services_.post([this] { pollNext(); });
     return;
   }
-  services_.fetch(providerCall(*provider, "/batches/" + id), [this, id, record, provider_name](OutboundResponse r) {
+  services_.fetch(providerCall(*provider, "/batches/" + id), [this, id, record, provider_index](OutboundResponse r) {
     if (stopped_) return;
     boost::system::error_code ec;
     const bj::value b = r.status == 200 ? bj::parse(r.body, ec) : bj::value();
@@ -138,60 +142,50 @@ void BatchPoller::pollNext() {
       pollNext();
       return;
     }
-    ended(id, record, provider_name, json::strOr(b.get_object(), "output_file_id", ""));
+    ended(id, record, provider_index, json::strOr(b.get_object(), "output_file_id", ""));
   });
 }
 
-void BatchPoller::ended(const std::string& id, const std::string& record, const std::string& provider_name,
+void BatchPoller::ended(const std::string& id, const std::string& record, std::size_t provider_index,
                         std::string_view output_file) {
-  auto finish = [this, id](std::map<std::string, BatchUsage> usage, const std::string& record, const std::string& provider_name) {
+  const ProviderConfig& provider = config_->providers[provider_index];
+  auto finish = [this, id, record, provider_index](std::map<std::string, BatchUsage> usage) {
     boost::system::error_code ec;
     const bj::value v = bj::parse(record, ec);
     const bj::object empty;
     const bj::object& o = !ec && v.is_object() ? v.get_object() : empty;
-    const ProviderConfig* provider = nullptr;
-    std::size_t provider_index = 0;
-    for (std::size_t i = 0; i < config_->providers.size(); ++i)
-      if (config_->providers[i].name == provider_name) {
-        provider = &config_->providers[i];
-        provider_index = i;
-      }
     for (auto& [upstream, u] : usage) {
       u.batch_id = id;
       u.owner = json::strOr(o, "owner", "");
       u.key = json::strOr(o, "key", "");
-      u.provider = provider_name;
+      u.provider = config_->providers[provider_index].name;
       // The gateway's name for the model the provider ran: a model with a deployment
       // on that provider under that upstream name (the check renamed it so).
       for (const auto& m : config_->models)
         for (const auto& d : m.deployments)
-          if (u.model.empty() && provider && d.provider_index == provider_index &&
+          if (u.model.empty() && d.provider_index == provider_index &&
               (d.upstream_model == upstream || (d.upstream_model.empty() && m.name == upstream)))
             u.model = m.name;
       u.usage.batch = true;
       host_.meterBatch(u);
-      ++metered_;
     }
     store_.eraseRecord(kNamespace, id, [](std::optional<std::string>) {});
     pollNext();
   };
   if (output_file.empty()) {  // failed, expired or cancelled before any answer: nothing ran
-    finish({}, record, provider_name);
+    finish({});
     return;
   }
-  const ProviderConfig* provider = nullptr;
-  for (const auto& p : config_->providers)
-    if (p.name == provider_name) provider = &p;
-  OutboundRequest call = providerCall(*provider, "/files/" + std::string(output_file) + "/content");
+  OutboundRequest call = providerCall(provider, "/files/" + std::string(output_file) + "/content");
   call.max_response_bytes = kMaxOutputBytes;
-  services_.fetch(std::move(call), [this, finish, id, record, provider_name](OutboundResponse r) {
+  services_.fetch(std::move(call), [this, finish, id](OutboundResponse r) {
     if (stopped_) return;
     if (r.status != 200) {
       log::warn("batch output not read; asking again next turn", {{"batch", id}, {"status", r.status}, {"error", r.error}});
       pollNext();
       return;
     }
-    finish(outputUsage(r.body), record, provider_name);
+    finish(outputUsage(r.body));
   });
 }
 

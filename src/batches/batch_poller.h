@@ -61,13 +61,12 @@ class BatchPoller {
   // model as the provider named it. Pure; unit-tested.
   static std::map<std::string, BatchUsage> outputUsage(std::string_view jsonl);
 
-  std::uint64_t metered() const { return metered_; }
-
  private:
   void schedule();
   void tick();
   void pollNext();
-  void ended(const std::string& id, const std::string& record, const std::string& provider, std::string_view output_file);
+  // A batch that ended: its output file read and metered (provider: the turn's config's index).
+  void ended(const std::string& id, const std::string& record, std::size_t provider_index, std::string_view output_file);
 
   StateStore& store_;
   WorkerServices& services_;
@@ -78,7 +77,6 @@ class BatchPoller {
   ConfigPtr config_;                  // the turn's
   bool running_ = false;
   bool stopped_ = false;
-  std::uint64_t metered_ = 0;
 };
 
 }  // namespace tahua

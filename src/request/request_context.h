@@ -53,6 +53,7 @@ enum class Endpoint {
   Realtime,             // OpenAI GET /v1/realtime?model= (a WebSocket; server/realtime_relay.h)
 };
 constexpr std::size_t kEndpointCount = 23;  // every Endpoint value (tables indexed by it)
+static_assert(static_cast<std::size_t>(Endpoint::Realtime) + 1 == kEndpointCount, "kEndpointCount counts every Endpoint");
 
 // Files and batches: no model, owned by the tenant that made them (filters/files/).
 inline bool fileEndpoint(Endpoint e) {

@@ -19,7 +19,6 @@ struct Upload {
   std::uint64_t size = 0;      // its bytes
   std::string boundary;        // the client's multipart boundary
   std::vector<FormPart> parts; // in the client's order; file parts have no value
-  std::uint64_t file_bytes = 0;  // the file parts' content together
 
   const FormPart* file(std::string_view name) const {
     for (const auto& p : parts)

@@ -55,10 +55,7 @@ std::optional<Error> UploadSpool::finish(std::string& fields_json) {
   upload_.parts = std::move(scanner_.parts());
   bj::object fields;
   for (const FormPart& p : upload_.parts) {
-    if (p.file()) {
-      upload_.file_bytes += p.data_end - p.data_begin;
-      continue;
-    }
+    if (p.file()) continue;
     const bool list = p.name.size() > 2 && p.name.ends_with("[]");
     bj::value value;
     if (p.name == "stream" && (p.value == "true" || p.value == "false")) value = p.value == "true";

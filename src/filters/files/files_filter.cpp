@@ -408,7 +408,6 @@ class FilesFilter final : public FilterWithState<FilesState> {
     const off_t size = ::lseek(st.upload.fd, 0, SEEK_END);
     st.upload.parts.front().data_end = static_cast<std::uint64_t>(size);
     st.upload.size = static_cast<std::uint64_t>(size);
-    st.upload.file_bytes = st.upload.parts.front().data_end - st.upload.parts.front().data_begin;
     ctx.upload = &st.upload;  // what goes upstream: the checked lines
     st.check.reset();
     return FilterStatus::Continue;

@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
-  libssl-dev ca-certificates openssl
+  libssl-dev ca-certificates openssl libvalijson-dev
   libsimdjson-dev libyaml-cpp-dev libhiredis-dev libc-ares-dev
   liblua5.4-dev libre2-dev libhnswlib-dev libhyperscan-dev libunistring-dev
   libgtest-dev libgmock-dev libbenchmark-dev

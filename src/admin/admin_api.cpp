@@ -13,6 +13,7 @@
 //   tenants, keys, audit                    see admin/tenant_admin.h
 //   resources, plugins                      see admin/resource_admin.h
 //   endpoints                               see admin/endpoint_admin.h
+//   mcp/tools                               see admin/mcp_admin.h
 #include "admin/admin_api.h"
 #include "admin/admin_error.h"
 #include "admin/dashboard/dashboard_page.h"
@@ -24,6 +25,7 @@
 #include <boost/json.hpp>
 
 #include "admin/cache_admin.h"
+#include "admin/mcp_admin.h"
 #include "admin/store_writes.h"
 #include "filters/balancer/balancer_filter.h"
 #include "core/log.h"
@@ -233,6 +235,8 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (auto reply = co_await std::move(resource_op)) co_return std::move(*reply);
   auto endpoint_op = endpoint_admin_.handle(*who, cfg, method, rest, body);
   if (auto reply = co_await std::move(endpoint_op)) co_return std::move(*reply);
+  auto mcp_op = handleMcpAdmin(host_.store(), tenant_admin_, *who, method, rest);
+  if (auto reply = co_await std::move(mcp_op)) co_return std::move(*reply);
   const std::size_t q = target.find('?');
   auto cache_op = handleCacheAdmin(host_.responseCache(), method, rest,
                                    q == std::string_view::npos ? std::string_view{} : target.substr(q + 1));

@@ -378,7 +378,7 @@ struct DeploymentConfig {
 };
 
 struct Config;
-// Gives every deployment of every model, then of the files targets, its state slot
+// Gives every deployment of every model, then of the files and mcp targets, its state slot
 // (DeploymentConfig::index) and sets deployment_count. After anything that changes
 // the deployments (the loader, discovery).
 void numberDeployments(Config& config);
@@ -710,6 +710,44 @@ struct FilesConfig {
   }
 };
 
+// The MCP gateway (README "MCP gateway", docs/mcp-gateway.md): the providers of type
+// `mcp` are upstream MCP servers (Streamable HTTP), fronted together at /mcp with their
+// tools, prompts and resources merged and named "<server>__<name>".
+struct McpAccessRule {
+  // Whom the rule applies to: callers of these tenants or keys (by name); neither: everyone.
+  std::vector<std::string> tenants, keys;
+  // Shell globs over the namespaced names ("github__create_*"): a tool or prompt is
+  // visible when a rule that applies allows it and none that applies denies it.
+  std::vector<std::string> allow, deny;
+};
+
+struct McpConfig {
+  // Rules for who sees and calls what; none at all: every caller sees everything.
+  std::vector<McpAccessRule> access;
+  // How long a session (the gateway's and its upstream ones, in the state store) lives
+  // from its initialize.
+  Millis session_ttl{24LL * 3600 * 1000};
+  // The largest answer relayed from a server (a tool's result, a stream's events).
+  std::size_t max_response_bytes = 4u << 20;
+  // Each fan-out call to a server (initialize, tools/list, ...) answers within this.
+  Millis call_timeout{10'000};
+  // The access log and usage record of a tools/call carry its arguments (off: never).
+  bool audit_arguments = false;
+  // Tool-definition pinning: a tool whose description or schemas changed since they were
+  // approved is hidden until an admin approves the change (/admin/v1/mcp/tools).
+  bool pin_tools = true;
+  // Arguments are checked against the tool's inputSchema before the call.
+  bool validate_arguments = true;
+  // Built by the loader: one routing target per `mcp` provider, a model of its own named
+  // "mcp:<server>", not in `models` and never routable by name.
+  std::vector<ModelConfig> targets;
+  const ModelConfig* targetOf(std::string_view server) const {
+    for (const auto& t : targets)
+      if (t.deployments.front().provider == server) return &t;
+    return nullptr;
+  }
+};
+
 struct Config {
   std::string source;  // file path, or "<built-in>"
   ServerConfig server;
@@ -722,8 +760,9 @@ struct Config {
   std::vector<ProviderConfig> providers;
   std::vector<ModelConfig> models;
   std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> model_index;
-  std::size_t deployment_count = 0;  // over all models (and the files targets: numberDeployments)
+  std::size_t deployment_count = 0;  // over all models (and the files and mcp targets: numberDeployments)
   FilesConfig files;
+  McpConfig mcp;
   std::vector<RouteConfig> routes;
   // Precompiled lookup: routes naming a model exactly, by name; and the rest (globs or
   // no model matcher). Both lists in config order.

@@ -16,7 +16,7 @@ Config Loader::load(const YAML::Node& root) {
   cfg.source = source_;
   if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
   checkKeys(root, "", {"server", "listeners", "access_log", "limits", "timeouts", "providers", "models", "admin", "routes",
-                       "healing", "tenants", "keys", "auth", "rate_limits", "store", "idempotency", "discovery", "kubernetes", "region", "tracing", "usage", "files",
+                       "healing", "tenants", "keys", "auth", "rate_limits", "store", "idempotency", "discovery", "kubernetes", "region", "tracing", "usage", "files", "mcp",
                        "plugins", "prompts", "responses", "cache", "guardrails"});
   if (auto n = root["server"]) loadServer(n, cfg.server);
   loadListeners(root["listeners"], root, cfg);
@@ -42,6 +42,7 @@ Config Loader::load(const YAML::Node& root) {
   if (auto n = root["kubernetes"]) loadKubernetes(n, cfg);
   if (auto n = root["region"]) loadRegion(n, cfg);
   if (auto n = root["files"]) loadFiles(n, cfg);
+  loadMcp(root, cfg);
   numberDeployments(cfg);
   for (std::size_t i = 0; i < cfg.healing.rules.size(); ++i)
     if (cfg.healing.rules[i].action == HealingRuleConfig::Action::Scale && !cfg.kubernetes.enabled)

@@ -48,6 +48,8 @@ void numberDeployments(Config& config) {
     for (auto& d : m.deployments) d.index = count++;
   for (auto& m : config.files.targets)
     for (auto& d : m.deployments) d.index = count++;
+  for (auto& m : config.mcp.targets)
+    for (auto& d : m.deployments) d.index = count++;
   config.deployment_count = count;
 }
 

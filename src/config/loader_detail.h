@@ -141,6 +141,7 @@ class Loader {
   void loadKubernetes(const YAML::Node& n, Config& cfg);
   void loadRegion(const YAML::Node& n, Config& cfg);  // after the store
   void loadFiles(const YAML::Node& n, Config& cfg);   // files_section.cpp
+  void loadMcp(const YAML::Node& root, Config& cfg);  // mcp_section.cpp: the mcp providers' targets, the section
   std::string hostPort(const YAML::Node& n, const std::string& path);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   void loadResponses(const YAML::Node& n, Config& cfg);

@@ -227,7 +227,10 @@ DeploymentConfig Loader::loadDeployment(const YAML::Node& y, const std::string& 
 
 std::size_t Loader::providerIndex(const YAML::Node& node, const std::string& path, const std::string& name, const Config& cfg) {
   for (std::size_t j = 0; j < cfg.providers.size(); ++j)
-    if (cfg.providers[j].name == name) return j;
+    if (cfg.providers[j].name == name) {
+      if (cfg.providers[j].type == "mcp") fail(node, path, "provider \"" + name + "\" is an MCP server (type mcp): it serves /mcp, not models");
+      return j;
+    }
   fail(node, path, "unknown provider \"" + name + "\"");
   return 0;
 }

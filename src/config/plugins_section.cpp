@@ -34,7 +34,7 @@ constexpr PathBit kPaths[] = {{"/v1/chat/completions", 1}, {"/v1/completions", 2
                               {"/v1/messages/count_tokens", 7}, {"/v1/moderations", 9}, {"/v1/images/generations", 10},
                               {"/v1/rerank", 11}, {"/v1/audio/transcriptions", 12}, {"/v1/audio/translations", 13},
                               {"/v1/audio/speech", 14}, {"/v1/images/edits", 15}, {"/v1/files", 16}, {"/v1/batches", 19},
-                              {"/v1/realtime", 22}};
+                              {"/v1/realtime", 22}, {"/mcp", 23}};
 
 }  // namespace
 

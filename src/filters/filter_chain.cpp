@@ -21,6 +21,7 @@ std::string_view endpointPath(Endpoint e) {
     case Endpoint::BatchObject: return "/batches/";
     case Endpoint::BatchCancel: return "/batches/";
     case Endpoint::Realtime: return "/realtime";
+    case Endpoint::Mcp: return "";  // the server's own URL (providers/mcp/)
     case Endpoint::Models: return "/models";
     case Endpoint::Responses: return "/responses";
     case Endpoint::Messages: return "/messages";

@@ -8,6 +8,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/duration.h"
 #include "http/outbound_call.h"
@@ -34,18 +36,36 @@ class WorkerServices {
   // this worker's thread, once. Call from the worker's thread.
   virtual void fetch(OutboundRequest request, std::function<void(OutboundResponse)> done) = 0;
   // A request of the gateway's own to one of its models (the embeddings of the semantic
-  // cache and of the guardrails' quality check): encoded by the model's first
-  // deployment's provider adapter as a client's request to `endpoint` with `body` would
-  // be, and sent through the worker's upstream client (its connection pool, the
-  // provider's timeouts, TLS, proxy and credentials), within `timeout`. `done` runs on
-  // this worker's thread, once, never before callModel returned, with the upstream's
-  // status and body as it sent them (status 0: `error` says why). Call from the worker's
-  // thread. Harnesses without upstreams keep the default: no answer (status 0), at once.
-  virtual void callModel(std::string_view model, Endpoint endpoint, std::string body, Millis timeout,
-                         std::function<void(OutboundResponse)> done) {
+  // cache and of the guardrails' quality check) or to an MCP server (filters/mcp/):
+  // encoded by the target's first deployment's provider adapter as a client's request to
+  // `endpoint` with `body` would be, and sent through the worker's upstream client (its
+  // connection pool, the provider's timeouts, TLS, proxy and credentials), within
+  // `timeout`. `done` runs on this worker's thread, once, never before callModel
+  // returned, with the upstream's status, headers and body as it sent them (status 0:
+  // `error` says why). Call from the worker's thread. Harnesses without upstreams keep
+  // the default: no answer (status 0), at once.
+  struct ModelCall {
+    std::string model;  // a model's name, or an MCP server's target ("mcp:<server>")
+    Endpoint endpoint = Endpoint::None;
+    std::string method = "POST";
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers;  // added to the adapter's
+    Millis timeout{10'000};
+    std::size_t max_response_bytes = 4u << 20;
+  };
+  virtual void callModel(ModelCall call, std::function<void(OutboundResponse)> done) {
     OutboundResponse none;
     none.error = "no upstreams here";
     done(std::move(none));
+  }
+  void callModel(std::string_view model, Endpoint endpoint, std::string body, Millis timeout,
+                 std::function<void(OutboundResponse)> done) {
+    ModelCall call;
+    call.model = std::string(model);
+    call.endpoint = endpoint;
+    call.body = std::move(body);
+    call.timeout = timeout;
+    callModel(std::move(call), std::move(done));
   }
 };
 

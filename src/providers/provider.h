@@ -92,6 +92,7 @@ std::unique_ptr<ProviderAdapter> makeAnthropicAdapter();
 std::unique_ptr<ProviderAdapter> makeGeminiAdapter();
 std::unique_ptr<ProviderAdapter> makeBedrockAdapter();
 std::unique_ptr<ProviderAdapter> makeMockAdapter();
+std::unique_ptr<ProviderAdapter> makeMcpAdapter();
 
 // Usage object {"prompt_tokens":..,"completion_tokens":..,"total_tokens":..} inside a
 // JSON document (a chat.completion, a chunk, an embeddings list). False if absent.

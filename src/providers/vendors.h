@@ -12,7 +12,8 @@
   VENDOR(kAnthropicKind, makeAnthropicAdapter)       \
   VENDOR(kGeminiKind, makeGeminiAdapter)             \
   VENDOR(kBedrockKind, makeBedrockAdapter)           \
-  VENDOR(kMockKind, makeMockAdapter)
+  VENDOR(kMockKind, makeMockAdapter)                 \
+  VENDOR(kMcpKind, makeMcpAdapter)
 
 namespace tahua {
 // Each kind is defined in its vendor's folder.

@@ -51,9 +51,10 @@ enum class Endpoint {
   BatchObject,          // OpenAI GET /v1/batches/{id}
   BatchCancel,          // OpenAI POST /v1/batches/{id}/cancel
   Realtime,             // OpenAI GET /v1/realtime?model= (a WebSocket; server/realtime_relay.h)
+  Mcp,                  // POST, DELETE /mcp: JSON-RPC to the MCP servers (filters/mcp/)
 };
-constexpr std::size_t kEndpointCount = 23;  // every Endpoint value (tables indexed by it)
-static_assert(static_cast<std::size_t>(Endpoint::Realtime) + 1 == kEndpointCount, "kEndpointCount counts every Endpoint");
+constexpr std::size_t kEndpointCount = 24;  // every Endpoint value (tables indexed by it)
+static_assert(static_cast<std::size_t>(Endpoint::Mcp) + 1 == kEndpointCount, "kEndpointCount counts every Endpoint");
 
 // Files and batches: no model, owned by the tenant that made them (filters/files/).
 inline bool fileEndpoint(Endpoint e) {
@@ -75,8 +76,11 @@ inline bool uploadEndpoint(Endpoint e) {
 
 // Endpoints whose answer is one JSON object, never a stream, and whose request asks for
 // no completion: token limits reserve the prompt only.
+// The MCP gateway's endpoint: JSON-RPC, no model, no tokens (filters/mcp/ routes it).
+inline bool mcpEndpoint(Endpoint e) { return e == Endpoint::Mcp; }
+
 inline bool oneShotEndpoint(Endpoint e) {
-  return e == Endpoint::Embeddings || e == Endpoint::Moderations || e == Endpoint::ImagesGenerations || e == Endpoint::Rerank ||
+  return e == Endpoint::Mcp || e == Endpoint::Embeddings || e == Endpoint::Moderations || e == Endpoint::ImagesGenerations || e == Endpoint::Rerank ||
          e == Endpoint::AudioTranslations || e == Endpoint::AudioSpeech || e == Endpoint::ImagesEdits || fileEndpoint(e);
 }
 
@@ -89,13 +93,14 @@ inline ApiFamily apiFamily(Endpoint e) {
 }
 
 // The client API's name in logs and records: "openai", "openai-responses", "openai-batch"
-// (batches: their creation and their metering), "anthropic".
+// (batches: their creation and their metering), "anthropic", "mcp".
 inline std::string_view apiName(Endpoint e) {
   switch (e) {
     case Endpoint::Messages:
     case Endpoint::CountTokens: return "anthropic";
     case Endpoint::Responses: return "openai-responses";
     case Endpoint::Batches: return "openai-batch";
+    case Endpoint::Mcp: return "mcp";
     default: return "openai";
   }
 }
@@ -157,7 +162,9 @@ struct Principal {
 // cache's or a guardrail's verdict as those arrive. Each is a key of the usage record
 // (null when unset) and of the access log line (when set).
 // A field is a string, or (recordFieldNumeric) a number written as its digits.
-enum class RecordField : std::uint8_t { Prompt, Cache, CacheTokensSaved, Guardrails, Quality, QualitySimilarity, Count };
+enum class RecordField : std::uint8_t {
+  Prompt, Cache, CacheTokensSaved, Guardrails, Quality, QualitySimilarity, McpMethod, McpTool, McpOutcome, McpArguments, Count
+};
 constexpr std::string_view recordFieldName(RecordField f) {
   switch (f) {
     case RecordField::Prompt: return "prompt";
@@ -166,6 +173,12 @@ constexpr std::string_view recordFieldName(RecordField f) {
     case RecordField::Guardrails: return "guardrails";  // "policy/rule:action,..." of the rules that matched
     case RecordField::Quality: return "quality";  // the answer-quality check: ok, low, unchecked, pending
     case RecordField::QualitySimilarity: return "quality_similarity";  // its cosine similarity
+    case RecordField::McpMethod: return "mcp_method";  // the JSON-RPC method of an /mcp request
+    case RecordField::McpTool: return "mcp_tool";      // a tools/call's tool, "server__tool"
+    // ok, error (a JSON-RPC error), tool_error (isError), unknown_tool, invalid_arguments,
+    // server_unavailable, too_large, failed
+    case RecordField::McpOutcome: return "mcp_outcome";
+    case RecordField::McpArguments: return "mcp_arguments";  // its arguments as JSON (mcp.audit_arguments)
     case RecordField::Count: break;
   }
   return "";

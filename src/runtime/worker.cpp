@@ -17,6 +17,7 @@
 #include "filters/access_log/access_log_filter.h"
 #include "filters/auth/auth_filter.h"
 #include "filters/files/files_filter.h"
+#include "filters/mcp/mcp_filter.h"
 #include "filters/idempotency/idempotency_filter.h"
 #include "filters/plugins/plugin_auth_link.h"
 #include "filters/plugins/plugin_filter.h"
@@ -102,19 +103,15 @@ void Worker::fetch(OutboundRequest request, std::function<void(OutboundResponse)
   fetchOutbound(io_, std::move(request), std::move(done));
 }
 
-void Worker::callModel(std::string_view model, Endpoint endpoint, std::string body, Millis timeout,
-                       std::function<void(OutboundResponse)> done) {
+void Worker::callModel(ModelCall call, std::function<void(OutboundResponse)> done) {
   // The snapshot of now, pinned for the call (a reload may publish another meanwhile).
-  auto call = [](SnapshotPtr snapshot, UpstreamEnv& env, std::string model, Endpoint endpoint, std::string body, Millis timeout,
-                 std::function<void(OutboundResponse)> done) -> boost::asio::awaitable<void> {
-    OutboundResponse answer = co_await tahua::callModel(std::move(snapshot), env, std::move(model), endpoint, std::move(body), timeout);
+  auto run = [](SnapshotPtr snapshot, UpstreamEnv& env, ModelCall call, std::function<void(OutboundResponse)> done) -> boost::asio::awaitable<void> {
+    OutboundResponse answer = co_await tahua::callModel(std::move(snapshot), env, std::move(call));
     done(std::move(answer));
   };
   // Posted: `done` never runs inside the caller (a filter pausing its request returns first).
-  boost::asio::post(io_, [this, call, snapshot = snapshot_, model = std::string(model), endpoint, body = std::move(body), timeout,
-                          done = std::move(done)]() mutable {
-    boost::asio::co_spawn(io_, call(std::move(snapshot), upstream_env_, std::move(model), endpoint, std::move(body), timeout, std::move(done)),
-                          boost::asio::detached);
+  boost::asio::post(io_, [this, run, snapshot = snapshot_, call = std::move(call), done = std::move(done)]() mutable {
+    boost::asio::co_spawn(io_, run(std::move(snapshot), upstream_env_, std::move(call), std::move(done)), boost::asio::detached);
   });
 }
 
@@ -149,6 +146,9 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   chain->add(makeRouterFilter());
   if (config.auth.enabled) chain->add(makeModelAccessFilter());  // the model is known now
   chain->add(makeFilesFilter(gateway_.stateStore(), *this));  // files and batches: routed and owned
+  // The MCP gateway: after auth (the caller), before the plugins and the limits (a
+  // tools/call is routed, named and checked first).
+  if (!config.mcp.targets.empty()) chain->add(makeMcpFilter(gateway_.stateStore(), *this, metrics_));
   // Plugins see the routed model and the caller; before the limits, so a refusal costs
   // no quota and a changed body is what the limits estimate.
   if (plugins && std::any_of(config.plugins.begin(), config.plugins.end(), [](const PluginConfig& p) { return p.phases & ~kPluginAuth; }))

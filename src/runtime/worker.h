@@ -42,8 +42,8 @@ class Worker final : public WorkerServices, public SessionHost, private BatchPol
   void post(std::function<void()> fn) override;
   std::unique_ptr<TimerHandle> runAfter(Millis delay, std::function<void()> fn) override;
   void fetch(OutboundRequest request, std::function<void(OutboundResponse)> done) override;
-  void callModel(std::string_view model, Endpoint endpoint, std::string body, Millis timeout,
-                 std::function<void(OutboundResponse)> done) override;
+  using WorkerServices::callModel;
+  void callModel(ModelCall call, std::function<void(OutboundResponse)> done) override;
 
   unsigned id() const override { return id_; }
   boost::asio::io_context& io() override { return io_; }

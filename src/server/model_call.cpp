@@ -2,6 +2,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cctype>
 #include <memory>
 
 #include "http/request_inspect.h"
@@ -11,8 +12,6 @@ namespace tahua {
 namespace asio = boost::asio;
 
 namespace {
-
-constexpr std::size_t kMaxAnswerBytes = 4 << 20;
 
 OutboundResponse failed(std::string why) {
   OutboundResponse r;
@@ -24,20 +23,21 @@ OutboundResponse failed(std::string why) {
 
 // Note for GCC 12: no temporary with a destructor as an argument inside a co_await
 // expression (see attempt_loop.cpp).
-asio::awaitable<OutboundResponse> callModel(SnapshotPtr snapshot, UpstreamEnv& env, std::string model, Endpoint endpoint,
-                                            std::string body, Millis timeout) {
+asio::awaitable<OutboundResponse> callModel(SnapshotPtr snapshot, UpstreamEnv& env, WorkerServices::ModelCall call) {
   const Config& cfg = *snapshot->config;
-  const ModelConfig* m = cfg.findModel(model);
-  if (!m || m->deployments.empty()) co_return failed("unknown model \"" + model + "\"");
+  const ModelConfig* m = call.model.starts_with("mcp:") ? cfg.mcp.targetOf(std::string_view(call.model).substr(4)) : cfg.findModel(call.model);
+  if (!m || m->deployments.empty()) co_return failed("unknown model \"" + call.model + "\"");
   RequestContext ctx;
   ctx.config = snapshot->config;
-  ctx.endpoint = endpoint;
-  ctx.method = "POST";
+  ctx.endpoint = call.endpoint;
+  ctx.method = call.method;
   ctx.request_id = "tahua-internal";
-  ctx.body = std::move(body);
-  auto inspected = inspectRequest(ctx.body, cfg.server.max_json_depth);
-  if (auto* err = std::get_if<Error>(&inspected)) co_return failed(err->message);
-  ctx.facts = std::move(std::get<RequestFacts>(inspected));
+  ctx.body = std::move(call.body);
+  if (!mcpEndpoint(call.endpoint)) {  // an MCP message names no model
+    auto inspected = inspectRequest(ctx.body, cfg.server.max_json_depth);
+    if (auto* err = std::get_if<Error>(&inspected)) co_return failed(err->message);
+    ctx.facts = std::move(std::get<RequestFacts>(inspected));
+  }
   ctx.model = m;
   ctx.requested_model = m;
   ctx.deployment = &m->deployments.front();
@@ -45,11 +45,12 @@ asio::awaitable<OutboundResponse> callModel(SnapshotPtr snapshot, UpstreamEnv& e
   ctx.provider = provider.config;
   auto encoded = provider.adapter->encodeRequest(ctx, provider);
   if (auto* err = std::get_if<Error>(&encoded)) co_return failed(err->message);
-  std::unique_ptr<UpstreamExchange> exchange =
-      provider.adapter->openExchange(std::move(std::get<UpstreamRequest>(encoded)), ctx, provider, env);
+  UpstreamRequest& request = std::get<UpstreamRequest>(encoded);
+  for (const auto& [name, value] : call.headers) request.addHeader(name, value);
+  std::unique_ptr<UpstreamExchange> exchange = provider.adapter->openExchange(std::move(request), ctx, provider, env);
   // The caller's deadline over the whole call (the provider's own timeouts apply too).
   bool timed_out = false;
-  asio::steady_timer deadline(env.io, timeout);
+  asio::steady_timer deadline(env.io, call.timeout);
   deadline.async_wait([&timed_out, ex = exchange.get()](const boost::system::error_code& ec) {
     if (ec) return;  // cancelled: the call ended first
     timed_out = true;
@@ -60,12 +61,18 @@ asio::awaitable<OutboundResponse> callModel(SnapshotPtr snapshot, UpstreamEnv& e
   std::optional<Error> err = co_await exchange->start(head);
   if (!err) {
     out.status = head.status;
+    if (!head.content_type.empty()) out.headers.emplace_back("content-type", std::string(head.content_type));
+    for (const auto& [name, value] : head.headers) {
+      std::string lower(name);
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out.headers.emplace_back(std::move(lower), std::string(value));
+    }
     for (;;) {
       std::string_view bytes;
       bool done = false;
       err = co_await exchange->read(bytes, done);
       if (err) break;
-      if (out.body.size() + bytes.size() > kMaxAnswerBytes) {
+      if (out.body.size() + bytes.size() > call.max_response_bytes) {
         exchange->abort();
         err = Error{ErrorKind::UpstreamBadResponse, "response too large"};
         break;

@@ -11,15 +11,15 @@
 #include <string>
 #include <string_view>
 
+#include "filters/worker_services.h"
 #include "http/outbound_call.h"
 #include "providers/snapshot.h"
 #include "server/upstream_client.h"
 
 namespace tahua {
 
-// The upstream's status and body (raw, as it sent them), at most 4 MiB, within `timeout`;
-// status 0 and `error` when there is none.
-boost::asio::awaitable<OutboundResponse> callModel(SnapshotPtr snapshot, UpstreamEnv& env, std::string model, Endpoint endpoint,
-                                                   std::string body, Millis timeout);
+// The upstream's status, headers and body (raw, as it sent them), at most
+// `call.max_response_bytes`, within `call.timeout`; status 0 and `error` when there is none.
+boost::asio::awaitable<OutboundResponse> callModel(SnapshotPtr snapshot, UpstreamEnv& env, WorkerServices::ModelCall call);
 
 }  // namespace tahua

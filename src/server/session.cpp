@@ -92,6 +92,10 @@ RouteMatch matchRoute(std::string_view path) {
   if (path == "/v1/messages") return {Route::Api, Endpoint::Messages, http::verb::post};
   if (path == "/v1/messages/count_tokens") return {Route::Api, Endpoint::CountTokens, http::verb::post};
   if (path == "/v1/realtime") return {Route::Api, Endpoint::Realtime, http::verb::get};
+  // The MCP gateway (Streamable HTTP). No GET: the merged endpoint opens no server-wide
+  // stream of its own (a 405 is the transport's way to say so); a call's own stream
+  // carries its progress.
+  if (path == "/mcp") return {Route::Api, Endpoint::Mcp, http::verb::post, http::verb::delete_};
   if (path == "/v1/files") return {Route::Api, Endpoint::Files, http::verb::post, http::verb::get};
   if (path == "/v1/batches") return {Route::Api, Endpoint::Batches, http::verb::post, http::verb::get};
   // /v1/files/{id}[/content], /v1/batches/{id}[/cancel]: an id of letters, digits, - and _.
@@ -388,6 +392,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     std::string_view target = req.target();
     std::string_view path = target.substr(0, target.find('?'));
     RouteMatch match = matchRoute(path);
+    // /mcp exists once some provider is an MCP server.
+    if (match.endpoint == Endpoint::Mcp && snapshot_->config->mcp.targets.empty()) match = {};
     std::string_view incoming_id = req["x-request-id"];
     request_id_ = validRequestId(incoming_id) ? std::string(incoming_id) : worker_.nextRequestId();
     // HEAD is GET without the body (RFC 9110 9.3.2); every answer to it, errors
@@ -436,7 +442,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       RequestContext ctx = newContext(req, received, path, Endpoint::None);
       ctx.fail(Error{ErrorKind::MethodNotAllowed,
                      "Method " + std::string(req.method_string()) + " is not allowed on " + std::string(path) + "."});
-      const std::string_view allow = match.also == http::verb::delete_ ? std::string_view("GET, DELETE")
+      const std::string_view allow = match.endpoint == Endpoint::Mcp        ? std::string_view("POST, DELETE")
+                                     : match.also == http::verb::delete_ ? std::string_view("GET, DELETE")
                                      : match.also == http::verb::get    ? std::string_view("GET, POST")
                                                                         : std::string_view(http::to_string(match.method));
       co_await finishLocally(ctx, allow);

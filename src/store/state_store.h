@@ -98,8 +98,9 @@ class StateStore {
   // The namespaces (each one hash in Redis, mirrored by every replica): the admin API's
   // tenants and keys, resources (ModelRoute, RateLimitPolicy, ... as "Kind/name") and
   // GPU node status reports (by node id) and registered endpoints ("model/id"), the last
-  // two written only to a shared store; batches waiting to be metered (by batch id).
-  static constexpr std::string_view kNamespaces[] = {"tenants", "keys", "resources", "nodes", "endpoints", "batches"};
+  // two written only to a shared store; batches waiting to be metered (by batch id); MCP
+  // tools' approved definitions ("server/tool", filters/mcp/).
+  static constexpr std::string_view kNamespaces[] = {"tenants", "keys", "resources", "nodes", "endpoints", "batches", "mcp_tools"};
   using WriteDone = std::function<void(std::optional<std::string> error)>;
   virtual std::vector<Record> records(std::string_view ns) const = 0;
   virtual void putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) = 0;

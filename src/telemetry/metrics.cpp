@@ -63,6 +63,9 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
     mine.cost_saved_usd += c.cost_saved_usd;
   }
   for (const auto& [key, n] : other.plugin_http) plugin_http[key] += n;
+  for (const auto& [key, n] : other.mcp_tool_calls) mcp_tool_calls[key] += n;
+  mcp_sessions_total += other.mcp_sessions_total;
+  for (const auto& [key, n] : other.mcp_tool_changes) mcp_tool_changes[key] += n;
   active_streams += other.active_streams;
   realtime_sessions += other.realtime_sessions;
   realtime_sessions_total += other.realtime_sessions_total;
@@ -316,6 +319,18 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   for (const auto& [key, n] : m.guardrail_quality)
     out += "tahua_guardrail_quality_checks_total{policy=\"" + escapeLabel(std::get<0>(key)) + "\",rule=\"" + escapeLabel(std::get<1>(key)) +
            "\",verdict=\"" + escapeLabel(std::get<2>(key)) + "\"} " + std::to_string(n) + "\n";
+  family(out, "tahua_mcp_tool_calls_total", "counter",
+         "MCP tools/call requests by server, tool and outcome (ok, error, tool_error, unknown_tool, invalid_arguments, server_unavailable, too_large, failed).");
+  for (const auto& [key, n] : m.mcp_tool_calls)
+    out += "tahua_mcp_tool_calls_total{server=\"" + escapeLabel(std::get<0>(key)) + "\",tool=\"" + escapeLabel(std::get<1>(key)) +
+           "\",outcome=\"" + escapeLabel(std::get<2>(key)) + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP tahua_mcp_sessions_total MCP sessions the gateway opened (initialize).\n";
+  out += "# TYPE tahua_mcp_sessions_total counter\n";
+  out += "tahua_mcp_sessions_total " + std::to_string(m.mcp_sessions_total) + "\n";
+  family(out, "tahua_mcp_tool_changes_total", "counter",
+         "MCP tools found with a definition other than the approved one (hidden until approved), by server.");
+  for (const auto& [server, n] : m.mcp_tool_changes)
+    out += "tahua_mcp_tool_changes_total{server=\"" + escapeLabel(server) + "\"} " + std::to_string(n) + "\n";
   out += "# HELP tahua_active_streams Event streams being relayed now.\n";
   out += "# TYPE tahua_active_streams gauge\n";
   out += "tahua_active_streams " + std::to_string(m.active_streams) + "\n";

@@ -141,6 +141,11 @@ struct WorkerMetrics {
   std::map<std::tuple<std::string, std::string, std::string, std::string>, std::uint64_t> guardrail_actions;
   // Answer-quality checks by (policy, rule, verdict: ok | low | unchecked).
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> guardrail_quality;
+  // The MCP gateway: tools/call by (server, tool, outcome; an unknown tool has empty
+  // labels), sessions made, and tool definitions found changed (held for approval) by server.
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> mcp_tool_calls;
+  std::uint64_t mcp_sessions_total = 0;
+  std::map<std::string, std::uint64_t, std::less<>> mcp_tool_changes;
   std::int64_t active_streams = 0;
   std::int64_t realtime_sessions = 0;        // Realtime WebSockets being relayed now
   std::uint64_t realtime_sessions_total = 0; // accepted (upgraded)

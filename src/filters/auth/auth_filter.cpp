@@ -171,7 +171,8 @@ class ModelAccessFilter final : public Filter {
  public:
   std::string_view name() const override { return "model_access"; }
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
-    if (!ctx.model || ctx.principal.allows(ctx.model->name)) return FilterStatus::Continue;
+    // An MCP server is not a model: mcp.access says who may use what (filters/mcp/).
+    if (!ctx.model || mcpEndpoint(ctx.endpoint) || ctx.principal.allows(ctx.model->name)) return FilterStatus::Continue;
     ctx.fail(Error{ErrorKind::ModelNotAllowed, "This API key may not use the model '" + ctx.model->name + "'."});
     return FilterStatus::Stop;
   }

@@ -70,6 +70,8 @@ class BalancerFilter final : public Filter {
       for (const auto& d : m.deployments) states_[d.index] = &states.get(m.name, d.id);
     for (const auto& m : config.files.targets)  // files and batches: their provider
       for (const auto& d : m.deployments) states_[d.index] = &states.get(m.name, d.id);
+    for (const auto& m : config.mcp.targets)  // MCP servers
+      for (const auto& d : m.deployments) states_[d.index] = &states.get(m.name, d.id);
   }
 
   std::string_view name() const override { return "balancer"; }

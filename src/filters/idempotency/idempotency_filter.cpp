@@ -38,8 +38,9 @@ class IdempotencyFilter final : public FilterWithState<IdempotencyState> {
 
   FilterStatus onRequestBody(RequestContext& ctx) override {
     // Not for what is not answered by one replayable body: a WebSocket session, speech
-    // audio (kept answers are text), and reads of files and batches (a GET repeats itself).
-    if (ctx.endpoint == Endpoint::None || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens ||
+    // audio (kept answers are text), reads of files and batches (a GET repeats itself),
+    // and MCP (its sessions are its own: a message is answered once, in its session).
+    if (ctx.endpoint == Endpoint::None || ctx.endpoint == Endpoint::Mcp || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens ||
         ctx.endpoint == Endpoint::Realtime || ctx.endpoint == Endpoint::AudioSpeech || (fileEndpoint(ctx.endpoint) && ctx.method != "POST"))
       return FilterStatus::Continue;
     const std::string_view key = ctx.headers ? ctx.headers->get("idempotency-key") : std::string_view{};

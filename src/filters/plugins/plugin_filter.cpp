@@ -31,7 +31,7 @@ static_assert(static_cast<int>(Endpoint::ChatCompletions) == 1 && static_cast<in
               static_cast<int>(Endpoint::ImagesGenerations) == 10 && static_cast<int>(Endpoint::Rerank) == 11 &&
               static_cast<int>(Endpoint::AudioTranscriptions) == 12 && static_cast<int>(Endpoint::ImagesEdits) == 15 &&
               static_cast<int>(Endpoint::Files) == 16 && static_cast<int>(Endpoint::Batches) == 19 &&
-              static_cast<int>(Endpoint::Realtime) == 22);
+              static_cast<int>(Endpoint::Realtime) == 22 && static_cast<int>(Endpoint::Mcp) == 23);
 constexpr std::size_t kEndpoints = kEndpointCount;  // by_endpoint_ is indexed by Endpoint
 constexpr std::size_t kMaxPlugins = PluginSet::kMaxPlugins;
 constexpr int kNoRef = -2;                // LUA_NOREF

@@ -156,8 +156,9 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     st.model = ctx.model;
 
     // The estimate every token limit reserves; calibrated in onComplete.
-    // Files and batches cost no tokens here (a batch's are metered when it ends).
-    const std::int64_t prompt = fileEndpoint(ctx.endpoint) ? 0 : static_cast<std::int64_t>((ctx.body.size() + 3) / 4);
+    // Files and batches cost no tokens here (a batch's are metered when it ends); MCP
+    // calls none at all (their request limits count them).
+    const std::int64_t prompt = fileEndpoint(ctx.endpoint) || mcpEndpoint(ctx.endpoint) ? 0 : static_cast<std::int64_t>((ctx.body.size() + 3) / 4);
     const std::int64_t completion =
         oneShotEndpoint(ctx.endpoint) ? 0 : ctx.facts.max_tokens > 0 ? ctx.facts.max_tokens : default_max_tokens_;
     st.reserved_tokens = prompt + completion;

@@ -103,8 +103,8 @@ class RouterFilter final : public Filter {
   std::string_view name() const override { return "router"; }
   RouterFilter() : rng_(std::random_device{}()) {}
 
-  // Files and batches name no model: the files filter routes them.
-  static bool modelless(Endpoint e) { return e == Endpoint::Models || e == Endpoint::None || fileEndpoint(e); }
+  // Files and batches name no model: the files filter routes them; MCP messages the mcp filter.
+  static bool modelless(Endpoint e) { return e == Endpoint::Models || e == Endpoint::None || fileEndpoint(e) || mcpEndpoint(e); }
 
   FilterStatus onRequestBody(RequestContext& ctx) override {
     if (modelless(ctx.endpoint)) return FilterStatus::Continue;

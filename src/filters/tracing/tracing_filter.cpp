@@ -61,6 +61,7 @@ std::string_view operationName(Endpoint e) {
     case Endpoint::BatchObject:
     case Endpoint::BatchCancel: return "batches";
     case Endpoint::Realtime: return "realtime";
+    case Endpoint::Mcp: return "mcp";
     default: return "chat";
   }
 }

@@ -35,7 +35,7 @@ class UsageFilter final : public FilterWithState<UsageState> {
   void onResponseData(RequestContext& ctx, ResponseData& data) override {
     // The usage report comes last, so every piece is counted (one pass of the
     // estimator over the piece, no allocation).
-    if (!data.aborted() && !audioEndpoint(ctx.endpoint) && !fileEndpoint(ctx.endpoint)) state(ctx).delivered += estimateStreamedTokens(data.bytes(), defaultTokenCounter());
+    if (!data.aborted() && !audioEndpoint(ctx.endpoint) && !fileEndpoint(ctx.endpoint) && !mcpEndpoint(ctx.endpoint)) state(ctx).delivered += estimateStreamedTokens(data.bytes(), defaultTokenCounter());
   }
 
   void onResponseBody(RequestContext& ctx, std::string& body) override {
@@ -87,7 +87,7 @@ class UsageFilter final : public FilterWithState<UsageState> {
   // (Not the gateway's own fallback answer: every upstream failed, nothing is billed.)
   static void settle(RequestContext& ctx, UsageState& st) {
     // Audio is metered in its own units (seconds, characters); bytes say nothing of them.
-    if (ctx.usage.metered() || audioEndpoint(ctx.endpoint) || fileEndpoint(ctx.endpoint) || !ctx.deployment || ctx.local_reply || ctx.fallback == "response" || ctx.bytes_out == 0 ||
+    if (ctx.usage.metered() || audioEndpoint(ctx.endpoint) || fileEndpoint(ctx.endpoint) || mcpEndpoint(ctx.endpoint) || !ctx.deployment || ctx.local_reply || ctx.fallback == "response" || ctx.bytes_out == 0 ||
         !ctx.first_byte)
       return;
     if (!(ctx.status >= 200 && ctx.status < 300) && ctx.status != 499) return;

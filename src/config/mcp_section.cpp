@@ -1,0 +1,61 @@
+// The `mcp` section and the MCP servers: every provider of type `mcp` is an upstream MCP
+// server, fronted at /mcp (filters/mcp/); the section says who may see and call what.
+#include "config/loader_detail.h"
+
+namespace tahua::config_detail {
+
+namespace {
+
+// A server's name prefixes its tools ("github__create_issue"): letters, digits, - and _,
+// and never the separator itself, so the split is unambiguous.
+bool validServerName(std::string_view name) {
+  if (name.empty() || name.size() > 64 || name.find("__") != std::string_view::npos || name.back() == '_') return false;
+  return name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == std::string_view::npos;
+}
+
+}  // namespace
+
+void Loader::loadMcp(const YAML::Node& root, Config& cfg) {
+  McpConfig& m = cfg.mcp;
+  const YAML::Node providers = root["providers"];
+  for (std::size_t i = 0; i < cfg.providers.size(); ++i) {
+    const ProviderConfig& pc = cfg.providers[i];
+    if (pc.type != "mcp") continue;
+    if (!validServerName(pc.name))
+      fail(providers[i]["name"], "providers[" + std::to_string(i) + "].name",
+           "an mcp server's name prefixes its tools (\"" + pc.name +
+               "__tool\"): letters, digits, - and _ only, at most 64, without \"__\" and not ending in _");
+    ModelConfig t;
+    t.name = "mcp:" + pc.name;
+    DeploymentConfig d;
+    d.provider = pc.name;
+    d.provider_index = i;
+    d.id = pc.name;
+    t.deployments.push_back(std::move(d));
+    markCanaryDeployments(t);
+    m.targets.push_back(std::move(t));
+  }
+  const YAML::Node n = root["mcp"];
+  if (!n) return;
+  const std::string p = "mcp";
+  if (m.targets.empty()) fail(n, p, "no provider is of type mcp: declare the MCP servers under `providers` with type: mcp");
+  checkKeys(n, p, {"access", "session_ttl", "max_response_bytes", "call_timeout", "audit_arguments", "pin_tools", "validate_arguments"});
+  if (auto a = n["access"]) {
+    if (!a.IsSequence()) fail(a, p + ".access", "expected a list of rules ({tenants, keys, allow, deny})");
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      const std::string rp = p + ".access[" + std::to_string(k) + "]";
+      McpAccessRule r;
+      matchLists(a[k], rp, {{"tenants", &r.tenants}, {"keys", &r.keys}, {"allow", &r.allow}, {"deny", &r.deny}});
+      if (r.allow.empty() && r.deny.empty()) fail(a[k], rp + ".allow", "a rule needs allow or deny (shell globs over server__tool)");
+      m.access.push_back(std::move(r));
+    }
+  }
+  if (auto v = n["session_ttl"]) m.session_ttl = duration(v, p + ".session_ttl", Millis(60'000));
+  if (auto v = n["max_response_bytes"]) m.max_response_bytes = integer(v, p + ".max_response_bytes", 1024, 1u << 30);
+  if (auto v = n["call_timeout"]) m.call_timeout = duration(v, p + ".call_timeout", Millis(100));
+  if (auto v = n["audit_arguments"]) m.audit_arguments = boolean(v, p + ".audit_arguments");
+  if (auto v = n["pin_tools"]) m.pin_tools = boolean(v, p + ".pin_tools");
+  if (auto v = n["validate_arguments"]) m.validate_arguments = boolean(v, p + ".validate_arguments");
+}
+
+}  // namespace tahua::config_detail

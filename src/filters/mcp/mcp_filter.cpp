@@ -1,0 +1,794 @@
+#include "filters/mcp/mcp_filter.h"
+
+#include <openssl/rand.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include "core/log.h"
+#include "core/sha256.h"
+#include "filters/mcp/mcp_messages.h"
+#include "filters/mcp/tool_arguments.h"
+#include "filters/worker_services.h"
+#include "sse/sse_parser.h"
+#include "store/state_store.h"
+#include "telemetry/metrics.h"
+#include "translate/json_util.h"
+
+namespace tahua {
+
+namespace bj = boost::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Status = StateStore::ValueResult::Status;
+
+std::int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// 128 bits from the system's CSPRNG: a session id is a bearer of the caller's session.
+std::string newSessionId() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) return {};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
+bool validSessionId(std::string_view id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+std::string sessionKey(std::string_view sid) { return std::string(StateStore::kValuePrefix).append("mcp:").append(sid); }
+std::string upstreamKey(std::string_view sid, std::string_view server) { return sessionKey(sid).append(":").append(server); }
+
+// Who a session belongs to: the caller's tenant and key (auth off: nobody, "/").
+std::string ownerOf(const RequestContext& ctx) {
+  std::string owner = ctx.principal.tenant ? ctx.principal.tenant->name : std::string();
+  owner += '/';
+  if (ctx.principal.key) owner += ctx.principal.key->name;
+  return owner;
+}
+
+struct UpstreamSession {
+  std::string id;  // "" : the server keeps no sessions
+  std::string protocol;
+};
+
+struct Session {
+  std::string owner;
+  std::string protocol;
+  std::int64_t expires_ms = 0;
+  std::map<std::string, UpstreamSession, std::less<>> upstream;  // by server
+};
+using SessionPtr = std::shared_ptr<Session>;
+
+struct ToolEntry {
+  bj::object definition;  // as the server gave it
+  std::string fingerprint;
+  std::shared_ptr<const ArgumentSchema> schema;  // null: not checkable (logged once)
+};
+struct Catalog {
+  std::map<std::string, ToolEntry, std::less<>> tools;  // by the server's own name
+  std::chrono::steady_clock::time_point fetched{};
+};
+
+// The list methods and the field their items come in.
+struct ListKind {
+  std::string_view method;
+  std::string_view field;
+  bool named;  // items carry a `name` the gateway qualifies (tools, prompts)
+};
+constexpr ListKind kLists[] = {{"tools/list", "tools", true},
+                               {"prompts/list", "prompts", true},
+                               {"resources/list", "resources", false},
+                               {"resources/templates/list", "resourceTemplates", false}};
+constexpr std::size_t kMaxPages = 16;
+constexpr std::size_t kMaxSessionsCached = 10'000;
+constexpr auto kCatalogFresh = 60s;
+
+// One /mcp request's work (allocated for those only).
+struct Call {
+  std::string id = "null";  // the request's JSON-RPC id, as JSON
+  std::string method;
+  bj::object message;
+  std::string session_id;
+  SessionPtr session;
+  // A call routed to a server.
+  std::string server;
+  UpstreamSession upstream;
+  // What the records say: the JSON-RPC method, a tool's qualified name, its outcome, its
+  // arguments (mcp.audit_arguments).
+  std::string tool;
+  std::string outcome;
+  std::string arguments;
+  bool known_tool = false;  // the tool exists (its name may be a metric label)
+  std::string reply_session;  // Mcp-Session-Id to send (initialize)
+  std::size_t relayed = 0;
+  std::unique_ptr<SseParser> parser;  // a routed call's stream, watched for its outcome
+  bool answered = false;              // its response event went by
+  // Settling: an asynchronous step finishes the request's phase once.
+  bool sync = false;
+  std::optional<FilterStatus> result;
+  RequestContext* ctx = nullptr;
+  void done(FilterStatus s) {
+    if (sync) result = s;
+    else ctx->resumer->resume(s);
+  }
+};
+
+struct McpState {
+  std::unique_ptr<Call> call;
+};
+
+// The outcome of a routed call from the JSON-RPC response it got.
+std::string_view outcomeOf(const bj::object& response) {
+  if (response.contains("error")) return "error";
+  const bj::value* r = response.if_contains("result");
+  if (r && r->is_object()) {
+    const bj::value* e = r->get_object().if_contains("isError");
+    if (e && e->is_bool() && e->get_bool()) return "tool_error";
+  }
+  return "ok";
+}
+
+class OutcomeSink final : public SseSink {
+ public:
+  explicit OutcomeSink(Call& c) : c_(c) {}
+  void onEvent(const SseEvent& e) override {
+    if (c_.answered || e.data.find("\"id\"") == std::string_view::npos) return;
+    boost::system::error_code ec;
+    bj::value v = bj::parse(e.data, ec);
+    if (ec || !v.is_object()) return;
+    const bj::value* id = v.get_object().if_contains("id");
+    if (id && bj::serialize(*id) == c_.id) {
+      c_.outcome = outcomeOf(v.get_object());
+      c_.answered = true;
+    }
+  }
+
+ private:
+  Call& c_;
+};
+
+// The outcome goes into the records as soon as it is known: the access log and the
+// usage record are written by filters whose onComplete runs before this one's.
+void setOutcome(RequestContext& ctx, Call& c, std::string_view outcome) {
+  c.outcome = std::string(outcome);
+  ctx.record_fields[static_cast<std::size_t>(RecordField::McpOutcome)] = c.outcome;
+}
+
+class McpFilter final : public FilterWithState<McpState> {
+ public:
+  McpFilter(StateStore& store, WorkerServices& services, WorkerMetrics& metrics)
+      : store_(store), services_(services), metrics_(metrics) {}
+
+  std::string_view name() const override { return "mcp"; }
+  bool wantsResponseData() const override { return true; }
+
+  FilterStatus onRequestBody(RequestContext& ctx) override {
+    if (!mcpEndpoint(ctx.endpoint)) return FilterStatus::Continue;
+    McpState& st = state(ctx);
+    st.call = std::make_unique<Call>();
+    Call& c = *st.call;
+    c.ctx = &ctx;
+    c.sync = true;
+    begin(ctx, c);
+    c.sync = false;
+    return c.result ? *c.result : FilterStatus::Pause;
+  }
+
+  void onUpstreamRequest(RequestContext& ctx, UpstreamRequestHeaders& headers) override {
+    Call* c = state(ctx).call.get();
+    if (!c || c->server.empty()) return;
+    if (!c->upstream.id.empty()) headers.add("Mcp-Session-Id", c->upstream.id);
+    headers.add("MCP-Protocol-Version", c->upstream.protocol);
+  }
+
+  void onResponseHeaders(RequestContext& ctx) override {
+    Call* c = state(ctx).call.get();
+    if (!c) return;
+    if (!c->reply_session.empty() && ctx.response_headers) ctx.response_headers->emplace_back("Mcp-Session-Id", c->reply_session);
+    // Until the answer says otherwise (its body, its stream's last event).
+    if (!c->tool.empty() && c->outcome.empty()) setOutcome(ctx, *c, !ctx.error && ctx.status >= 200 && ctx.status < 300 ? "ok" : "failed");
+  }
+
+  void onResponseData(RequestContext& ctx, ResponseData& data) override {
+    Call* c = state(ctx).call.get();
+    if (!c || c->server.empty()) return;
+    if (data.aborted()) {
+      if (!c->tool.empty()) setOutcome(ctx, *c, "failed");
+      return;
+    }
+    c->relayed += data.bytes().size();
+    if (c->relayed > ctx.config->mcp.max_response_bytes) {
+      setOutcome(ctx, *c, "too_large");
+      data.fail(Error{ErrorKind::UpstreamBadResponse, "The MCP server's answer is larger than mcp.max_response_bytes allows."});
+      return;
+    }
+    if (!c->tool.empty()) {
+      if (!c->parser) c->parser = std::make_unique<SseParser>(ctx.config->mcp.max_response_bytes);
+      OutcomeSink sink(*c);
+      c->parser->feed(data.bytes(), sink);
+      setOutcome(ctx, *c, std::string(c->outcome));
+    }
+  }
+
+  void onResponseBody(RequestContext& ctx, std::string& body) override {
+    Call* c = state(ctx).call.get();
+    if (!c || c->server.empty()) return;
+    if (body.size() > ctx.config->mcp.max_response_bytes) {
+      setOutcome(ctx, *c, "too_large");
+      body = mcp::errorMessage(c->id, mcp::kInternalError, "The MCP server's answer is larger than mcp.max_response_bytes allows.");
+      return;
+    }
+    if (c->tool.empty() || ctx.status < 200 || ctx.status >= 300) return;
+    boost::system::error_code ec;
+    bj::value v = bj::parse(body, ec);
+    if (!ec && v.is_object()) setOutcome(ctx, *c, outcomeOf(v.get_object()));
+  }
+
+  void onComplete(RequestContext& ctx) override {
+    Call* c = state(ctx).call.get();
+    if (!c) return;
+    if (!c->server.empty() && ctx.status == 404 && c->session) forgetUpstream(*c);
+    if (c->tool.empty()) return;
+    if (c->outcome.empty()) c->outcome = "failed";  // no answer was written (the client went away)
+    std::string_view server, tool;
+    mcp::splitQualified(c->tool, server, tool);
+    ++metrics_.mcp_tool_calls[{c->known_tool ? std::string(server) : std::string(), c->known_tool ? std::string(tool) : std::string(),
+                               c->outcome}];
+  }
+
+ private:
+  // ---- the request ------------------------------------------------------------------
+
+  void begin(RequestContext& ctx, Call& c) {
+    const std::string_view sid = ctx.headers ? ctx.headers->get("mcp-session-id") : std::string_view();
+    c.session_id = std::string(sid);
+    if (ctx.method == "DELETE") {
+      if (sid.empty()) return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required."));
+      return withSession(ctx, c, [this, &ctx, &c] { terminate(ctx, c); });
+    }
+    boost::system::error_code ec;
+    bj::value v = bj::parse(ctx.body, ec);
+    if (ec) return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kParseError, "Parse error: the body is not JSON."));
+    if (v.is_array())
+      return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kInvalidRequest, "JSON-RPC batches are not part of MCP 2025-06-18 and later: send one message per request."));
+    if (!v.is_object() || json::strOr(v.get_object(), "jsonrpc") != "2.0")
+      return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kInvalidRequest, "Invalid Request: expected a JSON-RPC 2.0 message."));
+    c.message = std::move(v.get_object());
+    if (const bj::value* id = c.message.if_contains("id")) {
+      if (!id->is_string() && !id->is_int64() && !id->is_uint64())
+        return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kInvalidRequest, "Invalid Request: an id is a string or an integer."));
+      c.id = bj::serialize(*id);
+    }
+    const bj::value* method = c.message.if_contains("method");
+    // A client's answer to a server's request: the gateway declares no client
+    // capabilities upstream, so servers ask it nothing; accepted and dropped.
+    if (!method) return accepted(ctx, c);
+    if (!method->is_string()) return reply(ctx, c, 400, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Invalid Request: method is not a string."));
+    c.method = std::string(method->get_string());
+    ctx.record_fields[static_cast<std::size_t>(RecordField::McpMethod)] = c.method;
+    const std::string_view version = ctx.headers ? ctx.headers->get("mcp-protocol-version") : std::string_view();
+    if (!version.empty() && mcp::negotiate(version) != version)
+      return reply(ctx, c, 400, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version " + std::string(version) + "."));
+    if (c.method == "initialize") return initialize(ctx, c);
+    if (!c.message.contains("id")) return accepted(ctx, c);  // a notification (initialized, cancelled, ...)
+    if (sid.empty()) return reply(ctx, c, 400, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required."));
+    withSession(ctx, c, [this, &ctx, &c] { dispatch(ctx, c); });
+  }
+
+  void dispatch(RequestContext& ctx, Call& c) {
+    if (c.method == "ping") return reply(ctx, c, 200, mcp::resultMessage(c.id, bj::object()));
+    for (const ListKind& kind : kLists)
+      if (c.method == kind.method) return list(ctx, c, kind, nullptr);
+    if (c.method == "tools/call") return callTool(ctx, c);
+    if (c.method == "prompts/get") return getPrompt(ctx, c);
+    if (c.method == "resources/read") return readResource(ctx, c);
+    // The levels of the servers' logs are theirs to keep; nothing is forwarded.
+    if (c.method == "logging/setLevel") return reply(ctx, c, 200, mcp::resultMessage(c.id, bj::object()));
+    reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kMethodNotFound, "Method not found: " + c.method));
+  }
+
+  // ---- answers ----------------------------------------------------------------------
+
+  void reply(RequestContext& ctx, Call& c, int status, std::string body) {
+    LocalReply r;
+    r.status = status;
+    r.body = std::move(body);
+    ctx.local_reply = std::move(r);
+    c.done(FilterStatus::Stop);
+  }
+  void accepted(RequestContext& ctx, Call& c) {
+    LocalReply r;
+    r.status = 202;
+    ctx.local_reply = std::move(r);
+    c.done(FilterStatus::Stop);
+  }
+  void storeUnavailable(RequestContext& ctx, Call& c) {
+    reply(ctx, c, 503, mcp::errorMessage(c.id, mcp::kInternalError, "The gateway's state store cannot answer; please retry."));
+  }
+
+  // ---- sessions ---------------------------------------------------------------------
+
+  void initialize(RequestContext& ctx, Call& c) {
+    const bj::object* params = json::obj(c.message, "params");
+    const std::string_view wanted = params ? json::strOr(*params, "protocolVersion") : std::string_view();
+    auto s = std::make_shared<Session>();
+    s->owner = ownerOf(ctx);
+    s->protocol = std::string(mcp::negotiate(wanted));
+    const Millis ttl = ctx.config->mcp.session_ttl;
+    s->expires_ms = nowMs() + ttl.count();
+    const std::string sid = newSessionId();
+    if (sid.empty()) return reply(ctx, c, 500, mcp::errorMessage(c.id, mcp::kInternalError, "No session id could be made."));
+    bj::object record{{"owner", s->owner}, {"protocol", s->protocol}, {"expires_ms", s->expires_ms}};
+    store_.putValue(sessionKey(sid), bj::serialize(record), ttl, [this, &ctx, &c, s, sid](std::optional<std::string> error) {
+      if (error) {
+        log::error("cannot keep an MCP session", {{"error", *error}, {"request_id", ctx.request_id}});
+        return storeUnavailable(ctx, c);
+      }
+      remember(sid, s);
+      ++metrics_.mcp_sessions_total;
+      c.reply_session = sid;
+      bj::object caps{{"tools", bj::object{{"listChanged", false}}},
+                      {"prompts", bj::object{{"listChanged", false}}},
+                      {"resources", bj::object{{"subscribe", false}, {"listChanged", false}}},
+                      {"logging", bj::object()}};
+      bj::object result{{"protocolVersion", s->protocol},
+                        {"capabilities", std::move(caps)},
+                        {"serverInfo", bj::object{{"name", "tahua"}, {"version", "1"}}},
+                        {"instructions", "Tools and prompts of several MCP servers, named <server>__<name>."}};
+      reply(ctx, c, 200, mcp::resultMessage(c.id, result));
+    });
+  }
+
+  void remember(const std::string& sid, SessionPtr s) {
+    if (sessions_.size() >= kMaxSessionsCached) sessions_.clear();  // a cache: the store has them all
+    sessions_[sid] = std::move(s);
+  }
+
+  // Finds the caller's session (this worker's cache, else the store: another replica
+  // may have made it) and goes on; an unknown, expired or another caller's session is a
+  // 404, which tells the client to initialize again.
+  void withSession(RequestContext& ctx, Call& c, std::function<void()> next) {
+    auto notFound = [this, &ctx, &c] { reply(ctx, c, 404, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Session not found: initialize a new one.")); };
+    if (!validSessionId(c.session_id)) return notFound();
+    if (auto it = sessions_.find(c.session_id); it != sessions_.end()) {
+      if (it->second->expires_ms > nowMs() && it->second->owner == ownerOf(ctx)) {
+        c.session = it->second;
+        return next();
+      }
+      if (it->second->expires_ms <= nowMs()) sessions_.erase(it);
+      return notFound();
+    }
+    store_.getValue(sessionKey(c.session_id), [this, &ctx, &c, next = std::move(next), notFound](StateStore::ValueResult r) {
+      if (r.status == Status::Unavailable) return storeUnavailable(ctx, c);
+      if (r.status != Status::Found) return notFound();
+      boost::system::error_code ec;
+      const bj::value v = bj::parse(r.value, ec);
+      if (ec || !v.is_object()) return notFound();
+      auto s = std::make_shared<Session>();
+      s->owner = std::string(json::strOr(v.get_object(), "owner"));
+      s->protocol = std::string(json::strOr(v.get_object(), "protocol", mcp::kRevisions[0]));
+      const bj::value* e = v.get_object().if_contains("expires_ms");
+      s->expires_ms = e && e->is_int64() ? e->get_int64() : 0;
+      if (s->expires_ms <= nowMs() || s->owner != ownerOf(ctx)) return notFound();
+      remember(c.session_id, s);
+      c.session = std::move(s);
+      next();
+    });
+  }
+
+  // DELETE: the upstream sessions are ended (their servers are told, without waiting)
+  // and the gateway's is forgotten.
+  void terminate(RequestContext& ctx, Call& c) {
+    Session& s = *c.session;
+    for (const ModelConfig& t : ctx.config->mcp.targets) {
+      const std::string& server = t.deployments.front().provider;
+      store_.eraseValue(upstreamKey(c.session_id, server), [](std::optional<std::string>) {});
+      auto it = s.upstream.find(server);
+      if (it == s.upstream.end() || it->second.id.empty()) continue;
+      WorkerServices::ModelCall call;
+      call.model = t.name;
+      call.endpoint = Endpoint::Mcp;
+      call.method = "DELETE";
+      call.headers = {{"Mcp-Session-Id", it->second.id}, {"MCP-Protocol-Version", it->second.protocol}};
+      call.timeout = ctx.config->mcp.call_timeout;
+      services_.callModel(std::move(call), [](OutboundResponse) {});
+    }
+    sessions_.erase(c.session_id);
+    store_.eraseValue(sessionKey(c.session_id), [this, &ctx, &c](std::optional<std::string> error) {
+      if (error) return storeUnavailable(ctx, c);
+      reply(ctx, c, 200, "");
+    });
+  }
+
+  // The session with `server` for this gateway session: known, kept by another replica,
+  // or opened now (initialize, then the initialized notification). `next(false)`: the
+  // server did not answer (the reason is logged).
+  void withUpstream(RequestContext& ctx, Call& c, const std::string& server, std::function<void(bool)> next) {
+    SessionPtr s = c.session;
+    if (s->upstream.contains(server)) return next(true);
+    store_.getValue(upstreamKey(c.session_id, server), [this, &ctx, &c, s, server, next = std::move(next)](StateStore::ValueResult r) mutable {
+      if (r.status == Status::Found) {
+        boost::system::error_code ec;
+        const bj::value v = bj::parse(r.value, ec);
+        if (!ec && v.is_object()) {
+          s->upstream[server] = {std::string(json::strOr(v.get_object(), "session")), std::string(json::strOr(v.get_object(), "protocol", s->protocol))};
+          return next(true);
+        }
+      }
+      if (r.status == Status::Unavailable) return next(false);
+      openUpstream(ctx, c, server, std::move(next));
+    });
+  }
+
+  void openUpstream(RequestContext& ctx, Call& c, const std::string& server, std::function<void(bool)> next) {
+    SessionPtr s = c.session;
+    bj::object params{{"protocolVersion", s->protocol},
+                      {"capabilities", bj::object()},
+                      {"clientInfo", bj::object{{"name", "tahua"}, {"version", "1"}}}};
+    bj::object init{{"jsonrpc", "2.0"}, {"id", "tahua-initialize"}, {"method", "initialize"}, {"params", std::move(params)}};
+    upstreamCall(ctx, server, bj::serialize(init), {}, [this, &ctx, &c, s, server, next = std::move(next)](OutboundResponse r) mutable {
+      auto answer = mcp::answerTo(r, "\"tahua-initialize\"");
+      const bj::object* result = answer ? json::obj(*answer, "result") : nullptr;
+      if (!result) {
+        log::warn("an MCP server did not initialize a session", {{"server", server}, {"status", r.status}, {"error", r.error}, {"request_id", ctx.request_id}});
+        return next(false);
+      }
+      UpstreamSession up;
+      for (const auto& [name, value] : r.headers)
+        if (name == "mcp-session-id") up.id = value;
+      up.protocol = std::string(json::strOr(*result, "protocolVersion", s->protocol));
+      std::vector<std::pair<std::string, std::string>> headers = {{"MCP-Protocol-Version", up.protocol}};
+      if (!up.id.empty()) headers.emplace_back("Mcp-Session-Id", up.id);
+      upstreamCall(ctx, server, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", std::move(headers),
+                   [this, &ctx, &c, s, server, up, next = std::move(next)](OutboundResponse) mutable {
+                     s->upstream[server] = up;
+                     const Millis ttl(std::max<std::int64_t>(s->expires_ms - nowMs(), 1000));
+                     bj::object record{{"session", up.id}, {"protocol", up.protocol}};
+                     store_.putValue(upstreamKey(c.session_id, server), bj::serialize(record), ttl, [server](std::optional<std::string> error) {
+                       if (error) log::warn("cannot keep an MCP upstream session: another replica will open its own", {{"server", server}, {"error", *error}});
+                     });
+                     next(true);
+                   });
+    });
+  }
+
+  // A server answered 404 to its session: it ended it. Forgotten, so the next request
+  // opens a new one.
+  void forgetUpstream(Call& c) {
+    c.session->upstream.erase(c.server);
+    store_.eraseValue(upstreamKey(c.session_id, c.server), [](std::optional<std::string>) {});
+  }
+
+  // ---- calls the gateway makes itself ---------------------------------------------
+
+  void upstreamCall(RequestContext& ctx, const std::string& server, std::string body, std::vector<std::pair<std::string, std::string>> headers,
+                    std::function<void(OutboundResponse)> done) {
+    WorkerServices::ModelCall call;
+    call.model = "mcp:" + server;
+    call.endpoint = Endpoint::Mcp;
+    call.body = std::move(body);
+    call.headers = std::move(headers);
+    call.timeout = ctx.config->mcp.call_timeout;
+    call.max_response_bytes = ctx.config->mcp.max_response_bytes;
+    services_.callModel(std::move(call), std::move(done));
+  }
+
+  std::vector<std::pair<std::string, std::string>> sessionHeaders(const UpstreamSession& up) {
+    std::vector<std::pair<std::string, std::string>> h = {{"MCP-Protocol-Version", up.protocol}};
+    if (!up.id.empty()) h.emplace_back("Mcp-Session-Id", up.id);
+    return h;
+  }
+
+  // Every page of `method` from `server`, items appended to `items`; false if the server
+  // failed (a page short: what came is kept). A 404 (the server ended its session) opens
+  // a new session once and starts over.
+  void fetchAll(RequestContext& ctx, Call& c, const std::string& server, const ListKind& kind, std::shared_ptr<bj::array> items,
+                std::string cursor, std::size_t page, bool reopened, std::function<void(bool)> done) {
+    const UpstreamSession up = c.session->upstream[server];
+    bj::object params;
+    if (!cursor.empty()) params["cursor"] = cursor;
+    bj::object msg{{"jsonrpc", "2.0"}, {"id", "tahua-list"}, {"method", kind.method}, {"params", std::move(params)}};
+    upstreamCall(ctx, server, bj::serialize(msg), sessionHeaders(up),
+                 [this, &ctx, &c, server, &kind, items, page, reopened, done = std::move(done)](OutboundResponse r) mutable {
+                   if (r.status == 404 && !reopened) {
+                     c.session->upstream.erase(server);
+                     return openUpstream(ctx, c, server, [this, &ctx, &c, server, &kind, items, done = std::move(done)](bool ok) mutable {
+                       if (!ok) return done(false);
+                       fetchAll(ctx, c, server, kind, items, {}, 0, true, std::move(done));
+                     });
+                   }
+                   auto answer = mcp::answerTo(r, "\"tahua-list\"");
+                   const bj::object* result = answer ? json::obj(*answer, "result") : nullptr;
+                   const bj::value* got = result ? result->if_contains(kind.field) : nullptr;
+                   if (!got || !got->is_array()) {
+                     log::warn("an MCP server did not answer a list", {{"server", server}, {"method", kind.method}, {"status", r.status}, {"error", r.error}});
+                     return done(false);
+                   }
+                   for (const auto& item : got->get_array())
+                     if (item.is_object()) items->push_back(item);
+                   const std::string_view next = json::strOr(*result, "nextCursor");
+                   if (next.empty() || page + 1 >= kMaxPages) return done(true);
+                   fetchAll(ctx, c, server, kind, items, std::string(next), page + 1, reopened, std::move(done));
+                 });
+  }
+
+  // ---- lists ------------------------------------------------------------------------
+
+  struct Gather {
+    std::size_t pending = 0;
+    std::vector<std::shared_ptr<bj::array>> items;  // per server, in config order
+    std::vector<bool> ok;
+  };
+
+  // Asks every server for `kind` and merges; `after` (instead of the answer) is for the
+  // gateway's own use (a resource's server).
+  void list(RequestContext& ctx, Call& c, const ListKind& kind, std::function<void()> after) {
+    const auto& targets = ctx.config->mcp.targets;
+    auto g = std::make_shared<Gather>();
+    g->pending = targets.size();
+    g->ok.assign(targets.size(), false);
+    for (std::size_t i = 0; i < targets.size(); ++i) g->items.push_back(std::make_shared<bj::array>());
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const std::string server = targets[i].deployments.front().provider;
+      auto finish = [this, &ctx, &c, &kind, g, i, after](bool ok) {
+        g->ok[i] = ok;
+        if (--g->pending == 0) merged(ctx, c, kind, *g, after);
+      };
+      withUpstream(ctx, c, server, [this, &ctx, &c, server, &kind, g, i, finish](bool ok) mutable {
+        if (!ok) return finish(false);
+        fetchAll(ctx, c, server, kind, g->items[i], {}, 0, false, finish);
+      });
+    }
+  }
+
+  void merged(RequestContext& ctx, Call& c, const ListKind& kind, Gather& g, const std::function<void()>& after) {
+    const McpConfig& cfg = ctx.config->mcp;
+    const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : std::string_view();
+    const std::string_view key = ctx.principal.key ? std::string_view(ctx.principal.key->name) : std::string_view();
+    const bool tools = kind.field == "tools";
+    std::map<std::string, StateStore::Record, std::less<>> pins;
+    if (tools && cfg.pin_tools)
+      for (auto& r : store_.records(mcp::kPinNamespace)) pins.emplace(r.id, std::move(r));
+    bj::array out;
+    for (std::size_t i = 0; i < g.items.size(); ++i) {
+      const std::string& server = cfg.targets[i].deployments.front().provider;
+      if (tools && g.ok[i]) catalogs_[server] = {};  // refilled below: a tool that went away goes from it too
+      for (auto& item : *g.items[i]) {
+        bj::object& o = item.get_object();
+        if (kind.named) {
+          const std::string_view own = json::strOr(o, "name");
+          if (own.empty() || own.find(mcp::kSeparator) != std::string_view::npos) continue;  // not nameable without ambiguity
+          const std::string q = mcp::qualified(server, own);
+          if (tools) {
+            Catalog& cat = catalogs_[server];
+            cat.fetched = std::chrono::steady_clock::now();
+            ToolEntry entry = toolEntry(server, o);
+            const bool pinned_ok = !cfg.pin_tools || checkPin(pins, server, own, entry);
+            cat.tools[std::string(own)] = std::move(entry);
+            if (!pinned_ok) continue;
+          }
+          if (!mcp::allowed(cfg, tenant, key, q)) continue;
+          o["name"] = q;
+        } else {
+          const std::string_view uri = json::strOr(o, "uri", json::strOr(o, "uriTemplate"));
+          if (!mcp::allowed(cfg, tenant, key, mcp::qualified(server, json::strOr(o, "name", uri)))) continue;
+          if (kind.field == "resources" && !uri.empty()) resource_servers_.emplace(std::string(uri), server);
+        }
+        out.push_back(std::move(item));
+      }
+    }
+    if (after) return after();
+    reply(ctx, c, 200, mcp::resultMessage(c.id, bj::object{{kind.field, std::move(out)}}));
+  }
+
+  ToolEntry toolEntry(const std::string& server, const bj::object& tool) {
+    ToolEntry e;
+    e.definition = tool;
+    e.fingerprint = mcp::toolFingerprint(tool);
+    if (const bj::value* schema = tool.if_contains("inputSchema")) {
+      std::string error;
+      e.schema = compileArgumentSchema(*schema, error);
+      if (!e.schema) log::warn("an MCP tool's inputSchema cannot be checked: its calls go unchecked", {{"server", server}, {"tool", json::strOr(tool, "name")}, {"error", error}});
+    }
+    return e;
+  }
+
+  // Pinning: the first definition seen is approved; a different one later is held
+  // (the record keeps it as `pending` until an admin approves it) and the tool hidden.
+  bool checkPin(const std::map<std::string, StateStore::Record, std::less<>>& pins, const std::string& server, std::string_view tool,
+                const ToolEntry& entry) {
+    const std::string id = server + "/" + std::string(tool);
+    auto it = pins.find(id);
+    if (it == pins.end()) {
+      bj::object rec{{"server", server},          {"tool", tool},          {"fingerprint", entry.fingerprint},
+                     {"definition", entry.definition}, {"approved_by", "first-use"}, {"approved_at", nowMs() / 1000}};
+      store_.putRecord(mcp::kPinNamespace, id, bj::serialize(rec), [id](std::optional<std::string> error) {
+        if (error) log::warn("cannot pin an MCP tool's definition", {{"tool", id}, {"error", *error}});
+      });
+      return true;
+    }
+    boost::system::error_code ec;
+    bj::value v = bj::parse(it->second.json, ec);
+    if (ec || !v.is_object()) return false;
+    bj::object& rec = v.get_object();
+    if (json::strOr(rec, "fingerprint") == entry.fingerprint) return true;
+    const bj::object* pending = json::obj(rec, "pending");
+    if (!pending || json::strOr(*pending, "fingerprint") != entry.fingerprint) {
+      log::warn("an MCP tool's definition changed since it was approved: hidden until an admin approves it",
+                {{"server", server}, {"tool", tool}, {"approved", json::strOr(rec, "fingerprint")}, {"seen", entry.fingerprint}});
+      ++metrics_.mcp_tool_changes[server];
+      rec["pending"] = bj::object{{"fingerprint", entry.fingerprint}, {"definition", entry.definition}, {"seen_at", nowMs() / 1000}};
+      store_.putRecord(mcp::kPinNamespace, id, bj::serialize(rec), [id](std::optional<std::string> error) {
+        if (error) log::warn("cannot record an MCP tool's changed definition", {{"tool", id}, {"error", *error}});
+      });
+    }
+    return false;
+  }
+
+  bool pinHolds(const McpConfig& cfg, const std::string& server, std::string_view tool, const ToolEntry& entry) {
+    if (!cfg.pin_tools) return true;
+    std::map<std::string, StateStore::Record, std::less<>> pins;
+    const std::string id = server + "/" + std::string(tool);
+    for (auto& r : store_.records(mcp::kPinNamespace))
+      if (r.id == id) pins.emplace(r.id, std::move(r));
+    return checkPin(pins, server, tool, entry);
+  }
+
+  // ---- routed calls -----------------------------------------------------------------
+
+  const bj::object* params(Call& c) { return json::obj(c.message, "params"); }
+
+  // The target server of a qualified name the caller may use; null (the caller gets
+  // "unknown") otherwise.
+  const ModelConfig* visibleTarget(RequestContext& ctx, std::string_view q, std::string_view& server, std::string_view& own) {
+    if (!mcp::splitQualified(q, server, own)) return nullptr;
+    const ModelConfig* target = ctx.config->mcp.targetOf(server);
+    if (!target) return nullptr;
+    const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : std::string_view();
+    const std::string_view key = ctx.principal.key ? std::string_view(ctx.principal.key->name) : std::string_view();
+    return mcp::allowed(ctx.config->mcp, tenant, key, q) ? target : nullptr;
+  }
+
+  void callTool(RequestContext& ctx, Call& c) {
+    const bj::object* p = params(c);
+    const std::string_view q = p ? json::strOr(*p, "name") : std::string_view();
+    c.tool = std::string(q);
+    ctx.record_fields[static_cast<std::size_t>(RecordField::McpTool)] = c.tool;
+    if (ctx.config->mcp.audit_arguments && p)
+      if (const bj::value* a = p->if_contains("arguments")) {
+        c.arguments = bj::serialize(*a);
+        ctx.record_fields[static_cast<std::size_t>(RecordField::McpArguments)] = c.arguments;
+      }
+    std::string_view server_v, own_v;
+    const ModelConfig* target = visibleTarget(ctx, q, server_v, own_v);
+    auto unknown = [this, &ctx, &c] {
+      setOutcome(ctx, c, "unknown_tool");
+      reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Unknown tool: " + c.tool));
+    };
+    if (!target) return unknown();
+    const std::string server(server_v), own(own_v);
+    withUpstream(ctx, c, server, [this, &ctx, &c, target, server, own, unknown](bool ok) {
+      if (!ok) return serverDown(ctx, c, server);
+      withCatalog(ctx, c, server, [this, &ctx, &c, target, server, own, unknown](bool ok) {
+        auto& tools = catalogs_[server].tools;
+        auto it = tools.find(own);
+        if (!ok && it == tools.end()) return serverDown(ctx, c, server);
+        if (it == tools.end() || !pinHolds(ctx.config->mcp, server, own, it->second)) return unknown();
+        c.known_tool = true;
+        if (ctx.config->mcp.validate_arguments && it->second.schema) {
+          const bj::object* p = params(c);
+          const bj::value* args = p ? p->if_contains("arguments") : nullptr;
+          const bj::value empty = bj::object();
+          const std::string problem = checkArguments(*it->second.schema, args ? *args : empty);
+          if (!problem.empty()) {
+            setOutcome(ctx, c, "invalid_arguments");
+            return reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Invalid arguments for tool " + c.tool + ": " + problem));
+          }
+        }
+        route(ctx, c, *target, server, "name", own);
+      });
+    });
+  }
+
+  void getPrompt(RequestContext& ctx, Call& c) {
+    const bj::object* p = params(c);
+    const std::string_view q = p ? json::strOr(*p, "name") : std::string_view();
+    std::string_view server, own;
+    const ModelConfig* target = visibleTarget(ctx, q, server, own);
+    if (!target) return reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Unknown prompt: " + std::string(q)));
+    const std::string s(server), o(own);
+    withUpstream(ctx, c, s, [this, &ctx, &c, target, s, o](bool ok) {
+      if (!ok) return serverDown(ctx, c, s);
+      route(ctx, c, *target, s, "name", o);
+    });
+  }
+
+  // A resource's server is the one that listed its URI (the first in config order when
+  // several did); an URI no server listed is looked for by listing once.
+  void readResource(RequestContext& ctx, Call& c) {
+    const bj::object* p = params(c);
+    const std::string uri(p ? json::strOr(*p, "uri") : std::string_view());
+    auto go = [this, &ctx, &c, uri] {
+      auto it = resource_servers_.find(uri);
+      const ModelConfig* target = it == resource_servers_.end() ? nullptr : ctx.config->mcp.targetOf(it->second);
+      if (!target) return reply(ctx, c, 200, mcp::errorMessage(c.id, -32002, "Resource not found: " + uri));
+      const std::string server = it->second;
+      withUpstream(ctx, c, server, [this, &ctx, &c, target, server, uri](bool ok) {
+        if (!ok) return serverDown(ctx, c, server);
+        route(ctx, c, *target, server, "uri", uri);
+      });
+    };
+    if (resource_servers_.contains(uri)) return go();
+    if (resource_servers_.size() > 100'000) resource_servers_.clear();
+    list(ctx, c, kLists[2], go);
+  }
+
+  void serverDown(RequestContext& ctx, Call& c, const std::string& server) {
+    if (!c.tool.empty()) setOutcome(ctx, c, "server_unavailable");
+    reply(ctx, c, 502, mcp::errorMessage(c.id, mcp::kInternalError, "The MCP server \"" + server + "\" did not answer."));
+  }
+
+  // Keeps the server's tool list fresh enough to check a call against (kCatalogFresh).
+  void withCatalog(RequestContext& ctx, Call& c, const std::string& server, std::function<void(bool)> next) {
+    auto it = catalogs_.find(server);
+    if (it != catalogs_.end() && std::chrono::steady_clock::now() - it->second.fetched < kCatalogFresh) return next(true);
+    auto items = std::make_shared<bj::array>();
+    fetchAll(ctx, c, server, kLists[0], items, {}, 0, false, [this, server, items, next = std::move(next)](bool ok) {
+      if (ok) {
+        Catalog cat;
+        cat.fetched = std::chrono::steady_clock::now();
+        for (const auto& item : *items) {
+          const std::string_view own = json::strOr(item.get_object(), "name");
+          if (!own.empty()) cat.tools[std::string(own)] = toolEntry(server, item.get_object());
+        }
+        catalogs_[server] = std::move(cat);
+      }
+      next(ok);
+    });
+  }
+
+  // The request goes on to `server` through the data path: its own name for the item,
+  // its session in a header (onUpstreamRequest). The limits see the qualified name as
+  // the model asked for (a RateLimitPolicy may match it), the balancer the target.
+  void route(RequestContext& ctx, Call& c, const ModelConfig& target, const std::string& server, std::string_view field, std::string_view value) {
+    if (bj::value* p = c.message.if_contains("params"); p && p->is_object()) p->get_object()[field] = value;
+    ctx.body = bj::serialize(c.message);
+    c.server = server;
+    c.upstream = c.session->upstream[server];
+    ctx.facts = RequestFacts{};
+    ctx.facts.model = c.tool.empty() ? target.name : c.tool;
+    ctx.model = &target;
+    ctx.requested_model = &target;
+    c.done(FilterStatus::Continue);
+  }
+
+  StateStore& store_;
+  WorkerServices& services_;
+  WorkerMetrics& metrics_;
+  // Per worker, so without locks; caches of what the store and the servers hold.
+  std::unordered_map<std::string, SessionPtr> sessions_;
+  std::map<std::string, Catalog, std::less<>> catalogs_;
+  std::unordered_map<std::string, std::string> resource_servers_;  // uri -> server
+};
+
+}  // namespace
+
+std::unique_ptr<Filter> makeMcpFilter(StateStore& store, WorkerServices& services, WorkerMetrics& metrics) {
+  return std::make_unique<McpFilter>(store, services, metrics);
+}
+
+}  // namespace tahua

@@ -46,7 +46,6 @@ void Loader::loadMcp(const YAML::Node& root, Config& cfg) {
       const std::string rp = p + ".access[" + std::to_string(k) + "]";
       McpAccessRule r;
       matchLists(a[k], rp, {{"tenants", &r.tenants}, {"keys", &r.keys}, {"allow", &r.allow}, {"deny", &r.deny}});
-      if (r.allow.empty() && r.deny.empty()) fail(a[k], rp + ".allow", "a rule needs allow or deny (shell globs over server__tool)");
       m.access.push_back(std::move(r));
     }
   }

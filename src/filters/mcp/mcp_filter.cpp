@@ -213,6 +213,7 @@ class McpFilter final : public FilterWithState<McpState> {
     c->relayed += data.bytes().size();
     if (c->relayed > ctx.config->mcp.max_response_bytes) {
       setOutcome(ctx, *c, "too_large");
+      data.replace({});  // none of the piece over the bound goes out
       data.fail(Error{ErrorKind::UpstreamBadResponse, "The MCP server's answer is larger than mcp.max_response_bytes allows."});
       return;
     }

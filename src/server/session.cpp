@@ -73,7 +73,10 @@ struct RouteMatch {
   Endpoint endpoint = Endpoint::None;
   http::verb method = http::verb::unknown;  // the method the path accepts
   http::verb also = http::verb::unknown;    // and a second one, if any
-  bool accepts(http::verb m) const { return m == method || (also != http::verb::unknown && m == also); }
+  http::verb third = http::verb::unknown;   // and a third (an MCP server's own path)
+  bool accepts(http::verb m) const {
+    return m == method || (also != http::verb::unknown && m == also) || (third != http::verb::unknown && m == third);
+  }
 };
 
 RouteMatch matchRoute(std::string_view path) {
@@ -96,6 +99,15 @@ RouteMatch matchRoute(std::string_view path) {
   // stream of its own (a 405 is the transport's way to say so); a call's own stream
   // carries its progress.
   if (path == "/mcp") return {Route::Api, Endpoint::Mcp, http::verb::post, http::verb::delete_};
+  // One server's own endpoint, /mcp/{server}: its names as it gives them, and its
+  // server-initiated stream (GET) relayed.
+  if (path.starts_with("/mcp/")) {
+    const std::string_view server = path.substr(5);
+    if (server.empty() || server.size() > 64 ||
+        server.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != std::string_view::npos)
+      return {};
+    return {Route::Api, Endpoint::Mcp, http::verb::post, http::verb::delete_, http::verb::get};
+  }
   if (path == "/v1/files") return {Route::Api, Endpoint::Files, http::verb::post, http::verb::get};
   if (path == "/v1/batches") return {Route::Api, Endpoint::Batches, http::verb::post, http::verb::get};
   // /v1/files/{id}[/content], /v1/batches/{id}[/cancel]: an id of letters, digits, - and _.
@@ -442,7 +454,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       RequestContext ctx = newContext(req, received, path, Endpoint::None);
       ctx.fail(Error{ErrorKind::MethodNotAllowed,
                      "Method " + std::string(req.method_string()) + " is not allowed on " + std::string(path) + "."});
-      const std::string_view allow = match.endpoint == Endpoint::Mcp        ? std::string_view("POST, DELETE")
+      const std::string_view allow = match.endpoint == Endpoint::Mcp        ? std::string_view(match.third == http::verb::get ? "GET, POST, DELETE" : "POST, DELETE")
                                      : match.also == http::verb::delete_ ? std::string_view("GET, DELETE")
                                      : match.also == http::verb::get    ? std::string_view("GET, POST")
                                                                         : std::string_view(http::to_string(match.method));

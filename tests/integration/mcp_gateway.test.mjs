@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { startMcpServer, mcpProvider } from './lib/mcp_servers.mjs';
@@ -90,13 +91,14 @@ const rpc = (gw, body, headers = {}) =>
 
 // The SDK's client through the gateway, with a caller's key. `to()` says where each
 // request goes (a load balancer in front of replicas, in the failover test).
-async function connect(t, to, key) {
+async function connect(t, to, key, path = '/mcp', setup = () => {}) {
   const where = typeof to === 'function' ? to : () => to;
-  const transport = new StreamableHTTPClientTransport(new URL('http://placeholder/mcp'), {
+  const transport = new StreamableHTTPClientTransport(new URL(`http://placeholder${path}`), {
     requestInit: { headers: { Authorization: `Bearer ${key}` } },
     fetch: (url, init) => fetch(String(url).replace('http://placeholder', where()), init),
   });
   const client = new Client({ name: 'mcp-gateway-test', version: '1.0.0' });
+  setup(client);
   await client.connect(transport);
   t.after(() => client.close().catch(() => {}));
   return { client, transport };
@@ -311,6 +313,33 @@ async function startLimited(t, gh) {
     policies: [{ name: 'issues', match: { model: 'github__create_issue' }, per: 'key', requests_per_minute: 1 }],
   });
 }
+
+describe('MCP gateway: a server\'s own path', () => {
+  it('/mcp/{server} serves one server under its own names, and relays its server-initiated stream (GET)', async (t) => {
+    const { gw, gh, dc } = await start(t);
+    let changed;
+    const listChanged = new Promise((resolve) => { changed = resolve; });
+    const { client, transport } = await connect(t, gw.url, A, '/mcp/github', (c) =>
+      c.setNotificationHandler(ToolListChangedNotificationSchema, () => changed()));
+    assert.equal(client.getServerVersion().name, 'tahua/github');
+    const names = (await client.listTools()).tools.map((x) => x.name).sort();
+    assert.deepEqual(names, ['count', 'create_issue', 'delete_repo', 'fail']);
+    assert.equal(text(await client.callTool({ name: 'create_issue', arguments: { title: 'direct' } })), 'opened "direct"');
+    assert.equal(dc.state.requests.length, 0, 'the other server is not asked');
+    // The SDK client opened its GET stream after initializing; the server now tells its
+    // sessions that its tools changed, on that stream, through the gateway.
+    await eventually(() => gh.state.requests.some((r) => r.method === 'GET'), { what: 'the GET stream reached the server' });
+    gh.state.servers.at(-1).registerTool('late', { description: 'Added later.', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'late' }] }));
+    await listChanged;
+    assert.ok((await client.listTools()).tools.some((x) => x.name === 'late'));
+    // A session is its path's: the merged endpoint does not know it.
+    const other = await rpc(gw, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { authorization: `Bearer ${A}`, 'mcp-session-id': transport.sessionId });
+    assert.equal(other.status, 404);
+    const noServer = await request(gw.url, '/mcp/nosuch', { method: 'POST', body: '{}', headers: { authorization: `Bearer ${A}`, 'content-type': 'application/json' } });
+    assert.equal(noServer.status, 404);
+    assert.match(noServer.json.error.message, /Unknown MCP server/);
+  });
+});
 
 describe('MCP gateway across replicas', () => {
   it('a client whose replica dies continues its session on another (Redis)', async (t) => {

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "core/log.h"
 #include "core/sha256.h"
@@ -67,9 +68,13 @@ struct UpstreamSession {
 
 struct Session {
   std::string owner;
+  std::string scope;  // the server of the /mcp/{server} path it was made on; "": /mcp
   std::string protocol;
   std::int64_t expires_ms = 0;
   std::map<std::string, UpstreamSession, std::less<>> upstream;  // by server
+  // Requests waiting for an upstream session this worker is opening: a client's first
+  // call and its GET stream come together, and both must get the same upstream session.
+  std::map<std::string, std::vector<std::function<void(bool)>>, std::less<>> opening;
 };
 using SessionPtr = std::shared_ptr<Session>;
 
@@ -104,6 +109,7 @@ struct Call {
   bj::object message;
   std::string session_id;
   SessionPtr session;
+  std::string scope;  // /mcp/{server}: that server ("": the merged endpoint)
   // A call routed to a server.
   std::string server;
   UpstreamSession upstream;
@@ -193,6 +199,10 @@ class McpFilter final : public FilterWithState<McpState> {
     if (!c || c->server.empty()) return;
     if (!c->upstream.id.empty()) headers.add("Mcp-Session-Id", c->upstream.id);
     headers.add("MCP-Protocol-Version", c->upstream.protocol);
+    if (ctx.headers) {
+      const std::string_view last = ctx.headers->get("last-event-id");
+      if (!last.empty() && last.find_first_of("\r\n") == std::string_view::npos) headers.add("Last-Event-ID", last);
+    }
   }
 
   void onResponseHeaders(RequestContext& ctx) override {
@@ -257,6 +267,15 @@ class McpFilter final : public FilterWithState<McpState> {
   void begin(RequestContext& ctx, Call& c) {
     const std::string_view sid = ctx.headers ? ctx.headers->get("mcp-session-id") : std::string_view();
     c.session_id = std::string(sid);
+    if (ctx.path.size() > 5) {
+      c.scope = std::string(ctx.path.substr(5));
+      if (!ctx.config->mcp.targetOf(c.scope))
+        return reply(ctx, c, 404, mcp::errorMessage("null", mcp::kInvalidRequest, "Unknown MCP server \"" + c.scope + "\"."));
+    }
+    if (ctx.method == "GET") {  // the server's own stream of messages (only on its path)
+      if (sid.empty()) return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required."));
+      return withSession(ctx, c, [this, &ctx, &c] { openStream(ctx, c); });
+    }
     if (ctx.method == "DELETE") {
       if (sid.empty()) return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required."));
       return withSession(ctx, c, [this, &ctx, &c] { terminate(ctx, c); });
@@ -328,12 +347,13 @@ class McpFilter final : public FilterWithState<McpState> {
     const std::string_view wanted = params ? json::strOr(*params, "protocolVersion") : std::string_view();
     auto s = std::make_shared<Session>();
     s->owner = ownerOf(ctx);
+    s->scope = c.scope;
     s->protocol = std::string(mcp::negotiate(wanted));
     const Millis ttl = ctx.config->mcp.session_ttl;
     s->expires_ms = nowMs() + ttl.count();
     const std::string sid = newSessionId();
     if (sid.empty()) return reply(ctx, c, 500, mcp::errorMessage(c.id, mcp::kInternalError, "No session id could be made."));
-    bj::object record{{"owner", s->owner}, {"protocol", s->protocol}, {"expires_ms", s->expires_ms}};
+    bj::object record{{"owner", s->owner}, {"scope", s->scope}, {"protocol", s->protocol}, {"expires_ms", s->expires_ms}};
     store_.putValue(sessionKey(sid), bj::serialize(record), ttl, [this, &ctx, &c, s, sid](std::optional<std::string> error) {
       if (error) {
         log::error("cannot keep an MCP session", {{"error", *error}, {"request_id", ctx.request_id}});
@@ -348,8 +368,8 @@ class McpFilter final : public FilterWithState<McpState> {
                       {"logging", bj::object()}};
       bj::object result{{"protocolVersion", s->protocol},
                         {"capabilities", std::move(caps)},
-                        {"serverInfo", bj::object{{"name", "tahua"}, {"version", "1"}}},
-                        {"instructions", "Tools and prompts of several MCP servers, named <server>__<name>."}};
+                        {"serverInfo", bj::object{{"name", s->scope.empty() ? std::string("tahua") : "tahua/" + s->scope}, {"version", "1"}}}};
+      if (s->scope.empty()) result["instructions"] = "Tools and prompts of several MCP servers, named <server>__<name>.";
       reply(ctx, c, 200, mcp::resultMessage(c.id, result));
     });
   }
@@ -366,7 +386,7 @@ class McpFilter final : public FilterWithState<McpState> {
     auto notFound = [this, &ctx, &c] { reply(ctx, c, 404, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Session not found: initialize a new one.")); };
     if (!validSessionId(c.session_id)) return notFound();
     if (auto it = sessions_.find(c.session_id); it != sessions_.end()) {
-      if (it->second->expires_ms > nowMs() && it->second->owner == ownerOf(ctx)) {
+      if (it->second->expires_ms > nowMs() && it->second->owner == ownerOf(ctx) && it->second->scope == c.scope) {
         c.session = it->second;
         return next();
       }
@@ -381,10 +401,11 @@ class McpFilter final : public FilterWithState<McpState> {
       if (ec || !v.is_object()) return notFound();
       auto s = std::make_shared<Session>();
       s->owner = std::string(json::strOr(v.get_object(), "owner"));
+      s->scope = std::string(json::strOr(v.get_object(), "scope"));
       s->protocol = std::string(json::strOr(v.get_object(), "protocol", mcp::kRevisions[0]));
       const bj::value* e = v.get_object().if_contains("expires_ms");
       s->expires_ms = e && e->is_int64() ? e->get_int64() : 0;
-      if (s->expires_ms <= nowMs() || s->owner != ownerOf(ctx)) return notFound();
+      if (s->expires_ms <= nowMs() || s->owner != ownerOf(ctx) || s->scope != c.scope) return notFound();
       remember(c.session_id, s);
       c.session = std::move(s);
       next();
@@ -397,6 +418,7 @@ class McpFilter final : public FilterWithState<McpState> {
     Session& s = *c.session;
     for (const ModelConfig& t : ctx.config->mcp.targets) {
       const std::string& server = t.deployments.front().provider;
+      if (!c.scope.empty() && server != c.scope) continue;
       store_.eraseValue(upstreamKey(c.session_id, server), [](std::optional<std::string>) {});
       auto it = s.upstream.find(server);
       if (it == s.upstream.end() || it->second.id.empty()) continue;
@@ -421,6 +443,14 @@ class McpFilter final : public FilterWithState<McpState> {
   void withUpstream(RequestContext& ctx, Call& c, const std::string& server, std::function<void(bool)> next) {
     SessionPtr s = c.session;
     if (s->upstream.contains(server)) return next(true);
+    if (auto it = s->opening.find(server); it != s->opening.end()) return it->second.push_back(std::move(next));
+    s->opening[server];
+    next = [s, server, first = std::move(next)](bool ok) {
+      auto waiting = std::move(s->opening[server]);
+      s->opening.erase(server);
+      first(ok);
+      for (auto& w : waiting) w(ok && s->upstream.contains(server));
+    };
     store_.getValue(upstreamKey(c.session_id, server), [this, &ctx, &c, s, server, next = std::move(next)](StateStore::ValueResult r) mutable {
       if (r.status == Status::Found) {
         boost::system::error_code ec;
@@ -531,20 +561,23 @@ class McpFilter final : public FilterWithState<McpState> {
 
   struct Gather {
     std::size_t pending = 0;
-    std::vector<std::shared_ptr<bj::array>> items;  // per server, in config order
+    std::vector<std::string> servers;                // asked, in config order
+    std::vector<std::shared_ptr<bj::array>> items;  // per server
     std::vector<bool> ok;
   };
 
   // Asks every server for `kind` and merges; `after` (instead of the answer) is for the
   // gateway's own use (a resource's server).
   void list(RequestContext& ctx, Call& c, const ListKind& kind, std::function<void()> after) {
-    const auto& targets = ctx.config->mcp.targets;
     auto g = std::make_shared<Gather>();
-    g->pending = targets.size();
-    g->ok.assign(targets.size(), false);
-    for (std::size_t i = 0; i < targets.size(); ++i) g->items.push_back(std::make_shared<bj::array>());
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      const std::string server = targets[i].deployments.front().provider;
+    for (const ModelConfig& t : ctx.config->mcp.targets)
+      if (c.scope.empty() || t.deployments.front().provider == c.scope) g->servers.push_back(t.deployments.front().provider);
+    const std::size_t n = g->servers.size();
+    g->pending = n;
+    g->ok.assign(n, false);
+    for (std::size_t i = 0; i < n; ++i) g->items.push_back(std::make_shared<bj::array>());
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string server = g->servers[i];
       auto finish = [this, &ctx, &c, &kind, g, i, after](bool ok) {
         g->ok[i] = ok;
         if (--g->pending == 0) merged(ctx, c, kind, *g, after);
@@ -566,7 +599,7 @@ class McpFilter final : public FilterWithState<McpState> {
       for (auto& r : store_.records(mcp::kPinNamespace)) pins.emplace(r.id, std::move(r));
     bj::array out;
     for (std::size_t i = 0; i < g.items.size(); ++i) {
-      const std::string& server = cfg.targets[i].deployments.front().provider;
+      const std::string& server = g.servers[i];
       if (tools && g.ok[i]) catalogs_[server] = {};  // refilled below: a tool that went away goes from it too
       for (auto& item : *g.items[i]) {
         bj::object& o = item.get_object();
@@ -583,7 +616,7 @@ class McpFilter final : public FilterWithState<McpState> {
             if (!pinned_ok) continue;
           }
           if (!mcp::allowed(cfg, tenant, key, q)) continue;
-          o["name"] = q;
+          if (c.scope.empty()) o["name"] = q;  // a server's own path keeps its names
         } else {
           const std::string_view uri = json::strOr(o, "uri", json::strOr(o, "uriTemplate"));
           if (!mcp::allowed(cfg, tenant, key, mcp::qualified(server, json::strOr(o, "name", uri)))) continue;
@@ -655,8 +688,18 @@ class McpFilter final : public FilterWithState<McpState> {
 
   // The target server of a qualified name the caller may use; null (the caller gets
   // "unknown") otherwise.
-  const ModelConfig* visibleTarget(RequestContext& ctx, std::string_view q, std::string_view& server, std::string_view& own) {
-    if (!mcp::splitQualified(q, server, own)) return nullptr;
+  // On a server's own path, `name` is the server's own; it is qualified (`q`) for the
+  // rules, the pins and the records.
+  const ModelConfig* visibleTarget(RequestContext& ctx, Call& c, std::string_view name, std::string& q, std::string_view& server,
+                                   std::string_view& own) {
+    q = c.scope.empty() ? std::string(name) : mcp::qualified(c.scope, name);
+    if (!c.scope.empty()) {
+      if (name.empty()) return nullptr;
+      server = c.scope;
+      own = name;
+    } else if (!mcp::splitQualified(q, server, own)) {
+      return nullptr;
+    }
     const ModelConfig* target = ctx.config->mcp.targetOf(server);
     if (!target) return nullptr;
     const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : std::string_view();
@@ -666,19 +709,18 @@ class McpFilter final : public FilterWithState<McpState> {
 
   void callTool(RequestContext& ctx, Call& c) {
     const bj::object* p = params(c);
-    const std::string_view q = p ? json::strOr(*p, "name") : std::string_view();
-    c.tool = std::string(q);
+    const std::string_view name = p ? json::strOr(*p, "name") : std::string_view();
+    std::string_view server_v, own_v;
+    const ModelConfig* target = visibleTarget(ctx, c, name, c.tool, server_v, own_v);
     ctx.record_fields[static_cast<std::size_t>(RecordField::McpTool)] = c.tool;
     if (ctx.config->mcp.audit_arguments && p)
       if (const bj::value* a = p->if_contains("arguments")) {
         c.arguments = bj::serialize(*a);
         ctx.record_fields[static_cast<std::size_t>(RecordField::McpArguments)] = c.arguments;
       }
-    std::string_view server_v, own_v;
-    const ModelConfig* target = visibleTarget(ctx, q, server_v, own_v);
-    auto unknown = [this, &ctx, &c] {
+    auto unknown = [this, &ctx, &c, name = std::string(name)] {
       setOutcome(ctx, c, "unknown_tool");
-      reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Unknown tool: " + c.tool));
+      reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Unknown tool: " + name));
     };
     if (!target) return unknown();
     const std::string server(server_v), own(own_v);
@@ -707,10 +749,11 @@ class McpFilter final : public FilterWithState<McpState> {
 
   void getPrompt(RequestContext& ctx, Call& c) {
     const bj::object* p = params(c);
-    const std::string_view q = p ? json::strOr(*p, "name") : std::string_view();
+    const std::string_view name = p ? json::strOr(*p, "name") : std::string_view();
+    std::string q;
     std::string_view server, own;
-    const ModelConfig* target = visibleTarget(ctx, q, server, own);
-    if (!target) return reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Unknown prompt: " + std::string(q)));
+    const ModelConfig* target = visibleTarget(ctx, c, name, q, server, own);
+    if (!target) return reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Unknown prompt: " + std::string(name)));
     const std::string s(server), o(own);
     withUpstream(ctx, c, s, [this, &ctx, &c, target, s, o](bool ok) {
       if (!ok) return serverDown(ctx, c, s);
@@ -725,17 +768,35 @@ class McpFilter final : public FilterWithState<McpState> {
     const std::string uri(p ? json::strOr(*p, "uri") : std::string_view());
     auto go = [this, &ctx, &c, uri] {
       auto it = resource_servers_.find(uri);
-      const ModelConfig* target = it == resource_servers_.end() ? nullptr : ctx.config->mcp.targetOf(it->second);
+      const std::string server = !c.scope.empty() ? c.scope : it == resource_servers_.end() ? std::string() : it->second;
+      const ModelConfig* target = server.empty() ? nullptr : ctx.config->mcp.targetOf(server);
       if (!target) return reply(ctx, c, 200, mcp::errorMessage(c.id, -32002, "Resource not found: " + uri));
-      const std::string server = it->second;
       withUpstream(ctx, c, server, [this, &ctx, &c, target, server, uri](bool ok) {
         if (!ok) return serverDown(ctx, c, server);
         route(ctx, c, *target, server, "uri", uri);
       });
     };
-    if (resource_servers_.contains(uri)) return go();
+    if (!c.scope.empty() || resource_servers_.contains(uri)) return go();
     if (resource_servers_.size() > 100'000) resource_servers_.clear();
     list(ctx, c, kLists[2], go);
+  }
+
+  // GET /mcp/{server}: the server's own stream of messages for this session, relayed as
+  // it comes (a resumed stream's Last-Event-ID goes with it).
+  void openStream(RequestContext& ctx, Call& c) {
+    const std::string server = c.scope;
+    const ModelConfig* target = ctx.config->mcp.targetOf(server);
+    withUpstream(ctx, c, server, [this, &ctx, &c, target, server](bool ok) {
+      if (!ok) return serverDown(ctx, c, server);
+      ctx.body.clear();
+      c.server = server;
+      c.upstream = c.session->upstream[server];
+      ctx.facts = RequestFacts{};
+      ctx.facts.model = target->name;
+      ctx.model = target;
+      ctx.requested_model = target;
+      c.done(FilterStatus::Continue);
+    });
   }
 
   void serverDown(RequestContext& ctx, Call& c, const std::string& server) {

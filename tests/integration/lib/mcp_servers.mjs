@@ -14,7 +14,7 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
  * (a test changes a tool there, and the next session sees it).
  */
 export async function startMcpServer({ t, name, setup }) {
-  const state = { requests: [], sessions: new Map(), deleted: [] };
+  const state = { requests: [], sessions: new Map(), deleted: [], servers: [] };
   const http = createServer(async (req, res) => {
     const chunks = [];
     for await (const c of req) chunks.push(c);
@@ -47,6 +47,7 @@ export async function startMcpServer({ t, name, setup }) {
       };
       const server = new McpServer({ name, version: '1.0.0' });
       setup(server, state);
+      state.servers.push(server);
       await server.connect(transport);
     }
     await transport.handleRequest(req, res, body);

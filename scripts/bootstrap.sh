@@ -19,9 +19,11 @@ if [ "${1:-}" = "--test" ]; then
   # itself runs the dashboard's queries); chromium: the dashboard's browser test;
   # haproxy: the rolling-update simulation (active health checks, a runtime API); Go,
   # sprig and yaml.v3: deploy/helm/render, which renders the chart as Helm would (Helm
-  # itself is not in Debian).
+  # itself is not in Debian); json-schema-test-suite: the MCP gateway's argument checks
+  # are run against it.
   packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base prometheus chromium haproxy
-             golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev)
+             golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
+             json-schema-test-suite)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
   # scripts/fuzz.sh only (not CI): clang and its runtimes, which hold libFuzzer

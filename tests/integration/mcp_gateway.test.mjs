@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
+import { gatewayConfig, openaiProvider, startTahua, REPO_ROOT } from './lib/tahua.mjs';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { startMcpServer, mcpProvider } from './lib/mcp_servers.mjs';
 import { startRedis } from './lib/redis.mjs';
@@ -22,6 +22,11 @@ import { scrape, sum } from './lib/metrics.mjs';
 import { adminSection, TOKEN } from './lib/admin.mjs';
 import { request } from './lib/http.mjs';
 import { eventually } from './lib/util.mjs';
+import { readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import YAML from 'yaml';
 
 const sha256 = (b) => createHash('sha256').update(b).digest('hex');
 const A = 'tk-mcp-team-a-0123456789';
@@ -361,5 +366,40 @@ describe('MCP gateway across replicas', () => {
     assert.equal(one.gh.calls('initialize').length, 1);
     assert.equal((await client.listTools()).tools.length, 6);
     assert.ok(transport.sessionId);
+  });
+});
+
+describe('MCP gateway: the README\'s example', () => {
+  it('its config works as described, and its client snippet runs against it', async (t) => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const blocks = (lang) => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]);
+    const yaml = blocks('yaml').find((y) => y.startsWith('# MCP gateway example'));
+    const js = blocks('js').find((y) => y.includes('StreamableHTTPClientTransport'));
+    assert.ok(yaml && js, 'README has the MCP gateway example blocks');
+    const gh = await startMcpServer({ t, name: 'github', setup: github });
+    const dc = await startMcpServer({ t, name: 'docs', setup: docs });
+    const example = YAML.parse(yaml);
+    example.providers[0].base_url = gh.url;
+    example.providers[1].base_url = dc.url;
+    const config = gatewayConfig({ providers: [openaiProvider('up', 'http://127.0.0.1:9/v1'), ...example.providers], models: [{ name: 'fast', provider: 'up' }] });
+    config.mcp = example.mcp;
+    config.rate_limits = example.rate_limits;
+    config.tenants = [{ name: 'support' }, { name: 'platform' }];
+    config.keys = [{ name: 's', tenant: 'support', sha256: sha256(A) }, { name: 'p', tenant: 'platform', sha256: sha256(B) }];
+    const gw = await startTahua({ t, config, env: { GITHUB_MCP_TOKEN: 'ghp-example-token' } });
+    const names = async (key) => {
+      const { client } = await connect(t, gw.url, key);
+      return (await client.listTools()).tools.map((x) => x.name).sort();
+    };
+    assert.deepEqual(await names(A), ['docs__create_issue', 'docs__search'], 'support: docs and github\'s list_/get_ tools only (it has none)');
+    assert.deepEqual(await names(B), ['docs__create_issue', 'docs__search', 'github__count', 'github__create_issue', 'github__fail']);
+    assert.equal(gh.state.requests.find((r) => r.body?.method === 'initialize').headers.authorization, 'Bearer ghp-example-token');
+    // The snippet, as a user would paste it, pointed at this gateway with platform's key.
+    const file = join(REPO_ROOT, 'tests', `.readme-mcp-${process.pid}.mjs`);
+    writeFileSync(file, js.replace('http://localhost:8080/mcp', `${gw.url}/mcp`) + '\nawait client.close();\n');
+    t.after(() => rmSync(file, { force: true }));
+    // (not execFileSync: the servers answering it run in this process)
+    await promisify(execFile)(process.execPath, [file], { env: { ...process.env, TAHUA_KEY: B }, timeout: 20000 });
+    assert.equal(gh.calls('tools/call').at(-1).body.params.arguments.title, 'Flaky test');
   });
 });

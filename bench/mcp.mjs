@@ -1,0 +1,196 @@
+// MCP gateway benchmark (issue 25), run on demand (not in CI). See docs/benchmarks.md,
+// "MCP tools/call (issue 25)".
+//
+//   node bench/mcp.mjs            (from the repository root; needs tests/node_modules)
+//
+// What a tools/call costs through tahua's /mcp (access rules, the tool's pin, its
+// arguments checked against its schema, the call routed to its server, the answer's
+// event stream relayed) against nginx proxying the same calls to the same server (a
+// plain reverse proxy: what "calling the server directly" costs behind any proxy), in
+// the same run, one worker each pinned to PROXY_CPU (0). The server is an SDK McpServer
+// (Streamable HTTP, one session, answering each call with an event stream) on
+// LOAD_CPU (1) with the clients; "alone" is the clients straight at it. CLIENTS (16)
+// keep-alive connections make CALLS (4,000) calls in all; then one connection makes
+// SEQUENTIAL (500) calls one after another for the latency each proxy adds.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { createServer, Agent, request } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(join(ROOT, 'tests', 'package.json'));
+const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
+const { StreamableHTTPServerTransport } = require('@modelcontextprotocol/sdk/server/streamableHttp.js');
+const { isInitializeRequest } = require('@modelcontextprotocol/sdk/types.js');
+const { z } = require('zod');
+
+const env = (k, d) => Number(process.env[k] ?? d);
+const PROXY_CPU = env('PROXY_CPU', 0);
+const LOAD_CPU = env('LOAD_CPU', 1);
+const CLIENTS = env('CLIENTS', 16);
+const CALLS = env('CALLS', 4000);
+const SEQUENTIAL = env('SEQUENTIAL', 500);
+const ROUNDS = env('ROUNDS', 3);
+const TAHUA = process.env.TAHUA ?? join(ROOT, 'build', 'tahua');
+const HZ = Number(execFileSync('getconf', ['CLK_TCK']).toString());
+const KEY = 'tk-bench-mcp-0123456789';
+const tmp = mkdtempSync(join(tmpdir(), 'tahua-mcp-bench-'));
+const children = [];
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const cpuTicks = (pid) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(f[11]) + Number(f[12]);
+};
+
+// The server: this process, pinned to LOAD_CPU with the clients.
+execFileSync('taskset', ['-pc', String(LOAD_CPU), String(process.pid)]);
+const sessions = new Map();
+const http = createServer(async (req, res) => {
+  const chunks = [];
+  for await (const c of req) chunks.push(c);
+  const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
+  let transport = sessions.get(req.headers['mcp-session-id']);
+  if (!transport && req.method === 'POST' && isInitializeRequest(body)) {
+    transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => sessions.set(id, transport) });
+    const server = new McpServer({ name: 'bench', version: '1.0.0' });
+    server.registerTool('lookup', { description: 'Looks a customer up.', inputSchema: { id: z.string().min(1), fields: z.array(z.string()).optional() } },
+      async ({ id }) => ({ content: [{ type: 'text', text: `customer ${id}: ok` }] }));
+    await server.connect(transport);
+  }
+  if (!transport) return res.writeHead(404).end();
+  await transport.handleRequest(req, res, body);
+});
+await new Promise((r) => http.listen(0, '127.0.0.1', r));
+const upPort = http.address().port;
+
+async function waitPort(url) {
+  for (let i = 0; i < 100; ++i) {
+    try {
+      if ((await fetch(url)).status < 500) return;
+    } catch {}
+    await sleep(50);
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+// tahua in front of it.
+const tahuaPort = upPort + 1;
+const sha = execFileSync('sh', ['-c', `printf %s ${KEY} | sha256sum`]).toString().split(' ')[0];
+writeFileSync(join(tmp, 'tahua.yaml'), `listeners: [{address: 127.0.0.1, port: ${tahuaPort}}]
+server: {workers: 1}
+access_log: {enabled: false}
+providers:
+  - {name: up, type: openai, base_url: "http://127.0.0.1:9/v1", api_key: sk-unused}
+  - {name: crm, type: mcp, base_url: "http://127.0.0.1:${upPort}/mcp", api_key: sk-bench}
+models: [{name: unused, provider: up}]
+tenants: [{name: bench}]
+keys: [{name: k, tenant: bench, sha256: ${sha}}]
+mcp: {access: [{tenants: [bench], allow: ["crm__*"]}]}
+`);
+const tahua = spawn('taskset', ['-c', String(PROXY_CPU), TAHUA, '--config', join(tmp, 'tahua.yaml')], { stdio: 'ignore' });
+children.push(tahua);
+await waitPort(`http://127.0.0.1:${tahuaPort}/healthz`);
+
+// nginx in front of it, as a reverse proxy for an event stream is configured.
+const nginxPort = upPort + 2;
+mkdirSync(join(tmp, 'nginx', 'logs'), { recursive: true });
+writeFileSync(join(tmp, 'nginx', 'nginx.conf'), `daemon off; worker_processes 1; pid ${tmp}/nginx/nginx.pid;
+error_log ${tmp}/nginx/logs/error.log warn;
+events { worker_connections 1024; }
+http { access_log off; client_body_temp_path ${tmp}/nginx/body; proxy_temp_path ${tmp}/nginx/proxy;
+  fastcgi_temp_path ${tmp}/nginx/f; uwsgi_temp_path ${tmp}/nginx/u; scgi_temp_path ${tmp}/nginx/s;
+  upstream mcp { server 127.0.0.1:${upPort}; keepalive 32; }
+  server { listen 127.0.0.1:${nginxPort};
+    location = /healthz { return 200 'ok'; }
+    location / { proxy_pass http://mcp; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_buffering off; } } }
+`);
+const nginx = spawn('taskset', ['-c', String(PROXY_CPU), 'nginx', '-p', join(tmp, 'nginx'), '-c', join(tmp, 'nginx', 'nginx.conf'),
+  '-e', join(tmp, 'nginx', 'logs', 'error.log')], { stdio: 'ignore' });
+children.push(nginx);
+await waitPort(`http://127.0.0.1:${nginxPort}/healthz`);
+await sleep(200);
+const nginxWorker = Number(execFileSync('pgrep', ['-P', String(nginx.pid)]).toString().trim().split('\n')[0]);
+
+const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
+function post(port, path, headers, body) {
+  return new Promise((res, rej) => {
+    const req = request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers: {
+      'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${KEY}`, ...headers } }, (r) => {
+      const chunks = [];
+      r.on('data', (c) => chunks.push(c));
+      r.on('end', () => res({ status: r.statusCode, headers: r.headers, text: Buffer.concat(chunks).toString() }));
+    });
+    req.on('error', rej);
+    req.end(JSON.stringify(body));
+  });
+}
+
+// A session at `path` (the server's own, or tahua's); returns the headers a call carries.
+async function open(port, path) {
+  const init = await post(port, path, {}, { jsonrpc: '2.0', id: 0, method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bench', version: '1' } } });
+  const headers = { 'mcp-session-id': init.headers['mcp-session-id'], 'mcp-protocol-version': '2025-06-18' };
+  await post(port, path, headers, { jsonrpc: '2.0', method: 'notifications/initialized' });
+  return headers;
+}
+
+async function call(port, path, headers, id, name) {
+  const r = await post(port, path, headers, { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: { id: `c-${id}` } } });
+  if (r.status !== 200 || !r.text.includes(`customer c-${id}: ok`)) throw new Error(`call ${id} on ${port}${path}: ${r.status} ${r.text.slice(0, 200)}`);
+}
+
+async function run(port, path, name) {
+  const headers = await open(port, path);
+  await call(port, path, headers, 1, name);  // tahua: the upstream session, the catalog and the pin
+  let next = 2;
+  const t0 = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: CLIENTS }, async () => {
+    while (next < CALLS + 2) await call(port, path, headers, next++, name);
+  }));
+  const rate = CALLS / (Number(process.hrtime.bigint() - t0) / 1e9);
+  const lat = [];
+  for (let i = 0; i < SEQUENTIAL; ++i) {
+    const s = process.hrtime.bigint();
+    await call(port, path, headers, next++, name);
+    lat.push(Number(process.hrtime.bigint() - s) / 1e6);
+  }
+  lat.sort((a, b) => a - b);
+  return { rate, p50: lat[Math.floor(lat.length / 2)] };
+}
+
+async function measure(label, port, path, name, pid) {
+  const c0 = pid ? cpuTicks(pid) : 0;
+  const r = await run(port, path, name);
+  const cpu = pid ? ((cpuTicks(pid) - c0) / HZ) * 1e6 / (CALLS + SEQUENTIAL + 1) : NaN;
+  console.log(`${label.padEnd(6)} ${r.rate.toFixed(0).padStart(6)} calls/s  p50 ${r.p50.toFixed(3)} ms sequential` +
+    (pid ? `  ${cpu.toFixed(1)} µs CPU per call` : ''));
+  return { ...r, cpu };
+}
+
+console.log(`date: ${new Date().toISOString()}; ${CLIENTS} connections, ${CALLS} calls, then ${SEQUENTIAL} one at a time`);
+await run(upPort, '/mcp', 'lookup');  // warm-up
+const alone = await measure('alone', upPort, '/mcp', 'lookup', 0);
+const results = { nginx: [], tahua: [] };
+for (let r = 0; r < ROUNDS; ++r) {
+  results.nginx.push(await measure('nginx', nginxPort, '/mcp', 'lookup', nginxWorker));
+  results.tahua.push(await measure('tahua', tahuaPort, '/mcp', 'crm__lookup', tahua.pid));
+}
+const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
+const m = (k, f) => median(results[k].map(f));
+console.log(`median CPU per call: nginx ${m('nginx', (x) => x.cpu).toFixed(1)} µs, tahua ${m('tahua', (x) => x.cpu).toFixed(1)} µs; ` +
+  `tahua/nginx ${(m('tahua', (x) => x.cpu) / m('nginx', (x) => x.cpu)).toFixed(2)}`);
+console.log(`median p50 added over alone (${alone.p50.toFixed(3)} ms): nginx ${(m('nginx', (x) => x.p50) - alone.p50).toFixed(3)} ms, ` +
+  `tahua ${(m('tahua', (x) => x.p50) - alone.p50).toFixed(3)} ms`);
+for (const c of children) c.kill('SIGTERM');
+http.closeAllConnections();
+http.close();
+await sleep(300);
+rmSync(tmp, { recursive: true, force: true });
+process.exit(0);

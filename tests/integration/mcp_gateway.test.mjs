@@ -369,13 +369,13 @@ describe('MCP gateway across replicas', () => {
   });
 });
 
-describe('MCP gateway: the README\'s example', () => {
+describe('MCP gateway: the guide\'s example', () => {
   it('its config works as described, and its client snippet runs against it', async (t) => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const blocks = (lang) => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]);
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'mcp-gateway.md'), 'utf8');
+    const blocks = (lang) => [...guide.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]);
     const yaml = blocks('yaml').find((y) => y.startsWith('# MCP gateway example'));
     const js = blocks('js').find((y) => y.includes('StreamableHTTPClientTransport'));
-    assert.ok(yaml && js, 'README has the MCP gateway example blocks');
+    assert.ok(yaml && js, 'docs/mcp-gateway.md has the example blocks');
     const gh = await startMcpServer({ t, name: 'github', setup: github });
     const dc = await startMcpServer({ t, name: 'docs', setup: docs });
     const example = YAML.parse(yaml);
@@ -395,7 +395,7 @@ describe('MCP gateway: the README\'s example', () => {
     assert.deepEqual(await names(B), ['docs__create_issue', 'docs__search', 'github__count', 'github__create_issue', 'github__fail']);
     assert.equal(gh.state.requests.find((r) => r.body?.method === 'initialize').headers.authorization, 'Bearer ghp-example-token');
     // The snippet, as a user would paste it, pointed at this gateway with platform's key.
-    const file = join(REPO_ROOT, 'tests', `.readme-mcp-${process.pid}.mjs`);
+    const file = join(REPO_ROOT, 'tests', `.guide-mcp-${process.pid}.mjs`);
     writeFileSync(file, js.replace('http://localhost:8080/mcp', `${gw.url}/mcp`) + '\nawait client.close();\n');
     t.after(() => rmSync(file, { force: true }));
     // (not execFileSync: the servers answering it run in this process)

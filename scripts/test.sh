@@ -10,10 +10,13 @@ scripts/build.sh
 (cd tests && npm ci --no-audit --no-fund --loglevel=error)
 
 status=0
+# Each pass's output is kept, so the end of the run names what failed (CI shows its tail).
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 echo "== unit tests (ctest)"
-ctest --test-dir build --output-on-failure -j "$(nproc)" || status=1
+ctest --test-dir build --output-on-failure -j "$(nproc)" 2>&1 | tee "$logs/unit" || status=1
 echo "== integration tests (node --test, real tahua binary)"
-TAHUA_BIN="$PWD/build/tahua" node --test --test-concurrency=1 tests/integration/ || status=1
+TAHUA_BIN="$PWD/build/tahua" node --test --test-concurrency=1 tests/integration/ 2>&1 | tee "$logs/integration" || status=1
 
 if [ "${TAHUA_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== integration tests against the ASan+UBSan binary"
@@ -33,7 +36,7 @@ if [ "${TAHUA_SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake --build build-sanitize -j "$(nproc)" --target tahua fuzz_replay
   TAHUA_BIN="$PWD/build-sanitize/tahua" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    node --test --test-concurrency=1 tests/integration/ || status=1
+    node --test --test-concurrency=1 tests/integration/ 2>&1 | tee "$logs/sanitizer" || status=1
   # The fuzz seeds and every kept crash once more (ctest replayed them without sanitizers):
   # a read past a buffer or UB that does not crash is caught here. Leaks are checked.
   echo "== fuzz corpora replayed against the ASan+UBSan build"
@@ -47,6 +50,13 @@ if [ "${TAHUA_SKIP_SANITIZERS:-0}" != 1 ]; then
       echo "fuzz_replay_$t: FAILED"
       status=1
     fi
+  done
+fi
+if [ "$status" != 0 ]; then
+  echo "== what failed"
+  for pass in unit integration sanitizer; do
+    [ -f "$logs/$pass" ] || continue
+    grep -E '^\s*not ok |\(Failed\)|\(SEGFAULT\)|\(Timeout\)|Subprocess aborted' "$logs/$pass" | grep -v '# SKIP' | sed "s/^/$pass: /" || true
   done
 fi
 exit $status

@@ -738,6 +738,10 @@ struct McpConfig {
   bool pin_tools = true;
   // Arguments are checked against the tool's inputSchema before the call.
   bool validate_arguments = true;
+  // Origins (scheme://host[:port], lower case; "*": any) a request with an Origin header
+  // may come from, besides loopback ones (DNS rebinding: a web page's script must not
+  // reach MCP servers through a gateway on the same machine). No Origin: not checked.
+  std::vector<std::string> allowed_origins;
   // Built by the loader: one routing target per `mcp` provider, a model of its own named
   // "mcp:<server>", not in `models` and never routable by name.
   std::vector<ModelConfig> targets;

@@ -1,5 +1,9 @@
 // The `mcp` section and the MCP servers: every provider of type `mcp` is an upstream MCP
 // server, fronted at /mcp (filters/mcp/); the section says who may see and call what.
+#include <boost/url/parse.hpp>
+#include <cctype>
+#include <optional>
+
 #include "config/loader_detail.h"
 
 namespace tahua::config_detail {
@@ -11,6 +15,17 @@ namespace {
 bool validServerName(std::string_view name) {
   if (name.empty() || name.size() > 64 || name.find("__") != std::string_view::npos || name.back() == '_') return false;
   return name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == std::string_view::npos;
+}
+
+// An origin as browsers send it: http(s)://host[:port], nothing after; lower-cased.
+std::optional<std::string> normalOrigin(std::string_view text) {
+  auto u = boost::urls::parse_absolute_uri(text);
+  if (!u || (u->scheme() != "http" && u->scheme() != "https") || u->host().empty() || u->has_userinfo() ||
+      !u->encoded_path().empty() || u->has_query() || u->has_fragment())
+    return std::nullopt;
+  std::string out(text);
+  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
 }
 
 }  // namespace
@@ -39,7 +54,8 @@ void Loader::loadMcp(const YAML::Node& root, Config& cfg) {
   if (!n) return;
   const std::string p = "mcp";
   if (m.targets.empty()) fail(n, p, "no provider is of type mcp: declare the MCP servers under `providers` with type: mcp");
-  checkKeys(n, p, {"access", "session_ttl", "max_response_bytes", "call_timeout", "audit_arguments", "pin_tools", "validate_arguments"});
+  checkKeys(n, p, {"access", "session_ttl", "max_response_bytes", "call_timeout", "audit_arguments", "pin_tools", "validate_arguments",
+                 "allowed_origins"});
   if (auto a = n["access"]) {
     if (!a.IsSequence()) fail(a, p + ".access", "expected a list of rules ({tenants, keys, allow, deny})");
     for (std::size_t k = 0; k < a.size(); ++k) {
@@ -55,6 +71,20 @@ void Loader::loadMcp(const YAML::Node& root, Config& cfg) {
   if (auto v = n["audit_arguments"]) m.audit_arguments = boolean(v, p + ".audit_arguments");
   if (auto v = n["pin_tools"]) m.pin_tools = boolean(v, p + ".pin_tools");
   if (auto v = n["validate_arguments"]) m.validate_arguments = boolean(v, p + ".validate_arguments");
+  if (auto o = n["allowed_origins"]) {
+    if (!o.IsSequence()) fail(o, p + ".allowed_origins", "expected a list of origins (\"https://app.example.com\") or \"*\"");
+    for (std::size_t k = 0; k < o.size(); ++k) {
+      const std::string op = p + ".allowed_origins[" + std::to_string(k) + "]";
+      const std::string text = nonEmpty(o[k], op);
+      if (text == "*") {
+        m.allowed_origins.push_back(text);
+        continue;
+      }
+      auto origin = normalOrigin(text);
+      if (!origin) fail(o[k], op, "\"" + text + "\" is not an origin: http:// or https://, a host and an optional port, no path");
+      m.allowed_origins.push_back(std::move(*origin));
+    }
+  }
 }
 
 }  // namespace tahua::config_detail

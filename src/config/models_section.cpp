@@ -1,5 +1,6 @@
 // models: deployments, balancing, canary, outlier ejection, GPU scoring, pricing and
 // fallbacks.
+#include <algorithm>
 #include <cctype>
 
 #include "config/loader_detail.h"
@@ -13,8 +14,11 @@ constexpr Named<BalancePolicy> kBalancePolicies[] = {
 };
 
 void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg) {
+  // A gateway in front of MCP servers alone needs no model.
+  const bool serves_mcp = std::any_of(cfg.providers.begin(), cfg.providers.end(), [](const ProviderConfig& p) { return p.type == "mcp"; });
+  if (!n && serves_mcp) return;
   if (!n) fail(root, "models", "required: at least one model");
-  if (!n.IsSequence() || n.size() == 0) fail(n, "models", "expected a non-empty list");
+  if (!n.IsSequence() || (n.size() == 0 && !serves_mcp)) fail(n, "models", "expected a non-empty list");
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "models[" + std::to_string(i) + "]";
     const YAML::Node& y = n[i];

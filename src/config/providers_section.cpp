@@ -205,6 +205,8 @@ void Loader::parseBaseUrl(const YAML::Node& node, const std::string& path, Provi
     pc.port = port;
   }
   pc.base_path = std::string(parsed->encoded_path());
+  // Boost.URL 1.81 reads "http://10.0.0.1.example.com" as host 10.0.0.1, path ".example.com".
+  if (!pc.base_path.empty() && pc.base_path.front() != '/') fail(node, path, "the host is neither a name nor an address: \"" + pc.base_url + "\"");
   while (!pc.base_path.empty() && pc.base_path.back() == '/') pc.base_path.pop_back();
 }
 

@@ -15,6 +15,8 @@ std::optional<HttpUrl> parseHttpUrl(std::string_view text, std::string* error, b
   if (parsed->scheme() != "http" && !tls) return fail(allow_https ? "only http:// and https:// are supported" : "only http:// is supported");
   if (parsed->host().empty()) return fail("no host");
   if (parsed->has_userinfo()) return fail("credentials in the URL are not supported (send a header)");
+  // Boost.URL 1.81 reads "http://10.0.0.1.example.com" as host 10.0.0.1, path ".example.com".
+  if (!parsed->encoded_path().empty() && parsed->encoded_path().front() != '/') return fail("the host is neither a name nor an address");
   HttpUrl u;
   u.tls = tls;
   u.host = parsed->host_address();

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gatewayConfig, openaiProvider, startTahua, REPO_ROOT } from './lib/tahua.mjs';
+import { gatewayConfig, startTahua, REPO_ROOT } from './lib/tahua.mjs';
 import { mcpProvider } from './lib/mcp_servers.mjs';
 import { startEverythingServer } from './lib/mcp_everything_server.mjs';
 
@@ -22,10 +22,8 @@ const BASELINE = join(REPO_ROOT, 'tests', 'integration', 'mcp_conformance_baseli
 describe('MCP conformance suite', () => {
   it('passes every server scenario through /mcp/{server} but the baseline\'s', async (t) => {
     const server = await startEverythingServer({ t });
-    const config = gatewayConfig({
-      providers: [openaiProvider('up', 'http://127.0.0.1:9/v1'), mcpProvider('everything', server.url)],
-      models: [{ name: 'fast', provider: 'up' }],
-    });
+    // An MCP-only gateway: no models.
+    const config = gatewayConfig({ providers: [mcpProvider('everything', server.url)] });
     const gw = await startTahua({ t, config });
     const out = mkdtempSync(join(tmpdir(), 'tahua-mcp-conformance-'));
     t.after(() => rmSync(out, { recursive: true, force: true }));

@@ -13,7 +13,8 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ToolListChangedNotificationSchema, CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
 import { gatewayConfig, openaiProvider, startTahua, REPO_ROOT } from './lib/tahua.mjs';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { startMcpServer, mcpProvider } from './lib/mcp_servers.mjs';
@@ -65,6 +66,26 @@ function docs(server) {
     async (uri) => ({ contents: [{ uri: uri.href, text: 'the readme' }] }));
 }
 
+// asker: asks its client (sampling, elicitation) and completes a prompt's argument.
+function asker(server) {
+  server.registerTool('ask', { description: 'Asks the client\'s model.', inputSchema: { question: z.string() } }, async ({ question }) => {
+    // As a server should: it asks only a client that declared it can sample.
+    if (!server.server.getClientCapabilities()?.sampling) return { isError: true, content: [{ type: 'text', text: 'cannot ask: the client cannot sample' }] };
+    try {
+      const r = await server.server.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: question } }], maxTokens: 10 });
+      return { content: [{ type: 'text', text: `model said: ${r.content.text}` }] };
+    } catch (e) {
+      return { isError: true, content: [{ type: 'text', text: `cannot ask: ${e.message}` }] };
+    }
+  });
+  server.registerTool('confirm', { description: 'Asks the user.', inputSchema: {} }, async () => {
+    const r = await server.server.elicitInput({ message: 'Proceed?', requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] } });
+    return { content: [{ type: 'text', text: `${r.action} ${r.content?.ok}` }] };
+  });
+  server.registerPrompt('greet', { description: 'Greets a city.', argsSchema: { city: completable(z.string(), (v) => ['paris', 'park', 'prague'].filter((c) => c.startsWith(v))) } },
+    ({ city }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello ${city}` } }] }));
+}
+
 async function start(t, { mcp, store, servers, policies } = {}) {
   const gh = servers?.gh ?? await startMcpServer({ t, name: 'github', setup: github });
   const dc = servers?.dc ?? await startMcpServer({ t, name: 'docs', setup: docs });
@@ -96,13 +117,13 @@ const rpc = (gw, body, headers = {}) =>
 
 // The SDK's client through the gateway, with a caller's key. `to()` says where each
 // request goes (a load balancer in front of replicas, in the failover test).
-async function connect(t, to, key, path = '/mcp', setup = () => {}) {
+async function connect(t, to, key, path = '/mcp', setup = () => {}, capabilities = {}) {
   const where = typeof to === 'function' ? to : () => to;
   const transport = new StreamableHTTPClientTransport(new URL(`http://placeholder${path}`), {
     requestInit: { headers: { Authorization: `Bearer ${key}` } },
     fetch: (url, init) => fetch(String(url).replace('http://placeholder', where()), init),
   });
-  const client = new Client({ name: 'mcp-gateway-test', version: '1.0.0' });
+  const client = new Client({ name: 'mcp-gateway-test', version: '1.0.0' }, { capabilities });
   setup(client);
   await client.connect(transport);
   t.after(() => client.close().catch(() => {}));
@@ -235,6 +256,8 @@ describe('MCP gateway', () => {
     assert.equal(unknown.json.error.code, -32601);
     const version = await rpc(gw, { jsonrpc: '2.0', id: 3, method: 'ping' }, { ...auth, 'mcp-session-id': sid, 'mcp-protocol-version': '1999-01-01' });
     assert.equal(version.status, 400);
+    const older = await rpc(gw, { jsonrpc: '2.0', id: 3, method: 'ping' }, { ...auth, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-03-26' });
+    assert.equal(older.status, 200, 'a published older revision in the header is accepted: the session\'s own revision governs');
     const ping = await rpc(gw, { jsonrpc: '2.0', id: 4, method: 'ping' }, { ...auth, 'mcp-session-id': sid });
     assert.deepEqual(ping.json, { jsonrpc: '2.0', id: 4, result: {} });
     const note = await rpc(gw, { jsonrpc: '2.0', method: 'notifications/initialized' }, { ...auth, 'mcp-session-id': sid });
@@ -343,6 +366,60 @@ describe('MCP gateway: a server\'s own path', () => {
     const noServer = await request(gw.url, '/mcp/nosuch', { method: 'POST', body: '{}', headers: { authorization: `Bearer ${A}`, 'content-type': 'application/json' } });
     assert.equal(noServer.status, 404);
     assert.match(noServer.json.error.message, /Unknown MCP server/);
+  });
+});
+
+describe('MCP gateway: what a server asks its client', () => {
+  async function startAsker(t, mcp) {
+    const ask = await startMcpServer({ t, name: 'asker', setup: asker });
+    const gw = await startTahua({ t, config: { ...gatewayConfig({ providers: [mcpProvider('asker', ask.url)] }), ...(mcp ? { mcp } : {}) } });
+    return { gw, ask };
+  }
+  const answering = (c) => {
+    c.setRequestHandler(CreateMessageRequestSchema, async (req) => ({ model: 'client-model', role: 'assistant', content: { type: 'text', text: `42 (${req.params.messages[0].content.text})` } }));
+    c.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: { ok: true } }));
+  };
+
+  it('/mcp/{server}: sampling and elicitation reach the client and its answers the server; completions; the server\'s capabilities', async (t) => {
+    const { gw, ask } = await startAsker(t);
+    const { client } = await connect(t, gw.url, 'none', '/mcp/asker', answering, { sampling: {}, elicitation: {} });
+    assert.deepEqual(Object.keys(client.getServerCapabilities()).sort(), ['completions', 'prompts', 'tools'], 'what the server declared');
+    assert.deepEqual(ask.calls('initialize')[0].body.params.capabilities, { sampling: {}, elicitation: {} }, 'the client\'s capabilities reach the server');
+    assert.equal(text(await client.callTool({ name: 'ask', arguments: { question: 'meaning?' } })), 'model said: 42 (meaning?)');
+    assert.equal(text(await client.callTool({ name: 'confirm', arguments: {} })), 'accept true');
+    const answers = ask.state.requests.filter((r) => r.method === 'POST' && r.body && !r.body.method);
+    assert.equal(answers.length, 2, 'both of the client\'s answers were posted to the server');
+    assert.ok(answers.every((r) => ask.state.sessions.has(r.headers['mcp-session-id'])), 'in the upstream session');
+    const done = await client.complete({ ref: { type: 'ref/prompt', name: 'greet' }, argument: { name: 'city', value: 'pa' } });
+    assert.deepEqual(done.completion.values, ['paris', 'park']);
+    // An Origin that is not loopback nor listed: refused (DNS rebinding); a loopback one served.
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    const evil = await request(gw.url, '/mcp/asker', { method: 'POST', body: JSON.stringify(init),
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', origin: 'http://evil.example.com' } });
+    assert.equal(evil.status, 403);
+    assert.match(evil.json.error.message, /Origin/);
+    const local = await request(gw.url, '/mcp/asker', { method: 'POST', body: JSON.stringify(init),
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', origin: 'http://localhost:3000' } });
+    assert.equal(local.status, 200);
+  });
+
+  it('/mcp: completions are routed by prompt; servers are told of no client capabilities, so they ask nothing; mcp.allowed_origins', async (t) => {
+    const { gw, ask } = await startAsker(t, { allowed_origins: ['https://app.example.com'] });
+    const { client } = await connect(t, gw.url, 'none', '/mcp', answering, { sampling: {}, elicitation: {} });
+    const done = await client.complete({ ref: { type: 'ref/prompt', name: 'asker__greet' }, argument: { name: 'city', value: 'pr' } });
+    assert.deepEqual(done.completion.values, ['prague']);
+    assert.equal(ask.calls('completion/complete')[0].body.params.ref.name, 'greet', 'the server gets its own prompt name');
+    const unknown = await client.complete({ ref: { type: 'ref/prompt', name: 'nosuch__greet' }, argument: { name: 'city', value: 'p' } }).catch((e) => e);
+    assert.match(unknown.message, /Unknown prompt/);
+    const asked = await client.callTool({ name: 'asker__ask', arguments: { question: 'q' } });
+    assert.equal(asked.isError, true);
+    assert.match(text(asked), /cannot ask/, 'the server knows the client cannot be asked through /mcp');
+    assert.deepEqual(ask.calls('initialize')[0].body.params.capabilities, {});
+    const listed = await request(gw.url, '/mcp', { method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }),
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', origin: 'https://APP.example.com' } });
+    assert.equal(listed.status, 200, 'a listed origin is served (case aside)');
+    const other = await request(gw.url, '/mcp', { method: 'POST', body: '{}', headers: { 'content-type': 'application/json', origin: 'https://other.example.com' } });
+    assert.equal(other.status, 403);
   });
 });
 

@@ -120,6 +120,27 @@ TEST(ConfigLoader, ValidationErrors) {
                 .find("duplicate model name"),
             std::string::npos);
   EXPECT_NE(loadError("").find("the file is empty"), std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: openai, base_url: \"http://10.0.0.1.example.com/v1\"}]\n"
+                      "models: [{name: m, provider: a}]\n")
+                .find("the host is neither a name nor an address"),
+            std::string::npos);
+}
+
+TEST(ConfigLoader, McpServersAloneNeedNoModelsAndOriginsAreChecked) {
+  const std::string mcp = "listeners: [{port: 0}]\nproviders: [{name: gh, type: mcp, base_url: \"http://127.0.0.1:9/mcp\"}]\n";
+  auto r = loadConfigString(mcp, "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_TRUE(r.config->models.empty());
+  EXPECT_EQ(r.config->mcp.targets.size(), 1u);
+  r = loadConfigString(mcp + "mcp: {allowed_origins: [\"https://App.example.com:8443\", \"*\"]}\n", "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  EXPECT_EQ(r.config->mcp.allowed_origins, (std::vector<std::string>{"https://app.example.com:8443", "*"}));
+  EXPECT_NE(loadError(mcp + "mcp: {allowed_origins: [\"https://app.example.com/path\"]}\n").find("t.yaml:3"), std::string::npos);
+  EXPECT_NE(loadError(mcp + "mcp: {allowed_origins: [\"https://app.example.com/path\"]}\n").find("mcp.allowed_origins[0]"), std::string::npos);
+  EXPECT_NE(loadError(mcp + "mcp: {allowed_origins: [\"ftp://x\"]}\n").find("is not an origin"), std::string::npos);
+  EXPECT_NE(loadError(mcp + "mcp: {allowed_origins: \"*\"}\n").find("expected a list of origins"), std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: mock}]\nmodels: []\n").find("models: expected a non-empty list"),
+            std::string::npos);
 }
 
 TEST(ConfigLoader, ApiKeyFromEnvAndUnsetEnvMakesProviderUnusable) {

@@ -16,6 +16,28 @@ TEST(McpMessages, NegotiatesAServedRevisionOrTheNewest) {
   EXPECT_EQ(mcp::negotiate(""), mcp::kRevisions[0]);
 }
 
+TEST(McpMessages, AnyPublishedRevisionIsKnownInAHeader) {
+  for (std::string_view r : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) EXPECT_TRUE(mcp::knownRevision(r)) << r;
+  EXPECT_FALSE(mcp::knownRevision("1999-01-01"));
+  EXPECT_FALSE(mcp::knownRevision("2025-11-25 "));
+}
+
+TEST(McpMessages, OriginsLoopbackOrListed) {
+  McpConfig cfg;
+  for (std::string_view o : {"http://localhost", "http://LOCALHOST:3000", "https://127.0.0.1:8443", "http://127.1.2.3", "http://[::1]:80"})
+    EXPECT_TRUE(mcp::originAllowed(cfg, o)) << o;
+  for (std::string_view o : {"http://evil.example.com", "null", "http://localhost.evil.com", "http://127.0.0.1.evil.com", "file://localhost",
+                             "http://[::2]", "http://10.0.0.1"})
+    EXPECT_FALSE(mcp::originAllowed(cfg, o)) << o;
+  cfg.allowed_origins = {"https://app.example.com"};
+  EXPECT_TRUE(mcp::originAllowed(cfg, "https://app.example.com"));
+  EXPECT_TRUE(mcp::originAllowed(cfg, "https://App.Example.com"));
+  EXPECT_FALSE(mcp::originAllowed(cfg, "http://app.example.com"));
+  EXPECT_FALSE(mcp::originAllowed(cfg, "https://app.example.com:8443"));
+  cfg.allowed_origins = {"*"};
+  EXPECT_TRUE(mcp::originAllowed(cfg, "null"));
+}
+
 TEST(McpMessages, QualifiedNamesSplitAtTheFirstSeparator) {
   EXPECT_EQ(mcp::qualified("github", "create_issue"), "github__create_issue");
   std::string_view server, name;

@@ -71,6 +71,11 @@ struct Session {
   std::string scope;  // the server of the /mcp/{server} path it was made on; "": /mcp
   std::string protocol;
   std::int64_t expires_ms = 0;
+  // The client's capabilities (initialize): declared to the server of a scoped session,
+  // whose requests to the client (sampling, elicitation, roots) are relayed.
+  bj::object capabilities;
+  // The server's initialize result (a scoped session's, while it is being opened).
+  bj::object server_result;
   std::map<std::string, UpstreamSession, std::less<>> upstream;  // by server
   // Requests waiting for an upstream session this worker is opening: a client's first
   // call and its GET stream come together, and both must get the same upstream session.
@@ -272,6 +277,11 @@ class McpFilter final : public FilterWithState<McpState> {
       if (!ctx.config->mcp.targetOf(c.scope))
         return reply(ctx, c, 404, mcp::errorMessage("null", mcp::kInvalidRequest, "Unknown MCP server \"" + c.scope + "\"."));
     }
+    // DNS rebinding: a browser sends Origin; a page of another site must not drive a
+    // gateway (or the servers behind it) that it reaches on the user's machine.
+    if (const std::string_view origin = ctx.headers ? ctx.headers->get("origin") : std::string_view();
+        !origin.empty() && !mcp::originAllowed(ctx.config->mcp, origin))
+      return reply(ctx, c, 403, mcp::errorMessage("null", mcp::kInvalidRequest, "Forbidden: this Origin is not in mcp.allowed_origins."));
     if (ctx.method == "GET") {  // the server's own stream of messages (only on its path)
       if (sid.empty()) return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required."));
       return withSession(ctx, c, [this, &ctx, &c] { openStream(ctx, c); });
@@ -294,17 +304,15 @@ class McpFilter final : public FilterWithState<McpState> {
       c.id = bj::serialize(*id);
     }
     const bj::value* method = c.message.if_contains("method");
-    // A client's answer to a server's request: the gateway declares no client
-    // capabilities upstream, so servers ask it nothing; accepted and dropped.
-    if (!method) return accepted(ctx, c);
+    if (!method) return clientMessage(ctx, c);  // an answer to a server's request
     if (!method->is_string()) return reply(ctx, c, 400, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Invalid Request: method is not a string."));
     c.method = std::string(method->get_string());
     ctx.record_fields[static_cast<std::size_t>(RecordField::McpMethod)] = c.method;
     const std::string_view version = ctx.headers ? ctx.headers->get("mcp-protocol-version") : std::string_view();
-    if (!version.empty() && mcp::negotiate(version) != version)
+    if (!version.empty() && !mcp::knownRevision(version))
       return reply(ctx, c, 400, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version " + std::string(version) + "."));
     if (c.method == "initialize") return initialize(ctx, c);
-    if (!c.message.contains("id")) return accepted(ctx, c);  // a notification (initialized, cancelled, ...)
+    if (!c.message.contains("id")) return clientMessage(ctx, c);  // a notification (initialized, cancelled, ...)
     if (sid.empty()) return reply(ctx, c, 400, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Bad Request: the Mcp-Session-Id header is required."));
     withSession(ctx, c, [this, &ctx, &c] { dispatch(ctx, c); });
   }
@@ -315,9 +323,13 @@ class McpFilter final : public FilterWithState<McpState> {
       if (c.method == kind.method) return list(ctx, c, kind, nullptr);
     if (c.method == "tools/call") return callTool(ctx, c);
     if (c.method == "prompts/get") return getPrompt(ctx, c);
-    if (c.method == "resources/read") return readResource(ctx, c);
-    // The levels of the servers' logs are theirs to keep; nothing is forwarded.
-    if (c.method == "logging/setLevel") return reply(ctx, c, 200, mcp::resultMessage(c.id, bj::object()));
+    if (c.method == "resources/read" || c.method == "resources/subscribe" || c.method == "resources/unsubscribe") return resourceCall(ctx, c);
+    if (c.method == "completion/complete") return complete(ctx, c);
+    if (c.method == "logging/setLevel") {
+      if (!c.scope.empty()) return toScope(ctx, c);
+      // On /mcp: which servers' logs would it set? Their levels are theirs to keep.
+      return reply(ctx, c, 200, mcp::resultMessage(c.id, bj::object()));
+    }
     reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kMethodNotFound, "Method not found: " + c.method));
   }
 
@@ -349,12 +361,46 @@ class McpFilter final : public FilterWithState<McpState> {
     s->owner = ownerOf(ctx);
     s->scope = c.scope;
     s->protocol = std::string(mcp::negotiate(wanted));
-    const Millis ttl = ctx.config->mcp.session_ttl;
-    s->expires_ms = nowMs() + ttl.count();
+    if (const bj::object* caps = params ? json::obj(*params, "capabilities") : nullptr) s->capabilities = *caps;
+    s->expires_ms = nowMs() + ctx.config->mcp.session_ttl.count();
     const std::string sid = newSessionId();
     if (sid.empty()) return reply(ctx, c, 500, mcp::errorMessage(c.id, mcp::kInternalError, "No session id could be made."));
-    bj::object record{{"owner", s->owner}, {"scope", s->scope}, {"protocol", s->protocol}, {"expires_ms", s->expires_ms}};
-    store_.putValue(sessionKey(sid), bj::serialize(record), ttl, [this, &ctx, &c, s, sid](std::optional<std::string> error) {
+    if (s->scope.empty()) {
+      bj::object caps{{"tools", bj::object{{"listChanged", false}}},
+                      {"prompts", bj::object{{"listChanged", false}}},
+                      {"resources", bj::object{{"subscribe", false}, {"listChanged", false}}},
+                      {"completions", bj::object()},
+                      {"logging", bj::object()}};
+      return keepSession(ctx, c, s, sid,
+                         bj::object{{"protocolVersion", s->protocol},
+                                    {"capabilities", std::move(caps)},
+                                    {"serverInfo", bj::object{{"name", "tahua"}, {"version", "1"}}},
+                                    {"instructions", "Tools and prompts of several MCP servers, named <server>__<name>."}});
+    }
+    // A server's own path is that server, so its session opens now and the client is
+    // told what the server can do (what the gateway relays of it).
+    c.session = s;
+    c.session_id = sid;
+    openUpstream(ctx, c, s->scope, [this, &ctx, &c, s, sid](bool ok) {
+      if (!ok) return serverDown(ctx, c, s->scope);
+      bj::object caps;
+      if (const bj::object* theirs = json::obj(s->server_result, "capabilities"))
+        for (std::string_view k : {"tools", "prompts", "resources", "completions", "logging"})
+          if (const bj::value* v = theirs->if_contains(k)) caps[k] = *v;
+      bj::object result{{"protocolVersion", s->protocol},
+                        {"capabilities", std::move(caps)},
+                        {"serverInfo", bj::object{{"name", "tahua/" + s->scope}, {"version", "1"}}}};
+      if (const bj::value* i = s->server_result.if_contains("instructions"); i && i->is_string()) result["instructions"] = *i;
+      s->server_result = {};
+      keepSession(ctx, c, s, sid, std::move(result));
+    });
+  }
+
+  void keepSession(RequestContext& ctx, Call& c, SessionPtr s, const std::string& sid, bj::object result) {
+    bj::object record{{"owner", s->owner}, {"scope", s->scope}, {"protocol", s->protocol}, {"expires_ms", s->expires_ms},
+                      {"capabilities", s->capabilities}};
+    const Millis ttl(std::max<std::int64_t>(s->expires_ms - nowMs(), 1000));
+    store_.putValue(sessionKey(sid), bj::serialize(record), ttl, [this, &ctx, &c, s, sid, result = std::move(result)](std::optional<std::string> error) {
       if (error) {
         log::error("cannot keep an MCP session", {{"error", *error}, {"request_id", ctx.request_id}});
         return storeUnavailable(ctx, c);
@@ -362,14 +408,6 @@ class McpFilter final : public FilterWithState<McpState> {
       remember(sid, s);
       ++metrics_.mcp_sessions_total;
       c.reply_session = sid;
-      bj::object caps{{"tools", bj::object{{"listChanged", false}}},
-                      {"prompts", bj::object{{"listChanged", false}}},
-                      {"resources", bj::object{{"subscribe", false}, {"listChanged", false}}},
-                      {"logging", bj::object()}};
-      bj::object result{{"protocolVersion", s->protocol},
-                        {"capabilities", std::move(caps)},
-                        {"serverInfo", bj::object{{"name", s->scope.empty() ? std::string("tahua") : "tahua/" + s->scope}, {"version", "1"}}}};
-      if (s->scope.empty()) result["instructions"] = "Tools and prompts of several MCP servers, named <server>__<name>.";
       reply(ctx, c, 200, mcp::resultMessage(c.id, result));
     });
   }
@@ -405,6 +443,7 @@ class McpFilter final : public FilterWithState<McpState> {
       s->protocol = std::string(json::strOr(v.get_object(), "protocol", mcp::kRevisions[0]));
       const bj::value* e = v.get_object().if_contains("expires_ms");
       s->expires_ms = e && e->is_int64() ? e->get_int64() : 0;
+      if (const bj::object* caps = json::obj(v.get_object(), "capabilities")) s->capabilities = *caps;
       if (s->expires_ms <= nowMs() || s->owner != ownerOf(ctx) || s->scope != c.scope) return notFound();
       remember(c.session_id, s);
       c.session = std::move(s);
@@ -467,8 +506,10 @@ class McpFilter final : public FilterWithState<McpState> {
 
   void openUpstream(RequestContext& ctx, Call& c, const std::string& server, std::function<void(bool)> next) {
     SessionPtr s = c.session;
+    // The client's capabilities go only to the server of a scoped session: on /mcp the
+    // gateway could not tell which server a client's answer is for.
     bj::object params{{"protocolVersion", s->protocol},
-                      {"capabilities", bj::object()},
+                      {"capabilities", server == s->scope ? s->capabilities : bj::object()},
                       {"clientInfo", bj::object{{"name", "tahua"}, {"version", "1"}}}};
     bj::object init{{"jsonrpc", "2.0"}, {"id", "tahua-initialize"}, {"method", "initialize"}, {"params", std::move(params)}};
     upstreamCall(ctx, server, bj::serialize(init), {}, [this, &ctx, &c, s, server, next = std::move(next)](OutboundResponse r) mutable {
@@ -482,6 +523,7 @@ class McpFilter final : public FilterWithState<McpState> {
       for (const auto& [name, value] : r.headers)
         if (name == "mcp-session-id") up.id = value;
       up.protocol = std::string(json::strOr(*result, "protocolVersion", s->protocol));
+      if (server == s->scope) s->server_result = *result;
       std::vector<std::pair<std::string, std::string>> headers = {{"MCP-Protocol-Version", up.protocol}};
       if (!up.id.empty()) headers.emplace_back("Mcp-Session-Id", up.id);
       upstreamCall(ctx, server, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", std::move(headers),
@@ -619,8 +661,10 @@ class McpFilter final : public FilterWithState<McpState> {
           if (c.scope.empty()) o["name"] = q;  // a server's own path keeps its names
         } else {
           const std::string_view uri = json::strOr(o, "uri", json::strOr(o, "uriTemplate"));
-          if (!mcp::allowed(cfg, tenant, key, mcp::qualified(server, json::strOr(o, "name", uri)))) continue;
-          if (kind.field == "resources" && !uri.empty()) resource_servers_.emplace(std::string(uri), server);
+          std::string rule_name = mcp::qualified(server, json::strOr(o, "name", uri));
+          const bool ok = mcp::allowed(cfg, tenant, key, rule_name);
+          if (!uri.empty()) resource_servers_.try_emplace(std::string(uri), ResourceHome{server, std::move(rule_name)});
+          if (!ok) continue;
         }
         out.push_back(std::move(item));
       }
@@ -762,23 +806,79 @@ class McpFilter final : public FilterWithState<McpState> {
   }
 
   // A resource's server is the one that listed its URI (the first in config order when
-  // several did); an URI no server listed is looked for by listing once.
-  void readResource(RequestContext& ctx, Call& c) {
+  // several did); an URI no server listed is looked for by listing once. The caller
+  // must be allowed the name the resource was listed under (the map is the worker's,
+  // filled by every caller's lists). On a server's own path an URI it did not list (one
+  // made from a template) goes to it, checked under the URI.
+  void resourceCall(RequestContext& ctx, Call& c) {
     const bj::object* p = params(c);
-    const std::string uri(p ? json::strOr(*p, "uri") : std::string_view());
-    auto go = [this, &ctx, &c, uri] {
+    withResource(ctx, c, std::string(p ? json::strOr(*p, "uri") : std::string_view()), kLists[2],
+                 [this, &ctx, &c](const ModelConfig& target, const std::string& server) { toServer(ctx, c, target, server); });
+  }
+
+  // completion/complete: to the server of the prompt or resource template it is about.
+  void complete(RequestContext& ctx, Call& c) {
+    bj::value* p = c.message.if_contains("params");
+    bj::value* ref = p && p->is_object() ? p->get_object().if_contains("ref") : nullptr;
+    if (!ref || !ref->is_object()) return reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Invalid params: ref is required."));
+    bj::object& r = ref->get_object();
+    const std::string_view type = json::strOr(r, "type");
+    if (type == "ref/resource")
+      return withResource(ctx, c, std::string(json::strOr(r, "uri")), kLists[3],
+                          [this, &ctx, &c](const ModelConfig& target, const std::string& server) { toServer(ctx, c, target, server); });
+    if (type != "ref/prompt") return reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Invalid params: ref.type is ref/prompt or ref/resource."));
+    const std::string name(json::strOr(r, "name"));
+    std::string q;
+    std::string_view server, own;
+    const ModelConfig* target = visibleTarget(ctx, c, name, q, server, own);
+    if (!target) return reply(ctx, c, 200, mcp::errorMessage(c.id, mcp::kInvalidParams, "Unknown prompt: " + name));
+    r["name"] = own;  // the server's own name
+    toServer(ctx, c, *target, std::string(server));
+  }
+
+  // Finds the server of `uri` (listed under `kind`) that the caller may use, then `next`.
+  void withResource(RequestContext& ctx, Call& c, std::string uri, const ListKind& kind,
+                    std::function<void(const ModelConfig&, const std::string&)> next) {
+    auto go = [this, &ctx, &c, uri, next = std::move(next)] {
+      const McpConfig& cfg = ctx.config->mcp;
       auto it = resource_servers_.find(uri);
-      const std::string server = !c.scope.empty() ? c.scope : it == resource_servers_.end() ? std::string() : it->second;
-      const ModelConfig* target = server.empty() ? nullptr : ctx.config->mcp.targetOf(server);
+      std::string server, rule_name;
+      if (it != resource_servers_.end() && (c.scope.empty() || it->second.server == c.scope)) {
+        server = it->second.server;
+        rule_name = it->second.rule_name;
+      } else if (!c.scope.empty()) {
+        server = c.scope;
+        rule_name = mcp::qualified(c.scope, uri);
+      }
+      const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : std::string_view();
+      const std::string_view key = ctx.principal.key ? std::string_view(ctx.principal.key->name) : std::string_view();
+      const ModelConfig* target = server.empty() || !mcp::allowed(cfg, tenant, key, rule_name) ? nullptr : cfg.targetOf(server);
       if (!target) return reply(ctx, c, 200, mcp::errorMessage(c.id, -32002, "Resource not found: " + uri));
-      withUpstream(ctx, c, server, [this, &ctx, &c, target, server, uri](bool ok) {
-        if (!ok) return serverDown(ctx, c, server);
-        route(ctx, c, *target, server, "uri", uri);
-      });
+      next(*target, server);
     };
     if (!c.scope.empty() || resource_servers_.contains(uri)) return go();
     if (resource_servers_.size() > 100'000) resource_servers_.clear();
-    list(ctx, c, kLists[2], go);
+    list(ctx, c, kind, std::move(go));
+  }
+
+  // On a server's own path: a request the gateway does not look into goes to the server.
+  void toScope(RequestContext& ctx, Call& c) { toServer(ctx, c, *ctx.config->mcp.targetOf(c.scope), c.scope); }
+
+  void toServer(RequestContext& ctx, Call& c, const ModelConfig& target, const std::string& server) {
+    withUpstream(ctx, c, server, [this, &ctx, &c, &target, server](bool ok) {
+      if (!ok) return serverDown(ctx, c, server);
+      route(ctx, c, target, server, {}, {});
+    });
+  }
+
+  // A client's notification, or its answer to a server's request (sampling,
+  // elicitation, roots). On a server's own path it goes to the server in the session's
+  // upstream session. On /mcp it is answered 202 and dropped: the gateway could not tell
+  // which server it is for (and declares no client capabilities there, so servers ask
+  // nothing). The client's `initialized` is the gateway's to send upstream, and was.
+  void clientMessage(RequestContext& ctx, Call& c) {
+    if (c.scope.empty() || c.session_id.empty() || c.method == "notifications/initialized") return accepted(ctx, c);
+    withSession(ctx, c, [this, &ctx, &c] { toScope(ctx, c); });
   }
 
   // GET /mcp/{server}: the server's own stream of messages for this session, relayed as
@@ -823,11 +923,11 @@ class McpFilter final : public FilterWithState<McpState> {
     });
   }
 
-  // The request goes on to `server` through the data path: its own name for the item,
-  // its session in a header (onUpstreamRequest). The limits see the qualified name as
+  // The request goes on to `server` through the data path: its own name for the item
+  // (`field` of params, when given), its session in a header (onUpstreamRequest). The limits see the qualified name as
   // the model asked for (a RateLimitPolicy may match it), the balancer the target.
   void route(RequestContext& ctx, Call& c, const ModelConfig& target, const std::string& server, std::string_view field, std::string_view value) {
-    if (bj::value* p = c.message.if_contains("params"); p && p->is_object()) p->get_object()[field] = value;
+    if (bj::value* p = c.message.if_contains("params"); p && p->is_object() && !field.empty()) p->get_object()[field] = value;
     ctx.body = bj::serialize(c.message);
     c.server = server;
     c.upstream = c.session->upstream[server];
@@ -844,7 +944,11 @@ class McpFilter final : public FilterWithState<McpState> {
   // Per worker, so without locks; caches of what the store and the servers hold.
   std::unordered_map<std::string, SessionPtr> sessions_;
   std::map<std::string, Catalog, std::less<>> catalogs_;
-  std::unordered_map<std::string, std::string> resource_servers_;  // uri -> server
+  struct ResourceHome {
+    std::string server;
+    std::string rule_name;  // what access rules match: "<server>__<its name, else its uri>"
+  };
+  std::unordered_map<std::string, ResourceHome> resource_servers_;  // uri or template -> where
 };
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <boost/url/parse.hpp>
+#include <cctype>
 #include <vector>
 
 #include "core/sha256.h"
@@ -145,6 +147,42 @@ bool allowed(const McpConfig& config, std::string_view tenant, std::string_view 
     if (r.allow.empty() || globMatch(r.allow, name)) allow = true;
   }
   return allow;
+}
+
+bool originAllowed(const McpConfig& config, std::string_view origin) {
+  auto u = boost::urls::parse_absolute_uri(origin);
+  // Nothing after the authority: Boost.URL 1.81 takes "http://127.0.0.1.evil.com" as host
+  // 127.0.0.1 and path ".evil.com".
+  if (u && (u->scheme() == "http" || u->scheme() == "https") && u->encoded_path().empty() && !u->has_query() && !u->has_fragment() &&
+      !u->has_userinfo()) {
+    switch (u->host_type()) {
+      case boost::urls::host_type::ipv4:
+        if (u->host_ipv4_address().is_loopback()) return true;
+        break;
+      case boost::urls::host_type::ipv6:
+        if (u->host_ipv6_address().is_loopback()) return true;
+        break;
+      case boost::urls::host_type::name: {
+        std::string host(u->encoded_host());
+        for (char& ch : host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (host == "localhost") return true;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  std::string lower(origin);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const std::string& o : config.allowed_origins)
+    if (o == "*" || o == lower) return true;
+  return false;
+}
+
+bool knownRevision(std::string_view version) {
+  for (std::string_view r : kRevisions)
+    if (r == version) return true;
+  return version == "2025-03-26" || version == "2024-11-05";
 }
 
 std::string toolFingerprint(const bj::object& tool) {

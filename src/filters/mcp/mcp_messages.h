@@ -49,6 +49,15 @@ std::optional<boost::json::object> answerTo(const OutboundResponse& answer, std:
 // applies denies it; a caller no rule applies to sees nothing. No rules: everything.
 bool allowed(const McpConfig& config, std::string_view tenant, std::string_view key, std::string_view qualified);
 
+// Whether a request carrying `origin` (its Origin header, not empty) may be served: a
+// loopback origin (localhost, 127.0.0.0/8, [::1]) or one of mcp.allowed_origins.
+bool originAllowed(const McpConfig& config, std::string_view origin);
+
+// Whether `version` (an MCP-Protocol-Version header) names a published revision: those
+// served, and the older ones a client may still send on a request (the session's own
+// revision, negotiated at initialize, is what the gateway speaks).
+bool knownRevision(std::string_view version);
+
 // What a tool's definition is pinned by: SHA-256 (hex) of its name, title, description,
 // schemas and annotations, with object keys sorted, so a server that reorders keys
 // changes nothing and one that changes a word changes it.

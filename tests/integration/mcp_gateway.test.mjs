@@ -195,7 +195,7 @@ describe('MCP gateway', () => {
 
   it('access rules: a tenant sees and calls only what its rules allow; a hidden tool answers as an unknown one', async (t) => {
     const { gw, gh } = await start(t, {
-      mcp: { access: [{ tenants: ['team-a'] }, { tenants: ['team-b'], allow: ['docs__*', 'github__create_issue'], deny: ['docs__create_*'] }] },
+      mcp: { access: [{ tenants: ['team-a'] }, { tenants: ['team-b'], allow: ['docs__*', 'github__create_issue'], deny: ['docs__create_*', 'docs__readme'] }] },
     });
     const a = await connect(t, gw.url, A);
     const b = await connect(t, gw.url, B);
@@ -206,6 +206,13 @@ describe('MCP gateway', () => {
     assert.equal(hidden.code, -32602);
     assert.equal(hidden.message.replace('delete_repo', 'X'), unknown.message.replace('no_such_tool', 'X'), 'hidden and unknown answer alike');
     assert.equal(gh.calls('tools/call').length, 0, 'a hidden tool is never called');
+    // A resource is hidden by the name it is listed under, on read too, even after
+    // another caller's list told the gateway where it lives.
+    assert.deepEqual((await a.client.listResources()).resources.map((r) => r.uri), ['docs://readme']);
+    assert.deepEqual((await b.client.listResources()).resources, []);
+    const read = await b.client.readResource({ uri: 'docs://readme' }).catch((e) => e);
+    assert.match(read.message, /Resource not found: docs:\/\/readme/);
+    assert.equal((await a.client.readResource({ uri: 'docs://readme' })).contents[0].text, 'the readme');
   });
 
   it('sessions: another key\'s session id is unknown, a request without one is refused, DELETE ends the upstream sessions', async (t) => {

@@ -1,7 +1,5 @@
 #include "filters/mcp/mcp_filter.h"
 
-#include <openssl/rand.h>
-
 #include <boost/json.hpp>
 #include <chrono>
 #include <functional>
@@ -13,6 +11,7 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "filters/mcp/mcp_messages.h"
+#include "filters/mcp/mcp_sessions.h"
 #include "filters/mcp/tool_arguments.h"
 #include "filters/worker_services.h"
 #include "sse/sse_parser.h"
@@ -27,31 +26,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using Status = StateStore::ValueResult::Status;
-
-std::int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// 128 bits from the system's CSPRNG: a session id is a bearer of the caller's session.
-std::string newSessionId() {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) return {};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : bytes) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
-}
-
-bool validSessionId(std::string_view id) {
-  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
-
-std::string sessionKey(std::string_view sid) { return std::string(StateStore::kValuePrefix).append("mcp:").append(sid); }
-std::string upstreamKey(std::string_view sid, std::string_view server) { return sessionKey(sid).append(":").append(server); }
+using mcp::nowMs;
+using mcp::Session;
+using mcp::SessionPtr;
+using mcp::UpstreamSession;
 
 // Who a session belongs to: the caller's tenant and key (auth off: nobody, "/").
 std::string ownerOf(const RequestContext& ctx) {
@@ -60,28 +38,6 @@ std::string ownerOf(const RequestContext& ctx) {
   if (ctx.principal.key) owner += ctx.principal.key->name;
   return owner;
 }
-
-struct UpstreamSession {
-  std::string id;  // "" : the server keeps no sessions
-  std::string protocol;
-};
-
-struct Session {
-  std::string owner;
-  std::string scope;  // the server of the /mcp/{server} path it was made on; "": /mcp
-  std::string protocol;
-  std::int64_t expires_ms = 0;
-  // The client's capabilities (initialize): declared to the server of a scoped session,
-  // whose requests to the client (sampling, elicitation, roots) are relayed.
-  bj::object capabilities;
-  // The server's initialize result (a scoped session's, while it is being opened).
-  bj::object server_result;
-  std::map<std::string, UpstreamSession, std::less<>> upstream;  // by server
-  // Requests waiting for an upstream session this worker is opening: a client's first
-  // call and its GET stream come together, and both must get the same upstream session.
-  std::map<std::string, std::vector<std::function<void(bool)>>, std::less<>> opening;
-};
-using SessionPtr = std::shared_ptr<Session>;
 
 struct ToolEntry {
   bj::object definition;  // as the server gave it
@@ -104,7 +60,6 @@ constexpr ListKind kLists[] = {{"tools/list", "tools", true},
                                {"resources/list", "resources", false},
                                {"resources/templates/list", "resourceTemplates", false}};
 constexpr std::size_t kMaxPages = 16;
-constexpr std::size_t kMaxSessionsCached = 10'000;
 constexpr auto kCatalogFresh = 60s;
 
 // One /mcp request's work (allocated for those only).
@@ -182,7 +137,7 @@ void setOutcome(RequestContext& ctx, Call& c, std::string_view outcome) {
 class McpFilter final : public FilterWithState<McpState> {
  public:
   McpFilter(StateStore& store, WorkerServices& services, WorkerMetrics& metrics)
-      : store_(store), services_(services), metrics_(metrics) {}
+      : store_(store), metrics_(metrics), sessions_(store, services) {}
 
   std::string_view name() const override { return "mcp"; }
   bool wantsResponseData() const override { return true; }
@@ -257,7 +212,7 @@ class McpFilter final : public FilterWithState<McpState> {
   void onComplete(RequestContext& ctx) override {
     Call* c = state(ctx).call.get();
     if (!c) return;
-    if (!c->server.empty() && ctx.status == 404 && c->session) forgetUpstream(*c);
+    if (!c->server.empty() && ctx.status == 404 && c->session) sessions_.forget(c->session_id, *c->session, c->server);
     if (c->tool.empty()) return;
     if (c->outcome.empty()) c->outcome = "failed";  // no answer was written (the client went away)
     std::string_view server, tool;
@@ -363,7 +318,7 @@ class McpFilter final : public FilterWithState<McpState> {
     s->protocol = std::string(mcp::negotiate(wanted));
     if (const bj::object* caps = params ? json::obj(*params, "capabilities") : nullptr) s->capabilities = *caps;
     s->expires_ms = nowMs() + ctx.config->mcp.session_ttl.count();
-    const std::string sid = newSessionId();
+    const std::string sid = mcp::newSessionId();
     if (sid.empty()) return reply(ctx, c, 500, mcp::errorMessage(c.id, mcp::kInternalError, "No session id could be made."));
     if (s->scope.empty()) {
       bj::object caps{{"tools", bj::object{{"listChanged", false}}},
@@ -381,7 +336,7 @@ class McpFilter final : public FilterWithState<McpState> {
     // told what the server can do (what the gateway relays of it).
     c.session = s;
     c.session_id = sid;
-    openUpstream(ctx, c, s->scope, [this, &ctx, &c, s, sid](bool ok) {
+    sessions_.open(ctx.config->mcp, sid, s, s->scope, [this, &ctx, &c, s, sid](bool ok) {
       if (!ok) return serverDown(ctx, c, s->scope);
       bj::object caps;
       if (const bj::object* theirs = json::obj(s->server_result, "capabilities"))
@@ -397,55 +352,20 @@ class McpFilter final : public FilterWithState<McpState> {
   }
 
   void keepSession(RequestContext& ctx, Call& c, SessionPtr s, const std::string& sid, bj::object result) {
-    bj::object record{{"owner", s->owner}, {"scope", s->scope}, {"protocol", s->protocol}, {"expires_ms", s->expires_ms},
-                      {"capabilities", s->capabilities}};
-    const Millis ttl(std::max<std::int64_t>(s->expires_ms - nowMs(), 1000));
-    store_.putValue(sessionKey(sid), bj::serialize(record), ttl, [this, &ctx, &c, s, sid, result = std::move(result)](std::optional<std::string> error) {
-      if (error) {
-        log::error("cannot keep an MCP session", {{"error", *error}, {"request_id", ctx.request_id}});
-        return storeUnavailable(ctx, c);
-      }
-      remember(sid, s);
+    sessions_.keep(sid, s, [this, &ctx, &c, sid, result = std::move(result)](bool ok) {
+      if (!ok) return storeUnavailable(ctx, c);
       ++metrics_.mcp_sessions_total;
       c.reply_session = sid;
       reply(ctx, c, 200, mcp::resultMessage(c.id, result));
     });
   }
 
-  void remember(const std::string& sid, SessionPtr s) {
-    if (sessions_.size() >= kMaxSessionsCached) sessions_.clear();  // a cache: the store has them all
-    sessions_[sid] = std::move(s);
-  }
-
-  // Finds the caller's session (this worker's cache, else the store: another replica
-  // may have made it) and goes on; an unknown, expired or another caller's session is a
-  // 404, which tells the client to initialize again.
+  // The caller's session, then `next`; an unknown, expired or another caller's session
+  // is a 404, which tells the client to initialize again.
   void withSession(RequestContext& ctx, Call& c, std::function<void()> next) {
-    auto notFound = [this, &ctx, &c] { reply(ctx, c, 404, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Session not found: initialize a new one.")); };
-    if (!validSessionId(c.session_id)) return notFound();
-    if (auto it = sessions_.find(c.session_id); it != sessions_.end()) {
-      if (it->second->expires_ms > nowMs() && it->second->owner == ownerOf(ctx) && it->second->scope == c.scope) {
-        c.session = it->second;
-        return next();
-      }
-      if (it->second->expires_ms <= nowMs()) sessions_.erase(it);
-      return notFound();
-    }
-    store_.getValue(sessionKey(c.session_id), [this, &ctx, &c, next = std::move(next), notFound](StateStore::ValueResult r) {
-      if (r.status == Status::Unavailable) return storeUnavailable(ctx, c);
-      if (r.status != Status::Found) return notFound();
-      boost::system::error_code ec;
-      const bj::value v = bj::parse(r.value, ec);
-      if (ec || !v.is_object()) return notFound();
-      auto s = std::make_shared<Session>();
-      s->owner = std::string(json::strOr(v.get_object(), "owner"));
-      s->scope = std::string(json::strOr(v.get_object(), "scope"));
-      s->protocol = std::string(json::strOr(v.get_object(), "protocol", mcp::kRevisions[0]));
-      const bj::value* e = v.get_object().if_contains("expires_ms");
-      s->expires_ms = e && e->is_int64() ? e->get_int64() : 0;
-      if (const bj::object* caps = json::obj(v.get_object(), "capabilities")) s->capabilities = *caps;
-      if (s->expires_ms <= nowMs() || s->owner != ownerOf(ctx) || s->scope != c.scope) return notFound();
-      remember(c.session_id, s);
+    sessions_.find(c.session_id, ownerOf(ctx), c.scope, [this, &ctx, &c, next = std::move(next)](mcp::Sessions::Lookup r, SessionPtr s) {
+      if (r == mcp::Sessions::Lookup::StoreDown) return storeUnavailable(ctx, c);
+      if (r == mcp::Sessions::Lookup::NotFound) return reply(ctx, c, 404, mcp::errorMessage(c.id, mcp::kInvalidRequest, "Session not found: initialize a new one."));
       c.session = std::move(s);
       next();
     });
@@ -454,117 +374,17 @@ class McpFilter final : public FilterWithState<McpState> {
   // DELETE: the upstream sessions are ended (their servers are told, without waiting)
   // and the gateway's is forgotten.
   void terminate(RequestContext& ctx, Call& c) {
-    Session& s = *c.session;
-    for (const ModelConfig& t : ctx.config->mcp.targets) {
-      const std::string& server = t.deployments.front().provider;
-      if (!c.scope.empty() && server != c.scope) continue;
-      store_.eraseValue(upstreamKey(c.session_id, server), [](std::optional<std::string>) {});
-      auto it = s.upstream.find(server);
-      if (it == s.upstream.end() || it->second.id.empty()) continue;
-      WorkerServices::ModelCall call;
-      call.model = t.name;
-      call.endpoint = Endpoint::Mcp;
-      call.method = "DELETE";
-      call.headers = {{"Mcp-Session-Id", it->second.id}, {"MCP-Protocol-Version", it->second.protocol}};
-      call.timeout = ctx.config->mcp.call_timeout;
-      services_.callModel(std::move(call), [](OutboundResponse) {});
-    }
-    sessions_.erase(c.session_id);
-    store_.eraseValue(sessionKey(c.session_id), [this, &ctx, &c](std::optional<std::string> error) {
-      if (error) return storeUnavailable(ctx, c);
+    sessions_.end(ctx.config->mcp, c.session_id, c.session, [this, &ctx, &c](bool ok) {
+      if (!ok) return storeUnavailable(ctx, c);
       reply(ctx, c, 200, "");
     });
   }
 
-  // The session with `server` for this gateway session: known, kept by another replica,
-  // or opened now (initialize, then the initialized notification). `next(false)`: the
-  // server did not answer (the reason is logged).
   void withUpstream(RequestContext& ctx, Call& c, const std::string& server, std::function<void(bool)> next) {
-    SessionPtr s = c.session;
-    if (s->upstream.contains(server)) return next(true);
-    if (auto it = s->opening.find(server); it != s->opening.end()) return it->second.push_back(std::move(next));
-    s->opening[server];
-    next = [s, server, first = std::move(next)](bool ok) {
-      auto waiting = std::move(s->opening[server]);
-      s->opening.erase(server);
-      first(ok);
-      for (auto& w : waiting) w(ok && s->upstream.contains(server));
-    };
-    store_.getValue(upstreamKey(c.session_id, server), [this, &ctx, &c, s, server, next = std::move(next)](StateStore::ValueResult r) mutable {
-      if (r.status == Status::Found) {
-        boost::system::error_code ec;
-        const bj::value v = bj::parse(r.value, ec);
-        if (!ec && v.is_object()) {
-          s->upstream[server] = {std::string(json::strOr(v.get_object(), "session")), std::string(json::strOr(v.get_object(), "protocol", s->protocol))};
-          return next(true);
-        }
-      }
-      if (r.status == Status::Unavailable) return next(false);
-      openUpstream(ctx, c, server, std::move(next));
-    });
-  }
-
-  void openUpstream(RequestContext& ctx, Call& c, const std::string& server, std::function<void(bool)> next) {
-    SessionPtr s = c.session;
-    // The client's capabilities go only to the server of a scoped session: on /mcp the
-    // gateway could not tell which server a client's answer is for.
-    bj::object params{{"protocolVersion", s->protocol},
-                      {"capabilities", server == s->scope ? s->capabilities : bj::object()},
-                      {"clientInfo", bj::object{{"name", "tahua"}, {"version", "1"}}}};
-    bj::object init{{"jsonrpc", "2.0"}, {"id", "tahua-initialize"}, {"method", "initialize"}, {"params", std::move(params)}};
-    upstreamCall(ctx, server, bj::serialize(init), {}, [this, &ctx, &c, s, server, next = std::move(next)](OutboundResponse r) mutable {
-      auto answer = mcp::answerTo(r, "\"tahua-initialize\"");
-      const bj::object* result = answer ? json::obj(*answer, "result") : nullptr;
-      if (!result) {
-        log::warn("an MCP server did not initialize a session", {{"server", server}, {"status", r.status}, {"error", r.error}, {"request_id", ctx.request_id}});
-        return next(false);
-      }
-      UpstreamSession up;
-      for (const auto& [name, value] : r.headers)
-        if (name == "mcp-session-id") up.id = value;
-      up.protocol = std::string(json::strOr(*result, "protocolVersion", s->protocol));
-      if (server == s->scope) s->server_result = *result;
-      std::vector<std::pair<std::string, std::string>> headers = {{"MCP-Protocol-Version", up.protocol}};
-      if (!up.id.empty()) headers.emplace_back("Mcp-Session-Id", up.id);
-      upstreamCall(ctx, server, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", std::move(headers),
-                   [this, &ctx, &c, s, server, up, next = std::move(next)](OutboundResponse) mutable {
-                     s->upstream[server] = up;
-                     const Millis ttl(std::max<std::int64_t>(s->expires_ms - nowMs(), 1000));
-                     bj::object record{{"session", up.id}, {"protocol", up.protocol}};
-                     store_.putValue(upstreamKey(c.session_id, server), bj::serialize(record), ttl, [server](std::optional<std::string> error) {
-                       if (error) log::warn("cannot keep an MCP upstream session: another replica will open its own", {{"server", server}, {"error", *error}});
-                     });
-                     next(true);
-                   });
-    });
-  }
-
-  // A server answered 404 to its session: it ended it. Forgotten, so the next request
-  // opens a new one.
-  void forgetUpstream(Call& c) {
-    c.session->upstream.erase(c.server);
-    store_.eraseValue(upstreamKey(c.session_id, c.server), [](std::optional<std::string>) {});
+    sessions_.withUpstream(ctx.config->mcp, c.session_id, c.session, server, std::move(next));
   }
 
   // ---- calls the gateway makes itself ---------------------------------------------
-
-  void upstreamCall(RequestContext& ctx, const std::string& server, std::string body, std::vector<std::pair<std::string, std::string>> headers,
-                    std::function<void(OutboundResponse)> done) {
-    WorkerServices::ModelCall call;
-    call.model = "mcp:" + server;
-    call.endpoint = Endpoint::Mcp;
-    call.body = std::move(body);
-    call.headers = std::move(headers);
-    call.timeout = ctx.config->mcp.call_timeout;
-    call.max_response_bytes = ctx.config->mcp.max_response_bytes;
-    services_.callModel(std::move(call), std::move(done));
-  }
-
-  std::vector<std::pair<std::string, std::string>> sessionHeaders(const UpstreamSession& up) {
-    std::vector<std::pair<std::string, std::string>> h = {{"MCP-Protocol-Version", up.protocol}};
-    if (!up.id.empty()) h.emplace_back("Mcp-Session-Id", up.id);
-    return h;
-  }
 
   // Every page of `method` from `server`, items appended to `items`; false if the server
   // failed (a page short: what came is kept). A 404 (the server ended its session) opens
@@ -572,14 +392,15 @@ class McpFilter final : public FilterWithState<McpState> {
   void fetchAll(RequestContext& ctx, Call& c, const std::string& server, const ListKind& kind, std::shared_ptr<bj::array> items,
                 std::string cursor, std::size_t page, bool reopened, std::function<void(bool)> done) {
     const UpstreamSession up = c.session->upstream[server];
+    const McpConfig& cfg = ctx.config->mcp;
     bj::object params;
     if (!cursor.empty()) params["cursor"] = cursor;
     bj::object msg{{"jsonrpc", "2.0"}, {"id", "tahua-list"}, {"method", kind.method}, {"params", std::move(params)}};
-    upstreamCall(ctx, server, bj::serialize(msg), sessionHeaders(up),
+    sessions_.call(cfg, server, bj::serialize(msg), mcp::Sessions::headersOf(up),
                  [this, &ctx, &c, server, &kind, items, page, reopened, done = std::move(done)](OutboundResponse r) mutable {
                    if (r.status == 404 && !reopened) {
                      c.session->upstream.erase(server);
-                     return openUpstream(ctx, c, server, [this, &ctx, &c, server, &kind, items, done = std::move(done)](bool ok) mutable {
+                     return sessions_.open(ctx.config->mcp, c.session_id, c.session, server, [this, &ctx, &c, server, &kind, items, done = std::move(done)](bool ok) mutable {
                        if (!ok) return done(false);
                        fetchAll(ctx, c, server, kind, items, {}, 0, true, std::move(done));
                      });
@@ -939,10 +760,9 @@ class McpFilter final : public FilterWithState<McpState> {
   }
 
   StateStore& store_;
-  WorkerServices& services_;
   WorkerMetrics& metrics_;
   // Per worker, so without locks; caches of what the store and the servers hold.
-  std::unordered_map<std::string, SessionPtr> sessions_;
+  mcp::Sessions sessions_;
   std::map<std::string, Catalog, std::less<>> catalogs_;
   struct ResourceHome {
     std::string server;

@@ -11,7 +11,8 @@
 // (Streamable HTTP, one session, answering each call with an event stream) on
 // LOAD_CPU (1) with the clients; "alone" is the clients straight at it. CLIENTS (16)
 // keep-alive connections make CALLS (4,000) calls in all; then one connection makes
-// SEQUENTIAL (500) calls one after another for the latency each proxy adds.
+// SEQUENTIAL (500) calls one after another for the latency each proxy adds. TOOLS (0) more
+// tools on the server: a call's cost must not grow with how many tools are pinned.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -34,6 +35,7 @@ const LOAD_CPU = env('LOAD_CPU', 1);
 const CLIENTS = env('CLIENTS', 16);
 const CALLS = env('CALLS', 4000);
 const SEQUENTIAL = env('SEQUENTIAL', 500);
+const TOOLS = env('TOOLS', 0);  // more tools on the server (each pinned): a call's cost must not grow with them
 const ROUNDS = env('ROUNDS', 3);
 const TAHUA = process.env.TAHUA ?? join(ROOT, 'build', 'tahua');
 const HZ = Number(execFileSync('getconf', ['CLK_TCK']).toString());
@@ -59,6 +61,9 @@ const http = createServer(async (req, res) => {
   if (!transport && req.method === 'POST' && isInitializeRequest(body)) {
     transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => sessions.set(id, transport) });
     const server = new McpServer({ name: 'bench', version: '1.0.0' });
+    for (let i = 0; i < TOOLS; i++)
+      server.registerTool(`tool_${i}`, { description: `Tool ${i} of many: ${'a longer description of what it does. '.repeat(8)}`, inputSchema: { q: z.string() } },
+        async () => ({ content: [{ type: 'text', text: 'ok' }] }));
     server.registerTool('lookup', { description: 'Looks a customer up.', inputSchema: { id: z.string().min(1), fields: z.array(z.string()).optional() } },
       async ({ id }) => ({ content: [{ type: 'text', text: `customer ${id}: ok` }] }));
     await server.connect(transport);

@@ -5,7 +5,7 @@
 
 #include "admin/admin_error.h"
 #include "admin/store_writes.h"
-#include "filters/mcp/mcp_filter.h"
+#include "filters/mcp/tool_pins.h"
 #include "store/state_store.h"
 
 namespace tahua {

@@ -450,6 +450,7 @@ void MemoryStore::onRecordsChanged(std::function<void()> fn) {
 }
 
 void MemoryStore::changed() {
+  recordsChanged();
   std::vector<std::function<void()>> listeners;
   {
     std::lock_guard lock(records_mu_);

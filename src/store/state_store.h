@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -107,6 +108,10 @@ class StateStore {
   virtual void eraseRecord(std::string_view ns, std::string_view id, WriteDone done) = 0;
   // `fn` runs (on any thread) after the mirror changed, by this replica or another.
   virtual void onRecordsChanged(std::function<void()> fn) = 0;
+  // Moves on every change of the mirror (after the change is visible): a worker that
+  // keeps what it derived from records checks it with one atomic load, no lock, and
+  // derives again when it moved.
+  std::uint64_t recordsGeneration() const { return records_generation_.load(std::memory_order_acquire); }
 
   // Idempotency records: a completed answer kept under its key for a while, so a retry
   // gets it again instead of a second (billed) call. `done` runs on the calling worker's
@@ -154,6 +159,12 @@ class StateStore {
   virtual void tryLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) = 0;
   virtual void renewLock(std::string_view name, std::string_view owner, Millis ttl, std::function<void(bool)> done) = 0;
   virtual void unlock(std::string_view name, std::string_view owner) = 0;
+
+ protected:
+  void recordsChanged() { records_generation_.fetch_add(1, std::memory_order_release); }
+
+ private:
+  std::atomic<std::uint64_t> records_generation_{0};
 };
 
 // Wall-clock unix milliseconds (limits are shared with other replicas: not steady time).

@@ -56,6 +56,16 @@ TEST(StateJournal, RecordsAndQuotaConsumptionSurviveARestart) {
   EXPECT_EQ(s.counters(), 1u);
 }
 
+TEST(StateJournal, TheRecordsGenerationMovesWithEveryChange) {
+  MemoryStore s([] { return std::int64_t{1'800'000'000'000}; });
+  const std::uint64_t start = s.recordsGeneration();
+  putSync(s, "mcp_tools", "gh/a", R"({"fingerprint":"x"})");
+  const std::uint64_t put = s.recordsGeneration();
+  EXPECT_GT(put, start);
+  s.eraseRecord("mcp_tools", "gh/a", [](std::optional<std::string>) {});
+  EXPECT_GT(s.recordsGeneration(), put);
+}
+
 TEST(StateJournal, IdempotentAnswersSurviveARestartUntilTheyExpire) {
   const std::string path = tempPath("d.journal");
   std::int64_t now = 1'000;

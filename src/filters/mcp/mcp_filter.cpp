@@ -12,6 +12,7 @@
 #include "core/sha256.h"
 #include "filters/mcp/mcp_messages.h"
 #include "filters/mcp/mcp_sessions.h"
+#include "filters/mcp/tool_pins.h"
 #include "filters/mcp/tool_arguments.h"
 #include "filters/worker_services.h"
 #include "sse/sse_parser.h"
@@ -137,7 +138,7 @@ void setOutcome(RequestContext& ctx, Call& c, std::string_view outcome) {
 class McpFilter final : public FilterWithState<McpState> {
  public:
   McpFilter(StateStore& store, WorkerServices& services, WorkerMetrics& metrics)
-      : store_(store), metrics_(metrics), sessions_(store, services) {}
+      : metrics_(metrics), sessions_(store, services), pins_(store, metrics) {}
 
   std::string_view name() const override { return "mcp"; }
   bool wantsResponseData() const override { return true; }
@@ -457,9 +458,6 @@ class McpFilter final : public FilterWithState<McpState> {
     const std::string_view tenant = ctx.principal.tenant ? std::string_view(ctx.principal.tenant->name) : std::string_view();
     const std::string_view key = ctx.principal.key ? std::string_view(ctx.principal.key->name) : std::string_view();
     const bool tools = kind.field == "tools";
-    std::map<std::string, StateStore::Record, std::less<>> pins;
-    if (tools && cfg.pin_tools)
-      for (auto& r : store_.records(mcp::kPinNamespace)) pins.emplace(r.id, std::move(r));
     bj::array out;
     for (std::size_t i = 0; i < g.items.size(); ++i) {
       const std::string& server = g.servers[i];
@@ -474,7 +472,7 @@ class McpFilter final : public FilterWithState<McpState> {
             Catalog& cat = catalogs_[server];
             cat.fetched = std::chrono::steady_clock::now();
             ToolEntry entry = toolEntry(server, o);
-            const bool pinned_ok = !cfg.pin_tools || checkPin(pins, server, own, entry);
+            const bool pinned_ok = !cfg.pin_tools || pins_.holds(server, own, entry.fingerprint, entry.definition);
             cat.tools[std::string(own)] = std::move(entry);
             if (!pinned_ok) continue;
           }
@@ -504,47 +502,6 @@ class McpFilter final : public FilterWithState<McpState> {
       if (!e.schema) log::warn("an MCP tool's inputSchema cannot be checked: its calls go unchecked", {{"server", server}, {"tool", json::strOr(tool, "name")}, {"error", error}});
     }
     return e;
-  }
-
-  // Pinning: the first definition seen is approved; a different one later is held
-  // (the record keeps it as `pending` until an admin approves it) and the tool hidden.
-  bool checkPin(const std::map<std::string, StateStore::Record, std::less<>>& pins, const std::string& server, std::string_view tool,
-                const ToolEntry& entry) {
-    const std::string id = server + "/" + std::string(tool);
-    auto it = pins.find(id);
-    if (it == pins.end()) {
-      bj::object rec{{"server", server},          {"tool", tool},          {"fingerprint", entry.fingerprint},
-                     {"definition", entry.definition}, {"approved_by", "first-use"}, {"approved_at", nowMs() / 1000}};
-      store_.putRecord(mcp::kPinNamespace, id, bj::serialize(rec), [id](std::optional<std::string> error) {
-        if (error) log::warn("cannot pin an MCP tool's definition", {{"tool", id}, {"error", *error}});
-      });
-      return true;
-    }
-    boost::system::error_code ec;
-    bj::value v = bj::parse(it->second.json, ec);
-    if (ec || !v.is_object()) return false;
-    bj::object& rec = v.get_object();
-    if (json::strOr(rec, "fingerprint") == entry.fingerprint) return true;
-    const bj::object* pending = json::obj(rec, "pending");
-    if (!pending || json::strOr(*pending, "fingerprint") != entry.fingerprint) {
-      log::warn("an MCP tool's definition changed since it was approved: hidden until an admin approves it",
-                {{"server", server}, {"tool", tool}, {"approved", json::strOr(rec, "fingerprint")}, {"seen", entry.fingerprint}});
-      ++metrics_.mcp_tool_changes[server];
-      rec["pending"] = bj::object{{"fingerprint", entry.fingerprint}, {"definition", entry.definition}, {"seen_at", nowMs() / 1000}};
-      store_.putRecord(mcp::kPinNamespace, id, bj::serialize(rec), [id](std::optional<std::string> error) {
-        if (error) log::warn("cannot record an MCP tool's changed definition", {{"tool", id}, {"error", *error}});
-      });
-    }
-    return false;
-  }
-
-  bool pinHolds(const McpConfig& cfg, const std::string& server, std::string_view tool, const ToolEntry& entry) {
-    if (!cfg.pin_tools) return true;
-    std::map<std::string, StateStore::Record, std::less<>> pins;
-    const std::string id = server + "/" + std::string(tool);
-    for (auto& r : store_.records(mcp::kPinNamespace))
-      if (r.id == id) pins.emplace(r.id, std::move(r));
-    return checkPin(pins, server, tool, entry);
   }
 
   // ---- routed calls -----------------------------------------------------------------
@@ -595,7 +552,8 @@ class McpFilter final : public FilterWithState<McpState> {
         auto& tools = catalogs_[server].tools;
         auto it = tools.find(own);
         if (!ok && it == tools.end()) return serverDown(ctx, c, server);
-        if (it == tools.end() || !pinHolds(ctx.config->mcp, server, own, it->second)) return unknown();
+        if (it == tools.end() || (ctx.config->mcp.pin_tools && !pins_.holds(server, own, it->second.fingerprint, it->second.definition)))
+          return unknown();
         c.known_tool = true;
         if (ctx.config->mcp.validate_arguments && it->second.schema) {
           const bj::object* p = params(c);
@@ -759,10 +717,10 @@ class McpFilter final : public FilterWithState<McpState> {
     c.done(FilterStatus::Continue);
   }
 
-  StateStore& store_;
   WorkerMetrics& metrics_;
   // Per worker, so without locks; caches of what the store and the servers hold.
   mcp::Sessions sessions_;
+  mcp::ToolPins pins_;
   std::map<std::string, Catalog, std::less<>> catalogs_;
   struct ResourceHome {
     std::string server;

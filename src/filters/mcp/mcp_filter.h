@@ -36,9 +36,4 @@ struct WorkerMetrics;
 // mcp.audit_arguments). After auth (the caller), before the limits and the balancer.
 std::unique_ptr<Filter> makeMcpFilter(StateStore& store, WorkerServices& services, WorkerMetrics& metrics);
 
-namespace mcp {
-// The state store records of tool pins (namespace "mcp_tools", id "<server>/<tool>").
-constexpr std::string_view kPinNamespace = "mcp_tools";
-}  // namespace mcp
-
 }  // namespace tahua

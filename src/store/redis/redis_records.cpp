@@ -118,6 +118,7 @@ void RedisStore::scanRecords(std::string name, std::string cursor, std::shared_p
       if (changed) current = std::move(*fresh);
       listeners = listeners_;
     }
+    if (changed) recordsChanged();
     if (changed && notify)
       for (auto& fn : listeners) fn();
     if (then) then();
@@ -163,6 +164,7 @@ void RedisStore::writeRecord(std::string ns, std::string id, std::optional<std::
         }
         listeners = listeners_;
       }
+      recordsChanged();
       control_->send({"PUBLISH", kChangesChannel, ns}, [](std::optional<RedisReply>) {});
       for (auto& fn : listeners) fn();
       done(std::nullopt);

@@ -153,7 +153,10 @@ async function call(port, path, headers, id, name) {
 
 async function run(port, path, name) {
   const headers = await open(port, path);
-  await call(port, path, headers, 1, name);  // tahua: the upstream session, the catalog and the pin
+  // As an agent does: the list first (tahua: every tool pinned), then the first call
+  // (tahua: the upstream session, the catalog).
+  await post(port, path, headers, { jsonrpc: '2.0', id: 0, method: 'tools/list' });
+  await call(port, path, headers, 1, name);
   let next = 2;
   const t0 = process.hrtime.bigint();
   await Promise.all(Array.from({ length: CLIENTS }, async () => {

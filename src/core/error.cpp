@@ -199,4 +199,20 @@ std::string Error::toAnthropicJson() const {
   return boost::json::serialize(outer);
 }
 
+std::string Error::toJsonRpc() const {
+  boost::json::object data;
+  data["type"] = type();
+  data["code"] = code();
+  data["status"] = httpStatus();
+  boost::json::object inner;
+  inner["code"] = -32000;  // JSON-RPC's "server error" range: what the MCP SDKs send for a refused request
+  inner["message"] = message;
+  inner["data"] = std::move(data);
+  boost::json::object outer;
+  outer["jsonrpc"] = "2.0";
+  outer["id"] = nullptr;  // refused before (or without) reading the message
+  outer["error"] = std::move(inner);
+  return boost::json::serialize(outer);
+}
+
 }  // namespace tahua

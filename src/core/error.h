@@ -80,6 +80,9 @@ struct Error {
   std::string toJson() const;
   // Anthropic's shape: {"type":"error","error":{"type":...,"message":...}}
   std::string toAnthropicJson() const;
+  // MCP's (JSON-RPC 2.0): {"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":...,
+  // "data":{"type":...,"code":...,"status":...}}}: a refusal of /mcp (a key, a limit).
+  std::string toJsonRpc() const;
   // The last event of an OpenAI-format stream the gateway ends itself. At the drain
   // deadline it is the documented reconnect event:
   //   event: reconnect

@@ -261,6 +261,7 @@ struct RequestContext {
   void fail(Error e) { error = std::move(e); }
   // The error as a response body in the client's API shape.
   std::string errorBody(const Error& e) const {
+    if (endpoint == Endpoint::Mcp) return e.toJsonRpc();
     return apiFamily(endpoint) == ApiFamily::Anthropic ? e.toAnthropicJson() : e.toJson();
   }
 };

@@ -274,6 +274,9 @@ describe('MCP gateway', () => {
     assert.equal(get.headers.allow, 'POST, DELETE');
     const noKey = await rpc(gw, { jsonrpc: '2.0', id: 1, method: 'ping' });
     assert.equal(noKey.status, 401);
+    assert.equal(noKey.json.jsonrpc, '2.0', 'a refusal of /mcp is a JSON-RPC error');
+    assert.equal(noKey.json.error.code, -32000);
+    assert.equal(noKey.json.error.data.code, 'missing_api_key');
   });
 
   it('arguments are checked against the tool\'s schema before the call', async (t) => {

@@ -137,6 +137,8 @@ TEST(AuthFilter, TheErrorHasTheInboundApisShape) {
   EXPECT_NE(e.toJson().find(R"("code":"invalid_api_key")"), std::string::npos);
   EXPECT_EQ((Error{ErrorKind::ModelNotAllowed, "x"}).httpStatus(), 403);
   EXPECT_NE((Error{ErrorKind::ModelNotAllowed, "x"}).toAnthropicJson().find("permission_error"), std::string::npos);
+  EXPECT_EQ(e.toJsonRpc(),
+            R"({"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Invalid API key.","data":{"type":"invalid_request_error","code":"invalid_api_key","status":401}}})");
 }
 
 TEST(AuthFilter, ChainsMatchByPathAndHeaderAndAnonymousLinksNameATenant) {

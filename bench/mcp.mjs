@@ -13,14 +13,15 @@
 // keep-alive connections make CALLS (4,000) calls in all; then one connection makes
 // SEQUENTIAL (500) calls one after another for the latency each proxy adds. TOOLS (0) more
 // tools on the server: a call's cost must not grow with how many tools are pinned.
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createServer, Agent, request } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { HZ, sleep, cpuTicks, startTahua, startNginx } from './lib.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(join(ROOT, 'tests', 'package.json'));
@@ -38,17 +39,10 @@ const SEQUENTIAL = env('SEQUENTIAL', 500);
 const TOOLS = env('TOOLS', 0);  // more tools on the server (each pinned): a call's cost must not grow with them
 const ROUNDS = env('ROUNDS', 3);
 const TAHUA = process.env.TAHUA ?? join(ROOT, 'build', 'tahua');
-const HZ = Number(execFileSync('getconf', ['CLK_TCK']).toString());
 const KEY = 'tk-bench-mcp-0123456789';
 const tmp = mkdtempSync(join(tmpdir(), 'tahua-mcp-bench-'));
 const children = [];
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const cpuTicks = (pid) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]);
-};
 
 // The server: this process, pinned to LOAD_CPU with the clients.
 execFileSync('taskset', ['-pc', String(LOAD_CPU), String(process.pid)]);
@@ -74,54 +68,23 @@ const http = createServer(async (req, res) => {
 await new Promise((r) => http.listen(0, '127.0.0.1', r));
 const upPort = http.address().port;
 
-async function waitPort(url) {
-  for (let i = 0; i < 100; ++i) {
-    try {
-      if ((await fetch(url)).status < 500) return;
-    } catch {}
-    await sleep(50);
-  }
-  throw new Error(`${url} did not come up`);
-}
-
 // tahua in front of it.
 const tahuaPort = upPort + 1;
 const sha = execFileSync('sh', ['-c', `printf %s ${KEY} | sha256sum`]).toString().split(' ')[0];
-writeFileSync(join(tmp, 'tahua.yaml'), `listeners: [{address: 127.0.0.1, port: ${tahuaPort}}]
+const tahua = await startTahua({ bin: TAHUA, port: tahuaPort, cpu: PROXY_CPU, tmp, children, yaml: `listeners: [{address: 127.0.0.1, port: ${tahuaPort}}]
 server: {workers: 1}
 access_log: {enabled: false}
-providers:
-  - {name: up, type: openai, base_url: "http://127.0.0.1:9/v1", api_key: sk-unused}
-  - {name: crm, type: mcp, base_url: "http://127.0.0.1:${upPort}/mcp", api_key: sk-bench}
-models: [{name: unused, provider: up}]
+providers: [{name: crm, type: mcp, base_url: "http://127.0.0.1:${upPort}/mcp", api_key: sk-bench}]
 tenants: [{name: bench}]
 keys: [{name: k, tenant: bench, sha256: ${sha}}]
 mcp: {access: [{tenants: [bench], allow: ["crm__*"]}]}
-`);
-const tahua = spawn('taskset', ['-c', String(PROXY_CPU), TAHUA, '--config', join(tmp, 'tahua.yaml')], { stdio: 'ignore' });
-children.push(tahua);
-await waitPort(`http://127.0.0.1:${tahuaPort}/healthz`);
+` });
 
 // nginx in front of it, as a reverse proxy for an event stream is configured.
 const nginxPort = upPort + 2;
-mkdirSync(join(tmp, 'nginx', 'logs'), { recursive: true });
-writeFileSync(join(tmp, 'nginx', 'nginx.conf'), `daemon off; worker_processes 1; pid ${tmp}/nginx/nginx.pid;
-error_log ${tmp}/nginx/logs/error.log warn;
-events { worker_connections 1024; }
-http { access_log off; client_body_temp_path ${tmp}/nginx/body; proxy_temp_path ${tmp}/nginx/proxy;
-  fastcgi_temp_path ${tmp}/nginx/f; uwsgi_temp_path ${tmp}/nginx/u; scgi_temp_path ${tmp}/nginx/s;
-  upstream mcp { server 127.0.0.1:${upPort}; keepalive 32; }
-  server { listen 127.0.0.1:${nginxPort};
-    location = /healthz { return 200 'ok'; }
-    location / { proxy_pass http://mcp; proxy_http_version 1.1; proxy_set_header Connection "";
-      proxy_buffering off; } } }
-`);
-const nginx = spawn('taskset', ['-c', String(PROXY_CPU), 'nginx', '-p', join(tmp, 'nginx'), '-c', join(tmp, 'nginx', 'nginx.conf'),
-  '-e', join(tmp, 'nginx', 'logs', 'error.log')], { stdio: 'ignore' });
-children.push(nginx);
-await waitPort(`http://127.0.0.1:${nginxPort}/healthz`);
-await sleep(200);
-const nginxWorker = Number(execFileSync('pgrep', ['-P', String(nginx.pid)]).toString().trim().split('\n')[0]);
+const nginxWorker = await startNginx({ port: nginxPort, cpu: PROXY_CPU, tmp, children,
+  upstream: `upstream mcp { server 127.0.0.1:${upPort}; keepalive 32; }`,
+  location: 'proxy_pass http://mcp; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off;' });
 
 const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
 function post(port, path, headers, body) {

@@ -12,12 +12,13 @@
 // "alone" is the client straight at the upstream: its rate is the most any proxy run can
 // show (client and upstream share LOAD_CPU), which is why the figure compared is the
 // proxy's CPU per frame, not the rate.
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { HZ, sleep, cpuTicks, startTahua, startNginx } from './lib.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(join(ROOT, 'tests', 'package.json'));
@@ -32,16 +33,9 @@ const FRAME_BYTES = env('FRAME_BYTES', 1024);
 const FRAMES = env('FRAMES', 20000);
 const ROUNDS = env('ROUNDS', 3);
 const TAHUA = process.env.TAHUA ?? join(ROOT, 'build', 'tahua');
-const HZ = Number(execFileSync('getconf', ['CLK_TCK']).toString());
 const tmp = mkdtempSync(join(tmpdir(), 'tahua-rt-bench-'));
 const children = [];
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const cpuTicks = (pid) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]);
-};
 
 // The upstream: this process, pinned to LOAD_CPU with the clients.
 execFileSync('taskset', ['-pc', String(LOAD_CPU), String(process.pid)]);
@@ -52,47 +46,20 @@ wss.on('connection', (ws) => ws.on('message', (m) => ws.send(m, { binary: false 
 await new Promise((r) => wss.on('listening', r));
 const upPort = wss.address().port;
 
-async function waitPort(url) {
-  for (let i = 0; i < 100; ++i) {
-    try {
-      if ((await fetch(url)).status < 500) return;
-    } catch {}
-    await sleep(50);
-  }
-  throw new Error(`${url} did not come up`);
-}
-
 // tahua in front of it.
 const tahuaPort = upPort + 1;
-writeFileSync(join(tmp, 'tahua.yaml'), `listeners: [{address: 127.0.0.1, port: ${tahuaPort}}]
+const tahua = await startTahua({ bin: TAHUA, port: tahuaPort, cpu: PROXY_CPU, tmp, children, yaml: `listeners: [{address: 127.0.0.1, port: ${tahuaPort}}]
 server: {workers: 1}
 access_log: {enabled: false}
 providers: [{name: up, type: openai, base_url: "http://127.0.0.1:${upPort}/v1", api_key: sk-bench}]
 models: [{name: rt, provider: up}]
-`);
-const tahua = spawn('taskset', ['-c', String(PROXY_CPU), TAHUA, '--config', join(tmp, 'tahua.yaml')], { stdio: 'ignore' });
-children.push(tahua);
-await waitPort(`http://127.0.0.1:${tahuaPort}/healthz`);
+` });
 
 // nginx in front of it: WebSocket proxying as nginx documents it.
 const nginxPort = upPort + 2;
-mkdirSync(join(tmp, 'nginx', 'logs'), { recursive: true });
-writeFileSync(join(tmp, 'nginx', 'nginx.conf'), `daemon off; worker_processes 1; pid ${tmp}/nginx/nginx.pid;
-error_log ${tmp}/nginx/logs/error.log warn;
-events { worker_connections 1024; }
-http { access_log off; client_body_temp_path ${tmp}/nginx/body; proxy_temp_path ${tmp}/nginx/proxy;
-  fastcgi_temp_path ${tmp}/nginx/f; uwsgi_temp_path ${tmp}/nginx/u; scgi_temp_path ${tmp}/nginx/s;
-  server { listen 127.0.0.1:${nginxPort};
-    location = /healthz { return 200 'ok'; }
-    location / { proxy_pass http://127.0.0.1:${upPort}; proxy_http_version 1.1;
-      proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection "upgrade"; proxy_read_timeout 1h; } } }
-`);
-const nginx = spawn('taskset', ['-c', String(PROXY_CPU), 'nginx', '-p', join(tmp, 'nginx'), '-c', join(tmp, 'nginx', 'nginx.conf'),
-  '-e', join(tmp, 'nginx', 'logs', 'error.log')], { stdio: 'ignore' });
-children.push(nginx);
-await waitPort(`http://127.0.0.1:${nginxPort}/healthz`);
-await sleep(200);
-const nginxWorker = Number(execFileSync('pgrep', ['-P', String(nginx.pid)]).toString().trim().split('\n')[0]);
+const nginxWorker = await startNginx({ port: nginxPort, cpu: PROXY_CPU, tmp, children,
+  location: `proxy_pass http://127.0.0.1:${upPort}; proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection "upgrade"; proxy_read_timeout 1h;` });
 
 // CLIENTS sockets, FRAMES frames in all with WINDOW in flight each; resolves with frames/s.
 async function run(url) {

@@ -337,19 +337,19 @@ class McpFilter final : public FilterWithState<McpState> {
     // told what the server can do (what the gateway relays of it).
     c.session = s;
     c.session_id = sid;
-    sessions_.open(ctx.config->mcp, sid, s, s->scope, [this, &ctx, &c, s, sid](bool ok) {
+    auto theirs = std::make_shared<bj::object>();
+    sessions_.open(ctx.config->mcp, sid, s, s->scope, [this, &ctx, &c, s, sid, theirs](bool ok) {
       if (!ok) return serverDown(ctx, c, s->scope);
       bj::object caps;
-      if (const bj::object* theirs = json::obj(s->server_result, "capabilities"))
+      if (const bj::object* offered = json::obj(*theirs, "capabilities"))
         for (std::string_view k : {"tools", "prompts", "resources", "completions", "logging"})
-          if (const bj::value* v = theirs->if_contains(k)) caps[k] = *v;
+          if (const bj::value* v = offered->if_contains(k)) caps[k] = *v;
       bj::object result{{"protocolVersion", s->protocol},
                         {"capabilities", std::move(caps)},
                         {"serverInfo", bj::object{{"name", "tahua/" + s->scope}, {"version", "1"}}}};
-      if (const bj::value* i = s->server_result.if_contains("instructions"); i && i->is_string()) result["instructions"] = *i;
-      s->server_result = {};
+      if (const bj::value* i = theirs->if_contains("instructions"); i && i->is_string()) result["instructions"] = *i;
       keepSession(ctx, c, s, sid, std::move(result));
-    });
+    }, theirs);
   }
 
   void keepSession(RequestContext& ctx, Call& c, SessionPtr s, const std::string& sid, bj::object result) {

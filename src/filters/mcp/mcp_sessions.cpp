@@ -134,14 +134,15 @@ void Sessions::withUpstream(const McpConfig& cfg, const std::string& sid, Sessio
   });
 }
 
-void Sessions::open(const McpConfig& cfg, const std::string& sid, SessionPtr s, const std::string& server, std::function<void(bool)> next) {
+void Sessions::open(const McpConfig& cfg, const std::string& sid, SessionPtr s, const std::string& server, std::function<void(bool)> next,
+                    std::shared_ptr<bj::object> result_out) {
   // The client's capabilities go only to the server of a scoped session: on /mcp the
   // gateway could not tell which server a client's answer is for.
   bj::object params{{"protocolVersion", s->protocol},
                     {"capabilities", server == s->scope ? s->capabilities : bj::object()},
                     {"clientInfo", bj::object{{"name", "tahua"}, {"version", "1"}}}};
   bj::object init{{"jsonrpc", "2.0"}, {"id", "tahua-initialize"}, {"method", "initialize"}, {"params", std::move(params)}};
-  call(cfg, server, bj::serialize(init), {}, [this, &cfg, sid, s, server, next = std::move(next)](OutboundResponse r) mutable {
+  call(cfg, server, bj::serialize(init), {}, [this, &cfg, sid, s, server, next = std::move(next), result_out](OutboundResponse r) mutable {
     auto answer = answerTo(r, "\"tahua-initialize\"");
     const bj::object* result = answer ? json::obj(*answer, "result") : nullptr;
     if (!result) {
@@ -152,7 +153,7 @@ void Sessions::open(const McpConfig& cfg, const std::string& sid, SessionPtr s, 
     for (const auto& [name, value] : r.headers)
       if (name == "mcp-session-id") up.id = value;
     up.protocol = std::string(json::strOr(*result, "protocolVersion", s->protocol));
-    if (server == s->scope) s->server_result = *result;
+    if (result_out) *result_out = *result;
     call(cfg, server, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", headersOf(up),
          [this, sid, s, server, up, next = std::move(next)](OutboundResponse) mutable {
            s->upstream[server] = up;

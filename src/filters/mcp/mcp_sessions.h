@@ -37,8 +37,6 @@ struct Session {
   // The client's capabilities (initialize): declared to the server of a scoped session,
   // whose requests to the client (sampling, elicitation, roots) are relayed.
   boost::json::object capabilities;
-  // The server's initialize result (a scoped session's, while it is being opened).
-  boost::json::object server_result;
   std::map<std::string, UpstreamSession, std::less<>> upstream;  // by server
   // Requests waiting for an upstream session this worker is opening: a client's first
   // call and its GET stream come together, and both must get the same upstream session.
@@ -74,8 +72,10 @@ class Sessions {
   // The session with `server` for `sid`: known, kept by another replica, or opened now.
   // `next(false)`: the server did not answer (logged).
   void withUpstream(const McpConfig& cfg, const std::string& sid, SessionPtr s, const std::string& server, std::function<void(bool)> next);
-  // Opens one now (initialize, then the initialized notification).
-  void open(const McpConfig& cfg, const std::string& sid, SessionPtr s, const std::string& server, std::function<void(bool)> next);
+  // Opens one now (initialize, then the initialized notification); the server's
+  // initialize result goes to `result` when given.
+  void open(const McpConfig& cfg, const std::string& sid, SessionPtr s, const std::string& server, std::function<void(bool)> next,
+            std::shared_ptr<boost::json::object> result = nullptr);
   // A server answered 404 to its session: it ended it; the next request opens a new one.
   void forget(const std::string& sid, Session& s, const std::string& server);
 

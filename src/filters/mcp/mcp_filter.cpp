@@ -703,8 +703,9 @@ class McpFilter final : public FilterWithState<McpState> {
   }
 
   // The request goes on to `server` through the data path: its own name for the item
-  // (`field` of params, when given), its session in a header (onUpstreamRequest). The limits see the qualified name as
-  // the model asked for (a RateLimitPolicy may match it), the balancer the target.
+  // (`field` of params, when given), its session in a header (onUpstreamRequest). The
+  // limits see the qualified name as the model asked for (a RateLimitPolicy may match
+  // it), the balancer the target.
   void route(RequestContext& ctx, Call& c, const ModelConfig& target, const std::string& server, std::string_view field, std::string_view value) {
     if (bj::value* p = c.message.if_contains("params"); p && p->is_object() && !field.empty()) p->get_object()[field] = value;
     ctx.body = bj::serialize(c.message);

@@ -17,7 +17,9 @@ import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { startRedis } from './lib/redis.mjs';
 import { startRelay } from './lib/tcp_relay.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
-import { eventually } from './lib/util.mjs';
+import { eventually, makeTempDir } from './lib/util.mjs';
+import { readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
 
 const MODEL = 'gpt-test';
 const BUDGET = 1500; // tokens per month for the tenant, over both regions
@@ -30,6 +32,8 @@ function regionConfig(upstream, name, redis, peer, peerPort) {
   c.store = { type: 'redis', redis: { url: redis.url } };
   c.rate_limits = { default_max_tokens: 8 };
   c.region = { name, peers: [{ name: peer, url: `redis://127.0.0.1:${peerPort}` }], interval: '100ms', timeout: '300ms' };
+  const dir = makeTempDir(`tahua-region-usage-${name}-`);
+  c.usage = { spill_dir: join(dir, 'spill'), sinks: [{ type: 'file', path: join(dir, 'usage.jsonl') }] };
   return c;
 }
 
@@ -39,10 +43,11 @@ async function startRegions(t) {
   const redisUs = await startRedis({ t });
   const toUs = await startRelay(redisUs.port, { t }); // eu's link -> us's Redis
   const toEu = await startRelay(redisEu.port, { t }); // us's link -> eu's Redis
-  const eu = [await startWithAdmin(t, regionConfig(upstream, 'eu', redisEu, 'us', toUs.port)),
-    await startWithAdmin(t, regionConfig(upstream, 'eu', redisEu, 'us', toUs.port))];
-  const us = [await startWithAdmin(t, regionConfig(upstream, 'us', redisUs, 'eu', toEu.port)),
-    await startWithAdmin(t, regionConfig(upstream, 'us', redisUs, 'eu', toEu.port))];
+  const start = async (config) => ({ ...(await startWithAdmin(t, config)), config });
+  const eu = [await start(regionConfig(upstream, 'eu', redisEu, 'us', toUs.port)),
+    await start(regionConfig(upstream, 'eu', redisEu, 'us', toUs.port))];
+  const us = [await start(regionConfig(upstream, 'us', redisUs, 'eu', toEu.port)),
+    await start(regionConfig(upstream, 'us', redisUs, 'eu', toEu.port))];
   const partition = () => { toUs.cut(); toEu.cut(); };
   const heal = () => { toUs.restore(); toEu.restore(); };
   return { upstream, redisEu, redisUs, eu, us, partition, heal };
@@ -77,6 +82,14 @@ describe('several regions', () => {
 
     // Use in eu counts in us: both regions see the same month's use.
     for (let i = 0; i < 5; i++) assert.equal((await ask(eu[1], key)).status, 200);
+    // Their usage records say which region served them.
+    const file = eu[1].config.usage.sinks[0].path;
+    const records = await eventually(() => {
+      if (!existsSync(file)) return null;
+      const lines = readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+      return lines.filter((r) => r.path === '/v1/chat/completions' && r.status === 200).length >= 5 ? lines : null;
+    }, { what: 'eu\'s usage records' });
+    assert.ok(records.every((r) => r.region === 'eu'), JSON.stringify(records.map((r) => r.region)));
     await until(async () => (await used(redisUs)) === (await used(redisEu)) && (await used(redisEu)) > 0, 'us sees eu\'s use');
     const before = await used(redisUs);
     assert.equal((await ask(us[0], key)).status, 200);

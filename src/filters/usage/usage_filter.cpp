@@ -134,6 +134,10 @@ class UsageFilter final : public FilterWithState<UsageState> {
       j::key(out, "gateway");
       j::string(out, gateway_);
     }
+    if (!ctx.config->region.name.empty()) {  // several regions bill through one pipeline
+      j::key(out, "region");
+      j::string(out, ctx.config->region.name);
+    }
     auto strOrNull = [&](std::string_view k, const std::string* v) {
       j::key(out, k);
       if (v) j::string(out, *v);

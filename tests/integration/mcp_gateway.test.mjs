@@ -86,7 +86,7 @@ function asker(server) {
     ({ city }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello ${city}` } }] }));
 }
 
-async function start(t, { mcp, store, servers, policies } = {}) {
+async function start(t, { mcp, store, servers, policies, guardrails } = {}) {
   const gh = servers?.gh ?? await startMcpServer({ t, name: 'github', setup: github });
   const dc = servers?.dc ?? await startMcpServer({ t, name: 'docs', setup: docs });
   const upstream = await startMockUpstream({ t });
@@ -102,6 +102,7 @@ async function start(t, { mcp, store, servers, policies } = {}) {
   config.admin = adminSection();
   if (mcp) config.mcp = mcp;
   if (policies) config.rate_limits = { policies };
+  if (guardrails) config.guardrails = guardrails;
   if (store) config.store = store;
   const gw = await startTahua({ t, config });
   const line = await gw.stderr.waitUntil(() => gw.stderr.json().find((l) => l.msg === 'admin listening'), 5000, 'admin listening');
@@ -340,6 +341,35 @@ describe('MCP gateway', () => {
     assert.equal(text(await client.callTool({ name: 'github__count', arguments: { n: 1 } })), 'counted to 1', 'other tools are not limited');
     const dumped = await client.callTool({ name: 'github__dump', arguments: {} }).catch((e) => e);
     assert.match(String(dumped.message), /larger than mcp.max_response_bytes/);
+  });
+});
+
+describe('MCP gateway: guardrails', () => {
+  it('look at a tool call\'s arguments and its result: a block refuses the call, a redaction masks the result', async (t) => {
+    const { gw, gh } = await start(t, { guardrails: { policies: [{ name: 'tools', match: { model: ['github__create_issue'] }, rules: [
+      { name: 'no-drop', literals: ['drop table'], caseless: true, action: 'block', inspect: ['tool_arguments'] },
+      { name: 'tickets', patterns: ['ZX-\\d{4}'], action: 'redact', mask: '[TICKET]', inspect: ['output'] },
+      { name: 'leak', literals: ['secret-sauce'], action: 'block', inspect: ['output'] },
+    ] }] } });
+    const { client } = await connect(t, gw.url, A);
+    const refused = await client.callTool({ name: 'github__create_issue', arguments: { title: 'please DROP TABLE users' } }).catch((e) => e);
+    assert.match(String(refused.message), /blocked by guardrail rule \\"tools\/no-drop\\".*"code":"content_blocked","status":400/);
+    assert.equal(gh.calls('tools/call').length, 0, 'a blocked call never reaches the server');
+    // The answer's text, streamed by the server, masked on the way.
+    assert.equal(text(await client.callTool({ name: 'github__create_issue', arguments: { title: 'see ZX-1234' } })), 'opened "see [TICKET]"');
+    assert.equal(gh.calls('tools/call').at(-1).body.params.arguments.title, 'see ZX-1234', 'output rules leave the arguments alone');
+    const leaked = await client.callTool({ name: 'github__create_issue', arguments: { title: 'the secret-sauce' } }).catch((e) => e);
+    assert.match(String(leaked.message), /guardrail/);
+    assert.doesNotMatch(String(leaked.message), /secret-sauce/, 'the blocked text is not sent');
+    const lines = await gw.waitForAccessLog((l) => l.mcp_method === 'tools/call', { count: 3 });
+    assert.deepEqual(lines.map((l) => [l.mcp_outcome, l.guardrails]),
+      [['blocked', 'tools/no-drop:block'], ['ok', 'tools/tickets:redact'], ['ok', 'tools/leak:block']]);
+    // Other tools are not under the policy.
+    assert.equal(text(await client.callTool({ name: 'docs__create_issue', arguments: { title: 'ZX-1234' } })), 'docs bug "ZX-1234"');
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_guardrail_actions_total', { policy: 'tools', rule: 'no-drop', action: 'block' }), 1);
+    assert.equal(sum(m, 'tahua_guardrail_actions_total', { policy: 'tools', rule: 'tickets', action: 'redact' }), 1);
+    assert.equal(sum(m, 'tahua_guardrail_actions_total', { policy: 'tools', rule: 'leak', action: 'block' }), 1);
   });
 });
 

@@ -4,12 +4,15 @@
 // and nothing held is sent.
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "filters/filter.h"
+#include "filters/guardrails/guarded_texts.h"
 #include "filters/guardrails/guardrail_filter.h"
 #include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
@@ -76,6 +79,39 @@ struct Stream {
 
 std::string chunk(int index, const std::string& content) {
   return "data: {\"choices\":[{\"index\":" + std::to_string(index) + ",\"delta\":{\"content\":\"" + content + "\"}}]}\n\n";
+}
+
+TEST(GuardedTexts, McpArgumentsAndEveryKindOfAnswer) {
+  namespace gt = guardrail_texts;
+  auto strings = [](const std::vector<gt::Text>& texts) {
+    std::vector<std::string> out;
+    for (const auto& t : texts) out.emplace_back(std::string(*t.text) + "@" + std::to_string(t.target) + "/" + std::to_string(t.channel));
+    return out;
+  };
+  boost::json::value call = boost::json::parse(R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"q":"a","n":[{"s":"b"}],"k":3}}})");
+  std::vector<gt::Text> texts;
+  gt::requestTexts(Endpoint::Mcp, call, texts);
+  EXPECT_EQ(strings(texts), (std::vector<std::string>{"a@4/0", "b@4/0"}));  // tool_arguments
+  boost::json::value prompt = boost::json::parse(R"({"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","arguments":{"city":"c"}}})");
+  texts.clear();
+  gt::requestTexts(Endpoint::Mcp, prompt, texts);
+  EXPECT_EQ(strings(texts), (std::vector<std::string>{"c@1/0"}));  // input
+  boost::json::value answer = boost::json::parse(
+      R"({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"t1"},{"type":"image","data":"AAAA"},)"
+      R"({"type":"resource","resource":{"uri":"u","text":"r"}}],"structuredContent":{"v":"s"}}})");
+  texts.clear();
+  gt::answerTexts(Endpoint::Mcp, answer, texts);
+  EXPECT_EQ(strings(texts), (std::vector<std::string>{"t1@8/0", "r@8/2048", "s@8/3072"}));  // output, a channel each
+  gt::EventTexts event;
+  gt::eventTexts(Endpoint::Mcp, answer, event);
+  EXPECT_EQ(event.pieces.size(), 3u);
+  EXPECT_EQ(event.closes, (std::vector<unsigned>{0, 2048, 3072}));  // the one event ends them all
+  boost::json::value progress = boost::json::parse(R"({"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}})");
+  gt::eventTexts(Endpoint::Mcp, progress, event);
+  EXPECT_TRUE(event.pieces.empty());
+  gt::blockAnswer(Endpoint::Mcp, answer);
+  EXPECT_FALSE(answer.as_object().contains("result"));
+  EXPECT_EQ(answer.at("error").at("code").as_int64(), -32000);
 }
 
 TEST(GuardrailFilter, AStreamHeldPastItsBoundEndsWithoutSendingWhatWasHeld) {

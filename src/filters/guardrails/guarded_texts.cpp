@@ -59,6 +59,25 @@ void content(json::value* c, std::uint8_t target, std::vector<Text>& out, int de
 
 std::string_view str(json::value* v) { return v && v->is_string() ? std::string_view(v->as_string()) : ""; }
 
+// An MCP server's answer (a JSON-RPC response): a tool's content and structured
+// content, a prompt's messages, a resource's contents, each item its own channel.
+void mcpResultTexts(json::value& message, std::vector<Text>& out) {
+  json::value* result = field(message, "result");
+  if (!result || !result->is_object()) return;
+  unsigned item = 0;
+  for (std::string_view list : {"content", "messages", "contents"}) {
+    json::value* items = field(*result, list);
+    if (!items || !items->is_array()) continue;
+    for (auto& it : items->as_array()) {
+      const unsigned ch = item++ * 1024;
+      add(out, field(it, "text"), kOutput, ch);                                          // a text item, a resource's contents
+      if (json::value* c = field(it, "content")) add(out, field(*c, "text"), kOutput, ch);  // a prompt's message
+      if (json::value* r = field(it, "resource")) add(out, field(*r, "text"), kOutput, ch);  // an embedded resource
+    }
+  }
+  if (json::value* structured = field(*result, "structuredContent")) allStrings(*structured, kOutput, item * 1024, out);
+}
+
 }  // namespace
 
 void requestTexts(Endpoint endpoint, json::value& body, std::vector<Text>& out) {
@@ -97,6 +116,15 @@ void requestTexts(Endpoint endpoint, json::value& body, std::vector<Text>& out) 
           content(field(item, "content"), role == "system" || role == "developer" ? kSystem : kInput, out);
         }
       }
+      return;
+    }
+    case Endpoint::Mcp: {  // a tools/call's arguments; a prompts/get's
+      json::value* params = field(body, "params");
+      json::value* args = params ? field(*params, "arguments") : nullptr;
+      if (!args) return;
+      const std::string_view method = str(field(body, "method"));
+      if (method == "tools/call") allStrings(*args, kToolArguments, 0, out);
+      else if (method == "prompts/get") allStrings(*args, kInput, 0, out);
       return;
     }
     case Endpoint::Completions:
@@ -147,6 +175,7 @@ std::string lastUserText(Endpoint endpoint, json::value& body) {
 
 void answerTexts(Endpoint endpoint, json::value& body, std::vector<Text>& out) {
   switch (endpoint) {
+    case Endpoint::Mcp: mcpResultTexts(body, out); return;
     case Endpoint::ChatCompletions:
     case Endpoint::Completions: {
       json::value* choices = field(body, "choices");
@@ -225,6 +254,11 @@ void blockAnswer(Endpoint endpoint, json::value& body) {
       (*o)["content"] = json::array();
       (*o)["stop_reason"] = "refusal";
       return;
+    case Endpoint::Mcp:  // whatever the method, its answer becomes an error
+      if (!o->contains("result")) return;
+      o->erase("result");
+      (*o)["error"] = json::object{{"code", -32000}, {"message", "The answer was blocked by a guardrail."}};
+      return;
     case Endpoint::Responses:
       (*o)["output"] = json::array();
       (*o)["status"] = "incomplete";
@@ -240,6 +274,11 @@ void eventTexts(Endpoint endpoint, json::value& event, EventTexts& out) {
   out.closes.clear();
   out.full = false;
   switch (endpoint) {
+    case Endpoint::Mcp: {  // one event carries a whole JSON-RPC response: it closes what it opens
+      mcpResultTexts(event, out.pieces);
+      for (const Text& t : out.pieces) out.closes.push_back(t.channel);
+      return;
+    }
     case Endpoint::ChatCompletions:
     case Endpoint::Completions: {
       json::value* choices = field(event, "choices");

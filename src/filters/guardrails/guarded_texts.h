@@ -23,6 +23,9 @@ struct Text {
 // completions' `prompt`, embeddings' `input`: the user's and the history's text (input),
 // system prompts (system), tool-call arguments of the history (tool_arguments; for
 // Anthropic's tool_use `input` objects, each string inside).
+// MCP (/mcp): a tools/call's arguments (tool_arguments), a prompts/get's (input); a
+// server's answer's text, its tools' results, prompts' messages, resources' contents
+// (output).
 void requestTexts(Endpoint endpoint, boost::json::value& body, std::vector<Text>& out);
 
 // The request's last user message, as text (its text parts joined by newlines): what the

@@ -171,7 +171,10 @@ class McpFilter final : public FilterWithState<McpState> {
     if (!c) return;
     if (!c->reply_session.empty() && ctx.response_headers) ctx.response_headers->emplace_back("Mcp-Session-Id", c->reply_session);
     // Until the answer says otherwise (its body, its stream's last event).
-    if (!c->tool.empty() && c->outcome.empty()) setOutcome(ctx, *c, !ctx.error && ctx.status >= 200 && ctx.status < 300 ? "ok" : "failed");
+    if (!c->tool.empty() && c->outcome.empty())
+      setOutcome(ctx, *c, ctx.error && ctx.error->kind == ErrorKind::ContentBlocked ? "blocked"
+                          : !ctx.error && ctx.status >= 200 && ctx.status < 300 ? "ok"
+                                                                                : "failed");
   }
 
   void onResponseData(RequestContext& ctx, ResponseData& data) override {

@@ -1,10 +1,10 @@
 // The `mcp` section and the MCP servers: every provider of type `mcp` is an upstream MCP
 // server, fronted at /mcp (filters/mcp/); the section says who may see and call what.
 #include <boost/url/parse.hpp>
-#include <cctype>
 #include <optional>
 
 #include "config/loader_detail.h"
+#include "core/ascii.h"
 
 namespace tahua::config_detail {
 
@@ -24,7 +24,7 @@ std::optional<std::string> normalOrigin(std::string_view text) {
       !u->encoded_path().empty() || u->has_query() || u->has_fragment())
     return std::nullopt;
   std::string out(text);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (char& ch : out) ch = asciiLower(ch);
   return out;
 }
 

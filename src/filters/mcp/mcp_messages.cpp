@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
-#include <cctype>
 #include <vector>
 
+#include "core/ascii.h"
 #include "core/sha256.h"
 #include "sse/sse_parser.h"
 
@@ -162,20 +162,15 @@ bool originAllowed(const McpConfig& config, std::string_view origin) {
       case boost::urls::host_type::ipv6:
         if (u->host_ipv6_address().is_loopback()) return true;
         break;
-      case boost::urls::host_type::name: {
-        std::string host(u->encoded_host());
-        for (char& ch : host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        if (host == "localhost") return true;
+      case boost::urls::host_type::name:
+        if (iequals(u->encoded_host(), "localhost")) return true;
         break;
-      }
       default:
         break;
     }
   }
-  std::string lower(origin);
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  for (const std::string& o : config.allowed_origins)
-    if (o == "*" || o == lower) return true;
+  for (const std::string& o : config.allowed_origins)  // lower-cased by the loader
+    if (o == "*" || iequals(o, origin)) return true;
   return false;
 }
 

@@ -205,6 +205,9 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
            "Requests admitted from capacity this replica leased from the shared store (no round trip).", std::to_string(st.lease_admissions));
     single("tahua_store_lease_renewals_total", "counter",
            "Leases renewed from the shared store ahead of their end, off the request path.", std::to_string(st.lease_renewals));
+    single("tahua_store_admissions_undone_total", "counter",
+           "Admissions (and lease grants) whose answer was lost on the way back from the shared store, undone there.",
+           std::to_string(st.admissions_undone));
     text += "# HELP tahua_store_lookups_total On-demand lookups of values (plugins' tahua.kv.get), by who answered: "
             "filter (the Bloom filter: never written), cached_miss (a miss remembered), store (asked).\n";
     text += "# TYPE tahua_store_lookups_total counter\n";

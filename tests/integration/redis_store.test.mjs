@@ -12,6 +12,7 @@ import { chatBody, collectData, openStream, post } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { startRedis, startSentinel } from './lib/redis.mjs';
+import { startRespRelay } from './lib/resp_relay.mjs';
 import { eventually } from './lib/util.mjs';
 
 const MODEL = 'gpt-test';
@@ -114,6 +115,51 @@ describe('redis store', () => {
     // if the run crossed midnight UTC, where a day's quota lease ends).
     assert.ok(decisions - leased <= 1 + (day() - firstDay), `${decisions - leased} of ${sent} requests waited for Redis`);
   });
+
+  // An admission script Redis ran whose answer never came back (the connection failed on
+  // the way): what it charged is undone, so the quota moves by exactly what was billed.
+  // Before, a lost renewal left its whole lease charged as use (one lease chunk, what the
+  // accounting soak caught across a Redis restart), and a lost grant that and the request
+  // charged twice. The relay runs the picked command and cuts the connection before its
+  // answer: the fault every time, not by chance.
+  for (const [what, picked] of [
+    ['a lease renewal', (costs, wants) => costs.every((c) => c === 0) && wants.some((w) => w > 0)],
+    ['a request\'s admission with its lease', (costs, wants) => costs.some((c) => c > 0) && wants.some((w) => w > 0)],
+  ]) {
+    it(`${what} whose answer is lost is undone in Redis: the quota moves by what was billed`, async (t) => {
+      const upstream = await startMockUpstream({ t });
+      const redis = await startRedis({ t });
+      const relay = await startRespRelay(redis.port, { t });
+      const [{ gw }] = await replicas(t, 1, upstream, relay, { limits: { tokens_per_day: 10000000 } });
+      const isAdmission = (sha) => sha === relay.shaOf((text) => text.includes('local want = charge and tonumber(ARGV[base + 6])'));
+      relay.cutAfter((args) => {
+        if (args[0].toUpperCase() !== 'EVALSHA' || !isAdmission(args[1])) return false;
+        const argv = args.slice(3 + Number(args[2]));
+        if (argv[0] !== '2') return false;  // charging, with a marker
+        const costs = [], wants = [];
+        for (let i = 1; i + 5 < argv.length; i += 6) {
+          costs.push(Number(argv[i + 4]));
+          wants.push(Number(argv[i + 5]));
+        }
+        return picked(costs, wants);
+      });
+      let billed = 0;
+      for (let i = 0; i < 400 && (relay.cuts === 0 || i < 60); i += 1) {
+        const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) });
+        assert.equal(r.status, 200);
+        billed += r.json.usage.total_tokens;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.equal(relay.cuts, 1, `${what} was sent and its answer lost`);
+      await eventually(async () => {
+        const m = await scrape(gw.url);
+        return sum(m, 'tahua_store_admissions_undone_total') >= 1 && sum(m, 'tahua_store_adjustments_pending') === 0;
+      }, { timeout: 5000, what: 'the undo delivered' });
+      assert.equal(await gw.stop(), 0);
+      const used = Number(redis.cli('GET', 'tahua:{t:team}:tenant:tpd').split(' ')[1]);
+      assert.equal(used, billed, `the quota moved by ${used}, the answers billed ${billed}`);
+    });
+  }
 
   it('a stopping replica returns what its leases hold and sends its calibrations', async (t) => {
     const upstream = await startMockUpstream({ t });

@@ -52,16 +52,19 @@ std::int64_t msSince(std::chrono::steady_clock::time_point then, std::chrono::st
   return std::chrono::duration_cast<std::chrono::milliseconds>(now - then).count();
 }
 
-// The admission script's call for `checks`: their keys, then per check its kind, limit,
-// period, calendar, cost and the lease wanted beyond it (`want` null: none).
-ArgScratch& admissionCall(std::string_view sha, std::span<const LimitCheck> checks, bool charge, const std::int64_t* want) {
+// The admission script's call for `checks`: their keys (and `marker`, when not empty),
+// then per check its kind, limit, period, calendar, cost and the lease wanted beyond it
+// (`want` null: none).
+ArgScratch& admissionCall(std::string_view sha, std::span<const LimitCheck> checks, bool charge, const std::int64_t* want,
+                          std::string_view marker = {}) {
   ArgScratch& a = argScratch();
   a.begin(24 * (7 * checks.size() + 2));
   a.view("EVALSHA");
   a.view(sha);
-  a.number(static_cast<std::int64_t>(checks.size()));
+  a.number(static_cast<std::int64_t>(checks.size() + (marker.empty() ? 0 : 1)));
   for (const auto& c : checks) a.view(c.key);
-  a.number(charge ? 1 : 0);
+  if (!marker.empty()) a.view(marker);
+  a.number(!charge ? 0 : marker.empty() ? 1 : 2);
   for (std::size_t i = 0; i < checks.size(); ++i) {
     const LimitCheck& c = checks[i];
     a.number(static_cast<int>(c.spec.kind));
@@ -73,6 +76,19 @@ ArgScratch& admissionCall(std::string_view sha, std::span<const LimitCheck> chec
   }
   return a;
 }
+
+// Whether an admission's answer, should it be lost, must be undone in Redis: it charges a
+// lease (capacity beyond the request: lost, it would count as use no request made) or a
+// quota (billing: the local decision charges it again). Only those carry a marker, so a
+// plain rate check costs Redis no key.
+bool needsMarker(std::span<const LimitCheck> checks, const std::int64_t* want) {
+  for (std::size_t i = 0; i < checks.size(); ++i)
+    if ((want && want[i] > 0) || (checks[i].spec.kind == LimitKind::Quota && checks[i].cost != 0)) return true;
+  return false;
+}
+
+// No answer, or one that is not the script's: the call may have been applied.
+bool mayHaveApplied(const std::optional<RedisReply>& r) { return !r || !r->isError(); }
 
 }  // namespace
 
@@ -130,6 +146,7 @@ void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
     std::array<LimitCheck, Admission::kMaxChecks> checks;
     std::array<std::int64_t, Admission::kMaxChecks> want{};
     std::size_t n = 0;
+    std::string marker;
     std::span<const LimitCheck> span() const { return {checks.data(), n}; }
   };
   // In a cluster one call reaches one slot: one call per counter there.
@@ -145,7 +162,8 @@ void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
       ++r->n;
     }
     if (r->n == 0) continue;
-    ArgScratch& a = admissionCall(admit_sha_, r->span(), true, r->want.data());
+    r->marker = adjustmentMarker(r->keys[0], "adm");
+    ArgScratch& a = admissionCall(admit_sha_, r->span(), true, r->want.data(), r->marker);
     leaseAsked(r->span(), r->want.data(), true);
     ++renewals_;
     ++leases->renewals_in_flight;
@@ -154,9 +172,11 @@ void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
       std::array<std::int64_t, Admission::kMaxChecks> charged{};
       if (unusableServer(reply)) conn->close();
       if (!reply || !parseAdmission(*reply, r->n, adm, charged.data())) {
-        // Nothing is lost: the leases run out as they would have, and the next request
-        // asks Redis itself (or decides locally if Redis is gone).
+        // The leases run out as they would have, and the next request asks Redis itself
+        // (or decides locally if Redis is gone). A grant Redis made but whose answer was
+        // lost is undone: no worker holds it, so it would count as use.
         leaseAsked(r->span(), r->want.data(), false);
+        if (mayHaveApplied(reply)) undoAdmission(r->span(), std::move(r->marker));
       } else {
         recordGrants(r->span(), charged.data(), adm);
       }
@@ -283,6 +303,7 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
     std::array<std::int64_t, Admission::kMaxChecks> want{};
     std::size_t n = 0;
     bool charge = false;
+    std::string marker;  // empty: nothing to undo should the answer be lost
     std::function<void(const Admission&)> done;
   };
   auto call = std::make_shared<Call>();
@@ -291,7 +312,8 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
   call->charge = charge;
   call->done = std::move(done);
   for (std::size_t i = 0; i < checks.size(); ++i) call->want[i] = charge ? leaseWant(checks[i]) : 0;
-  ArgScratch& a = admissionCall(admit_sha_, checks, charge, call->want.data());
+  if (charge && needsMarker(checks, call->want.data())) call->marker = adjustmentMarker(checks[0].key, "adm");
+  ArgScratch& a = admissionCall(admit_sha_, checks, charge, call->want.data(), call->marker);
   const std::span<const LimitCheck> asked(call->checks.data(), call->n);
   leaseAsked(asked, call->want.data(), true);
   conn->send(a.finish(), [this, call, conn](std::optional<RedisReply> r) {
@@ -303,6 +325,8 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
       leaseAsked(saved, call->want.data(), false);
       markUp(false, !r ? conn->lastError() : r->isError() ? "script error" : "unexpected reply");
       if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
+      // Decided here instead; what Redis may have charged meanwhile is undone there.
+      if (!call->marker.empty() && mayHaveApplied(r)) undoAdmission(saved, std::move(call->marker));
       decideLocally(saved, call->charge, call->done);
       return;
     }
@@ -382,14 +406,22 @@ void RedisStore::decideAcrossSlots(RedisClient& conn, std::span<const LimitCheck
     const auto& group = across->groups[g];
     std::array<LimitCheck, Admission::kMaxChecks> in_slot;
     for (std::size_t j = 0; j < group.size(); ++j) in_slot[j] = checks[group[j]];
-    ArgScratch& a = admissionCall(admit_sha_, std::span<const LimitCheck>(in_slot.data(), group.size()), charge, nullptr);
-    conn.send(a.finish(), [this, across, g, &conn, finish](std::optional<RedisReply> r) {
+    const std::span<const LimitCheck> slot_checks(in_slot.data(), group.size());
+    auto marker = std::make_shared<std::string>();
+    if (charge && needsMarker(slot_checks, nullptr)) *marker = adjustmentMarker(in_slot[0].key, "adm");
+    ArgScratch& a = admissionCall(admit_sha_, slot_checks, charge, nullptr, *marker);
+    conn.send(a.finish(), [this, across, g, &conn, finish, marker](std::optional<RedisReply> r) {
       Admission adm;
       std::array<std::int64_t, Admission::kMaxChecks> charged{};
       if (unusableServer(r)) conn.close();
       if (r && parseAdmission(*r, across->groups[g].size(), adm, charged.data())) {
         across->results[g] = adm;
       } else {
+        if (!marker->empty() && mayHaveApplied(r)) {
+          std::array<LimitCheck, Admission::kMaxChecks> mine;
+          for (std::size_t j = 0; j < across->groups[g].size(); ++j) mine[j] = across->checks[across->groups[g][j]];
+          undoAdmission(std::span<const LimitCheck>(mine.data(), across->groups[g].size()), std::move(*marker));
+        }
         across->why = !r ? conn.lastError() : r->isError() ? "script error" : "unexpected reply";
         if (r && r->isError()) log::error("redis admission script failed", {{"error", r->str}});
       }
@@ -560,16 +592,26 @@ void RedisStore::flushAdjustments(std::function<void()> done) {
 
 // "tahua:{<the counter's hash tag>}:adj:<replica>:<n>": in the counter's cluster slot,
 // unique per call.
-std::string RedisStore::adjustmentMarker(std::string_view counter) {
+std::string RedisStore::adjustmentMarker(std::string_view counter, std::string_view kind) {
   std::string_view tag = counter;
   if (auto open = counter.find('{'); open != std::string_view::npos)
     if (auto close = counter.find('}', open + 1); close != std::string_view::npos && close > open + 1)
       tag = counter.substr(open + 1, close - open - 1);
-  return "tahua:{" + std::string(tag) + "}:adj:" + replica_id_ + ":" +
+  return "tahua:{" + std::string(tag) + "}:" + std::string(kind) + ":" + replica_id_ + ":" +
          std::to_string(adjustment_calls_.fetch_add(1, std::memory_order_relaxed));
 }
 
-void RedisStore::keepAdjustment(std::vector<std::string> args) {
+void RedisStore::undoAdmission(std::span<const LimitCheck> checks, std::string marker) {
+  std::vector<std::string> args{std::to_string(checks.size() + 1)};
+  for (const auto& c : checks) args.emplace_back(c.key);
+  args.push_back(std::move(marker));
+  for (const auto& c : checks)
+    for (auto& x : checkArgs(c)) args.push_back(std::move(x));
+  ++undone_admissions_;
+  keepAdjustment(std::move(args), true);
+}
+
+void RedisStore::keepAdjustment(std::vector<std::string> args, bool undo) {
   std::lock_guard lock(mu_);
   if (kept_.size() >= kMaxKeptAdjustments) {
     if (dropped_++ == 0)
@@ -577,7 +619,7 @@ void RedisStore::keepAdjustment(std::vector<std::string> args) {
                  "tahua_store_adjustments_dropped_total)");
     kept_.pop_front();
   }
-  kept_.push_back(std::move(args));
+  kept_.push_back(KeptCall{std::move(args), undo});
 }
 
 }  // namespace tahua

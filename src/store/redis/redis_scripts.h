@@ -60,16 +60,24 @@ namespace tahua::redis_scripts {
   "  return string.format('%d %d %d %s', a or 0, b or 0, c or 0, t and string.format('%.17g', t) or '-')\n" \
   "end\n"
 
-// KEYS: the counters. ARGV[1]: 1 = charge when every check allows, 0 = only look.
+// KEYS: the counters (mode 2: then the call's marker). ARGV[1]: 1 = charge when every
+// check allows, 0 = only look, 2 = charge and note what was charged in the marker (so a
+// call whose answer is lost can be undone exactly: kUndoAdmit; a marker already there
+// means it was undone before it arrived, and nothing is charged).
 // Then six per check: kind (0 window, 1 bucket, 2 quota), limit, period_ms,
 // calendar (0 day, 1 month), cost, want (a lease: up to this much more is charged when
 // there is room, for the replica to admit later requests from without asking).
 // Returns {allowed, denied (1-based, 0 = none), now, then per check: allowed, never,
 // remaining (after what was charged), reset_ms, retry_ms, charged (cost + lease)}.
 inline constexpr const char* kAdmit = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE R"LUA(
-local charge = tonumber(ARGV[1]) == 1
+local mode = tonumber(ARGV[1])
+local charge = mode >= 1
 local n = #KEYS
-local vals = redis.call('MGET', unpack(KEYS))
+if mode == 2 then
+  n = n - 1
+  if redis.call('EXISTS', KEYS[n + 1]) == 1 then return {0, 0, now} end
+end
+local vals = redis.call('MGET', unpack(KEYS, 1, n))
 local states = {}
 local out = {1, 0, now}
 for i = 1, n do
@@ -166,17 +174,44 @@ if charge and out[1] == 1 then
       redis.call('SET', KEYS[i], state(st.a, st.b + st.cost, 0, nil), 'PX', st.pend + 86400000 - now)
     end
   end
+  if mode == 2 then
+    local note = {string.format('%d', now)}
+    for i = 1, n do note[#note + 1] = string.format('%d', states[i].cost) end
+    redis.call('SET', KEYS[n + 1], table.concat(note, ' '), 'PX', 900000)
+  end
 end
 return out
 )LUA";
 
+// One counter's charge moved by `delta` (negative: a refund) as of `charged` (the
+// server's ms when it was charged). A window is only ever refunded (a cluster request
+// whose other slot refused it), in the window it was charged in or, once that is the
+// previous one, there; a quota charged in a period that has ended is left alone.
+#define TAHUA_LUA_APPLY                                                                        \
+  "local function apply(key, v, kind, limit, P, cal, charged, delta)\n"                       \
+  "  local a, b, c, tok = parse(v)\n"                                                         \
+  "  if kind == 0 then\n"                                                                     \
+  "    local start = charged - (charged % P)\n"                                               \
+  "    if delta < 0 and (a == start or a == start + P) then\n"                                \
+  "      if a == start then c = math.max(0, c + delta) else b = math.max(0, b + delta) end\n" \
+  "      redis.call('SET', key, state(a, b, c, nil), 'KEEPTTL')\n"                            \
+  "    end\n"                                                                                 \
+  "  elseif kind == 1 then\n"                                                                 \
+  "    a, tok = refill(a, tok, limit, P)\n"                                                   \
+  "    tok = math.min(limit, tok - delta)\n"                                                  \
+  "    redis.call('SET', key, state(a, 0, 0, tok), 'PX', math.ceil((limit - tok) * P / limit) + 1000)\n" \
+  "  elseif kind == 2 then\n"                                                                 \
+  "    local pid, pend = period(cal, charged)\n"                                              \
+  "    if a == pid then\n"                                                                    \
+  "      redis.call('SET', key, state(a, math.max(0, b + delta), 0, nil), 'PX', math.max(1, pend + 86400000 - now))\n" \
+  "    end\n"                                                                                 \
+  "  end\n"                                                                                   \
+  "end\n"
+
 // Calibrations, many at once. KEYS: counters charged before, then the call's marker (in
 // the first counter's slot: AdjustmentCall in redis_limits.cpp). ARGV: six per counter: kind,
-// limit, period_ms, calendar, charged_ms, delta (negative: a refund). A window is only
-// ever refunded (a cluster request whose other slot refused it), in the window it was
-// charged in or, once that is the previous one, there; a quota charged in a period
-// that has ended is left alone.
-inline constexpr const char* kAdjust = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE R"LUA(
+// limit, period_ms, calendar, charged_ms, delta (TAHUA_LUA_APPLY).
+inline constexpr const char* kAdjust = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE TAHUA_LUA_APPLY R"LUA(
 local n = #KEYS - 1
 -- The last key marks this call applied: a call sent again after its answer was lost
 -- (Redis went away mid-call) is not applied twice.
@@ -184,28 +219,32 @@ if not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', 900000) then return 0 end
 local vals = redis.call('MGET', unpack(KEYS, 1, n))
 for i = 1, n do
   local base = (i - 1) * 6
-  local kind = tonumber(ARGV[base + 1])
-  local limit = tonumber(ARGV[base + 2])
-  local P = tonumber(ARGV[base + 3])
-  local cal = tonumber(ARGV[base + 4])
-  local charged = tonumber(ARGV[base + 5])
-  local delta = tonumber(ARGV[base + 6])
-  local a, b, c, tok = parse(vals[i])
-  if kind == 0 then
-    local start = charged - (charged % P)
-    if delta < 0 and (a == start or a == start + P) then
-      if a == start then c = math.max(0, c + delta) else b = math.max(0, b + delta) end
-      redis.call('SET', KEYS[i], state(a, b, c, nil), 'KEEPTTL')
-    end
-  elseif kind == 1 then
-    a, tok = refill(a, tok, limit, P)
-    tok = math.min(limit, tok - delta)
-    redis.call('SET', KEYS[i], state(a, 0, 0, tok), 'PX', math.ceil((limit - tok) * P / limit) + 1000)
-  elseif kind == 2 then
-    local pid, pend = period(cal, charged)
-    if a == pid then
-      redis.call('SET', KEYS[i], state(a, math.max(0, b + delta), 0, nil), 'PX', math.max(1, pend + 86400000 - now))
-    end
+  apply(KEYS[i], vals[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]),
+        tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]), tonumber(ARGV[base + 6]))
+end
+return n
+)LUA";
+
+// An admission whose answer was lost (the connection failed after it was sent): undone if
+// it was applied, and kept from applying if it was not. KEYS: its counters, then its
+// marker (kAdmit's mode 2). ARGV: four per counter: kind, limit, period_ms, calendar.
+// The marker holds "<at_ms> <charged> ..." once the admission charged; after this call it
+// holds "-", which an admission still on its way reads as "cancelled". Sent again after
+// its own answer was lost, it finds "-" and does nothing.
+inline constexpr const char* kUndoAdmit = TAHUA_LUA_PRELUDE TAHUA_LUA_STATE TAHUA_LUA_APPLY R"LUA(
+local n = #KEYS - 1
+local m = redis.call('GET', KEYS[#KEYS])
+redis.call('SET', KEYS[#KEYS], '-', 'PX', 900000)
+if not m or m == '-' then return 0 end
+local charged = {}
+for x in string.gmatch(m, '%S+') do charged[#charged + 1] = tonumber(x) end
+if #charged ~= n + 1 then return 0 end
+local vals = redis.call('MGET', unpack(KEYS, 1, n))
+for i = 1, n do
+  local base = (i - 1) * 4
+  if charged[i + 1] > 0 then
+    apply(KEYS[i], vals[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]),
+          tonumber(ARGV[base + 4]), charged[1], -charged[i + 1])
   end
 end
 return n

@@ -73,6 +73,7 @@ RedisStore::RedisStore(RedisStoreConfig config)
       replica_id_(replicaId()),
       admit_sha_(sha1Hex(redis_scripts::kAdmit)),
       adjust_sha_(sha1Hex(redis_scripts::kAdjust)),
+      undo_admit_sha_(sha1Hex(redis_scripts::kUndoAdmit)),
       heartbeat_sha_(sha1Hex(redis_scripts::kHeartbeat)),
       renew_sha_(sha1Hex(redis_scripts::kRenewLock)),
       unlock_sha_(sha1Hex(redis_scripts::kUnlock)),
@@ -312,16 +313,17 @@ void RedisStore::controlTick() {
               replicas_ = static_cast<std::uint64_t>(r->integer);
               markUp(true, "");
               // Redis is back: send the calibrations kept meanwhile.
-              std::deque<std::vector<std::string>> kept;
+              std::deque<KeptCall> kept;
               {
                 std::lock_guard lock(mu_);
                 kept.swap(kept_);
               }
-              for (auto& args : kept) {
-                auto copy = std::make_shared<std::vector<std::string>>(args);
-                evalsha(*control_, adjust_sha_, redis_scripts::kAdjust, std::move(args), [this, copy](std::optional<RedisReply> r) {
-                  if (!r || r->isError()) keepAdjustment(std::move(*copy));
-                });
+              for (auto& call : kept) {
+                auto copy = std::make_shared<KeptCall>(call);
+                evalsha(*control_, call.undo ? undo_admit_sha_ : adjust_sha_, call.undo ? redis_scripts::kUndoAdmit : redis_scripts::kAdjust,
+                        std::move(call.args), [this, copy](std::optional<RedisReply> r) {
+                          if (!r || r->isError()) keepAdjustment(std::move(copy->args), copy->undo);
+                        });
               }
             } else {
               if (unusableServer(r)) control_->close();
@@ -363,6 +365,7 @@ StateStore::Stats RedisStore::stats() const {
   s.adjustments_dropped = dropped_.load();
   s.lease_admissions = leased_.load();
   s.lease_renewals = renewals_.load();
+  s.admissions_undone = undone_admissions_.load();
   s.lookups_filtered = lookups_filtered_.load();
   s.lookups_cached = lookups_cached_.load();
   s.lookups_asked = lookups_asked_.load();

@@ -120,9 +120,15 @@ class RedisStore final : public StateStore {
   // changes may have been missed); trusted once the scan ends with the subscription up.
   void rebuildIds();
   void scanIds(std::string cursor, std::uint64_t epoch, unsigned pages);
-  // A kAdjust call's arguments (numkeys, counters, marker, ...), kept until Redis answers.
-  void keepAdjustment(std::vector<std::string> args);
-  std::string adjustmentMarker(std::string_view counter);
+  // A kAdjust call's arguments (numkeys, counters, marker, ...), kept until Redis answers
+  // (`undo`: a kUndoAdmit call's).
+  void keepAdjustment(std::vector<std::string> args, bool undo = false);
+  // A call's marker key, unique per call, in `counter`'s cluster slot; `kind` "adj" (a
+  // calibration) or "adm" (an admission that may have to be undone).
+  std::string adjustmentMarker(std::string_view counter, std::string_view kind = "adj");
+  // An admission sent with `marker` whose answer was lost: it may have charged. Undone in
+  // Redis (kUndoAdmit, kept until Redis answers) whether or not it was applied yet.
+  void undoAdmission(std::span<const LimitCheck> checks, std::string marker);
   // This worker's summed calibrations, as one script call; `done` once answered.
   void flushAdjustments(std::function<void()> done = {});
   // Sentinel: asks the sentinels in turn which server is the master now; `done(true)`
@@ -150,7 +156,7 @@ class RedisStore final : public StateStore {
   std::string replica_id_;
   std::atomic<std::uint64_t> adjustment_calls_{0};  // numbers the calibration calls' markers
   std::chrono::steady_clock::time_point next_resync_{};
-  std::string admit_sha_, adjust_sha_, heartbeat_sha_, renew_sha_, unlock_sha_, put_grouped_sha_, erase_grouped_sha_;
+  std::string admit_sha_, adjust_sha_, undo_admit_sha_, heartbeat_sha_, renew_sha_, unlock_sha_, put_grouped_sha_, erase_grouped_sha_;
 
   MemoryStore local_;  // decisions while Redis is unreachable
   std::atomic<bool> up_{false};
@@ -160,6 +166,7 @@ class RedisStore final : public StateStore {
   std::atomic<std::uint64_t> workers_{0};  // attached: a lease is a share of limit / (replicas x workers)
   std::atomic<std::uint64_t> leased_{0};   // admissions from a lease (no round trip)
   std::atomic<std::uint64_t> renewals_{0};  // leases renewed ahead of their end
+  std::atomic<std::uint64_t> undone_admissions_{0};
   std::unique_ptr<IdFilter> ids_;           // null: no filter
   std::atomic<std::uint64_t> ids_epoch_{0};  // a rebuild's; a newer one supersedes it
   std::atomic<std::uint64_t> lookups_filtered_{0}, lookups_cached_{0}, lookups_asked_{0};
@@ -172,7 +179,11 @@ class RedisStore final : public StateStore {
   mutable std::mutex mu_;  // records_, listeners_, kept_
   std::map<std::string, std::vector<Record>, std::less<>> records_;
   std::vector<std::function<void()>> listeners_;
-  std::deque<std::vector<std::string>> kept_;  // calibrations waiting for Redis
+  struct KeptCall {
+    std::vector<std::string> args;
+    bool undo = false;  // kUndoAdmit (else kAdjust)
+  };
+  std::deque<KeptCall> kept_;  // calibrations and undone admissions waiting for Redis
 };
 
 }  // namespace tahua

@@ -19,11 +19,11 @@ constexpr PiiShape kShapes[] = {
     // Unbounded: Hyperscan refuses the start-of-match tracking of an email shape with
     // bounded repeats as "too large"; max_match_chars bounds what a stream holds back.
     {PiiKind::Email, R"(\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b)", false, nullptr, "A-Za-z0-9._%+@-"},
-    {PiiKind::PaymentCard, R"(\b\d(?:[ -]?\d){12,18}\b)", false, luhnValid, "0-9 -"},
+    {PiiKind::PaymentCard, R"(\b\d(?:[ -]?\d){12,18}\b)", false, luhnValid, "0-9 -", true},
     {PiiKind::Iban, R"(\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b)", false, ibanValid, "A-Z0-9 "},
-    {PiiKind::ChinaResidentId, R"(\b\d{17}[\dXx]\b)", false, chinaResidentIdValid, "0-9Xx"},
-    {PiiKind::Phone, R"(\+\d{8,15}\b)", false, phoneValid, "+0-9"},
-    {PiiKind::Phone, R"((?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?|\b)\d{2,4}(?:[ .-]?\d{2,4}){2,4}\b)", false, phoneValid, "+0-9 ().-"},
+    {PiiKind::ChinaResidentId, R"(\b\d{17}[\dXx]\b)", false, chinaResidentIdValid, "0-9Xx", true},
+    {PiiKind::Phone, R"(\+\d{8,15}\b)", false, phoneValid, "+0-9", true},
+    {PiiKind::Phone, R"((?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?|\b)\d{2,4}(?:[ .-]?\d{2,4}){2,4}\b)", false, phoneValid, "+0-9 ().-", true},
     {PiiKind::ApiKey, R"(\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,160})", false, nullptr, "A-Za-z0-9_-"},
     {PiiKind::AwsAccessKey, R"(\b(?:AKIA|ASIA)[A-Z0-9]{16}\b)", false, nullptr, "A-Z0-9"},
 };
@@ -70,6 +70,54 @@ bool phoneValid(std::string_view s) {
     if (ip) return false;
   }
   return true;
+}
+
+namespace {
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+// Digits in the group that ends just before `end` / starts at `begin`.
+std::size_t groupBefore(std::string_view t, std::size_t end) {
+  std::size_t n = 0;
+  while (end > n && isDigit(t[end - 1 - n])) ++n;
+  return n;
+}
+std::size_t groupAfter(std::string_view t, std::size_t begin) {
+  std::size_t n = 0;
+  while (begin + n < t.size() && isDigit(t[begin + n])) ++n;
+  return n;
+}
+}  // namespace
+
+constexpr std::size_t kSpacedGroup = 3;  // a space joins groups of at least this many digits
+
+bool runJoinedBefore(std::string_view t, std::size_t begin) {
+  // What comes before a match was seen already (a stream keeps what a match can reach).
+  if (begin < 2 || begin >= t.size() || !isDigit(t[begin])) return false;
+  const char sep = t[begin - 1];
+  if ((sep == '-' || sep == '.') && isDigit(t[begin - 2])) return true;
+  return sep == ' ' && groupBefore(t, begin - 1) >= kSpacedGroup && groupAfter(t, begin) >= kSpacedGroup;
+}
+
+RunVerdict runEndsAt(std::string_view t, std::size_t end, bool complete) {
+  // What comes after may not have come yet.
+  if (end == 0 || end > t.size() || !isDigit(t[end - 1])) return RunVerdict::Whole;
+  if (end == t.size()) return complete ? RunVerdict::Whole : RunVerdict::Unknown;
+  const char sep = t[end];
+  if (sep != '-' && sep != '.' && sep != ' ') return RunVerdict::Whole;
+  if (end + 1 == t.size()) return complete ? RunVerdict::Whole : RunVerdict::Unknown;
+  if (!isDigit(t[end + 1])) return RunVerdict::Whole;
+  if (sep != ' ') return RunVerdict::Part;
+  if (groupBefore(t, end) < kSpacedGroup) return RunVerdict::Whole;
+  const std::size_t next = groupAfter(t, end + 1);
+  if (next >= kSpacedGroup) return RunVerdict::Part;
+  if (end + 1 + next == t.size() && !complete) return RunVerdict::Unknown;
+  return RunVerdict::Whole;
+}
+
+RunVerdict digitRun(std::string_view t, std::size_t begin, std::size_t end, bool complete) {
+  if (begin >= end || end > t.size()) return RunVerdict::Part;
+  const RunVerdict after = runEndsAt(t, end, complete);
+  if (after != RunVerdict::Whole) return after;
+  return runJoinedBefore(t, begin) ? RunVerdict::Part : RunVerdict::Whole;
 }
 
 bool luhnValid(std::string_view number) {

@@ -32,6 +32,9 @@ struct PiiShape {
   // Every character a match can contain ("a-z" ranges): a stream holds back only the
   // trailing run of these, since a match still growing lies within it.
   const char* chars;
+  // A number: a match is judged only when it is the whole run of digits it lies in
+  // (digitRun), so a failed candidate never leaves a shorter one inside the same run.
+  bool whole_run = false;
 };
 std::span<const PiiShape> piiShapes();
 
@@ -45,6 +48,17 @@ struct PiiMatch {
 // matches of different kinds are all reported. For tests and tools: requests are checked
 // through a policy's compiled RuleSet.
 std::vector<PiiMatch> findPii(std::string_view text, std::span<const PiiKind> kinds = {});
+
+// Whether the match [begin, end) of `text` is the whole run of digits it lies in. A run
+// goes on over one '-' or '.' between digits, and over one space between groups of three
+// digits or more (cards and phone numbers are written so; "12/25" or "on 2024-01-05 555"
+// are not one run with what stands before them by a space). `complete`: nothing follows
+// `text`; otherwise a match that the text's end may still continue is Unknown.
+enum class RunVerdict { Whole, Part, Unknown };
+RunVerdict digitRun(std::string_view text, std::size_t begin, std::size_t end, bool complete);
+// Its two halves: whether the run goes on before `begin`, and whether it ends at `end`.
+bool runJoinedBefore(std::string_view text, std::size_t begin);
+RunVerdict runEndsAt(std::string_view text, std::size_t end, bool complete);
 
 // The checks, on the candidate's characters (separators such as spaces and dashes are
 // skipped where the format allows them).

@@ -38,6 +38,7 @@ struct Expr {
   double weight;
   std::string what;  // for errors: "patterns[2]", "literals[0]", "pii email"
   std::bitset<256> bytes = std::bitset<256>().set();  // what a match can contain (all: unknown)
+  bool whole_run = false;                              // a number: judged on its whole run
 };
 
 
@@ -174,7 +175,7 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
         for (const PiiShape& shape : piiShapes()) {
           if (!spec.pii.empty() && std::find(spec.pii.begin(), spec.pii.end(), shape.kind) == spec.pii.end()) continue;
           exprs.push_back({shape.pattern, base | (shape.caseless ? HS_FLAG_CASELESS : 0u), rule, shape.valid, 0,
-                           "pii " + std::string(piiKindName(shape.kind)), byteClass(shape.chars)});
+                           "pii " + std::string(piiKindName(shape.kind)), byteClass(shape.chars), shape.whole_run});
         }
         break;
       case RuleSpec::Detector::Injection:
@@ -229,7 +230,7 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
     patterns.push_back(exprs[i].pattern.c_str());
     flags.push_back(exprs[i].flags);
     ids.push_back(static_cast<unsigned>(i));
-    set->refs_.push_back({exprs[i].rule, exprs[i].valid, exprs[i].weight});
+    set->refs_.push_back({exprs[i].rule, exprs[i].valid, exprs[i].weight, exprs[i].whole_run});
   }
   hs_compile_error_t* err = nullptr;
   if (hs_compile_multi(patterns.data(), flags.data(), ids.data(), static_cast<unsigned>(exprs.size()),
@@ -265,11 +266,37 @@ std::vector<RuleSet::HoldShape> RuleSet::holdShapes(std::uint8_t targets) const 
   return out;
 }
 
-bool RuleSet::accept(unsigned id, std::uint8_t targets, std::string_view matched) const {
-  if (id >= refs_.size()) return false;
+RunVerdict RuleSet::judge(unsigned id, std::uint8_t targets, std::string_view text, std::size_t& begin, std::size_t end,
+                          bool complete) const {
+  if (id >= refs_.size()) return RunVerdict::Part;
   const PatternRef& ref = refs_[id];
-  if (!(rules_[ref.rule].targets & targets)) return false;
-  return !ref.valid || ref.valid(matched);
+  if (!(rules_[ref.rule].targets & targets)) return RunVerdict::Part;
+  // A number inside a longer run is no match, even when its digits would pass the check:
+  // the run is judged whole (its own match, if the shape reaches that far), never in part.
+  if (ref.whole_run) {
+    const RunVerdict after = runEndsAt(text, end, complete);
+    if (after != RunVerdict::Whole) return after;
+    if (runJoinedBefore(text, begin)) {
+      // The leftmost start joins a longer run; a later one may begin a run of its own
+      // ("2024-01-05 415-555-2671": the shape reaches back into the date).
+      std::size_t b = begin + 1;
+      for (; b < end; ++b) {
+        const char c = text[b], prev = text[b - 1];
+        if (prev >= '0' && prev <= '9') continue;
+        if (!((c >= '0' && c <= '9') || c == '(' || c == '+')) continue;
+        if (!runJoinedBefore(text, b) && matchesFrom(id, text, b, end)) break;
+      }
+      if (b >= end) return RunVerdict::Part;
+      begin = b;
+    }
+  }
+  return !ref.valid || ref.valid(text.substr(begin, end - begin)) ? RunVerdict::Whole : RunVerdict::Part;
+}
+
+bool RuleSet::matchesFrom(unsigned id, std::string_view text, std::size_t begin, std::size_t end) const {
+  const re2::RE2* start = starts_[id].get();
+  if (!start) return false;
+  return start->Match(re2::StringPiece(text.data(), end), begin, end, re2::RE2::ANCHOR_BOTH, nullptr, 0);
 }
 
 std::size_t RuleSet::startOf(unsigned id, std::string_view text, std::size_t floor, std::size_t from, std::size_t to) const {
@@ -317,8 +344,8 @@ void RuleSet::scanText(std::string_view text, RuleScratch& scratch, std::uint8_t
     if (id >= refs_.size() || to > subject.size() || from > to) continue;
     const PatternRef& ref = refs_[id];
     if (!(rules_[ref.rule].targets & targets)) continue;
-    const std::size_t begin = startOf(id, subject, 0, static_cast<std::size_t>(from), static_cast<std::size_t>(to));
-    if (!accept(id, targets, subject.substr(begin, to - begin))) continue;
+    std::size_t begin = startOf(id, subject, 0, static_cast<std::size_t>(from), static_cast<std::size_t>(to));
+    if (judge(id, targets, subject, begin, static_cast<std::size_t>(to), true) != RunVerdict::Whole) continue;
     const Range r = place(begin, static_cast<std::size_t>(to));
     out.push_back(RuleHit{ref.rule, r.begin, r.end});
   }
@@ -374,6 +401,7 @@ TextStream::TextStream(TextStream&& o) noexcept
       orig_size_(o.orig_size_),
       stats_(o.stats_),
       raw_(std::move(o.raw_)),
+      pending_(std::move(o.pending_)),
       closed_(o.closed_) {
   o.stream_ = nullptr;
 }
@@ -402,7 +430,7 @@ void TextStream::feed(std::string_view piece, RuleScratch& scratch, std::vector<
   updateHold();
   // Keep the tail a later match can still start in; compact in large steps.
   const std::size_t total = fbase_ + folded_.size();
-  if (total > hold_ + fbase_ + 4096) {
+  if (total > hold_ + fbase_ + 4096 && held_ <= hold_) {
     const std::size_t drop = total - hold_ - fbase_;
     folded_.erase(0, drop);
     origin_.erase(origin_.begin(), origin_.begin() + static_cast<std::ptrdiff_t>(drop));
@@ -422,6 +450,8 @@ void TextStream::updateHold() {
     while (run < cap && shape.bytes[static_cast<unsigned char>(folded_[n - 1 - run])]) ++run;
     held_ = std::max(held_, run);
   }
+  // A match waiting for its verdict is held whole.
+  for (const Raw& m : pending_) held_ = std::max<std::size_t>(held_, fbase_ + n - m.from);
 }
 
 void TextStream::close(RuleScratch& scratch, std::vector<RuleHit>& out) {
@@ -435,11 +465,19 @@ void TextStream::close(RuleScratch& scratch, std::vector<RuleHit>& out) {
 }
 
 void TextStream::collect(std::vector<RuleHit>& out) {
+  // Matches whose verdict waited on text to come are judged again with the new ones.
+  raw_.insert(raw_.begin(), pending_.begin(), pending_.end());
+  pending_.clear();
   for (const Raw& m : raw_) {
     if (m.to < m.from || m.to <= fbase_ || m.to > fbase_ + folded_.size()) continue;
     const std::size_t to = m.to - fbase_;
-    const std::size_t from = rules_->startOf(m.id, folded_, 0, std::max<std::size_t>(m.from, fbase_) - fbase_, to);
-    if (!rules_->accept(m.id, targets_, std::string_view(folded_).substr(from, to - from))) continue;
+    std::size_t from = rules_->startOf(m.id, folded_, 0, std::max<std::size_t>(m.from, fbase_) - fbase_, to);
+    const RunVerdict v = rules_->judge(m.id, targets_, folded_, from, to, closed_);
+    if (v == RunVerdict::Unknown) {
+      pending_.push_back(Raw{m.id, fbase_ + from, m.to});  // its start found: kept from there
+      continue;
+    }
+    if (v != RunVerdict::Whole) continue;
     const Range r = originalRange(origin_, from, to, orig_size_);
     out.push_back(RuleHit{rules_->refs_[m.id].rule, r.begin, r.end});
   }

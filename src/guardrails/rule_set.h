@@ -145,9 +145,16 @@ class RuleSet {
     std::uint16_t rule;
     bool (*valid)(std::string_view);
     double weight;  // injection signals
+    bool whole_run;  // a number (PiiShape::whole_run)
   };
   RuleSet();
-  bool accept(unsigned id, std::uint8_t targets, std::string_view matched) const;
+  // Whether the match [begin, end) of pattern `id` in `text` counts (Unknown: a number
+  // the text still to come may continue; `complete`: none comes). A number may move
+  // `begin` later, to where a run of its own starts.
+  RunVerdict judge(unsigned id, std::uint8_t targets, std::string_view text, std::size_t& begin, std::size_t end,
+                   bool complete) const;
+  // Whether pattern `id` matches exactly text[begin, end).
+  bool matchesFrom(unsigned id, std::string_view text, std::size_t begin, std::size_t end) const;
   // Where the match of pattern `id` that ends at `to` starts, in `text` (not before
   // `floor`): Hyperscan's `from`, or the second pass.
   std::size_t startOf(unsigned id, std::string_view text, std::size_t floor, std::size_t from, std::size_t to) const;
@@ -206,6 +213,7 @@ class TextStream {
   std::size_t orig_size_ = 0;
   FoldStats stats_;
   std::vector<Raw> raw_;
+  std::vector<Raw> pending_;  // numbers whose run may go on in the next piece (from: their start)
   bool closed_ = false;
 };
 

@@ -152,6 +152,32 @@ TEST(GuardrailRules, AStreamFindsWhatTheWholeTextHasWhereverItIsCut) {
   EXPECT_EQ(streamed(set, text, every), whole);
 }
 
+TEST(GuardrailRules, AStreamJudgesARunOfDigitsWholeWhereverItIsCut) {
+  // A number that fails its check is kept whole however the stream cuts it: a shorter
+  // match inside it waits for the run's end and is then refused.
+  auto set = compileOrFail({pii("pii", {PiiKind::Phone, PiiKind::PaymentCard})});
+  const std::string text = "Value: 1234-5678-9012-3456 end; card 4111 1111 1111 1112 x; call 415-555-2671";
+  const auto whole = matched(*set, text, kOutput);
+  ASSERT_EQ(whole, (std::vector<std::string>{"pii:415-555-2671"}));
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    EXPECT_EQ(streamed(set, text, {i}), whole) << "cut at " << i;
+    for (std::size_t j = i; j <= text.size(); j += 3) ASSERT_EQ(streamed(set, text, {i, j}), whole) << "cuts at " << i << ", " << j;
+  }
+  std::vector<std::size_t> every;
+  for (std::size_t i = 1; i < text.size(); ++i) every.push_back(i);
+  EXPECT_EQ(streamed(set, text, every), whole);
+  // Until the run's end has come, a candidate's bytes are held.
+  RuleScratch scratch;
+  TextStream stream(set, kOutput);
+  std::vector<RuleHit> hits;
+  stream.feed("Value: 1234-5678-9012", scratch, hits);
+  EXPECT_TRUE(hits.empty());
+  EXPECT_LE(stream.safeEnd(), std::string_view("Value: ").size()) << "the candidate is held";
+  stream.feed("-3456 end", scratch, hits);
+  EXPECT_TRUE(hits.empty());
+  EXPECT_EQ(stream.safeEnd(), std::string_view("Value: 1234-5678-9012-3456 end").size());
+}
+
 TEST(GuardrailRules, AStreamHoldsBackOnlyWhatAMatchStillGrowingCouldCover) {
   // PII shapes and literals: only the trailing run of characters their matches contain.
   auto set = compileOrFail({pii("pii", {PiiKind::PaymentCard, PiiKind::Email}), literal("words", {"top secret"}, false)});

@@ -42,6 +42,30 @@ TEST(PiiDetectors, FindsEachKindInTextAndSkipsLookAlikes) {
   EXPECT_TRUE(findPii("Nothing personal here, just 42 apples.").empty());
 }
 
+// A run of digits and separators is judged whole: a candidate that fails its check never
+// falls back to a shorter match inside the same run (which masked 12 digits of a 16-digit
+// number and left its tail readable).
+TEST(PiiDetectors, ARunOfDigitsIsJudgedWholeNeverInPart) {
+  for (const char* text : {"Value: 1234-5678-9012-3456 end.", "card 4111-1111-1111-1112 x", "order 2024-0001-7788-1234",
+                           "n 4111 1111 1111 1112 y"}) {
+    EXPECT_TRUE(findPii(text).empty()) << text << ": " << (findPii(text).empty() ? "" : std::string(text).substr(findPii(text)[0].begin));
+  }
+  // What the runs' own checks pass is still found, whole.
+  EXPECT_EQ(found("Value: 4111-1111-1111-1111 end.", PiiKind::PaymentCard), std::vector<std::string>{"4111-1111-1111-1111"});
+  EXPECT_EQ(found("call 415-555-2671 now", PiiKind::Phone), std::vector<std::string>{"415-555-2671"});
+  EXPECT_EQ(found("call (415) 555-2671 now", PiiKind::Phone), std::vector<std::string>{"(415) 555-2671"});
+  // A space joins groups of three digits or more only: an expiry or a date beside a
+  // number by a space is not part of its run.
+  EXPECT_EQ(found("card 4111 1111 1111 1111 12/25", PiiKind::PaymentCard), std::vector<std::string>{"4111 1111 1111 1111"});
+  EXPECT_EQ(found("on 2024-01-05 415-555-2671", PiiKind::Phone), std::vector<std::string>{"415-555-2671"});
+  EXPECT_EQ(digitRun("1234-5678-9012-3456", 0, 14, true), RunVerdict::Part);
+  EXPECT_EQ(digitRun("1234-5678-9012", 0, 14, false), RunVerdict::Unknown) << "the next piece may continue it";
+  EXPECT_EQ(digitRun("1234-5678-9012-", 0, 14, false), RunVerdict::Unknown);
+  EXPECT_EQ(digitRun("1234 5678 9012 34", 0, 14, false), RunVerdict::Unknown) << "a third digit would join the group";
+  EXPECT_EQ(digitRun("1234 5678 9012 34 ", 0, 14, false), RunVerdict::Whole);
+  EXPECT_EQ(digitRun("1234-5678-9012 end", 0, 14, false), RunVerdict::Whole);
+}
+
 TEST(PiiDetectors, ReportsEveryKindInTextOrder) {
   const std::string text = "alice@example.com paid with 4111111111111111";
   const auto all = findPii(text);

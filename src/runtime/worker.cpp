@@ -33,6 +33,7 @@
 #include "filters/count_tokens/count_tokens_filter.h"
 #include "filters/router/router_filter.h"
 #include "filters/secrets/secret_filter.h"
+#include "filters/tracing/trace_passthrough.h"
 #include "filters/tracing/tracing_filter.h"
 #include "filters/usage/usage_filter.h"
 #include "runtime/gateway.h"
@@ -125,6 +126,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (records_.enabled() || rateLimitsConfigured(config, *tenants_)) chain->add(makeUsageFilter(config, records_, pending_records_.get()));
   // Before the access log (it logs the trace id) and any upstream attempt.
   if (spans_.enabled() && config.tracing.enabled) chain->add(makeTracingFilter(config, spans_));
+  else chain->add(makeTracePassthroughFilter());
   chain->add(makeMetricsFilter(metrics_));
   if (config.access_log.enabled) chain->add(makeAccessLogFilter(access_log_, config.access_log));
   // The plugins' Lua states, shared by the plugin filter and the chains' plugin links.

@@ -122,6 +122,49 @@ describe('tracing (OTLP/HTTP JSON)', () => {
     assert.equal(upstream.requests.at(-1).headers.traceparent.slice(0, 36), `00-${PARENT_TRACE}-`);
   });
 
+  it('gen_ai.response.model is the model the answer names, on the server span and the answering attempt', async (t) => {
+    // The configured upstream name is what was asked for; a provider's alias answers with
+    // its dated model, and that is what the client received.
+    const upstream = await startMockUpstream({ t });
+    const c = await startCollector({ t });
+    const config = gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: MODEL, provider: 'up', upstream_model: 'up-chat' }] });
+    config.tracing = { endpoint: `${c.url}/v1/traces`, flush_interval: '50ms' };
+    const gw = await startTahua({ config, t });
+    for (const stream of [false, true]) {
+      upstream.next({ answerModel: 'up-chat-2024-08-06' });
+      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL, { stream }));
+      assert.equal(r.status, 200);
+      const spans = await c.waitFor((col) => byKind(col.spans(), 2).some((s) => attributes(s)['tahua.stream'] === stream) && col.spans(), 'the spans');
+      const server = byKind(spans, 2).find((s) => attributes(s)['tahua.stream'] === stream);
+      const client = byKind(spans, 3).find((s) => s.parentSpanId === server.spanId);
+      assert.equal(attributes(server)['gen_ai.request.model'], MODEL);
+      assert.equal(attributes(server)['gen_ai.response.model'], 'up-chat-2024-08-06', `stream: ${stream}`);
+      assert.equal(attributes(client)['gen_ai.request.model'], 'up-chat');
+      assert.equal(attributes(client)['gen_ai.response.model'], 'up-chat-2024-08-06');
+      assert.equal(attributes(client)['gen_ai.usage.output_tokens'], DEFAULT_PIECES.length);
+    }
+  });
+
+  it('with tracing off, the caller\'s traceparent and tracestate reach the upstream unchanged', async (t) => {
+    // A gateway that does not trace must not break the caller's trace (W3C Trace Context):
+    // an application that traces, behind tahua, in front of a server that traces.
+    const upstream = await startMockUpstream({ t });
+    const gw = await startTahua({ t, config: gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: MODEL, provider: 'up' }] }) });
+    const parent = `00-${PARENT_TRACE}-${PARENT_SPAN}-01`;
+    for (const stream of [false, true]) {
+      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL, { stream }), { headers: { traceparent: parent, tracestate: 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE' } });
+      assert.equal(r.status, 200);
+      assert.equal(upstream.requests.at(-1).headers.traceparent, parent);
+      assert.equal(upstream.requests.at(-1).headers.tracestate, 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE');
+    }
+    // Nothing made up when the caller sent none, and nothing passed that does not parse.
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
+    assert.equal(upstream.requests.at(-1).headers.traceparent, undefined);
+    assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: { traceparent: 'garbage', tracestate: 'a=b' } })).status, 200);
+    assert.equal(upstream.requests.at(-1).headers.traceparent, undefined);
+    assert.equal(upstream.requests.at(-1).headers.tracestate, undefined);
+  });
+
   it('an invalid traceparent starts a new trace', async (t) => {
     const { upstream, gw } = await setup(t);
     for (const bad of ['00-00000000000000000000000000000000-00f067aa0ba902b7-01', 'ff-' + PARENT_TRACE + '-' + PARENT_SPAN + '-01',

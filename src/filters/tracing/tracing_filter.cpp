@@ -33,7 +33,33 @@ struct TracingState {
   std::array<Attempt, kMaxAttempts> attempts;
   std::size_t count = 0;  // attempts made, kept or not
   std::string prompt, completion;  // with capture_content only
+  std::string response_model;      // the model the answer names (gen_ai.response.model)
+  std::size_t model_scanned = 0;   // stream bytes looked at for it
 };
+
+constexpr std::size_t kModelScanBytes = 16 * 1024;  // an answer names its model in its first event
+constexpr std::size_t kMaxModelName = 256;
+
+// The value of the first `"model":"..."` in a piece of the client's answer (every API
+// tahua answers in names it near the start: OpenAI's chunks and bodies, Anthropic's
+// message_start, Responses' response object), or empty. Inside a JSON string a quote is
+// escaped, so only a key matches.
+std::string_view answerModel(std::string_view json) {
+  constexpr std::string_view key = "\"model\"";
+  for (std::size_t at = json.find(key); at != std::string_view::npos; at = json.find(key, at + 1)) {
+    std::size_t i = at + key.size();
+    while (i < json.size() && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) ++i;
+    if (i >= json.size() || json[i] != ':') continue;
+    ++i;
+    while (i < json.size() && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) ++i;
+    if (i >= json.size() || json[i] != '"') continue;
+    const std::size_t begin = i + 1;
+    const std::size_t end = json.find_first_of("\"\\", begin);
+    if (end == std::string_view::npos || json[end] != '"' || end - begin > kMaxModelName || end == begin) return {};
+    return json.substr(begin, end - begin);
+  }
+  return {};
+}
 
 // Steady-clock instants as Unix nanoseconds (one offset for the process).
 std::int64_t unixNanos(SteadyTime t) {
@@ -175,7 +201,8 @@ class TracingFilter final : public FilterWithState<TracingState> {
                                             : static_cast<std::uint64_t>(config.sample_ratio * 18446744073709551615.0)),
         spans_(spans) {}
   std::string_view name() const override { return "tracing"; }
-  bool wantsResponseData() const override { return capture_; }
+  // Every stream: its first events name the model that answered (then one compare a piece).
+  bool wantsResponseData() const override { return true; }
 
   FilterStatus onRequestHeaders(RequestContext& ctx) override {
     TracingState& st = state(ctx);
@@ -234,11 +261,20 @@ class TracingFilter final : public FilterWithState<TracingState> {
   }
 
   void onResponseData(RequestContext& ctx, ResponseData& data) override {
-    std::string& c = state(ctx).completion;
+    TracingState& st = state(ctx);
+    if (st.response_model.empty() && st.model_scanned < kModelScanBytes) {
+      // A key cut between two pieces is missed; the next event names the model again.
+      st.response_model.assign(answerModel(data.bytes()));
+      st.model_scanned += data.bytes().size();
+    }
+    if (!capture_) return;
+    std::string& c = st.completion;
     if (c.size() < kMaxContentBytes) c.append(data.bytes().substr(0, kMaxContentBytes - c.size()));
   }
   void onResponseBody(RequestContext& ctx, std::string& body) override {
-    if (capture_) state(ctx).completion.assign(body.data(), std::min(body.size(), kMaxContentBytes));
+    TracingState& st = state(ctx);
+    if (ctx.status >= 200 && ctx.status < 300) st.response_model.assign(answerModel(std::string_view(body).substr(0, kModelScanBytes)));
+    if (capture_) st.completion.assign(body.data(), std::min(body.size(), kMaxContentBytes));
   }
 
   void onComplete(RequestContext& ctx) override {
@@ -252,7 +288,7 @@ class TracingFilter final : public FilterWithState<TracingState> {
     writeServerSpan(out, ctx, st, failed);
     spans_.commit();
     for (std::size_t i = 0; i < std::min(st.count, kMaxAttempts); ++i) {
-      writeAttemptSpan(out, ctx, st.attempts[i]);
+      writeAttemptSpan(out, ctx, st, st.attempts[i]);
       spans_.commit();
     }
   }
@@ -286,8 +322,7 @@ class TracingFilter final : public FilterWithState<TracingState> {
     w.integer("http.response.status_code", ctx.status);
     w.str("tahua.request_id", ctx.request_id);
     if (ctx.endpoint != Endpoint::None) common(w, ctx);
-    if (ctx.model) w.str("gen_ai.response.model", ctx.deployment ? std::string_view(ctx.deployment->upstream_model)
-                                                                 : std::string_view(ctx.model->name));
+    if (!st.response_model.empty()) w.str("gen_ai.response.model", st.response_model);
     if (ctx.facts.max_tokens > 0) w.integer("gen_ai.request.max_tokens", ctx.facts.max_tokens);
     if (ctx.facts.temperature >= 0) w.dbl("gen_ai.request.temperature", ctx.facts.temperature);
     if (ctx.usage.prompt_tokens >= 0) w.integer("gen_ai.usage.input_tokens", ctx.usage.prompt_tokens);
@@ -322,7 +357,14 @@ class TracingFilter final : public FilterWithState<TracingState> {
     w.end(first, failed, message);
   }
 
-  void writeAttemptSpan(JsonBuf& out, const RequestContext& ctx, const Attempt& a) const {
+  // The attempt whose answer reached the client: the last, when it did not fail.
+  static const Attempt* answering(const RequestContext& ctx, const TracingState& st) {
+    if (st.count == 0 || st.count > kMaxAttempts || ctx.error) return nullptr;
+    const Attempt& last = st.attempts[st.count - 1];
+    return last.error.empty() && last.status >= 200 && last.status < 300 ? &last : nullptr;
+  }
+
+  void writeAttemptSpan(JsonBuf& out, const RequestContext& ctx, const TracingState& st, const Attempt& a) const {
     SpanWriter w(out);
     w.begin(ctx.trace, a.span, &ctx.trace.span_id, operationName(ctx.endpoint),
             a.deployment ? std::string_view(a.deployment->upstream_model) : std::string_view{}, 3, a.start, a.ended ? a.end : ctx.end);
@@ -339,6 +381,13 @@ class TracingFilter final : public FilterWithState<TracingState> {
       w.str("tahua.version", a.deployment->version);
     }
     if (a.status) w.integer("http.response.status_code", a.status);
+    // The attempt that answered the client: the model its answer named, and its tokens
+    // (earlier attempts failed before any answer; per attempt is what fallback billing reads).
+    if (&a == answering(ctx, st)) {
+      if (!st.response_model.empty()) w.str("gen_ai.response.model", st.response_model);
+      if (ctx.usage.prompt_tokens >= 0) w.integer("gen_ai.usage.input_tokens", ctx.usage.prompt_tokens);
+      if (ctx.usage.completion_tokens >= 0) w.integer("gen_ai.usage.output_tokens", ctx.usage.completion_tokens);
+    }
     if (!a.error.empty()) w.str("error.type", a.error);
     const bool failed = !a.error.empty() || a.status >= 500 || a.status == 429;
     std::optional<std::pair<std::string_view, SteadyTime>> first;

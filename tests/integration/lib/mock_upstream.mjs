@@ -31,7 +31,9 @@ export function mockEmbedding(index) {
  *   'error'         answer `status` with `body` (default: an OpenAI error body)
  *   'garbage'       write bytes that are not HTTP and close the socket
  * `pieces` overrides the streamed/returned content pieces; `delayMs` delays the answer;
- * `paced` writes a stream's events one per turn of the event loop.
+ * `paced` writes a stream's events one per turn of the event loop; `answerModel` is the
+ * model a chat answer names (default: the one asked for, as a provider's alias answers
+ * with its dated name).
  */
 export class Exchange {
   constructor(behaviour = {}) {
@@ -256,7 +258,7 @@ export class MockUpstream {
       this.sendJson(res, 405, openaiError(`method ${record.method} not allowed`), exchange);
     } else if (path.endsWith('/chat/completions')) {
       if (body.stream === true) await this.streamChat(exchange, body, res);
-      else this.sendJson(res, 200, this.chatCompletion(body, exchange.behaviour.pieces), exchange);
+      else this.sendJson(res, 200, this.chatCompletion({ ...body, model: exchange.behaviour.answerModel ?? body.model }, exchange.behaviour.pieces), exchange);
     } else if (path.endsWith('/completions')) {
       if (body.stream === true) await this.streamCompletion(exchange, body, res);
       else this.sendJson(res, 200, this.textCompletion(body, exchange.behaviour.pieces), exchange);
@@ -564,6 +566,7 @@ export class MockUpstream {
     const id = `chatcmpl-mock${this.counter}`;
     const { pieces } = exchange.behaviour;
     const withUsage = body.stream_options?.include_usage === true;
+    body = { ...body, model: exchange.behaviour.answerModel ?? body.model };
     const events = [
       chatChunk(id, body.model, { role: 'assistant', content: '', refusal: null }, null, withUsage),
       ...pieces.map((content) => chatChunk(id, body.model, { content }, null, withUsage)),

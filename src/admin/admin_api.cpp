@@ -27,6 +27,7 @@
 #include "admin/cache_admin.h"
 #include "admin/mcp_admin.h"
 #include "admin/store_writes.h"
+#include "core/json_text.h"
 #include "filters/balancer/balancer_filter.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -45,7 +46,7 @@ constexpr std::size_t kMaxNodes = 10'000;
 
 constexpr auto error = &adminError;
 
-AdminReply ok(bj::object o) { return {200, bj::serialize(o)}; }
+AdminReply ok(bj::object o) { return {200, jsonText(o)}; }
 
 // The admin token, or a tenant's token (looked up by its SHA-256); none: nullopt.
 std::optional<AdminCaller> caller(const Config& cfg, std::string_view authorization) {
@@ -162,7 +163,7 @@ bool parseNodeStatus(const bj::object& o, NodeStatus& s, std::string& problem) {
 // The record a report is kept as in the shared store: its fields and when (wall clock,
 // so another replica can tell its age).
 std::string nodeRecordJson(const NodeStatus& s) {
-  return bj::serialize(bj::object{
+  return jsonText(bj::object{
       {"state", nodeStateName(s.state)},
       {"gpu_util", s.gpu_util},
       {"gpu_memory", s.gpu_memory},

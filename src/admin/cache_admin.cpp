@@ -5,6 +5,7 @@
 #include "admin/admin_error.h"
 #include "admin/store_writes.h"
 #include "cache/response_cache.h"
+#include "core/json_text.h"
 #include "filters/cache/cache_key.h"
 #include "http/query.h"
 
@@ -29,7 +30,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleCacheAdmin(ResponseCache
                  {"misses", st.misses},
                  {"hit_rate", lookups ? static_cast<double>(st.hits + st.semantic_hits) / static_cast<double>(lookups) : 0.0},
                  {"semantic", bj::object{{"entries", sem.entries}, {"indexes", sem.indexes}, {"bytes", sem.bytes}, {"dropped", sem.dropped}}}};
-    co_return AdminReply{200, bj::serialize(o)};
+    co_return AdminReply{200, jsonText(o)};
   }
   if (method != "DELETE") co_return adminError(405, "method_not_allowed", "Use GET or DELETE.");
   const std::string tenant(queryParam(query, "tenant").value_or(""));
@@ -50,7 +51,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleCacheAdmin(ResponseCache
     if (shared < 0) co_return adminError(503, "cache_unavailable", "The shared cache (cache.redis) did not answer; this replica's copies were purged.");
     o["purged_shared"] = shared;
   }
-  co_return AdminReply{200, bj::serialize(o)};
+  co_return AdminReply{200, jsonText(o)};
 }
 
 }  // namespace tahua

@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 
 #include "admin/store_writes.h"
+#include "core/json_text.h"
 #include "core/log.h"
 
 namespace tahua {
@@ -75,7 +76,7 @@ asio::awaitable<std::optional<AdminReply>> EndpointAdmin::handle(const AdminCall
     bj::array list;
     std::lock_guard lock(host_.lock());
     for (const auto& r : registrations(now)) list.push_back(registrationJson(r, now));
-    co_return AdminReply{200, bj::serialize(bj::object{{"endpoints", std::move(list)}})};
+    co_return AdminReply{200, jsonText(bj::object{{"endpoints", std::move(list)}})};
   }
   const auto slash = path.find('/');
   const std::string model(path.substr(0, slash)), id(slash == std::string_view::npos ? "" : path.substr(slash + 1));
@@ -109,7 +110,7 @@ asio::awaitable<std::optional<AdminReply>> EndpointAdmin::handle(const AdminCall
     }
     bj::object o = registrationJson(r, now);
     o["shared"] = written;
-    co_return AdminReply{200, bj::serialize(o)};
+    co_return AdminReply{200, jsonText(o)};
   }
   if (method == "DELETE") {
     {
@@ -123,7 +124,7 @@ asio::awaitable<std::optional<AdminReply>> EndpointAdmin::handle(const AdminCall
       co_await std::move(erase);
     }
     audit_.audit(caller, "endpoint.deregister", key);
-    co_return AdminReply{200, bj::serialize(bj::object{{"deleted", key}})};
+    co_return AdminReply{200, jsonText(bj::object{{"deleted", key}})};
   }
   co_return error(405, "method_not_allowed", "Use PUT or DELETE.");
 }

@@ -5,6 +5,7 @@
 
 #include "admin/admin_error.h"
 #include "admin/store_writes.h"
+#include "core/json_text.h"
 #include "filters/mcp/tool_pins.h"
 #include "store/state_store.h"
 
@@ -27,7 +28,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleMcpAdmin(StateStore& sto
       if (bj::value* p = v.get_object().if_contains("pending"); p && p->is_object()) p->get_object().erase("definition");
       out.push_back(std::move(v));
     }
-    co_return AdminReply{200, bj::serialize(bj::object{{"tools", std::move(out)}})};
+    co_return AdminReply{200, jsonText(bj::object{{"tools", std::move(out)}})};
   }
   if (sub.front() != '/') co_return std::nullopt;
   sub.remove_prefix(1);
@@ -46,7 +47,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleMcpAdmin(StateStore& sto
     auto op = admin_store::erase(store, mcp::kPinNamespace, id);
     if (auto error = co_await std::move(op)) co_return adminError(503, "store_unavailable", "The pin could not be removed: " + *error);
     audit.audit(caller, "mcp.tool.forget", id);
-    co_return AdminReply{200, bj::serialize(bj::object{{"forgotten", id}})};
+    co_return AdminReply{200, jsonText(bj::object{{"forgotten", id}})};
   }
   if (method != "POST") co_return adminError(405, "method_not_allowed", "Use POST.");
   boost::system::error_code ec;
@@ -64,7 +65,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleMcpAdmin(StateStore& sto
   if (auto error = co_await std::move(op)) co_return adminError(503, "store_unavailable", "The approval could not be kept: " + *error);
   audit.audit(caller, "mcp.tool.approve", id, bj::value_to<std::string>((*rec)["fingerprint"]));
   rec->erase("definition");
-  co_return AdminReply{200, bj::serialize(*rec)};
+  co_return AdminReply{200, jsonText(*rec)};
 }
 
 }  // namespace tahua

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "admin/store_writes.h"
+#include "core/json_text.h"
 #include "core/log.h"
 
 namespace tahua {
@@ -25,16 +26,6 @@ std::vector<StoredResource> asResources(const std::vector<StateStore::Record>& r
 }
 
 // Does the config file itself declare this resource?
-bool inFile(const Config& base, std::string_view kind, std::string_view name) {
-  if (kind == "ModelRoute")
-    return std::any_of(base.routes.begin(), base.routes.end(), [&](const RouteConfig& r) { return r.name == name; });
-  if (kind == "RateLimitPolicy")
-    return std::any_of(base.rate_limits.policies.begin(), base.rate_limits.policies.end(), [&](const auto& p) { return p.name == name; });
-  if (kind == "Plugin")
-    return std::any_of(base.plugins.begin(), base.plugins.end(), [&](const PluginConfig& p) { return p.id == name; });
-  return false;
-}
-
 // Runs `fn` on a thread of its own and resumes the coroutine with its result on its own
 // executor: checking resources compiles plugins and runs their top level (up to their
 // CPU budget), which must not hold the worker that serves the admin request.
@@ -96,7 +87,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
         boost::system::error_code ec;
         bj::value spec = bj::parse(r.json, ec);
         o["spec"] = ec ? bj::value(r.json) : spec;
-        if (inFile(base, kind, name)) o["state"] = "shadowed";
+        if (declaredInFile(base, kind, name)) o["state"] = "shadowed";
         for (const auto& [id, e] : applied.rejected)
           if (id == r.id) {
             o["state"] = "invalid";
@@ -104,7 +95,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
           }
         list.push_back(std::move(o));
       }
-      co_return AdminReply{200, bj::serialize(bj::object{{"resources", std::move(list)}})};
+      co_return AdminReply{200, jsonText(bj::object{{"resources", std::move(list)}})};
     }
   }
 
@@ -122,7 +113,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
       if (r.id == id) {
         boost::system::error_code ec;
         bj::value spec = bj::parse(r.json, ec);
-        co_return AdminReply{200, bj::serialize(bj::object{{"kind", kind}, {"name", name}, {"spec", ec ? bj::value(r.json) : spec}})};
+        co_return AdminReply{200, jsonText(bj::object{{"kind", kind}, {"name", name}, {"spec", ec ? bj::value(r.json) : spec}})};
       }
     co_return error(404, "not_found", "No stored resource " + id + ".");
   }
@@ -140,7 +131,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
     // stored: a resource that would not apply never reaches the other replicas.
     auto check = offWorker([this, &kind, &name, &id, &records]() -> std::optional<AdminReply> {
       std::lock_guard lock(host_.lock());
-      if (inFile(*host_.baseConfig(), kind, name))
+      if (declaredInFile(*host_.baseConfig(), kind, name))
         return error(409, "declared_in_config", id + " is declared in the config file; change it there.");
       auto applied = applyStoredResources(host_.baseConfig(), asResources(records));
       for (const auto& [rid, e] : applied.rejected)
@@ -152,7 +143,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
     if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
     co_await republish();
     audit_.audit(caller, "resource.put", id, json.size() <= 512 ? std::string_view(json) : std::string_view("(large)"));
-    co_return AdminReply{200, bj::serialize(bj::object{{"kind", kind}, {"name", name}, {"spec", spec}})};
+    co_return AdminReply{200, jsonText(bj::object{{"kind", kind}, {"name", name}, {"spec", spec}})};
   }
 
   if (method == "DELETE") {
@@ -163,7 +154,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
     if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
     co_await republish();
     audit_.audit(caller, "resource.delete", id);
-    co_return AdminReply{200, bj::serialize(bj::object{{"deleted", id}})};
+    co_return AdminReply{200, jsonText(bj::object{{"deleted", id}})};
   }
   co_return error(405, "method_not_allowed", "Use GET, PUT or DELETE.");
 }
@@ -201,7 +192,7 @@ asio::awaitable<AdminReply> ResourceAdmin::pluginList() {
     }
     for (const auto& [id, e] : applied.rejected)
       if (id.rfind("Plugin/", 0) == 0) list.push_back(bj::object{{"id", id.substr(7)}, {"source", "store"}, {"state", "invalid"}, {"error", e}});
-    return AdminReply{200, bj::serialize(bj::object{{"plugins", std::move(list)}})};
+    return AdminReply{200, jsonText(bj::object{{"plugins", std::move(list)}})};
   });
   AdminReply reply = co_await std::move(op);
   co_return reply;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 
+#include "core/json_text.h"
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/utc_time.h"
@@ -122,7 +123,7 @@ asio::awaitable<std::optional<AdminReply>> TenantAdmin::handle(const AdminCaller
       std::lock_guard lock(mu_);
       for (const auto& e : audit_) entries.push_back(bj::parse(e));
     }
-    co_return AdminReply{200, bj::serialize(bj::object{{"entries", std::move(entries)}})};
+    co_return AdminReply{200, jsonText(bj::object{{"entries", std::move(entries)}})};
   }
   co_return std::nullopt;
 }
@@ -135,7 +136,7 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
       bj::array list;
       for (const auto& t : dir->tenants)
         if (caller.full || t.name == caller.tenant) list.push_back(parsed(tenantToJson(t)));
-      co_return AdminReply{200, bj::serialize(bj::object{{"tenants", std::move(list)}})};
+      co_return AdminReply{200, jsonText(bj::object{{"tenants", std::move(list)}})};
     }
     if (method != "POST") co_return error(405, "method_not_allowed", "Use GET or POST.");
     if (!caller.full) co_return error(403, "forbidden", "Only the admin token may create tenants.");
@@ -164,7 +165,7 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
     bj::value v = parsed(tenantToJson(*t));
     auto used = usage(host_.store(), plan);
     v.as_object()["usage"] = co_await std::move(used);
-    co_return AdminReply{200, bj::serialize(v)};
+    co_return AdminReply{200, jsonText(v)};
   }
   if (!caller.full) co_return error(403, "forbidden", "Only the admin token may change a tenant.");
   if (!t->from_store)
@@ -188,7 +189,7 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
     auto published = host_.publishTenants();
     co_await std::move(published);
     audit(caller, "tenant.delete", tenant_name);
-    co_return AdminReply{200, bj::serialize(bj::object{{"deleted", tenant_name}})};
+    co_return AdminReply{200, jsonText(bj::object{{"deleted", tenant_name}})};
   }
   co_return error(405, "method_not_allowed", "Use GET, PATCH or DELETE.");
 }
@@ -211,7 +212,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
           v.as_object().erase("sha256");  // not a secret, but no one needs it from here
           list.push_back(std::move(v));
         }
-      co_return AdminReply{200, bj::serialize(bj::object{{"keys", std::move(list)}})};
+      co_return AdminReply{200, jsonText(bj::object{{"keys", std::move(list)}})};
     }
     if (method != "POST") co_return error(405, "method_not_allowed", "Use GET or POST.");
     ApiKeyConfig k;
@@ -245,7 +246,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     bj::value v = parsed(keyToJson(k));
     v.as_object().erase("sha256");
     if (!secret.empty()) v.as_object()["key"] = secret;  // the only time it is ever shown
-    co_return AdminReply{201, bj::serialize(v)};
+    co_return AdminReply{201, jsonText(v)};
   }
 
   const ApiKeyConfig* k = dir->key(name);
@@ -256,7 +257,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     const LimitPlan plan = keyLimits(*k);
     auto used = usage(host_.store(), plan);
     v.as_object()["usage"] = co_await std::move(used);
-    co_return AdminReply{200, bj::serialize(v)};
+    co_return AdminReply{200, jsonText(v)};
   }
   if (!k->from_store)
     co_return error(409, "declared_in_config", "Key '" + k->name + "' is declared in the config file; change it there.");
@@ -270,7 +271,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     audit(caller, "key.update", next.name, body.size() <= 512 ? std::string_view(body) : std::string_view("(large)"));
     bj::value v = parsed(keyToJson(next));
     v.as_object().erase("sha256");
-    co_return AdminReply{200, bj::serialize(v)};
+    co_return AdminReply{200, jsonText(v)};
   }
   if (method == "DELETE") {
     const std::string key_name = k->name;
@@ -279,7 +280,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     auto published = host_.publishTenants();
     co_await std::move(published);
     audit(caller, "key.revoke", key_name);
-    co_return AdminReply{200, bj::serialize(bj::object{{"revoked", key_name}})};
+    co_return AdminReply{200, jsonText(bj::object{{"revoked", key_name}})};
   }
   co_return error(405, "method_not_allowed", "Use GET, PATCH or DELETE.");
 }

@@ -828,7 +828,8 @@ struct ConfigLoadResult {
 // may hold several documents) is merged: plain documents contribute top-level sections
 // (each section in one file only), `apiVersion: tahua.dev/v1` resources (ModelRoute,
 // RateLimitPolicy, PromptTemplate) are collected. Errors name the file they come from.
-ConfigLoadResult loadConfigFile(const std::string& path);
+// `listeners_optional`: `--listen` gives them (a config without `listeners` is not refused).
+ConfigLoadResult loadConfigFile(const std::string& path, bool listeners_optional = false);
 // The bytes a config path stands for (a file's, or a directory's yaml files with their
 // names), for change detection. False if unreadable.
 bool readConfigBytes(const std::string& path, std::string& out);
@@ -851,6 +852,8 @@ struct StoredResourcesResult {
   std::vector<std::pair<std::string, std::string>> rejected;
 };
 StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vector<StoredResource>& resources);
+// Whether the config file declares resource Kind/name (the file's wins over a stored one).
+bool declaredInFile(const Config& base, std::string_view kind, std::string_view name);
 // The kinds a stored resource may have, and a name's rules (the admin API checks both).
 bool storedResourceKind(std::string_view kind);
 bool storedResourceName(std::string_view name);

@@ -21,6 +21,24 @@ bool storedResourceName(std::string_view name) {
   });
 }
 
+bool declaredInFile(const Config& base, std::string_view kind, std::string_view name) {
+  const auto named = [&](const auto& list, auto field) {
+    return std::any_of(list.begin(), list.end(), [&](const auto& x) { return x.*field == name; });
+  };
+  if (kind == "ModelRoute") return named(base.routes, &RouteConfig::name);
+  if (kind == "RateLimitPolicy") return named(base.rate_limits.policies, &RateLimitPolicyConfig::name);
+  if (kind == "GuardrailPolicy") return named(base.guardrails.policies, &GuardrailPolicyConfig::name);
+  if (kind == "Plugin") return named(base.plugins, &PluginConfig::id);
+  if (kind == "PromptTemplate") {
+    // "id@version" names one version; "id" alone every version of it.
+    const auto at = name.find('@');
+    const std::string_view id = name.substr(0, at), version = at == std::string_view::npos ? "" : name.substr(at + 1);
+    return std::any_of(base.prompts.begin(), base.prompts.end(),
+                       [&](const PromptTemplateConfig& x) { return x.id == id && (version.empty() || x.version == version); });
+  }
+  return false;
+}
+
 StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vector<StoredResource>& resources) {
   using namespace config_detail;
   StoredResourcesResult out;
@@ -47,33 +65,9 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
                                                 "a name of letters, digits, '-', '_', '.', and a PromptTemplate's '@version')");
       continue;
     }
-    if (kind == "ModelRoute" && std::any_of(base->routes.begin(), base->routes.end(), [&](const RouteConfig& x) { return x.name == name; })) {
-      out.warnings.push_back(source + " is not applied: the config file declares a route \"" + name + "\", and the file wins");
+    if (declaredInFile(*base, kind, name)) {
+      out.warnings.push_back(source + " is not applied: the config file declares it, and the file wins");
       continue;
-    }
-    if (kind == "RateLimitPolicy" &&
-        std::any_of(base->rate_limits.policies.begin(), base->rate_limits.policies.end(), [&](const auto& x) { return x.name == name; })) {
-      out.warnings.push_back(source + " is not applied: the config file declares a policy \"" + name + "\", and the file wins");
-      continue;
-    }
-    if (kind == "GuardrailPolicy" &&
-        std::any_of(base->guardrails.policies.begin(), base->guardrails.policies.end(), [&](const auto& x) { return x.name == name; })) {
-      out.warnings.push_back(source + " is not applied: the config file declares a guardrail policy \"" + name + "\", and the file wins");
-      continue;
-    }
-    if (kind == "Plugin" && std::any_of(base->plugins.begin(), base->plugins.end(), [&](const PluginConfig& x) { return x.id == name; })) {
-      out.warnings.push_back(source + " is not applied: the config file declares a plugin \"" + name + "\", and the file wins");
-      continue;
-    }
-    if (kind == "PromptTemplate") {
-      const auto at = name.find('@');
-      const std::string id = name.substr(0, at);
-      const std::string version = at == std::string::npos ? "" : name.substr(at + 1);
-      if (std::any_of(base->prompts.begin(), base->prompts.end(),
-                      [&](const PromptTemplateConfig& x) { return x.id == id && (version.empty() || x.version == version); })) {
-        out.warnings.push_back(source + " is not applied: the config file declares prompt \"" + name + "\", and the file wins");
-        continue;
-      }
     }
     Loader loader(source);
     loader.link_refs_now = true;

@@ -182,6 +182,23 @@ describe('prompt templates', () => {
     });
     assert.equal(broken.status, 400);
     assert.match(broken.json.error.message, /PromptTemplate\/other\.spec\.messages\[0\]\.content: \{\{who\}\} names no declared variable/);
+    // A version the config declares is the one that renders: a stored one is refused.
+    const shadowed = await admin('PUT', '/admin/v1/resources/PromptTemplate/support-answer@2', {
+      json: { model: 'gpt-small', variables: { customer: { type: 'string' } }, messages: [{ role: 'system', content: 'not v2' }] },
+    });
+    assert.equal(shadowed.status, 409, shadowed.text);
+    assert.equal(shadowed.json.error.code, 'declared_in_config');
+    // Numbers render as a person writes them (not 5E-1).
+    const numeric = await admin('PUT', '/admin/v1/resources/PromptTemplate/ratio@1', {
+      json: { model: 'gpt-small', variables: { r: { type: 'number' } }, messages: [{ role: 'user', content: 'r={{r}}' }] },
+    });
+    assert.equal(numeric.status, 200, numeric.text);
+    for (const [r, text] of [[0.5, 'r=0.5'], [1234.5, 'r=1234.5'], [3, 'r=3'], [1e-7, 'r=1e-07']]) {
+      await eventually(async () => {
+        const res = await post(gw.url, '/v1/chat/completions', { prompt: { id: 'ratio', variables: { r } } });
+        return res.status === 200 && openai.requests.at(-1).body.messages[0].content === text;
+      }, { what: `${r} rendered as ${text}` });
+    }
     assert.equal((await admin('DELETE', '/admin/v1/resources/PromptTemplate/support-answer@3')).status, 200);
     await eventually(async () => {
       await post(gw.url, '/v1/chat/completions', { prompt: { id: 'support-answer', variables: { customer: 'C' } } });

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "http/request_inspect.h"
 
 namespace tahua {
@@ -61,7 +62,7 @@ bool variableText(const PromptVariable& var, const json::value& v, std::string& 
       return true;
     case PromptVariable::Type::Number:
       if (!v.is_number()) return problem("variable '" + var.name + "' must be a number, not " + std::string(kindOf(v)));
-      out = json::serialize(v);
+      out = jsonText(v);  // 0.5, not 5E-1
       return true;
     case PromptVariable::Type::Boolean:
       if (!v.is_bool()) return problem("variable '" + var.name + "' must be a boolean, not " + std::string(kindOf(v)));

@@ -46,7 +46,7 @@ struct Resource {
 
 }  // namespace
 
-ConfigLoadResult loadConfigDir(const std::string& dir) {
+ConfigLoadResult loadConfigDir(const std::string& dir, bool listeners_optional) {
   ConfigLoadResult result;
   const auto files = yamlFiles(dir);
   if (files.empty()) {
@@ -149,6 +149,7 @@ ConfigLoadResult loadConfigDir(const std::string& dir) {
   if (routes.IsSequence() && routes.size() > 0) root["routes"] = routes;
   Loader loader(dir, &sources);
   loader.defer_policy_refs = true;  // RateLimitPolicy resources come after load()
+  loader.listeners_optional = listeners_optional;
   try {
     Config cfg = loader.load(root);
     cfg.source = dir;

@@ -100,9 +100,10 @@ std::optional<std::string> duplicateKey(const YAML::Node& node, const std::strin
 
 namespace {
 
-ConfigLoadResult loadNode(const std::function<YAML::Node()>& parse, std::string source) {
+ConfigLoadResult loadNode(const std::function<YAML::Node()>& parse, std::string source, bool listeners_optional) {
   ConfigLoadResult result;
   Loader loader(source);
+  loader.listeners_optional = listeners_optional;
   try {
     YAML::Node root = parse();
     if (auto dup = duplicateKey(root, source, "")) {
@@ -124,20 +125,20 @@ ConfigLoadResult loadNode(const std::function<YAML::Node()>& parse, std::string 
 
 namespace tahua {
 
-ConfigLoadResult loadConfigFile(const std::string& path) {
+ConfigLoadResult loadConfigFile(const std::string& path, bool listeners_optional) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return config_detail::loadConfigDir(path);
+  if (std::filesystem::is_directory(path, ec)) return config_detail::loadConfigDir(path, listeners_optional);
   std::ifstream in(path);
   if (!in) return ConfigLoadResult{nullptr, config_detail::configError(path, YAML::Mark::null_mark(), "", "cannot open file"), {}};
   std::stringstream buf;
   buf << in.rdbuf();
   std::string text = buf.str();
-  return config_detail::loadNode([&] { return YAML::Load(text); }, path);
+  return config_detail::loadNode([&] { return YAML::Load(text); }, path, listeners_optional);
 }
 
 ConfigLoadResult loadConfigString(std::string_view yaml, std::string_view source_name) {
   std::string text(yaml);
-  return config_detail::loadNode([&] { return YAML::Load(text); }, std::string(source_name));
+  return config_detail::loadNode([&] { return YAML::Load(text); }, std::string(source_name), false);
 }
 
 }  // namespace tahua

@@ -178,6 +178,8 @@ class Loader {
   void linkPolicyRefs(Config& cfg);
   bool defer_policy_refs = false;
   bool link_refs_now = false;
+  // `--listen` replaces the listeners: a config may then have none.
+  bool listeners_optional = false;
 
   std::vector<std::string> warnings_;
 
@@ -210,6 +212,6 @@ std::string slurp(const std::filesystem::path& p, bool& ok);
 std::string jsonScalar(const YAML::Node& n);
 
 // A directory of *.yaml files merged into one config (config_dir_loader.cpp).
-ConfigLoadResult loadConfigDir(const std::string& dir);
+ConfigLoadResult loadConfigDir(const std::string& dir, bool listeners_optional = false);
 
 }  // namespace tahua::config_detail

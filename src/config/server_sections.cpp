@@ -89,7 +89,8 @@ void Loader::loadUploads(const YAML::Node& n, const std::string& p, UploadConfig
 }
 
 void Loader::loadListeners(const YAML::Node& n, const YAML::Node& root, Config& cfg) {
-  if (!n) fail(root, "listeners", "required: at least one listener");
+  if (!n && listeners_optional) return;  // --listen gives them
+  if (!n) fail(root, "listeners", "required: at least one listener (or --listen)");
   if (!n.IsSequence() || n.size() == 0) fail(n, "listeners", "expected a non-empty list");
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "listeners[" + std::to_string(i) + "]";

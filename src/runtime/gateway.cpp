@@ -117,7 +117,8 @@ std::shared_ptr<asio::ssl::context> makeServerTls(const ServerTlsConfig& cfg, st
 }  // namespace
 
 std::variant<SnapshotPtr, std::string> loadSnapshot(const ConfigSource& source, std::vector<std::string>& warnings) {
-  auto result = source.path.empty() ? loadConfigString(defaultConfigYaml(), "<built-in>") : loadConfigFile(source.path);
+  auto result = source.path.empty() ? loadConfigString(defaultConfigYaml(), "<built-in>")
+                                     : loadConfigFile(source.path, source.listen.has_value());
   if (!result.config) return result.error;
   warnings.insert(warnings.end(), result.warnings.begin(), result.warnings.end());
   if (source.listen) {

@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
-import { gatewayConfig, startTahua } from './lib/tahua.mjs';
+import { checkConfig, gatewayConfig, openaiProvider, startTahua, writeConfig } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
 import { RawClient, rawRequest } from './lib/raw.mjs';
 import { eventually } from './lib/util.mjs';
@@ -32,6 +32,16 @@ describe('start-up', () => {
     // The first one is unaffected.
     const res = await request(first.url, '/healthz');
     assert.equal(res.status, 200);
+  });
+
+  it('--listen replaces the listeners: a config without any starts with it; without --listen it is refused', async (t) => {
+    const config = gatewayConfig({ providers: [openaiProvider('up', 'http://127.0.0.1:9/v1')], models: [{ name: 'm', provider: 'up' }] });
+    delete config.listeners;
+    const gw = await startTahua({ t, config, args: ['--listen', '127.0.0.1:0'] });
+    assert.equal((await request(gw.url, '/healthz')).status, 200);
+    const checked = checkConfig(writeConfig(config));
+    assert.equal(checked.status, 1);
+    assert.match(checked.stderr, /listeners: required: at least one listener \(or --listen\)/);
   });
 });
 

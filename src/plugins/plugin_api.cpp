@@ -66,6 +66,30 @@ bool splitJsonPath(std::string_view path, std::vector<std::string_view>& out) {
   }
 }
 
+bool arrayIndex(std::string_view s, std::size_t& index) noexcept {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  index = 0;
+  for (char c : s) index = index * 10 + static_cast<std::size_t>(c - '0');
+  return true;
+}
+
+const char* unwritablePath(const json::value* v, std::span<const std::string_view> segs) noexcept {
+  for (std::size_t i = 0; v && i < segs.size(); ++i) {
+    if (const auto* o = v->if_object()) {
+      auto it = o->find(segs[i]);
+      v = it == o->end() || it->value().is_null() ? nullptr : &it->value();  // made when missing
+    } else if (const auto* a = v->if_array()) {
+      std::size_t at = 0;
+      if (!arrayIndex(segs[i], at)) return "an array is in the way: name its element by index (messages.0.content)";
+      if (at >= a->size()) return "the index is past the array's end";
+      v = &(*a)[at];
+    } else {
+      return "a string, number or boolean is in the way";
+    }
+  }
+  return nullptr;
+}
+
 // The value at `path` (objects by key, arrays by index), or null.
 const json::value* jsonAt(const json::value* v, std::string_view path) noexcept {
   try {
@@ -78,9 +102,7 @@ const json::value* jsonAt(const json::value* v, std::string_view path) noexcept 
         v = &it->value();
       } else if (const auto* a = v->if_array()) {
         std::size_t i = 0;
-        if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string_view::npos) return nullptr;
-        i = std::stoul(std::string(s));
-        if (i >= a->size()) return nullptr;
+        if (!arrayIndex(s, i) || i >= a->size()) return nullptr;
         v = &(*a)[i];
       } else {
         return nullptr;
@@ -222,6 +244,17 @@ int apiSetField(lua_State* L) {
   if (!validWritePath({path, n}))
     return luaL_error(L, "set_field: a dotted path of at most 8 names is expected, and `model` and `stream` cannot be changed");
   if (v.effects->set_fields.size() >= kMaxFieldsSet) return luaL_error(L, "set_field: at most 32 fields per call");
+  // Checked against the body now, so a write that cannot happen is an error, not a no-op.
+  {
+    const char* why = nullptr;
+    if (!guarded([&] {
+          std::vector<std::string_view> segs;
+          splitJsonPath({path, n}, segs);
+          why = unwritablePath(v.body->root(), segs);
+        }))
+      return luaL_error(L, "not enough memory");
+    if (why) return luaL_error(L, "set_field: %s: %s", path, why);
+  }
   Scalar kind = Scalar::Nil;
   std::string_view s;
   lua_Integer i = 0;

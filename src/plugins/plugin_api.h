@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -40,5 +41,11 @@ void endCallObject(lua_State* L, int handle_ref);
 bool splitJsonPath(std::string_view path, std::vector<std::string_view>& out);
 // The value at a dotted path (objects by key, arrays by index), or null.
 const boost::json::value* jsonAt(const boost::json::value* v, std::string_view path) noexcept;
+// A segment naming an array's element ("0".."999999999"); false if it is no index.
+bool arrayIndex(std::string_view seg, std::size_t& index) noexcept;
+// Why `set_field(path, ...)` cannot write into `root` (null: it can). Objects on the way
+// may be missing (they are made); an array needs an index within it; a string, number
+// or boolean in the way cannot be written through.
+const char* unwritablePath(const boost::json::value* root, std::span<const std::string_view> segs) noexcept;
 
 }  // namespace tahua

@@ -94,17 +94,33 @@ bool PluginBody::apply(PluginEffects& effects) {
     std::vector<std::string_view> segs;
     for (auto& [path, value] : effects.set_fields) {
       if (!splitJsonPath(path, segs)) continue;
-      json::object* o = &json_->as_object();
+      // Objects by key (made when missing), arrays by index (within them): the paths
+      // `field` reads. set_field refused any other when it was called.
+      json::value* at = json_.get();
       bool ok = true;
       for (std::size_t i = 0; ok && i + 1 < segs.size(); ++i) {
-        json::value& next = (*o)[segs[i]];
-        if (next.is_null()) next = json::object();
-        if (!next.is_object()) ok = false;  // a string or array in the way: left alone
-        else o = &next.as_object();
+        std::size_t index = 0;
+        if (auto* o = at->if_object()) {
+          json::value& next = (*o)[segs[i]];
+          if (next.is_null()) next = json::object();
+          at = &next;
+        } else if (auto* a = at->if_array(); a && arrayIndex(segs[i], index) && index < a->size()) {
+          at = &(*a)[index];
+        } else {
+          ok = false;
+        }
       }
       if (!ok) continue;
-      if (value) (*o)[segs.back()] = *value;
-      else o->erase(segs.back());
+      std::size_t index = 0;
+      if (auto* o = at->if_object()) {
+        if (value) (*o)[segs.back()] = *value;
+        else o->erase(segs.back());
+      } else if (auto* a = at->if_array(); a && arrayIndex(segs.back(), index) && index < a->size()) {
+        if (value) (*a)[index] = *value;
+        else a->erase(a->begin() + static_cast<std::ptrdiff_t>(index));
+      } else {
+        continue;
+      }
       changed = true;
     }
   } catch (...) {

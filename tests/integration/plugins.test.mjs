@@ -542,6 +542,33 @@ describe('plugins: outbound HTTP', () => {
   });
 });
 
+describe('plugins: rewriting the request', () => {
+  it('set_field reaches into arrays by index (messages.0.content); a path it cannot write raises', async (t) => {
+    const source = `return { on_request = function(req)
+      req:set_field("messages.0.content", "[rewritten] " .. req:field("messages.0.content"))
+      req:set_field("messages.1.role", "user")
+      if req:header("x-bad") then req:set_field(req:header("x-bad"), "x") end
+    end }`;
+    const { gw, upstream } = await pluginGateway(t, { source });
+    const body = { model: 'm1', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'assistant', content: 'Hi' }] };
+    assert.equal((await post(gw.url, '/v1/chat/completions', body)).status, 200);
+    const sent = upstream.requests.at(-1).json.messages;
+    assert.equal(sent[0].content, '[rewritten] Be brief.');
+    assert.equal(sent[1].role, 'user');
+    for (const bad of ['messages.7.content', 'messages.role', 'messages.0.content.text']) {
+      const before = await calls(gw, 'error');
+      await post(gw.url, '/v1/chat/completions', body, { headers: { 'x-bad': bad } });
+      assert.equal(await calls(gw, 'error'), before + 1, `set_field("${bad}") raised`);
+    }
+    // The self-test sees the change too.
+    const selftest = checkConfig(writeConfig({
+      ...gatewayConfig({ providers: [{ name: 'm', type: 'mock' }], models: [{ name: 'm1', provider: 'm' }] }),
+      plugins: [{ id: 'rw', source, tests: [{ request: { body: JSON.stringify(body) }, expect: { fields: { 'messages.0.content': '[rewritten] Be brief.' } } }] }],
+    }));
+    assert.equal(selftest.status, 0, selftest.stderr);
+  });
+});
+
 describe('plugins: upstream selection hints', () => {
   it('pin_version sends a request to the deployments of that version, as a client pin would', async (t) => {
     const upstream = await startMockUpstream({ t });

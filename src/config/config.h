@@ -59,6 +59,14 @@ struct ServerConfig {
   Millis body_timeout{60'000};
   Millis keepalive_timeout{75'000};
   Millis client_write_timeout{60'000};
+  // An answer given before the request's body was read (an upload refused at its
+  // headers, a body over its limit) is followed by reading and discarding what the
+  // client still sends, so its stack sees the answer and not a reset (nginx's lingering
+  // close): for at most lingering_time in all, lingering_timeout per read, and
+  // lingering_max_bytes.
+  Millis lingering_time{30'000};
+  Millis lingering_timeout{5'000};
+  std::uint64_t lingering_max_bytes = 1ull << 30;
   Millis drain_timeout{30'000};
   Millis drain_accept_grace{0};  // after SIGTERM keep accepting this long (readyz already 503)
   Millis stream_heartbeat{15'000};  // SSE comment on a stream idle this long; 0 = off

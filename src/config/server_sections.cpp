@@ -11,7 +11,8 @@ namespace tahua::config_detail {
 void Loader::loadServer(const YAML::Node& n, ServerConfig& s) {
   const std::string p = "server";
   checkKeys(n, p, {"workers", "max_connections", "max_header_bytes", "max_body_bytes", "max_response_bytes", "header_timeout",
-                   "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout",
+                   "body_timeout", "keepalive_timeout", "client_write_timeout", "drain_timeout", "lingering_time",
+                   "lingering_timeout", "lingering_max_bytes",
                    "stream_heartbeat", "drain_accept_grace", "deployment_header", "stream_buffer_bytes",
                    "max_stream_event_bytes", "max_url_bytes", "max_json_depth", "tenant_metrics", "readiness", "uploads", "realtime"});
   if (auto v = n["workers"]) s.workers = static_cast<unsigned>(integer(v, p + ".workers", 0, 256));
@@ -26,6 +27,9 @@ void Loader::loadServer(const YAML::Node& n, ServerConfig& s) {
   if (auto v = n["client_write_timeout"])
     s.client_write_timeout = duration(v, p + ".client_write_timeout", Millis(1));
   if (auto v = n["drain_timeout"]) s.drain_timeout = duration(v, p + ".drain_timeout");
+  if (auto v = n["lingering_time"]) s.lingering_time = duration(v, p + ".lingering_time");
+  if (auto v = n["lingering_timeout"]) s.lingering_timeout = duration(v, p + ".lingering_timeout", Millis(1));
+  if (auto v = n["lingering_max_bytes"]) s.lingering_max_bytes = integer(v, p + ".lingering_max_bytes", 0, 1ull << 40);
   if (auto v = n["drain_accept_grace"]) s.drain_accept_grace = duration(v, p + ".drain_accept_grace");
   if (auto v = n["stream_heartbeat"]) s.stream_heartbeat = duration(v, p + ".stream_heartbeat");
   if (auto v = n["stream_buffer_bytes"])

@@ -224,9 +224,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     parser.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
     const auto received = Clock::now();
 
+    linger_ = false;
     std::optional<Error> bad = co_await readRequest(parser);
     if (bad) {
-      if (bad->kind != ErrorKind::Internal) co_await replyBadInput(*bad);
+      if (bad->kind != ErrorKind::Internal) {
+        co_await replyBadInput(*bad);
+        // Refused with its body unread (over its limit): the client may still be sending.
+        linger_ = !deadline_.expired() && (bad->kind == ErrorKind::BodyTooLarge || (parser.is_header_done() && !parser.is_done()));
+      }
       co_return false;
     }
     deadline_.never();  // the upstream's own time limits apply until the answer is written
@@ -241,6 +246,8 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
       keep_alive_ = false;
     }
     co_await serve(req, received);
+    // An upload answered before its body was read (a refused key, no files provider).
+    if (upload_ && !parser.is_done() && !clientGone()) linger_ = true;
     upload_parser_ = nullptr;
     spool_.reset();
     co_return keep_alive_ && !clientGone() && !worker_.draining();
@@ -1105,12 +1112,49 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
 
   asio::awaitable<void> shutdown() {
     beast::error_code ec;
+    if (linger_) co_await lingeringClose();
     if constexpr (kTls) {
       deadline_.after(std::chrono::seconds(1));
       co_await stream_.async_shutdown(kUseTuple);
     }
     lowest().shutdown(tcp::socket::shutdown_send, ec);
     lowest().close(ec);
+  }
+
+  // After an answer given before the body was read: the answer is out (and, on plain TCP,
+  // our FIN after it); what the client still sends is read and discarded, bounded in
+  // time and bytes, so that closing with unread bytes does not reset the connection
+  // (a reset can reach the client's stack before the answer it already has).
+  asio::awaitable<void> lingeringClose() {
+    linger_ = false;
+    const ServerConfig& cfg = serverConfig();
+    beast::error_code ec;
+    if constexpr (!kTls) lowest().shutdown(tcp::socket::shutdown_send, ec);
+    thread_local std::array<char, 64 * 1024> discard;  // never read: every session may share it
+    const auto end = Clock::now() + cfg.lingering_time;
+    std::uint64_t bytes = 0;
+    std::size_t why = 0;  // eof, time, timeout, bytes
+    for (;;) {
+      const auto now = Clock::now();
+      if (now >= end) {
+        why = 1;
+        break;
+      }
+      deadline_.at(std::min(end, now + cfg.lingering_timeout));
+      auto [rec, n] = co_await stream_.async_read_some(asio::buffer(discard), kUseTuple);
+      bytes += n;
+      if (rec) {
+        why = !deadline_.expired() ? 0 : Clock::now() >= end ? 1 : 2;
+        break;
+      }
+      if (bytes >= cfg.lingering_max_bytes) {
+        why = 3;
+        break;
+      }
+    }
+    deadline_.never();
+    ++worker_.metrics().lingering_closes[why];
+    worker_.metrics().lingering_bytes += bytes;
   }
 
   SessionHost& worker_;  // the worker this connection runs on
@@ -1122,6 +1166,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   beast::flat_buffer buffer_;
   bool idle_ = true;
   bool keep_alive_ = true;
+  bool linger_ = false;  // the answer came before the request's body was read: lingeringClose
   bool client_gone_ = false;
   bool http10_ = false;      // the current request is HTTP/1.0
   bool head_only_ = false;   // the current request is HEAD: answers carry no body

@@ -72,6 +72,8 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   active_connections += other.active_connections;
   connections_accepted += other.connections_accepted;
   connections_rejected += other.connections_rejected;
+  for (std::size_t i = 0; i < lingering_closes.size(); ++i) lingering_closes[i] += other.lingering_closes[i];
+  lingering_bytes += other.lingering_bytes;
   stream_buffer_overflows += other.stream_buffer_overflows;
   for (const auto& [key, n] : other.breaker_states)
     for (std::size_t i = 0; i < n.size(); ++i) breaker_states[key][i] += n[i];
@@ -346,6 +348,16 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# HELP tahua_connections_accepted_total Client connections accepted.\n";
   out += "# TYPE tahua_connections_accepted_total counter\n";
   out += "tahua_connections_accepted_total " + std::to_string(m.connections_accepted) + "\n";
+  out += "# HELP tahua_lingering_closes_total Connections that read and discarded a request body after answering before it was read, by how that ended (eof: the client closed; time: server.lingering_time; timeout: server.lingering_timeout; bytes: server.lingering_max_bytes).\n";
+  out += "# TYPE tahua_lingering_closes_total counter\n";
+  {
+    static constexpr const char* kEnds[] = {"eof", "time", "timeout", "bytes"};
+    for (std::size_t i = 0; i < m.lingering_closes.size(); ++i)
+      out += std::string("tahua_lingering_closes_total{end=\"") + kEnds[i] + "\"} " + std::to_string(m.lingering_closes[i]) + "\n";
+  }
+  out += "# HELP tahua_lingering_bytes_total Request body bytes read and discarded by lingering closes.\n";
+  out += "# TYPE tahua_lingering_bytes_total counter\n";
+  out += "tahua_lingering_bytes_total " + std::to_string(m.lingering_bytes) + "\n";
   out += "# HELP tahua_connections_rejected_total Client connections refused over server.max_connections.\n";
   out += "# TYPE tahua_connections_rejected_total counter\n";
   out += "tahua_connections_rejected_total " + std::to_string(m.connections_rejected) + "\n";

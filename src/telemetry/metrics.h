@@ -153,6 +153,10 @@ struct WorkerMetrics {
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_rejected = 0;  // over server.max_connections
   std::uint64_t stream_buffer_overflows = 0;  // streams ended: the client fell behind server.stream_buffer_bytes
+  // Lingering closes after an answer given before the body was read, by how they ended
+  // (eof, time, timeout, bytes: the order of kLingerEnds), and the bytes they discarded.
+  std::array<std::uint64_t, 4> lingering_closes{};
+  std::uint64_t lingering_bytes = 0;
 
   ModelSeries& series(std::string_view model, std::string_view provider);
   void merge(const WorkerMetrics& other);

@@ -49,6 +49,7 @@ IdFilter::Verdict IdFilter::check(std::string_view id) {
   const std::uint64_t gen = generation_.load(std::memory_order_acquire);
   if (ready() && !(gen & 1) && !mayContain(h1, h2) && generation_.load(std::memory_order_acquire) == gen && ready())
     return Verdict::Absent;
+  if (!ready()) return Verdict::Ask;  // a miss remembered while writes may go unheard is no answer
   Shard& s = shardOf(h2);
   std::lock_guard lock(s.mu);
   auto it = s.misses.find(std::string(id));
@@ -61,13 +62,16 @@ IdFilter::Verdict IdFilter::check(std::string_view id) {
 void IdFilter::add(std::string_view id) {
   std::uint64_t h1 = 0, h2 = 0;
   hash(id, h1, h2);
+  bool fresh = false;
   for (unsigned i = 0; i < probes_; ++i) {
-    const std::uint64_t bit = (h1 + i * h2) % bits_;
-    words_[bit / 64].fetch_or(1ULL << (bit % 64), std::memory_order_relaxed);
+    const std::uint64_t bit = (h1 + i * h2) % bits_, mask = 1ULL << (bit % 64);
+    fresh |= !(words_[bit / 64].fetch_or(mask, std::memory_order_relaxed) & mask);
   }
   // Past what it was sized for the false-positive rate climbs: still correct, but a
-  // rebuild (which drops expired ids) is due; the owner looks at ids().
-  added_.fetch_add(1, std::memory_order_relaxed);
+  // rebuild (which drops expired ids) is due; the owner looks at ids(). An id heard
+  // twice (this replica's write, then its own notification; the scan and a write during
+  // it) sets no new bit and is counted once.
+  if (fresh) added_.fetch_add(1, std::memory_order_relaxed);
   Shard& s = shardOf(h2);
   std::lock_guard lock(s.mu);
   ++s.writes;

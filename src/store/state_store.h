@@ -141,6 +141,10 @@ class StateStore {
   // Every value's key starts with this (a shared store's id filter scans for it).
   static constexpr std::string_view kValuePrefix = "tahua:kv:";
   virtual void getValue(std::string_view key, std::function<void(ValueResult)> done) = 0;
+  // The same, for a key that may have been written a moment ago by another replica (an
+  // id a client has just been given): "missing" comes from the store itself, never from
+  // a replica's id filter or cache of misses, which hear of writes a moment later.
+  virtual void getFreshValue(std::string_view key, std::function<void(ValueResult)> done) { getValue(key, std::move(done)); }
   virtual void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) = 0;
   virtual void eraseValue(std::string_view key, WriteDone done) = 0;
   // A value counted in a group (one tenant's stored responses) that holds at most

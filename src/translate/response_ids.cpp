@@ -4,6 +4,7 @@
 
 #include <array>
 #include <charconv>
+#include <ctime>
 #include <random>
 
 namespace tahua {
@@ -20,10 +21,19 @@ bool isKey(std::string_view r) {
 
 }  // namespace
 
+constexpr std::size_t kTimeChars = 6;  // 62^6 s: until the year 3777
+
 std::string newResponseId() {
-  // 62^32 > 2^190; rejection sampling keeps every character uniform.
+  // The second it was made, base62, then 62^26 > 2^154 random; rejection sampling
+  // keeps every random character uniform.
   std::string id = "resp_";
   id.reserve(5 + kResponseKeyChars);
+  {
+    auto t = static_cast<unsigned long long>(std::time(nullptr));
+    char digits[kTimeChars];
+    for (std::size_t i = kTimeChars; i-- > 0; t /= 62) digits[i] = kAlphabet[t % 62];
+    id.append(digits, kTimeChars);
+  }
   std::array<unsigned char, 64> bytes{};
   while (id.size() < 5 + kResponseKeyChars) {
     if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
@@ -38,6 +48,18 @@ std::string newResponseId() {
     }
   }
   return id;
+}
+
+bool responseKeyIsRecent(std::string_view key, long long seconds) {
+  if (key.size() < kTimeChars) return true;
+  long long t = 0;
+  for (std::size_t i = 0; i < kTimeChars; ++i) {
+    const auto at = kAlphabet.find(key[i]);
+    if (at == std::string_view::npos) return true;
+    t = t * 62 + static_cast<long long>(at);
+  }
+  const long long now = static_cast<long long>(std::time(nullptr));
+  return t > now - seconds;  // the future included: not a time tahua wrote (or a clock ahead)
 }
 
 std::string_view responseKeyOf(std::string_view response_id) {

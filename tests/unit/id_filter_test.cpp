@@ -39,9 +39,13 @@ TEST(IdFilter, NeverSaysAbsentForAnAddedIdAndKeepsItsFalsePositiveRate) {
 TEST(IdFilter, OverItsCapacityOrWithoutItsSubscriptionItIsNotTrusted) {
   IdFilter f(1'000, 0.01, Millis(0));
   f.startRebuild();
-  for (int i = 0; i < 1'001; ++i) f.add("id-" + std::to_string(i));
+  for (int i = 0; i < 1'100; ++i) f.add("id-" + std::to_string(i));
   f.rebuilt();
   EXPECT_FALSE(f.ready()) << "more ids than it was sized for";
+  EXPECT_GT(f.ids(), 1'000u);
+  const auto counted = f.ids();
+  f.add("id-7");  // heard twice (its own notification): counted once
+  EXPECT_EQ(f.ids(), counted);
   f.startRebuild();
   f.add("a");
   f.rebuilt();
@@ -53,6 +57,10 @@ TEST(IdFilter, OverItsCapacityOrWithoutItsSubscriptionItIsNotTrusted) {
 
 TEST(IdFilter, AMissIsRememberedForItsTtlUnlessAWriteRacedTheLookup) {
   IdFilter f(1'000, 0.01, Millis(50));
+  f.startRebuild();
+  f.rebuilt();  // misses answer only while the filter is trusted
+  // Ids the filter may hold (else it answers Absent itself): where a miss is remembered.
+  for (const char* id : {"k", "k2", "k3"}) f.add(id);
   const std::uint64_t stamp = f.stamp("k");
   f.missed("k", stamp);
   EXPECT_EQ(f.check("k"), IdFilter::Verdict::Missed);

@@ -233,7 +233,8 @@ class FilesFilter final : public FilterWithState<FilesState> {
     st.deciding = true;
     st.answered = false;
     const std::string wanted(id);
-    store_.getValue(file ? files::fileKey(id) : files::batchKey(id), [&ctx, &st, file, wanted](StateStore::ValueResult r) {
+    // Fresh: a file uploaded through another replica a moment ago is used at once.
+    store_.getFreshValue(file ? files::fileKey(id) : files::batchKey(id), [&ctx, &st, file, wanted](StateStore::ValueResult r) {
       FilterStatus status = FilterStatus::Continue;
       if (r.status == StateStore::ValueResult::Status::Unavailable) {
         ctx.fail(storeUnavailable());

@@ -72,7 +72,8 @@ void Sessions::find(const std::string& sid, const std::string& owner, const std:
     if (it->second->expires_ms <= nowMs()) cache_.erase(it);
     return done(Lookup::NotFound, nullptr);
   }
-  store_.getValue(sessionKey(sid), [this, sid, owner, scope, done = std::move(done)](StateStore::ValueResult r) {
+  // Fresh: a session opened through another replica is used at once.
+  store_.getFreshValue(sessionKey(sid), [this, sid, owner, scope, done = std::move(done)](StateStore::ValueResult r) {
     if (r.status == Status::Unavailable) return done(Lookup::StoreDown, nullptr);
     if (r.status != Status::Found) return done(Lookup::NotFound, nullptr);
     boost::system::error_code ec;

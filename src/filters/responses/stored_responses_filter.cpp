@@ -165,6 +165,15 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
     ++it->second;
   }
 
+  // A record's lookup. An id made in the last seconds may not have reached this
+  // replica's id filter yet (the writer's notification is on its way): "missing" must
+  // then come from the store (an agent continues a conversation at once, on any replica).
+  static constexpr long long kYoungSeconds = 10;
+  void get(const std::string& record_key, std::string_view response_key, std::function<void(StateStore::ValueResult)> done) {
+    if (responseKeyIsRecent(response_key, kYoungSeconds)) store_.getFreshValue(record_key, std::move(done));
+    else store_.getValue(record_key, std::move(done));
+  }
+
   // --- Expansion ---------------------------------------------------------------------
 
   // Looks up `keys` (response keys); `fetched` runs once every answer is in.
@@ -173,7 +182,7 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
     Lookup& l = *st.lookup;
     l.pending = keys.size() + 1;  // +1: held until every call is made (a store may answer at once)
     for (const auto& k : keys) {
-      store_.getValue(stored_responses::recordKey(st.scope, k), [this, &ctx, k](StateStore::ValueResult r) {
+      get(stored_responses::recordKey(st.scope, k), k, [this, &ctx, k](StateStore::ValueResult r) {
         Lookup& lk = *state(ctx).lookup;
         if (r.status == StateStore::ValueResult::Status::Unavailable) {
           lk.unavailable = true;
@@ -259,7 +268,7 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
     }
     st.scope = scopeOf(ctx);
     st.deciding = true;
-    store_.getValue(stored_responses::recordKey(st.scope, key), [this, &ctx, id, key, items, erase, op](StateStore::ValueResult r) {
+    get(stored_responses::recordKey(st.scope, key), key, [this, &ctx, id, key, items, erase, op](StateStore::ValueResult r) {
       if (r.status == StateStore::ValueResult::Status::Unavailable) {
         count(op, "unavailable");
         Error e{ErrorKind::StoreUnavailable, "Stored responses cannot be read now (the state store is unavailable); retry shortly."};

@@ -237,6 +237,7 @@ void RedisConnection::fail(const char* why) {
   RedisCommandStats& stats = RedisCommandStats::global();
   (std::string_view(why) == "command timeout" ? stats.timeouts : stats.errors).fetch_add(failed.size(), std::memory_order_relaxed);
   for (auto& p : failed) p.cb(std::nullopt);
+  if (on_down_) on_down_();
 }
 
 }  // namespace tahua

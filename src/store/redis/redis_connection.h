@@ -64,6 +64,8 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
 
   // For a subscriber: every reply that does not answer a command (pushed messages).
   void onPush(std::function<void(const RedisReply&)> fn) { on_push_ = std::move(fn); }
+  // Called when the connection fails (a subscriber that stops hearing must say so at once).
+  void onDown(std::function<void()> fn) { on_down_ = std::move(fn); }
   // Where to connect, asked at every (re)connect: with Sentinel, the master it names now.
   void onConnect(std::function<RedisEndpoint()> where) { where_ = std::move(where); }
 
@@ -95,6 +97,7 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   std::vector<char> in_;
   redisReader* reader_ = nullptr;
   std::function<void(const RedisReply&)> on_push_;
+  std::function<void()> on_down_;
   std::function<RedisEndpoint()> where_;
   std::vector<std::vector<std::string>> handshake_;
   bool flush_posted_ = false;

@@ -23,6 +23,13 @@ namespace asio = boost::asio;
 using namespace redis_detail;
 
 void RedisStore::subscribe() {
+  // Lost: writes go unheard from now on, so the filter is distrusted at once (not at the
+  // next heartbeat), and a scan still running cannot make it trusted again.
+  subscriber_->onDown([this] {
+    if (!ids_) return;
+    ++ids_epoch_;
+    ids_->distrust();
+  });
   subscriber_->onPush([this](const RedisReply& r) {
     if (r.type != RedisReply::Type::Array || r.elements.size() != 3 || r.elements[0].str != "message") return;
     // ["message", "tahua:values", key]: a value was written (here or by another replica).
@@ -69,7 +76,12 @@ void RedisStore::scanIds(std::string cursor, std::uint64_t epoch, unsigned pages
       return;
     }
     if (subscriber_->up()) ids_->rebuilt();  // else: changes may have been missed; the reconnect rebuilds
-    log::info("redis store: lookup filter built", {{"ids", ids_->ids()}, {"ready", ids_->ready()}, {"bits", ids_->bits()}});
+    if (ids_->ids() > ids_->capacity())
+      log::warn("redis store: Redis holds more ids than store.lookups.expected_ids; the lookup filter is not used "
+                "(every lookup asks Redis) until they fit: raise expected_ids",
+                {{"ids", ids_->ids()}, {"expected_ids", ids_->capacity()}});
+    else
+      log::info("redis store: lookup filter built", {{"ids", ids_->ids()}, {"ready", ids_->ready()}, {"bits", ids_->bits()}});
   });
 }
 
@@ -238,12 +250,16 @@ void RedisStore::putIdempotent(std::string_view key, Idempotent record, Millis t
 
 // A value is one Redis string set with its TTL in one command. Redis away: the caller
 // hears Unavailable (or the write's error); this replica does not answer in its place.
-void RedisStore::getValue(std::string_view key, std::function<void(ValueResult)> done) {
-  // The id filter first: an id no replica ever wrote costs no round trip.
+void RedisStore::lookup(std::string_view key, std::function<void(ValueResult)> done, bool filter) {
+  // The id filter first: an id no replica ever wrote costs no round trip. Not while the
+  // connection is away: then the answer is "unavailable" (a 503), not "missing".
+  RedisClient* conn = workerClient().get();
+  const bool reachable = conn && conn->usable();
   const bool filtered = ids_ && key.substr(0, kValuePrefix.size()) == kValuePrefix;
   std::uint64_t stamp = 0;
-  if (filtered) {
-    switch (ids_->check(key)) {
+  if (filtered && reachable) {
+    const IdFilter::Verdict verdict = filter ? ids_->check(key) : IdFilter::Verdict::Ask;
+    switch (verdict) {
       case IdFilter::Verdict::Absent:
         lookups_filtered_.fetch_add(1, std::memory_order_relaxed);
         done(ValueResult{});
@@ -256,8 +272,7 @@ void RedisStore::getValue(std::string_view key, std::function<void(ValueResult)>
     }
   }
   lookups_asked_.fetch_add(1, std::memory_order_relaxed);
-  RedisClient* conn = workerClient().get();
-  if (!conn || !conn->usable()) {
+  if (!reachable) {
     done(ValueResult{ValueResult::Status::Unavailable, {}});
     return;
   }

@@ -80,7 +80,8 @@ class RedisStore final : public StateStore {
 
   void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) override;
   void putIdempotent(std::string_view key, Idempotent record, Millis ttl) override;
-  void getValue(std::string_view key, std::function<void(ValueResult)> done) override;
+  void getValue(std::string_view key, std::function<void(ValueResult)> done) override { lookup(key, std::move(done), true); }
+  void getFreshValue(std::string_view key, std::function<void(ValueResult)> done) override { lookup(key, std::move(done), false); }
   void putValue(std::string_view key, std::string value, Millis ttl, WriteDone done) override;
   void eraseValue(std::string_view key, WriteDone done) override;
   void putGroupedValue(std::string_view key, std::string value, Millis ttl, ValueGroup group, WriteDone done) override;
@@ -119,6 +120,8 @@ class RedisStore final : public StateStore {
   // The id filter, rebuilt from a scan of every value's key (after a (re)subscription:
   // changes may have been missed); trusted once the scan ends with the subscription up.
   void rebuildIds();
+  // getValue; `filtered`: the id filter may answer "missing".
+  void lookup(std::string_view key, std::function<void(ValueResult)> done, bool filtered);
   void scanIds(std::string cursor, std::uint64_t epoch, unsigned pages);
   // A kAdjust call's arguments (numkeys, counters, marker, ...), kept until Redis answers
   // (`undo`: a kUndoAdmit call's).

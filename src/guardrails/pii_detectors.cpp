@@ -113,13 +113,6 @@ RunVerdict runEndsAt(std::string_view t, std::size_t end, bool complete) {
   return RunVerdict::Whole;
 }
 
-RunVerdict digitRun(std::string_view t, std::size_t begin, std::size_t end, bool complete) {
-  if (begin >= end || end > t.size()) return RunVerdict::Part;
-  const RunVerdict after = runEndsAt(t, end, complete);
-  if (after != RunVerdict::Whole) return after;
-  return runJoinedBefore(t, begin) ? RunVerdict::Part : RunVerdict::Whole;
-}
-
 bool luhnValid(std::string_view number) {
   int sum = 0, n = 0;
   for (auto it = number.rbegin(); it != number.rend(); ++it) {

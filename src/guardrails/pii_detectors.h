@@ -33,7 +33,7 @@ struct PiiShape {
   // trailing run of these, since a match still growing lies within it.
   const char* chars;
   // A number: a match is judged only when it is the whole run of digits it lies in
-  // (digitRun), so a failed candidate never leaves a shorter one inside the same run.
+  // (runJoinedBefore, runEndsAt), so a failed candidate never leaves a shorter one inside the same run.
   bool whole_run = false;
 };
 std::span<const PiiShape> piiShapes();
@@ -49,14 +49,13 @@ struct PiiMatch {
 // through a policy's compiled RuleSet.
 std::vector<PiiMatch> findPii(std::string_view text, std::span<const PiiKind> kinds = {});
 
-// Whether the match [begin, end) of `text` is the whole run of digits it lies in. A run
+// Whether a match [begin, end) of `text` is the whole run of digits it lies in. A run
 // goes on over one '-' or '.' between digits, and over one space between groups of three
 // digits or more (cards and phone numbers are written so; "12/25" or "on 2024-01-05 555"
-// are not one run with what stands before them by a space). `complete`: nothing follows
-// `text`; otherwise a match that the text's end may still continue is Unknown.
+// are not one run with what stands before them by a space). runJoinedBefore: the run
+// goes on before `begin`. runEndsAt: whether it ends at `end` (Part: it goes on;
+// Unknown: `complete` is false and the text still to come may continue it).
 enum class RunVerdict { Whole, Part, Unknown };
-RunVerdict digitRun(std::string_view text, std::size_t begin, std::size_t end, bool complete);
-// Its two halves: whether the run goes on before `begin`, and whether it ends at `end`.
 bool runJoinedBefore(std::string_view text, std::size_t begin);
 RunVerdict runEndsAt(std::string_view text, std::size_t end, bool complete);
 

@@ -114,4 +114,6 @@ void uuidV7(char out[36]) {
   }
 }
 
+bool tracestatePassable(std::string_view v) { return !v.empty() && v.size() <= 512 && v.find_first_of("\r\n") == std::string_view::npos; }
+
 }  // namespace tahua

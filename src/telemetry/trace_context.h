@@ -21,6 +21,10 @@ struct TraceContext {
   void spanIdHex(char out[16]) const;
 };
 
+// A caller's tracestate that may be passed on: at most the spec's recommended 512
+// bytes, one header line.
+bool tracestatePassable(std::string_view value);
+
 // Parses a traceparent value. Version 00 exactly as the spec says; a higher version is
 // read by its first four fields (forward compatible); ff, all-zero ids, uppercase hex
 // or a wrong length are invalid (the gateway then starts a new trace).

@@ -58,12 +58,15 @@ TEST(PiiDetectors, ARunOfDigitsIsJudgedWholeNeverInPart) {
   // number by a space is not part of its run.
   EXPECT_EQ(found("card 4111 1111 1111 1111 12/25", PiiKind::PaymentCard), std::vector<std::string>{"4111 1111 1111 1111"});
   EXPECT_EQ(found("on 2024-01-05 415-555-2671", PiiKind::Phone), std::vector<std::string>{"415-555-2671"});
-  EXPECT_EQ(digitRun("1234-5678-9012-3456", 0, 14, true), RunVerdict::Part);
-  EXPECT_EQ(digitRun("1234-5678-9012", 0, 14, false), RunVerdict::Unknown) << "the next piece may continue it";
-  EXPECT_EQ(digitRun("1234-5678-9012-", 0, 14, false), RunVerdict::Unknown);
-  EXPECT_EQ(digitRun("1234 5678 9012 34", 0, 14, false), RunVerdict::Unknown) << "a third digit would join the group";
-  EXPECT_EQ(digitRun("1234 5678 9012 34 ", 0, 14, false), RunVerdict::Whole);
-  EXPECT_EQ(digitRun("1234-5678-9012 end", 0, 14, false), RunVerdict::Whole);
+  EXPECT_EQ(runEndsAt("1234-5678-9012-3456", 14, true), RunVerdict::Part);
+  EXPECT_TRUE(runJoinedBefore("1234-5678-9012-3456", 5));
+  EXPECT_TRUE(runJoinedBefore("4111 1111 1111", 5));
+  EXPECT_FALSE(runJoinedBefore("12 1111 1111", 3)) << "two digits and a space: another number";
+  EXPECT_EQ(runEndsAt("1234-5678-9012", 14, false), RunVerdict::Unknown) << "the next piece may continue it";
+  EXPECT_EQ(runEndsAt("1234-5678-9012-", 14, false), RunVerdict::Unknown);
+  EXPECT_EQ(runEndsAt("1234 5678 9012 34", 14, false), RunVerdict::Unknown) << "a third digit would join the group";
+  EXPECT_EQ(runEndsAt("1234 5678 9012 34 ", 14, false), RunVerdict::Whole);
+  EXPECT_EQ(runEndsAt("1234-5678-9012 end", 14, false), RunVerdict::Whole);
 }
 
 TEST(PiiDetectors, ReportsEveryKindInTextOrder) {

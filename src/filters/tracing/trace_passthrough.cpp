@@ -6,8 +6,6 @@
 namespace tahua {
 namespace {
 
-constexpr std::size_t kMaxTracestateBytes = 512;  // the spec's recommended limit
-
 // W3C Trace Context for a gateway that does not trace: a caller's `traceparent` and
 // `tracestate` reach every upstream attempt as they came (an application that traces,
 // behind tahua, in front of a server that traces, keeps one trace). Only a traceparent
@@ -22,8 +20,7 @@ class TracePassthroughFilter final : public Filter {
     if (!parseTraceparent(parent, parsed)) return;
     headers.add("traceparent", parent);
     const std::string_view state = ctx.headers->get("tracestate");
-    if (!state.empty() && state.size() <= kMaxTracestateBytes && state.find_first_of("\r\n") == std::string_view::npos)
-      headers.add("tracestate", state);
+    if (tracestatePassable(state)) headers.add("tracestate", state);
   }
 };
 

@@ -16,7 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxAttempts = 8;           // attempt spans kept per request (more: counted only)
 constexpr std::size_t kMaxContentBytes = 16384;   // captured prompt / completion text, each
-constexpr std::size_t kMaxTracestateBytes = 512;  // the spec's recommended limit
 
 struct Attempt {
   std::array<std::uint8_t, 8> span{};
@@ -210,8 +209,7 @@ class TracingFilter final : public FilterWithState<TracingState> {
     if (ctx.headers && parseTraceparent(ctx.headers->get("traceparent"), t)) {
       // Continued: the caller's sampling decision stands; its vendors' state goes on.
       std::string_view ts = ctx.headers->get("tracestate");
-      if (!ts.empty() && ts.size() <= kMaxTracestateBytes && ts.find_first_of("\r\n") == std::string_view::npos)
-        st.tracestate.assign(ts);
+      if (tracestatePassable(ts)) st.tracestate.assign(ts);
     } else {
       t = TraceContext{};
       randomBytes(t.trace_id.data(), t.trace_id.size());

@@ -7,6 +7,7 @@
 //   [a whole non-streamed answer a filter judges -> onAnswer: may refuse it for the next fallback model]
 //   -> onUpstreamHeaders (read only) -> onResponseHeaders -> onResponseData* | onResponseBody
 //                                                           may rewrite what the client gets
+//   [before the answer's end is released -> onAnswerEnd: may Pause (a write the client relies on)]
 //   -> onComplete                                              always, once, error or not
 //
 // A filter object is made per worker from the config snapshot and serves every request
@@ -76,10 +77,17 @@ class ResponseData {
 
   void setAborted() { aborted_ = true; }
 
+  // This piece carries the end of the answer for the client (a Responses stream's
+  // response.completed, although the upstream's last bytes may come later): the
+  // answer-end phase (onAnswerEnd) runs before it is written, not at the last piece.
+  void holdEnd() { hold_end_ = true; }
+  bool endHeld() const { return hold_end_; }
+
  private:
   std::string_view bytes_;
   bool last_ = false;
   bool aborted_ = false;
+  bool hold_end_ = false;
   bool failed_ = false;
   Error failure_;
 };
@@ -156,6 +164,17 @@ class Filter {
   // *ctx.response_headers are the headers that go out with it (after onResponseHeaders
   // ran): a filter may add one from what the body says (a value living in its State).
   virtual void onResponseBody(RequestContext&, std::string& /*body*/) {}
+  // The answer's end is about to be released to the client: a whole upstream answer
+  // after the body filters (it goes out with its head), or a stream's piece that a
+  // filter held (ResponseData::holdEnd), else its last piece. Once per answer (not for
+  // answers the gateway gives itself, nor a stream that failed or was cut), only for
+  // filters whose holdsAnswerEnds() (asked once, when it joins the chain; a filter that
+  // holds a stream's end also wants its data). A filter may Pause to finish what a
+  // client must be able to rely on once it has the whole answer — a stored response any
+  // replica can read — and resumes (Continue) within a bounded time of its own; the
+  // answer's last bytes wait meanwhile. Stop is taken as Continue: the answer is made.
+  virtual FilterStatus onAnswerEnd(RequestContext&) { return FilterStatus::Continue; }
+  virtual bool holdsAnswerEnds() const { return false; }
   // Always runs last, once, whatever happened (local reply, error, client gone).
   virtual void onComplete(RequestContext&) {}
 
@@ -191,7 +210,8 @@ class FilterWithState : public Filter {
 };
 
 // The request phases that may Stop or Pause.
-enum class RequestPhase { Headers, Body, UpstreamSelect, Reselect, Answer };
+// End: onAnswerEnd, run over the filters that hold answer ends (`next` counts those).
+enum class RequestPhase { Headers, Body, UpstreamSelect, Reselect, Answer, End };
 
 class FilterChain {
  public:
@@ -221,6 +241,9 @@ class FilterChain {
   // Passes `data` through every filter that wants response data, in order.
   void responseData(RequestContext& ctx, ResponseData& data);
   bool wantsResponseData() const { return !data_filters_.empty(); }
+  // Whether a filter may hold an answer's end (RequestPhase::End): else the session
+  // never runs that phase.
+  bool holdsAnswerEnds() const { return !enders_.empty(); }
   void responseBody(RequestContext& ctx, std::string& body);
   // onComplete for every filter, then every State is destroyed (if begin() ran).
   void complete(RequestContext& ctx);
@@ -231,6 +254,7 @@ class FilterChain {
   std::vector<std::unique_ptr<Filter>> filters_;
   std::vector<Filter*> data_filters_;   // those whose wantsResponseData()
   std::vector<Filter*> judges_;         // those whose judgesAnswers()
+  std::vector<Filter*> enders_;         // those whose holdsAnswerEnds()
   std::vector<Filter*> stateful_;       // those with a State
   std::size_t state_bytes_ = 0;
 };

@@ -43,6 +43,7 @@ void FilterChain::add(std::unique_ptr<Filter> filter) {
   }
   if (filter->wantsResponseData()) data_filters_.push_back(filter.get());
   if (filter->judgesAnswers()) judges_.push_back(filter.get());
+  if (filter->holdsAnswerEnds()) enders_.push_back(filter.get());
   filters_.push_back(std::move(filter));
 }
 
@@ -52,6 +53,12 @@ void FilterChain::begin(RequestContext& ctx, std::byte* block) {
 }
 
 FilterStatus FilterChain::run(RequestPhase phase, RequestContext& ctx, std::size_t& next) {
+  if (phase == RequestPhase::End) {
+    // The answer is made: only a Pause matters (an error set now changes nothing sent).
+    while (next < enders_.size())
+      if (enders_[next++]->onAnswerEnd(ctx) == FilterStatus::Pause) return FilterStatus::Pause;
+    return FilterStatus::Continue;
+  }
   FilterStatus (Filter::*hook)(RequestContext&) = nullptr;
   switch (phase) {
     case RequestPhase::Headers: hook = &Filter::onRequestHeaders; break;
@@ -65,6 +72,7 @@ FilterStatus FilterChain::run(RequestPhase phase, RequestContext& ctx, std::size
       }
       break;
     case RequestPhase::Answer: hook = &Filter::onAnswer; break;
+    case RequestPhase::End: break;  // above
   }
   while (next < filters_.size()) {
     const FilterStatus status = ((*filters_[next++]).*hook)(ctx);

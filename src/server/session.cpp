@@ -820,6 +820,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     const std::size_t limit = serverConfig().stream_buffer_bytes;
     // Waiting for an event boundary is bounded by the longest event an upstream may send.
     const std::size_t hard_limit = limit + serverConfig().max_stream_event_bytes + 64 * 1024;
+    bool end_released = false;
     for (;;) {
       std::string_view bytes;
       bool done = false;
@@ -832,13 +833,16 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         break;
       }
       std::string_view out;
+      bool answer_ends = false;  // this piece releases the end of the answer
       if (!bytes.empty() || done) {
         out = translator.onStreamBytes(bytes, done, ctx);
+        answer_ends = done || translator.streamEnded();
         if (chain_->wantsResponseData()) {
           // Filters may rewrite the piece, hold part of it back, or end the stream.
-          ResponseData data(out, done || translator.streamEnded());
+          ResponseData data(out, answer_ends);
           chain_->responseData(ctx, data);
           out = data.bytes();
+          answer_ends = answer_ends || data.endHeld();
           if (data.failed()) {
             ctx.fail(data.takeFailure());
             filter_ended_.assign(out);
@@ -846,8 +850,14 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
             out = filter_ended_;
             exchange.abort();
             done = true;
+            answer_ends = false;  // a cut stream is no answer to rely on
           }
         }
+      }
+      if (answer_ends && !end_released) {
+        // Nothing is read or written meanwhile: `out` stays as the filters left it.
+        end_released = true;
+        co_await holdAnswerEnd(ctx);
       }
       if (translator.streamEnded()) {
         // The translator closed the stream with an error event (a vendor error inside
@@ -960,7 +970,17 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     }
     translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
     headForBody(ctx, head, body);
+    co_await holdAnswerEnd(ctx);
     co_await writeHeadAnd(body);
+  }
+
+  // The answer-end phase (Filter::onAnswerEnd): filters that must finish something
+  // before the client has the whole answer may pause it here. Free without such filters.
+  asio::awaitable<void> holdAnswerEnd(RequestContext& ctx) {
+    if (!chain_->holdsAnswerEnds()) co_return;
+    std::size_t next = 0;
+    if (chain_->run(RequestPhase::End, ctx, next) == FilterStatus::Pause)
+      co_await finishPausedPhase(RequestPhase::End, ctx, next);
   }
 
   // Appends a piece of a body; an error past server.max_response_bytes.
@@ -996,6 +1016,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     chain_->responseHeaders(ctx);
     ctx.response_headers = nullptr;
     headForBody(ctx, head, body);
+    co_await holdAnswerEnd(ctx);
     co_await writeHeadAnd(body);
   }
 

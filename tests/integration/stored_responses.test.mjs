@@ -18,6 +18,7 @@ import { REPO_ROOT, gatewayConfig, startTahua } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { startRedis } from './lib/redis.mjs';
+import { startRespRelay } from './lib/resp_relay.mjs';
 import { eventually } from './lib/util.mjs';
 import { RESPONSES_WEATHER_TOOL, TOOL_ARGS, VENDOR_NAMES, replyText, startAnthropicMock, startOpenAIChatMock } from './lib/vendor_mocks.mjs';
 
@@ -361,5 +362,44 @@ describe('stored responses through Redis', () => {
     const cont = await request(b.gw.url, '/v1/responses', { method: 'POST', headers: bearer(KEY_A), json: { model: CLAUDE, input: 'x', previous_response_id: r2.id } });
     assert.equal(cont.status, 503);
     assert.equal(cont.json.error.code, 'store_unavailable');
+  });
+});
+
+describe('stored responses: a conversation continued at once on another replica', () => {
+  it('the record is in Redis before the client has the answer (a slow write holds the end, plain and streamed); a failed write lets the answer complete, counted', async (t) => {
+    const redis = await startRedis({ t });
+    // Replica A reaches Redis through a relay that delays its record's write by a second
+    // (well inside the store's command timeout); replica B reads Redis directly.
+    const relay = await startRespRelay(redis.port, { t });
+    const opts = { command_timeout: '5s', heartbeat: '100ms', replica_ttl: '1s', resync: '1s' };
+    const a = await start(t, { store: { type: 'redis', redis: { url: relay.url, ...opts } } });
+    const b = await start(t, { store: { type: 'redis', redis: { url: redis.url, ...opts } } });
+    const isRecordWrite = (args) => (args[0] === 'EVALSHA' || args[0] === 'EVAL') && (args[3] ?? '').startsWith('tahua:kv:{resp:');
+
+    // A whole answer: its head and body wait for the write.
+    relay.delayNext(isRecordWrite, 1000);
+    const r1 = await sdk(a.gw).responses.create({ model: CLAUDE, input: 'My name is Ada' });
+    const r2 = await sdk(b.gw).responses.create({ model: CLAUDE, input: 'What is my name?', previous_response_id: r1.id });
+    assert.equal(r2.previous_response_id, r1.id);
+    assert.equal(relay.delays, 1, "the record's write was the command delayed");
+    assert.deepEqual(turns(b.anthropic.requests.at(-1)).map(([role]) => role), ['user', 'assistant', 'user']);
+
+    // A stream read to its end: the piece with response.completed waits for the write.
+    relay.delayNext(isRecordWrite, 1000);
+    const stream = await sdk(a.gw).responses.create({ model: CLAUDE, input: 'My name is Bo', stream: true });
+    let r3;
+    for await (const ev of stream) if (ev.type === 'response.completed') r3 = ev.response;
+    const r4 = await sdk(b.gw).responses.create({ model: CLAUDE, input: 'And my name?', previous_response_id: r3.id });
+    assert.equal(r4.previous_response_id, r3.id);
+    assert.equal(relay.delays, 2);
+    assert.equal(sum(await scrape(a.gw.url), 'tahua_stored_responses_total', { op: 'store', result: 'ok' }), 2);
+
+    // A write whose answer never comes (the connection is cut after Redis ran it): the
+    // answer still completes, and the failure is counted.
+    relay.cutAfter(isRecordWrite);
+    const r5 = await sdk(a.gw).responses.create({ model: CLAUDE, input: 'cut' });
+    assert.match(r5.id, /^resp_/);
+    assert.equal(relay.cuts, 1);
+    assert.equal(sum(await scrape(a.gw.url), 'tahua_stored_responses_total', { op: 'store', result: 'unavailable' }), 1);
   });
 });

@@ -48,8 +48,10 @@ struct StoredResponsesState {
   std::size_t prefix_items = 0;
   std::vector<std::string> context;
   std::string previous_id;
-  // Capture.
+  // Capture. The record is written before the answer's end reaches the client
+  // (onAnswerEnd): a client that continues at once, on any replica, finds it.
   bool capturing = false;
+  bool end_held = false;  // the piece with the final event was held for the write
   bool echo = false;  // previous_response_id is put back into the answer objects
   std::unique_ptr<SseParser> parser;
   FinalEventSink sink;
@@ -83,6 +85,7 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
   StoredResponsesFilter(StateStore& store, WorkerMetrics& metrics) : store_(store), metrics_(metrics) {}
   std::string_view name() const override { return "stored_responses"; }
   bool wantsResponseData() const override { return true; }
+  bool holdsAnswerEnds() const override { return true; }
 
   FilterStatus onRequestHeaders(RequestContext& ctx) override {
     if (ctx.endpoint != Endpoint::StoredResponse) return FilterStatus::Continue;
@@ -132,6 +135,10 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
       return;
     }
     if (!st.parser->feed(data.bytes(), st.sink)) st.capturing = false;
+    else if (!st.end_held && !st.sink.response_event.empty()) {
+      st.end_held = true;  // the client must not see response.completed before the write
+      data.holdEnd();
+    }
   }
 
   void onResponseBody(RequestContext& ctx, std::string& body) override {
@@ -140,12 +147,18 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
     if (st.capturing) st.body = body;
   }
 
-  void onComplete(RequestContext& ctx) override {
+  // Held at most the store's command timeout (its answer always comes): a write that
+  // fails lets the answer go on, counted and logged, and the response is not kept.
+  FilterStatus onAnswerEnd(RequestContext& ctx) override {
     StoredResponsesState& st = state(ctx);
-    if (!st.capturing) return;
+    if (!st.capturing) return FilterStatus::Continue;
     st.capturing = false;
-    if (ctx.error || ctx.status < 200 || ctx.status >= 300) return;
-    keep(ctx, st);
+    if (ctx.error || ctx.status < 200 || ctx.status >= 300) return FilterStatus::Continue;
+    st.answered = false;
+    st.deciding = true;
+    const bool writing = keep(ctx, st);
+    st.deciding = false;
+    return !writing || st.answered ? FilterStatus::Continue : FilterStatus::Pause;
   }
 
  private:
@@ -156,12 +169,10 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
     return stored_responses::scopeOf(tenant, key);
   }
 
-  void count(std::string_view op, std::string_view result) { countIn(metrics_, op, result); }
-  // Also from a store's answer after the request (and maybe this filter's chain) is gone.
-  static void countIn(WorkerMetrics& metrics, std::string_view op, std::string_view result) {
-    auto it = metrics.stored_responses.find(std::pair(op, result));
-    if (it == metrics.stored_responses.end())
-      it = metrics.stored_responses.emplace(std::pair(std::string(op), std::string(result)), 0).first;
+  void count(std::string_view op, std::string_view result) {
+    auto it = metrics_.stored_responses.find(std::pair(op, result));
+    if (it == metrics_.stored_responses.end())
+      it = metrics_.stored_responses.emplace(std::pair(std::string(op), std::string(result)), 0).first;
     ++it->second;
   }
 
@@ -321,24 +332,25 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
 
   // --- Capture -----------------------------------------------------------------------
 
-  void keep(RequestContext& ctx, StoredResponsesState& st) {
+  // Starts the record's write; false when nothing is written (finish() is not called).
+  bool keep(RequestContext& ctx, StoredResponsesState& st) {
     const ResponsesConfig& cfg = ctx.config->responses;
     boost::system::error_code ec;
     bj::value request = bj::parse(ctx.body, ec);
-    if (ec || !request.is_object()) return;
-    if (const bj::value* s = request.get_object().if_contains("store"); s && s->is_bool() && !s->get_bool()) return;
+    if (ec || !request.is_object()) return false;
+    if (const bj::value* s = request.get_object().if_contains("store"); s && s->is_bool() && !s->get_bool()) return false;
     std::string text = ctx.streaming ? std::move(st.sink.response_event) : std::move(st.body);
     bj::value answer = bj::parse(text, ec);
     if (ec || !answer.is_object()) {
       count("store", "error");
-      return;
+      return false;
     }
     bj::object response;
     if (ctx.streaming) {
       bj::value* r = answer.get_object().if_contains("response");
       if (!r || !r->is_object()) {
         count("store", "error");
-        return;
+        return false;
       }
       response = std::move(r->get_object());
     } else {
@@ -348,7 +360,7 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
                                             st.previous_id);
     if (!rec) {
       count("store", "error");
-      return;
+      return false;
     }
     std::string value = stored_responses::serializeRecord(*rec);
     SecretScrubber(*ctx.provider).scrubWhole(value);  // as the client's copy was
@@ -356,19 +368,25 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
       count("store", "too_large");
       log::warn("stored response not kept: larger than a stored value may be (1 MiB)",
                 {{"request_id", ctx.request_id}, {"bytes", value.size()}});
-      return;
+      return false;
     }
     if (st.scope.empty()) st.scope = scopeOf(ctx);
     const std::string id(rec->response.at("id").as_string());
     const std::string key(responseKeyOf(id));
     const std::string group = stored_responses::groupOf(st.scope);
+    // The request waits for the answer (it is paused), so the callback may use it.
     store_.putGroupedValue(stored_responses::recordKey(st.scope, key), std::move(value), cfg.ttl,
                            StateStore::ValueGroup{group, cfg.max_bytes_per_tenant},
-                           [&metrics = metrics_, id, request_id = ctx.request_id](std::optional<std::string> error) {
-                             if (!error) return countIn(metrics, "store", "ok");
-                             countIn(metrics, "store", "unavailable");
-                             log::warn("stored response not kept", {{"response", id}, {"request_id", request_id}, {"error", *error}});
+                           [this, &ctx, id](std::optional<std::string> error) {
+                             if (!error) {
+                               count("store", "ok");
+                             } else {
+                               count("store", "unavailable");
+                               log::warn("stored response not kept", {{"response", id}, {"request_id", ctx.request_id}, {"error", *error}});
+                             }
+                             finish(ctx, FilterStatus::Continue);
                            });
+    return true;
   }
 
   StateStore& store_;

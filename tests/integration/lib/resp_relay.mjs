@@ -1,7 +1,8 @@
 // A relay between the gateway and a real Redis that reads the commands going through
 // (RESP arrays) and, for the first command a test's `cutAfter(args)` picks, forwards it
 // and then cuts that connection: Redis runs the command, its answer never comes back.
-// The one fault that tells "not applied" from "applied, answer lost" apart.
+// The one fault that tells "not applied" from "applied, answer lost" apart. Or, with
+// `delayNext`, holds a picked command back for a while (a slow write at a chosen moment).
 // SCRIPT LOAD texts are seen on their way, so a test names scripts by their text
 // (`shaOf(text => ...)`) rather than by a hash it would have to know.
 import net from 'node:net';
@@ -35,12 +36,14 @@ export async function startRespRelay(targetPort, { t, host = '127.0.0.1' } = {})
   const open = new Set();
   let pick = null;
   let cuts = 0;
+  let delays = 0;
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, host);
     open.add(client);
     open.add(upstream);
     let pending = Buffer.alloc(0);
     let cut = false;
+    let held = false;  // a delayed command and what came after it wait here
     const drop = () => {
       client.destroy();
       upstream.destroy();
@@ -50,9 +53,7 @@ export async function startRespRelay(targetPort, { t, host = '127.0.0.1' } = {})
     client.on('error', drop).on('close', () => { if (!cut) drop(); });
     upstream.on('error', drop).on('close', drop);
     upstream.on('data', (d) => { if (!cut) client.write(d); });
-    client.on('data', (d) => {
-      if (cut) return;
-      pending = Buffer.concat([pending, d]);
+    const feed = () => {
       let sent = 0;
       for (;;) {
         const cmd = parseCommand(pending.subarray(sent));
@@ -63,9 +64,23 @@ export async function startRespRelay(targetPort, { t, host = '127.0.0.1' } = {})
           const text = args[2].toString('utf8');
           scripts.set(createHash('sha1').update(text).digest('hex'), text);
         }
+        const start = sent;
         sent += cmd.end;
         if (pick && pick(args.map((a) => a.toString('latin1')))) {
+          const { delay } = pick;
           pick = null;
+          if (delay !== undefined) {
+            // Everything before this command goes now; it and what follows, later.
+            delays += 1;
+            upstream.write(pending.subarray(0, start));
+            pending = pending.subarray(start);
+            held = true;
+            setTimeout(() => {
+              held = false;
+              if (!cut) feed();
+            }, delay).unref();
+            return;
+          }
           cuts += 1;
           // Everything up to this command reaches Redis; then the client's side goes, and
           // Redis sees the end of the stream after it has read (and run) the command.
@@ -80,6 +95,11 @@ export async function startRespRelay(targetPort, { t, host = '127.0.0.1' } = {})
         upstream.write(pending.subarray(0, sent));
         pending = pending.subarray(sent);
       }
+    };
+    client.on('data', (d) => {
+      if (cut) return;
+      pending = Buffer.concat([pending, d]);
+      if (!held) feed();
     });
   });
   await new Promise((resolve) => server.listen(0, host, resolve));
@@ -87,6 +107,7 @@ export async function startRespRelay(targetPort, { t, host = '127.0.0.1' } = {})
     port: server.address().port,
     get url() { return `redis://${host}:${relay.port}`; },
     get cuts() { return cuts; },
+    get delays() { return delays; },
     // The sha1 of the first script loaded so far whose text `match` accepts.
     shaOf(match) {
       for (const [sha, text] of scripts) if (match(text)) return sha;
@@ -95,6 +116,12 @@ export async function startRespRelay(targetPort, { t, host = '127.0.0.1' } = {})
     // The next command (its arguments as strings) that `predicate` accepts is run and its
     // connection cut before the answer.
     cutAfter(predicate) { pick = predicate; },
+    // The next command that `predicate` accepts (and everything after it on its
+    // connection) reaches Redis `ms` later: a slow store, at the moment a test picks.
+    delayNext(predicate, ms) {
+      pick = (args) => predicate(args);
+      pick.delay = ms;
+    },
     close() {
       for (const s of open) s.destroy();
       return new Promise((resolve) => server.close(resolve));

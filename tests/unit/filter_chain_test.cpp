@@ -143,6 +143,49 @@ TEST(FilterChain, ObserversOfNothingCostNothingPerPiece) {
   EXPECT_FALSE(chain.wantsResponseData());  // the relay skips the data phase entirely
 }
 
+// Holds the answer's end: pauses once at onAnswerEnd, logs each call.
+class EndHolder final : public Filter {
+ public:
+  EndHolder(std::string tag, std::vector<std::string>& log, FilterStatus answer) : tag_(std::move(tag)), log_(log), answer_(answer) {}
+  std::string_view name() const override { return tag_; }
+  bool holdsAnswerEnds() const override { return true; }
+  FilterStatus onAnswerEnd(RequestContext&) override {
+    log_.push_back(tag_);
+    return answer_;
+  }
+
+ private:
+  std::string tag_;
+  std::vector<std::string>& log_;
+  FilterStatus answer_;
+};
+
+TEST(FilterChain, TheAnswerEndPhaseRunsOnlyItsHoldersAndMayPause) {
+  std::vector<std::string> log;
+  FilterChain chain;
+  chain.add(std::make_unique<CountingFilter>("a", log));
+  EXPECT_FALSE(chain.holdsAnswerEnds()) << "the session then never runs the phase";
+  chain.add(std::make_unique<EndHolder>("hold", log, FilterStatus::Pause));
+  chain.add(std::make_unique<EndHolder>("stop", log, FilterStatus::Stop));
+  chain.add(std::make_unique<EndHolder>("last", log, FilterStatus::Continue));
+  EXPECT_TRUE(chain.holdsAnswerEnds());
+  Block block(chain);
+  RequestContext ctx;
+  chain.begin(ctx, block.get());
+  ctx.fail(Error{ErrorKind::UpstreamBadResponse, "an error set now changes nothing sent"});
+  std::size_t next = 0;
+  EXPECT_EQ(chain.run(RequestPhase::End, ctx, next), FilterStatus::Pause);
+  EXPECT_EQ(next, 1u) << "counted among the holders";
+  // Resumed: the others run; a Stop does not end the phase (the answer is made).
+  EXPECT_EQ(chain.run(RequestPhase::End, ctx, next), FilterStatus::Continue);
+  EXPECT_EQ(log, (std::vector<std::string>{"hold", "stop", "last"}));
+  ResponseData piece("data: end\n\n", false);
+  EXPECT_FALSE(piece.endHeld());
+  piece.holdEnd();
+  EXPECT_TRUE(piece.endHeld());
+  chain.complete(ctx);
+}
+
 // A worker whose posted calls and timers run when the test says so.
 class FakeWorker final : public WorkerServices {
  public:

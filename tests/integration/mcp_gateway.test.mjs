@@ -10,6 +10,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { z } from 'zod';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -86,13 +87,14 @@ function asker(server) {
     ({ city }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello ${city}` } }] }));
 }
 
-async function start(t, { mcp, store, servers, policies, guardrails } = {}) {
+async function start(t, { mcp, store, servers, policies, guardrails, server } = {}) {
   const gh = servers?.gh ?? await startMcpServer({ t, name: 'github', setup: github });
   const dc = servers?.dc ?? await startMcpServer({ t, name: 'docs', setup: docs });
   const upstream = await startMockUpstream({ t });
   const config = gatewayConfig({
     providers: [openaiProvider('up', upstream.baseUrl()), mcpProvider('github', gh.url), mcpProvider('docs', dc.url)],
     models: [{ name: 'fast', provider: 'up' }],
+    server,
   });
   config.tenants = [{ name: 'team-a' }, { name: 'team-b' }];
   config.keys = [
@@ -115,6 +117,21 @@ async function start(t, { mcp, store, servers, policies, guardrails } = {}) {
 const rpc = (gw, body, headers = {}) =>
   request(gw.url, '/mcp', { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body),
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } });
+
+// One request on a new connection (never a pooled one), to /mcp.
+function alone(gw, method, body, headers) {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${gw.url}/mcp`, { method, agent: false,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text: Buffer.concat(chunks).toString() }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
 
 // The SDK's client through the gateway, with a caller's key. `to()` says where each
 // request goes (a load balancer in front of replicas, in the failover test).
@@ -242,6 +259,34 @@ describe('MCP gateway', () => {
     assert.equal(gone.status, 404, 'a terminated session is gone');
     // The servers are told without waiting: their DELETE arrives soon after.
     await eventually(() => gh.state.sessions.size === 0 && dc.state.sessions.size === 0, { what: 'the upstream sessions ended' });
+  });
+
+  it('DELETE ends every upstream session of the gateway session, whichever worker opened it (server.workers: 2)', async (t) => {
+    const { gw, gh, dc } = await start(t, { server: { workers: 2 } });
+    // Each request on a connection of its own: SO_REUSEPORT gives each to either worker,
+    // so a session's two upstream sessions and its DELETE are spread over both. (Were
+    // all of one session's requests on one worker, its DELETE would find both upstream
+    // sessions there: with eight sessions, that is 1 chance in 4^8.)
+    const auth = { authorization: `Bearer ${A}` };
+    const opened = { github: [], docs: [] };
+    for (let i = 0; i < 8; i += 1) {
+      const init = await alone(gw, 'POST', { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }, auth);
+      const sid = init.headers['mcp-session-id'];
+      assert.match(sid, /^[0-9a-f]{32}$/);
+      const session = { ...auth, 'mcp-session-id': sid };
+      for (const [name, server, tool, args] of [['github', gh, 'github__count', { n: 1 }], ['docs', dc, 'docs__search', { query: 'q' }]]) {
+        const call = await alone(gw, 'POST', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: tool, arguments: args } }, session);
+        assert.equal(call.status, 200, call.text);
+        opened[name].push(server.calls('tools/call').at(-1).headers['mcp-session-id']);
+      }
+      assert.equal((await alone(gw, 'DELETE', undefined, session)).status, 200);
+    }
+    for (const [name, server] of [['github', gh], ['docs', dc]]) {
+      assert.equal(new Set(opened[name]).size, 8, `one ${name} session per gateway session`);
+      await eventually(() => opened[name].every((id) => server.state.deleted.includes(id)),
+        { what: `a DELETE for every ${name} session (ended: ${server.state.deleted.length} of 8)` });
+      assert.equal(server.state.sessions.size, 0);
+    }
   });
 
   it('bad messages get JSON-RPC errors: not JSON, a batch, no jsonrpc, an unknown method, an unsupported protocol version', async (t) => {

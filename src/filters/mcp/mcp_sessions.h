@@ -65,8 +65,9 @@ class Sessions {
   // as an unknown one is.
   void find(const std::string& sid, const std::string& owner, const std::string& scope, std::function<void(Lookup, SessionPtr)> done);
 
-  // Ends a session: its upstream sessions (on `scope`'s server only, if given) are ended
-  // without waiting for their servers; `done(false)`: the store did not answer.
+  // Ends a session: every upstream session it holds (the store's, whichever worker or
+  // replica opened them, and this worker's) is ended without waiting for its server;
+  // `done(false)`: the store did not answer.
   void end(const McpConfig& cfg, const std::string& sid, SessionPtr s, std::function<void(bool)> done);
 
   // The session with `server` for `sid`: known, kept by another replica, or opened now.
@@ -86,6 +87,7 @@ class Sessions {
 
  private:
   void remember(const std::string& sid, SessionPtr s);
+  void endUpstream(const McpConfig& cfg, const std::string& server, const UpstreamSession& up);
 
   StateStore& store_;
   WorkerServices& services_;

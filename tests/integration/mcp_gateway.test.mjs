@@ -363,10 +363,16 @@ describe('MCP gateway', () => {
     pins = await admin('GET', '/admin/v1/mcp/tools');
     const held = pins.json.tools.find((p) => p.tool === 'create_issue' && p.server === 'github');
     assert.ok(held.pending?.fingerprint && held.pending.fingerprint !== held.fingerprint, 'the change waits for approval');
+    // The admin sees what they are asked to approve: both definitions, and what differs.
+    assert.equal(held.definition.description, 'Opens an issue.');
+    assert.equal(held.pending.definition.description, gh.state.issueDescription);
+    assert.deepEqual(held.pending.definition.inputSchema, held.definition.inputSchema);
+    assert.deepEqual(held.pending.changes, [{ op: 'replace', path: '/description', value: gh.state.issueDescription }], 'a JSON Patch from the approved definition');
 
     const approved = await admin('POST', '/admin/v1/mcp/tools/github/create_issue/approve');
     assert.equal(approved.status, 200, approved.text);
     assert.equal(approved.json.approved_by, 'admin');
+    assert.equal(approved.json.definition.description, gh.state.issueDescription);
     assert.equal((await admin('POST', '/admin/v1/mcp/tools/github/create_issue/approve')).status, 409, 'nothing left to approve');
     const after = (await second.client.listTools()).tools.find((x) => x.name === 'github__create_issue');
     assert.equal(after.description, gh.state.issueDescription);

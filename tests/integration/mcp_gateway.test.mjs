@@ -23,14 +23,18 @@ import { startRedis } from './lib/redis.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { adminSection, TOKEN } from './lib/admin.mjs';
 import { request } from './lib/http.mjs';
-import { eventually } from './lib/util.mjs';
-import { readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { eventually, makeTempDir } from './lib/util.mjs';
+import { existsSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import YAML from 'yaml';
+import Ajv from 'ajv';
 
 const sha256 = (b) => createHash('sha256').update(b).digest('hex');
+const ajv = new Ajv({ allErrors: true });
+ajv.addFormat('date-time', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+const validateUsage = ajv.compile(JSON.parse(readFileSync(join(REPO_ROOT, 'docs', 'usage-record.schema.json'), 'utf8')));
 const A = 'tk-mcp-team-a-0123456789';
 const B = 'tk-mcp-team-b-0123456789';
 
@@ -87,7 +91,7 @@ function asker(server) {
     ({ city }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello ${city}` } }] }));
 }
 
-async function start(t, { mcp, store, servers, policies, guardrails, server } = {}) {
+async function start(t, { mcp, store, servers, policies, guardrails, server, usageFile } = {}) {
   const gh = servers?.gh ?? await startMcpServer({ t, name: 'github', setup: github });
   const dc = servers?.dc ?? await startMcpServer({ t, name: 'docs', setup: docs });
   const upstream = await startMockUpstream({ t });
@@ -106,6 +110,7 @@ async function start(t, { mcp, store, servers, policies, guardrails, server } = 
   if (policies) config.rate_limits = { policies };
   if (guardrails) config.guardrails = guardrails;
   if (store) config.store = store;
+  if (usageFile) config.usage = { spill_dir: `${usageFile}.spill`, sinks: [{ type: 'file', path: usageFile }] };
   const gw = await startTahua({ t, config });
   const line = await gw.stderr.waitUntil(() => gw.stderr.json().find((l) => l.msg === 'admin listening'), 5000, 'admin listening');
   const admin = (method, path, options = {}) =>
@@ -384,14 +389,27 @@ describe('MCP gateway', () => {
       github(server, state);
       server.registerTool('dump', { description: 'A large answer.', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'x'.repeat(10000) }] }));
     } });
-    const { gw: gw2 } = await startLimited(t, big);
+    const usageFile = join(makeTempDir('tahua-mcp-usage-'), 'usage.jsonl');
+    const { gw: gw2 } = await startLimited(t, big, { usageFile });
     const { client } = await connect(t, gw2.url, A);
     assert.equal(text(await client.callTool({ name: 'github__create_issue', arguments: { title: 'one' } })), 'opened "one"');
     const limited = await client.callTool({ name: 'github__create_issue', arguments: { title: 'two' } }).catch((e) => e);
-    assert.match(String(limited.message), /429|rate/i, 'the second call in the minute is over the tool\'s limit');
+    // Over the tool's limit: the message names the tool, data.code is the gateway's code for it everywhere.
+    assert.match(String(limited.message), /Rate limit reached for tool 'github__create_issue' on requests per minute.*"data":\{"type":"rate_limit_error","code":"rate_limit_exceeded","status":429\}/);
+    assert.equal(big.calls('tools/call').length, 1, 'the refused call never reached the server');
     assert.equal(text(await client.callTool({ name: 'github__count', arguments: { n: 1 } })), 'counted to 1', 'other tools are not limited');
     const dumped = await client.callTool({ name: 'github__dump', arguments: {} }).catch((e) => e);
     assert.match(String(dumped.message), /larger than mcp.max_response_bytes/);
+    // The records: a refusal is not a call that got no answer; each record is valid.
+    const lines = await gw2.waitForAccessLog((l) => l.mcp_method === 'tools/call', { count: 4 });
+    assert.deepEqual(lines.map((l) => [l.mcp_tool, l.status, l.mcp_outcome]), [
+      ['github__create_issue', 200, 'ok'], ['github__create_issue', 429, 'refused'], ['github__count', 200, 'ok'], ['github__dump', 200, 'too_large']]);
+    const records = await eventually(() => {
+      const r = existsSync(usageFile) ? readFileSync(usageFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
+      return r.filter((x) => x.mcp_method === 'tools/call').length === 4 && r;
+    }, { what: 'the usage records of the four calls' });
+    assert.deepEqual(records.filter((r) => r.status === 429).map((r) => r.mcp_outcome), ['refused']);
+    for (const r of records) assert.ok(validateUsage(r), `${JSON.stringify(r)}: ${ajv.errorsText(validateUsage.errors)}`);
   });
 });
 
@@ -424,9 +442,10 @@ describe('MCP gateway: guardrails', () => {
   });
 });
 
-async function startLimited(t, gh) {
+async function startLimited(t, gh, extra = {}) {
   const dc = await startMcpServer({ t, name: 'docs', setup: docs });
   return start(t, {
+    ...extra,
     servers: { gh, dc },
     mcp: { max_response_bytes: 2048 },
     policies: [{ name: 'issues', match: { model: 'github__create_issue' }, per: 'key', requests_per_minute: 1 }],

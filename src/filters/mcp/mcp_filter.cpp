@@ -109,6 +109,16 @@ std::string_view outcomeOf(const bj::object& response) {
   return "ok";
 }
 
+// A call's outcome when its answer's head is known: a refusal of the gateway's (a limit,
+// a plugin, the key: the call never reached the server), a guardrail's block, or what the
+// status says until the answer's body tells more.
+std::string_view outcomeAtHead(const RequestContext& ctx) {
+  if (!ctx.error) return ctx.status >= 200 && ctx.status < 300 ? "ok" : "failed";
+  if (ctx.error->kind == ErrorKind::ContentBlocked) return "blocked";
+  if (ctx.attempts == 0 && (ctx.error->httpStatus() == 429 || ctx.error->source() == ErrorSource::Client)) return "refused";
+  return "failed";
+}
+
 class OutcomeSink final : public SseSink {
  public:
   explicit OutcomeSink(Call& c) : c_(c) {}
@@ -171,10 +181,7 @@ class McpFilter final : public FilterWithState<McpState> {
     if (!c) return;
     if (!c->reply_session.empty() && ctx.response_headers) ctx.response_headers->emplace_back("Mcp-Session-Id", c->reply_session);
     // Until the answer says otherwise (its body, its stream's last event).
-    if (!c->tool.empty() && c->outcome.empty())
-      setOutcome(ctx, *c, ctx.error && ctx.error->kind == ErrorKind::ContentBlocked ? "blocked"
-                          : !ctx.error && ctx.status >= 200 && ctx.status < 300 ? "ok"
-                                                                                : "failed");
+    if (!c->tool.empty() && c->outcome.empty()) setOutcome(ctx, *c, outcomeAtHead(ctx));
   }
 
   void onResponseData(RequestContext& ctx, ResponseData& data) override {

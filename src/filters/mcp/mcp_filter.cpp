@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/log.h"
@@ -82,6 +83,7 @@ struct Call {
   bool known_tool = false;  // the tool exists (its name may be a metric label)
   std::string reply_session;  // Mcp-Session-Id to send (initialize)
   std::size_t relayed = 0;
+  bool stream_opening = false;  // a GET whose upstream head has not come (Session::streams_opening)
   std::unique_ptr<SseParser> parser;  // a routed call's stream, watched for its outcome
   bool answered = false;              // its response event went by
   // Settling: an asynchronous step finishes the request's phase once.
@@ -179,6 +181,7 @@ class McpFilter final : public FilterWithState<McpState> {
   void onResponseHeaders(RequestContext& ctx) override {
     Call* c = state(ctx).call.get();
     if (!c) return;
+    streamSettled(*c);
     if (!c->reply_session.empty() && ctx.response_headers) ctx.response_headers->emplace_back("Mcp-Session-Id", c->reply_session);
     // Until the answer says otherwise (its body, its stream's last event).
     if (!c->tool.empty() && c->outcome.empty()) setOutcome(ctx, *c, outcomeAtHead(ctx));
@@ -223,6 +226,7 @@ class McpFilter final : public FilterWithState<McpState> {
   void onComplete(RequestContext& ctx) override {
     Call* c = state(ctx).call.get();
     if (!c) return;
+    streamSettled(*c);  // it failed before its head
     if (!c->server.empty() && ctx.status == 404 && c->session) sessions_.forget(c->session_id, *c->session, c->server);
     if (c->tool.empty()) return;
     if (c->outcome.empty()) c->outcome = "failed";  // no answer was written (the client went away)
@@ -680,6 +684,8 @@ class McpFilter final : public FilterWithState<McpState> {
       ctx.body.clear();
       c.server = server;
       c.upstream = c.session->upstream[server];
+      c.stream_opening = true;
+      ++c.session->streams_opening;
       ctx.facts = RequestFacts{};
       ctx.facts.model = target->name;
       ctx.model = target;
@@ -715,7 +721,8 @@ class McpFilter final : public FilterWithState<McpState> {
   // The request goes on to `server` through the data path: its own name for the item
   // (`field` of params, when given), its session in a header (onUpstreamRequest). The
   // limits see the qualified name as the model asked for (a RateLimitPolicy may match
-  // it), the balancer the target.
+  // it), the balancer the target. While the session's GET stream is being opened
+  // upstream, it waits for it (Session::streams_opening).
   void route(RequestContext& ctx, Call& c, const ModelConfig& target, const std::string& server, std::string_view field, std::string_view value) {
     if (bj::value* p = c.message.if_contains("params"); p && p->is_object() && !field.empty()) p->get_object()[field] = value;
     ctx.body = bj::serialize(c.message);
@@ -725,7 +732,17 @@ class McpFilter final : public FilterWithState<McpState> {
     ctx.facts.model = c.tool.empty() ? target.name : c.tool;
     ctx.model = &target;
     ctx.requested_model = &target;
+    if (c.session->streams_opening > 0) return c.session->after_streams.push_back([&c] { c.done(FilterStatus::Continue); });
     c.done(FilterStatus::Continue);
+  }
+
+  // A GET stream's head came from the server (it is open there), or none will: the calls
+  // held for it go on.
+  void streamSettled(Call& c) {
+    if (!c.stream_opening) return;
+    c.stream_opening = false;
+    if (--c.session->streams_opening > 0) return;
+    for (auto& go : std::exchange(c.session->after_streams, {})) go();
   }
 
   WorkerMetrics& metrics_;

@@ -41,6 +41,12 @@ struct Session {
   // Requests waiting for an upstream session this worker is opening: a client's first
   // call and its GET stream come together, and both must get the same upstream session.
   std::map<std::string, std::vector<std::function<void(bool)>>, std::less<>> opening;
+  // The client's GET streams being opened upstream on this worker, and the calls waiting
+  // for them: a server sends its own requests (sampling, elicitation) on that stream and
+  // does not deliver them while there is none, so a call that overtook the GET would wait
+  // for an answer that never comes.
+  std::size_t streams_opening = 0;
+  std::vector<std::function<void()>> after_streams;
 };
 using SessionPtr = std::shared_ptr<Session>;
 

@@ -86,6 +86,7 @@ struct Call {
   bool stream_opening = false;  // a GET whose upstream head has not come (Session::streams_opening)
   std::unique_ptr<SseParser> parser;  // a routed call's stream, watched for its outcome
   bool answered = false;              // its response event went by
+  bool open_event = false;            // the stream relayed so far ends inside an event
   // Settling: an asynchronous step finishes the request's phase once.
   bool sync = false;
   std::optional<FilterStatus> result;
@@ -197,10 +198,13 @@ class McpFilter final : public FilterWithState<McpState> {
     c->relayed += data.bytes().size();
     if (c->relayed > ctx.config->mcp.max_response_bytes) {
       setOutcome(ctx, *c, "too_large");
-      data.replace({});  // none of the piece over the bound goes out
+      // None of the piece over the bound goes out; an event the pieces before it left
+      // open is closed, so the error event that ends the stream is read as one.
+      data.replace(c->open_event ? "\n\n" : "");
       data.fail(Error{ErrorKind::UpstreamBadResponse, "The MCP server's answer is larger than mcp.max_response_bytes allows."});
       return;
     }
+    if (const std::string_view b = data.bytes(); !b.empty()) c->open_event = !b.ends_with("\n\n") && !b.ends_with("\r\n\r\n");
     if (!c->tool.empty()) {
       if (!c->parser) c->parser = std::make_unique<SseParser>(ctx.config->mcp.max_response_bytes);
       OutcomeSink sink(*c);

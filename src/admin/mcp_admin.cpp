@@ -6,6 +6,7 @@
 #include "admin/admin_error.h"
 #include "admin/store_writes.h"
 #include "core/json_text.h"
+#include "filters/mcp/mcp_messages.h"
 #include "filters/mcp/tool_pins.h"
 #include "store/state_store.h"
 
@@ -24,8 +25,14 @@ boost::asio::awaitable<std::optional<AdminReply>> handleMcpAdmin(StateStore& sto
       boost::system::error_code ec;
       bj::value v = bj::parse(r.json, ec);
       if (ec || !v.is_object()) continue;
-      v.get_object().erase("definition");  // the list says what changed, not every schema
-      if (bj::value* p = v.get_object().if_contains("pending"); p && p->is_object()) p->get_object().erase("definition");
+      // A change is shown with both definitions and what differs, so the admin sees what
+      // they approve.
+      bj::object& pin = v.get_object();
+      const bj::value* approved = pin.if_contains("definition");
+      bj::value* pending = pin.if_contains("pending");
+      const bj::value* changed = pending && pending->is_object() ? pending->get_object().if_contains("definition") : nullptr;
+      if (approved && approved->is_object() && changed && changed->is_object())
+        pending->get_object()["changes"] = mcp::definitionPatch(approved->get_object(), changed->get_object());
       out.push_back(std::move(v));
     }
     co_return AdminReply{200, jsonText(bj::object{{"tools", std::move(out)}})};
@@ -64,7 +71,6 @@ boost::asio::awaitable<std::optional<AdminReply>> handleMcpAdmin(StateStore& sto
   auto op = admin_store::put(store, mcp::kPinNamespace, id, bj::serialize(*rec));
   if (auto error = co_await std::move(op)) co_return adminError(503, "store_unavailable", "The approval could not be kept: " + *error);
   audit.audit(caller, "mcp.tool.approve", id, bj::value_to<std::string>((*rec)["fingerprint"]));
-  rec->erase("definition");
   co_return AdminReply{200, jsonText(*rec)};
 }
 

@@ -1,8 +1,9 @@
 // The MCP gateway's tool pins (filters/mcp/): each tool's approved definition, and the
 // changed one a server now offers, held until an admin approves it.
 //
-//   GET    /admin/v1/mcp/tools                          every pin: {server, tool, fingerprint,
-//                                                        approved_by, approved_at, pending?}
+//   GET    /admin/v1/mcp/tools                          every pin: {server, tool, fingerprint, definition,
+//                                                        approved_by, approved_at, pending?: {fingerprint,
+//                                                        definition, seen_at, changes (JSON Patch)}}
 //   POST   /admin/v1/mcp/tools/{server}/{tool}/approve  the pending definition becomes the approved one
 //   DELETE /admin/v1/mcp/tools/{server}/{tool}          forget the pin (the next definition seen is approved)
 #pragma once

@@ -10,6 +10,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { z } from 'zod';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -22,14 +23,18 @@ import { startRedis } from './lib/redis.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { adminSection, TOKEN } from './lib/admin.mjs';
 import { request } from './lib/http.mjs';
-import { eventually } from './lib/util.mjs';
-import { readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { eventually, makeTempDir } from './lib/util.mjs';
+import { existsSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import YAML from 'yaml';
+import Ajv from 'ajv';
 
 const sha256 = (b) => createHash('sha256').update(b).digest('hex');
+const ajv = new Ajv({ allErrors: true });
+ajv.addFormat('date-time', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+const validateUsage = ajv.compile(JSON.parse(readFileSync(join(REPO_ROOT, 'docs', 'usage-record.schema.json'), 'utf8')));
 const A = 'tk-mcp-team-a-0123456789';
 const B = 'tk-mcp-team-b-0123456789';
 
@@ -86,13 +91,14 @@ function asker(server) {
     ({ city }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello ${city}` } }] }));
 }
 
-async function start(t, { mcp, store, servers, policies, guardrails } = {}) {
+async function start(t, { mcp, store, servers, policies, guardrails, server, usageFile } = {}) {
   const gh = servers?.gh ?? await startMcpServer({ t, name: 'github', setup: github });
   const dc = servers?.dc ?? await startMcpServer({ t, name: 'docs', setup: docs });
   const upstream = await startMockUpstream({ t });
   const config = gatewayConfig({
     providers: [openaiProvider('up', upstream.baseUrl()), mcpProvider('github', gh.url), mcpProvider('docs', dc.url)],
     models: [{ name: 'fast', provider: 'up' }],
+    server,
   });
   config.tenants = [{ name: 'team-a' }, { name: 'team-b' }];
   config.keys = [
@@ -104,6 +110,7 @@ async function start(t, { mcp, store, servers, policies, guardrails } = {}) {
   if (policies) config.rate_limits = { policies };
   if (guardrails) config.guardrails = guardrails;
   if (store) config.store = store;
+  if (usageFile) config.usage = { spill_dir: `${usageFile}.spill`, sinks: [{ type: 'file', path: usageFile }] };
   const gw = await startTahua({ t, config });
   const line = await gw.stderr.waitUntil(() => gw.stderr.json().find((l) => l.msg === 'admin listening'), 5000, 'admin listening');
   const admin = (method, path, options = {}) =>
@@ -115,6 +122,21 @@ async function start(t, { mcp, store, servers, policies, guardrails } = {}) {
 const rpc = (gw, body, headers = {}) =>
   request(gw.url, '/mcp', { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body),
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } });
+
+// One request on a new connection (never a pooled one), to /mcp.
+function alone(gw, method, body, headers) {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${gw.url}/mcp`, { method, agent: false,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text: Buffer.concat(chunks).toString() }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
 
 // The SDK's client through the gateway, with a caller's key. `to()` says where each
 // request goes (a load balancer in front of replicas, in the failover test).
@@ -244,6 +266,34 @@ describe('MCP gateway', () => {
     await eventually(() => gh.state.sessions.size === 0 && dc.state.sessions.size === 0, { what: 'the upstream sessions ended' });
   });
 
+  it('DELETE ends every upstream session of the gateway session, whichever worker opened it (server.workers: 2)', async (t) => {
+    const { gw, gh, dc } = await start(t, { server: { workers: 2 } });
+    // Each request on a connection of its own: SO_REUSEPORT gives each to either worker,
+    // so a session's two upstream sessions and its DELETE are spread over both. (Were
+    // all of one session's requests on one worker, its DELETE would find both upstream
+    // sessions there: with eight sessions, that is 1 chance in 4^8.)
+    const auth = { authorization: `Bearer ${A}` };
+    const opened = { github: [], docs: [] };
+    for (let i = 0; i < 8; i += 1) {
+      const init = await alone(gw, 'POST', { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }, auth);
+      const sid = init.headers['mcp-session-id'];
+      assert.match(sid, /^[0-9a-f]{32}$/);
+      const session = { ...auth, 'mcp-session-id': sid };
+      for (const [name, server, tool, args] of [['github', gh, 'github__count', { n: 1 }], ['docs', dc, 'docs__search', { query: 'q' }]]) {
+        const call = await alone(gw, 'POST', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: tool, arguments: args } }, session);
+        assert.equal(call.status, 200, call.text);
+        opened[name].push(server.calls('tools/call').at(-1).headers['mcp-session-id']);
+      }
+      assert.equal((await alone(gw, 'DELETE', undefined, session)).status, 200);
+    }
+    for (const [name, server] of [['github', gh], ['docs', dc]]) {
+      assert.equal(new Set(opened[name]).size, 8, `one ${name} session per gateway session`);
+      await eventually(() => opened[name].every((id) => server.state.deleted.includes(id)),
+        { what: `a DELETE for every ${name} session (ended: ${server.state.deleted.length} of 8)` });
+      assert.equal(server.state.sessions.size, 0);
+    }
+  });
+
   it('bad messages get JSON-RPC errors: not JSON, a batch, no jsonrpc, an unknown method, an unsupported protocol version', async (t) => {
     const { gw } = await start(t);
     const auth = { authorization: `Bearer ${A}` };
@@ -318,10 +368,16 @@ describe('MCP gateway', () => {
     pins = await admin('GET', '/admin/v1/mcp/tools');
     const held = pins.json.tools.find((p) => p.tool === 'create_issue' && p.server === 'github');
     assert.ok(held.pending?.fingerprint && held.pending.fingerprint !== held.fingerprint, 'the change waits for approval');
+    // The admin sees what they are asked to approve: both definitions, and what differs.
+    assert.equal(held.definition.description, 'Opens an issue.');
+    assert.equal(held.pending.definition.description, gh.state.issueDescription);
+    assert.deepEqual(held.pending.definition.inputSchema, held.definition.inputSchema);
+    assert.deepEqual(held.pending.changes, [{ op: 'replace', path: '/description', value: gh.state.issueDescription }], 'a JSON Patch from the approved definition');
 
     const approved = await admin('POST', '/admin/v1/mcp/tools/github/create_issue/approve');
     assert.equal(approved.status, 200, approved.text);
     assert.equal(approved.json.approved_by, 'admin');
+    assert.equal(approved.json.definition.description, gh.state.issueDescription);
     assert.equal((await admin('POST', '/admin/v1/mcp/tools/github/create_issue/approve')).status, 409, 'nothing left to approve');
     const after = (await second.client.listTools()).tools.find((x) => x.name === 'github__create_issue');
     assert.equal(after.description, gh.state.issueDescription);
@@ -333,14 +389,27 @@ describe('MCP gateway', () => {
       github(server, state);
       server.registerTool('dump', { description: 'A large answer.', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'x'.repeat(10000) }] }));
     } });
-    const { gw: gw2 } = await startLimited(t, big);
+    const usageFile = join(makeTempDir('tahua-mcp-usage-'), 'usage.jsonl');
+    const { gw: gw2 } = await startLimited(t, big, { usageFile });
     const { client } = await connect(t, gw2.url, A);
     assert.equal(text(await client.callTool({ name: 'github__create_issue', arguments: { title: 'one' } })), 'opened "one"');
     const limited = await client.callTool({ name: 'github__create_issue', arguments: { title: 'two' } }).catch((e) => e);
-    assert.match(String(limited.message), /429|rate/i, 'the second call in the minute is over the tool\'s limit');
+    // Over the tool's limit: the message names the tool, data.code is the gateway's code for it everywhere.
+    assert.match(String(limited.message), /Rate limit reached for tool 'github__create_issue' on requests per minute.*"data":\{"type":"rate_limit_error","code":"rate_limit_exceeded","status":429\}/);
+    assert.equal(big.calls('tools/call').length, 1, 'the refused call never reached the server');
     assert.equal(text(await client.callTool({ name: 'github__count', arguments: { n: 1 } })), 'counted to 1', 'other tools are not limited');
     const dumped = await client.callTool({ name: 'github__dump', arguments: {} }).catch((e) => e);
     assert.match(String(dumped.message), /larger than mcp.max_response_bytes/);
+    // The records: a refusal is not a call that got no answer; each record is valid.
+    const lines = await gw2.waitForAccessLog((l) => l.mcp_method === 'tools/call', { count: 4 });
+    assert.deepEqual(lines.map((l) => [l.mcp_tool, l.status, l.mcp_outcome]), [
+      ['github__create_issue', 200, 'ok'], ['github__create_issue', 429, 'refused'], ['github__count', 200, 'ok'], ['github__dump', 200, 'too_large']]);
+    const records = await eventually(() => {
+      const r = existsSync(usageFile) ? readFileSync(usageFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
+      return r.filter((x) => x.mcp_method === 'tools/call').length === 4 && r;
+    }, { what: 'the usage records of the four calls' });
+    assert.deepEqual(records.filter((r) => r.status === 429).map((r) => r.mcp_outcome), ['refused']);
+    for (const r of records) assert.ok(validateUsage(r), `${JSON.stringify(r)}: ${ajv.errorsText(validateUsage.errors)}`);
   });
 });
 
@@ -373,9 +442,10 @@ describe('MCP gateway: guardrails', () => {
   });
 });
 
-async function startLimited(t, gh) {
+async function startLimited(t, gh, extra = {}) {
   const dc = await startMcpServer({ t, name: 'docs', setup: docs });
   return start(t, {
+    ...extra,
     servers: { gh, dc },
     mcp: { max_response_bytes: 2048 },
     policies: [{ name: 'issues', match: { model: 'github__create_issue' }, per: 'key', requests_per_minute: 1 }],

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/log.h"
@@ -82,8 +83,10 @@ struct Call {
   bool known_tool = false;  // the tool exists (its name may be a metric label)
   std::string reply_session;  // Mcp-Session-Id to send (initialize)
   std::size_t relayed = 0;
+  bool stream_opening = false;  // a GET whose upstream head has not come (Session::streams_opening)
   std::unique_ptr<SseParser> parser;  // a routed call's stream, watched for its outcome
   bool answered = false;              // its response event went by
+  bool open_event = false;            // the stream relayed so far ends inside an event
   // Settling: an asynchronous step finishes the request's phase once.
   bool sync = false;
   std::optional<FilterStatus> result;
@@ -107,6 +110,16 @@ std::string_view outcomeOf(const bj::object& response) {
     if (e && e->is_bool() && e->get_bool()) return "tool_error";
   }
   return "ok";
+}
+
+// A call's outcome when its answer's head is known: a refusal of the gateway's (a limit,
+// a plugin, the key: the call never reached the server), a guardrail's block, or what the
+// status says until the answer's body tells more.
+std::string_view outcomeAtHead(const RequestContext& ctx) {
+  if (!ctx.error) return ctx.status >= 200 && ctx.status < 300 ? "ok" : "failed";
+  if (ctx.error->kind == ErrorKind::ContentBlocked) return "blocked";
+  if (ctx.attempts == 0 && (ctx.error->httpStatus() == 429 || ctx.error->source() == ErrorSource::Client)) return "refused";
+  return "failed";
 }
 
 class OutcomeSink final : public SseSink {
@@ -169,12 +182,10 @@ class McpFilter final : public FilterWithState<McpState> {
   void onResponseHeaders(RequestContext& ctx) override {
     Call* c = state(ctx).call.get();
     if (!c) return;
+    streamSettled(*c);
     if (!c->reply_session.empty() && ctx.response_headers) ctx.response_headers->emplace_back("Mcp-Session-Id", c->reply_session);
     // Until the answer says otherwise (its body, its stream's last event).
-    if (!c->tool.empty() && c->outcome.empty())
-      setOutcome(ctx, *c, ctx.error && ctx.error->kind == ErrorKind::ContentBlocked ? "blocked"
-                          : !ctx.error && ctx.status >= 200 && ctx.status < 300 ? "ok"
-                                                                                : "failed");
+    if (!c->tool.empty() && c->outcome.empty()) setOutcome(ctx, *c, outcomeAtHead(ctx));
   }
 
   void onResponseData(RequestContext& ctx, ResponseData& data) override {
@@ -187,10 +198,13 @@ class McpFilter final : public FilterWithState<McpState> {
     c->relayed += data.bytes().size();
     if (c->relayed > ctx.config->mcp.max_response_bytes) {
       setOutcome(ctx, *c, "too_large");
-      data.replace({});  // none of the piece over the bound goes out
+      // None of the piece over the bound goes out; an event the pieces before it left
+      // open is closed, so the error event that ends the stream is read as one.
+      data.replace(c->open_event ? "\n\n" : "");
       data.fail(Error{ErrorKind::UpstreamBadResponse, "The MCP server's answer is larger than mcp.max_response_bytes allows."});
       return;
     }
+    if (const std::string_view b = data.bytes(); !b.empty()) c->open_event = !b.ends_with("\n\n") && !b.ends_with("\r\n\r\n");
     if (!c->tool.empty()) {
       if (!c->parser) c->parser = std::make_unique<SseParser>(ctx.config->mcp.max_response_bytes);
       OutcomeSink sink(*c);
@@ -216,6 +230,7 @@ class McpFilter final : public FilterWithState<McpState> {
   void onComplete(RequestContext& ctx) override {
     Call* c = state(ctx).call.get();
     if (!c) return;
+    streamSettled(*c);  // it failed before its head
     if (!c->server.empty() && ctx.status == 404 && c->session) sessions_.forget(c->session_id, *c->session, c->server);
     if (c->tool.empty()) return;
     if (c->outcome.empty()) c->outcome = "failed";  // no answer was written (the client went away)
@@ -673,6 +688,8 @@ class McpFilter final : public FilterWithState<McpState> {
       ctx.body.clear();
       c.server = server;
       c.upstream = c.session->upstream[server];
+      c.stream_opening = true;
+      ++c.session->streams_opening;
       ctx.facts = RequestFacts{};
       ctx.facts.model = target->name;
       ctx.model = target;
@@ -708,7 +725,8 @@ class McpFilter final : public FilterWithState<McpState> {
   // The request goes on to `server` through the data path: its own name for the item
   // (`field` of params, when given), its session in a header (onUpstreamRequest). The
   // limits see the qualified name as the model asked for (a RateLimitPolicy may match
-  // it), the balancer the target.
+  // it), the balancer the target. While the session's GET stream is being opened
+  // upstream, it waits for it (Session::streams_opening).
   void route(RequestContext& ctx, Call& c, const ModelConfig& target, const std::string& server, std::string_view field, std::string_view value) {
     if (bj::value* p = c.message.if_contains("params"); p && p->is_object() && !field.empty()) p->get_object()[field] = value;
     ctx.body = bj::serialize(c.message);
@@ -718,7 +736,17 @@ class McpFilter final : public FilterWithState<McpState> {
     ctx.facts.model = c.tool.empty() ? target.name : c.tool;
     ctx.model = &target;
     ctx.requested_model = &target;
+    if (c.session->streams_opening > 0) return c.session->after_streams.push_back([&c] { c.done(FilterStatus::Continue); });
     c.done(FilterStatus::Continue);
+  }
+
+  // A GET stream's head came from the server (it is open there), or none will: the calls
+  // held for it go on.
+  void streamSettled(Call& c) {
+    if (!c.stream_opening) return;
+    c.stream_opening = false;
+    if (--c.session->streams_opening > 0) return;
+    for (auto& go : std::exchange(c.session->after_streams, {})) go();
   }
 
   WorkerMetrics& metrics_;

@@ -180,13 +180,61 @@ bool knownRevision(std::string_view version) {
   return version == "2025-03-26" || version == "2024-11-05";
 }
 
-std::string toolFingerprint(const bj::object& tool) {
+bj::object pinnedDefinition(const bj::object& tool) {
   bj::object pinned;
   for (std::string_view field : {"name", "title", "description", "inputSchema", "outputSchema", "annotations"})
     if (const bj::value* v = tool.if_contains(field)) pinned[field] = *v;
+  return pinned;
+}
+
+std::string toolFingerprint(const bj::object& tool) {
   std::string text;
-  canonical(pinned, text);
+  canonical(pinnedDefinition(tool), text);
   return toHex(sha256(text));
+}
+
+namespace {
+
+// RFC 6901: "~" and "/" in a key are escaped.
+std::string pointerTo(const std::string& parent, std::string_view key) {
+  std::string p = parent + '/';
+  for (char ch : key) {
+    if (ch == '~') p += "~0";
+    else if (ch == '/') p += "~1";
+    else p += ch;
+  }
+  return p;
+}
+
+void diff(const bj::value& from, const bj::value& to, const std::string& path, bj::array& ops) {
+  if (from == to) return;
+  if (from.is_object() && to.is_object()) {
+    for (const auto& [key, value] : from.get_object())
+      if (!to.get_object().contains(key)) ops.push_back(bj::object{{"op", "remove"}, {"path", pointerTo(path, key)}});
+    for (const auto& [key, value] : to.get_object()) {
+      if (const bj::value* before = from.get_object().if_contains(key)) diff(*before, value, pointerTo(path, key), ops);
+      else ops.push_back(bj::object{{"op", "add"}, {"path", pointerTo(path, key)}, {"value", value}});
+    }
+    return;
+  }
+  if (from.is_array() && to.is_array()) {
+    const bj::array &a = from.get_array(), &b = to.get_array();
+    const std::size_t common = std::min(a.size(), b.size());
+    for (std::size_t i = 0; i < common; ++i) diff(a[i], b[i], pointerTo(path, std::to_string(i)), ops);
+    for (std::size_t i = common; i < b.size(); ++i) ops.push_back(bj::object{{"op", "add"}, {"path", pointerTo(path, "-")}, {"value", b[i]}});
+    // From the end, so each index is still right when the patch is applied in order.
+    for (std::size_t i = a.size(); i > common; --i) ops.push_back(bj::object{{"op", "remove"}, {"path", pointerTo(path, std::to_string(i - 1))}});
+    return;
+  }
+  ops.push_back(bj::object{{"op", "replace"}, {"path", path}, {"value", to}});
+}
+
+}  // namespace
+
+bj::array definitionPatch(const bj::object& approved, const bj::object& pending) {
+  bj::array ops;
+  diff(pinnedDefinition(approved), pinnedDefinition(pending), "", ops);
+  return ops;
 }
 
 }  // namespace tahua::mcp

@@ -3,6 +3,8 @@
 // server, the access rules, and the fingerprint a tool's definition is pinned by.
 #pragma once
 
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <optional>
 #include <string>
@@ -62,5 +64,12 @@ bool knownRevision(std::string_view version);
 // schemas and annotations, with object keys sorted, so a server that reorders keys
 // changes nothing and one that changes a word changes it.
 std::string toolFingerprint(const boost::json::object& tool);
+// Those fields of a tool's definition (what its fingerprint covers).
+boost::json::object pinnedDefinition(const boost::json::object& tool);
+// What changed from the approved definition to the pending one, in what is pinned: a
+// JSON Patch (RFC 6902) that turns the one into the other. A changed value is replaced
+// where it changed (deep in a schema, not the whole schema); an array keeps its common
+// prefix and adds or removes at its end.
+boost::json::array definitionPatch(const boost::json::object& approved, const boost::json::object& pending);
 
 }  // namespace tahua::mcp

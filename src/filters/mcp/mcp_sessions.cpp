@@ -24,6 +24,24 @@ constexpr std::size_t kMaxSessionsCached = 10'000;
 std::string sessionKey(std::string_view sid) { return std::string(StateStore::kValuePrefix).append("mcp:").append(sid); }
 std::string upstreamKey(std::string_view sid, std::string_view server) { return sessionKey(sid).append(":").append(server); }
 
+// An upstream session's record ({"session","protocol"}); none if it is damaged.
+std::optional<UpstreamSession> upstreamOf(std::string_view record, std::string_view protocol) {
+  boost::system::error_code ec;
+  const bj::value v = bj::parse(record, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  return UpstreamSession{std::string(json::strOr(v.get_object(), "session")), std::string(json::strOr(v.get_object(), "protocol", protocol))};
+}
+
+// A call the gateway makes itself to `server`.
+WorkerServices::ModelCall gatewayCall(const McpConfig& cfg, const std::string& server) {
+  WorkerServices::ModelCall call;
+  call.model = "mcp:" + server;
+  call.endpoint = Endpoint::Mcp;
+  call.timeout = cfg.call_timeout;
+  call.max_response_bytes = cfg.max_response_bytes;
+  return call;
+}
+
 }  // namespace
 
 std::int64_t nowMs() {
@@ -93,22 +111,41 @@ void Sessions::find(const std::string& sid, const std::string& owner, const std:
 }
 
 void Sessions::end(const McpConfig& cfg, const std::string& sid, SessionPtr s, std::function<void(bool)> done) {
+  cache_.erase(sid);
+  // The store knows every upstream session, whoever opened it (another worker, another
+  // replica); this worker's copy adds one the store could not keep. The gateway's
+  // session goes once every server's was looked up.
+  auto left = std::make_shared<std::size_t>(1);
+  auto finish = [this, sid, left, done = std::move(done)] {
+    if (--*left > 0) return;
+    store_.eraseValue(sessionKey(sid), [done](std::optional<std::string> error) { done(!error); });
+  };
   for (const ModelConfig& t : cfg.targets) {
     const std::string& server = t.deployments.front().provider;
     if (!s->scope.empty() && server != s->scope) continue;
-    store_.eraseValue(upstreamKey(sid, server), [](std::optional<std::string>) {});
-    auto it = s->upstream.find(server);
-    if (it == s->upstream.end() || it->second.id.empty()) continue;
-    WorkerServices::ModelCall call;
-    call.model = t.name;
-    call.endpoint = Endpoint::Mcp;
-    call.method = "DELETE";
-    call.headers = headersOf(it->second);
-    call.timeout = cfg.call_timeout;
-    services_.callModel(std::move(call), [](OutboundResponse) {});
+    ++*left;
+    store_.getFreshValue(upstreamKey(sid, server), [this, &cfg, sid, s, server, finish](StateStore::ValueResult r) {
+      std::vector<UpstreamSession> ups;
+      if (auto up = r.status == Status::Found ? upstreamOf(r.value, s->protocol) : std::nullopt) ups.push_back(std::move(*up));
+      if (auto it = s->upstream.find(server); it != s->upstream.end() && (ups.empty() || ups.front().id != it->second.id))
+        ups.push_back(it->second);
+      if (r.status == Status::Unavailable)
+        log::warn("cannot read an MCP session's upstream session to end it: only this worker's is ended", {{"server", server}});
+      else
+        store_.eraseValue(upstreamKey(sid, server), [](std::optional<std::string>) {});
+      for (const UpstreamSession& up : ups)
+        if (!up.id.empty()) endUpstream(cfg, server, up);
+      finish();
+    });
   }
-  cache_.erase(sid);
-  store_.eraseValue(sessionKey(sid), [done = std::move(done)](std::optional<std::string> error) { done(!error); });
+  finish();
+}
+
+void Sessions::endUpstream(const McpConfig& cfg, const std::string& server, const UpstreamSession& up) {
+  WorkerServices::ModelCall call = gatewayCall(cfg, server);
+  call.method = "DELETE";
+  call.headers = headersOf(up);
+  services_.callModel(std::move(call), [](OutboundResponse) {});
 }
 
 void Sessions::withUpstream(const McpConfig& cfg, const std::string& sid, SessionPtr s, const std::string& server, std::function<void(bool)> next) {
@@ -121,14 +158,12 @@ void Sessions::withUpstream(const McpConfig& cfg, const std::string& sid, Sessio
     first(ok);
     for (auto& w : waiting) w(ok && s->upstream.contains(server));
   };
-  store_.getValue(upstreamKey(sid, server), [this, &cfg, sid, s, server, next = std::move(next)](StateStore::ValueResult r) mutable {
-    if (r.status == Status::Found) {
-      boost::system::error_code ec;
-      const bj::value v = bj::parse(r.value, ec);
-      if (!ec && v.is_object()) {
-        s->upstream[server] = {std::string(json::strOr(v.get_object(), "session")), std::string(json::strOr(v.get_object(), "protocol", s->protocol))};
-        return next(true);
-      }
+  // Fresh: another replica may have opened it a moment ago (a second one would be left
+  // behind, never ended).
+  store_.getFreshValue(upstreamKey(sid, server), [this, &cfg, sid, s, server, next = std::move(next)](StateStore::ValueResult r) mutable {
+    if (auto up = r.status == Status::Found ? upstreamOf(r.value, s->protocol) : std::nullopt) {
+      s->upstream[server] = std::move(*up);
+      return next(true);
     }
     if (r.status == Status::Unavailable) return next(false);
     open(cfg, sid, s, server, std::move(next));
@@ -174,13 +209,9 @@ void Sessions::forget(const std::string& sid, Session& s, const std::string& ser
 }
 
 void Sessions::call(const McpConfig& cfg, const std::string& server, std::string body, Headers headers, std::function<void(OutboundResponse)> done) {
-  WorkerServices::ModelCall call;
-  call.model = "mcp:" + server;
-  call.endpoint = Endpoint::Mcp;
+  WorkerServices::ModelCall call = gatewayCall(cfg, server);
   call.body = std::move(body);
   call.headers = std::move(headers);
-  call.timeout = cfg.call_timeout;
-  call.max_response_bytes = cfg.max_response_bytes;
   services_.callModel(std::move(call), std::move(done));
 }
 

@@ -41,6 +41,12 @@ struct Session {
   // Requests waiting for an upstream session this worker is opening: a client's first
   // call and its GET stream come together, and both must get the same upstream session.
   std::map<std::string, std::vector<std::function<void(bool)>>, std::less<>> opening;
+  // The client's GET streams being opened upstream on this worker, and the calls waiting
+  // for them: a server sends its own requests (sampling, elicitation) on that stream and
+  // does not deliver them while there is none, so a call that overtook the GET would wait
+  // for an answer that never comes.
+  std::size_t streams_opening = 0;
+  std::vector<std::function<void()>> after_streams;
 };
 using SessionPtr = std::shared_ptr<Session>;
 
@@ -65,8 +71,9 @@ class Sessions {
   // as an unknown one is.
   void find(const std::string& sid, const std::string& owner, const std::string& scope, std::function<void(Lookup, SessionPtr)> done);
 
-  // Ends a session: its upstream sessions (on `scope`'s server only, if given) are ended
-  // without waiting for their servers; `done(false)`: the store did not answer.
+  // Ends a session: every upstream session it holds (the store's, whichever worker or
+  // replica opened them, and this worker's) is ended without waiting for its server;
+  // `done(false)`: the store did not answer.
   void end(const McpConfig& cfg, const std::string& sid, SessionPtr s, std::function<void(bool)> done);
 
   // The session with `server` for `sid`: known, kept by another replica, or opened now.
@@ -86,6 +93,7 @@ class Sessions {
 
  private:
   void remember(const std::string& sid, SessionPtr s);
+  void endUpstream(const McpConfig& cfg, const std::string& server, const UpstreamSession& up);
 
   StateStore& store_;
   WorkerServices& services_;

@@ -543,7 +543,10 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     };
     std::string what = std::string(t.limit);
     std::replace(what.begin(), what.end(), '_', ' ');
-    const std::string where = " for model '" + ctx.model->name + "' on " + what + " (" + std::string(t.scope) + " limit)";
+    // An MCP tool call is limited by the tool's name (its model is the server's target).
+    const std::string_view tool = ctx.record_fields[static_cast<std::size_t>(RecordField::McpTool)];
+    const std::string where = (tool.empty() ? " for model '" + ctx.model->name : " for tool '" + std::string(tool)) + "' on " + what + " (" +
+                              std::string(t.scope) + " limit)";
     const bool quota = t.spec.kind == LimitKind::Quota;
     if (d.never || quota) st.final_refusal = true;
     if (d.never) {

@@ -3,6 +3,9 @@
 // SDK's low-level Server (McpServer turns tool schemas into zod, and json_schema_2020_12_tool
 // needs its JSON Schema listed as written). One StreamableHTTPServerTransport per session,
 // each with an event store, so a stream closed mid-call can be resumed with Last-Event-ID.
+// test_sampling and test_elicitation ask the client on the session's GET stream, as the
+// suite's reference server does (a message sent while there is none is not delivered:
+// the tool then fails); the SEP-1034 and SEP-1330 elicitations ask on the call's stream.
 import { createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { deflateSync, crc32 } from 'node:zlib';
@@ -16,6 +19,8 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// How long a request to the client waits for its answer: short, so one lost fails the tool.
+const ASK_TIMEOUT_MS = 10_000;
 const text = (t) => ({ type: 'text', text: t });
 
 /** A 1x1 red PNG, built here so the bytes are a valid image by construction. */
@@ -199,15 +204,16 @@ function setup(server, session, state) {
         return { isError: true, content: [text('This tool intentionally returns an error for testing')] };
       case 'test_sampling': {
         if (!server.getClientCapabilities()?.sampling) return { isError: true, content: [text('The client does not support sampling')] };
-        const result = await extra.sendRequest({
+        // Not related to the call: on the GET stream.
+        const result = await server.request({
           method: 'sampling/createMessage',
           params: { messages: [{ role: 'user', content: text(String(args.prompt ?? '')) }], maxTokens: 100 },
-        }, CreateMessageResultSchema);
+        }, CreateMessageResultSchema, { timeout: ASK_TIMEOUT_MS });
         const reply = result.content?.type === 'text' ? result.content.text : JSON.stringify(result.content);
         return { content: [text(`LLM response: ${reply}`)] };
       }
       case 'test_elicitation':
-        return elicit(server, extra, 'User response', {
+        return elicit(server, undefined, 'User response', {
           message: String(args.message ?? ''),
           requestedSchema: {
             type: 'object',
@@ -332,10 +338,13 @@ function setup(server, session, state) {
   });
 }
 
-/** Elicits on the call's own stream; the SDK checks an accepted answer against the schema. */
+/**
+ * Elicits on the call's own stream (`extra` given) or on the GET stream; the SDK checks an
+ * accepted answer against the schema.
+ */
 async function elicit(server, extra, label, params) {
   if (!server.getClientCapabilities()?.elicitation) return { isError: true, content: [text('The client does not support elicitation')] };
-  const result = await server.elicitInput(params, { relatedRequestId: extra.requestId });
+  const result = await server.elicitInput(params, { relatedRequestId: extra?.requestId, timeout: ASK_TIMEOUT_MS });
   return { content: [text(`${label}: action=${result.action}, content=${JSON.stringify(result.content ?? {})}`)] };
 }
 
@@ -356,12 +365,14 @@ function trustedHost(req, allowed) {
 
 /**
  * Starts the everything server on a loopback port. `allowedHosts` adds host names (no port)
- * to the loopback ones that Host and Origin may carry.
+ * to the loopback ones that Host and Origin may carry. `state.streamDelayMs` (0) holds
+ * each GET that long before it is served: its stream opens after a call made with it, as
+ * when the GET comes the longer way (a gateway opening a connection for it).
  */
 export async function startEverythingServer({ t, port = 0, allowedHosts = [] } = {}) {
   const allowed = [...LOOPBACK, ...allowedHosts.map((h) => h.toLowerCase())];
   // sessions: id -> { id, transport, server, logLevel, subscriptions }
-  const state = { requests: [], sessions: new Map(), deleted: [], calls: [], reconnections: [], rejected: [] };
+  const state = { requests: [], sessions: new Map(), deleted: [], calls: [], reconnections: [], rejected: [], streamDelayMs: 0 };
   const http = createServer(async (req, res) => {
     const reply = (status, message) => {
       res.writeHead(status, { 'content-type': 'application/json' });
@@ -388,6 +399,7 @@ export async function startEverythingServer({ t, port = 0, allowedHosts = [] } =
       return;
     }
     state.requests.push({ method: req.method, headers: req.headers, body });
+    if (req.method === 'GET' && state.streamDelayMs > 0) await sleep(state.streamDelayMs);
     const sid = req.headers['mcp-session-id'];
     let transport = sid ? state.sessions.get(sid)?.transport : undefined;
     if (!transport) {

@@ -393,6 +393,8 @@ describe('stored responses: a conversation continued at once on another replica'
     assert.equal(r4.previous_response_id, r3.id);
     assert.equal(relay.delays, 2);
     assert.equal(sum(await scrape(a.gw.url), 'tahua_stored_responses_total', { op: 'store', result: 'ok' }), 2);
+    // The write's script was loaded with the connection: no NOSCRIPT, no EVAL of its text.
+    assert.doesNotMatch(redis.cli('INFO', 'commandstats'), /cmdstat_eval:/);
 
     // A write whose answer never comes (the connection is cut after Redis ran it): the
     // answer still completes, and the failure is counted.

@@ -248,8 +248,11 @@ std::shared_ptr<RedisConnection> RedisStore::nodeConnection(asio::io_context& io
   // The scripts are loaded on every new connection, so EVALSHA finds them (a server
   // restarted since is a new connection); NOSCRIPT after that (SCRIPT FLUSH) closes it.
   std::vector<std::vector<std::string>> load;
-  for (const char* script : {redis_scripts::kAdmit, redis_scripts::kAdjust, redis_scripts::kHeartbeat, redis_scripts::kRenewLock,
-                             redis_scripts::kUnlock})
+  // Every script: one missing here costs its first call per connection a NOSCRIPT and
+  // a second round trip with the whole text (a stored response's write, held by its answer).
+  for (const char* script : {redis_scripts::kAdmit, redis_scripts::kAdjust, redis_scripts::kUndoAdmit, redis_scripts::kHeartbeat,
+                             redis_scripts::kRenewLock, redis_scripts::kUnlock, redis_scripts::kPutGrouped,
+                             redis_scripts::kEraseGrouped})
     load.push_back({"SCRIPT", "LOAD", script});
   conn->onEveryConnect(std::move(load));
   return conn;

@@ -26,12 +26,41 @@
 
 namespace {
 
+// On a mistake: the short form, on stderr.
 void usage() {
   std::fprintf(stderr,
                "usage: tahua [--config FILE] [--listen ADDR:PORT] [--no-watch]\n"
-               "       tahua --check-config FILE\n"
-               "       tahua --version\n"
-               "       tahua --probe URL\n");
+               "       tahua --check-config FILE | --version | --probe URL | --help\n");
+}
+
+// `tahua --help`: what each flag does, what runs without one, where the guides are.
+void help() {
+  std::printf(
+      "tahua %s: an LLM gateway. One OpenAI- and Anthropic-compatible endpoint in front of\n"
+      "model providers and self-hosted inference servers.\n"
+      "\n"
+      "usage: tahua [--config FILE] [--listen ADDR:PORT] [--no-watch]\n"
+      "       tahua --check-config FILE | --version | --probe URL | --help\n"
+      "\n"
+      "  --config FILE        run with FILE (YAML; a directory of *.yaml files is merged).\n"
+      "                       Without it: the built-in config, a deterministic mock model\n"
+      "                       (mock-gpt) on 127.0.0.1:8080, no keys, no network needed.\n"
+      "  --listen ADDR:PORT   replace the configured listeners (port 0: any free port).\n"
+      "  --no-watch           reload only on SIGHUP, not when the config file changes.\n"
+      "  --check-config FILE  validate FILE without starting: exit 0 when valid, else 1\n"
+      "                       with file:line:col and the field on stderr.\n"
+      "  --version            print the version and exit.\n"
+      "  --probe URL          GET an http:// URL; exit 0 on a 2xx within 2 s, else 1 (the\n"
+      "                       image's health check: it has no shell or curl).\n"
+      "  --help, -h           this text.\n"
+      "\n"
+      "Signals: SIGHUP reloads the config (an invalid one is refused, the last good one\n"
+      "serves on); SIGTERM or SIGINT drains (no new connections, streams finish up to\n"
+      "server.drain_timeout) and exits 0.\n"
+      "\n"
+      "Guides: README.md (the map) and docs/ in the source tree; the configuration\n"
+      "reference is in README.md, an annotated example in config/tahua.example.yaml.\n",
+      TAHUA_VERSION);
 }
 
 // GET `url` (plain http): 0 on a 2xx answer, 1 otherwise (said on stderr).
@@ -98,7 +127,7 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "--probe") return probe(next());
     else if (arg == "--help" || arg == "-h") {
-      usage();
+      help();
       return 0;
     } else {
       std::fprintf(stderr, "tahua: unknown argument \"%s\"\n", arg.c_str());

@@ -1,9 +1,11 @@
 // Process start-up and connection limits: refusing a port another process already
 // listens on; server.max_connections.
 import { describe, it } from 'node:test';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { checkConfig, gatewayConfig, openaiProvider, startTahua, writeConfig } from './lib/tahua.mjs';
+import { REPO_ROOT, TAHUA_BIN, checkConfig, gatewayConfig, openaiProvider, startTahua, writeConfig } from './lib/tahua.mjs';
 import { request } from './lib/http.mjs';
 import { RawClient, rawRequest } from './lib/raw.mjs';
 import { eventually } from './lib/util.mjs';
@@ -158,5 +160,33 @@ describe('the admin listener under a full public listener', () => {
     await held[0].write(rawRequest('GET', '/metrics'));
     const metrics = parseMetrics((await held[0].readResponse()).body.toString());
     assert.equal(sum(metrics, 'tahua_connections_rejected_total'), 1);
+  });
+});
+
+describe('tahua --help', () => {
+  it('says what every flag does, what runs without a config, and where the guides are', () => {
+    const run = (...args) => spawnSync(TAHUA_BIN, args, { encoding: 'utf8', timeout: 10_000 });
+    const help = run('--help');
+    assert.equal(help.status, 0);
+    const text = help.stdout;
+    // Every flag it lists is one the binary takes (an unknown one exits 2 naming it) ...
+    const flags = [...new Set(text.match(/--[a-z-]+/g))];
+    assert.ok(flags.length >= 7, text);
+    for (const flag of flags) {
+      const value = new RegExp(`${flag} [A-Z]`).test(text) ? [flag === '--probe' ? 'http://127.0.0.1:9/' : '127.0.0.1:0'] : [];
+      // Ended by a config check of a missing file, so nothing starts serving.
+      const r = run(flag, ...value, '--check-config', '/nonexistent.yaml');
+      assert.doesNotMatch(r.stderr, /unknown argument/, `${flag} is listed but not taken`);
+    }
+    // ... and every flag the binary takes is listed with a line of its own.
+    const main = readFileSync(join(REPO_ROOT, 'src/main.cpp'), 'utf8');
+    for (const [, flag] of main.matchAll(/arg == "(--[a-z-]+)"/g)) assert.match(text, new RegExp(`^  ${flag}\\b`, 'm'), `${flag} described`);
+    assert.match(text, /mock-gpt\) on 127\.0\.0\.1:8080/, 'the built-in config');
+    for (const [, path] of text.matchAll(/(docs\/|README\.md|config\/tahua\.example\.yaml)/g))
+      assert.ok(existsSync(join(REPO_ROOT, path)), `${path} exists`);
+    // A mistake gets the short form on stderr and exit 2.
+    const bad = run('--bogus');
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /unknown argument "--bogus"[\s\S]*usage: tahua/);
   });
 });

@@ -138,11 +138,24 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       spec.detector = guardrails::RuleSpec::Detector::Injection;
       spec.targets = guardrails::kInput;
       if (v.IsMap()) {
-        checkKeys(v, rp + ".injection", {"threshold"});
-        if (auto t = v["threshold"]) spec.threshold = number(t, rp + ".injection.threshold", "a score", 100);
-        if (!(spec.threshold > 0)) fail(v["threshold"], rp + ".injection.threshold", "must be above 0");
+        const std::string ip = rp + ".injection";
+        checkKeys(v, ip, {"threshold", "allow", "explain"});
+        if (auto t = v["threshold"]) spec.threshold = number(t, ip + ".threshold", "a score", 100);
+        if (!(spec.threshold > 0)) fail(v["threshold"], ip + ".threshold", "must be above 0");
+        if (auto a = v["allow"]) {
+          if (!a.IsSequence() || a.size() == 0) fail(a, ip + ".allow", "expected a list of phrases no signal may use");
+          if (a.size() > 100) fail(a, ip + ".allow", "at most 100 phrases");
+          for (std::size_t k = 0; k < a.size(); ++k) {
+            const std::string kp = ip + ".allow[" + std::to_string(k) + "]";
+            const std::string phrase = nonEmpty(a[k], kp);
+            if (phrase.size() > 200) fail(a[k], kp, "at most 200 bytes");
+            spec.allow.push_back(guardrails::foldedPhrase(phrase));
+            if (spec.allow.back().empty()) fail(a[k], kp, "nothing left once folded (invisible characters only)");
+          }
+        }
+        if (auto e = v["explain"]) spec.explain = boolean(e, ip + ".explain");
       } else if (!v.IsScalar() || !boolean(v, rp + ".injection")) {
-        fail(v, rp + ".injection", "expected true or {threshold: score}");
+        fail(v, rp + ".injection", "expected true or {threshold: score, allow: [phrases], explain: bool}");
       }
       if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
     }

@@ -14,6 +14,7 @@
 #include "filters/guardrails/policy_match.h"
 #include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
+#include "guardrails/injection_signals.h"
 #include "guardrails/rule_set.h"
 #include "providers/embedding_call.h"
 #include "telemetry/metrics.h"
@@ -99,11 +100,21 @@ struct HeldEvent {
   bool full = false;  // repeats whole texts (Responses' done events)
 };
 
+// An injection rule's highest score over the request's texts, and the signals behind it.
+struct InjectionNote {
+  const GuardrailPolicyConfig* policy = nullptr;
+  std::uint16_t rule = 0;
+  double score = 0;
+  std::vector<std::uint16_t> signals;
+};
+
 struct GuardState {
   const ModelConfig* model = nullptr;  // the policies were attached for it
   std::vector<const GuardrailPolicyConfig*> policies;  // attached to this request
   std::uint8_t answer_targets = 0;
   std::string verdicts;  // "policy/rule:action,..." (header, records)
+  std::vector<InjectionNote> injection;
+  std::string signals;  // the notes, "policy/rule:score:signal+signal,..." (records only)
   bool streaming = false;
   bool blocked = false;
   std::string pending;   // an event not complete yet
@@ -196,7 +207,11 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     guardrail_texts::requestTexts(ctx.endpoint, body, texts);
     const TextVerdict v = checkTexts(ctx, st, texts, "input", true);
     if (v.rule) {
-      ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + v.policy->name + "/" + v.rule->name + "\"."});
+      std::string message = "The request was blocked by guardrail rule \"" + v.policy->name + "/" + v.rule->name + "\".";
+      // The caller learns why only when the policy says so (an attacker tunes against it).
+      if (v.rule->explain)
+        if (const InjectionNote* note = noteOf(st, *v.policy, *v.rule)) message += " Injection score " + score(note->score) + ": " + signalList(*note, ", ") + ".";
+      ctx.fail(Error{ErrorKind::ContentBlocked, std::move(message)});
       return FilterStatus::Stop;
     }
     takePrompt(ctx, st, body);  // after the local redactions: what they masked never leaves
@@ -263,7 +278,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       verdict(ctx, s, *pol, rule->name, rule->action, "output");
       if (rule->action != Action::Block) return ctx.resumer->resume(FilterStatus::Continue);
       ctx.fail(Error{ErrorKind::ResponseQualityLow, "The answer was judged off-topic by guardrail rule \"" + pol->name + "/" + rule->name +
-                                                       "\" (similarity " + s.similarity + ", below " + threshold(rule->quality.threshold) +
+                                                       "\" (similarity " + s.similarity + ", below " + score(rule->quality.threshold) +
                                                        "); a retry is not likely to do better."});
       ctx.resumer->resume(FilterStatus::Stop);
     });
@@ -381,11 +396,13 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       masks.clear();
       for (const GuardrailPolicyConfig* pol : st.policies) {
         hits.clear();
-        pol->rules->scanText(*t.text, scratch_, t.target, hits);
+        readings_.clear();
+        pol->rules->scanText(*t.text, scratch_, t.target, hits, &readings_);
+        for (auto& r : readings_) note(ctx, st, *pol, r);
         guardrails::mergeHits(hits);
         for (const RuleHit& h : hits) {
           const auto& rule = pol->rules->rules()[h.rule];
-          if (!stage.empty()) verdict(ctx, st, *pol, rule.name, rule.action, stage);
+          if (!stage.empty()) verdict(ctx, st, *pol, rule.name, rule.action, stage, noteOf(st, *pol, rule));
           if (rule.action == Action::Redact) masks.push_back(Redaction{h.begin, h.end, &rule.mask});
           if (rule.action != Action::Block || v.rule) continue;
           v.policy = pol;
@@ -539,12 +556,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     to.append(text.substr(0, utf8Floor(text, kMaxQualityText - std::min(to.size(), kMaxQualityText))));
   }
 
-  static std::string threshold(double t) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", t);
-    return buf;
-  }
-
   // The prompt and `answer` embedded in one call to the rule's model (through the worker's
   // upstream client); `done` gets its answer.
   void embedForQuality(const GuardState& st, std::string answer, std::function<void(OutboundResponse)> done) {
@@ -620,8 +631,47 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     });
   }
 
+  // An injection reading of one text: the rule's note keeps the highest score, and the
+  // records' `guardrail_signals` are written again from the notes.
+  static void note(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, guardrails::InjectionReading& r) {
+    auto it = std::find_if(st.injection.begin(), st.injection.end(), [&](const InjectionNote& n) { return n.policy == &pol && n.rule == r.rule; });
+    if (it == st.injection.end()) it = st.injection.insert(st.injection.end(), InjectionNote{&pol, r.rule});
+    if (r.score <= it->score) return;
+    it->score = r.score;
+    it->signals.swap(r.signals);
+    st.signals.clear();
+    for (const InjectionNote& n : st.injection) {
+      if (!st.signals.empty()) st.signals += ',';
+      st.signals += n.policy->name + "/" + n.policy->rules->rules()[n.rule].name + ":" + score(n.score) + ":" + signalList(n, "+");
+    }
+    ctx.record_fields[static_cast<std::size_t>(RecordField::GuardrailSignals)] = st.signals;
+  }
+
+  static const InjectionNote* noteOf(const GuardState& st, const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule) {
+    if (rule.detector != guardrails::RuleSpec::Detector::Injection) return nullptr;
+    const auto r = static_cast<std::uint16_t>(&rule - pol.rules->rules().data());
+    for (const InjectionNote& n : st.injection)
+      if (n.policy == &pol && n.rule == r) return &n;
+    return nullptr;
+  }
+
+  static std::string signalList(const InjectionNote& n, std::string_view separator) {
+    std::string out;
+    for (std::uint16_t id : n.signals) {
+      if (!out.empty()) out += separator;
+      out += guardrails::injectionSignalName(id);
+    }
+    return out;
+  }
+
+  static std::string score(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", s);
+    return buf;
+  }
+
   void verdict(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, const std::string& rule, Action action,
-               std::string_view stage) {
+               std::string_view stage, const InjectionNote* injection = nullptr) {
     const std::string tag = pol.name + "/" + rule + ":" + std::string(guardrails::actionName(action));
     // Once per rule, action and request (a rule matching ten times is one verdict).
     std::size_t at = 0;
@@ -632,8 +682,13 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     }
     appendVerdict(ctx, st, tag);
     ++metrics_.guardrail_actions[{pol.name, rule, std::string(guardrails::actionName(action)), std::string(stage)}];
-    log::info("guardrail", {{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule},
-                            {"action", guardrails::actionName(action)}, {"stage", stage}});
+    json::object fields{{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule}, {"action", guardrails::actionName(action)},
+                        {"stage", stage}};
+    if (injection) {
+      fields["score"] = injection->score;
+      fields["signals"] = signalList(*injection, ",");
+    }
+    log::info("guardrail", std::move(fields));
   }
 
   static void appendVerdict(RequestContext& ctx, GuardState& st, const std::string& tag) {
@@ -839,6 +894,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   }
 
   static inline const std::string kNoMask;
+  std::vector<guardrails::InjectionReading> readings_;  // this worker's, reused
   WorkerMetrics& metrics_;
   WorkerServices& services_;
   PendingRecords& records_;

@@ -44,7 +44,8 @@ std::string_view actionName(Action a);
 
 // An external detector: a moderation endpoint in the shape of OpenAI's POST
 // /v1/moderations ({model, input: [texts]} -> {results: [{flagged, categories,
-// category_scores}]}), called by the guardrail filter for the request's text.
+// category_scores}]}), called by the guardrail filter for the request's text and, with
+// `inspect: [output]`, for the answer's (filters/guardrails/output_moderation.h).
 struct ModerationSpec {
   std::string url;      // http(s)://host[:port]/v1/moderations
   std::string model;    // sent as `model` ("" : not sent)
@@ -53,6 +54,10 @@ struct ModerationSpec {
   bool fail_closed = false;  // no answer in time (or a bad one): refuse the request (else let it pass)
   std::vector<std::string> categories;  // flagged only for these ("" : the endpoint's own `flagged`)
   double threshold = 0.5;               // with categories: a category score at or above this flags
+  // Streamed answers: the text so far is checked every `stream_interval` characters (and
+  // at the end); `stream_hold` releases text to the client only once a check passed it.
+  std::size_t stream_interval = 500;
+  bool stream_hold = false;
 };
 
 // The answer-quality check: the prompt (the request's last user message) and the answer's

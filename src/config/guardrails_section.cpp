@@ -86,8 +86,9 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       const std::string mp = rp + ".moderation";
       spec.detector = guardrails::RuleSpec::Detector::Moderation;
       spec.targets = guardrails::kInput;
-      if (!m.IsMap()) fail(m, mp, "expected a mapping: {url, model, api_key | api_key_env, timeout, on_error, categories, threshold}");
-      checkKeys(m, mp, {"url", "model", "api_key", "api_key_env", "timeout", "on_error", "categories", "threshold"});
+      if (!m.IsMap())
+        fail(m, mp, "expected a mapping: {url, model, api_key | api_key_env, timeout, on_error, categories, threshold, stream_interval, stream_mode}");
+      checkKeys(m, mp, {"url", "model", "api_key", "api_key_env", "timeout", "on_error", "categories", "threshold", "stream_interval", "stream_mode"});
       guardrails::ModerationSpec& mod = spec.moderation;
       mod.url = nonEmpty(m["url"], mp + ".url");
       std::string why;
@@ -116,6 +117,12 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
         mod.threshold = number(v, mp + ".threshold", "a score", 1);
         if (mod.categories.empty()) fail(v, mp + ".threshold", "a threshold applies to `categories`");
       }
+      if (auto v = m["stream_interval"]) mod.stream_interval = static_cast<std::size_t>(integer(v, mp + ".stream_interval", 50, 65536));
+      if (auto v = m["stream_mode"]) {
+        const std::string mode = str(v, mp + ".stream_mode");
+        if (mode == "hold") mod.stream_hold = true;
+        else if (mode != "pass") fail(v, mp + ".stream_mode", "expected pass (text flows while it is checked) or hold (text leaves once checked)");
+      }
       if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
     } else if (r["quality"]) {
       const YAML::Node q = r["quality"];
@@ -138,11 +145,24 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       spec.detector = guardrails::RuleSpec::Detector::Injection;
       spec.targets = guardrails::kInput;
       if (v.IsMap()) {
-        checkKeys(v, rp + ".injection", {"threshold"});
-        if (auto t = v["threshold"]) spec.threshold = number(t, rp + ".injection.threshold", "a score", 100);
-        if (!(spec.threshold > 0)) fail(v["threshold"], rp + ".injection.threshold", "must be above 0");
+        const std::string ip = rp + ".injection";
+        checkKeys(v, ip, {"threshold", "allow", "explain"});
+        if (auto t = v["threshold"]) spec.threshold = number(t, ip + ".threshold", "a score", 100);
+        if (!(spec.threshold > 0)) fail(v["threshold"], ip + ".threshold", "must be above 0");
+        if (auto a = v["allow"]) {
+          if (!a.IsSequence() || a.size() == 0) fail(a, ip + ".allow", "expected a list of phrases no signal may use");
+          if (a.size() > 100) fail(a, ip + ".allow", "at most 100 phrases");
+          for (std::size_t k = 0; k < a.size(); ++k) {
+            const std::string kp = ip + ".allow[" + std::to_string(k) + "]";
+            const std::string phrase = nonEmpty(a[k], kp);
+            if (phrase.size() > 200) fail(a[k], kp, "at most 200 bytes");
+            spec.allow.push_back(guardrails::foldedPhrase(phrase));
+            if (spec.allow.back().empty()) fail(a[k], kp, "nothing left once folded (invisible characters only)");
+          }
+        }
+        if (auto e = v["explain"]) spec.explain = boolean(e, ip + ".explain");
       } else if (!v.IsScalar() || !boolean(v, rp + ".injection")) {
-        fail(v, rp + ".injection", "expected true or {threshold: score}");
+        fail(v, rp + ".injection", "expected true or {threshold: score, allow: [phrases], explain: bool}");
       }
       if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
     }
@@ -157,9 +177,15 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
         spec.targets |= it->target;
       }
     }
-    if ((spec.detector == guardrails::RuleSpec::Detector::Injection || spec.detector == guardrails::RuleSpec::Detector::Moderation) &&
-        (spec.targets & guardrails::kAnswerTargets))
-      fail(r["inspect"], rp + ".inspect", "an injection or moderation rule looks at the request: input, system or tool_arguments");
+    if (spec.detector == guardrails::RuleSpec::Detector::Injection && (spec.targets & guardrails::kAnswerTargets))
+      fail(r["inspect"], rp + ".inspect", "an injection rule looks at the request: input, system or tool_arguments");
+    if (spec.detector == guardrails::RuleSpec::Detector::Moderation) {
+      if (spec.targets & guardrails::kOutputToolCalls)
+        fail(r["inspect"], rp + ".inspect", "a moderation rule reads text: input, system, tool_arguments or output");
+      for (const char* f : {"stream_interval", "stream_mode"})
+        if (r["moderation"][f] && !(spec.targets & guardrails::kOutput))
+          fail(r["moderation"][f], rp + ".moderation." + f, "for a rule that inspects output (streamed answers)");
+    }
     if (auto v = r["action"]) {
       const std::string a = str(v, rp + ".action");
       if (a == "flag") spec.action = guardrails::Action::Flag;

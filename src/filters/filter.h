@@ -75,6 +75,26 @@ class ResponseData {
   bool failed() const { return failed_; }
   Error takeFailure() { return std::move(failure_); }
 
+  // The filter holds the rest of the stream until something asynchronous it started
+  // answers (a check of the text so far): bytes() goes on, the upstream is not read
+  // meanwhile, and the filter calls ctx.resumer->resume(Continue) once, within a bounded
+  // time of its own. The session then passes an empty piece (resumed(); last() as this
+  // one's) to that filter and the ones after it, and sends what they give. The filters
+  // after it see this piece as not the last. One filter of a chain may wait.
+  void wait() {
+    waiting_ = true;
+    waits_last_ = last_;
+    last_ = false;
+  }
+  bool waiting() const { return waiting_; }
+  bool resumed() const { return resumed_; }
+  // The piece a waiting filter is given when resumed.
+  static ResponseData resumedAfter(const ResponseData& waited) {
+    ResponseData r({}, waited.waits_last_);
+    r.resumed_ = true;
+    return r;
+  }
+
   void setAborted() { aborted_ = true; }
 
   // This piece carries the end of the answer for the client (a Responses stream's
@@ -89,6 +109,7 @@ class ResponseData {
   bool aborted_ = false;
   bool hold_end_ = false;
   bool failed_ = false;
+  bool waiting_ = false, waits_last_ = false, resumed_ = false;
   Error failure_;
 };
 
@@ -238,8 +259,10 @@ class FilterChain {
   // Whether a filter judges this request's whole answer (onAnswer, RequestPhase::Answer).
   bool judgesAnswer(const RequestContext& ctx) const;
   void responseHeaders(RequestContext& ctx);
-  // Passes `data` through every filter that wants response data, in order.
-  void responseData(RequestContext& ctx, ResponseData& data);
+  // Passes `data` through every filter that wants response data, in order, from the
+  // `from`th (0: all). Returns the index of the filter that waited (ResponseData::wait),
+  // to resume from, or npos.
+  std::size_t responseData(RequestContext& ctx, ResponseData& data, std::size_t from = 0);
   bool wantsResponseData() const { return !data_filters_.empty(); }
   // Whether a filter may hold an answer's end (RequestPhase::End): else the session
   // never runs that phase.

@@ -104,11 +104,15 @@ void FilterChain::responseHeaders(RequestContext& ctx) {
     for (auto& f : filters_) f->onUpstreamHeaders(ctx);
   for (auto& f : filters_) f->onResponseHeaders(ctx);
 }
-void FilterChain::responseData(RequestContext& ctx, ResponseData& data) {
-  for (Filter* f : data_filters_) {
-    f->onResponseData(ctx, data);
-    if (data.failed()) return;
+std::size_t FilterChain::responseData(RequestContext& ctx, ResponseData& data, std::size_t from) {
+  std::size_t waiter = static_cast<std::size_t>(-1);
+  for (std::size_t i = from; i < data_filters_.size(); ++i) {
+    const bool waited = data.waiting();
+    data_filters_[i]->onResponseData(ctx, data);
+    if (!waited && data.waiting()) waiter = i;
+    if (data.failed()) return static_cast<std::size_t>(-1);
   }
+  return waiter;
 }
 void FilterChain::responseBody(RequestContext& ctx, std::string& body) {
   for (auto& f : filters_) f->onResponseBody(ctx, body);

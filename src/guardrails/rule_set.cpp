@@ -44,7 +44,8 @@ struct Expr {
 
 // The injection signals, compiled once per process in block mode (input only), without
 // UTF-8 mode: a bounded gap of any bytes (`.{0,60}`) compiles in milliseconds instead of
-// a second, and the Chinese phrases are matched as the byte strings they are.
+// a second, and the Chinese phrases are matched as the byte strings they are. A signal
+// with excuses reports every occurrence (each is judged); the others their first.
 const hs_database_t* injectionDatabase() {
   static hs_database_t* const db = [] {
     std::vector<const char*> patterns;
@@ -52,7 +53,8 @@ const hs_database_t* injectionDatabase() {
     const auto signals = injectionSignals();
     for (std::size_t i = 0; i < signals.size(); ++i) {
       patterns.push_back(signals[i].pattern);
-      flags.push_back(HS_FLAG_CASELESS | HS_FLAG_DOTALL | HS_FLAG_SINGLEMATCH);
+      const bool every = signals[i].then || signals[i].ending;
+      flags.push_back(HS_FLAG_CASELESS | HS_FLAG_DOTALL | (every ? 0u : HS_FLAG_SINGLEMATCH));
       ids.push_back(static_cast<unsigned>(i));
     }
     hs_database_t* out = nullptr;
@@ -65,6 +67,95 @@ const hs_database_t* injectionDatabase() {
     return out;
   }();
   return db;
+}
+
+// The signals' excuses (InjectionSignal::then, ::ending), in RE2 over the same bytes
+// (Latin-1: a byte is a character, as for Hyperscan without UTF-8 mode). Run only for an
+// occurrence of a signal that has them.
+struct Excuses {
+  std::unique_ptr<RE2> then, ending;
+};
+const std::vector<Excuses>& injectionExcuses() {
+  static const std::vector<Excuses> all = [] {
+    RE2::Options o;
+    o.set_log_errors(false);
+    o.set_encoding(RE2::Options::EncodingLatin1);
+    o.set_case_sensitive(false);
+    o.set_dot_nl(true);
+    std::vector<Excuses> out;
+    for (const InjectionSignal& sig : injectionSignals()) {
+      Excuses x;
+      // From the end of the occurrence's word: "instruction" ends a match of
+      // "instructions?" too.
+      if (sig.then) x.then = std::make_unique<RE2>(std::string("\\w*(?:") + sig.then + ")", o);
+      if (sig.ending) x.ending = std::make_unique<RE2>(std::string("(?:") + sig.ending + ")\\z", o);
+      out.push_back(std::move(x));
+    }
+    return out;
+  }();
+  return all;
+}
+
+bool excused(const Excuses& x, std::string_view text, std::size_t end) {
+  if (x.then && x.then->Match(re2::StringPiece(text.data(), text.size()), end, text.size(), RE2::ANCHOR_START, nullptr, 0))
+    return true;
+  // `\z` needs the text to end where the occurrence does.
+  constexpr std::size_t kEndingWindow = 256;
+  return x.ending && x.ending->Match(re2::StringPiece(text.data(), end), end > kEndingWindow ? end - kEndingWindow : 0, end,
+                                     RE2::UNANCHORED, nullptr, 0);
+}
+
+// The distinct signals in `subject` whose occurrences are not all excused, and the
+// hidden-text tricks folding counted.
+void readSignals(std::string_view subject, const FoldStats& stats, const hs_database_t* db, hs_scratch* s, InjectionReading& out) {
+  out.score = 0;
+  out.signals.clear();
+  const auto signals = injectionSignals();
+  if (s) {
+    thread_local std::vector<std::pair<unsigned, unsigned long long>> seen;  // (signal, end)
+    seen.clear();
+    hs_scan(db, subject.data(), static_cast<unsigned>(subject.size()), 0, s,
+            [](unsigned id, unsigned long long, unsigned long long to, unsigned, void* ctx) {
+              static_cast<std::vector<std::pair<unsigned, unsigned long long>>*>(ctx)->push_back({id, to});
+              return 0;
+            },
+            &seen);
+    std::sort(seen.begin(), seen.end());
+    const auto& excuses = injectionExcuses();
+    for (std::size_t i = 0; i < seen.size();) {
+      const unsigned id = seen[i].first;
+      bool counts = false;
+      for (; i < seen.size() && seen[i].first == id; ++i)
+        counts = counts || id >= excuses.size() || !excused(excuses[id], subject, static_cast<std::size_t>(seen[i].second));
+      if (!counts || id >= signals.size()) continue;
+      out.score += signals[id].weight;
+      out.signals.push_back(static_cast<std::uint16_t>(id));
+    }
+  }
+  if (stats.invisible >= kInvisibleCount) {
+    out.score += kInvisibleWeight;
+    out.signals.push_back(static_cast<std::uint16_t>(invisibleSignal()));
+  }
+  if (stats.tags > 0) {
+    out.score += kTagWeight;
+    out.signals.push_back(static_cast<std::uint16_t>(tagSignal()));
+  }
+}
+
+// `subject` with the allow-listed phrases (folded, lower-case) blanked in a copy: with a
+// byte that is neither a word's nor a space's, so no signal can use them or join across
+// them.
+std::string_view withoutAllowed(std::string_view subject, const std::vector<std::string>& allow, std::string& copy) {
+  thread_local std::string lower;
+  lower.assign(subject);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  copy.assign(subject);
+  for (const std::string& phrase : allow)
+    for (std::size_t at = lower.find(phrase); at != std::string::npos; at = lower.find(phrase, at + phrase.size())) {
+      copy.replace(at, phrase.size(), phrase.size(), '\x1f');
+      lower.replace(at, phrase.size(), phrase.size(), '\x1f');
+    }
+  return copy;
 }
 
 // "A-Za-z0-9._" as a byte set.
@@ -112,7 +203,21 @@ int collect(unsigned id, unsigned long long from, unsigned long long to, unsigne
 
 }  // namespace
 
-bool RuleSet::injectionSignalsCompile() { return injectionDatabase() != nullptr; }
+bool RuleSet::injectionSignalsCompile() {
+  const auto& excuses = injectionExcuses();
+  return injectionDatabase() != nullptr && std::all_of(excuses.begin(), excuses.end(), [](const Excuses& x) {
+           return (!x.then || x.then->ok()) && (!x.ending || x.ending->ok());
+         });
+}
+
+std::string foldedPhrase(std::string_view phrase) {
+  std::string out;
+  std::vector<std::uint32_t> origin;
+  FoldStats stats;
+  foldAppend(phrase, 0, out, origin, stats);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 std::string_view actionName(Action a) {
   switch (a) {
@@ -311,7 +416,8 @@ std::size_t RuleSet::startOf(unsigned id, std::string_view text, std::size_t flo
   return window;  // the shape needs what lies before the window: take the whole window
 }
 
-void RuleSet::scanText(std::string_view text, RuleScratch& scratch, std::uint8_t targets, std::vector<RuleHit>& out) const {
+void RuleSet::scanText(std::string_view text, RuleScratch& scratch, std::uint8_t targets, std::vector<RuleHit>& out,
+                       std::vector<InjectionReading>* readings) const {
   if (!(targets_ & targets) || text.empty()) return;
   // Plain ASCII is matched as it is; anything else folded, with a map back.
   thread_local std::string folded;
@@ -349,34 +455,33 @@ void RuleSet::scanText(std::string_view text, RuleScratch& scratch, std::uint8_t
     const Range r = place(begin, static_cast<std::size_t>(to));
     out.push_back(RuleHit{ref.rule, r.begin, r.end});
   }
-  if (injection_rules_ & targets) scanInjection(subject, stats, scratch, targets, text.size(), out);
+  if (injection_rules_ & targets) scanInjection(subject, stats, scratch, targets, text.size(), out, readings);
 }
 
 void RuleSet::scanInjection(std::string_view subject, const FoldStats& stats, RuleScratch& scratch, std::uint8_t targets,
-                            std::size_t text_size, std::vector<RuleHit>& out) const {
-  // The distinct signals' weights, summed, and the hidden-text tricks folding counted;
-  // a hit is the whole text (where the signals are does not matter).
+                            std::size_t text_size, std::vector<RuleHit>& out, std::vector<InjectionReading>* readings) const {
+  // The distinct signals' weights, summed; a hit is the whole text (where the signals are
+  // does not matter). Rules without an allow list share one reading.
   const hs_database_t* db = injectionDatabase();
   hs_scratch* s = db ? scratch.forDatabase(db) : nullptr;
-  double score = 0;
-  if (s) {
-    thread_local std::vector<unsigned> seen;
-    seen.clear();
-    hs_scan(db, subject.data(), static_cast<unsigned>(subject.size()), 0, s,
-            [](unsigned id, unsigned long long, unsigned long long, unsigned, void* ctx) {
-              static_cast<std::vector<unsigned>*>(ctx)->push_back(id);
-              return 0;
-            },
-            &seen);
-    const auto signals = injectionSignals();
-    for (unsigned id : seen)
-      if (id < signals.size()) score += signals[id].weight;
+  thread_local InjectionReading shared, own;
+  thread_local std::string blanked;
+  bool have_shared = false;
+  for (std::size_t r = 0; r < rules_.size(); ++r) {
+    const RuleSpec& rule = rules_[r];
+    if (rule.detector != RuleSpec::Detector::Injection || !(rule.targets & targets)) continue;
+    InjectionReading* reading = &shared;
+    if (!rule.allow.empty()) {
+      reading = &own;
+      readSignals(withoutAllowed(subject, rule.allow, blanked), stats, db, s, own);
+    } else if (!have_shared) {
+      readSignals(subject, stats, db, s, shared);
+      have_shared = true;
+    }
+    if (reading->score <= 0) continue;
+    if (reading->score >= rule.threshold) out.push_back(RuleHit{static_cast<std::uint16_t>(r), 0, text_size});
+    if (readings) readings->push_back(InjectionReading{static_cast<std::uint16_t>(r), reading->score, reading->signals});
   }
-  if (stats.invisible >= kInvisibleCount) score += kInvisibleWeight;
-  if (stats.tags > 0) score += kTagWeight;
-  for (std::size_t r = 0; r < rules_.size(); ++r)
-    if (rules_[r].detector == RuleSpec::Detector::Injection && (rules_[r].targets & targets) && score > 0 && score >= rules_[r].threshold)
-      out.push_back(RuleHit{static_cast<std::uint16_t>(r), 0, text_size});
 }
 
 // ---- TextStream ----

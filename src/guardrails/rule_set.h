@@ -44,7 +44,8 @@ std::string_view actionName(Action a);
 
 // An external detector: a moderation endpoint in the shape of OpenAI's POST
 // /v1/moderations ({model, input: [texts]} -> {results: [{flagged, categories,
-// category_scores}]}), called by the guardrail filter for the request's text.
+// category_scores}]}), called by the guardrail filter for the request's text and, with
+// `inspect: [output]`, for the answer's (filters/guardrails/output_moderation.h).
 struct ModerationSpec {
   std::string url;      // http(s)://host[:port]/v1/moderations
   std::string model;    // sent as `model` ("" : not sent)
@@ -53,6 +54,10 @@ struct ModerationSpec {
   bool fail_closed = false;  // no answer in time (or a bad one): refuse the request (else let it pass)
   std::vector<std::string> categories;  // flagged only for these ("" : the endpoint's own `flagged`)
   double threshold = 0.5;               // with categories: a category score at or above this flags
+  // Streamed answers: the text so far is checked every `stream_interval` characters (and
+  // at the end); `stream_hold` releases text to the client only once a check passed it.
+  std::size_t stream_interval = 500;
+  bool stream_hold = false;
 };
 
 // The answer-quality check: the prompt (the request's last user message) and the answer's
@@ -77,6 +82,8 @@ struct RuleSpec {
   bool caseless = false;
   std::vector<PiiKind> pii;
   double threshold = 0.5;  // injection: the score that makes a hit
+  std::vector<std::string> allow;  // injection: phrases (folded, ASCII lower-case) no signal may use
+  bool explain = false;            // injection: a block's message names the score and signals
   ModerationSpec moderation;
   QualitySpec quality;
 };
@@ -86,6 +93,17 @@ struct RuleHit {
   std::uint16_t rule = 0;
   std::size_t begin = 0, end = 0;
 };
+
+// An injection rule's reading of one text (scores above 0 only): its score and the signals
+// that counted (numbers for injectionSignalName).
+struct InjectionReading {
+  std::uint16_t rule = 0;
+  double score = 0;
+  std::vector<std::uint16_t> signals;
+};
+
+// Folds an allow-list phrase as texts are folded, ASCII lower-cased (how it is matched).
+std::string foldedPhrase(std::string_view phrase);
 
 // Sorts hits by (rule, begin) and merges those of one rule that overlap or touch.
 void mergeHits(std::vector<RuleHit>& hits);
@@ -117,9 +135,10 @@ class RuleSet {
   bool anyAction(std::uint8_t targets, Action a) const;
 
   // Every validated match in `text`, of rules looking at one of `targets`, appended to
-  // `out` (offsets into `text`; unmerged). Injection rules report their signals' places
-  // when their score reaches the threshold.
-  void scanText(std::string_view text, RuleScratch& scratch, std::uint8_t targets, std::vector<RuleHit>& out) const;
+  // `out` (offsets into `text`; unmerged). An injection rule's hit is the whole text, when
+  // its score reaches the threshold; `readings` (if given) gets every score above 0.
+  void scanText(std::string_view text, RuleScratch& scratch, std::uint8_t targets, std::vector<RuleHit>& out,
+                std::vector<InjectionReading>* readings = nullptr) const;
   std::vector<RuleHit> scanText(std::string_view text, RuleScratch& scratch, std::uint8_t targets = 0xff) const {
     std::vector<RuleHit> out;
     scanText(text, scratch, targets, out);
@@ -168,7 +187,7 @@ class RuleSet {
   std::uint8_t targets_ = 0;
   std::uint8_t injection_rules_ = 0;  // the targets of injection rules
   void scanInjection(std::string_view subject, const FoldStats& stats, RuleScratch& scratch, std::uint8_t targets,
-                     std::size_t text_size, std::vector<RuleHit>& out) const;
+                     std::size_t text_size, std::vector<RuleHit>& out, std::vector<InjectionReading>* readings) const;
 };
 
 // One text arriving in pieces (a choice's answer, a tool call's arguments): matches

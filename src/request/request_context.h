@@ -163,7 +163,8 @@ struct Principal {
 // (null when unset) and of the access log line (when set).
 // A field is a string, or (recordFieldNumeric) a number written as its digits.
 enum class RecordField : std::uint8_t {
-  Prompt, Cache, CacheTokensSaved, Guardrails, Quality, QualitySimilarity, McpMethod, McpTool, McpOutcome, McpArguments, Count
+  Prompt, Cache, CacheTokensSaved, Guardrails, GuardrailSignals, GuardrailsUnchecked, Quality, QualitySimilarity, McpMethod, McpTool,
+  McpOutcome, McpArguments, Count
 };
 constexpr std::string_view recordFieldName(RecordField f) {
   switch (f) {
@@ -171,6 +172,9 @@ constexpr std::string_view recordFieldName(RecordField f) {
     case RecordField::Cache: return "cache";  // hit, miss, bypass, refresh
     case RecordField::CacheTokensSaved: return "cache_tokens_saved";  // a hit's tokens not spent upstream
     case RecordField::Guardrails: return "guardrails";  // "policy/rule:action,..." of the rules that matched
+    // "policy/rule:score:signal+signal,..." of the injection rules that saw a signal (hit or not)
+    case RecordField::GuardrailSignals: return "guardrail_signals";
+    case RecordField::GuardrailsUnchecked: return "guardrails_unchecked";  // "policy/rule:stage,..." of moderation calls with no verdict
     case RecordField::Quality: return "quality";  // the answer-quality check: ok, low, unchecked, pending
     case RecordField::QualitySimilarity: return "quality_similarity";  // its cosine similarity
     case RecordField::McpMethod: return "mcp_method";  // the JSON-RPC method of an /mcp request

@@ -531,6 +531,7 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     }
     chain_->begin(ctx, reinterpret_cast<std::byte*>(state_block_.get()));
     ctx.resumer = this;
+    resumed_.reset();  // each request's resumes are its own
     return ctx;
   }
 
@@ -614,15 +615,21 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   asio::awaitable<FilterStatus> finishPausedPhase(RequestPhase phase, RequestContext& ctx, std::size_t next) override {
     FilterStatus status = FilterStatus::Pause;
     while (status == FilterStatus::Pause) {
-      while (!resumed_) {
-        if (!resume_event_) resume_event_.emplace(lowest().get_executor());
-        resume_event_->expires_at(Clock::time_point::max());
-        co_await resume_event_->async_wait(kUseTuple);  // cancelled by resume()
-      }
-      status = *resumed_;
-      resumed_.reset();
+      status = co_await awaitResume();
       if (status == FilterStatus::Continue) status = chain_->run(phase, ctx, next);
     }
+    co_return status;
+  }
+
+  // The status a paused filter resumes with.
+  asio::awaitable<FilterStatus> awaitResume() {
+    while (!resumed_) {
+      if (!resume_event_) resume_event_.emplace(lowest().get_executor());
+      resume_event_->expires_at(Clock::time_point::max());
+      co_await resume_event_->async_wait(kUseTuple);  // cancelled by resume()
+    }
+    const FilterStatus status = *resumed_;
+    resumed_.reset();
     co_return status;
   }
 
@@ -838,11 +845,30 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         out = translator.onStreamBytes(bytes, done, ctx);
         answer_ends = done || translator.streamEnded();
         if (chain_->wantsResponseData()) {
-          // Filters may rewrite the piece, hold part of it back, or end the stream.
+          // Filters may rewrite the piece, hold part of it back, or end the stream; one may
+          // hold the stream while a check of its runs (what it gave so far goes out).
           ResponseData data(out, answer_ends);
-          chain_->responseData(ctx, data);
+          std::size_t waiter = chain_->responseData(ctx, data);
+          bool written = true;
+          bool end_held = data.endHeld();
+          while (data.waiting() && waiter != static_cast<std::size_t>(-1)) {
+            if (end_held && !end_released) {
+              // What goes out now carries the answer's end: its holders go first.
+              end_released = true;
+              co_await holdAnswerEnd(ctx);
+            }
+            if (!(written = sendStreamPiece(ctx, data.bytes(), false))) break;
+            co_await awaitResume();
+            data = ResponseData::resumedAfter(data);
+            waiter = chain_->responseData(ctx, data, waiter);
+            end_held = end_held || data.endHeld();
+          }
+          if (!written) {
+            exchange.abort();
+            break;
+          }
           out = data.bytes();
-          answer_ends = answer_ends || data.endHeld();
+          answer_ends = answer_ends || end_held;
           if (data.failed()) {
             ctx.fail(data.takeFailure());
             filter_ended_.assign(out);
@@ -865,17 +891,10 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
         exchange.abort();
         done = true;
       }
-      if (!out.empty() || done) {
-        // The last piece and the terminating chunk go out together.
-        if (!writer_.sendChunk(out, done)) {
-          exchange.abort();
-          break;
-        }
-        if (!out.empty()) {
-          if (!ctx.first_byte) ctx.first_byte = writer_.lastWrite();
-          ctx.bytes_out += out.size();
-          ++ctx.chunks_out;
-        }
+      // The last piece and the terminating chunk go out together.
+      if (!sendStreamPiece(ctx, out, done)) {
+        exchange.abort();
+        break;
       }
       if (writer_.holdingHead() && !writer_.sendHead()) {
         exchange.abort();
@@ -898,6 +917,18 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
     co_await writer_.flush();  // no write of this stream may outlive the relay
     writer_.end();
   
+  }
+
+  // A piece of a stream to the client (and its end, when `done`); false: the client is gone.
+  bool sendStreamPiece(RequestContext& ctx, std::string_view out, bool done) {
+    if (out.empty() && !done) return true;
+    if (!writer_.sendChunk(out, done)) return false;
+    if (!out.empty()) {
+      if (!ctx.first_byte) ctx.first_byte = writer_.lastWrite();
+      ctx.bytes_out += out.size();
+      ++ctx.chunks_out;
+    }
+    return true;
   }
 
   // The worker calls this for every session on a coarse timer (one timer per worker,

@@ -612,8 +612,41 @@ TEST(ConfigLoader, GuardrailPolicyErrorsNameTheField) {
   EXPECT_NE(err("    - {name: p, rules: [{name: r, literals: [x], action: flag, inspect: [answers]}]}\n").find("rules[0].inspect[0]"),
             std::string::npos);
   EXPECT_NE(err("    - {name: p, rules: [{name: r, injection: true, action: block, inspect: [output]}]}\n")
-                .find("an injection or moderation rule looks at the request"),
+                .find("an injection rule looks at the request"),
             std::string::npos);
+  // Injection: a policy's threshold, allow list and explain.
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, injection: {allow: []}, action: block}]}\n").find("rules[0].injection.allow: expected a list"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, injection: {allow: [x, '']}, action: block}]}\n").find("rules[0].injection.allow[1]"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, injection: {explain: maybe}, action: block}]}\n").find("rules[0].injection.explain"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, injection: {allowed: [x]}, action: block}]}\n").find("rules[0].injection.allowed: unknown field"),
+            std::string::npos);
+  // Moderation of answers: text only; stream settings for rules on the output.
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, moderation: {url: 'http://m/v1/moderations'}, inspect: [output_tool_calls], action: block}]}\n")
+                .find("rules[0].inspect: a moderation rule reads text"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, moderation: {url: 'http://m/v1/moderations', stream_mode: hold}, action: block}]}\n")
+                .find("rules[0].moderation.stream_mode: for a rule that inspects output"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, moderation: {url: 'http://m/v1/moderations', stream_mode: later}, inspect: [output], action: block}]}\n")
+                .find("rules[0].moderation.stream_mode: expected pass"),
+            std::string::npos);
+  EXPECT_NE(err("    - {name: p, rules: [{name: r, moderation: {url: 'http://m/v1/moderations', stream_interval: 10}, inspect: [output], action: block}]}\n")
+                .find("rules[0].moderation.stream_interval"),
+            std::string::npos);
+  {
+    auto ok = loadConfigString(base + "    - {name: p, rules: [{name: r, injection: {threshold: 0.8, allow: ['Developer Ｍode'], explain: true}, action: block},\n"
+                                      "        {name: o, moderation: {url: 'http://m/v1/moderations', stream_interval: 200, stream_mode: hold}, inspect: [input, output], action: block}]}\n",
+                               "t.yaml");
+    ASSERT_TRUE(ok.config) << ok.error;
+    const auto& rules = ok.config->guardrails.policies[0].rules->rules();
+    EXPECT_EQ(rules[0].allow, std::vector<std::string>{"developer mode"}) << "folded and lower-cased";
+    EXPECT_TRUE(rules[0].explain);
+    EXPECT_EQ(rules[1].moderation.stream_interval, 200u);
+    EXPECT_TRUE(rules[1].moderation.stream_hold);
+  }
   EXPECT_NE(err("    - {name: p, rules: [{name: r, moderation: {url: 'ftp://x'}, action: block}]}\n").find("rules[0].moderation.url"),
             std::string::npos);
   EXPECT_NE(err("    - {name: p, rules: [{name: r, moderation: {url: 'http://m/v1/moderations'}, action: redact}]}\n")

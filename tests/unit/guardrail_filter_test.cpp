@@ -13,6 +13,7 @@
 
 #include "filters/filter.h"
 #include "filters/guardrails/guarded_texts.h"
+#include "filters/guardrails/moderation_call.h"
 #include "filters/guardrails/guardrail_filter.h"
 #include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
@@ -145,6 +146,70 @@ TEST(GuardrailFilter, AMatchSplitOverEventsIsMaskedWhereItStarts) {
   EXPECT_NE(s.out.find("\"content\":\" done\""), std::string::npos) << s.out;
   EXPECT_EQ(s.out.find("1234"), std::string::npos);
   EXPECT_NE(s.out.find("data: [DONE]\n\n"), std::string::npos);
+}
+
+// A moderation endpoint's answer is external input: only a 200 with one well-formed
+// result per text sent is a verdict.
+TEST(GuardrailModeration, AnAnswerOutOfShapeIsNoVerdict) {
+  using guardrail_moderation::Verdict;
+  guardrails::ModerationSpec mod;
+  const auto reply = [](int status, std::string body) {
+    OutboundResponse r;
+    r.status = status;
+    r.body = std::move(body);
+    return r;
+  };
+  const auto verdict = [&](const OutboundResponse& r, std::size_t inputs = 1) { return guardrail_moderation::read(mod, r, inputs).verdict; };
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"flagged":true}]})")), Verdict::Flagged);
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"flagged":false},{"flagged":true}]})"), 2), Verdict::Flagged);
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"flagged":false}]})")), Verdict::Clean);
+  EXPECT_EQ(verdict(reply(200, R"({"results":[]})")), Verdict::None) << "a text without a result is unchecked";
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"flagged":false}]})"), 2), Verdict::None);
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"flagged":"no"}]})")), Verdict::None);
+  EXPECT_EQ(verdict(reply(200, R"({"results":[7]})")), Verdict::None);
+  EXPECT_EQ(verdict(reply(200, "not json")), Verdict::None);
+  EXPECT_EQ(verdict(reply(500, R"({"results":[{"flagged":true}]})")), Verdict::None);
+  OutboundResponse down;
+  down.error = "connect: refused";
+  EXPECT_EQ(guardrail_moderation::read(mod, down, 1).why, "connect: refused");
+  mod.categories = {"hate"};
+  mod.threshold = 0.5;
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"flagged":true,"category_scores":{"hate":0.2}}]})")), Verdict::Clean) << "the listed categories decide";
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"category_scores":{"hate":0.7}}]})")), Verdict::Flagged);
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"category_scores":{"hate":"high"}}]})")), Verdict::None);
+  EXPECT_EQ(verdict(reply(200, R"({"results":[{"flagged":true}]})")), Verdict::None) << "no scores to read";
+}
+
+// A filter that waits holds the stream; the chain resumes from it, the filters after it
+// having seen the waited piece as not the last.
+TEST(GuardrailModeration, TheChainResumesAStreamFromTheFilterThatWaited) {
+  struct Probe final : Filter {
+    bool wait_once = false;
+    std::vector<std::string> seen;
+    std::string_view name() const override { return "probe"; }
+    bool wantsResponseData() const override { return true; }
+    void onResponseData(RequestContext&, ResponseData& data) override {
+      seen.push_back(std::string(data.bytes()) + (data.last() ? "|last" : "") + (data.resumed() ? "|resumed" : ""));
+      if (wait_once && !data.resumed()) data.wait();
+    }
+  };
+  FilterChain chain;
+  auto first = std::make_unique<Probe>(), waiter = std::make_unique<Probe>(), after = std::make_unique<Probe>();
+  Probe *a = first.get(), *w = waiter.get(), *z = after.get();
+  w->wait_once = true;
+  chain.add(std::move(first));
+  chain.add(std::move(waiter));
+  chain.add(std::move(after));
+  RequestContext ctx;
+  ResponseData data("end", true);
+  const std::size_t from = chain.responseData(ctx, data);
+  EXPECT_EQ(from, 1u);
+  EXPECT_TRUE(data.waiting());
+  ResponseData more = ResponseData::resumedAfter(data);
+  EXPECT_EQ(chain.responseData(ctx, more, from), static_cast<std::size_t>(-1));
+  EXPECT_EQ(a->seen, (std::vector<std::string>{"end|last"}));
+  EXPECT_EQ(w->seen, (std::vector<std::string>{"end|last", "|last|resumed"}));
+  EXPECT_EQ(z->seen, (std::vector<std::string>{"end", "|last|resumed"}));
 }
 
 }  // namespace

@@ -5,15 +5,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/log.h"
 #include "filters/guardrails/guarded_texts.h"
+#include "filters/guardrails/moderation_call.h"
+#include "filters/guardrails/output_moderation.h"
 #include "filters/guardrails/policy_match.h"
 #include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
+#include "guardrails/injection_signals.h"
 #include "guardrails/rule_set.h"
 #include "providers/embedding_call.h"
 #include "telemetry/metrics.h"
@@ -99,11 +103,31 @@ struct HeldEvent {
   bool full = false;  // repeats whole texts (Responses' done events)
 };
 
+// The answer's moderation verdicts, handed to the filter (defined after it).
+class GuardrailFilter;
+struct ModerationEvents final : OutputModeration::Handler {
+  GuardrailFilter* filter = nullptr;
+  RequestContext* ctx = nullptr;
+  void moderationFlagged(const OutputModeration::Rule& r) override;
+  void moderationUnchecked(const OutputModeration::Rule& r, std::string_view why) override;
+  void moderationAnswered() override;
+};
+
+// An injection rule's highest score over the request's texts, and the signals behind it.
+struct InjectionNote {
+  const GuardrailPolicyConfig* policy = nullptr;
+  std::uint16_t rule = 0;
+  double score = 0;
+  std::vector<std::uint16_t> signals;
+};
+
 struct GuardState {
   const ModelConfig* model = nullptr;  // the policies were attached for it
   std::vector<const GuardrailPolicyConfig*> policies;  // attached to this request
   std::uint8_t answer_targets = 0;
   std::string verdicts;  // "policy/rule:action,..." (header, records)
+  std::vector<InjectionNote> injection;
+  std::string signals;  // the notes, "policy/rule:score:signal+signal,..." (records only)
   bool streaming = false;
   bool blocked = false;
   std::string pending;   // an event not complete yet
@@ -125,6 +149,19 @@ struct GuardState {
   std::string quality, similarity;  // the verdict (record fields, x-tahua-quality)
   std::string quality_header;
   std::shared_ptr<QualityCall> call;  // a stream's check in flight
+  std::string unchecked;  // moderation rules with no verdict, "policy/rule:stage,..." (records)
+  // Moderation of the answer (output_moderation.h).
+  bool moderates_answer = false;  // an attached policy has an output moderation rule
+  ModerationEvents events;
+  OutputModeration moderation;
+  // A whole answer being judged (onAnswer): what is still out, and what it comes to.
+  bool judging = false, quality_pending = false;
+  FilterStatus judged = FilterStatus::Continue;
+  bool answer_blocked = false;            // a moderation rule flagged it, action block
+  std::optional<Error> answer_unchecked;  // a fail-closed moderation rule gave no verdict
+  // A stream: the upstream finished; the stream was ended (block, bound); the session
+  // waits for a moderation check (ResponseData::wait).
+  bool ended = false, cut = false, waiting = false;
 };
 
 // Masks `hits` (merged, in `text`'s offsets) in a string, from the end so the earlier
@@ -176,6 +213,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       if (!guardrailPolicyApplies(pol, ctx)) continue;
       st.policies.push_back(&pol);
       st.answer_targets |= pol.rules->targets() & guardrails::kAnswerTargets;
+      st.moderates_answer = st.moderates_answer || OutputModeration::inspectsAnswers(pol);
       request_targets |= pol.rules->targets() & guardrails::kRequestTargets;
     }
     const bool answering = ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
@@ -196,7 +234,11 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     guardrail_texts::requestTexts(ctx.endpoint, body, texts);
     const TextVerdict v = checkTexts(ctx, st, texts, "input", true);
     if (v.rule) {
-      ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + v.policy->name + "/" + v.rule->name + "\"."});
+      std::string message = "The request was blocked by guardrail rule \"" + v.policy->name + "/" + v.rule->name + "\".";
+      // The caller learns why only when the policy says so (an attacker tunes against it).
+      if (v.rule->explain)
+        if (const InjectionNote* note = noteOf(st, *v.policy, *v.rule)) message += " Injection score " + score(note->score) + ": " + signalList(*note, ", ") + ".";
+      ctx.fail(Error{ErrorKind::ContentBlocked, std::move(message)});
       return FilterStatus::Stop;
     }
     takePrompt(ctx, st, body);  // after the local redactions: what they masked never leaves
@@ -223,24 +265,30 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       if (std::find(st.policies.begin(), st.policies.end(), &pol) == st.policies.end() && guardrailPolicyApplies(pol, ctx)) {
         st.policies.push_back(&pol);
         st.answer_targets |= pol.rules->targets() & guardrails::kAnswerTargets;
+        st.moderates_answer = st.moderates_answer || OutputModeration::inspectsAnswers(pol);
       }
     return FilterStatus::Continue;
   }
 
-  // A non-streamed answer with a quality rule is judged before it is sent: flagged (the
-  // x-tahua-quality header) or refused (block: the next fallback model answers instead).
+  // A non-streamed answer with a quality rule or an output moderation rule is judged
+  // before it is sent. Quality: flagged (the x-tahua-quality header) or refused (block:
+  // the next fallback model answers instead). Moderation: a flagged answer is blocked
+  // (onResponseBody empties it), a fail-closed rule with no verdict turns it into a 503.
   bool judgesAnswers() const override { return true; }
   bool judgesAnswer(const RequestContext& ctx) const override {
     const GuardState& st = state(ctx);
-    return st.quality_rule != nullptr && !ctx.facts.stream;
+    return (st.quality_rule != nullptr || st.moderates_answer) && !ctx.facts.stream;
   }
 
   FilterStatus onAnswer(RequestContext& ctx) override {
     GuardState& st = state(ctx);
-    if (!st.quality_rule) return FilterStatus::Continue;
     st.quality.clear();
     st.similarity.clear();
-    std::string text;
+    st.answer_blocked = false;
+    st.answer_unchecked.reset();
+    st.judged = FilterStatus::Continue;
+    std::string text;                  // the quality check's
+    std::vector<std::string> answered;  // the moderation's
     {
       json::monotonic_resource arena(arena_, sizeof arena_);
       json::error_code ec;
@@ -249,25 +297,81 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       std::vector<Text> texts;
       guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
       for (const Text& t : texts)
-        if (t.target == guardrails::kOutput) appendText(text, *t.text);
+        if (t.target == guardrails::kOutput && !t.text->empty()) {
+          if (st.quality_rule) appendText(text, *t.text);
+          if (st.moderates_answer) answered.emplace_back(*t.text);
+        }
     }
-    if (text.empty()) return FilterStatus::Continue;  // tool calls only: nothing to compare
-    const GuardrailPolicyConfig* pol = st.quality_policy;
-    const guardrails::RuleSpec* rule = st.quality_rule;
-    embedForQuality(st, std::move(text), [this, &ctx, pol, rule](OutboundResponse res) {
-      GuardState& s = state(ctx);
-      const QualityOutcome q = judgeQuality(res, rule->quality.threshold);
-      qualityVerdict(ctx.request_id, pol->name, rule->name, q);
-      setQuality(ctx, s, q);
-      if (q.verdict != "low") return ctx.resumer->resume(FilterStatus::Continue);
-      verdict(ctx, s, *pol, rule->name, rule->action, "output");
-      if (rule->action != Action::Block) return ctx.resumer->resume(FilterStatus::Continue);
-      ctx.fail(Error{ErrorKind::ResponseQualityLow, "The answer was judged off-topic by guardrail rule \"" + pol->name + "/" + rule->name +
-                                                       "\" (similarity " + s.similarity + ", below " + threshold(rule->quality.threshold) +
-                                                       "); a retry is not likely to do better."});
-      ctx.resumer->resume(FilterStatus::Stop);
-    });
-    return FilterStatus::Pause;
+    st.judging = true;  // answers that come at once do not resume
+    if (!answered.empty()) {
+      st.events.filter = this;
+      st.events.ctx = &ctx;
+      if (st.moderation.attach(st.policies, services_, st.events))
+        st.moderation.checkAnswer(std::vector<std::string_view>(answered.begin(), answered.end()));
+    }
+    if (st.quality_rule && !text.empty()) {  // tool calls only: nothing to compare
+      st.quality_pending = true;
+      const GuardrailPolicyConfig* pol = st.quality_policy;
+      const guardrails::RuleSpec* rule = st.quality_rule;
+      embedForQuality(st, std::move(text), [this, &ctx, pol, rule](OutboundResponse res) {
+        GuardState& s = state(ctx);
+        s.quality_pending = false;
+        const QualityOutcome q = judgeQuality(res, rule->quality.threshold);
+        qualityVerdict(ctx.request_id, pol->name, rule->name, q);
+        setQuality(ctx, s, q);
+        if (q.verdict == "low") {
+          verdict(ctx, s, *pol, rule->name, rule->action, "output");
+          if (rule->action == Action::Block) {
+            ctx.fail(Error{ErrorKind::ResponseQualityLow, "The answer was judged off-topic by guardrail rule \"" + pol->name + "/" + rule->name +
+                                                             "\" (similarity " + s.similarity + ", below " + score(rule->quality.threshold) +
+                                                             "); a retry is not likely to do better."});
+            s.judged = FilterStatus::Stop;
+          }
+        }
+        judgedPart(ctx, s);
+      });
+    }
+    st.judging = false;
+    if (st.quality_pending || st.moderation.callsInFlight() > 0) return FilterStatus::Pause;
+    return st.judged;
+  }
+
+  // One of a whole answer's checks answered: the answer goes on once none is out.
+  void judgedPart(RequestContext& ctx, GuardState& st) {
+    if (st.judging || st.quality_pending || st.moderation.callsInFlight() > 0) return;
+    ctx.resumer->resume(st.judged);
+  }
+
+  void moderationFlagged(RequestContext& ctx, const OutputModeration::Rule& r) {
+    GuardState& st = state(ctx);
+    verdict(ctx, st, *r.policy, r.rule->name, r.rule->action, "output");
+    if (r.rule->action != Action::Block) return;
+    if (st.streaming) block(st, *r.policy, *r.rule);
+    else st.answer_blocked = true;
+  }
+
+  void moderationUnchecked(RequestContext& ctx, const OutputModeration::Rule& r, std::string_view why) {
+    GuardState& st = state(ctx);
+    unchecked(ctx, st, *r.policy, *r.rule, why, "output");
+    if (!r.rule->moderation.fail_closed) return;
+    Error error{ErrorKind::GuardrailUnavailable,
+                "The guardrail \"" + r.policy->name + "/" + r.rule->name + "\" could not check the answer; please retry."};
+    if (!st.streaming) {
+      st.answer_unchecked = std::move(error);
+    } else if (!st.blocked) {
+      st.blocked = true;
+      st.block_error = std::move(error);
+    }
+  }
+
+  void moderationAnswered(RequestContext& ctx) {
+    GuardState& st = state(ctx);
+    if (!st.streaming) return judgedPart(ctx, st);
+    // A stream waiting on the check goes on (a block ends it at once).
+    if (st.waiting && (st.blocked || !st.moderation.busy(st.ended))) {
+      st.waiting = false;
+      ctx.resumer->resume(FilterStatus::Continue);
+    }
   }
 
   void onResponseHeaders(RequestContext& ctx) override {
@@ -275,6 +379,11 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     st.endpoint = ctx.endpoint;
     const bool answered = ctx.status >= 200 && ctx.status < 300 && !ctx.error && !ctx.local_reply;
     st.streaming = ctx.streaming && (st.answer_targets || st.quality_rule) && answered;
+    if (st.streaming && st.moderates_answer) {
+      st.events.filter = this;
+      st.events.ctx = &ctx;
+      st.moderation.attach(st.policies, services_, st.events);
+    }
     if (!ctx.response_headers) return;
     if (!st.verdicts.empty()) ctx.response_headers->emplace_back("x-tahua-guardrails", st.verdicts);
     if (!st.quality.empty()) {
@@ -304,10 +413,16 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
     const TextVerdict v = checkTexts(ctx, st, texts, "output", false);
     bool changed = v.changed;
-    const bool block = v.rule != nullptr;
+    const bool block = v.rule != nullptr || st.answer_blocked;
     if (block) {
       guardrail_texts::blockAnswer(ctx.endpoint, doc);
       changed = true;
+    } else if (st.answer_unchecked) {
+      // Fail closed: the unchecked answer is not given (its tokens are billed).
+      ctx.fail(*st.answer_unchecked);
+      ctx.status = st.answer_unchecked->httpStatus();
+      body = ctx.errorBody(*st.answer_unchecked);
+      return;
     }
     if (changed) body = json::serialize(doc);
     if (!st.verdicts.empty() && ctx.response_headers) {
@@ -326,39 +441,49 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       st.pending.clear();
       return;
     }
-    if (st.blocked) {
+    if (st.cut) {
       data.replace({});
       return;
     }
     st.out.clear();
-    st.pending.append(data.bytes());
-    std::size_t pos = 0;
-    for (;;) {
-      const std::size_t lf = st.pending.find("\n\n", pos);
-      const std::size_t crlf = st.pending.find("\r\n\r\n", pos);
-      if (lf == std::string::npos && crlf == std::string::npos) break;
-      const std::size_t end = crlf < lf ? crlf + 4 : lf + 2;
-      event(ctx, st, std::string_view(st.pending).substr(pos, end - pos));
-      pos = end;
-      if (st.blocked) break;
-    }
-    st.pending.erase(0, pos);
-    if (data.last() && !st.blocked) {
-      if (!st.pending.empty()) {
-        event(ctx, st, st.pending);
-        st.pending.clear();
+    if (!st.blocked) {  // a moderation verdict may have blocked it since the last piece
+      st.pending.append(data.bytes());
+      std::size_t pos = 0;
+      for (;;) {
+        const std::size_t lf = st.pending.find("\n\n", pos);
+        const std::size_t crlf = st.pending.find("\r\n\r\n", pos);
+        if (lf == std::string::npos && crlf == std::string::npos) break;
+        const std::size_t end = crlf < lf ? crlf + 4 : lf + 2;
+        event(ctx, st, std::string_view(st.pending).substr(pos, end - pos));
+        pos = end;
+        if (st.blocked) break;
       }
-      for (std::size_t c = 0; c < st.channels.size(); ++c) closeChannel(ctx, st, c);
+      st.pending.erase(0, pos);
+      if (data.last() && !st.blocked && !st.ended) {
+        st.ended = true;
+        if (!st.pending.empty()) {
+          event(ctx, st, st.pending);
+          st.pending.clear();
+        }
+        for (std::size_t c = 0; c < st.channels.size(); ++c) closeChannel(ctx, st, c);
+      }
     }
+    if (!st.blocked) st.moderation.check(st.ended);
     if (!st.blocked) release(ctx, st);
-    if (data.last() && !st.blocked) checkStreamQuality(ctx, st);
+    const bool waits = !st.blocked && st.moderation.busy(st.ended);
+    if (st.ended && !st.blocked && !waits) checkStreamQuality(ctx, st);
     if (st.blocked) {
       // What is held back is dropped: it holds the match, or text the block cuts off.
+      st.cut = true;
       st.held.clear();
       st.held_bytes = 0;
       data.replace(st.out);
       data.fail(st.block_error);
       return;
+    }
+    if (waits) {
+      st.waiting = true;
+      data.wait();
     }
     data.replace(st.out);
   }
@@ -381,11 +506,13 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       masks.clear();
       for (const GuardrailPolicyConfig* pol : st.policies) {
         hits.clear();
-        pol->rules->scanText(*t.text, scratch_, t.target, hits);
+        readings_.clear();
+        pol->rules->scanText(*t.text, scratch_, t.target, hits, &readings_);
+        for (auto& r : readings_) note(ctx, st, *pol, r);
         guardrails::mergeHits(hits);
         for (const RuleHit& h : hits) {
           const auto& rule = pol->rules->rules()[h.rule];
-          if (!stage.empty()) verdict(ctx, st, *pol, rule.name, rule.action, stage);
+          if (!stage.empty()) verdict(ctx, st, *pol, rule.name, rule.action, stage, noteOf(st, *pol, rule));
           if (rule.action == Action::Redact) masks.push_back(Redaction{h.begin, h.end, &rule.mask});
           if (rule.action != Action::Block || v.rule) continue;
           v.policy = pol;
@@ -413,26 +540,14 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       const auto& rules = pol->rules->rules();
       for (std::size_t r = 0; r < rules.size(); ++r) {
         if (rules[r].detector != guardrails::RuleSpec::Detector::Moderation) continue;
-        const guardrails::ModerationSpec& mod = rules[r].moderation;
-        json::array input;
+        std::vector<std::string_view> input;
         for (const Text& t : texts)
           if ((t.target & rules[r].targets) && !t.text->empty()) input.emplace_back(*t.text);
         if (input.empty()) continue;
-        std::string why;
-        auto url = parseHttpUrl(mod.url, &why, true);
-        if (!url) continue;  // checked when the config loaded
-        OutboundRequest call;
-        call.method = "POST";
-        call.url = std::move(*url);
-        call.headers.emplace_back("content-type", "application/json");
-        if (!mod.api_key.empty()) call.headers.emplace_back("authorization", "Bearer " + mod.api_key);
-        json::object body{{"input", std::move(input)}};
-        if (!mod.model.empty()) body["model"] = mod.model;
-        call.body = json::serialize(body);
-        call.timeout = Millis(mod.timeout_ms);
-        call.max_response_bytes = 1 << 20;
+        auto call = guardrail_moderation::request(rules[r].moderation, input);
+        if (!call) continue;  // checked when the config loaded
         ++st.calls;
-        services_.fetch(std::move(call), [this, &ctx, pol, r](OutboundResponse res) { moderated(ctx, *pol, r, res); });
+        services_.fetch(std::move(*call), [this, &ctx, pol, r, n = input.size()](OutboundResponse res) { moderated(ctx, *pol, r, res, n); });
       }
     }
     st.deciding = false;
@@ -440,56 +555,20 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     return FilterStatus::Pause;
   }
 
-  void moderated(RequestContext& ctx, const GuardrailPolicyConfig& pol, std::size_t r, const OutboundResponse& res) {
+  void moderated(RequestContext& ctx, const GuardrailPolicyConfig& pol, std::size_t r, const OutboundResponse& res, std::size_t inputs) {
     GuardState& st = state(ctx);
     const auto& rule = pol.rules->rules()[r];
-    const guardrails::ModerationSpec& mod = rule.moderation;
-    // flagged: 1, clean: 0, no verdict: -1.
-    int verdict_of = -1;
-    if (res.status == 200) {
-      json::error_code ec;
-      const json::value doc = json::parse(res.body, ec);
-      const json::array* results = nullptr;
-      if (!ec && doc.is_object())
-        if (const auto* v = doc.as_object().if_contains("results")) results = v->if_array();
-      if (results) {
-        verdict_of = 0;
-        for (const auto& result : *results) {
-          const json::object* o = result.if_object();
-          if (!o) {
-            verdict_of = -1;
-            break;
-          }
-          if (mod.categories.empty()) {
-            const json::value* f = o->if_contains("flagged");
-            if (!f || !f->is_bool()) {
-              verdict_of = -1;
-              break;
-            }
-            if (f->as_bool()) verdict_of = 1;
-            continue;
-          }
-          const json::value* scores = o->if_contains("category_scores");
-          for (const std::string& c : mod.categories)
-            if (const json::value* sc = scores && scores->is_object() ? scores->as_object().if_contains(c) : nullptr;
-                sc && sc->is_number() && sc->to_number<double>() >= mod.threshold)
-              verdict_of = 1;
-        }
-      }
-    }
-    if (verdict_of == 1) {
+    const auto reading = guardrail_moderation::read(rule.moderation, res, inputs);
+    if (reading.verdict == guardrail_moderation::Verdict::Flagged) {
       verdict(ctx, st, pol, rule.name, rule.action, "input");
       if (rule.action == Action::Block && !st.answered) {
         ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + pol.name + "/" + rule.name + "\"."});
         st.answered = true;
         st.answer = FilterStatus::Stop;
       }
-    } else if (verdict_of < 0) {
-      const std::string why = res.status == 0 ? res.error : "status " + std::to_string(res.status);
-      log::warn("guardrail moderation gave no verdict", {{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule.name},
-                                                         {"error", why}, {"on_error", mod.fail_closed ? "block" : "allow"}});
-      ++metrics_.guardrail_actions[{pol.name, rule.name, "unchecked", "input"}];
-      if (mod.fail_closed && !st.answered) {
+    } else if (reading.verdict == guardrail_moderation::Verdict::None) {
+      unchecked(ctx, st, pol, rule, reading.why, "input");
+      if (rule.moderation.fail_closed && !st.answered) {
         ctx.fail(Error{ErrorKind::GuardrailUnavailable,
                        "The guardrail \"" + pol.name + "/" + rule.name + "\" could not check the request; please retry."});
         st.answered = true;
@@ -498,6 +577,30 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     }
     if (--st.calls > 0) return;
     if (!st.deciding) ctx.resumer->resume(st.answered ? st.answer : FilterStatus::Continue);
+  }
+
+  // A moderation call with no verdict: logged (never the text), counted, and named in the
+  // records' `guardrails_unchecked`; the rule's on_error decides what follows.
+  void unchecked(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule, std::string_view why,
+                 std::string_view stage) {
+    log::warn("guardrail moderation gave no verdict", {{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule.name},
+                                                       {"stage", stage}, {"error", why},
+                                                       {"on_error", rule.moderation.fail_closed ? "block" : "allow"}});
+    ++metrics_.guardrail_actions[{pol.name, rule.name, "unchecked", std::string(stage)}];
+    const std::string tag = pol.name + "/" + rule.name + ":" + std::string(stage);
+    if (listed(st.unchecked, tag)) return;
+    if (!st.unchecked.empty()) st.unchecked += ',';
+    st.unchecked += tag;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::GuardrailsUnchecked)] = st.unchecked;
+  }
+
+  // Whether a comma-separated list has `tag` as one of its items.
+  static bool listed(std::string_view list, std::string_view tag) {
+    for (std::size_t at = 0; (at = list.find(tag, at)) != std::string_view::npos; at += tag.size()) {
+      const std::size_t end = at + tag.size();
+      if ((at == 0 || list[at - 1] == ',') && (end == list.size() || list[end] == ',')) return true;
+    }
+    return false;
   }
 
   // The quality rule of the request: the first attached one that blocks, else the first
@@ -539,11 +642,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     to.append(text.substr(0, utf8Floor(text, kMaxQualityText - std::min(to.size(), kMaxQualityText))));
   }
 
-  static std::string threshold(double t) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", t);
-    return buf;
-  }
 
   // The prompt and `answer` embedded in one call to the rule's model (through the worker's
   // upstream client); `done` gets its answer.
@@ -620,20 +718,59 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     });
   }
 
+  // An injection reading of one text: the rule's note keeps the highest score, and the
+  // records' `guardrail_signals` are written again from the notes.
+  static void note(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, guardrails::InjectionReading& r) {
+    auto it = std::find_if(st.injection.begin(), st.injection.end(), [&](const InjectionNote& n) { return n.policy == &pol && n.rule == r.rule; });
+    if (it == st.injection.end()) it = st.injection.insert(st.injection.end(), InjectionNote{&pol, r.rule});
+    if (r.score <= it->score) return;
+    it->score = r.score;
+    it->signals.swap(r.signals);
+    st.signals.clear();
+    for (const InjectionNote& n : st.injection) {
+      if (!st.signals.empty()) st.signals += ',';
+      st.signals += n.policy->name + "/" + n.policy->rules->rules()[n.rule].name + ":" + score(n.score) + ":" + signalList(n, "+");
+    }
+    ctx.record_fields[static_cast<std::size_t>(RecordField::GuardrailSignals)] = st.signals;
+  }
+
+  static const InjectionNote* noteOf(const GuardState& st, const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule) {
+    if (rule.detector != guardrails::RuleSpec::Detector::Injection) return nullptr;
+    const auto r = static_cast<std::uint16_t>(&rule - pol.rules->rules().data());
+    for (const InjectionNote& n : st.injection)
+      if (n.policy == &pol && n.rule == r) return &n;
+    return nullptr;
+  }
+
+  static std::string signalList(const InjectionNote& n, std::string_view separator) {
+    std::string out;
+    for (std::uint16_t id : n.signals) {
+      if (!out.empty()) out += separator;
+      out += guardrails::injectionSignalName(id);
+    }
+    return out;
+  }
+
+  static std::string score(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", s);
+    return buf;
+  }
+
   void verdict(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, const std::string& rule, Action action,
-               std::string_view stage) {
+               std::string_view stage, const InjectionNote* injection = nullptr) {
     const std::string tag = pol.name + "/" + rule + ":" + std::string(guardrails::actionName(action));
     // Once per rule, action and request (a rule matching ten times is one verdict).
-    std::size_t at = 0;
-    while ((at = st.verdicts.find(tag, at)) != std::string::npos) {
-      const std::size_t end = at + tag.size();
-      if ((at == 0 || st.verdicts[at - 1] == ',') && (end == st.verdicts.size() || st.verdicts[end] == ',')) return;
-      at = end;
-    }
+    if (listed(st.verdicts, tag)) return;
     appendVerdict(ctx, st, tag);
     ++metrics_.guardrail_actions[{pol.name, rule, std::string(guardrails::actionName(action)), std::string(stage)}];
-    log::info("guardrail", {{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule},
-                            {"action", guardrails::actionName(action)}, {"stage", stage}});
+    json::object fields{{"request_id", ctx.request_id}, {"policy", pol.name}, {"rule", rule}, {"action", guardrails::actionName(action)},
+                        {"stage", stage}};
+    if (injection) {
+      fields["score"] = injection->score;
+      fields["signals"] = signalList(*injection, ",");
+    }
+    log::info("guardrail", std::move(fields));
   }
 
   static void appendVerdict(RequestContext& ctx, GuardState& st, const std::string& tag) {
@@ -737,6 +874,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
             Channel& ch = st.channels[c];
             const std::size_t begin = ch.size;
             ch.size += t.text->size();
+            if (t.target == guardrails::kOutput) st.moderation.feed(c, *t.text);
             ev.segments.push_back(Segment{c, begin, ch.size});
             for (auto& [p, stream] : ch.streams) {
               stream.feed(*t.text, scratch_, hits);
@@ -770,7 +908,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       bool ready = true, masked = false;
       for (const Segment& s : ev.segments) {
         const Channel& ch = st.channels[s.channel];
-        if (s.end > ch.safeEnd()) ready = false;
+        if (s.end > std::min(ch.safeEnd(), st.moderation.gate(s.channel, st.ended))) ready = false;
         for (const Redaction& r : ch.redactions)
           if (r.begin < s.end && r.end > s.begin) masked = true;
       }
@@ -839,12 +977,17 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   }
 
   static inline const std::string kNoMask;
+  std::vector<guardrails::InjectionReading> readings_;  // this worker's, reused
   WorkerMetrics& metrics_;
   WorkerServices& services_;
   PendingRecords& records_;
   guardrails::RuleScratch scratch_;  // this worker's
   alignas(16) unsigned char arena_[16384];
 };
+
+void ModerationEvents::moderationFlagged(const OutputModeration::Rule& r) { filter->moderationFlagged(*ctx, r); }
+void ModerationEvents::moderationUnchecked(const OutputModeration::Rule& r, std::string_view why) { filter->moderationUnchecked(*ctx, r, why); }
+void ModerationEvents::moderationAnswered() { filter->moderationAnswered(*ctx); }
 
 }  // namespace
 

@@ -129,6 +129,9 @@ struct AdminConfig {
 // back.
 struct RedisStoreConfig {
   std::string url = "redis://127.0.0.1:6379";  // redis://[[user]:password@]host[:port][/db]
+  // username, password_env: the password from the environment instead of the url (the
+  // url then has none); used for every node of a cluster and the master Sentinel names.
+  RedisCredentials auth;
   Millis command_timeout{200};
   Millis heartbeat{2'000};   // a replica announces itself this often ...
   Millis replica_ttl{6'000};  // ... and counts as alive this long after
@@ -141,6 +144,7 @@ struct RedisStoreConfig {
   // host and port are then not used; its password and database are).
   std::vector<std::string> sentinels;  // host:port
   std::string sentinel_master;
+  RedisCredentials sentinel_auth;  // the sentinels' own (Sentinel's requirepass / ACL user)
   // Redis Cluster: these nodes (host:port) are asked for the slot map; the url's
   // password and user are used for every node, its host and port are not.
   std::vector<std::string> cluster_nodes;
@@ -170,6 +174,7 @@ struct KubernetesConfig {
 struct RegionPeerConfig {
   std::string name;
   std::string url;  // redis://... of the peer region's store
+  RedisCredentials auth;  // username, password_env for it
   bool operator==(const RegionPeerConfig&) const = default;
 };
 struct RegionConfig {

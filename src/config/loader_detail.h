@@ -143,6 +143,10 @@ class Loader {
   void loadFiles(const YAML::Node& n, Config& cfg);   // files_section.cpp
   void loadMcp(const YAML::Node& root, Config& cfg);  // mcp_section.cpp: the mcp providers' targets, the section
   std::string hostPort(const YAML::Node& n, const std::string& path);
+  // redis_credentials.cpp: `username` and `password_env` of the Redis map `n`, the
+  // password read from the environment; `url` (if any) must then have no credentials.
+  // An unset variable is a warning ending with `unset` (what does not work then).
+  RedisCredentials redisCredentials(const YAML::Node& n, const std::string& path, std::string_view url, std::string_view unset);
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   void loadResponses(const YAML::Node& n, Config& cfg);
   void loadCache(const YAML::Node& n, Config& cfg);  // before the models (their defaults)

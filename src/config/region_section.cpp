@@ -25,7 +25,7 @@ void Loader::loadRegion(const YAML::Node& n, Config& cfg) {
   std::set<std::string> names{r.name};
   for (std::size_t i = 0; i < peers.size(); ++i) {
     const std::string pp = p + ".peers[" + std::to_string(i) + "]";
-    checkKeys(peers[i], pp, {"name", "url"});
+    checkKeys(peers[i], pp, {"name", "url", "username", "password_env"});
     RegionPeerConfig peer;
     if (!peers[i]["name"]) fail(peers[i], pp + ".name", "required");
     peer.name = nonEmpty(peers[i]["name"], pp + ".name");
@@ -35,6 +35,7 @@ void Loader::loadRegion(const YAML::Node& n, Config& cfg) {
     peer.url = nonEmpty(peers[i]["url"], pp + ".url");
     RedisEndpoint parsed;
     if (auto e = parseRedisUrl(peer.url, parsed)) fail(peers[i]["url"], pp + ".url", *e);
+    peer.auth = redisCredentials(peers[i], pp, peer.url, "nothing is pushed to that region");
     r.peers.push_back(std::move(peer));
   }
   if (auto v = n["interval"]) r.interval = duration(v, p + ".interval", Millis(50));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/duration.h"
+#include "core/redis_url.h"
 
 namespace tahua {
 
@@ -44,8 +45,10 @@ struct UsageSinkConfig {
   Millis rotate_interval{0};
   unsigned keep = 10;
   // redis_stream: XADD stream MAXLEN ~ maxlen * record <json> record_id <id>. The url
-  // defaults to the state store's Redis.
+  // defaults to the state store's Redis, and then so do the credentials (unless the sink
+  // has its own: another ACL user on the same server).
   std::string url;
+  RedisCredentials auth;  // username, password_env (redis_stream)
   std::string stream = "tahua:usage";
   std::uint64_t maxlen = 1'000'000;
   // webhook: POST url with a JSON array of records, at most `batch` per request; a 2xx

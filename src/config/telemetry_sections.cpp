@@ -5,6 +5,7 @@
 #include <set>
 
 #include "config/loader_detail.h"
+#include "core/redis_url.h"
 #include "http/http_url.h"
 
 namespace tahua::config_detail {
@@ -76,8 +77,8 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
   for (std::size_t i = 0; i < s.size(); ++i) {
     const std::string sp = p + ".sinks[" + std::to_string(i) + "]";
     const YAML::Node& y = s[i];
-    checkKeys(y, sp, {"name", "type", "path", "rotate_bytes", "rotate_interval", "keep", "url", "stream", "maxlen", "headers",
-                      "batch", "timeout"});
+    checkKeys(y, sp, {"name", "type", "path", "rotate_bytes", "rotate_interval", "keep", "url", "username", "password_env",
+                      "stream", "maxlen", "headers", "batch", "timeout"});
     UsageSinkConfig c;
     if (!y["type"]) fail(y, sp + ".type", "required: file, redis_stream or webhook");
     const std::string type = nonEmpty(y["type"], sp + ".type");
@@ -95,7 +96,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
     };
     switch (c.type) {
       case UsageSinkConfig::Type::File:
-        only({"url", "stream", "maxlen", "headers", "batch"}, "file");
+        only({"url", "username", "password_env", "stream", "maxlen", "headers", "batch"}, "file");
         if (!y["path"]) fail(y, sp + ".path", "required");
         c.path = nonEmpty(y["path"], sp + ".path");
         if (auto v = y["rotate_bytes"]) c.rotate_bytes = integer(v, sp + ".rotate_bytes", 1024, 1ull << 44);
@@ -104,14 +105,24 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         break;
       case UsageSinkConfig::Type::RedisStream:
         only({"path", "rotate_bytes", "rotate_interval", "keep", "headers", "batch"}, "redis_stream");
-        if (auto v = y["url"]) c.url = nonEmpty(v, sp + ".url");
-        else if (cfg.store.type != StoreConfig::Type::Redis)
+        if (auto v = y["url"]) {
+          c.url = nonEmpty(v, sp + ".url");
+          RedisEndpoint parsed;
+          if (auto e = parseRedisUrl(c.url, parsed)) fail(v, sp + ".url", *e);
+        } else if (cfg.store.type != StoreConfig::Type::Redis) {
           fail(y, sp + ".url", "required when the state store is not Redis");
+        }
+        c.auth = redisCredentials(y, sp, c.url, "the sink is not connected to (its records spill)");
+        if (c.url.empty()) {
+          // The store's Redis, and its credentials unless the sink has its own.
+          c.url = cfg.store.redis.url;
+          if (c.auth.password_env.empty()) c.auth = cfg.store.redis.auth;
+        }
         if (auto v = y["stream"]) c.stream = nonEmpty(v, sp + ".stream");
         if (auto v = y["maxlen"]) c.maxlen = integer(v, sp + ".maxlen", 1000, 1'000'000'000);
         break;
       case UsageSinkConfig::Type::Webhook: {
-        only({"path", "rotate_bytes", "rotate_interval", "keep", "stream", "maxlen"}, "webhook");
+        only({"path", "rotate_bytes", "rotate_interval", "keep", "stream", "maxlen", "username", "password_env"}, "webhook");
         if (!y["url"]) fail(y, sp + ".url", "required");
         c.url = nonEmpty(y["url"], sp + ".url");
         std::string why;

@@ -261,16 +261,18 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
   }
   if (auto r = n["redis"]) {
     const std::string p = "store.redis";
-    checkKeys(r, p, {"url", "command_timeout", "heartbeat", "replica_ttl", "resync", "sweep", "require_persistence", "sentinel", "cluster"});
+    checkKeys(r, p, {"url", "username", "password_env", "command_timeout", "heartbeat", "replica_ttl", "resync", "sweep",
+                     "require_persistence", "sentinel", "cluster"});
     auto addresses = [&](const YAML::Node& a, const YAML::Node& parent, const std::string& ap, std::vector<std::string>& out) {
       if (!a || !a.IsSequence() || a.size() == 0) fail(a ? a : parent, ap, "required: a list of host:port");
       for (std::size_t i = 0; i < a.size(); ++i) out.push_back(hostPort(a[i], ap + "[" + std::to_string(i) + "]"));
     };
     if (auto sn = r["sentinel"]) {
-      checkKeys(sn, p + ".sentinel", {"addresses", "master"});
+      checkKeys(sn, p + ".sentinel", {"addresses", "master", "username", "password_env"});
       addresses(sn["addresses"], sn, p + ".sentinel.addresses", s.redis.sentinels);
       if (!sn["master"]) fail(sn, p + ".sentinel.master", "required: the master's name the sentinels monitor");
       s.redis.sentinel_master = nonEmpty(sn["master"], p + ".sentinel.master");
+      s.redis.sentinel_auth = redisCredentials(sn, p + ".sentinel", "", "no sentinel is asked for the master (limits are per replica)");
     }
     if (auto cl = r["cluster"]) {
       checkKeys(cl, p + ".cluster", {"nodes"});
@@ -286,6 +288,7 @@ void Loader::loadStore(const YAML::Node& n, Config& cfg) {
       if (!s.redis.cluster_nodes.empty() && parsed.db != 0)
         fail(v, p + ".url", "a Redis Cluster has only database 0: drop the /" + std::to_string(parsed.db));
     }
+    s.redis.auth = redisCredentials(r, p, s.redis.url, "the store's Redis is not connected to (limits are per replica)");
     if (auto v = r["command_timeout"]) s.redis.command_timeout = duration(v, p + ".command_timeout", Millis(1));
     if (auto v = r["heartbeat"]) s.redis.heartbeat = duration(v, p + ".heartbeat", Millis(100));
     if (auto v = r["replica_ttl"]) s.redis.replica_ttl = duration(v, p + ".replica_ttl", Millis(200));

@@ -31,4 +31,11 @@ std::optional<std::string> parseRedisUrl(std::string_view url, RedisEndpoint& ou
   return std::nullopt;
 }
 
+void useCredentials(const RedisCredentials& credentials, RedisEndpoint& out) {
+  if (credentials.password_env.empty()) return;
+  out.username = credentials.username;
+  out.password = credentials.password;
+  out.password_unset = credentials.password.empty() ? credentials.password_env : std::string();
+}
+
 }  // namespace tahua

@@ -105,10 +105,12 @@ RegionLink::RegionLink(RegionConfig region, RedisStoreConfig store)
     : region_(std::move(region)), store_(std::move(store)), impl_(std::make_unique<Impl>()) {
   RedisEndpoint local;
   parseRedisUrl(store_.url, local);  // checked by the config loader
+  useCredentials(store_.auth, local);
   impl_->local = std::make_unique<BlockingRedis>(local, std::max(store_.command_timeout, region_.timeout));
   for (const auto& p : region_.peers) {
     RedisEndpoint ep;
     parseRedisUrl(p.url, ep);
+    useCredentials(p.auth, ep);
     impl_->peers.push_back(std::make_unique<Impl::Peer>(std::move(ep), region_.timeout));
     auto s = std::make_unique<PeerStats>();
     s->name = p.name;

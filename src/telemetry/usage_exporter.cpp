@@ -40,8 +40,7 @@ struct UsageExporter::Sink {
   }
 };
 
-std::unique_ptr<UsageExporter> UsageExporter::start(const UsageConfig& config, std::string_view store_redis_url,
-                                                    std::string& error) {
+std::unique_ptr<UsageExporter> UsageExporter::start(const UsageConfig& config, std::string& error) {
   std::error_code ec;
   std::filesystem::create_directories(config.spill_dir, ec);
   if (ec || ::access(config.spill_dir.c_str(), W_OK) != 0) {
@@ -52,7 +51,7 @@ std::unique_ptr<UsageExporter> UsageExporter::start(const UsageConfig& config, s
   for (const auto& c : config.sinks) {
     auto sink = std::make_unique<Sink>();
     sink->name = c.name;
-    sink->out = makeUsageSink(c, store_redis_url, error);
+    sink->out = makeUsageSink(c, error);
     if (!sink->out) {
       error = "usage.sinks " + c.name + ": " + error;
       return nullptr;

@@ -32,8 +32,7 @@ namespace tahua {
 class UsageExporter {
  public:
   // nullptr and `error` when a sink cannot be made or spill_dir is not writable.
-  static std::unique_ptr<UsageExporter> start(const UsageConfig& config, std::string_view store_redis_url,
-                                              std::string& error);
+  static std::unique_ptr<UsageExporter> start(const UsageConfig& config, std::string& error);
   ~UsageExporter();  // stop(), if not done
 
   ExportQueue& queue() { return queue_; }

@@ -160,15 +160,16 @@ class WebhookSink final : public UsageSink {
 
 }  // namespace
 
-std::unique_ptr<UsageSink> makeUsageSink(const UsageSinkConfig& c, std::string_view store_redis_url, std::string& error) {
+std::unique_ptr<UsageSink> makeUsageSink(const UsageSinkConfig& c, std::string& error) {
   switch (c.type) {
     case UsageSinkConfig::Type::File: return std::make_unique<FileSink>(c);
     case UsageSinkConfig::Type::RedisStream: {
       RedisEndpoint ep;
-      if (auto err = parseRedisUrl(c.url.empty() ? store_redis_url : std::string_view(c.url), ep)) {
+      if (auto err = parseRedisUrl(c.url, ep)) {
         error = *err;
         return nullptr;
       }
+      useCredentials(c.auth, ep);
       return std::make_unique<RedisStreamSink>(c, std::move(ep));
     }
     case UsageSinkConfig::Type::Webhook: {

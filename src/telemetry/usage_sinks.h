@@ -22,8 +22,8 @@ class UsageSink {
   virtual bool deliver(std::string_view lines, std::string& error) = 0;
 };
 
-// nullptr and `error` for a sink that cannot be made (a malformed URL).
-std::unique_ptr<UsageSink> makeUsageSink(const UsageSinkConfig& config, std::string_view store_redis_url,
-                                         std::string& error);
+// nullptr and `error` for a sink that cannot be made (a malformed URL). A redis_stream
+// sink's url and credentials are filled in by the config loader (the store's by default).
+std::unique_ptr<UsageSink> makeUsageSink(const UsageSinkConfig& config, std::string& error);
 
 }  // namespace tahua

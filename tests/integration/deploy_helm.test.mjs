@@ -13,17 +13,23 @@
 // and the tahua.dev/v1 resources of the values validate against them. Contradictory values
 // fail with the chart's `fail` message, missing ones with its `required` message. The config files each rendering writes load in the
 // real binary (`tahua --check-config`; skipped without a build). Without Go the suite fails.
+// values.schema.json (what Helm checks the values against before rendering; the renderer
+// does not) is checked with ajv: every level closed, the values of each rendering valid, a
+// typo refused. The derived and optional pod settings (server.workers from the CPU, the
+// spread over zones, the Redis password from a Secret, extra volumes and variables) and
+// the chart's kubeVersion have their own tests.
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import Ajv from 'ajv';
 import {
   parseManifestText, parseConfigText, documentProblems, gatewayRendering,
   checkRollout, checkDrain, checkConfigMount, checkSecretEnv, checkService, checkPodSecurity, checkWrites,
   checkPdb, checkBundledRedis, checkDiscovery, checkHpa, checkIngress, checkHttpRoute, checkMonitoring, checkConfigLoads,
-  crdsByKind, checkCrds, crdObjectProblems, checkKubernetesAccess,
+  crdsByKind, checkCrds, crdObjectProblems, checkKubernetesAccess, selects,
 } from './lib/k8s_validate.mjs';
 import { REPO_ROOT, TAHUA_BIN } from './lib/tahua.mjs';
 import { makeTempDir } from './lib/util.mjs';
@@ -206,8 +212,12 @@ for (const c of CASES) {
       }
     });
 
-    it('Deployment: every *_env the config names comes from the Secret, never a literal', () => {
+    it('Deployment: every *_env the config names comes from the Secret (the Redis passwords from theirs), never a literal', () => {
       const secretName = 'tahua-secrets';
+      const e = values.redis.external;
+      const others = {};
+      if (values.redis.mode === 'external' && e.existingSecret.name) others.TAHUA_REDIS_PASSWORD = e.existingSecret;
+      if (values.redis.mode === 'external' && e.sentinel.existingSecret.name) others.TAHUA_REDIS_SENTINEL_PASSWORD = e.sentinel.existingSecret;
       const secrets = all('Secret');
       if (values.secrets.create) {
         assert.equal(secrets.length, 1, 'secrets.create makes one Secret');
@@ -215,11 +225,11 @@ for (const c of CASES) {
         assert.equal(secret.metadata.name, secretName);
         assert.deepEqual(Object.keys(secret.stringData).sort(), [...values.secrets.envVars].sort(), 'one key per secrets.envVars');
         for (const [k, v] of Object.entries(values.secrets.values)) assert.equal(secret.stringData[k], v);
-        checkSecretEnv(r, { secretName, secretKeys: new Set(Object.keys(secret.stringData)) });
+        checkSecretEnv(r, { secretName, secretKeys: new Set(Object.keys(secret.stringData)), others });
         assert.match(r.pod.metadata.annotations?.['checksum/secret'] ?? '', /^[0-9a-f]{64}$/, 'a changed Secret rolls the pods (keys are read at start)');
       } else {
         assert.equal(secrets.length, 0, 'no Secret without secrets.create (made outside the chart)');
-        checkSecretEnv(r, { secretName, secretKeys: null });
+        checkSecretEnv(r, { secretName, secretKeys: null, others });
       }
       assert.equal(r.pod.metadata.annotations?.['checksum/config'], undefined, 'no config checksum: a ConfigMap update reloads, it does not roll');
     });
@@ -253,7 +263,13 @@ for (const c of CASES) {
         if (values.redis.mode === 'external') {
           const e = values.redis.external;
           const want = { ...values.redis.settings, url: e.url };
-          if (e.sentinel.addresses.length) want.sentinel = { addresses: e.sentinel.addresses, master: e.sentinel.master };
+          // The passwords from Secrets: the config names the variables, the url has none.
+          const credentials = (block, variable) => (block.existingSecret.name
+            ? { password_env: variable, ...(block.username ? { username: block.username } : {}) } : {});
+          Object.assign(want, credentials(e, 'TAHUA_REDIS_PASSWORD'));
+          if (e.sentinel.addresses.length) {
+            want.sentinel = { addresses: e.sentinel.addresses, master: e.sentinel.master, ...credentials(e.sentinel, 'TAHUA_REDIS_SENTINEL_PASSWORD') };
+          }
           if (e.cluster.nodes.length) want.cluster = { nodes: e.cluster.nodes };
           assert.deepEqual(store, { type: 'redis', redis: want }, 'store.redis is redis.external (and redis.settings)');
           assert.notEqual(store.redis.require_persistence, false, 'tahua checks the persistence');
@@ -493,4 +509,164 @@ describe('Helm chart: values refused', () => {
     // The PromptTemplate's own {{variables}} are not taken for chart templates.
     assert.match(cm.data['prompttemplates.yaml'], /\{\{customer\}\} \(\{\{tier\}\} tier\)/);
   });
+});
+
+describe('Helm chart: values.schema.json', () => {
+  const SCHEMA = join(CHART, 'values.schema.json');
+  let validate;
+  let defaults;
+
+  before(() => {
+    const ajv = new Ajv({ strict: true, allowUnionTypes: true, allErrors: true });
+    validate = ajv.compile(JSON.parse(readFileSync(SCHEMA, 'utf8')));
+    defaults = readValues(join(CHART, 'values.yaml'));
+  });
+
+  const merged = (...overrides) => [structuredClone(defaults), ...overrides].reduce((acc, v) => mergeValues(acc, structuredClone(v)));
+  const problems = () => (validate.errors ?? []).map((e) => `${e.instancePath} ${e.message} ${JSON.stringify(e.params)}`);
+
+  it('closes every level: each object takes only the keys it lists, or is a map of values, or is passed through (Kubernetes\' or tahua\'s own)', () => {
+    const open = [];
+    const walk = (node, at) => {
+      if (Array.isArray(node)) return node.forEach((n, i) => walk(n, `${at}[${i}]`));
+      if (node === null || typeof node !== 'object') return;
+      if (node.type === 'object' || (Array.isArray(node.type) && node.type.includes('object'))) {
+        const closed = node.additionalProperties === false;
+        const map = typeof node.additionalProperties === 'object' && !node.properties;
+        const passed = /^passed through: /.test(node.$comment ?? '');
+        if (!closed && !map && !passed) open.push(at);
+      }
+      for (const [k, v] of Object.entries(node)) walk(v, `${at}.${k}`);
+    };
+    walk(JSON.parse(readFileSync(SCHEMA, 'utf8')), '$');
+    assert.deepEqual(open, [], `objects that would take any key: ${open.join(', ')}`);
+  });
+
+  it('the values of every rendering here are valid: the defaults, ci/full-values.yaml, the in-memory store', () => {
+    for (const c of CASES) {
+      assert.ok(validate(merged(...c.overrides())), `${c.name}: ${problems().join('\n')}`);
+    }
+  });
+
+  const refused = [
+    // [what, values, the path, the unknown key or the message]
+    ['a typo at the top (replica: for replicas:)', { replica: 3 }, '', 'replica'],
+    ['a typo one level down', { redis: { external: { existingSecrett: { name: 'x' } } } }, '/redis/external', 'existingSecrett'],
+    ['a typo in the Secret reference', { redis: { external: { existingSecret: { nmae: 'x' } } } }, '/redis/external/existingSecret', 'nmae'],
+    ['the url in redis.settings', { redis: { settings: { url: 'redis://h' } } }, '/redis/settings', 'url'],
+    ['a typo in a spread constraint', { topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'k', whenUnsatisfiable: 'ScheduleAnyway', topologykey: 'x' }] },
+      '/topologySpreadConstraints/0', 'topologykey'],
+    ['a typo in a volume mount', { extraVolumeMounts: [{ name: 'ca', mountPath: '/ca', readonly: true }] }, '/extraVolumeMounts/0', 'readonly'],
+    ['a non-string annotation', { podAnnotations: { a: { b: 1 } } }, '/podAnnotations/a', null],
+    ['an unknown redis.mode', { redis: { mode: 'sentinel' } }, '/redis/mode', null],
+  ];
+  for (const [what, values, path, key] of refused) {
+    it(`refuses ${what}`, () => {
+      assert.equal(validate(merged(values)), false, `accepted although ${what}`);
+      const hit = validate.errors.filter((e) => e.instancePath === path);
+      assert.ok(hit.length > 0, `an error at ${path || '/'}: ${problems().join('\n')}`);
+      if (key) assert.ok(hit.some((e) => e.keyword === 'additionalProperties' && e.params.additionalProperty === key), problems().join('\n'));
+    });
+  }
+});
+
+describe('Helm chart: the pod as the values shape it', () => {
+  before(() => {
+    ensureRenderer();
+  });
+
+  const rendered = (values, extra = []) => {
+    const res = render({ files: [valuesFile(values)], extra });
+    assert.equal(res.status, 0, res.stderr);
+    return gatewayRendering(parseRendering(res.stdout), 'tahua');
+  };
+  const workersOf = (values) => rendered(values).tahua.config.server.workers;
+
+  it('Chart.yaml: kubeVersion >=1.30.0-0 (the preStop sleep action); older clusters are refused as Helm refuses them', () => {
+    const chart = parseYaml(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'));
+    assert.equal(chart.kubeVersion, '>=1.30.0-0');
+    const old = render({ extra: ['--kube-version', 'v1.29.9'] });
+    assert.notEqual(old.status, 0, 'rendered for Kubernetes 1.29');
+    assert.match(old.stderr, /chart requires kubeVersion: >=1\.30\.0-0 which is incompatible with Kubernetes v1\.29\.9/);
+    for (const v of ['v1.30.0', 'v1.30.4-eks-a737599', 'v1.33.1']) {
+      const res = render({ extra: ['--kube-version', v] });
+      assert.equal(res.status, 0, `${v}: ${res.stderr}`);
+    }
+  });
+
+  it('server.workers: the CPU limit rounded up (the request without a limit), at least 1; a workers in the config wins', () => {
+    assert.equal(workersOf({}), 2, 'limits.cpu "2"');
+    assert.equal(workersOf({ resources: { limits: { cpu: '2500m' } } }), 3, '2500m rounds up');
+    assert.equal(workersOf({ resources: { limits: { cpu: 1.2 } } }), 2, 'a number rounds up');
+    assert.equal(workersOf({ resources: { limits: { cpu: '100m' } } }), 1, 'at least 1');
+    assert.equal(workersOf({ resources: { limits: { cpu: null }, requests: { cpu: '1500m' } } }), 2, 'the request without a limit');
+    assert.equal(workersOf({ resources: { limits: { cpu: '4' } }, config: { files: { 'base.yaml': { server: { workers: 7 } } } } }), 7, 'explicit wins');
+    assert.equal(workersOf({ resources: { limits: { cpu: null }, requests: { cpu: null } } }), undefined, 'no CPU figure: tahua\'s default');
+  });
+
+  it('topology spread: over zones, ScheduleAnyway (a one-zone cluster still schedules), of the gateway pods; [] removes it, a selector given is kept', () => {
+    const { pod } = rendered({});
+    const [spread, ...more] = pod.spec.topologySpreadConstraints ?? [];
+    assert.equal(more.length, 0);
+    assert.equal(spread.topologyKey, 'topology.kubernetes.io/zone');
+    assert.equal(spread.whenUnsatisfiable, 'ScheduleAnyway', 'a preference, not a requirement');
+    assert.equal(spread.maxSkew, 1);
+    assert.ok(selects(spread.labelSelector, pod.metadata.labels), 'selects the gateway pods');
+    assert.deepEqual(spread.labelSelector.matchLabels, { 'app.kubernetes.io/name': 'tahua', 'app.kubernetes.io/instance': 'tahua', 'app.kubernetes.io/component': 'gateway' },
+      'this release\'s gateway pods only (not the bundled Redis)');
+
+    assert.equal(rendered({ topologySpreadConstraints: [] }).pod.spec.topologySpreadConstraints, undefined);
+    const own = { maxSkew: 2, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'DoNotSchedule', labelSelector: { matchLabels: { team: 'llm' } } };
+    assert.deepEqual(rendered({ topologySpreadConstraints: [own] }).pod.spec.topologySpreadConstraints, [own]);
+  });
+
+  it('redis.external.existingSecret: the key as TAHUA_REDIS_PASSWORD, named by store.redis.password_env; the ConfigMap holds no password', () => {
+    const r = rendered({ redis: { mode: 'external', external: { url: 'redis://redis.example:6379/1', existingSecret: { name: 'redis-auth', key: 'pw' }, username: 'tahua' } } });
+    const store = r.tahua.config.store.redis;
+    assert.equal(store.url, 'redis://redis.example:6379/1');
+    assert.equal(store.password_env, 'TAHUA_REDIS_PASSWORD');
+    assert.equal(store.username, 'tahua');
+    const env = r.container.env.filter((e) => e.name === 'TAHUA_REDIS_PASSWORD');
+    assert.deepEqual(env, [{ name: 'TAHUA_REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'pw' } } }]);
+    assert.ok(!r.container.env.some((e) => e.name === 'TAHUA_REDIS_SENTINEL_PASSWORD'), 'no sentinel password without its Secret');
+    // The usage sink without a url uses the store's Redis, and so its credentials.
+    assert.equal(r.tahua.config.usage.sinks[0].url, undefined);
+    // Without the Secret: no variable, no password_env.
+    const plain = rendered({ redis: { mode: 'external', external: { url: 'redis://redis.example:6379' } } });
+    assert.equal(plain.tahua.config.store.redis.password_env, undefined);
+    assert.ok(!plain.container.env.some((e) => e.name.startsWith('TAHUA_REDIS_')));
+  });
+
+  it('extraVolumes, extraVolumeMounts, extraEnv and podAnnotations reach the pod', () => {
+    const { pod, container } = rendered({
+      extraVolumes: [{ name: 'ca', configMap: { name: 'corp-ca' } }],
+      extraVolumeMounts: [{ name: 'ca', mountPath: '/etc/tahua-ca', readOnly: true }],
+      extraEnv: [{ name: 'TZ', value: 'UTC' }],
+      podAnnotations: { 'example.com/owner': 'platform' },
+    });
+    assert.deepEqual(pod.spec.volumes.find((v) => v.name === 'ca'), { name: 'ca', configMap: { name: 'corp-ca' } });
+    assert.deepEqual(container.volumeMounts.find((m) => m.name === 'ca'), { name: 'ca', mountPath: '/etc/tahua-ca', readOnly: true });
+    assert.ok(container.volumeMounts.some((m) => m.mountPath === '/etc/tahua'), 'the config mount stays');
+    assert.deepEqual(container.env.find((e) => e.name === 'TZ'), { name: 'TZ', value: 'UTC' });
+    assert.equal(pod.metadata.annotations['example.com/owner'], 'platform');
+  });
+
+  const external = { mode: 'external', external: { url: 'redis://redis.example:6379' } };
+  const refused = [
+    ['a password in the url and existingSecret', { redis: { ...external, external: { url: 'redis://:pw@redis.example:6379', existingSecret: { name: 's', key: 'k' } } } },
+      /redis\.external\.url has credentials and redis\.external\.existingSecret is set/],
+    ['a username without existingSecret', { redis: { ...external, external: { ...external.external, username: 'u' } } },
+      /redis\.external\.username without redis\.external\.existingSecret/],
+    ['a sentinel username without its existingSecret', { redis: { ...external, external: { ...external.external, sentinel: { addresses: ['s:26379'], master: 'm', username: 'u' } } } },
+      /redis\.external\.sentinel\.username without redis\.external\.sentinel\.existingSecret/],
+    ['existingSecret with the bundled Redis', { redis: { external: { existingSecret: { name: 's' } } } }, /redis\.mode bundled with redis\.external settings/],
+    ['password_env in redis.settings', { redis: { ...external, settings: { password_env: 'X' } } }, /redis\.settings\.password_env: give the Secret as redis\.external\.existingSecret/],
+  ];
+  for (const [what, values, message] of refused) {
+    it(`refuses ${what}`, () => {
+      const res = render({ files: [valuesFile(values)] });
+      assert.notEqual(res.status, 0, `rendered although ${what}`);
+      assert.match(res.stderr, message);
+    });
+  }
 });

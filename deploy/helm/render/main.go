@@ -5,7 +5,7 @@
 // deep-merged with -f files, and Helm's output format. No subcharts, no --set, no
 // .helmignore, no lookup (nothing here talks to a cluster).
 //
-//	render [-n NAMESPACE] [-f VALUES.yaml]... [-a GROUP/VERSION]... [--notes] RELEASE CHART_DIR
+//	render [-n NAMESPACE] [-f VALUES.yaml]... [-a GROUP/VERSION]... [--kube-version vX.Y.Z] [--notes] RELEASE CHART_DIR
 //
 // Build: deploy/helm/render/build.sh (offline, from Debian's Go packages).
 package main
@@ -23,6 +23,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/Masterminds/semver/v3"
 	"github.com/Masterminds/sprig/v3"
 	"gopkg.in/yaml.v3"
 )
@@ -105,6 +106,20 @@ func render(release, namespace, chartDir string, valueFiles []string, apis APIVe
 	}
 	if meta["apiVersion"] != "v2" || meta["name"] == nil || meta["version"] == nil {
 		return "", errors.New("Chart.yaml: apiVersion v2, name and version are required")
+	}
+	// As helm: a chart's kubeVersion constraint is checked against --kube-version.
+	if c, ok := meta["kubeVersion"].(string); ok && c != "" {
+		constraint, err := semver.NewConstraint(c)
+		if err != nil {
+			return "", fmt.Errorf("Chart.yaml: kubeVersion %q: %v", c, err)
+		}
+		v, err := semver.NewVersion(kubeVersion)
+		if err != nil {
+			return "", fmt.Errorf("--kube-version %q: %v", kubeVersion, err)
+		}
+		if !constraint.Check(v) {
+			return "", fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", c, kubeVersion)
+		}
 	}
 	// .Chart has the Chart.yaml fields capitalized, as Helm's chart.Metadata.
 	chart := map[string]any{}

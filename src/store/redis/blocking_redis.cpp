@@ -16,6 +16,11 @@ bool BlockingRedis::dropped(std::string& error) {
 }
 
 bool BlockingRedis::connect(std::string& error) {
+  if (!ep_.password_unset.empty()) {
+    // Never asked without the password it needs.
+    error = "environment variable " + ep_.password_unset + " (password_env) is not set";
+    return false;
+  }
   const timeval tv{static_cast<time_t>(timeout_.count() / 1000), static_cast<suseconds_t>(timeout_.count() % 1000 * 1000)};
   c_ = redisConnectWithTimeout(ep_.host.c_str(), ep_.port, tv);
   if (!c_ || c_->err) return dropped(error);

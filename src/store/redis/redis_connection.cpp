@@ -114,6 +114,13 @@ void RedisConnection::connect() {
   if (where_) endpoint_ = where_();
   const unsigned gen = ++generation_;
   auto self = shared_from_this();
+  if (!endpoint_.password_unset.empty()) {
+    // Never asked without the password it needs: down, as a server that does not answer.
+    asio::post(io_, [this, self, gen] {
+      if (gen == generation_) fail("the variable its password_env names is not set");
+    });
+    return;
+  }
   auto resolver = std::make_shared<tcp::resolver>(io_);
   resolver->async_resolve(endpoint_.host, std::to_string(endpoint_.port), [this, self, resolver, gen](auto ec, auto results) {
     if (gen != generation_) return;

@@ -111,6 +111,7 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
     error = "store.redis.url: " + *e;
     return false;
   }
+  useCredentials(config_.auth, endpoint);
   control_io_ = std::make_unique<asio::io_context>(1);
   endpoint_text_ = !config_.cluster_nodes.empty() ? "cluster " + config_.cluster_nodes.front()
                    : config_.sentinels.empty()    ? endpoint.host + ":" + std::to_string(endpoint.port)
@@ -272,6 +273,7 @@ void RedisStore::querySentinels(std::size_t index, std::function<void(bool)> don
   RedisEndpoint sentinel;
   sentinel.host = addr.substr(0, addr.rfind(':'));
   sentinel.port = static_cast<std::uint16_t>(std::stoi(addr.substr(addr.rfind(':') + 1)));
+  useCredentials(config_.sentinel_auth, sentinel);
   auto conn = std::make_shared<RedisConnection>(*control_io_, sentinel, std::max(config_.command_timeout, Millis(500)));
   conn->send({"SENTINEL", "get-master-addr-by-name", config_.sentinel_master},
              [this, conn, index, done = std::move(done)](std::optional<RedisReply> r) mutable {

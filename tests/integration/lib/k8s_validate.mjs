@@ -343,7 +343,7 @@ export function checkConfigMount({ container, configDir, configMap, deployment, 
  * Every *_env the config names comes from the Secret `secretName`, never a literal;
  * `secretKeys` (a Set, or null when the Secret is made outside these manifests) holds its keys.
  */
-export function checkSecretEnv({ container, tahua }, { secretName, secretKeys, keysFrom = 'the Secret' }) {
+export function checkSecretEnv({ container, tahua }, { secretName, secretKeys, keysFrom = 'the Secret', others = {} }) {
   const refs = envReferences(tahua.config);
   assert.ok(refs.some((r) => r.at.endsWith('api_key_env')), 'the config reads provider keys from the environment');
   for (const { at, name } of refs) {
@@ -352,6 +352,11 @@ export function checkSecretEnv({ container, tahua }, { secretName, secretKeys, k
     assert.equal(env[0].value, undefined, `${name} is not a literal in the manifest`);
     const ref = env[0].valueFrom?.secretKeyRef;
     assert.ok(ref, `${name} comes from a Secret`);
+    if (others[name]) {
+      // A Secret of the operator's own ({name, key}), e.g. the Redis password's.
+      assert.deepEqual({ name: ref.name, key: ref.key }, others[name], `${name} from the Secret ${others[name].name}`);
+      continue;
+    }
     assert.equal(ref.name, secretName, `${name} from the Secret ${secretName}`);
     if (secretKeys) assert.ok(secretKeys.has(ref.key), `${keysFrom} shows the key ${ref.key}`);
   }
@@ -408,8 +413,10 @@ export function checkPodSecurity({ all, pod, container, tahua }, { workloads: ex
       assert.ok(c.resources?.limits?.memory, `${what}: a memory limit`);
     }
   }
-  // One worker thread per CPU of the limit: 0 would mean one per core of the node.
-  assert.equal(tahua.config.server?.workers, cpuCores(container.resources.limits.cpu), 'server.workers = the CPU limit');
+  // One worker thread per CPU of the limit (the request without one), rounded up: 0 would
+  // mean one per core of the node.
+  const cpu = container.resources.limits?.cpu ?? container.resources.requests.cpu;
+  assert.equal(tahua.config.server?.workers, Math.max(1, Math.ceil(cpuCores(cpu))), 'server.workers = the CPU limit, rounded up');
 }
 
 /** tahua writes only to emptyDirs mounted where its config writes, the spill's big enough. */

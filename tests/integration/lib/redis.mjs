@@ -1,20 +1,25 @@
 // A real redis-server for a test, on a free loopback port, in a temp directory; stopped
-// when the test ends. `cli(...args)` runs a command through redis-cli.
+// when the test ends. `cli(...args)` runs a command through redis-cli. With `password`
+// the server has requirepass, and redis-cli sends it (REDISCLI_AUTH, not the command line).
 import { spawn, execFileSync } from 'node:child_process';
 import { closedPort, eventually, makeTempDir } from './util.mjs';
 
+const cliEnv = (password) => (password ? { ...process.env, REDISCLI_AUTH: password } : process.env);
+
 export class Redis {
-  constructor(port, dir, args) {
+  constructor(port, dir, args, password) {
     this.port = port;
     this.dir = dir;
     this.args = args;
+    this.password = password;
     this.url = `redis://127.0.0.1:${port}`;
     this.child = null;
   }
 
   async start() {
+    const auth = this.password ? ['--requirepass', this.password] : [];
     this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '',
-      '--appendonly', 'yes', ...this.args], { stdio: 'ignore' });
+      '--appendonly', 'yes', ...auth, ...this.args], { stdio: 'ignore' });
     this.child.unref();
     this.exited = new Promise((resolve) => this.child.once('exit', resolve));
     await eventually(() => this.ping() === 'PONG', { timeout: 5000, what: `redis-server on port ${this.port}` });
@@ -22,14 +27,14 @@ export class Redis {
 
   ping() {
     try {
-      return execFileSync('redis-cli', ['-p', String(this.port), 'ping'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+      return execFileSync('redis-cli', ['-p', String(this.port), 'ping'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: cliEnv(this.password) }).trim();
     } catch {
       return null;
     }
   }
 
   cli(...args) {
-    return execFileSync('redis-cli', ['-p', String(this.port), ...args.map(String)], { encoding: 'utf8', maxBuffer: 1 << 28 }).trim();
+    return execFileSync('redis-cli', ['-p', String(this.port), ...args.map(String)], { encoding: 'utf8', maxBuffer: 1 << 28, env: cliEnv(this.password) }).trim();
   }
 
   /** A clean stop (SIGTERM: Redis writes its AOF and exits), as an operator's restart does. */
@@ -48,16 +53,20 @@ export class Redis {
   }
 }
 
-/** Starts a redis-server (AOF on, so the gateway's persistence check passes). */
-export async function startRedis({ t, args = [] } = {}) {
-  const redis = new Redis(await closedPort(), makeTempDir('tahua-redis-'), args);
+/** Starts a redis-server (AOF on, so the gateway's persistence check passes); `password`: requirepass. */
+export async function startRedis({ t, args = [], password } = {}) {
+  const redis = new Redis(await closedPort(), makeTempDir('tahua-redis-'), args, password);
   await redis.start();
   if (t) t.after(() => redis.stop());
   return redis;
 }
 
-/** A Redis Sentinel (redis-server --sentinel) watching the master on `masterPort` as `name`, quorum 1, quick failover. */
-export async function startSentinel({ t, masterPort, name = 'mymaster' }) {
+/**
+ * A Redis Sentinel (redis-server --sentinel) watching the master on `masterPort` as `name`,
+ * quorum 1, quick failover. `masterPassword`: the master's requirepass; `password`: the
+ * sentinel's own.
+ */
+export async function startSentinel({ t, masterPort, name = 'mymaster', masterPassword, password }) {
   const { writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');
   const port = await closedPort();
@@ -68,12 +77,14 @@ export async function startSentinel({ t, masterPort, name = 'mymaster' }) {
     `sentinel monitor ${name} 127.0.0.1 ${masterPort} 1`,
     `sentinel down-after-milliseconds ${name} 500`,
     `sentinel failover-timeout ${name} 2000`,
-    `sentinel parallel-syncs ${name} 1`, '',
+    `sentinel parallel-syncs ${name} 1`,
+    ...(masterPassword ? [`sentinel auth-pass ${name} ${masterPassword}`] : []),
+    ...(password ? [`requirepass ${password}`] : []), '',
   ].join('\n'));
   const child = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
   child.unref();
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  const cli = (...args) => execFileSync('redis-cli', ['-p', String(port), ...args.map(String)], { encoding: 'utf8' }).trim();
+  const cli = (...args) => execFileSync('redis-cli', ['-p', String(port), ...args.map(String)], { encoding: 'utf8', env: cliEnv(password) }).trim();
   await eventually(() => { try { return cli('ping') === 'PONG'; } catch { return false; } }, { timeout: 5000, what: 'the sentinel' });
   const sentinel = {
     port,

@@ -85,10 +85,13 @@ preStop sleep + server.drain_timeout + tahua's own hard stop (5 s) + a margin be
 {{- define "tahua.store" -}}
 {{- $r := .Values.redis -}}
 {{- $settings := deepCopy ($r.settings | default (dict)) -}}
-{{- range $key := list "url" "sentinel" "cluster" -}}
+{{- range $key := list "url" "sentinel" "cluster" "username" -}}
 {{- if hasKey $settings $key -}}
 {{- fail (printf "redis.settings.%s: give it as redis.external.%s (or use redis.mode bundled)" $key $key) -}}
 {{- end -}}
+{{- end -}}
+{{- if hasKey $settings "password_env" -}}
+{{- fail "redis.settings.password_env: give the Secret as redis.external.existingSecret (the chart sets the variable and names it)" -}}
 {{- end -}}
 {{- if eq $r.mode "bundled" -}}
 {{- $host := printf "%s-0.%s.%s.svc.%s" (include "tahua.redisName" .) (include "tahua.redisName" .) .Release.Namespace .Values.clusterDomain -}}
@@ -96,8 +99,10 @@ preStop sleep + server.drain_timeout + tahua's own hard stop (5 s) + a margin be
 {{- toYaml (dict "type" "redis" "redis" $settings) -}}
 {{- else if eq $r.mode "external" -}}
 {{- $_ := set $settings "url" (required "redis.external.url is required with redis.mode external (redis://[[user]:password@]host[:port][/db])" $r.external.url) -}}
+{{- $_ := merge $settings (include "tahua.redisCredentials" (list $r.external "TAHUA_REDIS_PASSWORD") | fromYaml) -}}
 {{- if $r.external.sentinel.addresses -}}
-{{- $_ := set $settings "sentinel" (dict "addresses" $r.external.sentinel.addresses "master" (required "redis.external.sentinel.master is required with sentinel addresses" $r.external.sentinel.master)) -}}
+{{- $sentinel := dict "addresses" $r.external.sentinel.addresses "master" (required "redis.external.sentinel.master is required with sentinel addresses" $r.external.sentinel.master) -}}
+{{- $_ := set $settings "sentinel" (merge $sentinel (include "tahua.redisCredentials" (list $r.external.sentinel "TAHUA_REDIS_SENTINEL_PASSWORD") | fromYaml)) -}}
 {{- end -}}
 {{- if $r.external.cluster.nodes -}}
 {{- $_ := set $settings "cluster" (dict "nodes" $r.external.cluster.nodes) -}}
@@ -105,6 +110,51 @@ preStop sleep + server.drain_timeout + tahua's own hard stop (5 s) + a margin be
 {{- toYaml (dict "type" "redis" "redis" $settings) -}}
 {{- else -}}
 {{- toYaml (dict "type" "memory" "journal" "/var/lib/tahua/store/journal") -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The variables the chart sets from redis.external.existingSecret and
+redis.external.sentinel.existingSecret: name -> that values block. The config names them
+in password_env, so the password is in no ConfigMap.
+*/}}
+{{- define "tahua.redisPasswordVars" -}}
+{{- $e := .Values.redis.external -}}
+{{- if eq .Values.redis.mode "external" -}}
+{{- if $e.existingSecret.name }}
+TAHUA_REDIS_PASSWORD: {{ toJson $e.existingSecret }}
+{{- end }}
+{{- if $e.sentinel.existingSecret.name }}
+TAHUA_REDIS_SENTINEL_PASSWORD: {{ toJson $e.sentinel.existingSecret }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* username and password_env, as YAML, from (list <redis.external or its sentinel> <the variable>). */}}
+{{- define "tahua.redisCredentials" -}}
+{{- $block := index . 0 -}}
+{{- if $block.existingSecret.name -}}
+password_env: {{ index . 1 }}
+{{- with $block.username }}
+username: {{ toJson . }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+server.workers, when the config does not set it: the CPU limit (the request without one),
+rounded up, at least 1 ("1500m" -> 2). Empty without either: tahua's own default.
+*/}}
+{{- define "tahua.workers" -}}
+{{- $cpu := dig "limits" "cpu" "" (.Values.resources | default dict) | default (dig "requests" "cpu" "" (.Values.resources | default dict)) | toString -}}
+{{- if $cpu -}}
+{{- $n := 0 -}}
+{{- if hasSuffix "m" $cpu -}}
+{{- $n = div (add (trimSuffix "m" $cpu | int) 999) 1000 -}}
+{{- else -}}
+{{- $n = ceil (float64 $cpu) | int -}}
+{{- end -}}
+{{- max 1 $n -}}
 {{- end -}}
 {{- end -}}
 
@@ -166,6 +216,9 @@ the config and the pod agree are here.
 {{- fail "config.files.base.yaml.kubernetes: set kubernetes.* instead (the chart writes the section and grants what it needs)" -}}
 {{- end -}}
 {{- $_ := set $server "drain_timeout" (printf "%ds" (int .Values.drain.timeoutSeconds)) -}}
+{{- if not (hasKey $server "workers") -}}
+{{- with include "tahua.workers" . }}{{ $_ := set $server "workers" (int .) }}{{ end -}}
+{{- end -}}
 {{- $_ := set $base "server" $server -}}
 {{- $_ := set $base "store" (include "tahua.store" . | fromYaml) -}}
 {{- if include "tahua.kubernetesApi" . -}}
@@ -206,11 +259,12 @@ the config and the pod agree are here.
 {{- end -}}
 {{- end -}}
 
-{{/* Every variable an *_env of the config names must come from the Secret. */}}
+{{/* Every variable an *_env of the config names must come from the Secret (or the Redis' own). */}}
 {{- $text := values $files | join "\n" -}}
+{{- $redisVars := include "tahua.redisPasswordVars" . | fromYaml -}}
 {{- range regexFindAll "[A-Za-z0-9_]*_env: *[\"']?[A-Za-z_][A-Za-z0-9_]*" $text -1 -}}
 {{- $var := regexReplaceAll "^[A-Za-z0-9_]*_env: *[\"']?" . "" -}}
-{{- if not (has $var $.Values.secrets.envVars) -}}
+{{- if not (or (has $var $.Values.secrets.envVars) (hasKey $redisVars $var)) -}}
 {{- fail (printf "the config reads %s (%s) but secrets.envVars does not list it: add it there and to the Secret" $var .) -}}
 {{- end -}}
 {{- end -}}
@@ -223,7 +277,7 @@ the config and the pod agree are here.
 {{- if not (has $r.mode (list "bundled" "external" "none")) -}}
 {{- fail (printf "redis.mode %q: bundled, external or none" $r.mode) -}}
 {{- end -}}
-{{- $external := or $r.external.url $r.external.sentinel.addresses $r.external.sentinel.master $r.external.cluster.nodes -}}
+{{- $external := or $r.external.url $r.external.sentinel.addresses $r.external.sentinel.master $r.external.cluster.nodes $r.external.username $r.external.existingSecret.name $r.external.sentinel.username $r.external.sentinel.existingSecret.name -}}
 {{- if and (ne $r.mode "external") $external -}}
 {{- fail (printf "redis.mode %s with redis.external settings: use redis.mode external for an existing Redis (the bundled one needs no url), or remove redis.external" $r.mode) -}}
 {{- end -}}
@@ -232,6 +286,20 @@ the config and the pod agree are here.
 {{- end -}}
 {{- if and $r.external.sentinel.master (not $r.external.sentinel.addresses) -}}
 {{- fail "redis.external.sentinel.master without sentinel addresses" -}}
+{{- end -}}
+{{- if and $r.external.existingSecret.name (regexMatch "^redis://[^/]*@" $r.external.url) -}}
+{{- fail "redis.external.url has credentials and redis.external.existingSecret is set: give the password in one place (the Secret)" -}}
+{{- end -}}
+{{- range $block, $e := dict "redis.external" $r.external "redis.external.sentinel" $r.external.sentinel -}}
+{{- if and $e.username (not $e.existingSecret.name) -}}
+{{- fail (printf "%s.username without %s.existingSecret: a user needs its password" $block $block) -}}
+{{- end -}}
+{{- if and $e.existingSecret.name (not $e.existingSecret.key) -}}
+{{- fail (printf "%s.existingSecret.key: the Secret's key that holds the password is required" $block) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $r.external.sentinel.existingSecret.name (not $r.external.sentinel.addresses) -}}
+{{- fail "redis.external.sentinel.existingSecret without sentinel addresses" -}}
 {{- end -}}
 {{- if and .Values.rbac.create (include "tahua.kubernetesApi" .) (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "rbac.create with serviceAccount.create false needs serviceAccount.name: the Role would go to the namespace's default account, which every pod without one of its own runs as" -}}

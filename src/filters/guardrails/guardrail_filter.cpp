@@ -722,7 +722,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   // records' `guardrail_signals` are written again from the notes.
   static void note(RequestContext& ctx, GuardState& st, const GuardrailPolicyConfig& pol, guardrails::InjectionReading& r) {
     auto it = std::find_if(st.injection.begin(), st.injection.end(), [&](const InjectionNote& n) { return n.policy == &pol && n.rule == r.rule; });
-    if (it == st.injection.end()) it = st.injection.insert(st.injection.end(), InjectionNote{&pol, r.rule});
+    if (it == st.injection.end()) {
+      InjectionNote fresh;
+      fresh.policy = &pol;
+      fresh.rule = r.rule;
+      it = st.injection.insert(st.injection.end(), std::move(fresh));
+    }
     if (r.score <= it->score) return;
     it->score = r.score;
     it->signals.swap(r.signals);

@@ -44,7 +44,10 @@ bool OutputModeration::attach(const std::vector<const GuardrailPolicyConfig*>& p
   handler_ = &handler;
   for (const GuardrailPolicyConfig* pol : policies)
     for (const auto& rule : pol->rules->rules())
-      if (onAnswers(rule)) monitors_.push_back(Monitor{Rule{pol, &rule}});
+      if (onAnswers(rule)) {
+        Monitor& m = monitors_.emplace_back();
+        m.rule = Rule{pol, &rule};
+      }
   return active();
 }
 

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <deque>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -15,11 +14,10 @@
 #include "filters/guardrails/moderation_call.h"
 #include "filters/guardrails/output_moderation.h"
 #include "filters/guardrails/policy_match.h"
-#include "filters/usage/pending_records.h"
+#include "filters/guardrails/quality_check.h"
 #include "filters/worker_services.h"
 #include "guardrails/injection_signals.h"
 #include "guardrails/rule_set.h"
-#include "providers/embedding_call.h"
 #include "telemetry/metrics.h"
 
 namespace tahua {
@@ -37,39 +35,6 @@ using guardrail_texts::Text;
 // keeps every later event waiting behind it).
 constexpr std::size_t kMaxChannels = 256;
 constexpr std::size_t kMaxHeldBytes = 1 << 20;
-// The prompt and answer text the quality check embeds, each (about 4k tokens: within
-// what embedding models take).
-constexpr std::size_t kMaxQualityText = 16 << 10;
-
-// A quality verdict: ok, low (below the threshold) or unchecked (no embeddings in time).
-struct QualityOutcome {
-  std::string_view verdict;
-  double similarity = 0;
-  std::string error;  // unchecked: why
-};
-
-QualityOutcome judgeQuality(const OutboundResponse& res, double threshold) {
-  QualityOutcome q;
-  const auto vectors = embeddingsOf(res, 2);
-  if (vectors.empty()) {
-    q.verdict = "unchecked";
-    q.error = res.status == 0 ? res.error : "not an embeddings answer (status " + std::to_string(res.status) + ")";
-    return q;
-  }
-  q.similarity = cosineSimilarity(vectors[0], vectors[1]);
-  q.verdict = q.similarity < threshold ? "low" : "ok";
-  return q;
-}
-
-// A stream's quality check, answered after its request may have ended: what the answer
-// needs then, with the request's context while it lives (onComplete clears it).
-struct GuardState;
-struct QualityCall {
-  RequestContext* ctx = nullptr;
-  GuardState* st = nullptr;
-  std::string request_id, record_key, policy, rule;
-  double threshold = 0;
-};
 
 struct Redaction {
   std::size_t begin, end;
@@ -141,21 +106,14 @@ struct GuardState {
   int calls = 0;
   bool deciding = false, answered = false;
   FilterStatus answer = FilterStatus::Continue;
-  // The answer-quality check: one rule per request (a blocking one first), sampled in.
-  const GuardrailPolicyConfig* quality_policy = nullptr;
-  const guardrails::RuleSpec* quality_rule = nullptr;
-  std::string prompt;       // the last user message
-  std::string answer_text;  // a stream's text, as it passed
-  std::string quality, similarity;  // the verdict (record fields, x-tahua-quality)
-  std::string quality_header;
-  std::shared_ptr<QualityCall> call;  // a stream's check in flight
+  QualityCheck quality;  // the answer-quality check (quality_check.h)
   std::string unchecked;  // moderation rules with no verdict, "policy/rule:stage,..." (records)
   // Moderation of the answer (output_moderation.h).
   bool moderates_answer = false;  // an attached policy has an output moderation rule
   ModerationEvents events;
   OutputModeration moderation;
   // A whole answer being judged (onAnswer): what is still out, and what it comes to.
-  bool judging = false, quality_pending = false;
+  bool judging = false;
   FilterStatus judged = FilterStatus::Continue;
   bool answer_blocked = false;            // a moderation rule flagged it, action block
   std::optional<Error> answer_unchecked;  // a fail-closed moderation rule gave no verdict
@@ -218,8 +176,8 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     }
     const bool answering = ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
                            ctx.endpoint == Endpoint::Messages || ctx.endpoint == Endpoint::Responses;
-    if (answering) chooseQualityRule(st);
-    if (!request_targets && !st.quality_rule) return FilterStatus::Continue;
+    if (answering) st.quality.choose(st.policies);
+    if (!request_targets && !st.quality.chosen()) return FilterStatus::Continue;
     if (ctx.endpoint == Endpoint::StoredResponse || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens)
       return FilterStatus::Continue;
     json::monotonic_resource arena(arena_, sizeof arena_);
@@ -227,7 +185,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     json::value body = json::parse(ctx.body, ec, &arena);
     if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
     if (!request_targets) {
-      takePrompt(ctx, st, body);
+      st.quality.takePrompt(ctx.endpoint, body);
       return FilterStatus::Continue;
     }
     std::vector<Text> texts;
@@ -241,7 +199,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       ctx.fail(Error{ErrorKind::ContentBlocked, std::move(message)});
       return FilterStatus::Stop;
     }
-    takePrompt(ctx, st, body);  // after the local redactions: what they masked never leaves
+    st.quality.takePrompt(ctx.endpoint, body);  // after the local redactions: what they masked never leaves
     const bool changed = v.changed;
     if (changed) {
       // The limits, the token estimate and the upstream see the masked body.
@@ -277,13 +235,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   bool judgesAnswers() const override { return true; }
   bool judgesAnswer(const RequestContext& ctx) const override {
     const GuardState& st = state(ctx);
-    return (st.quality_rule != nullptr || st.moderates_answer) && !ctx.facts.stream;
+    return (st.quality.chosen() || st.moderates_answer) && !ctx.facts.stream;
   }
 
   FilterStatus onAnswer(RequestContext& ctx) override {
     GuardState& st = state(ctx);
-    st.quality.clear();
-    st.similarity.clear();
+    st.quality.clearVerdict();
     st.answer_blocked = false;
     st.answer_unchecked.reset();
     st.judged = FilterStatus::Continue;
@@ -298,7 +255,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
       for (const Text& t : texts)
         if (t.target == guardrails::kOutput && !t.text->empty()) {
-          if (st.quality_rule) appendText(text, *t.text);
+          if (st.quality.chosen()) QualityCheck::appendText(text, *t.text);
           if (st.moderates_answer) answered.emplace_back(*t.text);
         }
     }
@@ -309,21 +266,16 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       if (st.moderation.attach(st.policies, services_, st.events))
         st.moderation.checkAnswer(std::vector<std::string_view>(answered.begin(), answered.end()));
     }
-    if (st.quality_rule && !text.empty()) {  // tool calls only: nothing to compare
-      st.quality_pending = true;
-      const GuardrailPolicyConfig* pol = st.quality_policy;
-      const guardrails::RuleSpec* rule = st.quality_rule;
-      embedForQuality(st, std::move(text), [this, &ctx, pol, rule](OutboundResponse res) {
+    if (st.quality.chosen() && !text.empty()) {  // tool calls only: nothing to compare
+      const GuardrailPolicyConfig* pol = st.quality.policy();
+      const guardrails::RuleSpec* rule = st.quality.rule();
+      st.quality.judgeAnswer(ctx, std::move(text), services_, metrics_, [this, &ctx, pol, rule](const QualityOutcome& q) {
         GuardState& s = state(ctx);
-        s.quality_pending = false;
-        const QualityOutcome q = judgeQuality(res, rule->quality.threshold);
-        qualityVerdict(ctx.request_id, pol->name, rule->name, q);
-        setQuality(ctx, s, q);
         if (q.verdict == "low") {
           verdict(ctx, s, *pol, rule->name, rule->action, "output");
           if (rule->action == Action::Block) {
             ctx.fail(Error{ErrorKind::ResponseQualityLow, "The answer was judged off-topic by guardrail rule \"" + pol->name + "/" + rule->name +
-                                                             "\" (similarity " + s.similarity + ", below " + score(rule->quality.threshold) +
+                                                             "\" (similarity " + s.quality.similarity() + ", below " + score(rule->quality.threshold) +
                                                              "); a retry is not likely to do better."});
             s.judged = FilterStatus::Stop;
           }
@@ -332,13 +284,13 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       });
     }
     st.judging = false;
-    if (st.quality_pending || st.moderation.callsInFlight() > 0) return FilterStatus::Pause;
+    if (st.quality.pending() || st.moderation.callsInFlight() > 0) return FilterStatus::Pause;
     return st.judged;
   }
 
   // One of a whole answer's checks answered: the answer goes on once none is out.
   void judgedPart(RequestContext& ctx, GuardState& st) {
-    if (st.judging || st.quality_pending || st.moderation.callsInFlight() > 0) return;
+    if (st.judging || st.quality.pending() || st.moderation.callsInFlight() > 0) return;
     ctx.resumer->resume(st.judged);
   }
 
@@ -378,7 +330,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     GuardState& st = state(ctx);
     st.endpoint = ctx.endpoint;
     const bool answered = ctx.status >= 200 && ctx.status < 300 && !ctx.error && !ctx.local_reply;
-    st.streaming = ctx.streaming && (st.answer_targets || st.quality_rule) && answered;
+    st.streaming = ctx.streaming && (st.answer_targets || st.quality.chosen()) && answered;
     if (st.streaming && st.moderates_answer) {
       st.events.filter = this;
       st.events.ctx = &ctx;
@@ -386,21 +338,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     }
     if (!ctx.response_headers) return;
     if (!st.verdicts.empty()) ctx.response_headers->emplace_back("x-tahua-guardrails", st.verdicts);
-    if (!st.quality.empty()) {
-      st.quality_header = st.similarity.empty() ? st.quality : st.quality + "; similarity=" + st.similarity;
-      ctx.response_headers->emplace_back("x-tahua-quality", st.quality_header);
-    }
+    st.quality.addHeader(*ctx.response_headers);
     // A refused answer: the SDKs' own retries would only pay for more of the same.
     if (ctx.error && ctx.error->kind == ErrorKind::ResponseQualityLow) ctx.response_headers->emplace_back("x-should-retry", "false");
   }
 
-  void onComplete(RequestContext& ctx) override {
-    GuardState& st = state(ctx);
-    if (st.call) {  // a stream's check still in flight: its verdict goes to PendingRecords
-      st.call->ctx = nullptr;
-      st.call->st = nullptr;
-    }
-  }
+  void onComplete(RequestContext& ctx) override { state(ctx).quality.requestEnded(); }
 
   void onResponseBody(RequestContext& ctx, std::string& body) override {
     GuardState& st = state(ctx);
@@ -471,7 +414,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (!st.blocked) st.moderation.check(st.ended);
     if (!st.blocked) release(ctx, st);
     const bool waits = !st.blocked && st.moderation.busy(st.ended);
-    if (st.ended && !st.blocked && !waits) checkStreamQuality(ctx, st);
+    // A streamed answer that ended normally: its quality checked without delaying anything.
+    if (st.ended && !st.blocked && !waits)
+      st.quality.checkStream(ctx, services_, metrics_, records_, [&ctx, &st](const std::string& tag) { appendVerdict(ctx, st, tag); });
     if (st.blocked) {
       // What is held back is dropped: it holds the match, or text the block cuts off.
       st.cut = true;
@@ -601,121 +546,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       if ((at == 0 || list[at - 1] == ',') && (end == list.size() || list[end] == ',')) return true;
     }
     return false;
-  }
-
-  // The quality rule of the request: the first attached one that blocks, else the first
-  // that flags; checked for its `sample` share of requests.
-  void chooseQualityRule(GuardState& st) {
-    for (int want_block = 1; want_block >= 0 && !st.quality_rule; --want_block)
-      for (const GuardrailPolicyConfig* pol : st.policies) {
-        for (const auto& rule : pol->rules->rules())
-          if (rule.detector == guardrails::RuleSpec::Detector::Quality && (rule.action == Action::Block) == (want_block == 1)) {
-            st.quality_policy = pol;
-            st.quality_rule = &rule;
-            break;
-          }
-        if (st.quality_rule) break;
-      }
-    if (!st.quality_rule || st.quality_rule->quality.sample >= 1) return;
-    thread_local std::minstd_rand rng{std::random_device{}()};
-    if (std::uniform_real_distribution<double>(0, 1)(rng) >= st.quality_rule->quality.sample) st.quality_rule = nullptr;
-  }
-
-  // The last user message, which the quality check compares the answer with (none: no check).
-  static void takePrompt(const RequestContext& ctx, GuardState& st, json::value& body) {
-    if (!st.quality_rule) return;
-    st.prompt = guardrail_texts::lastUserText(ctx.endpoint, body);
-    if (st.prompt.empty()) st.quality_rule = nullptr;
-    else if (st.prompt.size() > kMaxQualityText) st.prompt.resize(utf8Floor(st.prompt, kMaxQualityText));
-  }
-
-  static std::size_t utf8Floor(std::string_view s, std::size_t n) {
-    if (n >= s.size()) return s.size();
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-    return n;
-  }
-
-  // Appends a text (whole answers: texts on lines of their own), up to kMaxQualityText.
-  static void appendText(std::string& to, std::string_view text, bool separate = true) {
-    if (to.size() >= kMaxQualityText) return;
-    if (separate && !to.empty()) to += '\n';
-    to.append(text.substr(0, utf8Floor(text, kMaxQualityText - std::min(to.size(), kMaxQualityText))));
-  }
-
-
-  // The prompt and `answer` embedded in one call to the rule's model (through the worker's
-  // upstream client); `done` gets its answer.
-  void embedForQuality(const GuardState& st, std::string answer, std::function<void(OutboundResponse)> done) {
-    const guardrails::QualitySpec& q = st.quality_rule->quality;
-    services_.callModel(q.embedding_model, Endpoint::Embeddings, embeddingRequestBody(q.embedding_model, {st.prompt, std::move(answer)}),
-                        Millis(q.timeout_ms), std::move(done));
-  }
-
-  // Counted and logged (never the texts), with or without the request.
-  void qualityVerdict(std::string_view request_id, const std::string& policy, const std::string& rule, const QualityOutcome& q) {
-    qualityCounted(metrics_, request_id, policy, rule, q);
-  }
-  static void qualityCounted(WorkerMetrics& metrics, std::string_view request_id, const std::string& policy, const std::string& rule,
-                             const QualityOutcome& q) {
-    ++metrics.guardrail_quality[{policy, rule, std::string(q.verdict)}];
-    if (q.verdict == "unchecked")
-      log::warn("guardrail quality check gave no verdict", {{"request_id", request_id}, {"policy", policy}, {"rule", rule}, {"error", q.error}});
-    else
-      log::info("guardrail quality", {{"request_id", request_id}, {"policy", policy}, {"rule", rule}, {"verdict", q.verdict},
-                                      {"similarity", q.similarity}});
-  }
-
-  static void setQuality(RequestContext& ctx, GuardState& st, const QualityOutcome& q) {
-    st.quality = q.verdict;
-    st.similarity.clear();
-    if (q.verdict != "unchecked") {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.4f", q.similarity);
-      st.similarity = buf;
-    }
-    ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] = st.quality;
-    ctx.record_fields[static_cast<std::size_t>(RecordField::QualitySimilarity)] = st.similarity;
-  }
-
-  // A streamed answer that ended normally: checked without delaying anything. A verdict
-  // in before the request ends goes into its records; a later one into PendingRecords
-  // (the usage record waits for it up to 2 s, else a second record carries it).
-  void checkStreamQuality(RequestContext& ctx, GuardState& st) {
-    if (!st.quality_rule || st.answer_text.empty() || st.call) return;
-    auto call = std::make_shared<QualityCall>();
-    call->ctx = &ctx;
-    call->st = &st;
-    call->request_id = ctx.request_id;
-    call->record_key = PendingRecords::keyOf(ctx.request_id, ctx.start);
-    call->policy = st.quality_policy->name;
-    call->rule = st.quality_rule->name;
-    call->threshold = st.quality_rule->quality.threshold;
-    st.call = call;
-    st.quality = "pending";
-    ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] = st.quality;
-    // Only worker-lived things are captured: the filter may be gone (a reload) by then.
-    embedForQuality(st, std::move(st.answer_text), [call, &metrics = metrics_, &records = records_](OutboundResponse res) {
-      const QualityOutcome q = judgeQuality(res, call->threshold);
-      qualityCounted(metrics, call->request_id, call->policy, call->rule, q);
-      if (q.verdict == "low") {
-        ++metrics.guardrail_actions[{call->policy, call->rule, std::string(guardrails::actionName(Action::Flag)), "output"}];
-      }
-      if (call->ctx) {
-        setQuality(*call->ctx, *call->st, q);
-        if (q.verdict == "low") appendVerdict(*call->ctx, *call->st, call->policy + "/" + call->rule + ":flag");
-        call->st->call.reset();  // last: `call` is this closure's own copy
-        return;
-      }
-      std::string fields = "\"quality\":\"" + std::string(q.verdict) + "\",\"quality_similarity\":";
-      if (q.verdict == "unchecked") {
-        fields += "null";
-      } else {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.4f", q.similarity);
-        fields += buf;
-      }
-      records.settle(call->record_key, fields);
-    });
   }
 
   // An injection reading of one text: the rule's note keeps the highest score, and the
@@ -875,7 +705,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
               stopUnchecked(ctx, st, "more than 256 choices, content blocks or tool calls");
               return;
             }
-            if (st.quality_rule && t.target == guardrails::kOutput) appendText(st.answer_text, *t.text, false);
+            if (st.quality.chosen() && t.target == guardrails::kOutput) st.quality.streamed(*t.text);
             Channel& ch = st.channels[c];
             const std::size_t begin = ch.size;
             ch.size += t.text->size();

@@ -11,7 +11,7 @@
 
 #include "core/log.h"
 #include "filters/guardrails/guarded_texts.h"
-#include "filters/guardrails/moderation_call.h"
+#include "filters/guardrails/input_moderation.h"
 #include "filters/guardrails/output_moderation.h"
 #include "filters/guardrails/policy_match.h"
 #include "filters/guardrails/quality_check.h"
@@ -68,11 +68,14 @@ struct HeldEvent {
   bool full = false;  // repeats whole texts (Responses' done events)
 };
 
-// The answer's moderation verdicts, handed to the filter (defined after it).
+// The moderation verdicts (the request's and the answer's), handed to the filter (defined
+// after it).
 class GuardrailFilter;
-struct ModerationEvents final : OutputModeration::Handler {
+struct ModerationEvents final : InputModeration::Handler, OutputModeration::Handler {
   GuardrailFilter* filter = nullptr;
   RequestContext* ctx = nullptr;
+  void requestFlagged(const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule) override;
+  void requestUnchecked(const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule, std::string_view why) override;
   void moderationFlagged(const OutputModeration::Rule& r) override;
   void moderationUnchecked(const OutputModeration::Rule& r, std::string_view why) override;
   void moderationAnswered() override;
@@ -102,10 +105,7 @@ struct GuardState {
   std::string out;
   Error block_error;
   Endpoint endpoint = Endpoint::None;
-  // Moderation calls in flight for the request (onUpstreamSelect paused).
-  int calls = 0;
-  bool deciding = false, answered = false;
-  FilterStatus answer = FilterStatus::Continue;
+  InputModeration input_moderation;  // of the request's text (input_moderation.h)
   QualityCheck quality;  // the answer-quality check (quality_check.h)
   std::string unchecked;  // moderation rules with no verdict, "policy/rule:stage,..." (records)
   // Moderation of the answer (output_moderation.h).
@@ -210,7 +210,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         ctx.facts = std::move(*facts);
       }
     }
-    return moderate(ctx, st, texts);
+    st.events.filter = this;
+    st.events.ctx = &ctx;
+    return st.input_moderation.check(ctx, st.policies, texts, services_, st.events);
   }
 
   // A fallback model: the policies attached to it apply to its answer too (the request's
@@ -292,6 +294,14 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   void judgedPart(RequestContext& ctx, GuardState& st) {
     if (st.judging || st.quality.pending() || st.moderation.callsInFlight() > 0) return;
     ctx.resumer->resume(st.judged);
+  }
+
+  void requestFlagged(RequestContext& ctx, const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule) {
+    verdict(ctx, state(ctx), pol, rule.name, rule.action, "input");
+  }
+
+  void requestUnchecked(RequestContext& ctx, const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule, std::string_view why) {
+    unchecked(ctx, state(ctx), pol, rule, why, "input");
   }
 
   void moderationFlagged(RequestContext& ctx, const OutputModeration::Rule& r) {
@@ -473,55 +483,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       }
     }
     return v;
-  }
-
-  // The moderation rules' calls, with the request's text after the local redactions (what
-  // the local rules masked never leaves the gateway). Continue at once when there are
-  // none; else Pause until every call answered or timed out.
-  FilterStatus moderate(RequestContext& ctx, GuardState& st, const std::vector<Text>& texts) {
-    st.deciding = true;
-    st.answered = false;
-    for (const GuardrailPolicyConfig* pol : st.policies) {
-      const auto& rules = pol->rules->rules();
-      for (std::size_t r = 0; r < rules.size(); ++r) {
-        if (rules[r].detector != guardrails::RuleSpec::Detector::Moderation) continue;
-        std::vector<std::string_view> input;
-        for (const Text& t : texts)
-          if ((t.target & rules[r].targets) && !t.text->empty()) input.emplace_back(*t.text);
-        if (input.empty()) continue;
-        auto call = guardrail_moderation::request(rules[r].moderation, input);
-        if (!call) continue;  // checked when the config loaded
-        ++st.calls;
-        services_.fetch(std::move(*call), [this, &ctx, pol, r, n = input.size()](OutboundResponse res) { moderated(ctx, *pol, r, res, n); });
-      }
-    }
-    st.deciding = false;
-    if (st.calls == 0) return st.answered ? st.answer : FilterStatus::Continue;
-    return FilterStatus::Pause;
-  }
-
-  void moderated(RequestContext& ctx, const GuardrailPolicyConfig& pol, std::size_t r, const OutboundResponse& res, std::size_t inputs) {
-    GuardState& st = state(ctx);
-    const auto& rule = pol.rules->rules()[r];
-    const auto reading = guardrail_moderation::read(rule.moderation, res, inputs);
-    if (reading.verdict == guardrail_moderation::Verdict::Flagged) {
-      verdict(ctx, st, pol, rule.name, rule.action, "input");
-      if (rule.action == Action::Block && !st.answered) {
-        ctx.fail(Error{ErrorKind::ContentBlocked, "The request was blocked by guardrail rule \"" + pol.name + "/" + rule.name + "\"."});
-        st.answered = true;
-        st.answer = FilterStatus::Stop;
-      }
-    } else if (reading.verdict == guardrail_moderation::Verdict::None) {
-      unchecked(ctx, st, pol, rule, reading.why, "input");
-      if (rule.moderation.fail_closed && !st.answered) {
-        ctx.fail(Error{ErrorKind::GuardrailUnavailable,
-                       "The guardrail \"" + pol.name + "/" + rule.name + "\" could not check the request; please retry."});
-        st.answered = true;
-        st.answer = FilterStatus::Stop;
-      }
-    }
-    if (--st.calls > 0) return;
-    if (!st.deciding) ctx.resumer->resume(st.answered ? st.answer : FilterStatus::Continue);
   }
 
   // A moderation call with no verdict: logged (never the text), counted, and named in the
@@ -820,6 +781,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   alignas(16) unsigned char arena_[16384];
 };
 
+void ModerationEvents::requestFlagged(const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule) {
+  filter->requestFlagged(*ctx, pol, rule);
+}
+void ModerationEvents::requestUnchecked(const GuardrailPolicyConfig& pol, const guardrails::RuleSpec& rule, std::string_view why) {
+  filter->requestUnchecked(*ctx, pol, rule, why);
+}
 void ModerationEvents::moderationFlagged(const OutputModeration::Rule& r) { filter->moderationFlagged(*ctx, r); }
 void ModerationEvents::moderationUnchecked(const OutputModeration::Rule& r, std::string_view why) { filter->moderationUnchecked(*ctx, r, why); }
 void ModerationEvents::moderationAnswered() { filter->moderationAnswered(*ctx); }

@@ -1,6 +1,6 @@
 // A moderation rule's call (guardrails::ModerationSpec: an endpoint in the shape of
 // OpenAI's POST /v1/moderations) and the reading of its answer, shared by the request's
-// check (guardrail_filter.cpp) and the answer's (output_moderation.cpp).
+// check (input_moderation.cpp) and the answer's (output_moderation.cpp).
 #pragma once
 
 #include <optional>

@@ -1,7 +1,7 @@
 // HTTP/1.1 message heads as the gateway reads them. src/server/http_head.h only writes
 // heads; everything read goes through Beast's parser, so this target drives that parser
 // configured and checked the way the gateway does:
-// - client requests (src/server/session_read.cpp, readRequest): request_parser<string_body>
+// - client requests (src/server/session.cpp, readRequest): request_parser<string_body>
 //   with header_limit / body_limit from server.max_header_bytes / max_body_bytes, only
 //   "chunked" accepted as Transfer-Encoding, the target an absolute path, then the body;
 //   requests repeat on the same buffer as on a keep-alive connection (pipelining);

@@ -2,10 +2,10 @@
 // to src/server/; everything else starts one through session.h). Its members live in
 // rooms named after the part of a request's life they hold:
 //
-//   session.cpp          the connection: keep-alive loop, one request read and served,
-//                        drain, shutdown
-//   session_read.cpp     reading the request and its limits: head, body, an upload's
-//                        body, the lingering close after a refused body
+//   session.cpp          the connection and what it reads: the keep-alive loop, one
+//                        request read and served, its head, body or upload's body and
+//                        their limits, drain, shutdown, the lingering close after a
+//                        refused body
 //   session_phases.cpp   routing, the filter phases (pause and resume), local answers
 //                        and errors
 //   session_relay.cpp    answering from upstream: whole bodies, the stream pump,
@@ -107,11 +107,9 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   // Settings of the snapshot pinned for the current request.
   const ServerConfig& serverConfig() const { return snapshot_->config->server; }
 
-  // session.cpp: the connection.
+  // session.cpp: the connection, reading the request and its limits.
   asio::awaitable<bool> readAndServe();
   asio::awaitable<void> shutdown();
-
-  // session_read.cpp: reading the request and its limits.
   asio::awaitable<std::optional<Error>> readRequest(http::request_parser<RequestBody>& parser);
   static constexpr std::size_t kUploadReadBytes = 64 * 1024;  // Beast reads at most this at once
   Error tooLarge() const;

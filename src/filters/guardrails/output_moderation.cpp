@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/utf8.h"
 #include "filters/guardrails/moderation_call.h"
 #include "filters/worker_services.h"
 
@@ -10,13 +11,6 @@ namespace tahua {
 namespace {
 
 constexpr std::size_t kNoLimit = static_cast<std::size_t>(-1);
-
-// Where a cut at `n` may go without splitting a character (at or before n).
-std::size_t utf8Floor(std::string_view s, std::size_t n) {
-  if (n >= s.size()) return s.size();
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
 
 std::size_t characters(std::string_view s) {
   return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));

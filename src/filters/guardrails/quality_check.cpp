@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/log.h"
+#include "core/utf8.h"
 #include "filters/guardrails/guarded_texts.h"
 #include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
@@ -22,12 +23,6 @@ using guardrails::Action;
 // The prompt and answer text the quality check embeds, each (about 4k tokens: within
 // what embedding models take).
 constexpr std::size_t kMaxQualityText = 16 << 10;
-
-std::size_t utf8Floor(std::string_view s, std::size_t n) {
-  if (n >= s.size()) return s.size();
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
 
 QualityOutcome judgeQuality(const OutboundResponse& res, double threshold) {
   QualityOutcome q;

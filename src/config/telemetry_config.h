@@ -1,6 +1,6 @@
 // The observability sections of the config: traces (`tracing`), usage records for
-// billing (`usage`) and the access log (`access_log`). Apart from config.h, which holds
-// the data path's types. The exporters are set up at start: a reload that changes
+// billing (`usage`) and the access log (`access_log`), gathered with the other sections
+// into config.h's `Config`. The exporters are set up at start: a reload that changes
 // where traces or records go logs that it needs a restart and they keep going where
 // they went; turning them off, sampling, content capture and the access log's sampling
 // apply at once.

@@ -1,0 +1,110 @@
+// The `providers` section (providers_section.cpp) and the top-level `timeouts`: an
+// upstream's endpoint, credentials and resilience settings (timeouts, retry, circuit
+// breaker, connection pool). The vendor registry is config/provider_kind.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/duration.h"
+
+namespace tahua {
+
+struct ProviderKind;  // config/provider_kind.h
+
+// Upstream timeouts. Defaults here, then the top-level `timeouts` section, then the
+// provider's `timeouts`, then a matching route's `timeouts` (field by field).
+struct ProviderTimeouts {
+  Millis connect{5'000};
+  Millis first_byte{120'000};  // request sent → response head
+  Millis idle{60'000};         // between two reads of the body (streams: between chunks)
+  Millis total{600'000};       // the whole attempt
+};
+
+// Timeouts a route sets; unset fields keep the provider's.
+struct TimeoutOverrides {
+  std::optional<Millis> connect, first_byte, idle, total;
+  bool any() const { return connect || first_byte || idle || total; }
+  ProviderTimeouts apply(ProviderTimeouts t) const {
+    if (connect) t.connect = *connect;
+    if (first_byte) t.first_byte = *first_byte;
+    if (idle) t.idle = *idle;
+    if (total) t.total = *total;
+    return t;
+  }
+};
+
+// Retries of one request to the same provider, only while nothing reached the client.
+struct RetryPolicy {
+  int attempts = 1;                         // total tries; 1 = no retry
+  std::vector<int> on_status{429, 502, 503, 504};  // upstream statuses worth another try
+  Millis backoff{200};                      // first wait; doubles per try, full jitter
+  Millis max_backoff{5'000};                // also the longest Retry-After we wait for
+};
+
+// Per-provider circuit breaker (defaults from the seeds' Resilience4j settings for LLM
+// upstreams). Each worker keeps its own breaker over the calls it made.
+struct CircuitBreakerConfig {
+  bool enabled = false;
+  int window = 20;                 // the last N calls are judged (count-based window)
+  // Time-based window instead: the calls of the last window_duration are judged (at most
+  // 10,000 of them are kept). 0 = count-based.
+  Millis window_duration{0};
+  int min_calls = 10;              // no verdict on fewer
+  int failure_rate = 50;           // % of failed calls that opens the breaker
+  Millis slow_call{30'000};        // time to first byte counted as slow; 0 = never slow
+  int slow_call_rate = 80;         // % of slow calls that opens the breaker
+  Millis open_for{60'000};         // then half-open
+  int half_open_probes = 3;        // calls let through half-open; all must succeed
+};
+
+struct MockProviderConfig {
+  int completion_tokens = 16;
+  Millis chunk_delay{0};
+  int embedding_dimensions = 8;
+};
+
+// Bedrock signs every request with AWS SigV4 instead of sending an API key.
+struct AwsConfig {
+  std::string region;
+  std::string access_key_id;      // secret-ish: never logged
+  std::string secret_access_key;  // secret: never logged, never sent
+  std::string session_token;      // optional (temporary credentials)
+};
+
+struct ProviderConfig {
+  std::string name;
+  std::string type;                    // the type's name, as in the config ("openai", "bedrock", ...)
+  const ProviderKind* kind = nullptr;  // its entry in the vendor registry (config/provider_kind.h)
+  std::string base_url;
+  // Parsed from base_url.
+  bool https = false;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string base_path;  // without trailing slash, e.g. "/v1"
+  // Secret: never logged, never sent to clients.
+  std::string api_key;
+  std::string api_key_env;  // name of the env var it came from, for messages
+  bool usable = true;       // false when api_key_env names an unset variable
+  std::vector<std::pair<std::string, std::string>> headers;
+  ProviderTimeouts timeouts;
+  RetryPolicy retry;
+  CircuitBreakerConfig circuit_breaker;
+  bool tls_verify = true;
+  std::string ca_file;
+  std::size_t pool_max_idle = 64;
+  Millis pool_idle_timeout{60'000};
+  MockProviderConfig mock;
+  // Vendor specifics (see README "Providers").
+  std::string anthropic_version = "2023-06-01";  // anthropic: the anthropic-version header
+  std::int64_t default_max_tokens = 4096;        // anthropic, bedrock: when the client sent none
+  std::string api_version;                       // azure-openai: the api-version query parameter
+  bool stream_usage = true;  // openai-format streams: ask for usage upstream, hide it if the client did not
+  AwsConfig aws;             // bedrock
+};
+
+}  // namespace tahua

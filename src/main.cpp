@@ -22,6 +22,7 @@
 #include "server/outbound_client.h"
 #include "core/malloc_tuning.h"
 #include "providers/snapshot.h"
+#include "config/field_table.h"
 #include "runtime/gateway.h"
 
 namespace {
@@ -30,7 +31,7 @@ namespace {
 void usage() {
   std::fprintf(stderr,
                "usage: tahua [--config FILE] [--listen ADDR:PORT] [--no-watch]\n"
-               "       tahua --check-config FILE | --version | --probe URL | --help\n");
+               "       tahua --check-config FILE | --config-reference | --version | --probe URL | --help\n");
 }
 
 // `tahua --help`: what each flag does, what runs without one, where the guides are.
@@ -40,7 +41,7 @@ void help() {
       "model providers and self-hosted inference servers.\n"
       "\n"
       "usage: tahua [--config FILE] [--listen ADDR:PORT] [--no-watch]\n"
-      "       tahua --check-config FILE | --version | --probe URL | --help\n"
+      "       tahua --check-config FILE | --config-reference | --version | --probe URL | --help\n"
       "\n"
       "  --config FILE        run with FILE (YAML; a directory of *.yaml files is merged).\n"
       "                       Without it: the built-in config, a deterministic mock model\n"
@@ -49,6 +50,8 @@ void help() {
       "  --no-watch           reload only on SIGHUP, not when the config file changes.\n"
       "  --check-config FILE  validate FILE without starting: exit 0 when valid, else 1\n"
       "                       with file:line:col and the field on stderr.\n"
+      "  --config-reference   print every config field (type, default, bounds, reload, what\n"
+      "                       it does) as Markdown: docs/configuration.md is this output.\n"
       "  --version            print the version and exit.\n"
       "  --probe URL          GET an http:// URL; exit 0 on a 2xx within 2 s, else 1 (the\n"
       "                       image's health check: it has no shell or curl).\n"
@@ -126,7 +129,10 @@ int main(int argc, char** argv) {
       std::printf("tahua %s\n", TAHUA_VERSION);
       return 0;
     } else if (arg == "--probe") return probe(next());
-    else if (arg == "--help" || arg == "-h") {
+    else if (arg == "--config-reference") {
+      std::fputs(tahua::schema::reference().c_str(), stdout);
+      return 0;
+    } else if (arg == "--help" || arg == "-h") {
       help();
       return 0;
     } else {

@@ -11,13 +11,50 @@
 
 namespace tahua::config_detail {
 
+namespace {
+
+using namespace schema;
+
+constexpr Field kRoot[] = {
+    section("server", "The gateway's own limits and timeouts: connections, heads, bodies, streams, drain."),
+    list("listeners", "", "The public HTTP(S) listeners. Required (at least one), unless `--listen` gives them.").atRestart(),
+    section("limits", "Concurrency caps (bulkheads) for the whole gateway."),
+    section("timeouts", "Defaults for every provider's `timeouts` (the same fields)."),
+    section("access_log", "One JSON line per request (docs/observability.md)."),
+    list("providers", "", "Upstream endpoints and their credentials. Required: at least one; names are unique.").needed(),
+    list("models", "", "The models clients name. Required: at least one, unless a provider is `type: mcp`."),
+    list("routes", "[]", "Routing rules over the requested model, path, headers, caller and prompt; the first match wins."),
+    section("admin", "The admin API on its own listener (docs/admin-api.md)."),
+    section("healing", "Self-healing rules: eject, shift to a fallback, or scale on what the metrics show."),
+    list("tenants", "[]", "Tenants: their models and limits. Declaring tenants or keys turns authentication on."),
+    list("keys", "[]", "API keys (by SHA-256), each of a tenant."),
+    section("auth", "How callers are authenticated: chains of links over paths and headers."),
+    section("rate_limits", "Token- and request-aware limits: per model, and policies per key, tenant or all."),
+    section("store", "Where shared state lives (limits, keys, replicas): this process, or Redis.").atRestart(),
+    section("idempotency", "`Idempotency-Key` answers kept and replayed."),
+    section("discovery", "Upstreams found in DNS (SRV / A records) or the Kubernetes API."),
+    section("kubernetes", "The Kubernetes API: resources and the scale action.").atRestart(),
+    section("region", "This replica's region, and the peers it shares limits with.").atRestart(),
+    section("tracing", "OpenTelemetry traces (OTLP/HTTP JSON)."),
+    section("usage", "Usage records for billing, one per request, delivered at least once."),
+    section("files", "Serve /v1/files and /v1/batches through a provider."),
+    section("mcp", "The MCP gateway's rules; /mcp is served whenever a provider has `type: mcp`."),
+    list("plugins", "[]", "Lua plugins run in a sandbox (docs/plugins.md)."),
+    list("prompts", "[]", "Prompt templates (docs/prompt-templates.md)."),
+    section("responses", "Stored responses: the Responses API's conversation state."),
+    section("cache", "The response cache: exact, semantic, and a shared Redis layer (docs/response-cache.md)."),
+    section("guardrails", "Content rules over requests and answers (docs/guardrails.md)."),
+};
+
+}  // namespace
+
+const schema::Table kRootTable("", "A config file is one YAML mapping of these sections.", kRoot);
+
 Config Loader::load(const YAML::Node& root) {
   Config cfg;
   cfg.source = source_;
   if (!root.IsDefined() || root.IsNull()) fail(root, "", "the file is empty");
-  checkKeys(root, "", {"server", "listeners", "access_log", "limits", "timeouts", "providers", "models", "admin", "routes",
-                       "healing", "tenants", "keys", "auth", "rate_limits", "store", "idempotency", "discovery", "kubernetes", "region", "tracing", "usage", "files", "mcp",
-                       "plugins", "prompts", "responses", "cache", "guardrails"});
+  checkKeys(root, "", kRootTable);
   if (auto n = root["server"]) loadServer(n, cfg.server);
   loadListeners(root["listeners"], root, cfg);
   if (auto n = root["access_log"]) loadAccessLog(n, cfg.access_log);

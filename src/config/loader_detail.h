@@ -15,10 +15,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "config/config.h"
+#include "config/field_table.h"
 
 namespace tahua::config_detail {
 
@@ -91,6 +93,10 @@ class Loader {
   void checkKeys(const YAML::Node& map, const std::string& path, std::initializer_list<std::string_view> allowed) {
     checkKeys(map, path, std::span<const std::string_view>(allowed.begin(), allowed.size()));
   }
+  // The same through the mapping's table (field_table.h); `more`: a second table whose
+  // fields are also allowed here (a provider's vendor options).
+  void checkKeys(const YAML::Node& map, const std::string& path, const schema::Table& table,
+                 std::span<const schema::Field> more = {});
   static std::string join(const std::string& path, std::string_view key) {
     return path.empty() ? std::string(key) : path + "." + std::string(key);
   }
@@ -196,6 +202,44 @@ class Loader {
   std::vector<PendingRef> pending_refs_;
   std::string source_;
   const SourceMap* sources_ = nullptr;
+};
+
+// One mapping read through its table: constructing it refuses the keys the table lacks;
+// each read names a field of the table (one it lacks is a bug in the loader, reported as
+// a config error rather than a crash) and applies the table's bounds.
+class Fields {
+ public:
+  Fields(Loader& loader, const YAML::Node& map, std::string path, const schema::Table& table);
+
+  YAML::Node operator[](std::string_view name) const;  // undefined when absent
+  std::string at(std::string_view name) const { return Loader::join(path_, name); }
+  const std::string& path() const { return path_; }
+  const YAML::Node& node() const { return map_; }
+
+  // When the field is present: reads it into `out` and returns true. Absent: false, or
+  // an error "required" when the table says so.
+  bool read(std::string_view name, std::uint64_t& out);
+  bool read(std::string_view name, double& out);
+  bool read(std::string_view name, bool& out);
+  bool read(std::string_view name, Millis& out);
+  bool read(std::string_view name, std::string& out);
+  template <class T>
+    requires(std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, std::uint64_t>)
+  bool read(std::string_view name, T& out) {
+    std::uint64_t v = 0;
+    if (!read(name, v)) return false;
+    out = static_cast<T>(v);
+    return true;
+  }
+
+ private:
+  const schema::Field& field(std::string_view name, schema::Kind kind) const;
+  YAML::Node present(const schema::Field& f) const;
+
+  Loader& loader_;
+  YAML::Node map_;
+  std::string path_;
+  const schema::Table& table_;
 };
 
 // yaml-cpp keeps both entries of a repeated key; the error for the first one found.

@@ -60,6 +60,99 @@ void Loader::checkKeys(const YAML::Node& map, const std::string& path, std::span
   }
 }
 
+void Loader::checkKeys(const YAML::Node& map, const std::string& path, const schema::Table& table,
+                       std::span<const schema::Field> more) {
+  if (!map.IsMap()) fail(map, path, "expected a mapping");
+  for (const auto& kv : map) {
+    const std::string& key = kv.first.Scalar();
+    if (table.find(key)) continue;
+    bool ok = false;
+    for (const auto& f : more) ok = ok || f.name == key;
+    if (ok) continue;
+    std::string list;
+    for (const auto& f : table.fields) list += (list.empty() ? "" : ", ") + std::string(f.name);
+    for (const auto& f : more) list += ", " + std::string(f.name);
+    fail(kv.first, join(path, key), "unknown field (allowed: " + list + ")");
+  }
+}
+
+Fields::Fields(Loader& loader, const YAML::Node& map, std::string path, const schema::Table& table)
+    : loader_(loader), map_(map), path_(std::move(path)), table_(table) {
+  loader_.checkKeys(map_, path_, table_);
+}
+
+YAML::Node Fields::operator[](std::string_view name) const {
+  if (!table_.find(name))
+    loader_.fail(map_, at(name), "internal: the loader reads a field its table lacks (" + std::string(table_.path) + ")");
+  return map_[std::string(name)];
+}
+
+const schema::Field& Fields::field(std::string_view name, schema::Kind kind) const {
+  const schema::Field* f = table_.find(name);
+  if (!f || f->kind != kind)
+    loader_.fail(map_, at(name), "internal: the loader reads a field its table lacks or types otherwise (" +
+                                     std::string(table_.path) + ")");
+  return *f;
+}
+
+YAML::Node Fields::present(const schema::Field& f) const {
+  YAML::Node v = map_[std::string(f.name)];
+  if (!v && f.required) loader_.fail(map_, at(f.name), "required");
+  return v;
+}
+
+bool Fields::read(std::string_view name, std::uint64_t& out) {
+  const auto& f = field(name, schema::Kind::Integer);
+  const YAML::Node v = present(f);
+  if (!v) return false;
+  out = loader_.integer(v, at(name), static_cast<std::uint64_t>(f.min), static_cast<std::uint64_t>(f.max));
+  return true;
+}
+
+bool Fields::read(std::string_view name, double& out) {
+  const auto& f = field(name, schema::Kind::Number);
+  const YAML::Node v = present(f);
+  if (!v) return false;
+  const std::string what = f.bound.empty() ? std::string("a number") : std::string(f.bound);
+  out = loader_.number(v, at(name), what.c_str(), f.max > 0 ? f.max : 1e6);
+  return true;
+}
+
+bool Fields::read(std::string_view name, bool& out) {
+  const YAML::Node v = present(field(name, schema::Kind::Boolean));
+  if (!v) return false;
+  out = loader_.boolean(v, at(name));
+  return true;
+}
+
+bool Fields::read(std::string_view name, Millis& out) {
+  const auto& f = field(name, schema::Kind::Duration);
+  const YAML::Node v = present(f);
+  if (!v) return false;
+  out = loader_.duration(v, at(name), Millis(static_cast<Millis::rep>(f.min)));
+  return true;
+}
+
+bool Fields::read(std::string_view name, std::string& out) {
+  const schema::Field* f = table_.find(name);
+  if (!f || (f->kind != schema::Kind::String && f->kind != schema::Kind::Choice)) field(name, schema::Kind::String);
+  const YAML::Node v = present(*f);
+  if (!v) return false;
+  out = f->min > 0 ? loader_.nonEmpty(v, at(name)) : loader_.str(v, at(name));
+  if (f->kind == schema::Kind::Choice) {
+    // "a | b | c": the value must be one of them.
+    std::string_view names = f->bound;
+    bool ok = false;
+    while (!names.empty() && !ok) {
+      const auto bar = names.find(" | ");
+      ok = names.substr(0, bar) == out;
+      names = bar == std::string_view::npos ? std::string_view{} : names.substr(bar + 3);
+    }
+    if (!ok) loader_.fail(v, at(name), "expected one of " + std::string(f->bound) + ", got \"" + out + "\"");
+  }
+  return true;
+}
+
 std::string Loader::str(const YAML::Node& node, const std::string& path) {
   if (!node.IsScalar()) fail(node, path, "expected a string");
   return node.Scalar();

@@ -223,6 +223,9 @@ class Fields {
   bool read(std::string_view name, bool& out);
   bool read(std::string_view name, Millis& out);
   bool read(std::string_view name, std::string& out);
+  // A List field of non-empty strings (a name, or a list of names, is not accepted here:
+  // a list only).
+  bool read(std::string_view name, std::vector<std::string>& out);
   template <class T>
     requires(std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, std::uint64_t>)
   bool read(std::string_view name, T& out) {

@@ -153,6 +153,15 @@ bool Fields::read(std::string_view name, std::string& out) {
   return true;
 }
 
+bool Fields::read(std::string_view name, std::vector<std::string>& out) {
+  const YAML::Node v = present(field(name, schema::Kind::List));
+  if (!v) return false;
+  if (!v.IsSequence()) loader_.fail(v, at(name), "expected a list");
+  out.clear();
+  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(loader_.nonEmpty(v[i], at(name) + "[" + std::to_string(i) + "]"));
+  return true;
+}
+
 std::string Loader::str(const YAML::Node& node, const std::string& path) {
   if (!node.IsScalar()) fail(node, path, "expected a string");
   return node.Scalar();

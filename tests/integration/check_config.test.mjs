@@ -121,13 +121,13 @@ describe('--check-config', () => {
   });
 });
 
-describe('README self-healing example', () => {
-  it('the healing block in README.md is valid next to the models it names', async () => {
+describe('self-healing example', () => {
+  it('the healing block in docs/routing.md is valid next to the models it names', async () => {
     const { readFileSync } = await import('node:fs');
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const blocks = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'routing.md'), 'utf8');
+    const blocks = [...guide.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
     const healing = blocks.find((b) => b.startsWith('healing:'));
-    assert.ok(healing, 'README has the self-healing example block');
+    assert.ok(healing, 'docs/routing.md has the self-healing example block');
     const file = writeConfig(
       'listeners:\n  - address: 127.0.0.1\n    port: 0\nproviders:\n  - {name: mock, type: mock}\n' +
         'models:\n  - {name: gpt-4o, provider: mock, fallbacks: [gpt-4o-mini]}\n  - {name: gpt-4o-mini, provider: mock}\n' +
@@ -138,14 +138,14 @@ describe('README self-healing example', () => {
   });
 });
 
-describe('README provider examples', () => {
-  it('the worked provider config in README.md is valid', async () => {
+describe('provider examples', () => {
+  it('the worked provider config in docs/providers.md is valid', async () => {
     const { readFileSync } = await import('node:fs');
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'providers.md'), 'utf8');
     // The block under "Worked examples" holds every provider type.
-    const blocks = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
+    const blocks = [...guide.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
     const worked = blocks.find((b) => b.includes('type: bedrock') && b.startsWith('providers:'));
-    assert.ok(worked, 'README has the worked provider examples block');
+    assert.ok(worked, 'docs/providers.md has the worked provider examples block');
     const file = writeConfig(`listeners:\n  - address: 127.0.0.1\n    port: 0\n${worked}`);
     const r = checkConfig(file);
     assert.equal(r.status, 0, r.stderr);
@@ -155,11 +155,11 @@ describe('README provider examples', () => {
 });
 
 describe('observability examples', () => {
-  it('the tracing and usage blocks of docs/observability.md and the README are valid configs', async () => {
+  it('the tracing and usage blocks of docs/observability.md are valid configs', async () => {
     const { readFileSync } = await import('node:fs');
     const base = 'listeners:\n  - address: 127.0.0.1\n    port: 0\nproviders:\n  - {name: mock, type: mock}\nmodels:\n  - {name: m, provider: mock}\n';
     let checked = 0;
-    for (const doc of ['docs/observability.md', 'README.md']) {
+    for (const doc of ['docs/observability.md']) {
       const text = readFileSync(join(REPO_ROOT, doc), 'utf8');
       for (const [, block] of text.matchAll(/```yaml\n([\s\S]*?)```/g)) {
         if (!/^(tracing|usage):/m.test(block) || /^(server|providers):/m.test(block)) continue;

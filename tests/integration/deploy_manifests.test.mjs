@@ -12,7 +12,7 @@
 // alert rules identical to deploy/prometheus/alerts.yaml, the kustomization. tahua's own
 // CRDs (crds.yaml) define the kinds and plurals its source watches with structural schemas,
 // the service account and Role grant exactly the API requests it makes, and every
-// tahua.dev/v1 example of the README and of the ConfigMap validates against the CRDs'
+// tahua.dev/v1 example of the guides and of the ConfigMap validates against the CRDs'
 // openAPIV3Schema. Finally the real binary loads the ConfigMap's files laid out as the
 // kubelet mounts them (`tahua --check-config DIR`; skipped without a build).
 import { describe, it, before } from 'node:test';
@@ -29,7 +29,9 @@ import { REPO_ROOT, TAHUA_BIN } from './lib/tahua.mjs';
 
 const DIR = join(REPO_ROOT, 'deploy', 'kubernetes');
 const OBSERVABILITY_DOC = join(REPO_ROOT, 'docs', 'observability.md');
-const README = join(REPO_ROOT, 'README.md');
+// The guides with tahua.dev/v1 examples, and how many each holds at least (docs/plugins.md's
+// Plugin names a .lua file beside it: a config directory's form, not a Kubernetes object).
+const GUIDES = [['docs/deploying.md', 4], ['docs/prompt-templates.md', 1]];
 // Kinds without a namespace: kustomize's namespace does not apply to them.
 const CLUSTER_SCOPED = new Set(['Namespace', 'CustomResourceDefinition']);
 
@@ -254,11 +256,15 @@ describe('deploy/kubernetes manifests', () => {
     assert.deepEqual(crdSchemaProblems({ type: 'string', format: 'duration' }), ['/: keyword format is not one the checker knows']);
   });
 
-  it('CRDs: the README\'s tahua.dev/v1 examples and the ConfigMap\'s resources are valid objects of them', () => {
+  it('CRDs: the guides\' tahua.dev/v1 examples and the ConfigMap\'s resources are valid objects of them', () => {
     const crds = crdsByKind(manifests);
-    const examples = markdownResources(readFileSync(README, 'utf8'), 'README.md');
+    const examples = GUIDES.flatMap(([file, least]) => {
+      const found = markdownResources(readFileSync(join(REPO_ROOT, file), 'utf8'), file);
+      assert.ok(found.length >= least, `${file}: ${found.length} tahua.dev/v1 examples, expected ${least}`);
+      return found;
+    });
     const kinds = examples.map((e) => e.doc.kind);
-    assert.ok(kinds.filter((k) => k === 'ModelRoute').length >= 2, `the README's ModelRoute examples are found: ${kinds}`);
+    assert.ok(kinds.filter((k) => k === 'ModelRoute').length >= 2, `the ModelRoute examples of docs/deploying.md are found: ${kinds}`);
     const fromConfigMap = r.tahua.resources.map(({ file, ...doc }) => ({ where: `configmap.yaml ${file}`, doc }));
     assert.ok(fromConfigMap.length > 0);
     const problems = [...examples, ...fromConfigMap].flatMap(({ where, doc }) => crdObjectProblems(crds, doc, where));

@@ -1,4 +1,4 @@
-// Upstream discovery from DNS (README "Discovering upstreams"), against a real DNS
+// Upstream discovery from DNS (docs/routing.md "Discovering upstreams"), against a real DNS
 // server (dnsmasq on a loopback port) whose records name 127.0.0.2-127.0.0.5, each a mock
 // upstream on the same port: endpoints appear and disappear as the records change,
 // traffic spreads over them, a removed endpoint's stream in flight finishes, a failed

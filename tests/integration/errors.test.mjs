@@ -1,4 +1,4 @@
-// Every row of the README error table: status, OpenAI error shape, code; no stack
+// Every row of the error table (docs/errors.md): status, OpenAI error shape, code; no stack
 // traces and no provider key in any error body.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,6 +1,6 @@
 // Correctness under faults, black-box: the real binary in front of an upstream that
 // misbehaves on command (lib/faulty_upstream.mjs), driven over raw sockets so every
-// byte and every connection is the test's. Each block pins one promise of the README:
+// byte and every connection is the test's. Each block pins one promise of docs/errors.md:
 // a broken stream never costs the next request on its connection, never ends silently,
 // always ends with an event a parser can read; the gateway's own exhaustion is not an
 // upstream failure; HTTP's MUSTs; no provider secret in any byte; upstream answers that

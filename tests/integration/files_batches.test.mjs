@@ -173,10 +173,10 @@ describe('files and batches', () => {
     assert.equal(upstream.requests.at(-1).path, `/openai/batches/${b.id}?api-version=2024-10-21`);
   });
 
-  it('the README\'s files block is a working config', async (t) => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const block = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]).find((y) => y.startsWith('files:'));
-    assert.ok(block, 'README has the files example block');
+  it('the files block of docs/files-and-batches.md is a working config', async (t) => {
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'files-and-batches.md'), 'utf8');
+    const block = [...guide.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]).find((y) => y.startsWith('files:'));
+    assert.ok(block, 'docs/files-and-batches.md has the files example block');
     const upstream = await startMockUpstream({ t });
     const config = gatewayConfig({
       providers: [openaiProvider('openai', upstream.baseUrl()), { ...openaiProvider('azure-eu', upstream.baseUrl()), type: 'azure-openai', api_version: '2024-10-21' }],

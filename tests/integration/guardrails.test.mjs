@@ -472,10 +472,11 @@ describe('guardrails and the response cache', () => {
   });
 });
 
-describe("guardrails: the README's example", () => {
+describe("guardrails: the guide's example (docs/guardrails.md)", () => {
   it('loads and does what it says: cards masked for everyone, codenames blocked for the support tenant, moderation called', async (t) => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('## Guardrails'));
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'guardrails.md'), 'utf8');
+    assert.ok(guide.includes('\n## Using it\n'), 'the page has its guide');
+    const section = guide.slice(guide.indexOf('\n## Using it\n'));
     const block = /```yaml\n([\s\S]*?)```/.exec(section)[1];
     assert.match(block, /^guardrails:/m);
     const up = await startMockUpstream({ t });

@@ -294,10 +294,11 @@ describe('answer quality: block', () => {
   });
 });
 
-describe("answer quality: the README's example", () => {
+describe("answer quality: the guide's example (docs/guardrails.md)", () => {
   it('loads and does what it says: checked against the embedding model, refused answers retried once on the fallback', async (t) => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('**Answer quality.**'));
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'guardrails.md'), 'utf8');
+    assert.ok(guide.includes('**Answer quality.**'), 'the guide has answer quality');
+    const section = guide.slice(guide.indexOf('**Answer quality.**'));
     const block = /```yaml\n([\s\S]*?)```/.exec(section)[1];
     assert.match(block, /quality: \{embedding_model: text-embedding-3-small, threshold: 0\.35/);
     const up = await startMockUpstream({ t });

@@ -1,4 +1,4 @@
-// Idempotency-Key (README "Idempotency"): a retry gets the stored answer and the
+// Idempotency-Key (docs/tenants-and-limits.md "Idempotency"): a retry gets the stored answer and the
 // upstream sees one call; completed streams are replayed; a key reused for another
 // request is refused; a retry while the first is still answering is told to wait; a
 // failed first attempt frees the key; with Redis, a retry through another replica gets

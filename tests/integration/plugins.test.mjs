@@ -720,9 +720,9 @@ describe('plugins: the examples in the docs', () => {
   const blocks = (doc, lang) =>
     [...readFileSync(join(REPO_ROOT, doc), 'utf8').matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]);
 
-  it("the README's plugin refuses gpt-4 models to mobile clients", async (t) => {
-    const block = blocks('README.md', 'yaml').find((b) => b.startsWith('plugins:'));
-    assert.ok(block, 'README has the plugins block');
+  it("the short guide's plugin refuses gpt-4 models to mobile clients", async (t) => {
+    const block = blocks('docs/plugins.md', 'yaml').find((b) => b.startsWith('plugins:'));
+    assert.ok(block, 'docs/plugins.md has the plugins block');
     const base = toYaml(gatewayConfig({ providers: [{ name: 'm', type: 'mock' }], models: [{ name: 'gpt-4o', provider: 'm' }] }));
     const gw = await startTahua({ t, args: ['--config', writeConfig(`${base}\n${block}`)] });
     const denied = await post(gw.url, '/v1/chat/completions', chatBody('gpt-4o'), { headers: { 'x-client-type': 'mobile' } });

@@ -207,10 +207,11 @@ describe('prompt templates', () => {
   });
 });
 
-describe('prompt templates: the README', () => {
-  it("the README's PromptTemplate and its curl request render as described", async (t) => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('## Prompt templates'));
+describe('prompt templates: the guide (docs/prompt-templates.md)', () => {
+  it("the guide's PromptTemplate and its curl request render as described", async (t) => {
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'prompt-templates.md'), 'utf8');
+    assert.ok(guide.includes('\n## Using it\n'), 'the page has its guide');
+    const section = guide.slice(guide.indexOf('\n## Using it\n'));
     const resource = /```yaml\n([\s\S]*?)```/.exec(section)[1];
     const curl = /```bash\n([\s\S]*?)```/.exec(section)[1];
     const body = JSON.parse(/-d '([\s\S]*?)'/.exec(curl)[1]);

@@ -168,12 +168,12 @@ describe('several regions', () => {
     });
   });
 
-  it('refuses a region without a Redis store, or with this region as a peer; the README example is valid', async () => {
+  it('refuses a region without a Redis store, or with this region as a peer; the example of docs/deploying.md is valid', async () => {
     const { checkConfig, writeConfig, REPO_ROOT } = await import('./lib/tahua.mjs');
     const { readFileSync } = await import('node:fs');
-    const readme = readFileSync(`${REPO_ROOT}/README.md`, 'utf8');
-    const example = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]).find((b) => b.startsWith('region:'));
-    assert.ok(example, 'README has the region example');
+    const guide = readFileSync(`${REPO_ROOT}/docs/deploying.md`, 'utf8');
+    const example = [...guide.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]).find((b) => b.startsWith('region:'));
+    assert.ok(example, 'docs/deploying.md has the region example');
     const valid = checkConfig(writeConfig('listeners: [{address: 127.0.0.1, port: 0}]\nproviders: [{name: m, type: mock}]\n' +
       'models: [{name: x, provider: m}]\nstore: {type: redis, redis: {url: "redis://127.0.0.1:1"}}\n' + example));
     assert.equal(valid.status, 0, valid.stderr);

@@ -350,10 +350,11 @@ describe('exact response cache through Redis', () => {
   });
 });
 
-describe('response cache: the README', () => {
-  it("the README's semantic block loads: a second question is a semantic hit (the mock embeds every text alike), the route skips it", async (t) => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('A model may add a **semantic** layer'));
+describe('response cache: the guide (docs/response-cache.md)', () => {
+  it("the guide's semantic block loads: a second question is a semantic hit (the mock embeds every text alike), the route skips it", async (t) => {
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'response-cache.md'), 'utf8');
+    assert.ok(guide.includes('A model may add a **semantic** layer'), 'the guide has the semantic layer');
+    const section = guide.slice(guide.indexOf('A model may add a **semantic** layer'));
     const block = /```yaml\n([\s\S]*?)```/.exec(section)[1];
     assert.match(block, /embedding_model: text-embedding-3-small/);
     const upstream = await startMockUpstream({ t });
@@ -372,9 +373,10 @@ describe('response cache: the README', () => {
     assert.equal(hit.headers['x-tahua-cache-similarity'], '1.0000');
   });
 
-  it("the README's cache block loads and caches gpt-4o-mini's answers through its Redis", async (t) => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### Response cache'));
+  it("the guide's cache block loads and caches gpt-4o-mini's answers through its Redis", async (t) => {
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'response-cache.md'), 'utf8');
+    assert.ok(guide.includes('\n## Using it\n'), 'the page has its guide');
+    const section = guide.slice(guide.indexOf('\n## Using it\n'));
     const block = /```yaml\n([\s\S]*?)```/.exec(section)[1];
     assert.match(block, /^cache:/m);
     const redis = await startRedis({ t });

@@ -103,18 +103,19 @@ describe('resources in the state store', () => {
     assert.equal((await one.admin('PUT', '/admin/v1/resources/ModelRoute/auto', { json: { match: { model: 'auto' }, target: 'large' } })).status, 200);
     await eventually(async () => (await servedAs(two.gw, upstream, 'auto')) === 'up-large', { what: 'the route in force on the other replica' });
 
-    // The README's redis-cli lines, run as written (its model names mapped to this config's).
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### Resources from the state store'));
+    // The redis-cli lines of docs/deploying.md, run as written (its model names mapped to this config's).
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'deploying.md'), 'utf8');
+    assert.ok(guide.includes('## Resources from the state store'), 'docs/deploying.md has the section');
+    const section = guide.slice(guide.indexOf('## Resources from the state store'));
     const lines = section.slice(section.indexOf('```sh'), section.indexOf('```', section.indexOf('```sh') + 5))
       .split('\n').filter((l) => l.startsWith('redis-cli '));
-    assert.equal(lines.length, 2, 'the README shows HSET and PUBLISH');
+    assert.equal(lines.length, 2, 'docs/deploying.md shows HSET and PUBLISH');
     for (const line of lines) {
       const args = line.replace('gpt-4o-mini', 'small').slice('redis-cli '.length).match(/'[^']*'|\S+/g).map((a) => a.replace(/^'|'$/g, ''));
       execFileSync('redis-cli', ['-p', String(redis.port), ...args]);
     }
     for (const { gw } of [one, two])
-      await eventually(async () => (await servedAs(gw, upstream, 'auto-cheap')) === 'up-small', { what: 'the README\'s route in force' });
+      await eventually(async () => (await servedAs(gw, upstream, 'auto-cheap')) === 'up-small', { what: 'the guide\'s route in force' });
 
     // By hand again: a valid one, an invalid one, and one the file declares.
     redis.cli('HSET', 'tahua:records:resources',

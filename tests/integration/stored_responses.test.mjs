@@ -303,9 +303,10 @@ describe('stored responses: GET, DELETE, scope, store:false and bounds', () => {
     assert.equal(await status(fromB.id, KEY_B), 200, 'another tenant\'s is untouched');
   });
 
-  it("the README's responses block is a valid config that keeps responses", async (t) => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const block = /```yaml\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf('### Stored responses')))[1];
+  it("the guide's responses block is a valid config that keeps responses", async (t) => {
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'stored-responses.md'), 'utf8');
+    assert.ok(guide.includes('\n## Using it\n'), 'docs/stored-responses.md has its guide');
+    const block = /```yaml\n([\s\S]*?)```/.exec(guide.slice(guide.indexOf('\n## Using it\n')))[1];
     // The block's values, as YAML flow text: "  key: value   # comment" lines.
     const responses = {};
     for (const line of block.split('\n').slice(1)) {

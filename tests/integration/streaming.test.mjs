@@ -161,7 +161,7 @@ describe('upstream timeouts', () => {
     const ex = fx.upstream.next({ mode: 'hold' }); // never released
     const { events } = await openStream(fx.gw.url, STREAM);
     const rest = await withTimeout(collectData(events), 3000, 'the stream to end after the idle timeout');
-    // A timeout, not an interruption: the README's stream table says so.
+    // A timeout, not an interruption: the stream table of docs/errors.md says so.
     const error = expectFinalErrorEvent(rest, ['upstream_timeout']);
     assert.equal(error.type, 'upstream_error');
     assert.match(error.message, /idle timeout \d+ms/);

@@ -1,4 +1,4 @@
-// Tenants, API keys and limits (README "Tenants, keys and limits"), against the real
+// Tenants, API keys and limits (docs/tenants-and-limits.md), against the real
 // binary with the official SDKs: 401/403 in each API's shape before any upstream call,
 // request and token limits with their headers, calibration from a stream's real usage,
 // quotas, and the answers SDKs must not retry.

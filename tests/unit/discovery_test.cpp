@@ -90,18 +90,20 @@ TEST(Discovery, ConfigSections) {
   EXPECT_NE(bad("{name: x, on_empty: drop}").find("dns.on_empty"), std::string::npos);
 }
 
-// The README's example (ctest runs in the source directory) loads as documented.
-TEST(Discovery, ReadmeExampleLoads) {
-  std::ifstream in("README.md");
+// The example of docs/routing.md (ctest runs in the source directory) loads as documented.
+TEST(Discovery, GuideExampleLoads) {
+  std::ifstream in("docs/routing.md");
+  ASSERT_TRUE(in) << "docs/routing.md (tests run from the repository root)";
   std::stringstream text;
   text << in.rdbuf();
-  const std::string readme = text.str();
-  const auto section = readme.find("### Discovering upstreams");
+  const std::string guide = text.str();
+  const auto section = guide.find("## Discovering upstreams");
   ASSERT_NE(section, std::string::npos);
-  const auto open = readme.find("```yaml\n", section);
-  const auto close = readme.find("```", open + 8);
+  const auto open = guide.find("```yaml\n", section);
   ASSERT_NE(open, std::string::npos);
-  auto r = loadConfigString("listeners: [{port: 0}]\n" + readme.substr(open + 8, close - open - 8), "README.md");
+  const auto close = guide.find("```", open + 8);
+  ASSERT_NE(close, std::string::npos);
+  auto r = loadConfigString("listeners: [{port: 0}]\n" + guide.substr(open + 8, close - open - 8), "docs/routing.md");
   ASSERT_TRUE(r.config) << r.error;
   const auto& d = r.config->models.at(0).deployments.at(0);
   ASSERT_TRUE(d.dns);

@@ -320,7 +320,7 @@ export function checkDrain({ pod, container, tahua }) {
   const acceptGraceS = durationMs(tahua.config.server?.drain_accept_grace ?? '0s') / 1000;
   assert.ok(acceptGraceS <= drainS, 'drain_accept_grace is part of drain_timeout');
   assert.ok(grace > sleep + drainS + 5,
-    `terminationGracePeriodSeconds ${grace} > preStop ${sleep} + drain_timeout ${drainS} + 5 (README "Signals")`);
+    `terminationGracePeriodSeconds ${grace} > preStop ${sleep} + drain_timeout ${drainS} + 5 (docs/operations.md "Signals")`);
   return { grace, sleep, drainS };
 }
 

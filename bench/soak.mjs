@@ -32,7 +32,7 @@
 // Checks: (1) sent = answered + client disconnects, i.e. no request without an answer;
 // (2) the gateway's tahua_requests_total for the soak model = answered + client
 // disconnects (requests it must have seen); (3) no stream ended silently, without
-// `data: [DONE]` and without an error event (README: "never silently truncated").
+// `data: [DONE]` and without an error event (docs/errors.md: "never silently truncated").
 import http from 'node:http';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';

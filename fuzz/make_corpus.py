@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora fuzz/corpus/<target>/ from the test fixtures (tests/fixtures/),
-the YAML in the unit tests, README and config/, and a few hand-written inputs.
+the YAML in the unit tests, README, docs/ and config/, and a few hand-written inputs.
 
 Run it again after changing a fixture or a target's input layout (the control bytes a
 target reads first, see each fuzz/<target>.cpp); it rewrites fuzz/corpus/ whole.
@@ -76,6 +76,9 @@ def yaml_seeds():
     readme = (root / "README.md").read_text()
     for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", readme, re.S)):
         seeds[f"readme-{i}"] = block.encode()
+    for page in sorted((root / "docs").glob("*.md")):
+        for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S)):
+            seeds[f"docs-{page.stem}-{i}"] = block.encode()
     for test in ("config_loader_test", "routes_test", "healing_engine_test"):
         text = (root / "tests" / "unit" / f"{test}.cpp").read_text()
         for i, raw in enumerate(re.findall(r'R"\((.*?)\)"', text, re.S)):

@@ -62,7 +62,7 @@ void help() {
       "server.drain_timeout) and exits 0.\n"
       "\n"
       "Guides: README.md (the map) and docs/ in the source tree; the configuration\n"
-      "reference is in README.md, an annotated example in config/tahua.example.yaml.\n",
+      "reference is docs/configuration.md, an annotated example config/tahua.example.yaml.\n",
       TAHUA_VERSION);
 }
 

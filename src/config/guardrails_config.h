@@ -13,7 +13,7 @@ class RuleSet;  // guardrails/rule_set.h
 }
 
 // A guardrail policy (`guardrails.policies`, GuardrailPolicy resources): content rules
-// for the requests it is attached to (README "Guardrails"). Its rules are compiled once,
+// for the requests it is attached to (docs/guardrails.md). Its rules are compiled once,
 // when the config is loaded, and shared read-only by every worker.
 struct GuardrailPolicyConfig {
   std::string name;

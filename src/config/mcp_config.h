@@ -12,7 +12,7 @@
 
 namespace tahua {
 
-// The MCP gateway (README "MCP gateway", docs/mcp-gateway.md): the providers of type
+// The MCP gateway (docs/mcp-gateway.md): the providers of type
 // `mcp` are upstream MCP servers (Streamable HTTP), fronted together at /mcp with their
 // tools, prompts and resources merged and named "<server>__<name>".
 struct McpAccessRule {

@@ -37,7 +37,7 @@ struct DiscoveryConfig {
 };
 
 // One place a model is served: a provider plus the name the upstream knows it by, with
-// the metadata routing decides on (see README "Routing and canary releases").
+// the metadata routing decides on (see docs/routing.md).
 // A deployment whose endpoints are a DNS name's records (discovery/dns_discovery.h):
 // each address becomes an endpoint of its own, re-resolved after the records' TTL.
 struct DnsDiscoveryConfig {

@@ -99,7 +99,7 @@ struct ProviderConfig {
   std::size_t pool_max_idle = 64;
   Millis pool_idle_timeout{60'000};
   MockProviderConfig mock;
-  // Vendor specifics (see README "Providers").
+  // Vendor specifics (see docs/providers.md).
   std::string anthropic_version = "2023-06-01";  // anthropic: the anthropic-version header
   std::int64_t default_max_tokens = 4096;        // anthropic, bedrock: when the client sent none
   std::string api_version;                       // azure-openai: the api-version query parameter

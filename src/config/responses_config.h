@@ -8,7 +8,7 @@
 
 namespace tahua {
 
-// Idempotency-Key (README "Idempotency"): a retry with the same key (and the same
+// Idempotency-Key (docs/tenants-and-limits.md "Idempotency"): a retry with the same key (and the same
 // request) within `ttl` gets the stored answer instead of a second upstream call.
 struct IdempotencyConfig {
   bool enabled = true;

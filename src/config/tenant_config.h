@@ -12,7 +12,7 @@
 namespace tahua {
 
 // Rate limits and quotas of one scope (a tenant, a key, a tenant x model, a model over
-// all tenants); 0 = no limit of that kind. See README "Tenants, keys and limits".
+// all tenants); 0 = no limit of that kind. See docs/tenants-and-limits.md.
 struct LimitSet {
   std::int64_t requests_per_minute = 0;  // sliding window of 60 s
   std::int64_t tokens_per_minute = 0;    // token bucket: holds this many, refills as many per minute

@@ -3,7 +3,7 @@
 // rule with the `injection` detector adds the weights of the distinct signals a text
 // shows (and of hidden-text tricks: invisible characters, Unicode tags, long base64
 // blobs) and matches when the sum reaches its threshold. Measured against the corpus in
-// tests/guardrails/ (README "Guardrails").
+// tests/guardrails/ (docs/guardrails.md).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // Anthropic Messages on both sides of a translation: as the vendor format (OpenAI-SDK
 // clients reaching Claude) and as the client's API (Anthropic-SDK clients reaching any
-// other model). Field mapping, decided once and documented in README "Providers":
+// other model). Field mapping, decided once and documented in docs/providers.md:
 //   system/developer messages <-> `system`; tool messages <-> `tool_result` blocks in a
 //   user turn; assistant tool_calls <-> `tool_use` blocks; image_url <-> image source
 //   (base64 or url); stop <-> stop_sequences; tool_choice auto/required/none/{function}

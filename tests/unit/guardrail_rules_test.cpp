@@ -292,8 +292,8 @@ TEST(GuardrailRules, InjectionRulesHaveTheirOwnThresholdAndAllowList) {
 // and benign prompts that share their words (`kind: everyday`: questions about phones,
 // boxes, linters and games that tripped the first signals, issue 37). The floor: every
 // attack detected and no benign prompt flagged, so that a change to the signals (or a
-// threshold raised) cannot trade one for the other. The figures are printed (README
-// "Guardrails" quotes them).
+// threshold raised) cannot trade one for the other. The figures are printed
+// (docs/guardrails.md quotes them).
 TEST(GuardrailRules, InjectionCorpusMeetsItsDetectionAndFalsePositiveGoals) {
   std::ifstream in("tests/guardrails/injection_corpus.json");
   ASSERT_TRUE(in) << "tests/guardrails/injection_corpus.json (tests run from the repository root)";

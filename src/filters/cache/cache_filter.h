@@ -10,7 +10,7 @@ class ResponseCache;
 class WorkerServices;
 struct WorkerMetrics;
 
-// The exact response cache (`cache`, README "Response cache"). For a model (or its
+// The exact response cache (`cache`, docs/response-cache.md). For a model (or its
 // route) with the cache on, a request the policy allows (by default `temperature: 0`;
 // never `n` > 1) is looked up by its key (cache_key.h) within its tenant (or key):
 // - a hit is answered by the gateway, in the client's form (cached_answer_forms.h),

@@ -10,7 +10,7 @@ struct WorkerMetrics;
 class PendingRecords;
 class WorkerServices;
 
-// Guardrails (`guardrails.policies`, README "Guardrails"): the policies attached to a
+// Guardrails (`guardrails.policies`, docs/guardrails.md): the policies attached to a
 // request (by model, route, tenant, key) check its text before it is routed upstream
 // and the answer's text as it goes to the client.
 // - Input (onUpstreamSelect, after the router and the plugins, before the rate limits:

@@ -9,7 +9,7 @@ namespace tahua {
 
 class StateStore;
 
-// Idempotency-Key (`idempotency`, README "Idempotency"). A request with the header:
+// Idempotency-Key (`idempotency`, docs/tenants-and-limits.md "Idempotency"). A request with the header:
 // - whose key has a stored answer (same caller, same request) gets it again, marked
 //   x-idempotent-replayed: true; nothing goes upstream and nothing is charged;
 // - whose key was used for a different request: 422 idempotency_key_reused;

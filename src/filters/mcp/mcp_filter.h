@@ -10,7 +10,7 @@ class StateStore;
 class WorkerServices;
 struct WorkerMetrics;
 
-// The MCP gateway (POST and DELETE /mcp; README "MCP gateway", docs/mcp-gateway.md): one
+// The MCP gateway (POST and DELETE /mcp; docs/mcp-gateway.md): one
 // MCP endpoint in front of the servers configured as `mcp` providers.
 // - initialize is answered here: a session of the gateway's own (Mcp-Session-Id),
 //   kept in the state store (so another replica continues it) for mcp.session_ttl. Its

@@ -11,9 +11,9 @@ class StateStore;
 struct WorkerMetrics;
 
 // Request-rate limits, token-rate limits, token quotas and money budgets (`rate_limit`),
-// per tenant, per key, per tenant x model and per model (README "Tenants, keys and
-// limits"). After the router and the model check, before the bulkhead: it reserves the
-// request's estimated tokens (prompt ~ body bytes / 4, plus max_tokens or
+// per tenant, per key, per tenant x model and per model (docs/tenants-and-limits.md).
+// After the router and the model check, before the bulkhead: it reserves the request's
+// estimated tokens (prompt ~ body bytes / 4, plus max_tokens or
 // rate_limits.default_max_tokens) and money in every limit that applies, atomically in
 // the state store, or answers 429 (Retry-After; a request larger than a limit's whole
 // capacity: request_exceeds_limit, no Retry-After). onComplete calibrates each token

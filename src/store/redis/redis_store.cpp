@@ -207,7 +207,7 @@ bool RedisStore::probeServers(std::string& error, std::vector<std::string>& warn
     const auto policy = value(probe->replies[3 * n]), aof = value(probe->replies[3 * n + 1]), save = value(probe->replies[3 * n + 2]);
     if (!policy || !aof || !save) {
       warnings.push_back("Redis at " + server +
-                         " does not allow CONFIG GET: cannot check that it persists and never evicts (see README)");
+                         " does not allow CONFIG GET: cannot check that it persists and never evicts (see docs/tenants-and-limits.md)");
     } else if (config_.require_persistence) {
       if (*policy != "noeviction") {
         error = "Redis at " + server + " has maxmemory-policy " + *policy +

@@ -75,7 +75,7 @@ app.kubernetes.io/component: store
 {{/*
 terminationGracePeriodSeconds, counted by the kubelet from the start of preStop:
 preStop sleep + server.drain_timeout + tahua's own hard stop (5 s) + a margin before SIGKILL
-(README "Signals": grace > preStop + drain_timeout + 5).
+(docs/operations.md "Signals": grace > preStop + drain_timeout + 5).
 */}}
 {{- define "tahua.terminationGracePeriodSeconds" -}}
 {{- add (int .Values.drain.preStopSleepSeconds) (int .Values.drain.timeoutSeconds) 5 (int .Values.drain.marginSeconds) -}}

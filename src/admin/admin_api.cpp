@@ -44,8 +44,6 @@ namespace {
 
 constexpr std::size_t kMaxNodes = 10'000;
 
-constexpr auto error = &adminError;
-
 AdminReply ok(bj::object o) { return {200, jsonText(o)}; }
 
 // The admin token, or a tenant's token (looked up by its SHA-256); none: nullopt.
@@ -218,20 +216,20 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   // asks for one (kept in the browser's sessionStorage) before its data calls, which
   // need it like every admin call.
   if (path == "/admin/dashboard" || path == "/admin/dashboard/") {
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
     co_return AdminReply{200, std::string(dashboardPage()), "text/html; charset=utf-8"};
   }
   const std::optional<AdminCaller> who = caller(cfg, authorization);
-  if (!who) co_return error(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
+  if (!who) co_return adminError(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
   constexpr std::string_view kPrefix = "/admin/v1/";
   const std::string_view target = path;  // with its query, which only tenant_admin_ reads
   path = target.substr(0, target.find('?'));
-  if (path.substr(0, kPrefix.size()) != kPrefix) co_return error(404, "unknown_url", "Unknown admin URL: " + std::string(path));
+  if (path.substr(0, kPrefix.size()) != kPrefix) co_return adminError(404, "unknown_url", "Unknown admin URL: " + std::string(path));
   const std::string_view rest = path.substr(kPrefix.size());
   auto tenant_op = tenant_admin_.handle(*who, cfg, method, target.substr(kPrefix.size()), body);
   if (auto reply = co_await std::move(tenant_op)) co_return std::move(*reply);
   // Everything else is the operator's: a tenant's token manages its own keys only.
-  if (!who->full) co_return error(403, "forbidden", "A tenant token may only manage its tenant's keys.");
+  if (!who->full) co_return adminError(403, "forbidden", "A tenant token may only manage its tenant's keys.");
   auto resource_op = resource_admin_.handle(*who, method, rest, body);
   if (auto reply = co_await std::move(resource_op)) co_return std::move(*reply);
   auto endpoint_op = endpoint_admin_.handle(*who, cfg, method, rest, body);
@@ -245,7 +243,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   const auto now = SteadyClock::now();
 
   if (rest == "metrics") {
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
     // Awaited into a named local first: GCC 12 may destroy a temporary built around a
     // co_await twice (see attempt_loop.cpp).
     std::string text = co_await host_.renderMetrics();
@@ -253,15 +251,15 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   }
   if (rest == "config") {
     if (method == "GET") co_return ok(configJson(cfg));
-    if (method != "PUT") co_return error(405, "method_not_allowed", "Use GET or PUT.");
+    if (method != "PUT") co_return adminError(405, "method_not_allowed", "Use GET or PUT.");
     auto loaded = loadConfigString(body, "<admin api>");
     if (!loaded.config) {
       host_.countRejectedConfig();
       log::error("config from the admin API rejected; still serving the previous config", {{"error", loaded.error}});
-      co_return error(400, "invalid_config", loaded.error);
+      co_return adminError(400, "invalid_config", loaded.error);
     }
     if (!loaded.config->admin.enabled)
-      co_return error(400, "invalid_config",
+      co_return adminError(400, "invalid_config",
                       "The new config has no usable admin section: applying it would lock the admin API out.");
     ConfigPtr next = loaded.config;
     if (const auto& listen = host_.listenOverride()) {
@@ -272,7 +270,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
     std::lock_guard lock(host_.lock());
     if (auto err = host_.publish(next, "admin")) {
       host_.countRejectedConfig();
-      co_return error(400, "invalid_config", *err);
+      co_return adminError(400, "invalid_config", *err);
     }
     bj::array warnings;
     for (const auto& w : loaded.warnings) warnings.push_back(bj::string(w));
@@ -281,7 +279,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   }
 
   if (rest == "healing") {
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
     std::string view;
     {
       std::lock_guard lock(host_.lock());
@@ -291,7 +289,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   }
 
   if (rest == "deployments") {
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
     auto states = co_await host_.collectDeploymentStates(cfg);
     auto draining_op = host_.collectDraining(cfg);
     const std::vector<std::string> draining = co_await std::move(draining_op);
@@ -362,7 +360,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   }
 
   if (rest.substr(0, 7) == "models/" && rest.size() > 14 && rest.substr(rest.size() - 7) == "/canary") {
-    if (method != "PUT") co_return error(405, "method_not_allowed", "Use PUT.");
+    if (method != "PUT") co_return adminError(405, "method_not_allowed", "Use PUT.");
     const std::string model(rest.substr(7, rest.size() - 14));
     boost::system::error_code ec;
     bj::value v = bj::parse(body, ec);
@@ -370,20 +368,20 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
     std::string problem;
     if (ec || !v.is_object() || !v.get_object().contains("percent") ||
         !numberField(v.get_object(), "percent", 0, 100, 0, percent, problem))
-      co_return error(400, "invalid_request", problem.empty() ? "Body must be {\"percent\": 0..100}." : problem);
+      co_return adminError(400, "invalid_request", problem.empty() ? "Body must be {\"percent\": 0..100}." : problem);
     std::lock_guard lock(host_.lock());
     const ModelConfig* m = host_.baseConfig()->findModel(model);
-    if (!m) co_return error(404, "model_not_found", "No model '" + model + "' in the active config.");
-    if (!m->canary.enabled) co_return error(400, "no_canary", "Model '" + model + "' has no canary section in its config.");
+    if (!m) co_return adminError(404, "model_not_found", "No model '" + model + "' in the active config.");
+    if (!m->canary.enabled) co_return adminError(400, "no_canary", "Model '" + model + "' has no canary section in its config.");
     canary_overrides_[model] = percent;
-    if (auto err = host_.publish(nullptr, "admin canary")) co_return error(500, "internal_error", *err);
+    if (auto err = host_.publish(nullptr, "admin canary")) co_return adminError(500, "internal_error", *err);
     log::info("canary weight changed", {{"model", model}, {"percent", percent}, {"generation", host_.generation()}});
     tenant_admin_.audit(*who, "canary.set", model, "percent " + std::to_string(percent));
     co_return ok(bj::object{{"model", model}, {"percent", percent}, {"generation", host_.generation()}});
   }
 
   if (rest == "nodes") {
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
     bj::object out;
     std::lock_guard lock(host_.lock());
     for (const auto& [id, s] : nodes_) out[id] = nodeJson(s, now);
@@ -392,7 +390,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
 
   if (rest.substr(0, 6) == "nodes/" && rest.size() > 13 && rest.substr(rest.size() - 7) == "/status") {
     const std::string id(rest.substr(6, rest.size() - 13));
-    if (!validNodeId(id)) co_return error(400, "invalid_request", "Node ids are 1-128 characters of [A-Za-z0-9._:-].");
+    if (!validNodeId(id)) co_return adminError(400, "invalid_request", "Node ids are 1-128 characters of [A-Za-z0-9._:-].");
     if (method == "DELETE") {
       {
         std::lock_guard lock(host_.lock());
@@ -407,19 +405,19 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
       tenant_admin_.audit(*who, "node.forget", id);
       co_return ok(bj::object{{"node", id}, {"deleted", true}, {"shared", shared}});
     }
-    if (method != "PUT") co_return error(405, "method_not_allowed", "Use PUT or DELETE.");
+    if (method != "PUT") co_return adminError(405, "method_not_allowed", "Use PUT or DELETE.");
     boost::system::error_code ec;
     bj::value v = bj::parse(body, ec);
-    if (ec || !v.is_object()) co_return error(400, "invalid_json", "The body must be a JSON object.");
+    if (ec || !v.is_object()) co_return adminError(400, "invalid_json", "The body must be a JSON object.");
     NodeStatus s;
     std::string problem;
-    if (!parseNodeStatus(v.get_object(), s, problem)) co_return error(400, "invalid_request", problem);
+    if (!parseNodeStatus(v.get_object(), s, problem)) co_return adminError(400, "invalid_request", problem);
     s.reported = now;
     s.reported_wall = std::chrono::system_clock::now();
     {
       std::lock_guard lock(host_.lock());
       if (!nodes_.count(id) && nodes_.size() >= kMaxNodes)
-        co_return error(429, "too_many_nodes", "The node table is full (" + std::to_string(kMaxNodes) + " nodes).");
+        co_return adminError(429, "too_many_nodes", "The node table is full (" + std::to_string(kMaxNodes) + " nodes).");
       nodes_[id] = s;
       host_.publishNodes(std::make_shared<const NodeTable>(nodes_));
     }
@@ -438,14 +436,14 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   }
 
   if (rest == "drain") {
-    if (method != "POST") co_return error(405, "method_not_allowed", "Use POST.");
+    if (method != "POST") co_return adminError(405, "method_not_allowed", "Use POST.");
     log::info("drain requested through the admin API");
     tenant_admin_.audit(*who, "drain", "gateway");
     ::kill(::getpid(), SIGTERM);  // the same path as an orchestrator's SIGTERM
     co_return ok(bj::object{{"draining", true}});
   }
 
-  co_return error(404, "unknown_url", "Unknown admin URL: " + std::string(path));
+  co_return adminError(404, "unknown_url", "Unknown admin URL: " + std::string(path));
 }
 
 }  // namespace tahua

@@ -15,8 +15,6 @@ namespace {
 
 constexpr std::size_t kMaxRegistrations = 10'000;
 
-constexpr auto error = &adminError;
-
 bool validName(std::string_view s) {
   if (s.empty() || s.size() > 128) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -72,7 +70,7 @@ asio::awaitable<std::optional<AdminReply>> EndpointAdmin::handle(const AdminCall
   StateStore& store = host_.store();
   const std::string_view ns = StateStore::kNamespaces[4];
   if (path.empty()) {
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET (or PUT / DELETE on /admin/v1/endpoints/{model}/{id}).");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET (or PUT / DELETE on /admin/v1/endpoints/{model}/{id}).");
     bj::array list;
     std::lock_guard lock(host_.lock());
     for (const auto& r : registrations(now)) list.push_back(registrationJson(r, now));
@@ -81,22 +79,22 @@ asio::awaitable<std::optional<AdminReply>> EndpointAdmin::handle(const AdminCall
   const auto slash = path.find('/');
   const std::string model(path.substr(0, slash)), id(slash == std::string_view::npos ? "" : path.substr(slash + 1));
   if (model.empty() || !validName(id))
-    co_return error(400, "invalid_request", "The path is /admin/v1/endpoints/{model}/{id}; an id is 1-128 of [A-Za-z0-9._:-].");
+    co_return adminError(400, "invalid_request", "The path is /admin/v1/endpoints/{model}/{id}; an id is 1-128 of [A-Za-z0-9._:-].");
   const std::string key = model + "/" + id;
   const bool shared = store.stats().shared;
   if (method == "PUT") {
     Registration r;
-    if (auto e = registrationFromJson(body, config, model, id, now, r)) co_return error(400, "invalid_request", *e);
+    if (auto e = registrationFromJson(body, config, model, id, now, r)) co_return adminError(400, "invalid_request", *e);
     if (const ModelConfig* m = config.findModel(model))
       for (const auto& d : m->deployments)
         if (d.id == id && d.source != "registration")
-          co_return error(409, "conflict", "Model '" + model + "' has a deployment '" + id + "' of its own.");
+          co_return adminError(409, "conflict", "Model '" + model + "' has a deployment '" + id + "' of its own.");
     {
       std::lock_guard lock(host_.lock());
-      if (!regs_.count(key) && regs_.size() >= kMaxRegistrations) co_return error(429, "too_many_endpoints", "At most 10,000 registrations.");
+      if (!regs_.count(key) && regs_.size() >= kMaxRegistrations) co_return adminError(429, "too_many_endpoints", "At most 10,000 registrations.");
       const bool fresh = !regs_.count(key);
       regs_[key] = r;
-      if (auto err = host_.publish(nullptr, "registration")) co_return error(500, "publish_failed", *err);
+      if (auto err = host_.publish(nullptr, "registration")) co_return adminError(500, "publish_failed", *err);
       if (fresh) audit_.audit(caller, "endpoint.register", key, r.address);
     }
     bool written = false;
@@ -115,9 +113,9 @@ asio::awaitable<std::optional<AdminReply>> EndpointAdmin::handle(const AdminCall
   if (method == "DELETE") {
     {
       std::lock_guard lock(host_.lock());
-      if (!regs_.erase(key)) co_return error(404, "not_found", "No registration " + key + ".");
+      if (!regs_.erase(key)) co_return adminError(404, "not_found", "No registration " + key + ".");
       in_store_.erase(key);
-      if (auto err = host_.publish(nullptr, "deregistration")) co_return error(500, "publish_failed", *err);
+      if (auto err = host_.publish(nullptr, "deregistration")) co_return adminError(500, "publish_failed", *err);
     }
     if (shared) {
       auto erase = admin_store::erase(store, ns, key);
@@ -126,7 +124,7 @@ asio::awaitable<std::optional<AdminReply>> EndpointAdmin::handle(const AdminCall
     audit_.audit(caller, "endpoint.deregister", key);
     co_return AdminReply{200, jsonText(bj::object{{"deleted", key}})};
   }
-  co_return error(405, "method_not_allowed", "Use PUT or DELETE.");
+  co_return adminError(405, "method_not_allowed", "Use PUT or DELETE.");
 }
 
 }  // namespace tahua

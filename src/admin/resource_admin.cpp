@@ -17,8 +17,6 @@ namespace {
 
 constexpr std::size_t kMaxResources = 10'000;
 
-constexpr auto error = &adminError;
-
 std::vector<StoredResource> asResources(const std::vector<StateStore::Record>& records) {
   std::vector<StoredResource> out;
   for (const auto& r : records) out.push_back({r.id, r.json});
@@ -57,7 +55,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
   // /admin/v1/resources/Plugin/{id}.
   std::string alias;
   if (rest == "plugins" || rest == "plugins/") {
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET (or PUT / DELETE on /admin/v1/plugins/{id}).");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET (or PUT / DELETE on /admin/v1/plugins/{id}).");
     auto list = co_await pluginList();
     co_return list;
   }
@@ -72,7 +70,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
   const std::string_view ns = StateStore::kNamespaces[2];
 
   if (path.empty()) {
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET (or PUT / DELETE on /admin/v1/resources/{Kind}/{name}).");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET (or PUT / DELETE on /admin/v1/resources/{Kind}/{name}).");
     const auto records = store.records(ns);
     StoredResourcesResult applied;
     {
@@ -103,9 +101,9 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
   const std::string kind(path.substr(0, slash));
   const std::string name(slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1));
   if (!storedResourceKind(kind))
-    co_return error(404, "unknown_kind", "Unknown resource kind '" + kind + "' (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin | GuardrailPolicy).");
+    co_return adminError(404, "unknown_kind", "Unknown resource kind '" + kind + "' (ModelRoute | RateLimitPolicy | PromptTemplate | Plugin | GuardrailPolicy).");
   if (!storedResourceName(name))
-    co_return error(400, "invalid_name", "A resource name is 1-128 letters, digits, '-', '_' or '.'.");
+    co_return adminError(400, "invalid_name", "A resource name is 1-128 letters, digits, '-', '_' or '.'.");
   const std::string id = kind + "/" + name;
 
   if (method == "GET") {
@@ -115,32 +113,32 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
         bj::value spec = bj::parse(r.json, ec);
         co_return AdminReply{200, jsonText(bj::object{{"kind", kind}, {"name", name}, {"spec", ec ? bj::value(r.json) : spec}})};
       }
-    co_return error(404, "not_found", "No stored resource " + id + ".");
+    co_return adminError(404, "not_found", "No stored resource " + id + ".");
   }
 
   if (method == "PUT") {
     boost::system::error_code ec;
     bj::value spec = bj::parse(body, ec);
-    if (ec || !spec.is_object()) co_return error(400, "invalid_json", "The body must be the resource's spec, a JSON object.");
+    if (ec || !spec.is_object()) co_return adminError(400, "invalid_json", "The body must be the resource's spec, a JSON object.");
     std::string json = bj::serialize(spec);
     auto records = store.records(ns);
     std::erase_if(records, [&](const StateStore::Record& r) { return r.id == id; });
-    if (records.size() >= kMaxResources) co_return error(409, "too_many_resources", "At most 10,000 stored resources.");
+    if (records.size() >= kMaxResources) co_return adminError(409, "too_many_resources", "At most 10,000 stored resources.");
     records.push_back({id, json});
     // Checked over the config in force, with every other stored resource, before it is
     // stored: a resource that would not apply never reaches the other replicas.
     auto check = offWorker([this, &kind, &name, &id, &records]() -> std::optional<AdminReply> {
       std::lock_guard lock(host_.lock());
       if (declaredInFile(*host_.baseConfig(), kind, name))
-        return error(409, "declared_in_config", id + " is declared in the config file; change it there.");
+        return adminError(409, "declared_in_config", id + " is declared in the config file; change it there.");
       auto applied = applyStoredResources(host_.baseConfig(), asResources(records));
       for (const auto& [rid, e] : applied.rejected)
-        if (rid == id) return error(400, "invalid_resource", e);
+        if (rid == id) return adminError(400, "invalid_resource", e);
       return std::nullopt;
     });
     if (auto refused = co_await std::move(check)) co_return *refused;
     auto write = admin_store::put(store, ns, id, json);
-    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     co_await republish();
     audit_.audit(caller, "resource.put", id, json.size() <= 512 ? std::string_view(json) : std::string_view("(large)"));
     co_return AdminReply{200, jsonText(bj::object{{"kind", kind}, {"name", name}, {"spec", spec}})};
@@ -149,14 +147,14 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
   if (method == "DELETE") {
     const auto records = store.records(ns);
     if (std::none_of(records.begin(), records.end(), [&](const auto& r) { return r.id == id; }))
-      co_return error(404, "not_found", "No stored resource " + id + ".");
+      co_return adminError(404, "not_found", "No stored resource " + id + ".");
     auto write = admin_store::erase(store, ns, id);
-    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     co_await republish();
     audit_.audit(caller, "resource.delete", id);
     co_return AdminReply{200, jsonText(bj::object{{"deleted", id}})};
   }
-  co_return error(405, "method_not_allowed", "Use GET, PUT or DELETE.");
+  co_return adminError(405, "method_not_allowed", "Use GET, PUT or DELETE.");
 }
 
 asio::awaitable<void> ResourceAdmin::republish() {

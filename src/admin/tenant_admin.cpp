@@ -26,8 +26,6 @@ namespace {
 
 constexpr std::size_t kAuditKept = 1000;
 
-constexpr auto error = &adminError;
-
 std::int64_t nowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -116,8 +114,8 @@ asio::awaitable<std::optional<AdminReply>> TenantAdmin::handle(const AdminCaller
     co_return r;
   }
   if (rest == "audit") {
-    if (!caller.full) co_return error(403, "forbidden", "Only the admin token may read the audit trail.");
-    if (method != "GET") co_return error(405, "method_not_allowed", "Use GET.");
+    if (!caller.full) co_return adminError(403, "forbidden", "Only the admin token may read the audit trail.");
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
     bj::array entries;
     {
       std::lock_guard lock(mu_);
@@ -138,16 +136,16 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
         if (caller.full || t.name == caller.tenant) list.push_back(parsed(tenantToJson(t)));
       co_return AdminReply{200, jsonText(bj::object{{"tenants", std::move(list)}})};
     }
-    if (method != "POST") co_return error(405, "method_not_allowed", "Use GET or POST.");
-    if (!caller.full) co_return error(403, "forbidden", "Only the admin token may create tenants.");
+    if (method != "POST") co_return adminError(405, "method_not_allowed", "Use GET or POST.");
+    if (!caller.full) co_return adminError(403, "forbidden", "Only the admin token may create tenants.");
     TenantConfig t;
-    if (auto e = tenantFromJson(body, config, t, false)) co_return error(400, "invalid_request", *e);
-    if (dir->tenant(t.name)) co_return error(409, "conflict", "A tenant named '" + t.name + "' exists.");
+    if (auto e = tenantFromJson(body, config, t, false)) co_return adminError(400, "invalid_request", *e);
+    if (dir->tenant(t.name)) co_return adminError(409, "conflict", "A tenant named '" + t.name + "' exists.");
     t.from_store = true;
     t.created_at = nowSeconds();
     t.created_by = caller.name;
     auto write = put(host_.store(), kTenantRecords, t.name, tenantToJson(t));
-    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
     audit(caller, "tenant.create", t.name);
@@ -155,7 +153,7 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
   }
 
   const TenantConfig* t = dir->tenant(name);
-  if (!t || (!caller.full && caller.tenant != name)) co_return error(404, "not_found", "No tenant '" + std::string(name) + "'.");
+  if (!t || (!caller.full && caller.tenant != name)) co_return adminError(404, "not_found", "No tenant '" + std::string(name) + "'.");
   if (method == "GET") {
     LimitPlan plan = tenantLimits(*t);
     for (const auto& [model, limits] : t->model_limits) {
@@ -167,14 +165,14 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
     v.as_object()["usage"] = co_await std::move(used);
     co_return AdminReply{200, jsonText(v)};
   }
-  if (!caller.full) co_return error(403, "forbidden", "Only the admin token may change a tenant.");
+  if (!caller.full) co_return adminError(403, "forbidden", "Only the admin token may change a tenant.");
   if (!t->from_store)
-    co_return error(409, "declared_in_config", "Tenant '" + t->name + "' is declared in the config file; change it there.");
+    co_return adminError(409, "declared_in_config", "Tenant '" + t->name + "' is declared in the config file; change it there.");
   if (method == "PATCH") {
     TenantConfig next = *t;
-    if (auto e = tenantFromJson(body, config, next, true)) co_return error(400, "invalid_request", *e);
+    if (auto e = tenantFromJson(body, config, next, true)) co_return adminError(400, "invalid_request", *e);
     auto write = put(host_.store(), kTenantRecords, next.name, tenantToJson(next));
-    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
     audit(caller, "tenant.update", next.name, body.size() <= 512 ? std::string_view(body) : std::string_view("(large)"));
@@ -182,16 +180,16 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
   }
   if (method == "DELETE") {
     for (const auto& k : dir->keys)
-      if (k.tenant == t->name) co_return error(409, "tenant_has_keys", "Revoke tenant '" + t->name + "''s keys first.");
+      if (k.tenant == t->name) co_return adminError(409, "tenant_has_keys", "Revoke tenant '" + t->name + "''s keys first.");
     const std::string tenant_name = t->name;
     auto write = erase(host_.store(), kTenantRecords, tenant_name);
-    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
     audit(caller, "tenant.delete", tenant_name);
     co_return AdminReply{200, jsonText(bj::object{{"deleted", tenant_name}})};
   }
-  co_return error(405, "method_not_allowed", "Use GET, PATCH or DELETE.");
+  co_return adminError(405, "method_not_allowed", "Use GET, PATCH or DELETE.");
 }
 
 asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const Config& config, std::string_view method,
@@ -202,7 +200,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
       std::string_view only = caller.full ? std::string_view{} : std::string_view(caller.tenant);
       if (query.substr(0, 7) == "tenant=") {
         const std::string_view asked = query.substr(7);
-        if (!only.empty() && asked != only) co_return error(403, "forbidden", "A tenant token lists its own tenant's keys only.");
+        if (!only.empty() && asked != only) co_return adminError(403, "forbidden", "A tenant token lists its own tenant's keys only.");
         only = asked;
       }
       bj::array list;
@@ -214,19 +212,19 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
         }
       co_return AdminReply{200, jsonText(bj::object{{"keys", std::move(list)}})};
     }
-    if (method != "POST") co_return error(405, "method_not_allowed", "Use GET or POST.");
+    if (method != "POST") co_return adminError(405, "method_not_allowed", "Use GET or POST.");
     ApiKeyConfig k;
-    if (auto e = keyFromJson(body, config, k, false)) co_return error(400, "invalid_request", *e);
+    if (auto e = keyFromJson(body, config, k, false)) co_return adminError(400, "invalid_request", *e);
     if (!caller.full && k.tenant != caller.tenant)
-      co_return error(403, "forbidden", "A tenant token creates keys of its own tenant only.");
+      co_return adminError(403, "forbidden", "A tenant token creates keys of its own tenant only.");
     const TenantConfig* tenant = dir->tenant(k.tenant);
-    if (!tenant) co_return error(400, "invalid_request", "tenant: unknown tenant '" + k.tenant + "'");
+    if (!tenant) co_return adminError(400, "invalid_request", "tenant: unknown tenant '" + k.tenant + "'");
     for (const auto& m : k.models) {
       bool allowed = tenant->models.empty();
       for (const auto& tm : tenant->models) allowed = allowed || tm == m;
-      if (!allowed) co_return error(400, "invalid_request", "models: '" + m + "' is not among tenant '" + k.tenant + "''s models");
+      if (!allowed) co_return adminError(400, "invalid_request", "models: '" + m + "' is not among tenant '" + k.tenant + "''s models");
     }
-    if (dir->key(k.name)) co_return error(409, "conflict", "A key named '" + k.name + "' exists.");
+    if (dir->key(k.name)) co_return adminError(409, "conflict", "A key named '" + k.name + "' exists.");
     std::string secret;
     if (k.sha256 == Sha256{}) {
       secret = secretKey();
@@ -234,12 +232,12 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
       if (k.prefix.empty()) k.prefix = secret.substr(0, 11);
     }
     for (const auto& other : dir->keys)
-      if (other.sha256 == k.sha256) co_return error(409, "conflict", "That key exists already.");
+      if (other.sha256 == k.sha256) co_return adminError(409, "conflict", "That key exists already.");
     k.from_store = true;
     k.created_at = nowSeconds();
     k.created_by = caller.name;
     auto write = put(host_.store(), kKeyRecords, k.name, keyToJson(k));
-    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
     audit(caller, "key.create", k.name, k.tenant);
@@ -250,7 +248,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
   }
 
   const ApiKeyConfig* k = dir->key(name);
-  if (!k || (!caller.full && caller.tenant != k->tenant)) co_return error(404, "not_found", "No key '" + std::string(name) + "'.");
+  if (!k || (!caller.full && caller.tenant != k->tenant)) co_return adminError(404, "not_found", "No key '" + std::string(name) + "'.");
   if (method == "GET") {
     bj::value v = parsed(keyToJson(*k));
     v.as_object().erase("sha256");
@@ -260,12 +258,12 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     co_return AdminReply{200, jsonText(v)};
   }
   if (!k->from_store)
-    co_return error(409, "declared_in_config", "Key '" + k->name + "' is declared in the config file; change it there.");
+    co_return adminError(409, "declared_in_config", "Key '" + k->name + "' is declared in the config file; change it there.");
   if (method == "PATCH") {
     ApiKeyConfig next = *k;
-    if (auto e = keyFromJson(body, config, next, true)) co_return error(400, "invalid_request", *e);
+    if (auto e = keyFromJson(body, config, next, true)) co_return adminError(400, "invalid_request", *e);
     auto write = put(host_.store(), kKeyRecords, next.name, keyToJson(next));
-    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
     audit(caller, "key.update", next.name, body.size() <= 512 ? std::string_view(body) : std::string_view("(large)"));
@@ -276,13 +274,13 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
   if (method == "DELETE") {
     const std::string key_name = k->name;
     auto write = erase(host_.store(), kKeyRecords, key_name);
-    if (auto e = co_await std::move(write)) co_return error(503, "store_unavailable", *e);
+    if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
     audit(caller, "key.revoke", key_name);
     co_return AdminReply{200, jsonText(bj::object{{"revoked", key_name}})};
   }
-  co_return error(405, "method_not_allowed", "Use GET, PATCH or DELETE.");
+  co_return adminError(405, "method_not_allowed", "Use GET, PATCH or DELETE.");
 }
 
 }  // namespace tahua

@@ -13,6 +13,8 @@
 
 namespace tahua {
 
+static_assert(kLuaNoRef == LUA_NOREF);
+
 namespace json = boost::json;
 
 namespace {

@@ -28,6 +28,9 @@ class value;
 
 namespace tahua {
 
+// LUA_NOREF, for code that holds Lua references without including Lua's headers.
+inline constexpr int kLuaNoRef = -2;
+
 struct RequestContext;
 class StateStore;
 
@@ -139,7 +142,7 @@ class PluginInstance;
 struct PluginRuntime {
   PluginRuntime(const LuaBudgets& budgets, PluginInstance& instance) : vm(budgets), instance(instance) {}
   LuaVm vm;
-  int functions[kPluginPhases] = {-2, -2, -2, -2, -2};  // by phase bit index; LUA_NOREF when absent
+  int functions[kPluginPhases] = {kLuaNoRef, kLuaNoRef, kLuaNoRef, kLuaNoRef, kLuaNoRef};  // by phase bit index
   PluginInstance& instance;
   bool busy = false;  // a call runs on it off the event loop (set and read on the worker only)
   // The call running now (one at a time, on whichever thread runs it), for the API

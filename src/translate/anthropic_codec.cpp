@@ -38,7 +38,7 @@ std::string_view anthropicErrorType(int status) {
 
 namespace {
 
-Error invalid(std::string message) { return Error{ErrorKind::InvalidRequest, std::move(message)}; }
+using codec::invalid;
 
 std::string_view stopToFinish(std::string_view stop) {
   if (stop == "max_tokens") return "length";

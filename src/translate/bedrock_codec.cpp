@@ -29,7 +29,7 @@ Error unsupported(const std::string& param, std::string_view why) {
                "Unsupported parameter '" + param + "' for this Bedrock model: " + std::string(why)};
 }
 
-Error badResponse(std::string_view why) {
+Error badBedrockResponse(std::string_view why) {
   return Error{ErrorKind::UpstreamBadResponse, "The upstream sent an invalid Bedrock response: " + std::string(why)};
 }
 
@@ -473,22 +473,22 @@ std::variant<ChatResult, Error> decodeConverse(std::string_view body) {
   const auto& obj = std::get<json::object>(parsed);
   const auto* output = obj.if_contains("output");
   const auto* message = output && output->is_object() ? output->get_object().if_contains("message") : nullptr;
-  if (!message || !message->is_object()) return badResponse("no output.message");
+  if (!message || !message->is_object()) return badBedrockResponse("no output.message");
   const auto* content = message->get_object().if_contains("content");
-  if (!content || !content->is_array()) return badResponse("output.message.content is not an array");
+  if (!content || !content->is_array()) return badBedrockResponse("output.message.content is not an array");
 
   ChatResult r;
   for (const auto& block_v : content->get_array()) {
     const auto* block = block_v.if_object();
-    if (!block) return badResponse("a content block is not an object");
+    if (!block) return badBedrockResponse("a content block is not an object");
     if (const auto* text = block->if_contains("text")) {
-      if (!text->is_string()) return badResponse("a text block is not a string");
+      if (!text->is_string()) return badBedrockResponse("a text block is not a string");
       r.content += text->get_string();
     } else if (const auto* tu = block->if_contains("toolUse")) {
       const auto* t = tu->if_object();
       const auto* id = t ? t->if_contains("toolUseId") : nullptr;
       const auto* name = t ? t->if_contains("name") : nullptr;
-      if (!id || !id->is_string() || !name || !name->is_string()) return badResponse("a toolUse block lacks toolUseId/name");
+      if (!id || !id->is_string() || !name || !name->is_string()) return badBedrockResponse("a toolUse block lacks toolUseId/name");
       ToolCall call;
       call.id = str(id->get_string());
       call.name = str(name->get_string());
@@ -560,7 +560,7 @@ class BedrockStreamDecoder final : public ChatStreamDecoder {
     }
     if (message_type && *message_type != "event") return std::nullopt;  // future message types
     const std::string* event = m.stringHeader(":event-type");
-    if (!event) return badResponse("an event without :event-type");
+    if (!event) return badBedrockResponse("an event without :event-type");
 
     const std::string_view et = *event;
     if (et != "messageStart" && et != "contentBlockStart" && et != "contentBlockDelta" && et != "contentBlockStop" &&
@@ -579,14 +579,14 @@ class BedrockStreamDecoder final : public ChatStreamDecoder {
       const auto* tu = start && start->is_object() ? start->get_object().if_contains("toolUse") : nullptr;
       if (!tu) return std::nullopt;  // a text/reasoning block: its deltas say it all
       const std::int64_t block = nonNegativeInt(p.if_contains("contentBlockIndex"));
-      if (block < 0 || block > kMaxContentBlockIndex) return badResponse("contentBlockStart without a valid index");
+      if (block < 0 || block > kMaxContentBlockIndex) return badBedrockResponse("contentBlockStart without a valid index");
       const auto* t = tu->if_object();
       const auto* id = t ? t->if_contains("toolUseId") : nullptr;
       const auto* name = t ? t->if_contains("name") : nullptr;
       if (!id || !id->is_string() || !name || !name->is_string())
-        return badResponse("a toolUse start lacks toolUseId/name");
-      if (tool_index_.size() >= kMaxStreamToolCalls) return badResponse("too many tool calls");
-      if (tool_index_.count(block)) return badResponse("content block " + std::to_string(block) + " started twice");
+        return badBedrockResponse("a toolUse start lacks toolUseId/name");
+      if (tool_index_.size() >= kMaxStreamToolCalls) return badBedrockResponse("too many tool calls");
+      if (tool_index_.count(block)) return badBedrockResponse("content block " + std::to_string(block) + " started twice");
       const int index = static_cast<int>(tool_index_.size());
       tool_index_.emplace(block, index);
       ToolCallDelta d;
@@ -597,19 +597,19 @@ class BedrockStreamDecoder final : public ChatStreamDecoder {
       emit(chunk, sink);
     } else if (et == "contentBlockDelta") {
       const auto* delta = p.if_contains("delta");
-      if (!delta || !delta->is_object()) return badResponse("contentBlockDelta without delta");
+      if (!delta || !delta->is_object()) return badBedrockResponse("contentBlockDelta without delta");
       const auto& d = delta->get_object();
       if (const auto* text = d.if_contains("text")) {
-        if (!text->is_string()) return badResponse("a text delta is not a string");
+        if (!text->is_string()) return badBedrockResponse("a text delta is not a string");
         if (text->get_string().empty()) return std::nullopt;
         chunk.content = str(text->get_string());
         emit(chunk, sink);
       } else if (const auto* tu = d.if_contains("toolUse")) {
         const std::int64_t block = nonNegativeInt(p.if_contains("contentBlockIndex"));
         const auto it = tool_index_.find(block);
-        if (it == tool_index_.end()) return badResponse("a toolUse delta for a block that did not start");
+        if (it == tool_index_.end()) return badBedrockResponse("a toolUse delta for a block that did not start");
         const auto* input = tu->is_object() ? tu->get_object().if_contains("input") : nullptr;
-        if (!input || !input->is_string()) return badResponse("a toolUse delta without input text");
+        if (!input || !input->is_string()) return badBedrockResponse("a toolUse delta without input text");
         if (input->get_string().empty()) return std::nullopt;
         ToolCallDelta td;
         td.index = it->second;

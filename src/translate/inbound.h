@@ -4,6 +4,7 @@
 // client's wire format, errors included.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,6 +14,16 @@
 #include "translate/chat.h"
 
 namespace tahua {
+
+// Shared by the codecs.
+namespace codec {
+// A request the codec cannot translate: a 400 invalid_request_error.
+inline Error invalid(std::string message) { return Error{ErrorKind::InvalidRequest, std::move(message)}; }
+// Answers' `created` stamps.
+inline std::int64_t nowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace codec
 
 // What the client asked for, as far as encoding the answer is concerned.
 struct InboundOptions {

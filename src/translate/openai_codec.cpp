@@ -28,9 +28,7 @@ std::string_view openAIErrorType(int status) {
 
 namespace {
 
-std::int64_t nowSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+using codec::nowSeconds;
 
 Usage readOpenAIUsage(const bj::object& u) {
   Usage usage;

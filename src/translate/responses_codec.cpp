@@ -20,11 +20,9 @@ namespace tahua {
 namespace bj = boost::json;
 namespace {
 
-Error invalid(std::string message) { return Error{ErrorKind::InvalidRequest, std::move(message)}; }
+using codec::invalid;
 
-std::int64_t nowSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+using codec::nowSeconds;
 
 // Input content parts -> chat content (a string when it is all text).
 std::variant<bj::value, Error> chatContent(const bj::value& content, const std::string& where) {

@@ -13,7 +13,6 @@
 namespace tahua {
 namespace {
 
-constexpr int kNoRef = -2;  // LUA_NOREF
 
 // One on_auth call's data; pooled by the link (a paused call holds its own).
 struct AuthCall {
@@ -22,7 +21,7 @@ struct AuthCall {
   PluginCallView view;
   std::shared_ptr<PluginRuntime> rt;
   LuaCall call;
-  int handle_ref = kNoRef;
+  int handle_ref = kLuaNoRef;
 };
 
 class PluginAuthLink final : public AuthLink {
@@ -76,7 +75,7 @@ class PluginAuthLink final : public AuthLink {
   AuthOutcome end(AuthCall& c, RequestContext& ctx, Principal& out, const std::shared_ptr<AuthCall>& self) {
     PluginInstance& in = *c.in;
     const PluginOutcome o = in.finish(*c.rt, c.call, c.view, c.handle_ref);
-    c.handle_ref = kNoRef;
+    c.handle_ref = kLuaNoRef;
     c.rt->vm.release(c.call);
     c.rt.reset();
     const AuthOutcome answer = o != PluginOutcome::Ok ? failed(ctx, in) : decide(c.effects, ctx, out, in);

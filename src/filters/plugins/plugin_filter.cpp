@@ -34,7 +34,6 @@ static_assert(static_cast<int>(Endpoint::ChatCompletions) == 1 && static_cast<in
               static_cast<int>(Endpoint::Realtime) == 22 && static_cast<int>(Endpoint::Mcp) == 23);
 constexpr std::size_t kEndpoints = kEndpointCount;  // by_endpoint_ is indexed by Endpoint
 constexpr std::size_t kMaxPlugins = PluginSet::kMaxPlugins;
-constexpr int kNoRef = -2;                // LUA_NOREF
 
 using PluginBits = std::bitset<kMaxPlugins>;
 
@@ -67,7 +66,7 @@ struct PluginRequestData {
     view.begin(nullptr, 0, nullptr);
     rt.reset();
     call = LuaCall{};
-    handle_ref = kNoRef;
+    handle_ref = kLuaNoRef;
     upstream_headers.clear();
     body_changed = false;
     kept.clear();
@@ -89,7 +88,7 @@ struct PluginRequestData {
   // The request-phase call paused between slices.
   std::shared_ptr<PluginRuntime> rt;
   LuaCall call;
-  int handle_ref = kNoRef;
+  int handle_ref = kLuaNoRef;
   bool in_flight = false;  // the call goes on through the set (plugin thread, store): it owns the data until done
   HintedHeaders hinted;    // ctx.headers while a hint applies
   std::vector<std::pair<std::string, std::string>> upstream_headers;
@@ -368,7 +367,7 @@ class PluginFilter final : public FilterWithState<PluginState> {
       return PluginOutcome::Error;
     }
     LuaCall& call = sync_call_;
-    int ref = kNoRef;
+    int ref = kLuaNoRef;
     event_ok_ = true;
     lua_State* t = in.prepare(*rt, call, view);
     push(*rt, t, ref);
@@ -493,7 +492,7 @@ class PluginFilter final : public FilterWithState<PluginState> {
   FilterStatus endRequestCall(RequestContext& ctx, PluginState& st, PluginInstance& in) {
     PluginRequestData& d = *st.data;
     const PluginOutcome o = in.finish(*d.rt, d.call, d.view, d.handle_ref);
-    d.handle_ref = kNoRef;
+    d.handle_ref = kLuaNoRef;
     d.rt->vm.release(d.call);
     d.rt.reset();
     if (o != PluginOutcome::Ok) return in.config().fail_closed ? refuse(ctx, in) : FilterStatus::Continue;

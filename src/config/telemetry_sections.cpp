@@ -101,7 +101,9 @@ constexpr Field kSinkFields[] = {
     integer("maxlen", 1000, 1'000'000'000, "1000000", "redis_stream: the stream's approximate cap.").atRestart(),
     map("headers", "{}", "webhook: headers sent with every POST (an authorization).").atRestart(),
     integer("batch", 1, 100'000, "500", "webhook: records per POST (a JSON array); any 2xx answer is delivery.").atRestart(),
-    duration("timeout", 1, "5s", "One delivery (a Redis command, a webhook POST); past it the sink failed.").atRestart(),
+    duration("timeout", 1, "5s",
+             "redis_stream and webhook: one delivery (a Redis command, a POST); past it the sink failed.")
+        .atRestart(),
 };
 const Table kSink("usage.sinks[]", "A place usage records go; the settings of the other types are refused.", kSinkFields);
 

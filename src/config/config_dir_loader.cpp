@@ -39,6 +39,32 @@ std::vector<std::filesystem::path> filesOf(const std::string& dir, std::initiali
 
 std::vector<std::filesystem::path> yamlFiles(const std::string& dir) { return filesOf(dir, {".yaml", ".yml"}); }
 
+using namespace schema;
+
+constexpr Field kResourceFields[] = {
+    string("apiVersion", "", "`tahua.dev/v1`.").needed(),
+    choice("kind", "ModelRoute | RateLimitPolicy | PromptTemplate | Plugin | GuardrailPolicy", "",
+           "What the spec is: a route, a rate-limit policy, a prompt template, a plugin, a guardrail policy.")
+        .needed(),
+    any("metadata", "",
+        "Its `name` names the resource: a route's, a policy's or a plugin's name, a PromptTemplate's id (or "
+        "`id@version`). Other keys (labels, annotations) are ignored.")
+        .needed(),
+    any("spec", "",
+        "A mapping. ModelRoute: the fields of `routes[]` but `name`; RateLimitPolicy: those of a "
+        "`rate_limits.policies[]` entry; PromptTemplate: a `prompts[]` entry's; Plugin: a `plugins[]` entry's; "
+        "GuardrailPolicy: a `guardrails.policies[]` entry's; the name is always metadata.name.")
+        .needed(),
+};
+// Resources come from a config directory, the Kubernetes API (kubernetes.resources) or
+// the state store (the admin API): not from the config file's own sections.
+const Table kResource("(resource)",
+                      "A Kubernetes-style resource: a document of a config directory with `apiVersion: tahua.dev/v1`, "
+                      "or an object of the Kubernetes API (`kubernetes.resources`); the state store keeps the same "
+                      "kinds as `Kind/name` and a spec (/admin/v1/resources). A ModelRoute is appended after `routes`, "
+                      "a policy after its section's own.",
+                      kResourceFields);
+
 struct Resource {
   std::string file, kind, name;
   YAML::Node spec;
@@ -88,8 +114,10 @@ ConfigLoadResult loadConfigDir(const std::string& dir, bool listeners_optional) 
         };
         for (const auto& kv : doc) {
           const std::string key = kv.first.as<std::string>();
-          if (key != "apiVersion" && key != "kind" && key != "metadata" && key != "spec") {
-            bad(kv.first, key, "unknown field (allowed: apiVersion, kind, metadata, spec)");
+          if (!kResource.find(key)) {
+            std::string allowed;
+            for (const Field& f : kResource.fields) allowed += (allowed.empty() ? "" : ", ") + std::string(f.name);
+            bad(kv.first, key, "unknown field (allowed: " + allowed + ")");
             return result;
           }
         }

@@ -3,9 +3,27 @@
 
 namespace tahua::config_detail {
 
+namespace {
+
+using namespace schema;
+
+constexpr Field kFilesFields[] = {
+    nonEmpty("provider", "",
+             "The provider /v1/files and /v1/batches go to (an openai or azure-openai one). Required unless `tenants` "
+             "names one; without the section the endpoints answer 404 files_not_configured."),
+    map("tenants", "{}", "Tenant name to provider, for tenants served by another provider than `provider`."),
+    duration("ttl", 60'000, "30d", "How long the owner of a file or batch is remembered (every record expires)."),
+    duration("poll_interval", 100, "1m", "How often the batch poller asks the provider about running batches."),
+};
+const Table kFiles("files", "Files and batches through a provider; each caller sees only its own tenant's "
+                   "(docs/files-and-batches.md).",
+                   kFilesFields);
+
+}  // namespace
+
 void Loader::loadFiles(const YAML::Node& n, Config& cfg) {
-  const std::string p = "files";
-  checkKeys(n, p, {"provider", "tenants", "ttl", "poll_interval"});
+  Fields fields(*this, n, "files", kFiles);
+  const std::string p = fields.path();
   FilesConfig& f = cfg.files;
   auto target = [&](const YAML::Node& node, const std::string& path) {
     const std::string name = nonEmpty(node, path);
@@ -25,8 +43,8 @@ void Loader::loadFiles(const YAML::Node& n, Config& cfg) {
     f.targets.push_back(std::move(m));
     return name;
   };
-  if (auto v = n["provider"]) f.provider = target(v, p + ".provider");
-  if (auto t = n["tenants"]) {
+  if (auto v = fields["provider"]) f.provider = target(v, p + ".provider");
+  if (auto t = fields["tenants"]) {
     if (!t.IsMap()) fail(t, p + ".tenants", "expected a map of tenant name to provider name");
     for (const auto& kv : t) {
       const std::string tenant = kv.first.as<std::string>();
@@ -34,8 +52,8 @@ void Loader::loadFiles(const YAML::Node& n, Config& cfg) {
     }
   }
   if (f.provider.empty() && f.tenants.empty()) fail(n, p + ".provider", "required: the provider that serves /v1/files and /v1/batches");
-  if (auto v = n["ttl"]) f.ttl = duration(v, p + ".ttl", Millis(60'000));
-  if (auto v = n["poll_interval"]) f.poll_interval = duration(v, p + ".poll_interval", Millis(100));
+  fields.read("ttl", f.ttl);
+  fields.read("poll_interval", f.poll_interval);
 }
 
 }  // namespace tahua::config_detail

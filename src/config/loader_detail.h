@@ -65,6 +65,25 @@ std::string choices(const Named<E> (&table)[N], std::string_view separator) {
   return out;
 }
 
+// True when `bound` ("a | b | c", a Choice field's) lists the table's names in its order:
+// the reference's choices and the names the value is parsed with cannot drift apart.
+template <class E, std::size_t N>
+constexpr bool sameChoices(const Named<E> (&table)[N], std::string_view bound) {
+  for (const auto& e : table) {
+    const auto bar = bound.find(" | ");
+    if (bound.substr(0, bar) != e.name) return false;
+    bound = bar == std::string_view::npos ? std::string_view{} : bound.substr(bar + 3);
+  }
+  return bound.empty();
+}
+
+// The field of `fields` named `name`, at compile time (not found: not a constant).
+constexpr const schema::Field& fieldNamed(std::span<const schema::Field> fields, std::string_view name) {
+  for (const auto& f : fields)
+    if (f.name == name) return f;
+  throw "no such field";
+}
+
 // Which file each part of a merged config directory came from.
 struct SourceMap {
   std::map<std::string, std::string, std::less<>> sections;  // top-level key -> file
@@ -133,6 +152,8 @@ class Loader {
   // routes_section.cpp
   void loadRoutes(const YAML::Node& n, Config& cfg);
   void loadRoute(const YAML::Node& y, const std::string& p, std::string name, Config& cfg);
+  // A stored ModelRoute's spec: a route's fields but `name` (the resource's).
+  void loadModelRoute(const YAML::Node& spec, const std::string& p, const std::string& name, Config& cfg);
   // healing_section.cpp
   void loadHealing(const YAML::Node& n, Config& cfg);
   HealingRuleConfig::Scale scaleSpec(const YAML::Node& y, const std::string& p);
@@ -209,7 +230,9 @@ class Loader {
 // a config error rather than a crash) and applies the table's bounds.
 class Fields {
  public:
-  Fields(Loader& loader, const YAML::Node& map, std::string path, const schema::Table& table);
+  // `more`: fields also allowed here, read by someone else (a provider's vendor options).
+  Fields(Loader& loader, const YAML::Node& map, std::string path, const schema::Table& table,
+         std::span<const schema::Field> more = {});
 
   YAML::Node operator[](std::string_view name) const;  // undefined when absent
   std::string at(std::string_view name) const { return Loader::join(path_, name); }

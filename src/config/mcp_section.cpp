@@ -10,6 +10,40 @@ namespace tahua::config_detail {
 
 namespace {
 
+using namespace schema;
+
+constexpr Field kMcpFields[] = {
+    list("access", "[]",
+         "Who sees and calls what; with any rules, a caller no rule applies to sees nothing; none at all: every caller "
+         "sees everything."),
+    duration("session_ttl", 60'000, "24h",
+             "An MCP session (the gateway's and its upstream ones, in the state store) lives this long from its "
+             "initialize."),
+    integer("max_response_bytes", 1024, 1u << 30, "4194304",
+            "The largest answer relayed from a server (a tool's result, a stream's events); over it: a JSON-RPC error."),
+    duration("call_timeout", 100, "10s", "Each call the gateway makes to a server itself (initialize, the lists)."),
+    boolean("audit_arguments", "false", "A tools/call's arguments in its access log line and usage record."),
+    boolean("pin_tools", "true",
+            "A tool whose description or schemas changed since they were approved is hidden until an admin approves "
+            "the change (/admin/v1/mcp/tools)."),
+    boolean("validate_arguments", "true", "Arguments are checked against the tool's inputSchema before the call."),
+    list("allowed_origins", "[]",
+         "Browser origins served besides loopback ones (`https://app.example.com`, or `*`); a request with another "
+         "Origin gets 403 (DNS rebinding); one without an Origin is not checked."),
+};
+const Table kMcp("mcp", "The MCP gateway: every provider of type mcp is an MCP server, fronted at /mcp "
+                 "(docs/mcp-gateway.md). The section needs at least one.",
+                 kMcpFields);
+
+constexpr Field kAccessFields[] = {
+    any("tenants", "", "The callers of these tenants (a name or a list); with neither tenants nor keys: everyone."),
+    any("keys", "", "The callers with these keys, by name (a name or a list)."),
+    any("allow", "", "Shell globs over `server__name` the callers may see and call; absent: everything."),
+    any("deny", "", "Shell globs they may not; the deny of any rule that applies wins."),
+};
+const Table kAccess("mcp.access[]", "A rule over tools, prompts and resources; a hidden one answers as an unknown one.",
+                    kAccessFields);
+
 // A server's name prefixes its tools ("github__create_issue"): letters, digits, - and _,
 // and never the separator itself, so the split is unambiguous.
 bool validServerName(std::string_view name) {
@@ -54,24 +88,24 @@ void Loader::loadMcp(const YAML::Node& root, Config& cfg) {
   if (!n) return;
   const std::string p = "mcp";
   if (m.targets.empty()) fail(n, p, "no provider is of type mcp: declare the MCP servers under `providers` with type: mcp");
-  checkKeys(n, p, {"access", "session_ttl", "max_response_bytes", "call_timeout", "audit_arguments", "pin_tools", "validate_arguments",
-                 "allowed_origins"});
-  if (auto a = n["access"]) {
+  Fields f(*this, n, p, kMcp);
+  if (auto a = f["access"]) {
     if (!a.IsSequence()) fail(a, p + ".access", "expected a list of rules ({tenants, keys, allow, deny})");
     for (std::size_t k = 0; k < a.size(); ++k) {
       const std::string rp = p + ".access[" + std::to_string(k) + "]";
+      checkKeys(a[k], rp, kAccess);  // its fields; matchLists reads them
       McpAccessRule r;
       matchLists(a[k], rp, {{"tenants", &r.tenants}, {"keys", &r.keys}, {"allow", &r.allow}, {"deny", &r.deny}});
       m.access.push_back(std::move(r));
     }
   }
-  if (auto v = n["session_ttl"]) m.session_ttl = duration(v, p + ".session_ttl", Millis(60'000));
-  if (auto v = n["max_response_bytes"]) m.max_response_bytes = integer(v, p + ".max_response_bytes", 1024, 1u << 30);
-  if (auto v = n["call_timeout"]) m.call_timeout = duration(v, p + ".call_timeout", Millis(100));
-  if (auto v = n["audit_arguments"]) m.audit_arguments = boolean(v, p + ".audit_arguments");
-  if (auto v = n["pin_tools"]) m.pin_tools = boolean(v, p + ".pin_tools");
-  if (auto v = n["validate_arguments"]) m.validate_arguments = boolean(v, p + ".validate_arguments");
-  if (auto o = n["allowed_origins"]) {
+  f.read("session_ttl", m.session_ttl);
+  f.read("max_response_bytes", m.max_response_bytes);
+  f.read("call_timeout", m.call_timeout);
+  f.read("audit_arguments", m.audit_arguments);
+  f.read("pin_tools", m.pin_tools);
+  f.read("validate_arguments", m.validate_arguments);
+  if (auto o = f["allowed_origins"]) {
     if (!o.IsSequence()) fail(o, p + ".allowed_origins", "expected a list of origins (\"https://app.example.com\") or \"*\"");
     for (std::size_t k = 0; k < o.size(); ++k) {
       const std::string op = p + ".allowed_origins[" + std::to_string(k) + "]";

@@ -7,11 +7,155 @@
 
 namespace tahua::config_detail {
 
+namespace {
+
+using namespace schema;
+
+constexpr Field kModelFields[] = {
+    nonEmpty("name", "", "The name clients send as `model`; unique.").needed(),
+    nonEmpty("provider", "",
+             "One deployment: the provider serving it (its id is the provider's name). Required unless `deployments` "
+             "is given instead."),
+    nonEmpty("upstream_model", "",
+             "With provider: the name the upstream knows the model by (Azure: the deployment; Bedrock: the model id). "
+             "Default: `name`."),
+    section("pricing", "USD prices: the cost in the access log, usage records, metrics and budgets; none: no cost."),
+    list("deployments", "", "Several deployments instead of provider/upstream_model (each: `models[].deployments[]`)."),
+    choice("balancing", "weighted_random | round_robin | least_outstanding | latency | gpu_aware", "weighted_random",
+           "How a deployment is picked: by weight at random; smooth weighted round robin; the fewer requests in flight "
+           "of two; the lower latency (peak-EWMA time to first byte) of two; the best node status score (`gpu`)."),
+    section("canary", "Splits the model's traffic between its stable and canary versions."),
+    section("outlier", "Passive ejection of deployments that fail (5xx, connect errors, timeouts)."),
+    section("gpu", "GPU-aware scoring of the nodes' status reports (balancing: gpu_aware)."),
+    list("fallbacks", "[]",
+         "Models tried in order when every deployment of this one failed before anything reached the client; answers "
+         "then carry `X-Tahua-Model`."),
+    list("fallback_on", "[429, 500, 502, 503, 504]",
+         "Upstream statuses that fail over to the fallbacks (so do connect errors, timeouts, TLS failures, malformed "
+         "answers, open breakers); a client error (400, 401, ...) never does."),
+    section("fallback_response", "The last resort when everything failed: a configured answer, marked as one."),
+    section("cache", "The model's own response-cache policy over `cache`'s (docs/response-cache.md)."),
+};
+const Table kModel("models[]", "A model clients name, served by one or more deployments.", kModelFields);
+
+constexpr Field kDeploymentFields[] = {
+    nonEmpty("id", "", "Unique within the model; no '/', quotes or spaces. Default: the provider's name."),
+    nonEmpty("provider", "", "The provider serving it.").needed(),
+    nonEmpty("upstream_model", "", "The name the upstream knows the model by. Default: the model's name."),
+    integer("weight", 0, 1'000'000, "100",
+            "Relative share under the weighted policies; 0: only when pinned or when nothing else is left."),
+    nonEmpty("version", "stable",
+             "The canary's version makes it part of the canary subset; `X-Tahua-Version` (or `?modelVersion=`) pins a "
+             "version."),
+    map("labels", "{}", "Metadata (region, zone, ...), listed by the admin API."),
+    nonEmpty("node", "",
+             "The inference node whose status reports (`PUT /admin/v1/nodes/{id}/status`) score this deployment. "
+             "Default: its id."),
+    any("dns", "",
+        "Endpoints from DNS: each address of the name's records is a deployment of its own. A name, or the mapping "
+        "below (`models[].deployments[].dns`)."),
+};
+const Table kDeployment("models[].deployments[]", "One place the model is served: a provider and the name the "
+                        "upstream knows the model by, with the metadata routing decides on.",
+                        kDeploymentFields);
+
+constexpr Field kDnsFields[] = {
+    nonEmpty("name", "", "The DNS name whose records are the endpoints (a headless Service).").needed(),
+    choice("type", "A | AAAA | SRV", "A", "The records asked for; SRV records carry each endpoint's port."),
+    integer("port", 1, 65535, "", "A and AAAA: the endpoints' port. Default: the provider base_url's. Not with SRV."),
+    duration("min_ttl", 100, "5s", "The records are resolved again after their TTL, kept within min_ttl..max_ttl."),
+    duration("max_ttl", 100, "60s", "The same, the upper bound."),
+    duration("slow_start", 0, "0s", "A new endpoint's weight ramps up from 10% over this; 0s: at once."),
+    choice("on_empty", "keep | clear", "keep", "An answer without records keeps the last endpoints, or drops them (clear)."),
+};
+const Table kDns("models[].deployments[].dns", "DNS discovery of a deployment's endpoints (README \"Discovering upstreams\"); "
+                 "resolvers: `discovery`.",
+                 kDnsFields);
+
+constexpr Field kCanaryFields[] = {
+    nonEmpty("version", "canary", "Deployments with this version are the canary."),
+    number("percent", 100, "0", "Share of requests sent to the canary (fractions allowed); the admin API can change it.",
+           "a percentage"),
+    nonEmpty("sticky_header", "", "The header hashed with sticky_by: header (x-user-id), so a user stays on one side."),
+    choice("sticky_by", "api_key | header | tenant", "",
+           "What a request is hashed on: the client's API key, sticky_header, or the caller's tenant. Default: header "
+           "when sticky_header is set, else api_key; no key: random per request."),
+    list("allow", "[]", "Sticky key values (user ids; tenant names with sticky_by: tenant) always sent to the canary."),
+};
+const Table kCanary("models[].canary", "A canary release; the version is chosen by pin, then allow list, then sticky "
+                    "hash, then percent.",
+                    kCanaryFields);
+
+constexpr Field kOutlierFields[] = {
+    integer("consecutive_failures", 0, 10000, "5",
+            "Failures in a row (5xx, connect errors, timeouts) that eject a deployment (per worker); 0: off."),
+    integer("error_rate", 0, 100, "0",
+            "Or: this percent of calls failing within `interval` (at least min_requests of them) ejects it; 0: off."),
+    duration("interval", 1, "60s", "The error_rate window."),
+    integer("min_requests", 1, 1'000'000, "10", "Calls an interval needs for an error_rate verdict."),
+    duration("eject_for", 1, "30s", "The first ejection; it doubles on each repeat."),
+    duration("max_eject_for", 1, "300s", "The longest ejection; not below eject_for."),
+};
+const Table kOutlier("models[].outlier", "Outlier ejection: a deployment that keeps failing gets no traffic for a "
+                     "while (unless every deployment is out).",
+                     kOutlierFields);
+
+constexpr std::string_view kWeight = "a score weight or factor";
+constexpr Field kGpuFields[] = {
+    number("gpu_util", 0, "40", "Score weight of GPU utilisation (0..1 reported).", kWeight),
+    number("gpu_memory", 0, "30", "Score weight of GPU memory use (0..1 reported).", kWeight),
+    number("connections", 0, "20", "Score weight of active connections / connections_scale.", kWeight),
+    number("connections_scale", 0, "10", "Active connections counted as 1 (must be positive).", kWeight),
+    number("queue", 0, "10", "Score weight of queued requests / queue_scale.", kWeight),
+    number("queue_scale", 0, "5", "Queued requests counted as 1 (must be positive).", kWeight),
+    number("degraded_factor", 0, "1.5", "The score is multiplied by this when the node reports DEGRADED.", kWeight),
+    number("eject_score", 0, "90",
+           "A node scoring above this (or UNHEALTHY, OVERLOADED) gets no traffic unless all do; lower is better.",
+           kWeight),
+    integer("top", 1, 100, "3", "The best nodes traffic is spread over, at most the shares of split. Default: every share."),
+    list("split", "[60, 30, 10]", "Relative shares of the best nodes, best first (1 to 100 positive numbers)."),
+    duration("status_ttl", 1, "15s", "A report older than this is ignored (a node without one counts as idle)."),
+};
+const Table kGpu("models[].gpu", "GPU-aware balancing: the nodes' status reports scored (lower is better) as "
+                 "gpu_util×40 + gpu_memory×30 + connections/10×20 + queued/5×10, ×1.5 when DEGRADED.",
+                 kGpuFields);
+
+constexpr std::string_view kPerMillion = "USD per million tokens";
+constexpr Field kPricingFields[] = {
+    number("input", 1e6, "", "Uncached prompt tokens; input and output go together.", kPerMillion),
+    number("output", 1e6, "", "Completion tokens.", kPerMillion),
+    number("cached_input", 1e6, "", "Prompt tokens read from the provider's cache. Default: input.", kPerMillion),
+    number("per_image", 1000, "", "Each image an images answer carries (generations, edits); may stand alone.",
+           "USD per image"),
+    number("per_audio_second", 100, "", "Each second of audio transcribed or translated; may stand alone.",
+           "USD per second of audio"),
+    number("per_character", 1, "", "Each character of text spoken (/v1/audio/speech); may stand alone.",
+           "USD per character"),
+    number("batch_input", 1e6, "", "Prompt tokens run in a batch (/v1/batches). Default: input.", kPerMillion),
+    number("batch_output", 1e6, "", "Completion tokens run in a batch. Default: output.", kPerMillion),
+};
+const Table kPricing("models[].pricing", "Prices: input and output per million tokens, or a unit price alone (an "
+                     "image, audio or speech model).",
+                     kPricingFields);
+
+constexpr Field kFallbackResponseFields[] = {
+    nonEmpty("message", "", "The answer's text, in the client API's shape, with `\"is_fallback\": true` and "
+                            "`X-Tahua-Fallback: <the last failure>`.")
+        .needed(),
+    integer("status", 200, 599, "503", "Its status; a 2xx one answers a stream request with a well-formed stream."),
+};
+const Table kFallbackResponse("models[].fallback_response", "The answer given when the model and its fallbacks all "
+                              "failed.",
+                              kFallbackResponseFields);
+
+}  // namespace
+
 constexpr Named<BalancePolicy> kBalancePolicies[] = {
     {BalancePolicy::WeightedRandom, "weighted_random"}, {BalancePolicy::RoundRobin, "round_robin"},
     {BalancePolicy::LeastOutstanding, "least_outstanding"}, {BalancePolicy::Latency, "latency"},
     {BalancePolicy::GpuAware, "gpu_aware"},
 };
+static_assert(sameChoices(kBalancePolicies, fieldNamed(kModelFields, "balancing").bound));
 
 void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg) {
   // A gateway in front of MCP servers alone needs no model.
@@ -22,41 +166,39 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "models[" + std::to_string(i) + "]";
     const YAML::Node& y = n[i];
-    checkKeys(y, p, {"name", "provider", "upstream_model", "pricing", "deployments", "balancing", "canary", "outlier",
-                     "gpu", "fallbacks", "fallback_on", "fallback_response", "cache"});
+    Fields f(*this, y, p, kModel);
     ModelConfig mc;
-    if (!y["name"]) fail(y, p + ".name", "required");
-    mc.name = nonEmpty(y["name"], p + ".name");
+    f.read("name", mc.name);
     if (cfg.model_index.count(mc.name)) fail(y["name"], p + ".name", "duplicate model name \"" + mc.name + "\"");
     // Either one deployment inline (provider + upstream_model) or a list.
-    if (y["deployments"]) {
+    if (const YAML::Node ds = f["deployments"]) {
       if (y["provider"] || y["upstream_model"])
         fail(y["provider"] ? y["provider"] : y["upstream_model"], p + ".provider",
              "set provider/upstream_model or deployments, not both");
-      const YAML::Node& ds = y["deployments"];
       if (!ds.IsSequence() || ds.size() == 0) fail(ds, p + ".deployments", "expected a non-empty list");
       for (std::size_t j = 0; j < ds.size(); ++j)
         mc.deployments.push_back(loadDeployment(ds[j], p + ".deployments[" + std::to_string(j) + "]", mc, cfg));
     } else {
       if (!y["provider"]) fail(y, p + ".provider", "required (or a deployments list)");
       DeploymentConfig d;
-      d.provider = nonEmpty(y["provider"], p + ".provider");
+      f.read("provider", d.provider);
       d.provider_index = providerIndex(y["provider"], p + ".provider", d.provider, cfg);
-      d.upstream_model = y["upstream_model"] ? nonEmpty(y["upstream_model"], p + ".upstream_model") : mc.name;
+      d.upstream_model = mc.name;
+      f.read("upstream_model", d.upstream_model);
       d.id = d.provider;
       d.node = d.id;
       mc.deployments.push_back(std::move(d));
     }
-    if (auto v = y["balancing"]) {
+    if (auto v = f["balancing"]) {
       const std::string b = str(v, p + ".balancing");
       const auto policy = valueOf(kBalancePolicies, b);
       if (!policy) fail(v, p + ".balancing", "unknown policy \"" + b + "\" (" + choices(kBalancePolicies, " | ") + ")");
       mc.balancing = *policy;
     }
-    if (auto c = y["canary"]) {
-      const std::string cp = p + ".canary";
-      checkKeys(c, cp, {"version", "percent", "sticky_header", "sticky_by", "allow"});
-      if (auto v = c["sticky_by"]) {
+    if (auto c = f["canary"]) {
+      Fields cf(*this, c, f.at("canary"), kCanary);
+      const std::string cp = cf.path();
+      if (auto v = cf["sticky_by"]) {
         const std::string by = str(v, cp + ".sticky_by");
         if (by == "tenant") mc.canary.sticky_by_tenant = true;
         else if (by != "api_key" && by != "header") fail(v, cp + ".sticky_by", "expected api_key, header or tenant");
@@ -64,41 +206,36 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
         if (by != "header" && c["sticky_header"]) fail(c["sticky_header"], cp + ".sticky_header", "only with sticky_by: header");
       }
       mc.canary.enabled = true;
-      if (auto v = c["version"]) mc.canary.version = nonEmpty(v, cp + ".version");
-      if (auto v = c["percent"]) mc.canary.percent = percent(v, cp + ".percent");
-      if (auto v = c["sticky_header"]) {
-        mc.canary.sticky_header = nonEmpty(v, cp + ".sticky_header");
+      cf.read("version", mc.canary.version);
+      if (auto v = cf["percent"]) mc.canary.percent = percent(v, cp + ".percent");
+      if (cf.read("sticky_header", mc.canary.sticky_header))
         for (auto& ch : mc.canary.sticky_header) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      }
-      if (auto v = c["allow"]) {
+      if (auto v = cf["allow"]) {
         if (!v.IsSequence()) fail(v, cp + ".allow", "expected a list of key values (user ids)");
         for (std::size_t k = 0; k < v.size(); ++k) mc.canary.allow.push_back(nonEmpty(v[k], cp + ".allow[" + std::to_string(k) + "]"));
       }
     }
-    if (auto o = y["outlier"]) {
-      const std::string op = p + ".outlier";
-      checkKeys(o, op, {"consecutive_failures", "error_rate", "interval", "min_requests", "eject_for", "max_eject_for"});
-      if (auto v = o["consecutive_failures"])
-        mc.outlier.consecutive_failures = static_cast<int>(integer(v, op + ".consecutive_failures", 0, 10000));
-      if (auto v = o["error_rate"]) mc.outlier.error_rate = static_cast<int>(integer(v, op + ".error_rate", 0, 100));
-      if (auto v = o["interval"]) mc.outlier.interval = duration(v, op + ".interval", Millis(1));
-      if (auto v = o["min_requests"]) mc.outlier.min_requests = static_cast<int>(integer(v, op + ".min_requests", 1, 1'000'000));
-      if (auto v = o["eject_for"]) mc.outlier.eject_for = duration(v, op + ".eject_for", Millis(1));
-      if (auto v = o["max_eject_for"]) mc.outlier.max_eject_for = duration(v, op + ".max_eject_for", Millis(1));
-      if (mc.outlier.max_eject_for < mc.outlier.eject_for) fail(o, op + ".max_eject_for", "must not be below eject_for");
+    if (auto o = f["outlier"]) {
+      Fields of(*this, o, f.at("outlier"), kOutlier);
+      of.read("consecutive_failures", mc.outlier.consecutive_failures);
+      of.read("error_rate", mc.outlier.error_rate);
+      of.read("interval", mc.outlier.interval);
+      of.read("min_requests", mc.outlier.min_requests);
+      of.read("eject_for", mc.outlier.eject_for);
+      of.read("max_eject_for", mc.outlier.max_eject_for);
+      if (mc.outlier.max_eject_for < mc.outlier.eject_for) fail(o, of.at("max_eject_for"), "must not be below eject_for");
     }
-    if (auto g = y["gpu"]) {
-      const std::string gp = p + ".gpu";
-      checkKeys(g, gp, {"gpu_util", "gpu_memory", "connections", "connections_scale", "queue", "queue_scale",
-                        "degraded_factor", "eject_score", "top", "split", "status_ttl"});
+    if (auto g = f["gpu"]) {
+      Fields gf(*this, g, f.at("gpu"), kGpu);
+      const std::string gp = gf.path();
       GpuScoreConfig& gc = mc.gpu;
       for (auto [key, slot] : std::initializer_list<std::pair<const char*, double*>>{
                {"gpu_util", &gc.gpu_util}, {"gpu_memory", &gc.gpu_memory}, {"connections", &gc.connections},
                {"connections_scale", &gc.connections_scale}, {"queue", &gc.queue}, {"queue_scale", &gc.queue_scale},
                {"degraded_factor", &gc.degraded_factor}, {"eject_score", &gc.eject_score}})
-        if (auto v = g[key]) *slot = number(v, gp + "." + key, "a score weight or factor");
+        gf.read(key, *slot);
       if (gc.connections_scale <= 0 || gc.queue_scale <= 0) fail(g, gp, "connections_scale and queue_scale must be positive");
-      if (auto v = g["split"]) {
+      if (auto v = gf["split"]) {
         if (!v.IsSequence() || v.size() == 0 || v.size() > 100) fail(v, gp + ".split", "expected a list of 1 to 100 shares, e.g. [60, 30, 10]");
         gc.split.clear();
         for (std::size_t k = 0; k < v.size(); ++k) {
@@ -108,51 +245,47 @@ void Loader::loadModels(const YAML::Node& n, const YAML::Node& root, Config& cfg
         }
         gc.top = static_cast<int>(gc.split.size());
       }
-      if (auto v = g["top"]) {
-        gc.top = static_cast<int>(integer(v, gp + ".top", 1, 100));
-        if (static_cast<std::size_t>(gc.top) > gc.split.size())
-          fail(v, gp + ".top", "is more than the " + std::to_string(gc.split.size()) + " shares of gpu.split: give a share per rank");
-      }
-      if (auto v = g["status_ttl"]) gc.status_ttl = duration(v, gp + ".status_ttl", Millis(1));
+      if (gf.read("top", gc.top) && static_cast<std::size_t>(gc.top) > gc.split.size())
+        fail(g["top"], gp + ".top", "is more than the " + std::to_string(gc.split.size()) + " shares of gpu.split: give a share per rank");
+      gf.read("status_ttl", gc.status_ttl);
     }
-    if (auto pr = y["pricing"]) {
-      const std::string pp = p + ".pricing";
-      checkKeys(pr, pp, {"input", "output", "cached_input", "per_image", "per_audio_second", "per_character",
-                         "batch_input", "batch_output"});
+    if (auto pr = f["pricing"]) {
+      Fields pf(*this, pr, f.at("pricing"), kPricing);
+      const std::string pp = pf.path();
       // Token prices come together; an image or audio model may have its unit price only.
       if (!pr["per_image"] && !pr["per_audio_second"] && !pr["per_character"] && (!pr["input"] || !pr["output"]))
         fail(pr, pp, "input and output prices (USD per million tokens) are required (or per_image, per_audio_second or per_character alone)");
       if (!pr["input"] != !pr["output"]) fail(pr, pp, "input and output prices (USD per million tokens) go together");
       mc.pricing.set = true;
-      if (pr["input"]) mc.pricing.input = price(pr["input"], pp + ".input");
-      if (pr["output"]) mc.pricing.output = price(pr["output"], pp + ".output");
-      mc.pricing.cached_input = pr["cached_input"] ? price(pr["cached_input"], pp + ".cached_input") : mc.pricing.input;
-      if (auto v = pr["per_image"]) mc.pricing.per_image = number(v, pp + ".per_image", "USD per image", 1000);
-      if (auto v = pr["per_audio_second"]) mc.pricing.per_audio_second = number(v, pp + ".per_audio_second", "USD per second of audio", 100);
-      if (auto v = pr["batch_input"]) mc.pricing.batch_input = price(v, pp + ".batch_input");
-      if (auto v = pr["batch_output"]) mc.pricing.batch_output = price(v, pp + ".batch_output");
-      if (auto v = pr["per_character"]) mc.pricing.per_character = number(v, pp + ".per_character", "USD per character", 1);
+      pf.read("input", mc.pricing.input);
+      pf.read("output", mc.pricing.output);
+      mc.pricing.cached_input = mc.pricing.input;
+      pf.read("cached_input", mc.pricing.cached_input);
+      pf.read("per_image", mc.pricing.per_image);
+      pf.read("per_audio_second", mc.pricing.per_audio_second);
+      pf.read("batch_input", mc.pricing.batch_input);
+      pf.read("batch_output", mc.pricing.batch_output);
+      pf.read("per_character", mc.pricing.per_character);
     }
-    if (auto f = y["fallbacks"]) {
-      if (!f.IsSequence()) fail(f, p + ".fallbacks", "expected a list of model names");
-      for (std::size_t k = 0; k < f.size(); ++k) mc.fallbacks.push_back(nonEmpty(f[k], p + ".fallbacks[" + std::to_string(k) + "]"));
+    if (auto v = f["fallbacks"]) {
+      if (!v.IsSequence()) fail(v, p + ".fallbacks", "expected a list of model names");
+      for (std::size_t k = 0; k < v.size(); ++k) mc.fallbacks.push_back(nonEmpty(v[k], p + ".fallbacks[" + std::to_string(k) + "]"));
     }
-    if (auto f = y["fallback_on"]) {
-      if (!f.IsSequence()) fail(f, p + ".fallback_on", "expected a list of HTTP statuses");
+    if (auto v = f["fallback_on"]) {
+      if (!v.IsSequence()) fail(v, p + ".fallback_on", "expected a list of HTTP statuses");
       mc.fallback_on.clear();
-      for (std::size_t k = 0; k < f.size(); ++k)
-        mc.fallback_on.push_back(static_cast<int>(integer(f[k], p + ".fallback_on[" + std::to_string(k) + "]", 400, 599)));
+      for (std::size_t k = 0; k < v.size(); ++k)
+        mc.fallback_on.push_back(static_cast<int>(integer(v[k], p + ".fallback_on[" + std::to_string(k) + "]", 400, 599)));
     }
-    if (auto f = y["fallback_response"]) {
-      const std::string fp = p + ".fallback_response";
-      checkKeys(f, fp, {"message", "status"});
-      if (!f["message"]) fail(f, fp + ".message", "required: the text answered when every upstream failed");
+    if (auto r = f["fallback_response"]) {
+      Fields rf(*this, r, f.at("fallback_response"), kFallbackResponse);
+      if (!r["message"]) fail(r, rf.at("message"), "required: the text answered when every upstream failed");
       mc.fallback_response = true;
-      mc.fallback_message = nonEmpty(f["message"], fp + ".message");
-      if (auto v = f["status"]) mc.fallback_status = static_cast<int>(integer(v, fp + ".status", 200, 599));
+      rf.read("message", mc.fallback_message);
+      rf.read("status", mc.fallback_status);
     }
     mc.cache = cfg.cache.defaults;
-    if (auto c = y["cache"]) mc.cache = cachePolicy(c, p + ".cache", cfg.cache.defaults);
+    if (auto c = f["cache"]) mc.cache = cachePolicy(c, f.at("cache"), cfg.cache.defaults);
     for (auto& d : mc.deployments) d.index = cfg.deployment_count++;
     markCanaryDeployments(mc);
     cfg.model_index.emplace(mc.name, cfg.models.size());
@@ -174,49 +307,49 @@ void Loader::resolveFallbacks(const YAML::Node& n, Config& cfg) {
 }
 
 DeploymentConfig Loader::loadDeployment(const YAML::Node& y, const std::string& p, const ModelConfig& mc, const Config& cfg) {
-  checkKeys(y, p, {"id", "provider", "upstream_model", "weight", "version", "labels", "node", "dns"});
+  Fields f(*this, y, p, kDeployment);
   DeploymentConfig d;
-  if (!y["provider"]) fail(y, p + ".provider", "required");
-  d.provider = nonEmpty(y["provider"], p + ".provider");
+  f.read("provider", d.provider);
   d.provider_index = providerIndex(y["provider"], p + ".provider", d.provider, cfg);
-  d.upstream_model = y["upstream_model"] ? nonEmpty(y["upstream_model"], p + ".upstream_model") : mc.name;
-  d.id = y["id"] ? nonEmpty(y["id"], p + ".id") : d.provider;
+  d.upstream_model = mc.name;
+  f.read("upstream_model", d.upstream_model);
+  d.id = d.provider;
+  f.read("id", d.id);
   if (d.id.find_first_of("/ \t\r\n\"") != std::string::npos) fail(y["id"], p + ".id", "must not contain '/', quotes or spaces");
   for (const auto& other : mc.deployments)
     if (other.id == d.id)
       fail(y["id"] ? y["id"] : y, p + ".id", "duplicate deployment id \"" + d.id + "\" (set distinct ids)");
-  if (auto v = y["weight"]) d.weight = static_cast<std::uint32_t>(integer(v, p + ".weight", 0, 1'000'000));
-  if (auto v = y["version"]) d.version = nonEmpty(v, p + ".version");
-  if (auto l = y["labels"]) {
+  f.read("weight", d.weight);
+  f.read("version", d.version);
+  if (auto l = f["labels"]) {
     if (!l.IsMap()) fail(l, p + ".labels", "expected a mapping of label to value");
     for (const auto& kv : l) d.labels.emplace_back(str(kv.first, p + ".labels"), str(kv.second, p + ".labels"));
   }
-  d.node = y["node"] ? nonEmpty(y["node"], p + ".node") : d.id;
-  if (auto n = y["dns"]) {
-    const std::string np = p + ".dns";
+  d.node = d.id;
+  f.read("node", d.node);
+  if (auto n = f["dns"]) {
+    const std::string np = f.at("dns");
     auto dns = std::make_shared<DnsDiscoveryConfig>();
     if (n.IsScalar()) {
       dns->name = nonEmpty(n, np);
     } else {
-      checkKeys(n, np, {"name", "type", "port", "min_ttl", "max_ttl", "slow_start", "on_empty"});
+      Fields df(*this, n, np, kDns);
       if (!n["name"]) fail(n, np + ".name", "required: the DNS name whose records are the endpoints");
-      dns->name = nonEmpty(n["name"], np + ".name");
-      if (auto v = n["type"]) {
+      df.read("name", dns->name);
+      if (auto v = df["type"]) {
         const std::string t = str(v, np + ".type");
         if (t == "A") dns->type = DnsDiscoveryConfig::Type::A;
         else if (t == "AAAA") dns->type = DnsDiscoveryConfig::Type::AAAA;
         else if (t == "SRV") dns->type = DnsDiscoveryConfig::Type::SRV;
         else fail(v, np + ".type", "expected A, AAAA or SRV");
       }
-      if (auto v = n["port"]) {
-        if (dns->type == DnsDiscoveryConfig::Type::SRV) fail(v, np + ".port", "SRV records carry the port");
-        dns->port = static_cast<std::uint16_t>(integer(v, np + ".port", 1, 65535));
-      }
-      if (auto v = n["min_ttl"]) dns->min_ttl = duration(v, np + ".min_ttl", Millis(100));
-      if (auto v = n["max_ttl"]) dns->max_ttl = duration(v, np + ".max_ttl", Millis(100));
+      if (n["port"] && dns->type == DnsDiscoveryConfig::Type::SRV) fail(n["port"], np + ".port", "SRV records carry the port");
+      df.read("port", dns->port);
+      df.read("min_ttl", dns->min_ttl);
+      df.read("max_ttl", dns->max_ttl);
       if (dns->max_ttl < dns->min_ttl) fail(n["max_ttl"] ? n["max_ttl"] : n, np + ".max_ttl", "must not be below min_ttl");
-      if (auto v = n["slow_start"]) dns->slow_start = duration(v, np + ".slow_start");
-      if (auto v = n["on_empty"]) {
+      df.read("slow_start", dns->slow_start);
+      if (auto v = df["on_empty"]) {
         const std::string e = str(v, np + ".on_empty");
         if (e == "keep") dns->keep_on_empty = true;
         else if (e == "clear") dns->keep_on_empty = false;

@@ -10,6 +10,33 @@
 
 namespace tahua::config_detail {
 
+namespace {
+
+using namespace schema;
+
+// One set of fields for the top-level `timeouts`, a provider's and a route's: each
+// overrides the one before it field by field.
+constexpr Field kTimeoutFields[] = {
+    duration("connect", 1, "5s", "TCP connect and TLS handshake (and an egress proxy's CONNECT)."),
+    duration("first_byte", 1, "120s", "From the request sent to the response's head."),
+    duration("idle", 1, "60s", "Between two reads of the response body (a stream: between two chunks)."),
+    duration("total", 1, "600s", "The whole upstream exchange, per attempt."),
+};
+const Table kTimeouts("timeouts",
+                      "Upstream timeouts of every provider; a provider's `timeouts`, then a matching route's, override "
+                      "them field by field. Past one the attempt fails: 504 upstream_timeout unless a retry or a fallback "
+                      "answers (a stream under way ends with an error event).",
+                      kTimeoutFields);
+const Table kProviderTimeouts("providers[].timeouts",
+                              "The same fields as `timeouts`, over them for this provider (a field left out keeps the "
+                              "top-level value).",
+                              kTimeoutFields);
+const Table kRouteTimeouts("routes[].timeouts",
+                           "The same fields as `timeouts`, over the chosen provider's for the requests this route chose.",
+                           kTimeoutFields);
+
+}  // namespace
+
 std::string configError(std::string_view file, const YAML::Mark& mark, std::string_view field, std::string_view msg) {
   std::string out(file);
   if (!mark.is_null()) out += ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
@@ -76,9 +103,10 @@ void Loader::checkKeys(const YAML::Node& map, const std::string& path, const sch
   }
 }
 
-Fields::Fields(Loader& loader, const YAML::Node& map, std::string path, const schema::Table& table)
+Fields::Fields(Loader& loader, const YAML::Node& map, std::string path, const schema::Table& table,
+               std::span<const schema::Field> more)
     : loader_(loader), map_(map), path_(std::move(path)), table_(table) {
-  loader_.checkKeys(map_, path_, table_);
+  loader_.checkKeys(map_, path_, table_, more);
 }
 
 YAML::Node Fields::operator[](std::string_view name) const {
@@ -221,12 +249,12 @@ Millis Loader::duration(const YAML::Node& node, const std::string& path, Millis 
 }
 
 TimeoutOverrides Loader::timeoutOverrides(const YAML::Node& t, const std::string& tp) {
-  checkKeys(t, tp, {"connect", "first_byte", "idle", "total"});
+  Fields f(*this, t, tp, kTimeouts);  // the provider's and the route's tables have the same fields
   TimeoutOverrides o;
-  if (auto v = t["connect"]) o.connect = duration(v, tp + ".connect", Millis(1));
-  if (auto v = t["first_byte"]) o.first_byte = duration(v, tp + ".first_byte", Millis(1));
-  if (auto v = t["idle"]) o.idle = duration(v, tp + ".idle", Millis(1));
-  if (auto v = t["total"]) o.total = duration(v, tp + ".total", Millis(1));
+  for (auto [name, out] : {std::pair{"connect", &o.connect}, {"first_byte", &o.first_byte}, {"idle", &o.idle}, {"total", &o.total}}) {
+    Millis v{};
+    if (f.read(name, v)) *out = v;
+  }
   return o;
 }
 

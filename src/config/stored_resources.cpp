@@ -80,9 +80,7 @@ StoredResourcesResult applyStoredResources(const ConfigPtr& base, const std::vec
       const std::string p = kind + "/" + name + ".spec";
       if (!spec.IsMap()) loader.fail(spec, p, "expected a mapping (the resource's spec, as JSON)");
       if (kind == "ModelRoute") {
-        if (spec["name"]) loader.fail(spec["name"], p + ".name", "the name is the resource's (Kind/name), not a field");
-        loader.checkKeys(spec, p, {"match", "when", "target", "override", "limits", "timeouts", "semantic_cache", "policyRef"});
-        loader.loadRoute(spec, p, name, *cfg);  // appended only when valid
+        loader.loadModelRoute(spec, p, name, *cfg);  // appended only when valid
       } else {
         // A stored plugin carries its code: a path would read this replica's files.
         if (kind == "Plugin" && spec["file"]) loader.fail(spec["file"], p + ".file", "a stored plugin carries its code in `source`");

@@ -11,6 +11,102 @@
 namespace tahua::config_detail {
 namespace {
 
+using namespace schema;
+
+constexpr Field kAccessLogFields[] = {
+    boolean("enabled", "true", "One JSON line per request (docs/observability.md#access-log); false: none."),
+    nonEmpty("path", "\"-\"", "`-`: stdout; otherwise a file, appended to.").atRestart(),
+    number("sample_success", 1, "1", "Share of successful (< 400) lines written; errors are always written.", "a ratio"),
+    integer("max_pending_bytes", 65536, 1ull << 32, "8388608",
+            "Bytes of lines the writer thread has not written yet; past it lines are dropped "
+            "(tahua_log_lines_dropped_total), never waited for.")
+        .atRestart(),
+};
+const Table kAccessLog("access_log", "The access log: one JSON line per request, written by a thread of its own.",
+                       kAccessLogFields);
+
+constexpr Field kTracingFields[] = {
+    boolean("enabled", "",
+            "Default: true when `endpoint` is set; true without one is an error. Turning tracing off applies at a "
+            "reload; turning it on, when the gateway started without it, needs a restart."),
+    nonEmpty("endpoint", "",
+             "Where spans are sent: `http://host:port/v1/traces` (OTLP/HTTP, JSON encoding; http:// only). Absent: "
+             "tracing is off.")
+        .atRestart(),
+    map("headers", "{}", "Headers sent with every export (a collector's API key).").atRestart(),
+    nonEmpty("service_name", "tahua", "The spans' `service.name`.").atRestart(),
+    number("sample_ratio", 1, "1",
+           "Share of new traces sampled (the sampled flag sent upstream); a caller's `traceparent` flag wins, and "
+           "a failed request is exported whatever the decision.",
+           "a ratio"),
+    boolean("capture_content", "false",
+            "Prompt and completion text on the server span (`gen_ai.input.messages`, `gen_ai.output.messages`), "
+            "16 KiB each at most."),
+    integer("max_queue_spans", 1, 10'000'000, "16384",
+            "Spans waiting for export; past it they are dropped (tahua_trace_spans_dropped_total).")
+        .atRestart(),
+    integer("max_batch_spans", 1, 100'000, "512", "Spans per export request.").atRestart(),
+    duration("flush_interval", 10, "1s", "How often waiting spans are exported.").atRestart(),
+    duration("timeout", 1, "5s", "One export request; a failed export drops its batch.").atRestart(),
+};
+const Table kTracing("tracing", "OpenTelemetry traces: a span per request and per upstream attempt (docs/observability.md).",
+                     kTracingFields);
+
+constexpr Field kUsageFields[] = {
+    boolean("enabled", "true",
+            "The section turns records on; false: none. Turning them off applies at a reload; on, when the gateway "
+            "started without them, needs a restart."),
+    nonEmpty("spill_dir", "",
+             "Required unless `enabled: false`: where a failing sink's records wait (`<sink>.spill`, fdatasynced) "
+             "and `usage.state` is kept.")
+        .atRestart(),
+    integer("spill_max_bytes", 1 << 20, 1ull << 44, "1073741824",
+            "A sink's spill file at most; past it records are dropped (counted, logged).")
+        .atRestart(),
+    integer("max_queue_records", 256, 10'000'000, "65536",
+            "Records handed over by the workers and not yet written; past it they are dropped (counted).")
+        .atRestart(),
+    duration("retry_backoff", 10, "1s", "First retry of a failed sink; it doubles up to 30s.").atRestart(),
+    nonEmpty("gateway_id", "", "The replica's name in records (`gateway`). Default: the host name."),
+    list("sinks", "",
+         "Required unless `enabled: false`: where records go (a file, a Redis stream, a webhook), each delivered at "
+         "least once.")
+        .atRestart(),
+};
+const Table kUsage("usage", "Usage records for billing, one per finished request (401s excepted), delivered at least once "
+                   "to every sink (docs/observability.md#usage-records).",
+                   kUsageFields);
+
+constexpr Field kSinkFields[] = {
+    nonEmpty("name", "", "Unique: names the sink in metrics and its spill file (letters, digits, - and _). Default: its type.")
+        .atRestart(),
+    choice("type", "file | redis_stream | webhook", "", "Where the records go.").needed().atRestart(),
+    nonEmpty("path", "", "file (required there): the JSON-lines file, appended to.").atRestart(),
+    integer("rotate_bytes", 1024, 1ull << 44, "268435456", "file: renamed to `path.1` (`path.2` ...) past this size.")
+        .atRestart(),
+    duration("rotate_interval", 0, "0s", "file: renamed this often too; 0s: never.").atRestart(),
+    integer("keep", 1, 10'000, "10", "file: the newest rotated files kept.").atRestart(),
+    nonEmpty("url", "",
+             "redis_stream: `redis://...`, default the store's Redis (required when the store is not Redis); "
+             "webhook (required there): the `http://` URL records are POSTed to.")
+        .atRestart(),
+    nonEmpty("username", "", "redis_stream: an ACL user (with password_env); without a url: another user on the store's Redis.")
+        .atRestart(),
+    nonEmpty("password_env", "",
+             "redis_stream: the variable holding the password (read at start; unset: a warning, and the sink's records "
+             "spill). Without url, username or password_env: the store's credentials.")
+        .atRestart(),
+    nonEmpty("stream", "tahua:usage", "redis_stream: `XADD <stream> MAXLEN ~ <maxlen> * record_id <id> record <json>`.")
+        .atRestart(),
+    integer("maxlen", 1000, 1'000'000'000, "1000000", "redis_stream: the stream's approximate cap.").atRestart(),
+    map("headers", "{}", "webhook: headers sent with every POST (an authorization).").atRestart(),
+    integer("batch", 1, 100'000, "500", "webhook: records per POST (a JSON array); any 2xx answer is delivery.").atRestart(),
+    duration("timeout", 1, "5s",
+             "redis_stream and webhook: one delivery (a Redis command, a POST); past it the sink failed.")
+        .atRestart(),
+};
+const Table kSink("usage.sinks[]", "A place usage records go; the settings of the other types are refused.", kSinkFields);
+
 bool validHeaderName(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s)
@@ -34,51 +130,46 @@ std::vector<std::pair<std::string, std::string>> Loader::headerMap(const YAML::N
 }
 
 void Loader::loadTracing(const YAML::Node& n, TracingConfig& t) {
-  const std::string p = "tracing";
-  checkKeys(n, p, {"enabled", "endpoint", "headers", "service_name", "sample_ratio", "capture_content", "max_queue_spans",
-                   "max_batch_spans", "flush_interval", "timeout"});
-  if (auto v = n["endpoint"]) {
-    t.endpoint = nonEmpty(v, p + ".endpoint");
+  Fields f(*this, n, "tracing", kTracing);
+  if (f.read("endpoint", t.endpoint)) {
     std::string why;
-    if (!parseHttpUrl(t.endpoint, &why)) fail(v, p + ".endpoint", why + " (expected http://host:port/v1/traces)");
+    if (!parseHttpUrl(t.endpoint, &why)) fail(f["endpoint"], f.at("endpoint"), why + " (expected http://host:port/v1/traces)");
   }
   t.enabled = !t.endpoint.empty();
-  if (auto v = n["enabled"]) t.enabled = boolean(v, p + ".enabled");
-  if (t.enabled && t.endpoint.empty()) fail(n, p + ".endpoint", "required: where spans are sent (OTLP/HTTP)");
-  if (auto v = n["headers"]) t.headers = headerMap(v, p + ".headers");
-  if (auto v = n["service_name"]) t.service_name = nonEmpty(v, p + ".service_name");
-  if (auto v = n["sample_ratio"]) t.sample_ratio = number(v, p + ".sample_ratio", "a ratio", 1);
-  if (auto v = n["capture_content"]) t.capture_content = boolean(v, p + ".capture_content");
-  if (auto v = n["max_queue_spans"]) t.max_queue_spans = integer(v, p + ".max_queue_spans", 1, 10'000'000);
-  if (auto v = n["max_batch_spans"]) t.max_batch_spans = integer(v, p + ".max_batch_spans", 1, 100'000);
-  if (auto v = n["flush_interval"]) t.flush_interval = duration(v, p + ".flush_interval", Millis(10));
-  if (auto v = n["timeout"]) t.timeout = duration(v, p + ".timeout", Millis(1));
+  f.read("enabled", t.enabled);
+  if (t.enabled && t.endpoint.empty()) fail(n, f.at("endpoint"), "required: where spans are sent (OTLP/HTTP)");
+  if (auto v = f["headers"]) t.headers = headerMap(v, f.at("headers"));
+  f.read("service_name", t.service_name);
+  f.read("sample_ratio", t.sample_ratio);
+  f.read("capture_content", t.capture_content);
+  f.read("max_queue_spans", t.max_queue_spans);
+  f.read("max_batch_spans", t.max_batch_spans);
+  f.read("flush_interval", t.flush_interval);
+  f.read("timeout", t.timeout);
 }
 
 void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
-  const std::string p = "usage";
-  checkKeys(n, p, {"enabled", "spill_dir", "spill_max_bytes", "max_queue_records", "retry_backoff", "gateway_id", "sinks"});
+  Fields f(*this, n, "usage", kUsage);
   u.enabled = true;
-  if (auto v = n["enabled"]) u.enabled = boolean(v, p + ".enabled");
-  if (auto v = n["spill_dir"]) u.spill_dir = nonEmpty(v, p + ".spill_dir");
-  if (auto v = n["spill_max_bytes"]) u.spill_max_bytes = integer(v, p + ".spill_max_bytes", 1 << 20, 1ull << 44);
-  if (auto v = n["max_queue_records"]) u.max_queue_records = integer(v, p + ".max_queue_records", 256, 10'000'000);
-  if (auto v = n["retry_backoff"]) u.retry_backoff = duration(v, p + ".retry_backoff", Millis(10));
-  if (auto v = n["gateway_id"]) u.gateway_id = nonEmpty(v, p + ".gateway_id");
+  f.read("enabled", u.enabled);
+  f.read("spill_dir", u.spill_dir);
+  f.read("spill_max_bytes", u.spill_max_bytes);
+  f.read("max_queue_records", u.max_queue_records);
+  f.read("retry_backoff", u.retry_backoff);
+  f.read("gateway_id", u.gateway_id);
   if (u.gateway_id.empty()) {
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) == 0) u.gateway_id = host;
   }
   if (!u.enabled) return;
-  if (u.spill_dir.empty()) fail(n, p + ".spill_dir", "required: where records wait while a sink is down");
-  const YAML::Node& s = n["sinks"];
-  if (!s || !s.IsSequence() || s.size() == 0) fail(s ? s : n, p + ".sinks", "required: a non-empty list of sinks");
+  if (u.spill_dir.empty()) fail(n, f.at("spill_dir"), "required: where records wait while a sink is down");
+  const YAML::Node& s = f["sinks"];
+  if (!s || !s.IsSequence() || s.size() == 0) fail(s ? s : n, f.at("sinks"), "required: a non-empty list of sinks");
   std::set<std::string> names;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    const std::string sp = p + ".sinks[" + std::to_string(i) + "]";
+    const std::string sp = f.at("sinks") + "[" + std::to_string(i) + "]";
     const YAML::Node& y = s[i];
-    checkKeys(y, sp, {"name", "type", "path", "rotate_bytes", "rotate_interval", "keep", "url", "username", "password_env",
-                      "stream", "maxlen", "headers", "batch", "timeout"});
+    Fields sf(*this, y, sp, kSink);
     UsageSinkConfig c;
     if (!y["type"]) fail(y, sp + ".type", "required: file, redis_stream or webhook");
     const std::string type = nonEmpty(y["type"], sp + ".type");
@@ -86,7 +177,8 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
     else if (type == "redis_stream") c.type = UsageSinkConfig::Type::RedisStream;
     else if (type == "webhook") c.type = UsageSinkConfig::Type::Webhook;
     else fail(y["type"], sp + ".type", "expected file, redis_stream or webhook, got \"" + type + "\"");
-    c.name = y["name"] ? nonEmpty(y["name"], sp + ".name") : type;
+    c.name = type;
+    sf.read("name", c.name);
     if (c.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
       fail(y["name"] ? y["name"] : y, sp + ".name", "letters, digits, - and _ only (it names the spill file)");
     if (!names.insert(c.name).second) fail(y["name"] ? y["name"] : y, sp + ".name", "another sink has the name \"" + c.name + "\"");
@@ -98,17 +190,16 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
       case UsageSinkConfig::Type::File:
         only({"url", "username", "password_env", "stream", "maxlen", "headers", "batch"}, "file");
         if (!y["path"]) fail(y, sp + ".path", "required");
-        c.path = nonEmpty(y["path"], sp + ".path");
-        if (auto v = y["rotate_bytes"]) c.rotate_bytes = integer(v, sp + ".rotate_bytes", 1024, 1ull << 44);
-        if (auto v = y["rotate_interval"]) c.rotate_interval = duration(v, sp + ".rotate_interval");
-        if (auto v = y["keep"]) c.keep = static_cast<unsigned>(integer(v, sp + ".keep", 1, 10'000));
+        sf.read("path", c.path);
+        sf.read("rotate_bytes", c.rotate_bytes);
+        sf.read("rotate_interval", c.rotate_interval);
+        sf.read("keep", c.keep);
         break;
       case UsageSinkConfig::Type::RedisStream:
         only({"path", "rotate_bytes", "rotate_interval", "keep", "headers", "batch"}, "redis_stream");
-        if (auto v = y["url"]) {
-          c.url = nonEmpty(v, sp + ".url");
+        if (sf.read("url", c.url)) {
           RedisEndpoint parsed;
-          if (auto e = parseRedisUrl(c.url, parsed)) fail(v, sp + ".url", *e);
+          if (auto e = parseRedisUrl(c.url, parsed)) fail(y["url"], sp + ".url", *e);
         } else if (cfg.store.type != StoreConfig::Type::Redis) {
           fail(y, sp + ".url", "required when the state store is not Redis");
         }
@@ -118,31 +209,31 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
           c.url = cfg.store.redis.url;
           if (c.auth.password_env.empty()) c.auth = cfg.store.redis.auth;
         }
-        if (auto v = y["stream"]) c.stream = nonEmpty(v, sp + ".stream");
-        if (auto v = y["maxlen"]) c.maxlen = integer(v, sp + ".maxlen", 1000, 1'000'000'000);
+        sf.read("stream", c.stream);
+        sf.read("maxlen", c.maxlen);
         break;
       case UsageSinkConfig::Type::Webhook: {
         only({"path", "rotate_bytes", "rotate_interval", "keep", "stream", "maxlen", "username", "password_env"}, "webhook");
         if (!y["url"]) fail(y, sp + ".url", "required");
-        c.url = nonEmpty(y["url"], sp + ".url");
+        sf.read("url", c.url);
         std::string why;
         if (!parseHttpUrl(c.url, &why)) fail(y["url"], sp + ".url", why);
-        if (auto v = y["headers"]) c.headers = headerMap(v, sp + ".headers");
-        if (auto v = y["batch"]) c.batch = integer(v, sp + ".batch", 1, 100'000);
+        if (auto v = sf["headers"]) c.headers = headerMap(v, sf.at("headers"));
+        sf.read("batch", c.batch);
         break;
       }
     }
-    if (auto v = y["timeout"]) c.timeout = duration(v, sp + ".timeout", Millis(1));
+    sf.read("timeout", c.timeout);
     u.sinks.push_back(std::move(c));
   }
 }
 
 void Loader::loadAccessLog(const YAML::Node& n, AccessLogConfig& a) {
-  checkKeys(n, "access_log", {"enabled", "path", "sample_success", "max_pending_bytes"});
-  if (auto v = n["enabled"]) a.enabled = boolean(v, "access_log.enabled");
-  if (auto v = n["path"]) a.path = nonEmpty(v, "access_log.path");
-  if (auto v = n["sample_success"]) a.sample_success = number(v, "access_log.sample_success", "a ratio", 1);
-  if (auto v = n["max_pending_bytes"]) a.max_pending_bytes = integer(v, "access_log.max_pending_bytes", 65536, 1ull << 32);
+  Fields f(*this, n, "access_log", kAccessLog);
+  f.read("enabled", a.enabled);
+  f.read("path", a.path);
+  f.read("sample_success", a.sample_success);
+  f.read("max_pending_bytes", a.max_pending_bytes);
 }
 
 }  // namespace tahua::config_detail

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "config/config.h"
+#include "config/provider_kind.h"
 #include "core/duration.h"
 
 namespace tahua {
@@ -53,6 +55,44 @@ TEST(ConfigReference, EveryFieldIsDocumentedAndItsDefaultIsWithinItsBounds) {
       if (f.kind == schema::Kind::Boolean) EXPECT_TRUE(f.fallback == "true" || f.fallback == "false") << where;
     }
   }
+}
+
+// The names a Choice field lists, split on " | ".
+std::vector<std::string> choiceNames(const schema::Field& f) {
+  std::vector<std::string> out;
+  std::string_view rest = f.bound;
+  while (!rest.empty()) {
+    const auto bar = rest.find(" | ");
+    out.emplace_back(rest.substr(0, bar));
+    rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 3);
+  }
+  return out;
+}
+
+// A provider's `type` lists the vendors of src/providers/vendors.h, and each vendor's own
+// fields are its table.
+TEST(ConfigReference, ProviderTypesAreTheVendorKinds) {
+  const schema::Table* providers = schema::findTable("providers[]");
+  ASSERT_TRUE(providers);
+  const schema::Field* type = providers->find("type");
+  ASSERT_TRUE(type);
+  std::vector<std::string> kinds;
+  for (const ProviderKind* k : providerKinds()) {
+    kinds.emplace_back(k->type);
+    if (k->options.empty()) continue;
+    const schema::Table* own = schema::findTable("providers[] (type: " + std::string(k->type) + ")");
+    ASSERT_TRUE(own) << k->type;
+    EXPECT_EQ(own->fields.data(), k->options.data()) << k->type;
+  }
+  EXPECT_EQ(choiceNames(*type), kinds);
+}
+
+TEST(ConfigReference, ResourceKindsAreTheStoredKinds) {
+  const schema::Table* resource = schema::findTable("(resource)");
+  ASSERT_TRUE(resource);
+  ASSERT_TRUE(resource->find("kind"));
+  for (const std::string& kind : choiceNames(*resource->find("kind"))) EXPECT_TRUE(storedResourceKind(kind)) << kind;
+  EXPECT_FALSE(storedResourceKind("Gadget"));
 }
 
 }  // namespace

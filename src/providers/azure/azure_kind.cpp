@@ -6,7 +6,15 @@
 namespace tahua {
 
 namespace {
-constexpr std::string_view kOptions[] = {"api_version", "stream_usage"};
+constexpr schema::Field kOptions[] = {
+    schema::nonEmpty("api_version", "", "The `api-version` query parameter every request carries (e.g. \"2024-10-21\").")
+        .needed(),
+    kStreamUsageField,
+};
+const schema::Table kTable("providers[] (type: azure-openai)",
+                           "Azure OpenAI: `base_url` is the resource's endpoint (`https://RESOURCE.openai.azure.com/openai`), "
+                           "a model's `upstream_model` the Azure deployment; the key is sent as `api-key`.",
+                           kOptions);
 
 void readOptions(const ProviderOptions& in, ProviderConfig& out) {
   if (!in.has("api_version")) in.fail("api_version", "required for type azure-openai (e.g. \"2024-10-21\")");

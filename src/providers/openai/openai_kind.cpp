@@ -6,7 +6,11 @@
 namespace tahua {
 
 namespace {
-constexpr std::string_view kOptions[] = {"stream_usage"};
+constexpr schema::Field kOptions[] = {kStreamUsageField};
+const schema::Table kTable("providers[] (type: openai)",
+                           "OpenAI and every OpenAI-compatible server (vLLM, Ollama, llama.cpp server, DeepSeek, Mistral, "
+                           "Groq, ...): `base_url` is required, the key is sent as `Authorization: Bearer`.",
+                           kOptions);
 
 void readOptions(const ProviderOptions& in, ProviderConfig& out) {
   if (in.has("stream_usage")) out.stream_usage = in.boolean("stream_usage");

@@ -41,11 +41,15 @@ constexpr Field kCapFields[] = {
     integer("max_concurrent_streams", 1, kMaxCount, "", "The same for streams."),
 };
 
-template <std::size_t A, std::size_t B>
-constexpr std::array<Field, A + B> joined(const Field (&a)[A], const Field (&b)[B]) {
-  std::array<Field, A + B> out{};
-  for (std::size_t i = 0; i < A; ++i) out[i] = a[i];
-  for (std::size_t i = 0; i < B; ++i) out[A + i] = b[i];
+// One table's fields from several arrays, in order.
+template <std::size_t... N>
+constexpr std::array<Field, (N + ...)> joined(const Field (&... parts)[N]) {
+  std::array<Field, (N + ...)> out{};
+  std::size_t i = 0;
+  const auto put = [&](const auto& part) {
+    for (const Field& f : part) out[i++] = f;
+  };
+  (put(parts), ...);
   return out;
 }
 
@@ -132,11 +136,11 @@ constexpr Field kRateLimitsFields[] = {
     integer("default_max_tokens", 0, 10'000'000, "1024",
             "Completion tokens reserved for a request that sets no max_tokens (when a token limit applies); "
             "calibrated to the real count afterwards."),
+    map("models", "{}", "Model name to limits over every caller together (the fields of `tenants[].limits`)."),
+    list("policies", "[]", "Rate-limit policies: limits for the requests they match (also RateLimitPolicy resources)."),
     boolean("end_streams_over_budget", "false",
             "End a stream whose output passes what its tenant, key and model token limits still allowed at admission, "
             "with an error event, and cancel the upstream call; else it runs on and the limits go into debt."),
-    map("models", "{}", "Model name to limits over every caller together (the fields of `tenants[].limits`)."),
-    list("policies", "[]", "Rate-limit policies: limits for the requests they match (also RateLimitPolicy resources)."),
 };
 const Table kRateLimits("rate_limits", "Limits over all tenants, and how token limits estimate a request.", kRateLimitsFields);
 const Table kModelLimits("rate_limits.models.*", "One model's limits, every caller together.", kLimitFields);
@@ -147,9 +151,11 @@ constexpr Field kPolicyOwnFields[] = {
     choice("per", "key | tenant | all", "key", "What is counted together: each key, each tenant, or every caller."),
     nonEmpty("client_header", "x-client-type", "The request header whose value picks a rule (the client type)."),
     list("rules", "[]", "Limits per client type, each over the policy's own for its requests."),
+};
+constexpr Field kPolicyStreamFields[] = {
     boolean("end_streams_over_budget", "false", "As `rate_limits.end_streams_over_budget`, for this policy's token limits."),
 };
-constexpr auto kPolicyFields = joined(kPolicyOwnFields, kRateFields);
+constexpr auto kPolicyFields = joined(kPolicyOwnFields, kRateFields, kPolicyStreamFields);
 const Table kPolicy("rate_limits.policies[]",
                     "A rate-limit policy. Its limit fields (those of `tenants[].limits` but the caps) are the default, "
                     "for the requests no rule takes; it needs limits or rules.",

@@ -1,5 +1,5 @@
 // The response cache: the top-level `cache` section and the policy a model's own
-// `cache:` sets (loadCache in tenants_section.cpp, cachePolicy in models_section.cpp).
+// `cache:` sets (loadCache and cachePolicy in cache_section.cpp).
 #pragma once
 
 #include <cstddef>

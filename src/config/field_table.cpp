@@ -21,11 +21,12 @@ std::string figure(double v) {
   return buf;
 }
 
-// 1048576 -> "1 MiB" beside the bytes, as a reader needs for size bounds.
-std::string integerFigure(double v) {
+// 1048576 -> "1 MiB" beside the bytes, as a reader needs for size bounds (`bytes`: the
+// field is a size, named *bytes*; a count such as 1000000000000 requests is not).
+std::string integerFigure(double v, bool bytes) {
   std::string out = figure(v);
   const auto n = static_cast<std::uint64_t>(v);
-  if (n >= 1024 && n % 1024 == 0) {
+  if (bytes && n >= 1024 && n % 1024 == 0) {
     static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
     std::uint64_t q = n / 1024;
     int u = 0;
@@ -91,8 +92,10 @@ std::string kindName(const Field& f) {
 
 std::string boundText(const Field& f) {
   switch (f.kind) {
-    case Kind::Integer:
-      return integerFigure(f.min) + " to " + integerFigure(f.max);
+    case Kind::Integer: {
+      const bool bytes = f.name.find("bytes") != std::string_view::npos;
+      return integerFigure(f.min, bytes) + " to " + integerFigure(f.max, bytes);
+    }
     case Kind::Number: {
       std::string out = "0 to " + figure(f.max > 0 ? f.max : 1e6);
       if (!f.bound.empty()) out += " (" + std::string(f.bound) + ")";

@@ -13,6 +13,94 @@ namespace tahua::config_detail {
 
 namespace {
 
+using namespace schema;
+
+constexpr Field kGuardrailsFields[] = {
+    list("policies", "[]", "Policies of content rules (also GuardrailPolicy resources); every policy attached applies."),
+};
+const Table kGuardrails("guardrails",
+                       "Content rules over requests and answers, streams included (docs/guardrails.md). Block wins over "
+                       "redact, redact over flag.",
+                       kGuardrailsFields);
+
+constexpr Field kPolicyFields[] = {
+    nonEmpty("name", "", "Unique among policies; absent: `policy-<index>` (a GuardrailPolicy: its resource's name)."),
+    section("match", "The requests the policy is attached to; absent: every request."),
+    list("rules", "", "At most 1000 rules, names unique in the policy.").needed(),
+};
+const Table kPolicy("guardrails.policies[]", "A guardrail policy: rules for the requests it is attached to.", kPolicyFields);
+
+constexpr Field kMatchFields[] = {
+    list("model", "[]", "A model name or a list, as asked or as routed (on /mcp: a tool as `server__tool`); empty: any."),
+    list("route", "[]", "A route name or a list; empty: any."),
+    list("tenant", "[]", "A tenant name or a list; empty: any."),
+    list("key", "[]", "A key name or a list; empty: any."),
+};
+const Table kMatch("guardrails.policies[].match", "Which requests the policy is attached to: every list given must hold.",
+                   kMatchFields);
+
+constexpr Field kRuleFields[] = {
+    nonEmpty("name", "", "Unique in the policy; verdicts name it as `policy/rule`.").needed(),
+    list("inspect", "[input, output]",
+         "What the rule reads: input, system, tool_arguments, output, output_tool_calls. Injection and moderation "
+         "rules: [input] by default (injection: the request only)."),
+    choice("action", "block | redact | flag", "",
+           "block: 400 content_blocked (an answer emptied, a stream ended); redact: the match masked; flag: only "
+           "recorded. Moderation and quality: block or flag.")
+        .needed(),
+    string("mask", "\"[REDACTED]\"", "What a redacted match becomes (at most 256 bytes)."),
+    integer("max_match_chars", 1, 65536, "256",
+            "Bytes: the longest match kept whole, and how much a stream holds back for a regex."),
+    list("patterns", "", "Regexes (Hyperscan syntax that RE2 also accepts); a detector, with or without literals."),
+    list("literals", "", "Texts matched as they are; a detector, with or without patterns."),
+    boolean("caseless", "false", "patterns and literals: ignore case."),
+    any("pii", "",
+        "A detector: `all`, or a list of email, phone, payment_card, iban, china_resident_id, api_key, "
+        "aws_access_key (checked with their check digits)."),
+    any("injection", "", "A detector of prompt injection in the request: `true`, or a mapping (below)."),
+    section("moderation", "A detector: an endpoint in OpenAI's moderation shape."),
+    section("quality", "A detector: the answer judged off-topic by the similarity of its embedding to the prompt's."),
+};
+const Table kRule("guardrails.policies[].rules[]",
+                  "A rule: exactly one detector (patterns / literals, pii, injection, moderation or quality) and an action.",
+                  kRuleFields);
+
+constexpr Field kInjectionFields[] = {
+    number("threshold", 100, "0.5", "The score that makes a hit (above 0).", "a score"),
+    list("allow", "", "Up to 100 phrases (200 bytes each, folded) no signal may use or join across."),
+    boolean("explain", "false", "A block's message names the score and the signals."),
+};
+const Table kInjection("guardrails.policies[].rules[].injection", "Prompt injection, tuned per policy.", kInjectionFields);
+
+constexpr Field kModerationFields[] = {
+    nonEmpty("url", "", "http(s)://host[:port]/v1/moderations.").needed(),
+    string("model", "", "Sent as `model`; absent: not sent."),
+    string("api_key", "", "Sent as a bearer token; prefer api_key_env."),
+    nonEmpty("api_key_env", "", "The environment variable holding the key (read at start; unset: calls go without one)."),
+    duration("timeout", 1, "2s", "No verdict within this is an error (on_error decides)."),
+    choice("on_error", "allow | block", "allow",
+           "No verdict (down, slow, a bad answer): allow lets the text pass, block refuses (503 guardrail_unavailable)."),
+    list("categories", "", "Flag only for these categories' scores; absent: the endpoint's own `flagged`."),
+    number("threshold", 1, "0.5", "With categories: a category score at or above this flags.", "a score"),
+    integer("stream_interval", 50, 65536, "500", "A streamed answer's text is checked every this many characters (and at its end)."),
+    choice("stream_mode", "pass | hold", "pass",
+           "pass: text flows while it is checked; hold: text leaves only once a check passed it."),
+};
+const Table kModeration("guardrails.policies[].rules[].moderation",
+                        "A moderation endpoint; for the request's text, and with `inspect: [output]` the answer's.",
+                        kModerationFields);
+
+constexpr Field kQualityFields[] = {
+    nonEmpty("embedding_model", "", "One of the gateway's models, served by an openai, azure-openai or mock provider.").needed(),
+    number("threshold", 1, "0.35", "A cosine similarity below this is off-topic.", "a cosine similarity"),
+    number("sample", 1, "1", "The share of answers checked.", "a share of answers"),
+    duration("timeout", 1, "2s", "The embedding call's, at most 60s; no embeddings in time: the answer passes, unchecked."),
+};
+const Table kQuality("guardrails.policies[].rules[].quality",
+                     "Answer quality: a non-streamed answer waits for the verdict (block: the next fallback answers once, "
+                     "else 502 response_quality_low); a stream is checked once it ended.",
+                     kQualityFields);
+
 struct TargetName {
   std::string_view name;
   std::uint8_t target;
@@ -27,12 +115,12 @@ constexpr TargetName kTargets[] = {{"input", guardrails::kInput},
 
 GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::string& p, const std::string& name, const Config& cfg) {
   if (!y.IsMap()) fail(y, p, "expected a mapping");
-  checkKeys(y, p, {"name", "match", "rules"});
+  Fields pf(*this, y, p, kPolicy);
   GuardrailPolicyConfig pol;
   pol.name = name;
-  if (auto m = y["match"])
-    matchLists(m, p + ".match", {{"model", &pol.models}, {"route", &pol.routes}, {"tenant", &pol.tenants}, {"key", &pol.keys}});
-  const YAML::Node rs = y["rules"];
+  if (auto m = pf["match"])
+    matchLists(m, p + ".match", kMatch, {{"model", &pol.models}, {"route", &pol.routes}, {"tenant", &pol.tenants}, {"key", &pol.keys}});
+  const YAML::Node rs = pf["rules"];
   if (!rs || !rs.IsSequence() || rs.size() == 0) fail(rs ? rs : y, p + ".rules", "required: a list of rules");
   if (rs.size() > 1000) fail(rs, p + ".rules", "at most 1000 rules in a policy");
   std::vector<guardrails::RuleSpec> rules;
@@ -41,8 +129,7 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
     const YAML::Node r = rs[i];
     const std::string rp = p + ".rules[" + std::to_string(i) + "]";
     if (!r.IsMap()) fail(r, rp, "expected a mapping");
-    checkKeys(r, rp, {"name", "inspect", "action", "mask", "max_match_chars", "patterns", "literals", "caseless", "pii", "injection",
-                     "moderation", "quality"});
+    Fields rf(*this, r, rp, kRule);
     guardrails::RuleSpec spec;
     spec.name = nonEmpty(r["name"], rp + ".name");
     if (!names.insert(spec.name).second) fail(r["name"], rp + ".name", "duplicate rule \"" + spec.name + "\" in the policy");
@@ -61,7 +148,7 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       spec.detector = guardrails::RuleSpec::Detector::Patterns;
       strings("patterns", spec.patterns);
       strings("literals", spec.literals);
-      if (auto v = r["caseless"]) spec.caseless = boolean(v, rp + ".caseless");
+      rf.read("caseless", spec.caseless);
     } else if (r["pii"]) {
       const YAML::Node v = r["pii"];
       spec.detector = guardrails::RuleSpec::Detector::Pii;
@@ -88,37 +175,34 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       spec.targets = guardrails::kInput;
       if (!m.IsMap())
         fail(m, mp, "expected a mapping: {url, model, api_key | api_key_env, timeout, on_error, categories, threshold, stream_interval, stream_mode}");
-      checkKeys(m, mp, {"url", "model", "api_key", "api_key_env", "timeout", "on_error", "categories", "threshold", "stream_interval", "stream_mode"});
+      Fields mf(*this, m, mp, kModeration);
       guardrails::ModerationSpec& mod = spec.moderation;
       mod.url = nonEmpty(m["url"], mp + ".url");
       std::string why;
       if (!parseHttpUrl(mod.url, &why, true)) fail(m["url"], mp + ".url", why + " (expected http(s)://host[:port]/v1/moderations)");
-      if (auto v = m["model"]) mod.model = str(v, mp + ".model");
+      mf.read("model", mod.model);
       if (m["api_key"] && m["api_key_env"]) fail(m["api_key"], mp + ".api_key", "set api_key or api_key_env, not both");
-      if (auto v = m["api_key"]) mod.api_key = str(v, mp + ".api_key");
-      if (auto v = m["api_key_env"]) {
-        const std::string env = nonEmpty(v, mp + ".api_key_env");
+      mf.read("api_key", mod.api_key);
+      if (std::string env; mf.read("api_key_env", env)) {
         const char* value = std::getenv(env.c_str());
         if (value && *value) mod.api_key = value;
         else warnings_.push_back("guardrail rule \"" + spec.name + "\": environment variable " + env + " is not set; the moderation calls go without a key");
       }
-      if (auto v = m["timeout"]) mod.timeout_ms = duration(v, mp + ".timeout", Millis(1)).count();
-      if (auto v = m["on_error"]) {
+      if (Millis t{}; mf.read("timeout", t)) mod.timeout_ms = t.count();
+      if (auto v = mf["on_error"]) {
         const std::string e = str(v, mp + ".on_error");
         if (e == "allow") mod.fail_closed = false;
         else if (e == "block") mod.fail_closed = true;
         else fail(v, mp + ".on_error", "expected allow (fail open) or block (fail closed)");
       }
-      if (auto v = m["categories"]) {
+      if (auto v = mf["categories"]) {
         if (!v.IsSequence() || v.size() == 0) fail(v, mp + ".categories", "expected a list of category names");
         for (std::size_t k = 0; k < v.size(); ++k) mod.categories.push_back(nonEmpty(v[k], mp + ".categories[" + std::to_string(k) + "]"));
       }
-      if (auto v = m["threshold"]) {
-        mod.threshold = number(v, mp + ".threshold", "a score", 1);
-        if (mod.categories.empty()) fail(v, mp + ".threshold", "a threshold applies to `categories`");
-      }
-      if (auto v = m["stream_interval"]) mod.stream_interval = static_cast<std::size_t>(integer(v, mp + ".stream_interval", 50, 65536));
-      if (auto v = m["stream_mode"]) {
+      if (mf.read("threshold", mod.threshold) && mod.categories.empty())
+        fail(mf["threshold"], mp + ".threshold", "a threshold applies to `categories`");
+      mf.read("stream_interval", mod.stream_interval);
+      if (auto v = mf["stream_mode"]) {
         const std::string mode = str(v, mp + ".stream_mode");
         if (mode == "hold") mod.stream_hold = true;
         else if (mode != "pass") fail(v, mp + ".stream_mode", "expected pass (text flows while it is checked) or hold (text leaves once checked)");
@@ -130,13 +214,13 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       spec.detector = guardrails::RuleSpec::Detector::Quality;
       spec.targets = 0;  // the filter embeds the prompt and the answer itself
       if (!q.IsMap()) fail(q, qp, "expected a mapping: {embedding_model, threshold, sample, timeout}");
-      checkKeys(q, qp, {"embedding_model", "threshold", "sample", "timeout"});
+      Fields qf(*this, q, qp, kQuality);
       guardrails::QualitySpec& qs = spec.quality;
       qs.embedding_model = nonEmpty(q["embedding_model"], qp + ".embedding_model");
       if (const std::string why = embeddingModelProblem(cfg, qs.embedding_model); !why.empty()) fail(q["embedding_model"], qp + ".embedding_model", why);
-      if (auto v = q["threshold"]) qs.threshold = number(v, qp + ".threshold", "a cosine similarity", 1);
-      if (auto v = q["sample"]) qs.sample = number(v, qp + ".sample", "a share of answers", 1);
-      if (auto v = q["timeout"]) qs.timeout_ms = duration(v, qp + ".timeout", Millis(1)).count();
+      qf.read("threshold", qs.threshold);
+      qf.read("sample", qs.sample);
+      if (Millis t{}; qf.read("timeout", t)) qs.timeout_ms = t.count();
       if (qs.timeout_ms > 60000) fail(q["timeout"], qp + ".timeout", "at most 60s");
       for (const char* other : {"caseless", "inspect", "mask", "max_match_chars"})
         if (r[other]) fail(r[other], rp + "." + other, "not for a quality rule (it compares the prompt and the whole answer)");
@@ -146,10 +230,10 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       spec.targets = guardrails::kInput;
       if (v.IsMap()) {
         const std::string ip = rp + ".injection";
-        checkKeys(v, ip, {"threshold", "allow", "explain"});
-        if (auto t = v["threshold"]) spec.threshold = number(t, ip + ".threshold", "a score", 100);
+        Fields jf(*this, v, ip, kInjection);
+        jf.read("threshold", spec.threshold);
         if (!(spec.threshold > 0)) fail(v["threshold"], ip + ".threshold", "must be above 0");
-        if (auto a = v["allow"]) {
+        if (auto a = jf["allow"]) {
           if (!a.IsSequence() || a.size() == 0) fail(a, ip + ".allow", "expected a list of phrases no signal may use");
           if (a.size() > 100) fail(a, ip + ".allow", "at most 100 phrases");
           for (std::size_t k = 0; k < a.size(); ++k) {
@@ -160,13 +244,13 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
             if (spec.allow.back().empty()) fail(a[k], kp, "nothing left once folded (invisible characters only)");
           }
         }
-        if (auto e = v["explain"]) spec.explain = boolean(e, ip + ".explain");
+        jf.read("explain", spec.explain);
       } else if (!v.IsScalar() || !boolean(v, rp + ".injection")) {
         fail(v, rp + ".injection", "expected true or {threshold: score, allow: [phrases], explain: bool}");
       }
       if (r["caseless"]) fail(r["caseless"], rp + ".caseless", "only for patterns and literals");
     }
-    if (auto v = r["inspect"]) {
+    if (auto v = rf["inspect"]) {
       if (!v.IsSequence() || v.size() == 0) fail(v, rp + ".inspect", "expected a list (input, system, tool_arguments, output, output_tool_calls)");
       spec.targets = 0;
       for (std::size_t k = 0; k < v.size(); ++k) {
@@ -186,7 +270,7 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
         if (r["moderation"][f] && !(spec.targets & guardrails::kOutput))
           fail(r["moderation"][f], rp + ".moderation." + f, "for a rule that inspects output (streamed answers)");
     }
-    if (auto v = r["action"]) {
+    if (auto v = rf["action"]) {
       const std::string a = str(v, rp + ".action");
       if (a == "flag") spec.action = guardrails::Action::Flag;
       else if (a == "redact") spec.action = guardrails::Action::Redact;
@@ -199,11 +283,8 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       fail(r["action"], rp + ".action", "a moderation verdict is about a whole text: block or flag");
     if (spec.detector == guardrails::RuleSpec::Detector::Quality && spec.action == guardrails::Action::Redact)
       fail(r["action"], rp + ".action", "a quality verdict is about a whole answer: block (non-streamed answers, retried once on a fallback) or flag");
-    if (auto v = r["mask"]) {
-      spec.mask = str(v, rp + ".mask");
-      if (spec.mask.size() > 256) fail(v, rp + ".mask", "at most 256 bytes");
-    }
-    if (auto v = r["max_match_chars"]) spec.max_match_chars = integer(v, rp + ".max_match_chars", 1, 65536);
+    if (rf.read("mask", spec.mask) && spec.mask.size() > 256) fail(rf["mask"], rp + ".mask", "at most 256 bytes");
+    rf.read("max_match_chars", spec.max_match_chars);
     rules.push_back(std::move(spec));
   }
   {
@@ -225,8 +306,8 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
 }
 
 void Loader::loadGuardrails(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "guardrails", {"policies"});
-  const YAML::Node ps = n["policies"];
+  Fields f(*this, n, "guardrails", kGuardrails);
+  const YAML::Node ps = f["policies"];
   if (!ps) return;
   if (!ps.IsSequence()) fail(ps, "guardrails.policies", "expected a list of policies");
   for (std::size_t i = 0; i < ps.size(); ++i) {

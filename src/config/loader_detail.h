@@ -91,6 +91,8 @@ struct SourceMap {
   std::vector<std::string> route_labels;  // routes[i] -> "ModelRoute/name.spec" ("" for plain routes)
 };
 
+class Fields;
+
 // Reads one YAML tree into a Config. The node readers are in node_readers.cpp, each
 // section's loader in the file named after it.
 class Loader {
@@ -163,6 +165,7 @@ class Loader {
   void loadAuth(const YAML::Node& n, Config& cfg);
   void loadRateLimits(const YAML::Node& n, Config& cfg);
   void loadTenantTokens(const YAML::Node& n, Config& cfg);
+  // store_section.cpp: `store` and `discovery`
   void loadStore(const YAML::Node& n, Config& cfg);
   void loadDiscovery(const YAML::Node& n, Config& cfg);
   void loadKubernetes(const YAML::Node& n, Config& cfg);
@@ -174,17 +177,26 @@ class Loader {
   // password read from the environment; `url` (if any) must then have no credentials.
   // An unset variable is a warning ending with `unset` (what does not work then).
   RedisCredentials redisCredentials(const YAML::Node& n, const std::string& path, std::string_view url, std::string_view unset);
+  // responses_section.cpp
   void loadIdempotency(const YAML::Node& n, Config& cfg);
   void loadResponses(const YAML::Node& n, Config& cfg);
+  // cache_section.cpp
   void loadCache(const YAML::Node& n, Config& cfg);  // before the models (their defaults)
   void checkCacheModels(const YAML::Node& root, Config& cfg);  // after them: embedding models exist
-  CachePolicy cachePolicy(const YAML::Node& n, const std::string& path, const CachePolicy& base,
-                          std::initializer_list<std::string_view> more = {});
+  // A model's `cache:` over `base` (the top-level section's policy).
+  CachePolicy cachePolicy(const YAML::Node& n, const std::string& path, const CachePolicy& base);
+  // The policy's fields of the mapping `f` (the `cache` section or a model's), its
+  // `semantic` mapping read through `semantic`.
+  CachePolicy cachePolicy(Fields& f, const schema::Table& semantic, const CachePolicy& base);
   RateLimitPolicyConfig rateLimitPolicy(const YAML::Node& n, const std::string& path, const Config& cfg);
-  LimitSet limitSet(const YAML::Node& n, const std::string& path);
+  // The limit fields of `f`'s mapping (kLimitFields); `caps`: the concurrency caps too.
+  LimitSet limitSet(Fields& f, bool caps = true);
   // A policy's `match:` (rate limits, guardrails): each field a name or a list of names,
-  // appended to its list; only the fields given are allowed.
+  // appended to its list; the mapping read through its table (whose fields are `fields`).
   using MatchField = std::pair<std::string_view, std::vector<std::string>*>;
+  void matchLists(const YAML::Node& m, const std::string& path, const schema::Table& table,
+                  std::initializer_list<MatchField> fields);
+  // The same, only the fields given allowed (mcp_section.cpp's, until its mapping has a table).
   void matchLists(const YAML::Node& m, const std::string& path, std::initializer_list<MatchField> fields);
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
   // plugins_section.cpp
@@ -267,6 +279,14 @@ class Fields {
   std::string path_;
   const schema::Table& table_;
 };
+
+// The fields redisCredentials reads, for the tables of the Redis mappings that have them.
+inline constexpr schema::Field kRedisUsernameField =
+    schema::nonEmpty("username", "", "An ACL user (Redis 6+), with password_env.");
+inline constexpr schema::Field kRedisPasswordEnvField = schema::nonEmpty(
+    "password_env", "",
+    "The environment variable holding the password, instead of the url (which then has none); read at start, unset: "
+    "a warning, and that server is not used.");
 
 // yaml-cpp keeps both entries of a repeated key; the error for the first one found.
 std::optional<std::string> duplicateKey(const YAML::Node& node, const std::string& file, const std::string& path,

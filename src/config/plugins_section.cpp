@@ -13,6 +13,122 @@ namespace tahua::config_detail {
 
 namespace {
 
+using namespace schema;
+
+constexpr Field kPluginFields[] = {
+    nonEmpty("id", "",
+             "Lower-case letters, digits, '-', '_', '.'; at most 64; unique (a Plugin resource: its name).")
+        .needed(),
+    nonEmpty("version", "\"1\"", "Shown in logs, metrics and the admin API."),
+    integer("order", 0, 1'000'000, "100", "Lower runs first; ties in config order."),
+    list("phases", "",
+         "request, response_headers, stream_event, complete, auth: checked against the functions the code defines "
+         "(each listed must be defined, each defined listed); absent: not checked."),
+    section("supports", "Which requests it runs for (all listed must match); not used by on_auth."),
+    section("budgets", "The sandbox's bounds per call."),
+    choice("failure_mode", "open | closed", "open",
+           "A failed call: open goes on as if the plugin were not there; closed refuses (503 plugin_failed)."),
+    section("breaker", "Failures in a row that skip the plugin on a worker for a while."),
+    nonEmpty("source", "", "The Lua code inline (at most 1 MiB); one of source and file is required."),
+    nonEmpty("file", "", "A path to the code, relative to the file that names it (at most 1 MiB)."),
+    list("tests", "", "Self-tests run at every load; a version whose tests fail is refused, the last good one keeps running."),
+    section("kv", "The key-value store (tahua.kv)."),
+    section("http", "Outbound calls (tahua.http.request); absent: tahua.http is nil."),
+    section("canary", "This version runs instead of another plugin for a share of requests."),
+};
+const Table kPlugin("plugins[]",
+                    "A Lua plugin in a sandbox (docs/plugins.md); the same fields, without `id`, make a Plugin resource's "
+                    "spec.",
+                    kPluginFields);
+
+constexpr Field kSupportsFields[] = {
+    list("models", "", "Shell globs over the routed model; absent: any."),
+    list("paths", "", "API paths (/v1/chat/completions, /v1/messages, /v1/embeddings, ...); absent: any."),
+    map("headers", "", "Header name to a value or a list of values (\"*\": present)."),
+    list("tenants", "", "Tenant names; absent: any."),
+    list("keys", "", "Key names; absent: any."),
+};
+const Table kSupports("plugins[].supports", "Matchers compiled in C++: no Lua runs to choose a request's plugins.",
+                      kSupportsFields);
+
+constexpr Field kBudgetsFields[] = {
+    integer("memory_bytes", 64 << 10, 256u << 20, "1048576", "The Lua state's memory; an allocation past it fails the call."),
+    duration("cpu", 1, "50ms", "CPU time per call, at most 10s; past it the call is abandoned."),
+    duration("slice", 1, "1ms",
+             "How long a call runs on the worker's event loop (at most 100ms) before the rest runs on the plugin thread; "
+             "the response phases' whole budget."),
+};
+const Table kBudgets("plugins[].budgets", "The sandbox's bounds per call.", kBudgetsFields);
+
+// The plugin's breaker and a host's (http.breaker).
+constexpr Field kBreakerFields[] = {
+    integer("failures", 1, 1'000'000, "5",
+            "Failures in a row that open the breaker: the plugin's calls (an error or a budget), or a host's (no answer "
+            "or a 5xx)."),
+    duration("cooldown", 1, "30s",
+             "How long it stays open: the plugin's calls are skipped (its failure mode applies), a host's fail at once "
+             "(breaker open); then a call tries again."),
+};
+const Table kBreaker("plugins[].breaker", "The plugin's breaker, on each worker.", kBreakerFields);
+
+constexpr Field kKvFields[] = {
+    boolean("shared", "false", "tahua.kv.shared: the namespace shared by the plugins that opt in."),
+};
+const Table kKv("plugins[].kv", "The plugin's key-value store; its own keys always.", kKvFields);
+
+constexpr Field kHttpFields[] = {
+    list("allow", "", "The hosts the plugin may call: \"host\" or \"host:port\"; nothing else is reachable.").needed(),
+    duration("timeout", 1, "2s", "The longest a call may take (at most 30s; a call may ask for less)."),
+    integer("max_response_bytes", 1, 1 << 20, "65536", "A larger answer fails the call (response too large)."),
+    section("breaker", "Per host: failures in a row (no answer, 5xx) that stop calls to it for a while."),
+};
+const Table kHttp("plugins[].http", "tahua.http.request: the hosts a plugin may call and the bounds of a call.", kHttpFields);
+
+const Table kHttpBreaker("plugins[].http.breaker", "A breaker per host the plugin calls.", kBreakerFields);
+
+constexpr Field kCanaryFields[] = {
+    nonEmpty("of", "", "The id of the plugin this version is a canary of.").needed(),
+    number("percent", 100, "", "The share of requests it takes.", "a percentage").needed(),
+    nonEmpty("sticky_header", "",
+             "The header hashed to pick a request's side, so a user stays on one; absent: the API key, else the "
+             "request id."),
+};
+const Table kCanary("plugins[].canary", "A canary version of another plugin.", kCanaryFields);
+
+constexpr Field kTestFields[] = {
+    nonEmpty("name", "", "Names the test in a failure; absent: `#<number>`."),
+    choice("phase", "request | auth", "",
+           "The phase tested; absent: request, or auth for a plugin that defines only on_auth."),
+    section("request", "The request it is called with."),
+    section("expect", "What the call must do."),
+};
+const Table kTest("plugins[].tests[]", "A fixture run against on_request (or on_auth) when the plugin is loaded.", kTestFields);
+
+constexpr Field kTestRequestFields[] = {
+    nonEmpty("model", "test-model", "The routed model."),
+    nonEmpty("path", "/v1/chat/completions", "The API path."),
+    map("headers", "{}", "The client's headers."),
+    nonEmpty("body", "",
+             "The body as JSON text; absent: {\"model\": <model>, \"messages\": [{\"role\": \"user\", \"content\": "
+             "\"hi\"}]}."),
+    nonEmpty("tenant", "", "The caller's tenant name."),
+    nonEmpty("key", "", "The caller's key name."),
+};
+const Table kTestRequest("plugins[].tests[].request", "A test's request.", kTestRequestFields);
+
+constexpr Field kTestExpectFields[] = {
+    choice("outcome", "continue | deny | authenticate | pass", "",
+           "on_request: continue or deny; on_auth: authenticate, pass or deny."),
+    integer("status", 400, 499, "", "The refusal's status (implies deny)."),
+    nonEmpty("code", "", "The refusal's error code (implies deny)."),
+    map("headers", "{}", "Upstream headers the call sets."),
+    map("fields", "{}", "Body field paths and their JSON values after the call."),
+    nonEmpty("tenant", "", "on_auth: the tenant it authenticates (implies authenticate)."),
+    nonEmpty("key", "", "on_auth: the key it names."),
+};
+const Table kTestExpect("plugins[].tests[].expect", "What a test's call must do; only the fields given are compared.",
+                        kTestExpectFields);
+
 constexpr std::size_t kMaxPlugins = 128;
 constexpr std::size_t kMaxSourceBytes = 1 << 20;
 
@@ -58,9 +174,9 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "plugins", "expected a list of plugins");
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string p = "plugins[" + std::to_string(i) + "]";
-    checkKeys(n[i], p, {"id", "version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv", "http", "canary"});
-    if (!n[i]["id"]) fail(n[i], p + ".id", "required");
-    const std::string id = nonEmpty(n[i]["id"], p + ".id");
+    Fields f(*this, n[i], p, kPlugin);
+    std::string id;
+    f.read("id", id);
     plugin(n[i], p, id, cfg);
   }
   sortPlugins(cfg);
@@ -68,8 +184,8 @@ void Loader::loadPlugins(const YAML::Node& n, Config& cfg) {
 
 void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string& id, Config& cfg) {
   const bool resource = !y["id"];
-  if (resource)
-    checkKeys(y, p, {"version", "order", "phases", "supports", "budgets", "failure_mode", "breaker", "source", "file", "tests", "kv", "http", "canary"});
+  // A `plugins:` entry (its id read already) or a Plugin resource's spec (its name the id).
+  Fields f(*this, y, p, kPlugin);
   if (!validId(id))
     fail(resource ? y : y["id"], resource ? p : p + ".id",
          "\"" + id + "\" is not a plugin id (lower-case letters, digits, '-', '_', '.'; at most 64)");
@@ -80,14 +196,14 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
   PluginConfig pc;
   pc.id = id;
   pc.origin = fileOf(p);
-  pc.version = y["version"] ? nonEmpty(y["version"], p + ".version") : "1";
-  if (auto v = y["order"]) pc.order = static_cast<int>(integer(v, p + ".order", 0, 1'000'000));
+  if (!f.read("version", pc.version)) pc.version = "1";
+  f.read("order", pc.order);
 
-  if (auto s = y["supports"]) {
+  if (auto s = f["supports"]) {
     const std::string sp = p + ".supports";
-    checkKeys(s, sp, {"models", "paths", "headers", "tenants", "keys"});
+    Fields sf(*this, s, sp, kSupports);
     auto names = [&](const char* key, std::vector<std::string>& out) {
-      const YAML::Node list = s[key];
+      const YAML::Node list = sf[key];
       if (!list) return;
       const std::string lp = join(sp, key);
       if (!list.IsSequence() || list.size() == 0) fail(list, lp, "expected a non-empty list");
@@ -107,7 +223,7 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
       }
       pc.supports.endpoints |= 1u << hit->endpoint;
     }
-    if (auto h = s["headers"]) {
+    if (auto h = sf["headers"]) {
       const std::string hp = sp + ".headers";
       if (!h.IsMap() || h.size() == 0) fail(h, hp, "expected a mapping of header names to a value or a list of values (\"*\": present)");
       for (const auto& kv : h) {
@@ -126,36 +242,35 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
     }
   }
 
-  if (auto b = y["budgets"]) {
+  if (auto b = f["budgets"]) {
     const std::string bp = p + ".budgets";
-    checkKeys(b, bp, {"memory_bytes", "cpu", "slice"});
-    if (auto v = b["memory_bytes"]) pc.memory_bytes = integer(v, bp + ".memory_bytes", 64 << 10, 256u << 20);
-    if (auto v = b["cpu"]) pc.cpu = duration(v, bp + ".cpu", Millis(1));
-    if (auto v = b["slice"]) pc.slice = duration(v, bp + ".slice", Millis(1));
+    Fields bf(*this, b, bp, kBudgets);
+    bf.read("memory_bytes", pc.memory_bytes);
+    if (Millis v{}; bf.read("cpu", v)) pc.cpu = v;
+    if (Millis v{}; bf.read("slice", v)) pc.slice = v;
     if (pc.cpu > std::chrono::seconds(10)) fail(b["cpu"], bp + ".cpu", "at most 10s");
     if (pc.slice > std::chrono::milliseconds(100)) fail(b["slice"], bp + ".slice", "at most 100ms (a slice holds the worker's event loop)");
   }
-  if (auto v = y["failure_mode"]) {
+  if (auto v = f["failure_mode"]) {
     const std::string m = str(v, p + ".failure_mode");
     if (m != "open" && m != "closed") fail(v, p + ".failure_mode", "expected open or closed");
     pc.fail_closed = m == "closed";
   }
-  if (auto b = y["breaker"]) {
-    const std::string bp = p + ".breaker";
-    checkKeys(b, bp, {"failures", "cooldown"});
-    if (auto v = b["failures"]) pc.breaker_failures = static_cast<std::uint32_t>(integer(v, bp + ".failures", 1, 1'000'000));
-    if (auto v = b["cooldown"]) pc.breaker_cooldown = duration(v, bp + ".cooldown", Millis(1));
+  if (auto b = f["breaker"]) {
+    Fields bf(*this, b, p + ".breaker", kBreaker);
+    bf.read("failures", pc.breaker_failures);
+    bf.read("cooldown", pc.breaker_cooldown);
   }
 
-  if (auto k = y["kv"]) {
-    checkKeys(k, p + ".kv", {"shared"});
-    if (auto v = k["shared"]) pc.kv_shared = boolean(v, p + ".kv.shared");
+  if (auto k = f["kv"]) {
+    Fields kf(*this, k, p + ".kv", kKv);
+    kf.read("shared", pc.kv_shared);
   }
 
-  if (auto h = y["http"]) {
+  if (auto h = f["http"]) {
     const std::string hp = p + ".http";
-    checkKeys(h, hp, {"allow", "timeout", "max_response_bytes", "breaker"});
-    const YAML::Node allow = h["allow"];
+    Fields hf(*this, h, hp, kHttp);
+    const YAML::Node allow = hf["allow"];
     if (!allow || !allow.IsSequence() || allow.size() == 0)
       fail(allow ? allow : h, hp + ".allow", "required: the hosts the plugin may call (\"host\" or \"host:port\")");
     for (std::size_t i = 0; i < allow.size(); ++i) {
@@ -182,27 +297,26 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
       if (host.empty() || host.find_first_of("/@?# ") != std::string::npos) fail(allow[i], ap, "expected host or host:port");
       pc.http.allow.emplace_back(std::move(host), std::move(port));
     }
-    if (auto v = h["timeout"]) pc.http.timeout = duration(v, hp + ".timeout", Millis(1));
+    hf.read("timeout", pc.http.timeout);
     if (pc.http.timeout > std::chrono::seconds(30)) fail(h["timeout"], hp + ".timeout", "at most 30s");
-    if (auto v = h["max_response_bytes"]) pc.http.max_response_bytes = integer(v, hp + ".max_response_bytes", 1, 1 << 20);
-    if (auto b = h["breaker"]) {
-      checkKeys(b, hp + ".breaker", {"failures", "cooldown"});
-      if (auto v = b["failures"]) pc.http.breaker_failures = static_cast<std::uint32_t>(integer(v, hp + ".breaker.failures", 1, 1'000'000));
-      if (auto v = b["cooldown"]) pc.http.breaker_cooldown = duration(v, hp + ".breaker.cooldown", Millis(1));
+    hf.read("max_response_bytes", pc.http.max_response_bytes);
+    if (auto b = hf["breaker"]) {
+      Fields bf(*this, b, hp + ".breaker", kHttpBreaker);
+      bf.read("failures", pc.http.breaker_failures);
+      bf.read("cooldown", pc.http.breaker_cooldown);
     }
   }
 
-  if (auto c = y["canary"]) {
+  if (auto c = f["canary"]) {
     const std::string cp = p + ".canary";
-    checkKeys(c, cp, {"of", "percent", "sticky_header"});
+    Fields cf(*this, c, cp, kCanary);
     if (!c["of"]) fail(c, cp + ".of", "required: the id of the plugin this version is a canary of");
-    pc.canary.of = nonEmpty(c["of"], cp + ".of");
+    cf.read("of", pc.canary.of);
     if (!validId(pc.canary.of)) fail(c["of"], cp + ".of", "\"" + pc.canary.of + "\" is not a plugin id");
     if (pc.canary.of == id) fail(c["of"], cp + ".of", "a plugin cannot be its own canary");
     if (!c["percent"]) fail(c, cp + ".percent", "required: the share of requests (0..100)");
     pc.canary.percent = percent(c["percent"], cp + ".percent");
-    if (auto v = c["sticky_header"]) {
-      pc.canary.sticky_header = nonEmpty(v, cp + ".sticky_header");
+    if (cf.read("sticky_header", pc.canary.sticky_header)) {
       std::transform(pc.canary.sticky_header.begin(), pc.canary.sticky_header.end(), pc.canary.sticky_header.begin(),
                      [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     }
@@ -212,23 +326,23 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
   if (!y["source"] == !y["file"]) fail(y, p, "one of `source` (the Lua code) or `file` (a path to it) is required");
   std::string source;
   std::string where = p + ".source";
-  if (auto s = y["source"]) {
-    source = nonEmpty(s, where);
-  } else {
+  if (!f.read("source", source)) {
     where = p + ".file";
-    std::filesystem::path f = nonEmpty(y["file"], where);
-    if (f.is_relative()) f = std::filesystem::path(fileOf(p)).parent_path() / f;
+    std::string name;
+    f.read("file", name);
+    std::filesystem::path file = name;
+    if (file.is_relative()) file = std::filesystem::path(fileOf(p)).parent_path() / file;
     bool ok = false;
     std::error_code ec;
-    if (std::filesystem::file_size(f, ec) > kMaxSourceBytes && !ec) fail(y["file"], where, "larger than 1 MiB");
-    source = slurp(f, ok);
-    if (!ok) fail(y["file"], where, "cannot read " + f.string());
+    if (std::filesystem::file_size(file, ec) > kMaxSourceBytes && !ec) fail(y["file"], where, "larger than 1 MiB");
+    source = slurp(file, ok);
+    if (!ok) fail(y["file"], where, "cannot read " + file.string());
   }
   if (source.size() > kMaxSourceBytes) fail(y["source"] ? y["source"] : y["file"], where, "larger than 1 MiB");
 
   if (std::string error = compilePlugin(pc, source); !error.empty()) fail(y["source"] ? y["source"] : y["file"], where, error);
 
-  if (auto ph = y["phases"]) {
+  if (auto ph = f["phases"]) {
     const std::string pp = p + ".phases";
     if (!ph.IsSequence() || ph.size() == 0) fail(ph, pp, "expected a non-empty list of request | response_headers | stream_event | complete | auth");
     std::uint8_t declared = 0;
@@ -243,7 +357,7 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
       if ((pc.phases & bit) && !(declared & bit))
         fail(ph, pp, std::string("the code defines ") + pluginPhaseFunction(bit) + " but the phase is not listed");
   }
-  if (auto ts = y["tests"]) {
+  if (auto ts = f["tests"]) {
     const std::string tp = p + ".tests";
     if (!ts.IsSequence() || ts.size() == 0) fail(ts, tp, "expected a list of tests ({name, request, expect})");
     auto pairs = [&](const YAML::Node& m, const std::string& mp, bool json_values) {
@@ -259,31 +373,31 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
     for (std::size_t i = 0; i < ts.size(); ++i) {
       const YAML::Node t = ts[i];
       const std::string ti = tp + "[" + std::to_string(i) + "]";
-      checkKeys(t, ti, {"name", "phase", "request", "expect"});
+      Fields tf(*this, t, ti, kTest);
       PluginTest pt;
-      pt.name = t["name"] ? nonEmpty(t["name"], ti + ".name") : "#" + std::to_string(i + 1);
+      if (!tf.read("name", pt.name)) pt.name = "#" + std::to_string(i + 1);
       // on_request by default; on_auth for a plugin that defines only that.
       pt.phase = (pc.phases & kPluginRequest) || !(pc.phases & kPluginAuth) ? kPluginRequest : kPluginAuth;
-      if (auto v = t["phase"]) {
+      if (auto v = tf["phase"]) {
         const std::string ph = str(v, ti + ".phase");
         if (ph != "request" && ph != "auth") fail(v, ti + ".phase", "expected request or auth (the phases tests exercise)");
         pt.phase = pluginPhaseNamed(ph);
         if (!(pc.phases & pt.phase)) fail(v, ti + ".phase", std::string("the code defines no ") + pluginPhaseFunction(pt.phase));
       }
-      if (auto r = t["request"]) {
+      if (auto r = tf["request"]) {
         const std::string rp = ti + ".request";
-        checkKeys(r, rp, {"model", "path", "headers", "body", "tenant", "key"});
-        if (auto v = r["model"]) pt.model = nonEmpty(v, rp + ".model");
-        if (auto v = r["path"]) pt.path = nonEmpty(v, rp + ".path");
-        if (auto v = r["headers"]) pt.headers = pairs(v, rp + ".headers", false);
-        if (auto v = r["body"]) pt.body = nonEmpty(v, rp + ".body");
-        if (auto v = r["tenant"]) pt.tenant = nonEmpty(v, rp + ".tenant");
-        if (auto v = r["key"]) pt.key = nonEmpty(v, rp + ".key");
+        Fields rf(*this, r, rp, kTestRequest);
+        rf.read("model", pt.model);
+        rf.read("path", pt.path);
+        if (auto v = rf["headers"]) pt.headers = pairs(v, rp + ".headers", false);
+        rf.read("body", pt.body);
+        rf.read("tenant", pt.tenant);
+        rf.read("key", pt.key);
       }
-      if (auto e = t["expect"]) {
+      if (auto e = tf["expect"]) {
         const std::string ep = ti + ".expect";
-        checkKeys(e, ep, {"outcome", "status", "code", "headers", "fields", "tenant", "key"});
-        if (auto v = e["outcome"]) {
+        Fields ef(*this, e, ep, kTestExpect);
+        if (auto v = ef["outcome"]) {
           const std::string o = str(v, ep + ".outcome");
           const bool auth = pt.phase == kPluginAuth;
           if (auth ? o != "authenticate" && o != "pass" && o != "deny" : o != "continue" && o != "deny")
@@ -292,21 +406,15 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
           pt.expect_authenticate = o == "authenticate";
         }
         for (const char* k : {"tenant", "key"})
-          if (auto v = e[k]) {
+          if (auto v = ef[k]) {
             if (pt.phase != kPluginAuth) fail(v, ep + "." + k, "only for tests of on_auth (phase: auth)");
             (std::string_view(k) == "tenant" ? pt.expect_tenant : pt.expect_key) = nonEmpty(v, ep + "." + k);
             pt.expect_authenticate = true;
           }
-        if (auto v = e["status"]) {
-          pt.expect_status = static_cast<int>(integer(v, ep + ".status", 400, 499));
-          pt.expect_deny = true;
-        }
-        if (auto v = e["code"]) {
-          pt.expect_code = nonEmpty(v, ep + ".code");
-          pt.expect_deny = true;
-        }
-        if (auto v = e["headers"]) pt.expect_headers = pairs(v, ep + ".headers", false);
-        if (auto v = e["fields"]) pt.expect_fields = pairs(v, ep + ".fields", true);
+        if (ef.read("status", pt.expect_status)) pt.expect_deny = true;
+        if (ef.read("code", pt.expect_code)) pt.expect_deny = true;
+        if (auto v = ef["headers"]) pt.expect_headers = pairs(v, ep + ".headers", false);
+        if (auto v = ef["fields"]) pt.expect_fields = pairs(v, ep + ".fields", true);
       }
       pc.tests.push_back(std::move(pt));
     }

@@ -37,6 +37,43 @@ namespace config_detail {
 
 namespace {
 
+using namespace schema;
+
+constexpr Field kPromptFields[] = {
+    nonEmpty("id", "",
+             "Letters, digits, '-', '_', '.'; at most 64 (a PromptTemplate resource: its name, `id` or `id@version`).")
+        .needed(),
+    nonEmpty("version", "\"1\"",
+             "At most 64 characters, not \"latest\"; a request without a version gets the greatest (numeric when both "
+             "are numbers)."),
+    nonEmpty("model", "", "The model when the request names none."),
+    map("parameters", "{}", "Request fields set when the request does not set them (temperature, max_tokens, ...)."),
+    any("variables", "[]",
+        "A list of names (strings, required), or a mapping of name to {type, required, default, enum}; at most 64."),
+    list("messages", "",
+         "The template's messages ({role, content} with {{variable}} placeholders), before the request's own; at most "
+         "64. Required, unless `template`."),
+    nonEmpty("template", "", "The older single-text form: one user message; instead of messages."),
+};
+const Table kPrompt("prompts[]",
+                    "A prompt template (docs/prompt-templates.md); the same fields, without `id`, make a PromptTemplate "
+                    "resource's spec.",
+                    kPromptFields);
+
+constexpr Field kVariableFields[] = {
+    choice("type", "string | number | integer | boolean", "string", "The value's JSON type; another is 400 invalid_prompt."),
+    boolean("required", "true", "A request must give it; false: it may be left out (it renders as empty text)."),
+    any("default", "", "A scalar of the type, used when the request gives none (the variable is then not required)."),
+    list("enum", "", "type string: the values allowed."),
+};
+const Table kVariable("prompts[].variables.*", "A typed variable.", kVariableFields);
+
+constexpr Field kMessageFields[] = {
+    choice("role", "system | developer | user | assistant", "", "The message's role.").needed(),
+    string("content", "", "The text, with {{variable}} placeholders.").needed(),
+};
+const Table kMessage("prompts[].messages[]", "One of the template's messages.", kMessageFields);
+
 constexpr std::size_t kMaxPrompts = 1024;
 constexpr std::size_t kMaxMessages = 64;
 constexpr std::size_t kMaxVariables = 64;
@@ -76,8 +113,8 @@ void Loader::loadPrompts(const YAML::Node& n, Config& cfg) {
 
 void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std::string& name, Config& cfg) {
   const bool resource = !y["id"];
-  if (resource) checkKeys(y, p, {"version", "model", "parameters", "variables", "messages", "template"});
-  else checkKeys(y, p, {"id", "version", "model", "parameters", "variables", "messages", "template"});
+  // A `prompts:` entry or a PromptTemplate resource's spec (no `id`: its name is the id).
+  Fields f(*this, y, p, kPrompt);
   PromptTemplateConfig t;
   t.origin = fileOf(p);
   // The name: "id" (its version in spec.version) or "id@version".
@@ -86,7 +123,7 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
   const YAML::Node where = resource ? y : y["id"];
   const std::string where_path = resource ? p : p + ".id";
   if (!validPromptId(t.id)) fail(where, where_path, "\"" + t.id + "\" is not a prompt id (letters, digits, '-', '_', '.'; at most 64)");
-  if (auto v = y["version"]) t.version = nonEmpty(v, p + ".version");
+  f.read("version", t.version);
   if (at != std::string::npos) {
     const std::string named = name.substr(at + 1);
     if (named.empty()) fail(where, where_path, "\"" + name + "\": a version is expected after '@'");
@@ -99,9 +136,9 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
   for (const auto& other : cfg.prompts)
     if (other.id == t.id && other.version == t.version) fail(where, where_path, "prompt " + t.label + " is declared twice");
   if (cfg.prompts.size() >= kMaxPrompts) fail(y, p, "at most " + std::to_string(kMaxPrompts) + " prompt templates");
-  if (auto v = y["model"]) t.model = nonEmpty(v, p + ".model");
+  f.read("model", t.model);
 
-  if (auto ps = y["parameters"]) {
+  if (auto ps = f["parameters"]) {
     if (!ps.IsMap()) fail(ps, p + ".parameters", "expected a mapping of request fields to values");
     for (const auto& kv : ps) {
       const std::string k = kv.first.as<std::string>();
@@ -115,7 +152,7 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
 
   // Variables: a list of names (strings, required), or a mapping of name to {type,
   // required, default, enum}.
-  if (auto vs = y["variables"]) {
+  if (auto vs = f["variables"]) {
     const std::string vp = p + ".variables";
     if (vs.IsSequence()) {
       for (std::size_t i = 0; i < vs.size(); ++i) {
@@ -130,8 +167,8 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
         const std::string np = vp + "." + v.name;
         const YAML::Node d = kv.second;
         if (!d.IsMap()) fail(d, np, "expected {type, required, default, enum}");
-        checkKeys(d, np, {"type", "required", "default", "enum"});
-        if (auto ty = d["type"]) {
+        Fields vf(*this, d, np, kVariable);
+        if (auto ty = vf["type"]) {
           const std::string s = str(ty, np + ".type");
           if (s == "string") v.type = PromptVariable::Type::String;
           else if (s == "number") v.type = PromptVariable::Type::Number;
@@ -139,13 +176,13 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
           else if (s == "boolean") v.type = PromptVariable::Type::Boolean;
           else fail(ty, np + ".type", "expected string, number, integer or boolean");
         }
-        if (auto e = d["enum"]) {
+        if (auto e = vf["enum"]) {
           if (v.type != PromptVariable::Type::String) fail(e, np + ".enum", "only for type string");
           if (!e.IsSequence() || e.size() == 0) fail(e, np + ".enum", "expected a non-empty list of values");
           for (std::size_t i = 0; i < e.size(); ++i) v.enum_values.push_back(str(e[i], np + ".enum[" + std::to_string(i) + "]"));
         }
-        if (auto r = d["required"]) v.required = boolean(r, np + ".required");
-        if (auto df = d["default"]) {
+        vf.read("required", v.required);
+        if (auto df = vf["default"]) {
           if (!df.IsScalar()) fail(df, np + ".default", std::string("expected ") + typeName(v.type));
           const std::string json = v.type == PromptVariable::Type::String ? boost::json::serialize(boost::json::value(df.Scalar()))
                                                                           : jsonScalar(df);
@@ -177,16 +214,16 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
   // The messages (or the older single `template` text: one user message).
   std::vector<std::pair<std::string, std::pair<std::string, std::string>>> texts;  // role, (text, path)
   if (y["template"] && y["messages"]) fail(y, p, "one of `messages` or `template` (the older single-text form)");
-  if (auto tx = y["template"]) {
-    texts.push_back({"user", {nonEmpty(tx, p + ".template"), p + ".template"}});
-  } else if (auto ms = y["messages"]) {
+  if (std::string tx; f.read("template", tx)) {
+    texts.push_back({"user", {tx, f.at("template")}});
+  } else if (auto ms = f["messages"]) {
     const std::string mp = p + ".messages";
     if (!ms.IsSequence() || ms.size() == 0) fail(ms, mp, "expected a non-empty list of {role, content}");
     if (ms.size() > kMaxMessages) fail(ms, mp, "at most " + std::to_string(kMaxMessages) + " messages");
     for (std::size_t i = 0; i < ms.size(); ++i) {
       const std::string ip = mp + "[" + std::to_string(i) + "]";
-      checkKeys(ms[i], ip, {"role", "content"});
-      if (!ms[i]["role"] || !ms[i]["content"]) fail(ms[i], ip, "expected {role, content}");
+      Fields mf(*this, ms[i], ip, kMessage);
+      if (!mf["role"] || !mf["content"]) fail(ms[i], ip, "expected {role, content}");
       const std::string role = str(ms[i]["role"], ip + ".role");
       if (role != "system" && role != "developer" && role != "user" && role != "assistant")
         fail(ms[i]["role"], ip + ".role", "expected system, developer, user or assistant");

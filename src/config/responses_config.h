@@ -1,5 +1,5 @@
 // Answers kept in the state store: `idempotency` (an Idempotency-Key's stored answer)
-// and `responses` (the Responses API's stored responses). Loaded in tenants_section.cpp.
+// and `responses` (the Responses API's stored responses). Loaded in responses_section.cpp.
 #pragma once
 
 #include <cstddef>

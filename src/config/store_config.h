@@ -1,6 +1,6 @@
 // Shared state: `store` (in process with its journal, or Redis: standalone, Sentinel or
 // Cluster) and `region` (this fleet's region and the peer regions' stores). Loaded by
-// loadStore (tenants_section.cpp) and region_section.cpp.
+// loadStore (store_section.cpp) and region_section.cpp.
 #pragma once
 
 #include <cstdint>

@@ -1,16 +1,191 @@
 // Tenants, their API keys, the authentication chains and the limits over all tenants:
-// the `tenants`, `keys`, `auth` and `rate_limits` sections.
+// the `tenants`, `keys`, `auth`, `rate_limits` and `admin.tenant_tokens` sections.
+#include <array>
 #include <cctype>
 #include <set>
 
 #include "config/loader_detail.h"
 #include "core/utc_time.h"
-#include "core/redis_url.h"
 
 namespace tahua::config_detail {
 
-constexpr double kMaxBudgetUsd = 1e12;
 namespace {
+
+using namespace schema;
+
+// A company-wide budget may be large; 1e12 USD still fits the store's micro-USD counters.
+constexpr double kMaxBudgetUsd = 1e12;
+constexpr std::uint64_t kMaxCount = 1'000'000'000'000;
+
+// The limits of one scope (LimitSet): rates, quotas and budgets, which policies and their
+// rules also take, then the concurrency caps. Absent: no limit of that kind.
+constexpr Field kRateFields[] = {
+    integer("requests_per_minute", 1, kMaxCount, "",
+            "Requests in a sliding window of 60 s; over it: 429 rate_limit_exceeded with Retry-After."),
+    integer("tokens_per_minute", 1, kMaxCount, "",
+            "A token bucket holding this many, refilled as many per minute. A request reserves its estimate (prompt "
+            "~ body bytes / 4, plus max_tokens or `rate_limits.default_max_tokens`), calibrated to the usage reported."),
+    integer("tokens_per_day", 1, kMaxCount, "",
+            "A quota of tokens over the UTC calendar day; over it: 429 insufficient_quota until the day ends."),
+    integer("tokens_per_month", 1, kMaxCount, "", "The same over the UTC calendar month."),
+    number("usd_per_day", kMaxBudgetUsd, "",
+           "A budget over the UTC day, priced from the models' `pricing` (a model without prices costs nothing); over "
+           "it: 429 insufficient_quota. 0: none.",
+           "USD"),
+    number("usd_per_month", kMaxBudgetUsd, "", "The same over the UTC calendar month.", "USD"),
+};
+constexpr Field kCapFields[] = {
+    integer("max_concurrent_requests", 1, kMaxCount, "",
+            "Requests of the scope in flight at once, over every worker (a bulkhead); over it: 429 "
+            "concurrency_limit_exceeded."),
+    integer("max_concurrent_streams", 1, kMaxCount, "", "The same for streams."),
+};
+
+// One table's fields from several arrays, in order.
+template <std::size_t... N>
+constexpr std::array<Field, (N + ...)> joined(const Field (&... parts)[N]) {
+  std::array<Field, (N + ...)> out{};
+  std::size_t i = 0;
+  const auto put = [&](const auto& part) {
+    for (const Field& f : part) out[i++] = f;
+  };
+  (put(parts), ...);
+  return out;
+}
+
+constexpr auto kLimitFields = joined(kRateFields, kCapFields);
+
+constexpr Field kTenantFields[] = {
+    nonEmpty("name", "", "Letters, digits, '-', '_' and '.'; unique. Keys, records and metrics name it.").needed(),
+    list("models", "[]",
+         "The models its keys may use; another gets 403 model_not_allowed and is not in /v1/models. Empty: all."),
+    section("limits", "All of the tenant's keys together."),
+    map("model_limits", "{}", "Model name to limits (the fields of `tenants[].limits`): the tenant's use of that model."),
+};
+const Table kTenant("tenants[]", "A tenant: a team with its own keys, models and limits.", kTenantFields);
+const Table kTenantLimits("tenants[].limits",
+                          "Limits of one scope; every limit that applies to a request (tenant, key, tenant x model, "
+                          "model, policies) must pass, atomically. Absent: no limit of that kind.",
+                          kLimitFields);
+const Table kTenantModelLimits("tenants[].model_limits.*", "The tenant's limits for one model (tenant x model).", kLimitFields);
+
+constexpr Field kKeyFields[] = {
+    nonEmpty("name", "", "Unique among keys; logged and shown (never the key).").needed(),
+    nonEmpty("tenant", "", "The tenant the key belongs to (declared under `tenants`).").needed(),
+    string("sha256", "",
+           "The key's SHA-256 as 64 hex digits (`printf %s \"$KEY\" | sha256sum`), never the key itself; unique.")
+        .needed(),
+    string("prefix", "\"\"", "A display prefix, at most 12 characters, for people to recognise the key in lists and logs."),
+    list("models", "[]", "The models the key may use, within its tenant's; empty: the tenant's."),
+    string("expires_at", "",
+           "A UTC time (2027-01-31T00:00:00Z or 2027-01-31) after which the key gets 401 invalid_api_key; absent: never."),
+    section("limits", "The key's own limits."),
+    map("metadata", "{}", "Names to text kept with the key (the admin API shows them)."),
+};
+const Table kKey("keys[]",
+                 "An API key of a tenant, declared by its hash. A request presents it in `Authorization: Bearer`, "
+                 "`x-api-key` or `api-key`.",
+                 kKeyFields);
+const Table kKeyLimits("keys[].limits", "The key's own limits (the fields of `tenants[].limits`).", kLimitFields);
+
+constexpr Field kTokenFields[] = {
+    nonEmpty("name", "", "Names the token in the audit log.").needed(),
+    nonEmpty("tenant", "", "The one tenant whose keys it manages (declared under `tenants`).").needed(),
+    string("sha256", "", "The token's SHA-256 as 64 hex digits, never the token itself.").needed(),
+};
+const Table kTenantToken("admin.tenant_tokens[]",
+                         "A token of the admin API that manages one tenant's keys only, and sees only its tenant.",
+                         kTokenFields);
+
+constexpr Field kAuthFields[] = {
+    boolean("enabled", "",
+            "Require an API key on every API path (none: 401 missing_api_key). Absent: on when `tenants` or `keys` "
+            "are declared, else off (warned at start)."),
+    list("chains", "[]",
+         "Chains of links, each for the requests it matches; the first match wins. None matching: the built-in key "
+         "check alone."),
+};
+const Table kAuth("auth", "How callers are authenticated (docs/tenants-and-limits.md).", kAuthFields);
+
+constexpr Field kChainFields[] = {
+    nonEmpty("name", "", "Names the chain in logs; absent: `chain-<index>`."),
+    section("match", "The requests the chain is for; absent: every request."),
+    list("links", "",
+         "The links in order: each authenticates, refuses, or passes to the next; a request every link passed gets 401.")
+        .needed(),
+};
+const Table kChain("auth.chains[]", "A chain of authentication links.", kChainFields);
+
+constexpr Field kChainMatchFields[] = {
+    nonEmpty("path_prefix", "", "Paths starting with this (it starts with /); absent: any path."),
+    map("headers", "{}", "Header name to exact value (\"*\": present); all must hold."),
+};
+const Table kChainMatch("auth.chains[].match", "Which requests take the chain.", kChainMatchFields);
+
+constexpr Field kLinkFields[] = {
+    choice("type", "api_key | anonymous | plugin", "",
+           "api_key: the built-in key check; anonymous: requests reaching it count against `tenant`; plugin: the "
+           "on_auth of plugin `id` (docs/plugins.md). A link may be the bare word `api_key`.")
+        .needed(),
+    nonEmpty("tenant", "", "anonymous: the tenant whose limits its requests count against (required there)."),
+    nonEmpty("id", "", "plugin: the id of a plugin that defines on_auth (required there)."),
+};
+const Table kLink("auth.chains[].links[]", "A link: `api_key`, or a mapping with `type` and its settings.", kLinkFields);
+
+constexpr Field kRateLimitsFields[] = {
+    integer("default_max_tokens", 0, 10'000'000, "1024",
+            "Completion tokens reserved for a request that sets no max_tokens (when a token limit applies); "
+            "calibrated to the real count afterwards."),
+    map("models", "{}", "Model name to limits over every caller together (the fields of `tenants[].limits`)."),
+    list("policies", "[]", "Rate-limit policies: limits for the requests they match (also RateLimitPolicy resources)."),
+    boolean("end_streams_over_budget", "false",
+            "End a stream whose output passes what its tenant, key and model token limits still allowed at admission, "
+            "with an error event, and cancel the upstream call; else it runs on and the limits go into debt."),
+};
+const Table kRateLimits("rate_limits", "Limits over all tenants, and how token limits estimate a request.", kRateLimitsFields);
+const Table kModelLimits("rate_limits.models.*", "One model's limits, every caller together.", kLimitFields);
+
+constexpr Field kPolicyOwnFields[] = {
+    nonEmpty("name", "", "Unique among policies; absent: `policy-<index>` (a RateLimitPolicy: its resource's name)."),
+    section("match", "The requests the policy applies to; absent: every request."),
+    choice("per", "key | tenant | all", "key", "What is counted together: each key, each tenant, or every caller."),
+    nonEmpty("client_header", "x-client-type", "The request header whose value picks a rule (the client type)."),
+    list("rules", "[]", "Limits per client type, each over the policy's own for its requests."),
+};
+constexpr Field kPolicyStreamFields[] = {
+    boolean("end_streams_over_budget", "false", "As `rate_limits.end_streams_over_budget`, for this policy's token limits."),
+};
+constexpr auto kPolicyFields = joined(kPolicyOwnFields, kRateFields, kPolicyStreamFields);
+const Table kPolicy("rate_limits.policies[]",
+                    "A rate-limit policy. Its limit fields (those of `tenants[].limits` but the caps) are the default, "
+                    "for the requests no rule takes; it needs limits or rules.",
+                    kPolicyFields);
+
+constexpr Field kPolicyMatchFields[] = {
+    list("model", "[]",
+         "A model name or a list, as the client asked or as a route chose (a route alias counts); empty: any."),
+    list("tenant", "[]", "A tenant name or a list; empty: any."),
+    list("key", "[]", "A key name or a list; empty: any."),
+    list("route", "[]", "A route name or a list: the route that chose the model (and routes naming the policy in policyRef)."),
+};
+const Table kPolicyMatch("rate_limits.policies[].match",
+                         "Which requests the policy applies to: every list given must hold the request's.",
+                         kPolicyMatchFields);
+
+constexpr Field kRuleOwnFields[] = {
+    nonEmpty("client_type", "", "The value of the policy's client_header this rule is for; unique in the policy.").needed(),
+    section("rollout", "The rule for a share of its requests only; the rest get the policy's default."),
+};
+constexpr auto kRuleFields = joined(kRuleOwnFields, kRateFields);
+const Table kRule("rate_limits.policies[].rules[]",
+                  "A client type's limits (the fields of `tenants[].limits` but the caps; at least one).", kRuleFields);
+
+constexpr Field kRolloutFields[] = {
+    number("percent", 100, "", "The share of the rule's requests it applies to.", "a percentage").needed(),
+    nonEmpty("hash_header", "",
+             "The header hashed to pick the share, so a caller stays on one side; absent: the caller's key (or tenant)."),
+};
+const Table kRollout("rate_limits.policies[].rules[].rollout", "A rule rolled out to a share of its requests.", kRolloutFields);
 
 int hexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -19,27 +194,48 @@ int hexDigit(char c) {
   return -1;
 }
 
-constexpr std::string_view kLimitKeys[] = {"requests_per_minute", "tokens_per_minute",       "tokens_per_day",
-                                           "tokens_per_month",    "usd_per_day",             "usd_per_month",
-                                           "max_concurrent_requests", "max_concurrent_streams"};
+// 64 hex digits into `out`; false when they are not.
+bool sha256Hex(const std::string& hex, std::array<unsigned char, 32>& out) {
+  bool ok = hex.size() == 64;
+  for (std::size_t j = 0; ok && j < 32; ++j) {
+    const int hi = hexDigit(hex[2 * j]), lo = hexDigit(hex[2 * j + 1]);
+    ok = hi >= 0 && lo >= 0;
+    if (ok) out[j] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  return ok;
+}
+
+// Each field of a `match:` mapping, a name or a list of names, appended to its list.
+void appendNames(Loader& loader, const YAML::Node& m, const std::string& p, std::initializer_list<Loader::MatchField> fields) {
+  for (const auto& [field, out] : fields) {
+    const YAML::Node v = m[std::string(field)];
+    if (!v) continue;
+    const std::string fp = Loader::join(p, field);
+    if (v.IsSequence())
+      for (std::size_t k = 0; k < v.size(); ++k) out->push_back(loader.nonEmpty(v[k], fp + "[" + std::to_string(k) + "]"));
+    else
+      out->push_back(loader.nonEmpty(v, fp));
+  }
+}
+
+void lowerCase(std::string& s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+}
 
 }  // namespace
 
-LimitSet Loader::limitSet(const YAML::Node& n, const std::string& p) {
-  checkKeys(n, p, kLimitKeys);
+LimitSet Loader::limitSet(Fields& f, bool caps) {
   LimitSet l;
-  auto count = [&](const char* key, std::int64_t& out) {
-    if (auto v = n[key]) out = static_cast<std::int64_t>(integer(v, p + "." + key, 1, 1'000'000'000'000));
-  };
-  count("requests_per_minute", l.requests_per_minute);
-  count("tokens_per_minute", l.tokens_per_minute);
-  count("tokens_per_day", l.tokens_per_day);
-  count("tokens_per_month", l.tokens_per_month);
-  count("max_concurrent_requests", l.max_concurrent_requests);
-  count("max_concurrent_streams", l.max_concurrent_streams);
-  // A company-wide budget may be large; 1e12 USD still fits the store's micro-USD counters.
-  if (auto v = n["usd_per_day"]) l.usd_per_day = number(v, p + ".usd_per_day", "USD", kMaxBudgetUsd);
-  if (auto v = n["usd_per_month"]) l.usd_per_month = number(v, p + ".usd_per_month", "USD", kMaxBudgetUsd);
+  f.read("requests_per_minute", l.requests_per_minute);
+  f.read("tokens_per_minute", l.tokens_per_minute);
+  f.read("tokens_per_day", l.tokens_per_day);
+  f.read("tokens_per_month", l.tokens_per_month);
+  if (caps) {
+    f.read("max_concurrent_requests", l.max_concurrent_requests);
+    f.read("max_concurrent_streams", l.max_concurrent_streams);
+  }
+  f.read("usd_per_day", l.usd_per_day);
+  f.read("usd_per_month", l.usd_per_month);
   return l;
 }
 
@@ -59,25 +255,26 @@ void Loader::loadTenants(const YAML::Node& n, Config& cfg) {
   if (!n.IsSequence()) fail(n, "tenants", "expected a list of tenants");
   std::set<std::string, std::less<>> names;
   for (std::size_t i = 0; i < n.size(); ++i) {
-    const std::string p = "tenants[" + std::to_string(i) + "]";
-    const YAML::Node& y = n[i];
-    checkKeys(y, p, {"name", "models", "limits", "model_limits"});
+    Fields f(*this, n[i], "tenants[" + std::to_string(i) + "]", kTenant);
     TenantConfig t;
-    if (!y["name"]) fail(y, p + ".name", "required");
-    t.name = nonEmpty(y["name"], p + ".name");
+    f.read("name", t.name);
     for (char c : t.name)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
-        fail(y["name"], p + ".name", "may only hold letters, digits, '-', '_' and '.'");
-    if (!names.insert(t.name).second) fail(y["name"], p + ".name", "duplicate tenant \"" + t.name + "\"");
-    if (auto v = y["models"]) t.models = modelList(v, p + ".models", cfg);
-    if (auto v = y["limits"]) t.limits = limitSet(v, p + ".limits");
-    if (auto m = y["model_limits"]) {
-      if (!m.IsMap()) fail(m, p + ".model_limits", "expected a mapping of model name to limits");
+        fail(f["name"], f.at("name"), "may only hold letters, digits, '-', '_' and '.'");
+    if (!names.insert(t.name).second) fail(f["name"], f.at("name"), "duplicate tenant \"" + t.name + "\"");
+    if (auto v = f["models"]) t.models = modelList(v, f.at("models"), cfg);
+    if (auto v = f["limits"]) {
+      Fields lf(*this, v, f.at("limits"), kTenantLimits);
+      t.limits = limitSet(lf);
+    }
+    if (auto m = f["model_limits"]) {
+      if (!m.IsMap()) fail(m, f.at("model_limits"), "expected a mapping of model name to limits");
       for (const auto& kv : m) {
-        const std::string model = str(kv.first, p + ".model_limits");
-        const std::string mp = p + ".model_limits." + model;
+        const std::string model = str(kv.first, f.at("model_limits"));
+        const std::string mp = f.at("model_limits") + "." + model;
         if (!cfg.findModel(model)) fail(kv.first, mp, "unknown model \"" + model + "\"");
-        t.model_limits.emplace_back(model, limitSet(kv.second, mp));
+        Fields lf(*this, kv.second, mp, kTenantModelLimits);
+        t.model_limits.emplace_back(model, limitSet(lf));
       }
     }
     cfg.tenants.push_back(std::move(t));
@@ -89,56 +286,52 @@ void Loader::loadKeys(const YAML::Node& n, Config& cfg) {
   std::set<std::string, std::less<>> names;
   std::set<std::array<unsigned char, 32>> digests;
   for (std::size_t i = 0; i < n.size(); ++i) {
-    const std::string p = "keys[" + std::to_string(i) + "]";
     const YAML::Node& y = n[i];
-    checkKeys(y, p, {"name", "tenant", "sha256", "prefix", "models", "expires_at", "limits", "metadata"});
+    Fields f(*this, y, "keys[" + std::to_string(i) + "]", kKey);
     ApiKeyConfig k;
     for (const char* req : {"name", "tenant", "sha256"})
-      if (!y[req]) fail(y, p + "." + req, "required");
-    k.name = nonEmpty(y["name"], p + ".name");
-    if (!names.insert(k.name).second) fail(y["name"], p + ".name", "duplicate key name \"" + k.name + "\"");
-    k.tenant = nonEmpty(y["tenant"], p + ".tenant");
+      if (!f[req]) fail(y, f.at(req), "required");
+    f.read("name", k.name);
+    if (!names.insert(k.name).second) fail(f["name"], f.at("name"), "duplicate key name \"" + k.name + "\"");
+    f.read("tenant", k.tenant);
     const TenantConfig* tenant = nullptr;
     for (const auto& t : cfg.tenants)
       if (t.name == k.tenant) tenant = &t;
-    if (!tenant) fail(y["tenant"], p + ".tenant", "unknown tenant \"" + k.tenant + "\" (declare it under `tenants`)");
+    if (!tenant) fail(f["tenant"], f.at("tenant"), "unknown tenant \"" + k.tenant + "\" (declare it under `tenants`)");
     // The hash, never the key: a config file in git must not hold secrets.
-    const std::string hex = str(y["sha256"], p + ".sha256");
-    bool ok = hex.size() == 64;
-    for (std::size_t j = 0; ok && j < 32; ++j) {
-      const int hi = hexDigit(hex[2 * j]), lo = hexDigit(hex[2 * j + 1]);
-      ok = hi >= 0 && lo >= 0;
-      if (ok) k.sha256[j] = static_cast<unsigned char>(hi * 16 + lo);
-    }
-    if (!ok)
-      fail(y["sha256"], p + ".sha256",
+    std::string hex;
+    f.read("sha256", hex);
+    if (!sha256Hex(hex, k.sha256))
+      fail(f["sha256"], f.at("sha256"),
            "expected the key's SHA-256 as 64 hex digits (printf %s \"$KEY\" | sha256sum), not the key itself");
-    if (!digests.insert(k.sha256).second) fail(y["sha256"], p + ".sha256", "the same key is declared twice");
-    if (auto v = y["prefix"]) {
-      k.prefix = str(v, p + ".prefix");
-      if (k.prefix.size() > 12) fail(v, p + ".prefix", "at most 12 characters: a display prefix, not the key");
-    }
-    if (auto v = y["models"]) {
-      k.models = modelList(v, p + ".models", cfg);
+    if (!digests.insert(k.sha256).second) fail(f["sha256"], f.at("sha256"), "the same key is declared twice");
+    if (f.read("prefix", k.prefix) && k.prefix.size() > 12)
+      fail(f["prefix"], f.at("prefix"), "at most 12 characters: a display prefix, not the key");
+    if (auto v = f["models"]) {
+      k.models = modelList(v, f.at("models"), cfg);
       if (!tenant->models.empty())
         for (std::size_t j = 0; j < k.models.size(); ++j) {
           bool allowed = false;
           for (const auto& m : tenant->models) allowed = allowed || m == k.models[j];
           if (!allowed)
-            fail(v[j], p + ".models[" + std::to_string(j) + "]",
+            fail(v[j], f.at("models") + "[" + std::to_string(j) + "]",
                  "model \"" + k.models[j] + "\" is not among tenant \"" + k.tenant + "\"'s models");
         }
     }
-    if (auto v = y["expires_at"]) {
-      k.expires_at = parseUtcTime(str(v, p + ".expires_at"));
-      if (k.expires_at < 0) fail(v, p + ".expires_at", "expected a UTC time such as 2027-01-31T00:00:00Z or 2027-01-31");
+    std::string expires;
+    if (f.read("expires_at", expires)) {
+      k.expires_at = parseUtcTime(expires);
+      if (k.expires_at < 0) fail(f["expires_at"], f.at("expires_at"), "expected a UTC time such as 2027-01-31T00:00:00Z or 2027-01-31");
     }
-    if (auto v = y["limits"]) k.limits = limitSet(v, p + ".limits");
-    if (auto m = y["metadata"]) {
-      if (!m.IsMap()) fail(m, p + ".metadata", "expected a mapping of name to text");
+    if (auto v = f["limits"]) {
+      Fields lf(*this, v, f.at("limits"), kKeyLimits);
+      k.limits = limitSet(lf);
+    }
+    if (auto m = f["metadata"]) {
+      if (!m.IsMap()) fail(m, f.at("metadata"), "expected a mapping of name to text");
       for (const auto& kv : m) {
-        const std::string name = str(kv.first, p + ".metadata");
-        k.metadata.emplace_back(name, str(kv.second, p + ".metadata." + name));
+        const std::string name = str(kv.first, f.at("metadata"));
+        k.metadata.emplace_back(name, str(kv.second, f.at("metadata") + "." + name));
       }
     }
     cfg.keys.push_back(std::move(k));
@@ -146,33 +339,31 @@ void Loader::loadKeys(const YAML::Node& n, Config& cfg) {
 }
 
 void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "auth", {"enabled", "chains"});
-  if (auto v = n["enabled"]) cfg.auth.enabled = boolean(v, "auth.enabled");
-  auto c = n["chains"];
+  Fields f(*this, n, "auth", kAuth);
+  f.read("enabled", cfg.auth.enabled);
+  auto c = f["chains"];
   if (!c) return;
   if (!c.IsSequence()) fail(c, "auth.chains", "expected a list of chains");
   for (std::size_t i = 0; i < c.size(); ++i) {
     const std::string p = "auth.chains[" + std::to_string(i) + "]";
     const YAML::Node& y = c[i];
-    checkKeys(y, p, {"name", "match", "links"});
+    Fields cf(*this, y, p, kChain);
     AuthChainConfig chain;
-    chain.name = y["name"] ? nonEmpty(y["name"], p + ".name") : "chain-" + std::to_string(i);
-    if (auto m = y["match"]) {
-      checkKeys(m, p + ".match", {"path_prefix", "headers"});
-      if (auto v = m["path_prefix"]) {
-        chain.path_prefix = nonEmpty(v, p + ".match.path_prefix");
-        if (chain.path_prefix.front() != '/') fail(v, p + ".match.path_prefix", "must start with /");
-      }
-      if (auto h = m["headers"]) {
-        if (!h.IsMap()) fail(h, p + ".match.headers", "expected a mapping of name to value");
+    if (!cf.read("name", chain.name)) chain.name = "chain-" + std::to_string(i);
+    if (auto m = cf["match"]) {
+      Fields mf(*this, m, cf.at("match"), kChainMatch);
+      if (mf.read("path_prefix", chain.path_prefix) && chain.path_prefix.front() != '/')
+        fail(mf["path_prefix"], mf.at("path_prefix"), "must start with /");
+      if (auto h = mf["headers"]) {
+        if (!h.IsMap()) fail(h, mf.at("headers"), "expected a mapping of name to value");
         for (const auto& kv : h) {
-          std::string name = str(kv.first, p + ".match.headers");
-          for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-          chain.headers.emplace_back(name, str(kv.second, p + ".match.headers." + name));
+          std::string name = str(kv.first, mf.at("headers"));
+          lowerCase(name);
+          chain.headers.emplace_back(name, str(kv.second, mf.at("headers") + "." + name));
         }
       }
     }
-    auto links = y["links"];
+    auto links = cf["links"];
     if (!links || !links.IsSequence() || links.size() == 0) fail(links ? links : y, p + ".links", "required: a non-empty list");
     for (std::size_t j = 0; j < links.size(); ++j) {
       const std::string lp = p + ".links[" + std::to_string(j) + "]";
@@ -180,7 +371,7 @@ void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
       AuthLinkConfig link;
       // `api_key` alone, or a mapping with `type` (and its settings).
       const YAML::Node type = l.IsMap() ? l["type"] : l;
-      if (l.IsMap()) checkKeys(l, lp, {"type", "tenant", "id"});
+      if (l.IsMap()) checkKeys(l, lp, kLink);
       if (!type) fail(l, lp + ".type", "required");
       const std::string t = str(type, lp + (l.IsMap() ? ".type" : ""));
       if (t == "api_key") {
@@ -215,181 +406,75 @@ void Loader::loadTenantTokens(const YAML::Node& n, Config& cfg) {
   const std::string p = "admin.tenant_tokens";
   if (!n.IsSequence()) fail(n, p, "expected a list of {name, tenant, sha256}");
   for (std::size_t i = 0; i < n.size(); ++i) {
-    const std::string ip = p + "[" + std::to_string(i) + "]";
     const YAML::Node& y = n[i];
-    checkKeys(y, ip, {"name", "tenant", "sha256"});
+    Fields f(*this, y, p + "[" + std::to_string(i) + "]", kTenantToken);
     for (const char* req : {"name", "tenant", "sha256"})
-      if (!y[req]) fail(y, ip + "." + req, "required");
+      if (!f[req]) fail(y, f.at(req), "required");
     TenantAdminToken t;
-    t.name = nonEmpty(y["name"], ip + ".name");
-    t.tenant = nonEmpty(y["tenant"], ip + ".tenant");
+    f.read("name", t.name);
+    f.read("tenant", t.tenant);
     bool known = false;
     for (const auto& tc : cfg.tenants) known = known || tc.name == t.tenant;
-    if (!known) fail(y["tenant"], ip + ".tenant", "unknown tenant \"" + t.tenant + "\" (declare it under `tenants`)");
-    const std::string hex = str(y["sha256"], ip + ".sha256");
-    bool ok = hex.size() == 64;
-    for (std::size_t j = 0; ok && j < 32; ++j) {
-      const int hi = hexDigit(hex[2 * j]), lo = hexDigit(hex[2 * j + 1]);
-      ok = hi >= 0 && lo >= 0;
-      if (ok) t.sha256[j] = static_cast<unsigned char>(hi * 16 + lo);
-    }
-    if (!ok) fail(y["sha256"], ip + ".sha256", "expected the token's SHA-256 as 64 hex digits, not the token itself");
+    if (!known) fail(f["tenant"], f.at("tenant"), "unknown tenant \"" + t.tenant + "\" (declare it under `tenants`)");
+    std::string hex;
+    f.read("sha256", hex);
+    if (!sha256Hex(hex, t.sha256))
+      fail(f["sha256"], f.at("sha256"), "expected the token's SHA-256 as 64 hex digits, not the token itself");
     cfg.admin.tenant_tokens.push_back(std::move(t));
   }
 }
 
-void Loader::loadStore(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "store", {"type", "journal", "flush_interval", "redis", "lookups"});
-  StoreConfig& s = cfg.store;
-  if (auto v = n["type"]) {
-    const std::string t = str(v, "store.type");
-    if (t == "memory") s.type = StoreConfig::Type::Memory;
-    else if (t == "redis") s.type = StoreConfig::Type::Redis;
-    else fail(v, "store.type", "unknown store type \"" + t + "\" (memory | redis)");
-  }
-  if (auto v = n["journal"]) s.journal = nonEmpty(v, "store.journal");
-  if (auto v = n["flush_interval"]) s.flush_interval = duration(v, "store.flush_interval", Millis(10));
-  if (auto l = n["lookups"]) {
-    checkKeys(l, "store.lookups", {"enabled", "expected_ids", "false_positive_rate", "negative_ttl"});
-    if (auto v = l["enabled"]) s.lookups.enabled = boolean(v, "store.lookups.enabled");
-    if (auto v = l["expected_ids"]) s.lookups.expected_ids = integer(v, "store.lookups.expected_ids", 1'000, 1'000'000'000);
-    if (auto v = l["false_positive_rate"]) {
-      s.lookups.false_positive_rate = number(v, "store.lookups.false_positive_rate", "a rate", 0.5);
-      if (s.lookups.false_positive_rate < 1e-6) fail(v, "store.lookups.false_positive_rate", "at least 0.000001");
-    }
-    if (auto v = l["negative_ttl"]) s.lookups.negative_ttl = duration(v, "store.lookups.negative_ttl", Millis(0));
-  }
-  if (auto r = n["redis"]) {
-    const std::string p = "store.redis";
-    checkKeys(r, p, {"url", "username", "password_env", "command_timeout", "heartbeat", "replica_ttl", "resync", "sweep",
-                     "require_persistence", "sentinel", "cluster"});
-    auto addresses = [&](const YAML::Node& a, const YAML::Node& parent, const std::string& ap, std::vector<std::string>& out) {
-      if (!a || !a.IsSequence() || a.size() == 0) fail(a ? a : parent, ap, "required: a list of host:port");
-      for (std::size_t i = 0; i < a.size(); ++i) out.push_back(hostPort(a[i], ap + "[" + std::to_string(i) + "]"));
-    };
-    if (auto sn = r["sentinel"]) {
-      checkKeys(sn, p + ".sentinel", {"addresses", "master", "username", "password_env"});
-      addresses(sn["addresses"], sn, p + ".sentinel.addresses", s.redis.sentinels);
-      if (!sn["master"]) fail(sn, p + ".sentinel.master", "required: the master's name the sentinels monitor");
-      s.redis.sentinel_master = nonEmpty(sn["master"], p + ".sentinel.master");
-      s.redis.sentinel_auth = redisCredentials(sn, p + ".sentinel", "", "no sentinel is asked for the master (limits are per replica)");
-    }
-    if (auto cl = r["cluster"]) {
-      checkKeys(cl, p + ".cluster", {"nodes"});
-      if (r["sentinel"]) fail(cl, p + ".cluster", "a Redis Cluster has no sentinels: set sentinel or cluster, not both");
-      addresses(cl["nodes"], cl, p + ".cluster.nodes", s.redis.cluster_nodes);
-    }
-    if (auto v = r["url"]) {
-      s.redis.url = nonEmpty(v, p + ".url");
-      if (s.redis.url.rfind("redis://", 0) != 0 || s.redis.url.size() == 8)
-        fail(v, p + ".url", "expected redis://[[user]:password@]host[:port][/db]");
-      RedisEndpoint parsed;
-      if (auto e = parseRedisUrl(s.redis.url, parsed)) fail(v, p + ".url", *e);
-      if (!s.redis.cluster_nodes.empty() && parsed.db != 0)
-        fail(v, p + ".url", "a Redis Cluster has only database 0: drop the /" + std::to_string(parsed.db));
-    }
-    s.redis.auth = redisCredentials(r, p, s.redis.url, "the store's Redis is not connected to (limits are per replica)");
-    if (auto v = r["command_timeout"]) s.redis.command_timeout = duration(v, p + ".command_timeout", Millis(1));
-    if (auto v = r["heartbeat"]) s.redis.heartbeat = duration(v, p + ".heartbeat", Millis(100));
-    if (auto v = r["replica_ttl"]) s.redis.replica_ttl = duration(v, p + ".replica_ttl", Millis(200));
-    if (auto v = r["resync"]) s.redis.resync = duration(v, p + ".resync", Millis(100));
-    if (auto v = r["sweep"]) s.redis.sweep = duration(v, p + ".sweep", Millis(1'000));
-    if (auto v = r["require_persistence"]) s.redis.require_persistence = boolean(v, p + ".require_persistence");
-    if (s.redis.replica_ttl <= s.redis.heartbeat)
-      fail(r["replica_ttl"] ? r["replica_ttl"] : r, p + ".replica_ttl", "must be longer than store.redis.heartbeat");
-  }
-  if (s.type == StoreConfig::Type::Redis && !s.journal.empty())
-    fail(n["journal"], "store.journal", "only for type memory (Redis keeps the state itself)");
-}
-
-// "host:port" (IPv6 as "[::1]:53"), the port 1-65535.
-std::string Loader::hostPort(const YAML::Node& n, const std::string& path) {
-  std::string addr = nonEmpty(n, path);
-  const auto colon = addr.rfind(':');
-  int port = 0;
-  if (colon != std::string::npos && colon + 1 < addr.size() && addr.size() - colon <= 6 &&
-      addr.find_first_not_of("0123456789", colon + 1) == std::string::npos)
-    port = std::stoi(addr.substr(colon + 1));
-  if (colon == 0 || port < 1 || port > 65535) fail(n, path, "expected host:port (port 1-65535), e.g. 10.96.0.10:53 or [::1]:53");
-  return addr;
-}
-
-void Loader::loadDiscovery(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "discovery", {"resolvers", "timeout"});
-  if (auto r = n["resolvers"]) {
-    if (!r.IsSequence()) fail(r, "discovery.resolvers", "expected a list of host:port");
-    for (std::size_t i = 0; i < r.size(); ++i)
-      cfg.discovery.resolvers.push_back(hostPort(r[i], "discovery.resolvers[" + std::to_string(i) + "]"));
-  }
-  if (auto v = n["timeout"]) cfg.discovery.timeout = duration(v, "discovery.timeout", Millis(10));
+void Loader::matchLists(const YAML::Node& m, const std::string& p, const schema::Table& table,
+                        std::initializer_list<MatchField> fields) {
+  checkKeys(m, p, table);
+  appendNames(*this, m, p, fields);
 }
 
 void Loader::matchLists(const YAML::Node& m, const std::string& p, std::initializer_list<MatchField> fields) {
   std::vector<std::string_view> allowed;
   for (const auto& [field, out] : fields) allowed.push_back(field);
   checkKeys(m, p, std::span<const std::string_view>(allowed));
-  for (const auto& [field, out] : fields) {
-    const YAML::Node v = m[std::string(field)];
-    if (!v) continue;
-    const std::string fp = p + "." + std::string(field);
-    if (v.IsSequence())
-      for (std::size_t k = 0; k < v.size(); ++k) out->push_back(nonEmpty(v[k], fp + "[" + std::to_string(k) + "]"));
-    else
-      out->push_back(nonEmpty(v, fp));
-  }
+  appendNames(*this, m, p, fields);
 }
 
 RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::string& p, const Config&) {
-  checkKeys(y, p, {"name", "match", "per", "client_header", "rules", "requests_per_minute", "tokens_per_minute", "tokens_per_day",
-                   "tokens_per_month", "usd_per_day", "usd_per_month", "end_streams_over_budget"});
+  Fields f(*this, y, p, kPolicy);
   RateLimitPolicyConfig pol;
-  if (auto v = y["end_streams_over_budget"]) pol.end_streams_over_budget = boolean(v, p + ".end_streams_over_budget");
-  if (auto v = y["name"]) pol.name = nonEmpty(v, p + ".name");
+  f.read("end_streams_over_budget", pol.end_streams_over_budget);
+  f.read("name", pol.name);
   // Models are matched by the name the client asked for or the model a route chose, so a
   // route alias ("auto") is a valid name here.
-  if (auto m = y["match"])
-    matchLists(m, p + ".match", {{"model", &pol.models}, {"tenant", &pol.tenants}, {"key", &pol.keys}, {"route", &pol.routes}});
-  if (auto v = y["per"]) {
-    const std::string per = str(v, p + ".per");
+  if (auto m = f["match"])
+    matchLists(m, f.at("match"), kPolicyMatch, {{"model", &pol.models}, {"tenant", &pol.tenants}, {"key", &pol.keys}, {"route", &pol.routes}});
+  if (auto v = f["per"]) {
+    const std::string per = str(v, f.at("per"));
     if (per == "key") pol.per = RateLimitPolicyConfig::Per::Key;
     else if (per == "tenant") pol.per = RateLimitPolicyConfig::Per::Tenant;
     else if (per == "all") pol.per = RateLimitPolicyConfig::Per::All;
-    else fail(v, p + ".per", "expected key, tenant or all");
+    else fail(v, f.at("per"), "expected key, tenant or all");
   }
-  if (auto v = y["client_header"]) {
-    pol.client_header = nonEmpty(v, p + ".client_header");
-    for (auto& ch : pol.client_header) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  }
-  // The default limits are the policy's own limit keys.
-  YAML::Node defaults;
-  for (auto k : kLimitKeys)
-    if (y[std::string(k)]) defaults[std::string(k)] = y[std::string(k)];
-  if (defaults.size() > 0) pol.limits = limitSet(defaults, p);
-  if (auto r = y["rules"]) {
-    if (!r.IsSequence()) fail(r, p + ".rules", "expected a list of rules");
+  if (f.read("client_header", pol.client_header)) lowerCase(pol.client_header);
+  // The default limits are the policy's own limit fields.
+  pol.limits = limitSet(f, false);
+  if (auto r = f["rules"]) {
+    if (!r.IsSequence()) fail(r, f.at("rules"), "expected a list of rules");
     for (std::size_t i = 0; i < r.size(); ++i) {
-      const std::string rp = p + ".rules[" + std::to_string(i) + "]";
+      const std::string rp = f.at("rules") + "[" + std::to_string(i) + "]";
       const YAML::Node& ry = r[i];
-      checkKeys(ry, rp, {"client_type", "rollout", "requests_per_minute", "tokens_per_minute", "tokens_per_day", "tokens_per_month",
-                         "usd_per_day", "usd_per_month"});
+      Fields rf(*this, ry, rp, kRule);
       RateLimitRule rule;
-      if (!ry["client_type"]) fail(ry, rp + ".client_type", "required: the value of " + pol.client_header + " this rule is for");
-      rule.client_type = nonEmpty(ry["client_type"], rp + ".client_type");
+      if (!rf["client_type"]) fail(ry, rf.at("client_type"), "required: the value of " + pol.client_header + " this rule is for");
+      rf.read("client_type", rule.client_type);
       for (const auto& other : pol.rules)
-        if (other.client_type == rule.client_type) fail(ry["client_type"], rp + ".client_type", "a rule for \"" + rule.client_type + "\" exists");
-      YAML::Node limits;
-      for (auto k : kLimitKeys)
-        if (ry[std::string(k)]) limits[std::string(k)] = ry[std::string(k)];
-      rule.limits = limitSet(limits, rp);
+        if (other.client_type == rule.client_type)
+          fail(rf["client_type"], rf.at("client_type"), "a rule for \"" + rule.client_type + "\" exists");
+      rule.limits = limitSet(rf, false);
       if (!rule.limits.any()) fail(ry, rp, "a rule needs at least one limit");
-      if (auto ro = ry["rollout"]) {
-        checkKeys(ro, rp + ".rollout", {"percent", "hash_header"});
-        if (!ro["percent"]) fail(ro, rp + ".rollout.percent", "required");
-        rule.rollout_percent = percent(ro["percent"], rp + ".rollout.percent");
-        if (auto h = ro["hash_header"]) {
-          rule.rollout_header = nonEmpty(h, rp + ".rollout.hash_header");
-          for (auto& ch : rule.rollout_header) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        }
+      if (auto ro = rf["rollout"]) {
+        Fields of(*this, ro, rf.at("rollout"), kRollout);
+        if (!of["percent"]) fail(ro, of.at("percent"), "required");
+        rule.rollout_percent = percent(of["percent"], of.at("percent"));
+        if (of.read("hash_header", rule.rollout_header)) lowerCase(rule.rollout_header);
       }
       pol.rules.push_back(std::move(rule));
     }
@@ -398,106 +483,10 @@ RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::st
   return pol;
 }
 
-void Loader::loadIdempotency(const YAML::Node& n, Config& cfg) {
-  const std::string p = "idempotency";
-  checkKeys(n, p, {"enabled", "ttl", "lock_ttl", "max_body_bytes"});
-  IdempotencyConfig& c = cfg.idempotency;
-  if (auto v = n["enabled"]) c.enabled = boolean(v, p + ".enabled");
-  if (auto v = n["ttl"]) c.ttl = duration(v, p + ".ttl", Millis(1'000));
-  if (auto v = n["lock_ttl"]) c.lock_ttl = duration(v, p + ".lock_ttl", Millis(1'000));
-  if (auto v = n["max_body_bytes"]) c.max_body_bytes = integer(v, p + ".max_body_bytes", 1024, 256ull << 20);
-}
-
-void Loader::loadResponses(const YAML::Node& n, Config& cfg) {
-  const std::string p = "responses";
-  checkKeys(n, p, {"store", "ttl", "max_bytes_per_tenant", "scope", "max_turns"});
-  ResponsesConfig& c = cfg.responses;
-  if (auto v = n["store"]) c.store = boolean(v, p + ".store");
-  if (auto v = n["ttl"]) c.ttl = duration(v, p + ".ttl", Millis(1'000));
-  if (auto v = n["max_bytes_per_tenant"]) c.max_bytes_per_tenant = integer(v, p + ".max_bytes_per_tenant", 1024, 1ull << 40);
-  if (auto v = n["scope"]) {
-    const std::string scope = str(v, p + ".scope");
-    if (scope != "tenant" && scope != "key") fail(v, p + ".scope", "expected tenant or key");
-    c.per_key = scope == "key";
-  }
-  if (auto v = n["max_turns"]) c.max_turns = integer(v, p + ".max_turns", 1, 10'000);
-}
-
-CachePolicy Loader::cachePolicy(const YAML::Node& n, const std::string& p, const CachePolicy& base,
-                                std::initializer_list<std::string_view> more) {
-  std::vector<std::string_view> keys{"enabled", "ttl", "max_entry_bytes", "cacheable", "stale_if_error", "semantic"};
-  keys.insert(keys.end(), more.begin(), more.end());
-  checkKeys(n, p, std::span<const std::string_view>(keys));
-  CachePolicy c = base;
-  if (auto v = n["enabled"]) c.enabled = boolean(v, p + ".enabled");
-  if (auto v = n["ttl"]) c.ttl = duration(v, p + ".ttl", Millis(1'000));
-  if (auto v = n["max_entry_bytes"]) c.max_entry_bytes = integer(v, p + ".max_entry_bytes", 1024, 64ull << 20);
-  if (auto v = n["stale_if_error"]) c.stale_if_error = duration(v, p + ".stale_if_error");
-  if (auto sem = n["semantic"]) {
-    const std::string sp = p + ".semantic";
-    if (more.size() > 0) checkKeys(sem, sp, {"enabled", "embedding_model", "threshold", "max_entries", "max_entries_per_tenant", "timeout"});
-    else checkKeys(sem, sp, {"enabled", "embedding_model", "threshold"});
-    if (auto v = sem["enabled"]) c.semantic = boolean(v, sp + ".enabled");
-    if (auto v = sem["embedding_model"]) c.embedding_model = nonEmpty(v, sp + ".embedding_model");
-    if (auto v = sem["threshold"]) {
-      c.threshold = number(v, sp + ".threshold", "a similarity", 1.0);
-      if (c.threshold <= 0) fail(v, sp + ".threshold", "a similarity above 0 (up to 1)");
-    }
-    if (c.semantic && c.embedding_model.empty()) fail(sem, sp + ".embedding_model", "required: the model that embeds the messages");
-  }
-  if (auto v = n["cacheable"]) {
-    const std::string w = str(v, p + ".cacheable");
-    if (w != "zero_temperature" && w != "all") fail(v, p + ".cacheable", "expected zero_temperature or all");
-    c.all_requests = w == "all";
-  }
-  return c;
-}
-
-void Loader::loadCache(const YAML::Node& n, Config& cfg) {
-  const std::string p = "cache";
-  CacheConfig& c = cfg.cache;
-  c.defaults = cachePolicy(n, p, c.defaults, {"max_bytes", "scope", "key_user", "hit_tokens", "redis", "local_ttl"});
-  if (auto v = n["max_bytes"]) c.max_bytes = integer(v, p + ".max_bytes", 1 << 20, 1ull << 40);
-  if (auto v = n["scope"]) {
-    const std::string scope = str(v, p + ".scope");
-    if (scope != "tenant" && scope != "key") fail(v, p + ".scope", "expected tenant or key");
-    c.per_key = scope == "key";
-  }
-  if (auto v = n["key_user"]) c.key_user = boolean(v, p + ".key_user");
-  if (auto v = n["hit_tokens"]) {
-    const std::string w = str(v, p + ".hit_tokens");
-    if (w != "zero" && w != "tokens") fail(v, p + ".hit_tokens", "expected zero or tokens");
-    c.hit_tokens = w == "tokens";
-  }
-  if (auto r = n["redis"]) {
-    checkKeys(r, p + ".redis", {"url", "timeout"});
-    if (auto v = r["url"]) c.redis_url = nonEmpty(v, p + ".redis.url");
-    if (auto v = r["timeout"]) c.redis_timeout = duration(v, p + ".redis.timeout", Millis(1));
-  }
-  if (auto v = n["local_ttl"]) c.local_ttl = duration(v, p + ".local_ttl");
-  if (auto sem = n["semantic"]) {
-    if (auto v = sem["max_entries"]) c.semantic_max_entries = integer(v, p + ".semantic.max_entries", 1, 10'000'000);
-    if (auto v = sem["max_entries_per_tenant"])
-      c.semantic_max_entries_per_tenant = integer(v, p + ".semantic.max_entries_per_tenant", 1, 10'000'000);
-    if (auto v = sem["timeout"]) c.embedding_timeout = duration(v, p + ".semantic.timeout", Millis(1));
-  }
-}
-
-void Loader::checkCacheModels(const YAML::Node& root, Config& cfg) {
-  for (std::size_t i = 0; i < cfg.models.size(); ++i) {
-    const CachePolicy& c = cfg.models[i].cache;
-    if (!c.enabled || !c.semantic) continue;
-    const YAML::Node at = root["models"] && root["models"][i]["cache"] ? root["models"][i]["cache"] : root["cache"];
-    const std::string p = root["models"] && root["models"][i]["cache"] ? "models[" + std::to_string(i) + "].cache.semantic.embedding_model"
-                                                                          : "cache.semantic.embedding_model";
-    if (const std::string why = embeddingModelProblem(cfg, c.embedding_model); !why.empty()) fail(at, p, why);
-  }
-}
-
 void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {
-  checkKeys(n, "rate_limits", {"default_max_tokens", "models", "policies", "end_streams_over_budget"});
-  if (auto v = n["end_streams_over_budget"]) cfg.rate_limits.end_streams_over_budget = boolean(v, "rate_limits.end_streams_over_budget");
-  if (auto ps = n["policies"]) {
+  Fields f(*this, n, "rate_limits", kRateLimits);
+  f.read("end_streams_over_budget", cfg.rate_limits.end_streams_over_budget);
+  if (auto ps = f["policies"]) {
     if (!ps.IsSequence()) fail(ps, "rate_limits.policies", "expected a list of policies");
     for (std::size_t i = 0; i < ps.size(); ++i) {
       const std::string p = "rate_limits.policies[" + std::to_string(i) + "]";
@@ -508,15 +497,15 @@ void Loader::loadRateLimits(const YAML::Node& n, Config& cfg) {
       cfg.rate_limits.policies.push_back(std::move(pol));
     }
   }
-  if (auto v = n["default_max_tokens"])
-    cfg.rate_limits.default_max_tokens = static_cast<std::int64_t>(integer(v, "rate_limits.default_max_tokens", 0, 10'000'000));
-  if (auto m = n["models"]) {
+  f.read("default_max_tokens", cfg.rate_limits.default_max_tokens);
+  if (auto m = f["models"]) {
     if (!m.IsMap()) fail(m, "rate_limits.models", "expected a mapping of model name to limits");
     for (const auto& kv : m) {
       const std::string model = str(kv.first, "rate_limits.models");
       const std::string mp = "rate_limits.models." + model;
       if (!cfg.findModel(model)) fail(kv.first, mp, "unknown model \"" + model + "\"");
-      cfg.rate_limits.models.emplace_back(model, limitSet(kv.second, mp));
+      Fields lf(*this, kv.second, mp, kModelLimits);
+      cfg.rate_limits.models.emplace_back(model, limitSet(lf));
     }
   }
 }

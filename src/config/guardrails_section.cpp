@@ -23,23 +23,23 @@ const Table kGuardrails("guardrails",
                        "redact, redact over flag.",
                        kGuardrailsFields);
 
-constexpr Field kPolicyFields[] = {
+constexpr Field kGuardPolicyFields[] = {
     nonEmpty("name", "", "Unique among policies; absent: `policy-<index>` (a GuardrailPolicy: its resource's name)."),
     section("match", "The requests the policy is attached to; absent: every request."),
     list("rules", "", "At most 1000 rules, names unique in the policy.").needed(),
 };
-const Table kPolicy("guardrails.policies[]", "A guardrail policy: rules for the requests it is attached to.", kPolicyFields);
+const Table kGuardPolicy("guardrails.policies[]", "A guardrail policy: rules for the requests it is attached to.", kGuardPolicyFields);
 
-constexpr Field kMatchFields[] = {
+constexpr Field kGuardMatchFields[] = {
     list("model", "[]", "A model name or a list, as asked or as routed (on /mcp: a tool as `server__tool`); empty: any."),
     list("route", "[]", "A route name or a list; empty: any."),
     list("tenant", "[]", "A tenant name or a list; empty: any."),
     list("key", "[]", "A key name or a list; empty: any."),
 };
-const Table kMatch("guardrails.policies[].match", "Which requests the policy is attached to: every list given must hold.",
-                   kMatchFields);
+const Table kGuardMatch("guardrails.policies[].match", "Which requests the policy is attached to: every list given must hold.",
+                   kGuardMatchFields);
 
-constexpr Field kRuleFields[] = {
+constexpr Field kGuardRuleFields[] = {
     nonEmpty("name", "", "Unique in the policy; verdicts name it as `policy/rule`.").needed(),
     list("inspect", "[input, output]",
          "What the rule reads: input, system, tool_arguments, output, output_tool_calls. Injection and moderation "
@@ -61,9 +61,9 @@ constexpr Field kRuleFields[] = {
     section("moderation", "A detector: an endpoint in OpenAI's moderation shape."),
     section("quality", "A detector: the answer judged off-topic by the similarity of its embedding to the prompt's."),
 };
-const Table kRule("guardrails.policies[].rules[]",
+const Table kGuardRule("guardrails.policies[].rules[]",
                   "A rule: exactly one detector (patterns / literals, pii, injection, moderation or quality) and an action.",
-                  kRuleFields);
+                  kGuardRuleFields);
 
 constexpr Field kInjectionFields[] = {
     number("threshold", 100, "0.5", "The score that makes a hit (above 0).", "a score"),
@@ -115,11 +115,11 @@ constexpr TargetName kTargets[] = {{"input", guardrails::kInput},
 
 GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::string& p, const std::string& name, const Config& cfg) {
   if (!y.IsMap()) fail(y, p, "expected a mapping");
-  Fields pf(*this, y, p, kPolicy);
+  Fields pf(*this, y, p, kGuardPolicy);
   GuardrailPolicyConfig pol;
   pol.name = name;
   if (auto m = pf["match"])
-    matchLists(m, p + ".match", kMatch, {{"model", &pol.models}, {"route", &pol.routes}, {"tenant", &pol.tenants}, {"key", &pol.keys}});
+    matchLists(m, p + ".match", kGuardMatch, {{"model", &pol.models}, {"route", &pol.routes}, {"tenant", &pol.tenants}, {"key", &pol.keys}});
   const YAML::Node rs = pf["rules"];
   if (!rs || !rs.IsSequence() || rs.size() == 0) fail(rs ? rs : y, p + ".rules", "required: a list of rules");
   if (rs.size() > 1000) fail(rs, p + ".rules", "at most 1000 rules in a policy");
@@ -129,7 +129,7 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
     const YAML::Node r = rs[i];
     const std::string rp = p + ".rules[" + std::to_string(i) + "]";
     if (!r.IsMap()) fail(r, rp, "expected a mapping");
-    Fields rf(*this, r, rp, kRule);
+    Fields rf(*this, r, rp, kGuardRule);
     guardrails::RuleSpec spec;
     spec.name = nonEmpty(r["name"], rp + ".name");
     if (!names.insert(spec.name).second) fail(r["name"], rp + ".name", "duplicate rule \"" + spec.name + "\" in the policy");

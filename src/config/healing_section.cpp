@@ -17,7 +17,7 @@ constexpr Field kHealingFields[] = {
 };
 const Table kHealing("healing", "Self-healing rules over live metrics (README \"Self-healing rules\").", kHealingFields);
 
-constexpr Field kRuleFields[] = {
+constexpr Field kHealRuleFields[] = {
     nonEmpty("name", "", "Unique; names the rule in audit records and metrics.").needed(),
     nonEmpty("model", "", "The model the rule watches.").needed(),
     nonEmpty("deployment", "",
@@ -32,11 +32,11 @@ constexpr Field kRuleFields[] = {
     section("scale", "scale (required there): the Kubernetes Deployment patched, in `kubernetes.namespace`."),
     duration("restore_after", 0, "10m", "The action is undone once the target had no bad window for this long."),
 };
-const Table kRule("healing.rules[]", "A rule: when its condition holds, its action is taken, and undone later; every "
+const Table kHealRule("healing.rules[]", "A rule: when its condition holds, its action is taken, and undone later; every "
                   "action and undo is an audit record.",
-                  kRuleFields);
+                  kHealRuleFields);
 
-constexpr Field kWhenFields[] = {
+constexpr Field kHealWhenFields[] = {
     choice("metric", "ttft_p99 | error_rate | gpu_memory | gpu_util | queued_requests", "",
            "ttft_p99: the 99th percentile of time to first byte; error_rate: percent of calls failed (5xx, connect "
            "errors, timeouts); gpu_memory, gpu_util, queued_requests: the largest over the watched nodes' live status "
@@ -50,7 +50,7 @@ constexpr Field kWhenFields[] = {
     integer("min_requests", 1, 1'000'000, "10",
             "A window with fewer requests has no verdict; not with a metric from the nodes' reports."),
 };
-const Table kWhen("healing.rules[].when", "A rule's condition.", kWhenFields);
+const Table kHealWhen("healing.rules[].when", "A rule's condition.", kHealWhenFields);
 
 constexpr Field kScaleFields[] = {
     nonEmpty("deployment", "", "The Kubernetes Deployment serving the model.").needed(),
@@ -75,8 +75,8 @@ constexpr Named<HealingRuleConfig::Action> kHealingActions[] = {
     {HealingRuleConfig::Action::ShiftToFallback, "shift_to_fallback"}, {HealingRuleConfig::Action::Eject, "eject"},
     {HealingRuleConfig::Action::Scale, "scale"},
 };
-static_assert(sameChoices(kHealingMetrics, fieldNamed(kWhenFields, "metric").bound));
-static_assert(sameChoices(kHealingActions, fieldNamed(kRuleFields, "action").bound));
+static_assert(sameChoices(kHealingMetrics, fieldNamed(kHealWhenFields, "metric").bound));
+static_assert(sameChoices(kHealingActions, fieldNamed(kHealRuleFields, "action").bound));
 
 void Loader::loadHealing(const YAML::Node& n, Config& cfg) {
   Fields f(*this, n, "healing", kHealing);
@@ -90,7 +90,7 @@ void Loader::loadHealing(const YAML::Node& n, Config& cfg) {
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const std::string rp = f.at("rules") + "[" + std::to_string(i) + "]";
     const YAML::Node& y = rules[i];
-    Fields rf(*this, y, rp, kRule);
+    Fields rf(*this, y, rp, kHealRule);
     HealingRuleConfig r;
     if (!y["name"]) fail(y, rp + ".name", "required: names the rule in audit records and metrics");
     rf.read("name", r.name);
@@ -128,7 +128,7 @@ void Loader::loadHealing(const YAML::Node& n, Config& cfg) {
     }
     auto w = rf["when"];
     if (!w) fail(y, rp + ".when", "required: {metric, above, for}");
-    Fields wf(*this, w, rf.at("when"), kWhen);
+    Fields wf(*this, w, rf.at("when"), kHealWhen);
     const std::string wp = wf.path();
     const std::string metrics = choices(kHealingMetrics, " or ");
     if (!w["metric"]) fail(w, wp + ".metric", "required: " + metrics);

@@ -111,9 +111,6 @@ class Loader {
   // Node readers: each checks the node's shape and range and fails naming the field.
   // Rejects keys not in `allowed` (typos must not be silently ignored).
   void checkKeys(const YAML::Node& map, const std::string& path, std::span<const std::string_view> allowed);
-  void checkKeys(const YAML::Node& map, const std::string& path, std::initializer_list<std::string_view> allowed) {
-    checkKeys(map, path, std::span<const std::string_view>(allowed.begin(), allowed.size()));
-  }
   // The same through the mapping's table (field_table.h); `more`: a second table whose
   // fields are also allowed here (a provider's vendor options).
   void checkKeys(const YAML::Node& map, const std::string& path, const schema::Table& table,
@@ -197,7 +194,6 @@ class Loader {
   void matchLists(const YAML::Node& m, const std::string& path, const schema::Table& table,
                   std::initializer_list<MatchField> fields);
   // The same, only the fields given allowed (mcp_section.cpp's, until its mapping has a table).
-  void matchLists(const YAML::Node& m, const std::string& path, std::initializer_list<MatchField> fields);
   std::vector<std::string> modelList(const YAML::Node& n, const std::string& path, const Config& cfg);
   // plugins_section.cpp
   void loadPlugins(const YAML::Node& n, Config& cfg);

@@ -93,9 +93,8 @@ void Loader::loadMcp(const YAML::Node& root, Config& cfg) {
     if (!a.IsSequence()) fail(a, p + ".access", "expected a list of rules ({tenants, keys, allow, deny})");
     for (std::size_t k = 0; k < a.size(); ++k) {
       const std::string rp = p + ".access[" + std::to_string(k) + "]";
-      checkKeys(a[k], rp, kAccess);  // its fields; matchLists reads them
       McpAccessRule r;
-      matchLists(a[k], rp, {{"tenants", &r.tenants}, {"keys", &r.keys}, {"allow", &r.allow}, {"deny", &r.deny}});
+      matchLists(a[k], rp, kAccess, {{"tenants", &r.tenants}, {"keys", &r.keys}, {"allow", &r.allow}, {"deny", &r.deny}});
       m.access.push_back(std::move(r));
     }
   }

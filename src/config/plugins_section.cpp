@@ -61,7 +61,7 @@ constexpr Field kBudgetsFields[] = {
 const Table kBudgets("plugins[].budgets", "The sandbox's bounds per call.", kBudgetsFields);
 
 // The plugin's breaker and a host's (http.breaker).
-constexpr Field kBreakerFields[] = {
+constexpr Field kPluginBreakerFields[] = {
     integer("failures", 1, 1'000'000, "5",
             "Failures in a row that open the breaker: the plugin's calls (an error or a budget), or a host's (no answer "
             "or a 5xx)."),
@@ -69,7 +69,7 @@ constexpr Field kBreakerFields[] = {
              "How long it stays open: the plugin's calls are skipped (its failure mode applies), a host's fail at once "
              "(breaker open); then a call tries again."),
 };
-const Table kBreaker("plugins[].breaker", "The plugin's breaker, on each worker.", kBreakerFields);
+const Table kPluginBreaker("plugins[].breaker", "The plugin's breaker, on each worker.", kPluginBreakerFields);
 
 constexpr Field kKvFields[] = {
     boolean("shared", "false", "tahua.kv.shared: the namespace shared by the plugins that opt in."),
@@ -84,16 +84,16 @@ constexpr Field kHttpFields[] = {
 };
 const Table kHttp("plugins[].http", "tahua.http.request: the hosts a plugin may call and the bounds of a call.", kHttpFields);
 
-const Table kHttpBreaker("plugins[].http.breaker", "A breaker per host the plugin calls.", kBreakerFields);
+const Table kHttpBreaker("plugins[].http.breaker", "A breaker per host the plugin calls.", kPluginBreakerFields);
 
-constexpr Field kCanaryFields[] = {
+constexpr Field kPluginCanaryFields[] = {
     nonEmpty("of", "", "The id of the plugin this version is a canary of.").needed(),
     number("percent", 100, "", "The share of requests it takes.", "a percentage").needed(),
     nonEmpty("sticky_header", "",
              "The header hashed to pick a request's side, so a user stays on one; absent: the API key, else the "
              "request id."),
 };
-const Table kCanary("plugins[].canary", "A canary version of another plugin.", kCanaryFields);
+const Table kPluginCanary("plugins[].canary", "A canary version of another plugin.", kPluginCanaryFields);
 
 constexpr Field kTestFields[] = {
     nonEmpty("name", "", "Names the test in a failure; absent: `#<number>`."),
@@ -257,7 +257,7 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
     pc.fail_closed = m == "closed";
   }
   if (auto b = f["breaker"]) {
-    Fields bf(*this, b, p + ".breaker", kBreaker);
+    Fields bf(*this, b, p + ".breaker", kPluginBreaker);
     bf.read("failures", pc.breaker_failures);
     bf.read("cooldown", pc.breaker_cooldown);
   }
@@ -309,7 +309,7 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
 
   if (auto c = f["canary"]) {
     const std::string cp = p + ".canary";
-    Fields cf(*this, c, cp, kCanary);
+    Fields cf(*this, c, cp, kPluginCanary);
     if (!c["of"]) fail(c, cp + ".of", "required: the id of the plugin this version is a canary of");
     cf.read("of", pc.canary.of);
     if (!validId(pc.canary.of)) fail(c["of"], cp + ".of", "\"" + pc.canary.of + "\" is not a plugin id");

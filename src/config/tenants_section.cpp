@@ -155,11 +155,11 @@ constexpr Field kPolicyOwnFields[] = {
 constexpr Field kPolicyStreamFields[] = {
     boolean("end_streams_over_budget", "false", "As `rate_limits.end_streams_over_budget`, for this policy's token limits."),
 };
-constexpr auto kPolicyFields = joined(kPolicyOwnFields, kRateFields, kPolicyStreamFields);
-const Table kPolicy("rate_limits.policies[]",
+constexpr auto kLimitPolicyFields = joined(kPolicyOwnFields, kRateFields, kPolicyStreamFields);
+const Table kLimitPolicy("rate_limits.policies[]",
                     "A rate-limit policy. Its limit fields (those of `tenants[].limits` but the caps) are the default, "
                     "for the requests no rule takes; it needs limits or rules.",
-                    kPolicyFields);
+                    kLimitPolicyFields);
 
 constexpr Field kPolicyMatchFields[] = {
     list("model", "[]",
@@ -176,9 +176,9 @@ constexpr Field kRuleOwnFields[] = {
     nonEmpty("client_type", "", "The value of the policy's client_header this rule is for; unique in the policy.").needed(),
     section("rollout", "The rule for a share of its requests only; the rest get the policy's default."),
 };
-constexpr auto kRuleFields = joined(kRuleOwnFields, kRateFields);
-const Table kRule("rate_limits.policies[].rules[]",
-                  "A client type's limits (the fields of `tenants[].limits` but the caps; at least one).", kRuleFields);
+constexpr auto kLimitRuleFields = joined(kRuleOwnFields, kRateFields);
+const Table kLimitRule("rate_limits.policies[].rules[]",
+                  "A client type's limits (the fields of `tenants[].limits` but the caps; at least one).", kLimitRuleFields);
 
 constexpr Field kRolloutFields[] = {
     number("percent", 100, "", "The share of the rule's requests it applies to.", "a percentage").needed(),
@@ -430,15 +430,8 @@ void Loader::matchLists(const YAML::Node& m, const std::string& p, const schema:
   appendNames(*this, m, p, fields);
 }
 
-void Loader::matchLists(const YAML::Node& m, const std::string& p, std::initializer_list<MatchField> fields) {
-  std::vector<std::string_view> allowed;
-  for (const auto& [field, out] : fields) allowed.push_back(field);
-  checkKeys(m, p, std::span<const std::string_view>(allowed));
-  appendNames(*this, m, p, fields);
-}
-
 RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::string& p, const Config&) {
-  Fields f(*this, y, p, kPolicy);
+  Fields f(*this, y, p, kLimitPolicy);
   RateLimitPolicyConfig pol;
   f.read("end_streams_over_budget", pol.end_streams_over_budget);
   f.read("name", pol.name);
@@ -461,7 +454,7 @@ RateLimitPolicyConfig Loader::rateLimitPolicy(const YAML::Node& y, const std::st
     for (std::size_t i = 0; i < r.size(); ++i) {
       const std::string rp = f.at("rules") + "[" + std::to_string(i) + "]";
       const YAML::Node& ry = r[i];
-      Fields rf(*this, ry, rp, kRule);
+      Fields rf(*this, ry, rp, kLimitRule);
       RateLimitRule rule;
       if (!rf["client_type"]) fail(ry, rf.at("client_type"), "required: the value of " + pol.client_header + " this rule is for");
       rf.read("client_type", rule.client_type);

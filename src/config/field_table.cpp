@@ -131,8 +131,9 @@ std::string reference() {
       "- **Durations** are strings with a unit: `ms`, `s`, `m`, `h`, `d`.\n"
       "- **Sizes** are integers (bytes).\n"
       "- **Reload**: *live* fields apply to the requests that start after a reload (SIGHUP, a\n"
-      "  changed file, `PUT /admin/v1/config`); *restart* fields are read at start, and a reload\n"
-      "  that changes them logs a warning and keeps the running value.\n"
+      "  changed file, `PUT /admin/v1/config`); *restart* fields are read at start: a reload\n"
+      "  keeps the running value (and for listeners, workers, the admin listener, the store,\n"
+      "  kubernetes, region and the exporters' destinations, logs a warning saying so).\n"
       "- A path ending in `[]` describes each item of a list; `.*` each value of a map.\n"
       "- A **required** field is marked so in its description; a field without a default is\n"
       "  off (or empty) when absent.\n";

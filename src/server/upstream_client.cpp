@@ -21,9 +21,9 @@
 #include <optional>
 
 #include "core/log.h"
+#include "net/deadline.h"
 #include "providers/provider.h"
 #include "telemetry/metrics.h"
-#include "server/deadline.h"
 #include "server/http_head.h"
 #include "server/in_place_body.h"
 

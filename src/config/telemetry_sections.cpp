@@ -40,7 +40,7 @@ void Loader::loadTracing(const YAML::Node& n, TracingConfig& t) {
   if (auto v = n["endpoint"]) {
     t.endpoint = nonEmpty(v, p + ".endpoint");
     std::string why;
-    if (!parseHttpUrl(t.endpoint, &why)) fail(v, p + ".endpoint", why + " (expected http://host:port/v1/traces)");
+    if (!parseHttpUrl(t.endpoint, &why, true)) fail(v, p + ".endpoint", why + " (expected http(s)://host:port/v1/traces)");
   }
   t.enabled = !t.endpoint.empty();
   if (auto v = n["enabled"]) t.enabled = boolean(v, p + ".enabled");
@@ -126,7 +126,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         if (!y["url"]) fail(y, sp + ".url", "required");
         c.url = nonEmpty(y["url"], sp + ".url");
         std::string why;
-        if (!parseHttpUrl(c.url, &why)) fail(y["url"], sp + ".url", why);
+        if (!parseHttpUrl(c.url, &why, true)) fail(y["url"], sp + ".url", why);
         if (auto v = y["headers"]) c.headers = headerMap(v, sp + ".headers");
         if (auto v = y["batch"]) c.batch = integer(v, sp + ".batch", 1, 100'000);
         break;

@@ -59,6 +59,18 @@ struct Conn {
   }
 };
 
+// May an idle connection serve another call? Not when its peer closed it, nor when
+// anything came that was not asked for: a TLS close_notify, mostly, which the TLS layer
+// may already hold (read from the socket with the answer's last bytes) where the
+// socket's peek cannot see it.
+bool stillUsable(Conn& c) {
+  if (c.tls) {
+    SSL* ssl = c.tls->native_handle();
+    if (SSL_pending(ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0) return false;
+  }
+  return socketLooksAlive(c.lowest(), false);
+}
+
 Clock::time_point dueAfter(Clock::time_point from, Millis limit) {
   return limit.count() > 0 ? from + limit : Clock::time_point::max();
 }
@@ -132,7 +144,7 @@ struct Client : std::enable_shared_from_this<Client> {
     while (!list.empty() && !found) {
       std::unique_ptr<Conn> c = std::move(list.back());  // the most recently used
       list.pop_back();
-      if (now - c->idle_since < options.idle_expiry && socketLooksAlive(c->lowest(), c->tls.has_value())) found = std::move(c);
+      if (now - c->idle_since < options.idle_expiry && stillUsable(*c)) found = std::move(c);
     }
     if (list.empty()) idle.erase(it);
     return found;

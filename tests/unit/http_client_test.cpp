@@ -154,8 +154,21 @@ class Server {
         auto [wec, wn] = co_await asio::async_write(s, asio::buffer(r.rest), kTuple);
         if (wec) co_return;
       }
-      if (r.close) co_return;  // the stream closes with this frame
+      if (r.close) co_return co_await finish(s, timer);
     }
+  }
+
+  // Closing: plain TCP closes with the frame; TLS says close_notify first (as Node and
+  // most servers do), then closes the socket a little later.
+  static asio::awaitable<void> finish(tcp::socket&, asio::steady_timer&) { co_return; }
+  static asio::awaitable<void> finish(ssl::stream<tcp::socket>& s, asio::steady_timer& timer) {
+    timer.expires_after(100ms);
+    timer.async_wait([&s](boost::system::error_code ec) {
+      boost::system::error_code ignored;
+      if (!ec) s.next_layer().close(ignored);
+    });
+    co_await s.async_shutdown(kTuple);  // waits for the peer's close_notify: an idle client sends none
+    timer.cancel();
   }
 
   asio::io_context& io_;
@@ -589,6 +602,24 @@ TEST(HttpClient, TlsChecksTheCertificateAgainstTheGivenCaAndTheHostsName) {
   HttpClient system_cas(l.io);  // the test CA is not among them
   auto untrusted = l.call(system_cas, get(server.url("/", "localhost")));
   EXPECT_EQ(untrusted.error.rfind("tls: ", 0), 0u) << untrusted.error;
+}
+
+TEST(HttpClient, ATlsConnectionTheServerIsClosingIsNotReused) {
+  Loop l;
+  TestPki pki;
+  auto tls = pki.serverContext();
+  Server server(l.io, [](const Request&) { return Reply{answer("once"), 0ms, /*close_after=*/true}; }, tls.get());
+  HttpClientOptions options;
+  options.ca_pem = pki.ca_pem;
+  HttpClient client(l.io, options);
+  EXPECT_EQ(l.call(client, get(server.url("/", "localhost"))).status, 200);
+  l.runFor(50ms);  // the server's close_notify is in, its FIN not yet
+  OutboundRequest post = get(server.url("/", "localhost"));
+  post.method = "POST";  // not retried: it must not go out on the closing connection
+  auto second = l.call(client, std::move(post));
+  EXPECT_EQ(second.status, 200) << second.error;
+  EXPECT_EQ(client.counts().reused, 0u);
+  EXPECT_EQ(server.accepted, 2);
 }
 
 TEST(HttpClient, ThroughAProxyHttpsTunnelsWithConnect) {

@@ -19,8 +19,8 @@
 #include "config/config.h"
 #include "core/log.h"
 #include "http/http_url.h"
-#include "server/outbound_client.h"
 #include "core/malloc_tuning.h"
+#include "net/http_client.h"
 #include "providers/snapshot.h"
 #include "config/field_table.h"
 #include "runtime/gateway.h"
@@ -80,7 +80,10 @@ int probe(const std::string& url) {
   req.timeout = tahua::Millis(2000);
   int status = 0;
   std::string error;
-  tahua::fetchOutbound(io, std::move(req), [&](tahua::OutboundResponse r) {
+  tahua::HttpClientOptions one_call;
+  one_call.max_idle_per_host = 0;  // nothing kept: io.run() returns with the answer
+  tahua::HttpClient client(io, one_call);
+  client.fetch(std::move(req), [&](tahua::OutboundResponse r) {
     status = r.status;
     error = r.error;
   });

@@ -52,7 +52,7 @@ struct UsageSinkConfig {
   std::string stream = "tahua:usage";
   std::uint64_t maxlen = 1'000'000;
   // webhook: POST url with a JSON array of records, at most `batch` per request; a 2xx
-  // answer is delivery. (url above; http:// only.)
+  // answer is delivery. (url above; http:// or https://.)
   std::vector<std::pair<std::string, std::string>> headers;
   std::size_t batch = 500;
   Millis timeout{5'000};

@@ -30,7 +30,7 @@ constexpr Field kTracingFields[] = {
             "Default: true when `endpoint` is set; true without one is an error. Turning tracing off applies at a "
             "reload; turning it on, when the gateway started without it, needs a restart."),
     nonEmpty("endpoint", "",
-             "Where spans are sent: `http://host:port/v1/traces` (OTLP/HTTP, JSON encoding; http:// only). Absent: "
+             "Where spans are sent: `http://host:port/v1/traces` (OTLP/HTTP, JSON encoding; http:// or https://, checked against the system's CAs). Absent: "
              "tracing is off.")
         .atRestart(),
     map("headers", "{}", "Headers sent with every export (a collector's API key).").atRestart(),
@@ -88,7 +88,7 @@ constexpr Field kSinkFields[] = {
     integer("keep", 1, 10'000, "10", "file: the newest rotated files kept.").atRestart(),
     nonEmpty("url", "",
              "redis_stream: `redis://...`, default the store's Redis (required when the store is not Redis); "
-             "webhook (required there): the `http://` URL records are POSTed to.")
+             "webhook (required there): the `http://` or `https://` URL records are POSTed to.")
         .atRestart(),
     nonEmpty("username", "", "redis_stream: an ACL user (with password_env); without a url: another user on the store's Redis.")
         .atRestart(),
@@ -133,7 +133,7 @@ void Loader::loadTracing(const YAML::Node& n, TracingConfig& t) {
   Fields f(*this, n, "tracing", kTracing);
   if (f.read("endpoint", t.endpoint)) {
     std::string why;
-    if (!parseHttpUrl(t.endpoint, &why)) fail(f["endpoint"], f.at("endpoint"), why + " (expected http://host:port/v1/traces)");
+    if (!parseHttpUrl(t.endpoint, &why, true)) fail(f["endpoint"], f.at("endpoint"), why + " (expected http(s)://host:port/v1/traces)");
   }
   t.enabled = !t.endpoint.empty();
   f.read("enabled", t.enabled);
@@ -217,7 +217,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         if (!y["url"]) fail(y, sp + ".url", "required");
         sf.read("url", c.url);
         std::string why;
-        if (!parseHttpUrl(c.url, &why)) fail(y["url"], sp + ".url", why);
+        if (!parseHttpUrl(c.url, &why, true)) fail(y["url"], sp + ".url", why);
         if (auto v = sf["headers"]) c.headers = headerMap(v, sf.at("headers"));
         sf.read("batch", c.batch);
         break;

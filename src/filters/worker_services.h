@@ -32,8 +32,9 @@ class WorkerServices {
   // Runs `fn` on this worker's thread after `delay`, unless the handle is cancelled or
   // destroyed first. Call from the worker's thread.
   virtual std::unique_ptr<TimerHandle> runAfter(Millis delay, std::function<void()> fn) = 0;
-  // Makes an HTTP call from this worker's loop (server/outbound_client.h); `done` runs on
-  // this worker's thread, once. Call from the worker's thread.
+  // Makes an HTTP call from this worker's loop, through its outbound client and that
+  // client's pool of kept-alive connections (net/http_client.h); `done` runs on this
+  // worker's thread, once, never before fetch returned. Call from the worker's thread.
   virtual void fetch(OutboundRequest request, std::function<void(OutboundResponse)> done) = 0;
   // A request of the gateway's own to one of its models (the embeddings of the semantic
   // cache and of the guardrails' quality check) or to an MCP server (filters/mcp/):

@@ -1,5 +1,7 @@
-// A plain http:// URL, split for a client: the exporters' destinations (OTLP traces,
-// the usage webhook), which the config loader checks too.
+// An http:// or https:// URL, split for the outbound HTTP client (net/http_client.h):
+// the exporters' destinations (OTLP traces, the usage webhook), a moderation rule's
+// endpoint, the Kubernetes API server, a plugin's tahua.http call; the config loader
+// checks the configured ones with it too.
 #pragma once
 
 #include <optional>

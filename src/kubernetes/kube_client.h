@@ -1,6 +1,7 @@
 // Calls to the Kubernetes API server: in-cluster credentials (a bearer token read again
-// for every call, since projected service-account tokens rotate; the cluster's CA), one
-// connection per call, all on one io_context (the Kubernetes thread, kube_runtime.h).
+// for every call, since projected service-account tokens rotate; the cluster's CA),
+// made by an outbound HTTP client of its own (net/http_client.h: connections kept
+// alive between calls), all on one io_context (the Kubernetes thread, kube_runtime.h).
 // A list or a patch reads the whole answer; a watch hands each line of its body over as
 // it arrives.
 #pragma once
@@ -21,7 +22,7 @@ namespace tahua {
 
 struct KubeResponse {
   int status = 0;     // 0: no answer (error says why)
-  std::string error;  // "timeout", "connect: ...", "idle", ...
+  std::string error;  // "timeout", "connect: ...", "idle", "cancelled", ...
   std::string body;   // the answer's body (a stream's: only when it is not 200)
 };
 
@@ -42,8 +43,8 @@ class KubeClient {
   // longer than 16 MiB ends it with an error.
   boost::asio::awaitable<KubeResponse> stream(std::string target, Millis idle,
                                               std::function<bool(std::string_view line)> on_line);
-  // Closes every open connection and makes every later call fail (at stop). On the
-  // io_context's thread.
+  // Closes every open connection (the calls in flight end with "cancelled"; the kept
+  // ones close) and makes every later call fail (at stop). On the io_context's thread.
   void cancel();
 
  private:

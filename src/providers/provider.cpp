@@ -1,10 +1,8 @@
 #include "providers/snapshot.h"
 
-#include <openssl/evp.h>
 #include <simdjson.h>
 
 #include <boost/asio/ssl/context.hpp>
-#include <boost/url/parse.hpp>
 #include <cstdlib>
 
 #include "config/provider_kind.h"
@@ -71,29 +69,16 @@ std::string hostHeader(const ProviderConfig& p) {
 }
 
 ProxySettings proxyFor(const ProviderConfig& provider) {
-  ProxySettings s;
-  if (provider.kind && !provider.kind->remote) return s;
+  if (provider.kind && !provider.kind->remote) return {};
   std::string url = provider.https ? envFirst({"HTTPS_PROXY", "https_proxy"}) : envFirst({"HTTP_PROXY", "http_proxy"});
-  if (url.empty()) return s;
-  if (noProxyMatches(provider.host, envFirst({"NO_PROXY", "no_proxy"}))) return s;
-  if (url.find("://") == std::string::npos) url = "http://" + url;
-  auto parsed = boost::urls::parse_uri(url);
-  if (!parsed || parsed->scheme() != "http" || parsed->host().empty()) {
+  if (url.empty()) return {};
+  if (noProxyMatches(provider.host, envFirst({"NO_PROXY", "no_proxy"}))) return {};
+  auto s = parseProxyUrl(std::move(url));
+  if (!s) {
     log::warn("ignoring proxy setting: only http:// proxies are supported", {{"provider", provider.name}});
-    return s;
+    return {};
   }
-  s.enabled = true;
-  s.host = std::string(parsed->host());
-  s.port = parsed->has_port() ? parsed->port_number() : 80;
-  if (parsed->has_userinfo()) {
-    std::string userinfo = std::string(parsed->userinfo());
-    std::string encoded(4 * ((userinfo.size() + 2) / 3) + 1, '\0');
-    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()),
-                            reinterpret_cast<const unsigned char*>(userinfo.data()), static_cast<int>(userinfo.size()));
-    encoded.resize(static_cast<std::size_t>(n));
-    s.authorization = "Basic " + encoded;
-  }
-  return s;
+  return *s;
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "net/proxy_settings.h"
 #include "request/request_context.h"
 #include "providers/exchange.h"
 
@@ -64,13 +65,6 @@ class ProviderAdapter {
 };
 
 // Egress proxy settings from HTTPS_PROXY / HTTP_PROXY / NO_PROXY.
-struct ProxySettings {
-  bool enabled = false;
-  std::string host;
-  std::uint16_t port = 0;
-  std::string authorization;  // "Basic ..." when the proxy URL had credentials
-};
-
 ProxySettings proxyFor(const ProviderConfig& provider);
 
 // The Host header the transport sends to this provider ("host" or "host:port").

@@ -37,7 +37,6 @@
 #include "filters/tracing/tracing_filter.h"
 #include "filters/usage/usage_filter.h"
 #include "runtime/gateway.h"
-#include "server/outbound_client.h"
 #include "server/upstream_client.h"
 
 namespace tahua {
@@ -101,7 +100,7 @@ std::unique_ptr<TimerHandle> Worker::runAfter(Millis delay, std::function<void()
 }
 
 void Worker::fetch(OutboundRequest request, std::function<void(OutboundResponse)> done) {
-  fetchOutbound(io_, std::move(request), std::move(done));
+  http_.fetch(std::move(request), std::move(done));
 }
 
 void Worker::callModel(ModelCall call, std::function<void(OutboundResponse)> done) {
@@ -388,6 +387,7 @@ void Worker::drainDeadline() {
 void Worker::stop() {
   if (batch_poller_) batch_poller_->stop();
   pool_->clear();
+  http_.closeAll();
   if (flush_timer_) flush_timer_->cancel();
   if (heartbeat_timer_) heartbeat_timer_->cancel();
   if (watch_timer_) watch_timer_->cancel();

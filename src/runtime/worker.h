@@ -19,6 +19,7 @@
 #include "filters/filter.h"
 #include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
+#include "net/http_client.h"
 #include "providers/snapshot.h"
 #include "server/session_host.h"
 #include "server/upstream_client.h"
@@ -118,6 +119,9 @@ class Worker final : public WorkerServices, public SessionHost, private BatchPol
   // One thread does all I/O on this context: no locking in the reactor. (Other threads
   // only post to it, which stays locked.)
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+  // The filters' own calls (fetch(): plugins' tahua.http, moderation, the batch poller),
+  // with their pool of kept-alive connections.
+  HttpClient http_{io_};
   std::shared_ptr<FilterChain> chain_;
   WorkerMetrics metrics_;
   AccessLogSink access_log_;

@@ -44,9 +44,9 @@
 #include <boost/beast/http/parser.hpp>
 
 #include "filters/filter.h"
+#include "net/deadline.h"
 #include "server/attempt_loop.h"
 #include "server/client_watch.h"
-#include "server/deadline.h"
 #include "server/http_head.h"
 #include "server/realtime_relay.h"
 #include "server/request_body.h"

@@ -25,7 +25,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "core/duration.h"
-#include "server/deadline.h"
+#include "net/deadline.h"
 #include "server/http_head.h"
 
 namespace tahua {

@@ -21,9 +21,10 @@
 #include <optional>
 
 #include "core/log.h"
+#include "net/deadline.h"
+#include "net/socket_alive.h"
 #include "providers/provider.h"
 #include "telemetry/metrics.h"
-#include "server/deadline.h"
 #include "server/http_head.h"
 #include "server/in_place_body.h"
 
@@ -57,15 +58,7 @@ auto withStream(UpstreamConnection& c, F&& f) {
 }
 
 // Is a pooled connection still usable? The peer may have closed it while idle.
-bool looksAlive(UpstreamConnection& c) {
-  auto& sock = c.lowest();
-  if (!sock.is_open()) return false;
-  char byte;
-  ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return false;                               // orderly close
-  if (n > 0) return c.tls.has_value();                    // TLS may have post-handshake records; plain: garbage
-  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-}
+bool looksAlive(UpstreamConnection& c) { return socketLooksAlive(c.lowest(), c.tls.has_value()); }
 
 bool isHopByHop(std::string_view name) {
   static constexpr std::string_view kHop[] = {"connection",        "keep-alive", "proxy-authenticate", "proxy-authorization",

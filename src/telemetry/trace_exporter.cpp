@@ -1,12 +1,13 @@
 #include "telemetry/trace_exporter.h"
 
 #include "core/log.h"
+#include "telemetry/export_post.h"
 #include "telemetry/json_out.h"
 
 namespace tahua {
 
 std::unique_ptr<TraceExporter> TraceExporter::start(const TracingConfig& config, std::string& error) {
-  auto url = parseHttpUrl(config.endpoint, &error);
+  auto url = parseHttpUrl(config.endpoint, &error, true);
   if (!url) return nullptr;
   return std::unique_ptr<TraceExporter>(new TraceExporter(config, std::move(*url)));
 }
@@ -61,9 +62,9 @@ void TraceExporter::run() {
 void TraceExporter::send(std::string& body, std::size_t count) {
   if (!body.empty() && body.back() == ',') body.pop_back();
   body.append("]}]}]}", 6);
-  HttpPostResult r = httpPost(url_, config_.headers, "application/json", std::move(body), config_.timeout);
+  const OutboundResponse r = http_.fetch(exportPost(url_, config_.headers, std::move(body), config_.timeout));
   body = std::string();
-  if (r.ok()) {
+  if (r.status >= 200 && r.status < 300) {
     exported_.fetch_add(count, std::memory_order_relaxed);
     return;
   }

@@ -12,14 +12,15 @@
 #include <thread>
 
 #include "config/telemetry_config.h"
+#include "http/http_url.h"
+#include "net/http_client.h"
 #include "telemetry/export_queue.h"
-#include "telemetry/http_post.h"
 
 namespace tahua {
 
 class TraceExporter {
  public:
-  // nullptr (and `error`) when the endpoint is not a usable http:// URL.
+  // nullptr (and `error`) when the endpoint is not a usable http(s):// URL.
   static std::unique_ptr<TraceExporter> start(const TracingConfig& config, std::string& error);
   ~TraceExporter();  // exports what is queued (bounded by the timeout), then stops
 
@@ -45,6 +46,7 @@ class TraceExporter {
   std::atomic<std::uint64_t> exported_{0};
   std::atomic<std::uint64_t> failed_spans_{0};
   std::atomic<std::uint64_t> failures_{0};
+  BlockingHttpClient http_;  // the thread's, with its kept-alive connection to the collector
   std::thread thread_;
 };
 

@@ -7,9 +7,10 @@
 #include <unistd.h>
 
 #include "core/redis_url.h"
+#include "net/http_client.h"
 #include "store/redis/blocking_redis.h"
 #include "store/redis/resp.h"
-#include "telemetry/http_post.h"
+#include "telemetry/export_post.h"
 
 namespace tahua {
 namespace {
@@ -133,10 +134,10 @@ class WebhookSink final : public UsageSink {
     auto send = [&]() {
       body.back() = ']';
       if (body == "]") return true;
-      HttpPostResult r = httpPost(url_, c_.headers, "application/json", std::move(body), c_.timeout);
+      const OutboundResponse r = http_.fetch(exportPost(url_, c_.headers, std::move(body), c_.timeout));
       body = "[";
       in_body = 0;
-      if (r.ok()) return true;
+      if (r.status >= 200 && r.status < 300) return true;
       error = r.status ? "HTTP " + std::to_string(r.status) : r.error;
       return false;
     };
@@ -156,6 +157,7 @@ class WebhookSink final : public UsageSink {
  private:
   UsageSinkConfig c_;
   HttpUrl url_;
+  BlockingHttpClient http_;  // the exporter thread's, with its kept-alive connection
 };
 
 }  // namespace
@@ -173,7 +175,7 @@ std::unique_ptr<UsageSink> makeUsageSink(const UsageSinkConfig& c, std::string& 
       return std::make_unique<RedisStreamSink>(c, std::move(ep));
     }
     case UsageSinkConfig::Type::Webhook: {
-      auto url = parseHttpUrl(c.url, &error);
+      auto url = parseHttpUrl(c.url, &error, true);
       if (!url) return nullptr;
       return std::make_unique<WebhookSink>(c, std::move(*url));
     }

@@ -517,6 +517,37 @@ describe('plugins: outbound HTTP', () => {
     assert.match(await call(other, `https://localhost:${port}/introspect`), /^tls: /, 'a CA the system does not trust');
   });
 
+  it('calls to one host share a kept-alive connection; one the service closed is not reused', async (t) => {
+    let connections = 0;
+    const server = createServer((req, res) => {
+      if (req.url === '/bye') res.setHeader('connection', 'close');
+      res.end('{"ok":true}');
+    });
+    server.on('connection', () => connections++);
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => server.close());
+    const port = server.address().port;
+    const source = `return { on_request = function(req)
+      local resp, err = tahua.http.request{ url = "http://127.0.0.1:${port}" .. req:header("x-path") }
+      req:set_header("x-result", resp and tostring(resp.status) or err)
+    end }`;
+    const upstream = await startMockUpstream({ t });
+    const config = {
+      ...gatewayConfig({ providers: [openaiProvider('up', upstream.baseUrl())], models: [{ name: 'm1', provider: 'up' }] }),
+      plugins: [{ id: 'p', source, http: { allow: [`127.0.0.1:${port}`] } }],
+    };
+    const gw = await startTahua({ t, config });
+    const call = async (path) => {
+      assert.equal((await post(gw.url, '/v1/chat/completions', chatBody('m1'), { headers: { 'x-path': path } })).status, 200);
+      return upstream.requests.at(-1).headers['x-result'];
+    };
+    for (let i = 0; i < 3; i++) assert.equal(await call('/check'), '200');
+    assert.equal(connections, 1, 'three calls, one connection');
+    assert.equal(await call('/bye'), '200');
+    assert.equal(await call('/check'), '200');
+    assert.equal(connections, 2, 'the connection the service closed was not reused');
+  });
+
   it('tahua.http exists only with an allow-list; a bad request is the plugin\'s error', async (t) => {
     const source = `return { on_request = function(req)
       local what = req:header("x-do")

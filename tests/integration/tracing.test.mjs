@@ -10,13 +10,14 @@ import { gatewayConfig, openaiProvider, startTahua } from './lib/tahua.mjs';
 import { post, chatBody } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { eventually } from './lib/util.mjs';
+import { makeCa, issueCert } from './lib/certs.mjs';
 
 const MODEL = 'gpt-test';
 const MARKER = 'TRACE-PROMPT-MARKER-7y3';
 const PARENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_SPAN = '00f067aa0ba902b7';
 
-async function setup(t, { tracing = {}, provider = {}, collector } = {}) {
+async function setup(t, { tracing = {}, provider = {}, collector, env = {} } = {}) {
   const upstream = await startMockUpstream({ t });
   const c = collector ?? (await startCollector({ t }));
   const config = gatewayConfig({
@@ -24,7 +25,7 @@ async function setup(t, { tracing = {}, provider = {}, collector } = {}) {
     models: [{ name: MODEL, provider: 'up' }],
   });
   config.tracing = { endpoint: `${c.url}/v1/traces`, flush_interval: '50ms', ...tracing };
-  const gw = await startTahua({ config, t });
+  const gw = await startTahua({ config, t, env });
   return { upstream, collector: c, gw };
 }
 
@@ -200,5 +201,24 @@ describe('tracing (OTLP/HTTP JSON)', () => {
     collector.recover();
     assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
     await collector.waitFor((c) => c.spans().length === 2, 'spans once the collector is back');
+  });
+
+  it('an https collector is checked against the trusted CAs; batches go over one kept-alive connection', async (t) => {
+    const ca = makeCa();
+    const collector = await startCollector({ t, tls: issueCert(ca, ['DNS:localhost']) });
+    // OpenSSL's default verify paths honour SSL_CERT_FILE: here, the test CA.
+    const { gw } = await setup(t, { collector, env: { SSL_CERT_FILE: ca.caFile } });
+    for (let i = 1; i <= 3; i++) {
+      assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
+      await collector.waitFor((c) => c.spans().length === 2 * i, `the spans of request ${i}`);
+    }
+    assert.ok(collector.requests.length >= 3, `${collector.requests.length} export requests`);
+    assert.equal(collector.connections, 1, 'one connection for every batch');
+    // Not trusted without the CA: the spans are dropped, no request fails.
+    const untrusting = await setup(t, { collector });
+    assert.equal((await post(untrusting.gw.url, '/v1/chat/completions', chatBody(MODEL))).status, 200);
+    await eventually(async () => sum(await scrape(untrusting.gw.url), 'tahua_trace_spans_dropped_total') === 2,
+      { what: 'spans dropped by an exporter that does not trust the collector', timeout: 5000 });
+    assert.equal(collector.spans().length, 6);
   });
 });

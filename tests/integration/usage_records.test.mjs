@@ -265,7 +265,7 @@ describe('usage records', () => {
       [{ sinks: [{ type: 'file', path: '/tmp/x' }] }, 'usage.spill_dir'],
       [{ spill_dir: '/tmp/s' }, 'usage.sinks'],
       [{ spill_dir: '/tmp/s', sinks: [{ type: 'kafka' }] }, 'usage.sinks[0].type'],
-      [{ spill_dir: '/tmp/s', sinks: [{ type: 'webhook', url: 'https://billing.example/hook' }] }, 'usage.sinks[0].url'],
+      [{ spill_dir: '/tmp/s', sinks: [{ type: 'webhook', url: 'ftp://billing.example/hook' }] }, 'usage.sinks[0].url'],
       [{ spill_dir: '/tmp/s', sinks: [{ type: 'redis_stream' }] }, 'usage.sinks[0].url'],
     ]) {
       const r = checkConfig(writeConfig({ ...base, usage }));

@@ -433,7 +433,7 @@ usage:
   spill_dir: /tmp/spill
   sinks:
     - {type: file, path: /tmp/usage.jsonl, rotate_interval: 1h}
-    - {name: billing, type: webhook, url: "http://127.0.0.1:9/hook", headers: {authorization: "Bearer x"}}
+    - {name: billing, type: webhook, url: "https://billing.example/hook", headers: {authorization: "Bearer x"}}
     - {name: stream, type: redis_stream, url: "redis://127.0.0.1:6379"}
 access_log: {sample_success: 0.5}
 )", "t.yaml");
@@ -445,7 +445,7 @@ access_log: {sample_success: 0.5}
   EXPECT_EQ(ok.config->usage.sinks[1].headers[0].first, "authorization");
   EXPECT_EQ(ok.config->access_log.sample_success, 0.5);
   for (auto [yaml, error] : std::vector<std::pair<std::string, std::string>>{
-           {"tracing: {endpoint: \"https://x/v1/traces\"}", "tracing.endpoint: only http:// is supported"},
+           {"tracing: {endpoint: \"grpc://x:4317\"}", "tracing.endpoint: only http:// and https:// are supported"},
            {"tracing: {endpoint: \"http://x/\", sample_ratio: 2}", "tracing.sample_ratio: expected a number from 0 to 1"},
            {"tracing: {enabled: true}", "tracing.endpoint: required"},
            {"usage: {sinks: [{type: file, path: x}]}", "usage.spill_dir: required"},

@@ -1,9 +1,9 @@
-// Deadline (src/server/deadline.h): one lazily re-armed timer per connection. Each test
+// Deadline (src/net/deadline.h): one lazily re-armed timer per connection. Each test
 // runs a real loopback socket pair on one io_context; a pending read on one end fails
 // when the deadline closes it, or completes when the peer writes first. Event order on
 // one io_context decides, not wall-clock luck: a limit moved past a peer's write never
 // fires before that write, and a failing test is bounded by run_for, never hangs.
-#include "server/deadline.h"
+#include "net/deadline.h"
 
 #include <gtest/gtest.h>
 

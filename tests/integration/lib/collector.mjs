@@ -1,15 +1,21 @@
 // A scriptable HTTP receiver for what the gateway exports: OTLP/HTTP JSON traces
 // (POST /v1/traces) and usage webhooks (POST /hook). Keeps every body it accepted;
 // `failWith(status)` makes it answer an error (a collector that is down) until `recover()`.
+// With `tls` (a certificate from certs.mjs) it is an https:// receiver; `connections`
+// counts the connections the gateway opened to it.
 import { createServer } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import { eventually } from './util.mjs';
 
 export class Collector {
-  constructor() {
+  constructor({ tls } = {}) {
     this.bodies = [];     // accepted JSON bodies, in order
     this.requests = [];   // every request: { path, headers, status }
     this.failStatus = 0;
-    this.server = createServer((req, res) => {
+    this.connections = 0;
+    this.tls = tls;
+    const create = tls ? (handler) => createTlsServer({ cert: tls.cert, key: tls.key }, handler) : createServer;
+    this.server = create((req, res) => {
       const chunks = [];
       req.on('data', (c) => chunks.push(c));
       req.on('end', () => {
@@ -20,6 +26,7 @@ export class Collector {
         res.end('{}');
       });
     });
+    this.server.on('connection', () => this.connections++);
   }
 
   async start() {
@@ -28,7 +35,7 @@ export class Collector {
   }
 
   get url() {
-    return `http://127.0.0.1:${this.server.address().port}`;
+    return this.tls ? `https://localhost:${this.server.address().port}` : `http://127.0.0.1:${this.server.address().port}`;
   }
 
   failWith(status) {
@@ -63,8 +70,8 @@ export class Collector {
   }
 }
 
-export async function startCollector({ t } = {}) {
-  const c = await new Collector().start();
+export async function startCollector({ t, tls } = {}) {
+  const c = await new Collector({ tls }).start();
   if (t) t.after(() => c.close());
   return c;
 }

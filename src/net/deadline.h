@@ -8,6 +8,9 @@
 //
 // Every phase sets its own limit (or never()): a limit left over from the last phase
 // still applies, and would close a connection waiting for something else.
+//
+// In net/ (below server/ and the outbound HTTP client, net/http_client.h): the
+// connections of both keep their limits with it.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -24,6 +27,7 @@ class Deadline {
   explicit Deadline(boost::asio::ip::tcp::socket& socket) : state_(std::make_shared<State>(socket)) {}
   ~Deadline() {
     state_->socket = nullptr;  // a handler already queued finds nothing to close
+    state_->lookup = nullptr;
     state_->timer.cancel();
   }
   Deadline(const Deadline&) = delete;
@@ -31,6 +35,9 @@ class Deadline {
 
   // The socket to close moved (a plain connection wrapped in TLS).
   void watch(boost::asio::ip::tcp::socket& socket) { state_->socket = &socket; }
+  // A name lookup (a new connection's first step) cancelled as well when the limit
+  // passes; null when it is over. It must outlive the watch.
+  void watchLookup(boost::asio::ip::tcp::resolver* lookup) { state_->lookup = lookup; }
 
   void after(std::chrono::milliseconds limit) { at(Clock::now() + limit); }
   void at(Clock::time_point due) {
@@ -54,6 +61,7 @@ class Deadline {
     explicit State(boost::asio::ip::tcp::socket& s) : timer(s.get_executor()), socket(&s) {}
     boost::asio::steady_timer timer;
     boost::asio::ip::tcp::socket* socket;
+    boost::asio::ip::tcp::resolver* lookup = nullptr;
     Clock::time_point due = Clock::time_point::max();
     Clock::time_point waiting_until = Clock::time_point::max();  // max: not waiting
     bool expired = false;
@@ -70,6 +78,7 @@ class Deadline {
           return;
         }
         self->expired = true;
+        if (self->lookup) self->lookup->cancel();
         boost::system::error_code ignored;
         self->socket->close(ignored);
       });

@@ -214,11 +214,15 @@ describe('deploy/kubernetes manifests', () => {
     // What each kind must hold, from the loaders (src/config/*_section.cpp).
     const spec = (kind) => crds.get(kind).spec.versions[0].schema.openAPIV3Schema.properties.spec;
     assert.deepEqual(spec('ModelRoute').required, ['target']);
-    const stored = readFileSync(join(REPO_ROOT, 'src', 'config', 'stored_resources.cpp'), 'utf8');
-    const keys = /checkKeys\(spec, p, \{([^}]*)\}\)/.exec(stored);
-    assert.ok(keys, 'src/config/stored_resources.cpp checks a ModelRoute spec\'s keys with checkKeys(spec, p, {...})');
-    assert.deepEqual(Object.keys(spec('ModelRoute').properties).sort(), [...keys[1].matchAll(/"([^"]+)"/g)].map((m) => m[1]).sort(),
-      'a ModelRoute from the API takes the fields src/config/stored_resources.cpp lets through');
+    // A ModelRoute's spec is a route's fields but its name (src/config/routes_section.cpp,
+    // loadModelRoute): those of the `routes[]` table in the generated reference.
+    const reference = readFileSync(join(REPO_ROOT, 'docs', 'configuration.md'), 'utf8');
+    const table = /\n#+ `routes\[\]`\n[\s\S]*?\n\|---[^\n]*\n((?:\|[^\n]*\n)+)/.exec(reference);
+    assert.ok(table, 'docs/configuration.md has the routes[] table');
+    const fields = [...table[1].matchAll(/^\| `([^`]+)`/gm)].map((m) => m[1]).filter((f) => f !== 'name');
+    assert.ok(fields.includes('target') && fields.length > 5, `the routes[] fields are read: ${fields}`);
+    assert.deepEqual(Object.keys(spec('ModelRoute').properties).sort(), fields.sort(),
+      'a ModelRoute from the API takes the fields of a route but its name (docs/configuration.md, routes[])');
     assert.deepEqual(spec('Plugin').required, ['source'], 'a Plugin from the API carries its code');
     assert.equal(spec('Plugin').properties.file, undefined, 'no file: it would read the replica\'s own files');
     assert.deepEqual(spec('GuardrailPolicy').required, ['rules']);

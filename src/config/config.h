@@ -84,6 +84,9 @@ struct Config {
   // The template `id` at `version` ("" or "latest": the greatest version), or null.
   const PromptTemplateConfig* findPrompt(std::string_view id, std::string_view version) const;
   std::uint64_t generation = 0;  // set when published: 1, 2, ... (admin API, logs)
+  // Every field the reference marks "restart" (field_table.h), path → its YAML (the
+  // default when absent), sorted: a reload names each one whose value changed.
+  std::vector<std::pair<std::string, std::string>> restart_fields;
 
   const ModelConfig* findModel(std::string_view name) const {
     auto it = model_index.find(name);

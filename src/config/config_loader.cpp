@@ -106,6 +106,7 @@ Config Loader::load(const YAML::Node& root) {
   if (!cfg.auth.enabled)
     warnings_.push_back("authentication is off: every client may call without an API key (declare `tenants` and `keys` "
                         "to require one)");
+  cfg.restart_fields.assign(restart_fields_.begin(), restart_fields_.end());
   return cfg;
 }
 

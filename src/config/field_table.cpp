@@ -132,8 +132,7 @@ std::string reference() {
       "- **Sizes** are integers (bytes).\n"
       "- **Reload**: *live* fields apply to the requests that start after a reload (SIGHUP, a\n"
       "  changed file, `PUT /admin/v1/config`); *restart* fields are read at start: a reload\n"
-      "  keeps the running value (and for listeners, workers, the admin listener, the store,\n"
-      "  kubernetes, region and the exporters' destinations, logs a warning saying so).\n"
+      "  keeps the running value and logs one warning naming each restart field that changed.\n"
       "- A path ending in `[]` describes each item of a list; `.*` each value of a map.\n"
       "- A **required** field is marked so in its description; a field without a default is\n"
       "  off (or empty) when absent.\n";

@@ -177,7 +177,7 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
         fail(m, mp, "expected a mapping: {url, model, api_key | api_key_env, timeout, on_error, categories, threshold, stream_interval, stream_mode}");
       Fields mf(*this, m, mp, kModeration);
       guardrails::ModerationSpec& mod = spec.moderation;
-      mod.url = nonEmpty(m["url"], mp + ".url");
+      mf.read("url", mod.url);  // required: "required" at the mapping's position
       std::string why;
       if (!parseHttpUrl(mod.url, &why, true)) fail(m["url"], mp + ".url", why + " (expected http(s)://host[:port]/v1/moderations)");
       mf.read("model", mod.model);
@@ -188,7 +188,7 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
         if (value && *value) mod.api_key = value;
         else warnings_.push_back("guardrail rule \"" + spec.name + "\": environment variable " + env + " is not set; the moderation calls go without a key");
       }
-      if (Millis t{}; mf.read("timeout", t)) mod.timeout_ms = t.count();
+      if (Millis t{mod.timeout_ms}; mf.read("timeout", t)) mod.timeout_ms = t.count();
       if (auto v = mf["on_error"]) {
         const std::string e = str(v, mp + ".on_error");
         if (e == "allow") mod.fail_closed = false;
@@ -220,7 +220,7 @@ GuardrailPolicyConfig Loader::guardrailPolicy(const YAML::Node& y, const std::st
       if (const std::string why = embeddingModelProblem(cfg, qs.embedding_model); !why.empty()) fail(q["embedding_model"], qp + ".embedding_model", why);
       qf.read("threshold", qs.threshold);
       qf.read("sample", qs.sample);
-      if (Millis t{}; qf.read("timeout", t)) qs.timeout_ms = t.count();
+      if (Millis t{qs.timeout_ms}; qf.read("timeout", t)) qs.timeout_ms = t.count();
       if (qs.timeout_ms > 60000) fail(q["timeout"], qp + ".timeout", "at most 60s");
       for (const char* other : {"caseless", "inspect", "mask", "max_match_chars"})
         if (r[other]) fail(r[other], rp + "." + other, "not for a quality rule (it compares the prompt and the whole answer)");

@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstddef>
+#include <map>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -229,6 +230,7 @@ class Loader {
     std::string field;
   };
   std::vector<PendingRef> pending_refs_;
+  std::map<std::string, std::string> restart_fields_;  // see Config::restart_fields
   std::string source_;
   const SourceMap* sources_ = nullptr;
 };
@@ -260,7 +262,7 @@ class Fields {
   template <class T>
     requires(std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, std::uint64_t>)
   bool read(std::string_view name, T& out) {
-    std::uint64_t v = 0;
+    std::uint64_t v = static_cast<std::uint64_t>(out);  // the struct's default, for the drift check
     if (!read(name, v)) return false;
     out = static_cast<T>(v);
     return true;
@@ -269,12 +271,24 @@ class Fields {
  private:
   const schema::Field& field(std::string_view name, schema::Kind kind) const;
   YAML::Node present(const schema::Field& f) const;
+  // An absent field keeps the struct's value: with fallbackCheck set, one that differs
+  // from the table's default is noted (the reference would say what the loader does not).
+  template <class T>
+  void checkFallback(const schema::Field& f, const T& kept);
 
   Loader& loader_;
   YAML::Node map_;
   std::string path_;
   const schema::Table& table_;
 };
+
+// Tests set this to collect "path: the reference says X, the loader keeps Y" for every
+// absent field whose struct default differs from its table's (config_reference_test).
+struct FallbackCheck {
+  std::vector<std::string> drift;
+  std::size_t checked = 0;  // absent fields compared
+};
+inline FallbackCheck* fallbackCheck = nullptr;
 
 // The fields redisCredentials reads, for the tables of the Redis mappings that have them.
 inline constexpr schema::Field kRedisUsernameField =

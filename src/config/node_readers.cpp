@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include "config/loader_detail.h"
 
@@ -70,7 +71,10 @@ std::string Loader::displayField(const std::string& field) const {
 }
 
 void Loader::fail(const YAML::Node& node, const std::string& field, const std::string& msg) const {
-  throw ConfigFailure{configError(fileOf(field), node.Mark(), field.empty() ? "(root)" : displayField(field), msg)};
+  // An absent key's node has no position (yaml-cpp throws for it): the message names the
+  // field without line and column rather than losing it to "invalid node".
+  const YAML::Mark mark = node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
+  throw ConfigFailure{configError(fileOf(field), mark, field.empty() ? "(root)" : displayField(field), msg)};
 }
 
 void Loader::checkKeys(const YAML::Node& map, const std::string& path, std::span<const std::string_view> allowed) {
@@ -101,6 +105,12 @@ void Loader::checkKeys(const YAML::Node& map, const std::string& path, const sch
     for (const auto& f : more) list += ", " + std::string(f.name);
     fail(kv.first, join(path, key), "unknown field (allowed: " + list + ")");
   }
+  // What a reload cannot change is remembered as written, so that it can say which.
+  for (const auto& f : table.fields) {
+    if (f.reload != schema::Reload::Restart) continue;
+    const YAML::Node v = map[std::string(f.name)];
+    restart_fields_[join(path, f.name)] = v ? YAML::Dump(v) : std::string(f.fallback);
+  }
 }
 
 Fields::Fields(Loader& loader, const YAML::Node& map, std::string path, const schema::Table& table,
@@ -129,10 +139,40 @@ YAML::Node Fields::present(const schema::Field& f) const {
   return v;
 }
 
+namespace {
+std::string shown(std::uint64_t v) { return std::to_string(v); }
+std::string shown(double v) { return std::to_string(v); }
+std::string shown(bool v) { return v ? "true" : "false"; }
+std::string shown(Millis v) { return std::to_string(v.count()) + "ms"; }
+std::string shown(const std::string& v) { return "\"" + v + "\""; }
+}  // namespace
+
+template <class T>
+void Fields::checkFallback(const schema::Field& f, const T& kept) {
+  if (!fallbackCheck || f.fallback.empty()) return;
+  T documented{};
+  try {
+    const YAML::Node n = YAML::Load(std::string(f.fallback));
+    if (!n.IsScalar()) return;
+    if constexpr (std::is_same_v<T, std::uint64_t>) documented = loader_.integer(n, at(f.name), 0, UINT64_MAX);
+    else if constexpr (std::is_same_v<T, double>) documented = loader_.number(n, at(f.name), "a number", 1e300);
+    else if constexpr (std::is_same_v<T, bool>) documented = loader_.boolean(n, at(f.name));
+    else if constexpr (std::is_same_v<T, Millis>) documented = loader_.duration(n, at(f.name));
+    else documented = loader_.str(n, at(f.name));
+  } catch (const ConfigFailure&) {
+    return;  // a default in words ("the route's"), not a value
+  } catch (const YAML::Exception&) {
+    return;
+  }
+  ++fallbackCheck->checked;
+  if (!(documented == kept))
+    fallbackCheck->drift.push_back(at(f.name) + ": the reference says " + shown(documented) + ", the loader keeps " + shown(kept));
+}
+
 bool Fields::read(std::string_view name, std::uint64_t& out) {
   const auto& f = field(name, schema::Kind::Integer);
   const YAML::Node v = present(f);
-  if (!v) return false;
+  if (!v) return checkFallback(f, out), false;
   out = loader_.integer(v, at(name), static_cast<std::uint64_t>(f.min), static_cast<std::uint64_t>(f.max));
   return true;
 }
@@ -140,15 +180,16 @@ bool Fields::read(std::string_view name, std::uint64_t& out) {
 bool Fields::read(std::string_view name, double& out) {
   const auto& f = field(name, schema::Kind::Number);
   const YAML::Node v = present(f);
-  if (!v) return false;
+  if (!v) return checkFallback(f, out), false;
   const std::string what = f.bound.empty() ? std::string("a number") : std::string(f.bound);
   out = loader_.number(v, at(name), what.c_str(), f.max > 0 ? f.max : 1e6);
   return true;
 }
 
 bool Fields::read(std::string_view name, bool& out) {
-  const YAML::Node v = present(field(name, schema::Kind::Boolean));
-  if (!v) return false;
+  const auto& f = field(name, schema::Kind::Boolean);
+  const YAML::Node v = present(f);
+  if (!v) return checkFallback(f, out), false;
   out = loader_.boolean(v, at(name));
   return true;
 }
@@ -156,7 +197,7 @@ bool Fields::read(std::string_view name, bool& out) {
 bool Fields::read(std::string_view name, Millis& out) {
   const auto& f = field(name, schema::Kind::Duration);
   const YAML::Node v = present(f);
-  if (!v) return false;
+  if (!v) return checkFallback(f, out), false;
   out = loader_.duration(v, at(name), Millis(static_cast<Millis::rep>(f.min)));
   return true;
 }
@@ -165,7 +206,7 @@ bool Fields::read(std::string_view name, std::string& out) {
   const schema::Field* f = table_.find(name);
   if (!f || (f->kind != schema::Kind::String && f->kind != schema::Kind::Choice)) field(name, schema::Kind::String);
   const YAML::Node v = present(*f);
-  if (!v) return false;
+  if (!v) return checkFallback(*f, out), false;
   out = f->min > 0 ? loader_.nonEmpty(v, at(name)) : loader_.str(v, at(name));
   if (f->kind == schema::Kind::Choice) {
     // "a | b | c": the value must be one of them.
@@ -191,6 +232,7 @@ bool Fields::read(std::string_view name, std::vector<std::string>& out) {
 }
 
 std::string Loader::str(const YAML::Node& node, const std::string& path) {
+  if (!node.IsDefined()) fail(node, path, "required");  // a reader called for an absent key
   if (!node.IsScalar()) fail(node, path, "expected a string");
   return node.Scalar();
 }
@@ -203,11 +245,13 @@ std::string Loader::nonEmpty(const YAML::Node& node, const std::string& path) {
 
 bool Loader::boolean(const YAML::Node& node, const std::string& path) {
   bool v = false;
+  if (!node.IsDefined()) fail(node, path, "required");  // a reader called for an absent key
   if (!node.IsScalar() || !YAML::convert<bool>::decode(node, v)) fail(node, path, "expected true or false");
   return v;
 }
 
 std::uint64_t Loader::integer(const YAML::Node& node, const std::string& path, std::uint64_t min, std::uint64_t max) {
+  if (!node.IsDefined()) fail(node, path, "required");  // a reader called for an absent key
   if (!node.IsScalar()) fail(node, path, "expected an integer");
   const std::string& s = node.Scalar();
   std::uint64_t v = 0;
@@ -220,6 +264,7 @@ std::uint64_t Loader::integer(const YAML::Node& node, const std::string& path, s
 }
 
 double Loader::number(const YAML::Node& node, const std::string& path, const char* what, double max) {
+  if (!node.IsDefined()) fail(node, path, "required");  // a reader called for an absent key
   if (!node.IsScalar()) fail(node, path, std::string("expected ") + what);
   const std::string& s = node.Scalar();
   char* end = nullptr;
@@ -241,6 +286,7 @@ double Loader::percent(const YAML::Node& node, const std::string& path) {
 }
 
 Millis Loader::duration(const YAML::Node& node, const std::string& path, Millis min) {
+  if (!node.IsDefined()) fail(node, path, "required");  // a reader called for an absent key
   if (!node.IsScalar()) fail(node, path, "expected a duration such as 250ms, 5s, 2m");
   auto d = parseDuration(node.Scalar());
   if (!d) fail(node, path, "invalid duration \"" + node.Scalar() + "\" (use e.g. 250ms, 5s, 2m)");
@@ -251,8 +297,10 @@ Millis Loader::duration(const YAML::Node& node, const std::string& path, Millis 
 TimeoutOverrides Loader::timeoutOverrides(const YAML::Node& t, const std::string& tp) {
   Fields f(*this, t, tp, kTimeouts);  // the provider's and the route's tables have the same fields
   TimeoutOverrides o;
-  for (auto [name, out] : {std::pair{"connect", &o.connect}, {"first_byte", &o.first_byte}, {"idle", &o.idle}, {"total", &o.total}}) {
-    Millis v{};
+  const ProviderTimeouts base;  // what an absent field leaves (the reference's default)
+  for (auto [name, out, kept] : {std::tuple{"connect", &o.connect, base.connect}, {"first_byte", &o.first_byte, base.first_byte},
+                                 {"idle", &o.idle, base.idle}, {"total", &o.total, base.total}}) {
+    Millis v = kept;
     if (f.read(name, v)) *out = v;
   }
   return o;

@@ -246,8 +246,8 @@ void Loader::plugin(const YAML::Node& y, const std::string& p, const std::string
     const std::string bp = p + ".budgets";
     Fields bf(*this, b, bp, kBudgets);
     bf.read("memory_bytes", pc.memory_bytes);
-    if (Millis v{}; bf.read("cpu", v)) pc.cpu = v;
-    if (Millis v{}; bf.read("slice", v)) pc.slice = v;
+    if (auto v = std::chrono::duration_cast<Millis>(pc.cpu); bf.read("cpu", v)) pc.cpu = v;
+    if (auto v = std::chrono::duration_cast<Millis>(pc.slice); bf.read("slice", v)) pc.slice = v;
     if (pc.cpu > std::chrono::seconds(10)) fail(b["cpu"], bp + ".cpu", "at most 10s");
     if (pc.slice > std::chrono::milliseconds(100)) fail(b["slice"], bp + ".slice", "at most 100ms (a slice holds the worker's event loop)");
   }

@@ -15,6 +15,7 @@
 #include <malloc.h>
 #include <sys/socket.h>
 
+#include <map>
 #include <thread>
 
 #include "cache/response_cache.h"
@@ -140,13 +141,33 @@ Gateway::Gateway(SnapshotPtr snapshot, ConfigSource source)
 }
 
 namespace {
-bool usageSinksDiffer(const UsageConfig& a, const UsageConfig& b) {
-  if (a.spill_dir != b.spill_dir || a.sinks.size() != b.sinks.size()) return true;
-  for (std::size_t i = 0; i < a.sinks.size(); ++i) {
-    const auto &x = a.sinks[i], &y = b.sinks[i];
-    if (x.name != y.name || x.type != y.type || x.path != y.path || x.url != y.url || x.auth != y.auth || x.stream != y.stream) return true;
-  }
-  return false;
+// "a.b, c" for every restart-only field whose YAML differs, a section's fields under it
+// once; a section being turned off (tracing, usage, the access log) is not a change.
+std::string restartFieldsChanged(const Config& before, const Config& after) {
+  std::map<std::string_view, std::string_view> old_values;
+  for (const auto& [path, yaml] : before.restart_fields) old_values.emplace(path, yaml);
+  std::map<std::string_view, std::string_view> new_values;
+  for (const auto& [path, yaml] : after.restart_fields) new_values.emplace(path, yaml);
+  const auto off = [&](std::string_view path) {
+    return (path.starts_with("tracing.") && !after.tracing.enabled) ||
+           (path.starts_with("usage.") && !after.usage.enabled) ||
+           (path.starts_with("access_log.") && !after.access_log.enabled);
+  };
+  std::vector<std::string_view> changed;
+  const auto note = [&](std::string_view path) {
+    if (off(path)) return;
+    for (auto p : changed)  // a field inside a section already named
+      if (path.starts_with(p) && path.size() > p.size() && (path[p.size()] == '.' || path[p.size()] == '['))
+        return;
+    changed.push_back(path);
+  };
+  for (const auto& [path, yaml] : new_values)
+    if (auto it = old_values.find(path); it == old_values.end() || it->second != yaml) note(path);
+  for (const auto& [path, yaml] : old_values)
+    if (!new_values.contains(path)) note(path);
+  std::string out;
+  for (auto p : changed) out.append(out.empty() ? "" : ", ").append(p);
+  return out;
 }
 }  // namespace
 
@@ -196,27 +217,11 @@ std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view t
   SnapshotPtr next = std::get<SnapshotPtr>(std::move(built));
   const Config& old_cfg = *snapshot_->config;
   const Config& new_cfg = *next->config;
-  // Sockets and threads are set up once; say so instead of silently ignoring it.
-  bool listeners_same = old_cfg.listeners.size() == new_cfg.listeners.size();
-  for (std::size_t i = 0; listeners_same && i < new_cfg.listeners.size(); ++i) {
-    const auto& a = old_cfg.listeners[i];
-    const auto& b = new_cfg.listeners[i];
-    listeners_same = a.address == b.address && a.port == b.port && a.tls.has_value() == b.tls.has_value();
-  }
-  if (!listeners_same) log::warn("config reload: listener changes need a restart; keeping the current listeners");
-  if (new_cfg.server.workers != old_cfg.server.workers)
-    log::warn("config reload: server.workers changes need a restart");
-  if (new_cfg.admin.listener.port != old_cfg.admin.listener.port || new_cfg.admin.enabled != old_cfg.admin.enabled)
-    log::warn("config reload: admin listener changes need a restart (a new token applies now)");
-  if (new_cfg.store.journal != old_cfg.store.journal) log::warn("config reload: store changes need a restart");
-  if (!(new_cfg.kubernetes == old_cfg.kubernetes)) log::warn("config reload: kubernetes changes need a restart");
-  if (!(new_cfg.region == old_cfg.region)) log::warn("config reload: region changes need a restart");
-  // The exporters were set up at start: a new destination waits for a restart (turning
-  // tracing or records off, the sample ratio and content capture apply now).
-  if (new_cfg.tracing.enabled && (!traces_ || new_cfg.tracing.endpoint != old_cfg.tracing.endpoint))
-    log::warn("config reload: a new tracing endpoint needs a restart; spans go where they went");
-  if (new_cfg.usage.enabled && (!usage_ || usageSinksDiffer(new_cfg.usage, old_cfg.usage)))
-    log::warn("config reload: usage sink or spill changes need a restart; records go where they went");
+  // Sockets, threads, the store and the exporters are set up once: a reload names every
+  // field marked "restart" in the reference whose value changed, instead of ignoring it.
+  if (auto changed = restartFieldsChanged(old_cfg, new_cfg); !changed.empty())
+    log::warn("config reload: these fields change only at a restart; the running values stay",
+              {{"fields", changed}});
   snapshot_ = next;
   bulkheads_.configure(new_cfg);  // before any worker builds its chain from the new config
   TenantDirectoryPtr tenants = tenants_ = buildTenants(new_cfg);

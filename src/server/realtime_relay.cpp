@@ -15,13 +15,13 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
-#include <boost/beast/websocket/ssl.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include "core/log.h"
 #include "filters/filter.h"
 #include "providers/provider.h"
+#include "server/any_stream.h"
 #include "server/upstream_client.h"
 #include "telemetry/metrics.h"
 #include "translate/json_util.h"
@@ -36,6 +36,8 @@ namespace bj = boost::json;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+// Both sides, plain or TLS, are one type: Beast's WebSocket is compiled once (any_stream.h).
+using WebSocket = websocket::stream<AnyStream>;
 
 bool addRealtimeUsage(std::string_view event, Usage& usage) {
   if (event.find("\"response.done\"") == std::string_view::npos) return false;
@@ -107,8 +109,7 @@ struct Shared {
   }
 };
 
-template <class Client, class Upstream>
-asio::awaitable<void> pumpUp(Client& client, Upstream& up, RequestContext& ctx, FilterChain& chain, std::shared_ptr<Shared> s) {
+asio::awaitable<void> pumpUp(WebSocket& client, WebSocket& up, RequestContext& ctx, FilterChain& chain, std::shared_ptr<Shared> s) {
   beast::flat_buffer buf;
   for (;;) {
     auto [ec, n] = co_await up.async_read(buf, kTuple);
@@ -151,8 +152,7 @@ asio::awaitable<void> pumpUp(Client& client, Upstream& up, RequestContext& ctx, 
   s->poke();
 }
 
-template <class Client, class Upstream>
-asio::awaitable<void> pumpDown(Client& client, Upstream& up, RequestContext& ctx, std::shared_ptr<Shared> s) {
+asio::awaitable<void> pumpDown(WebSocket& client, WebSocket& up, RequestContext& ctx, std::shared_ptr<Shared> s) {
   beast::flat_buffer buf;
   for (;;) {
     auto [ec, n] = co_await client.async_read(buf, kTuple);
@@ -179,8 +179,7 @@ asio::awaitable<void> pumpDown(Client& client, Upstream& up, RequestContext& ctx
   s->poke();
 }
 
-template <class Client, class Upstream>
-asio::awaitable<void> relayFrames(Client& client, Upstream& up, RequestContext& ctx, RealtimeHost& host) {
+asio::awaitable<void> relayFrames(WebSocket& client, WebSocket& up, RequestContext& ctx, RealtimeHost& host) {
   const ServerConfig& cfg = ctx.config->server;
   auto ex = co_await asio::this_coro::executor;
   auto s = std::make_shared<Shared>();
@@ -228,7 +227,7 @@ asio::awaitable<void> relayFrames(Client& client, Upstream& up, RequestContext& 
   // (bounded: a peer that does not answer is cut), then the sockets.
   asio::steady_timer cut(ex);
   bool cut_expired = false;
-  guard(cut, beast::get_lowest_layer(client), Millis(2000), cut_expired);
+  guard(cut, client.next_layer().socket(), Millis(2000), cut_expired);
   if (s->over_budget && ctx.error && client.is_open()) {
     const std::string event = errorEvent(*ctx.error);
     client.text(true);
@@ -238,14 +237,14 @@ asio::awaitable<void> relayFrames(Client& client, Upstream& up, RequestContext& 
   if (up.is_open()) {
     asio::steady_timer up_cut(ex);
     bool up_expired = false;
-    guard(up_cut, beast::get_lowest_layer(up), Millis(2000), up_expired);
+    guard(up_cut, up.next_layer().socket(), Millis(2000), up_expired);
     co_await up.async_close(websocket::close_code::normal, kTuple);
     up_cut.cancel();
   }
   cut.cancel();
   boost::system::error_code ignored;
-  beast::get_lowest_layer(up).close(ignored);
-  beast::get_lowest_layer(client).close(ignored);
+  up.next_layer().socket().close(ignored);
+  client.next_layer().socket().close(ignored);
   // The pumps hold references into this frame: wait until both returned.
   while (s->running > 0) {
     s->wake->expires_after(std::chrono::seconds(1));
@@ -262,10 +261,9 @@ std::string upstreamTarget(const ProviderConfig& p, const RequestContext& ctx) {
   return p.base_path + "/realtime?model=" + model;
 }
 
-template <class Stream, class Upstream>
-asio::awaitable<void> acceptAndRelay(Stream& client_stream, const http::request<RequestBody>& request, RequestContext& ctx,
-                                     Upstream& up, RealtimeHost& host, WorkerMetrics& metrics) {
-  websocket::stream<Stream&> client(client_stream);
+asio::awaitable<void> acceptAndRelay(AnyStream client_stream, const http::request<RequestBody>& request,
+                                     RequestContext& ctx, WebSocket& up, RealtimeHost& host, WorkerMetrics& metrics) {
+  WebSocket client(std::move(client_stream));
   const std::string protocol = chooseSubprotocol(request[http::field::sec_websocket_protocol]);
   const std::string request_id(host.requestId());
   client.set_option(websocket::stream_base::decorator([&](websocket::response_type& r) {
@@ -288,11 +286,8 @@ asio::awaitable<void> acceptAndRelay(Stream& client_stream, const http::request<
   --metrics.realtime_sessions;
 }
 
-}  // namespace
-
-template <class Stream>
-asio::awaitable<void> relayRealtime(Stream& client, const http::request<RequestBody>& request, RequestContext& ctx,
-                                    const ProviderRuntime& provider, UpstreamEnv& env, RealtimeHost& host) {
+asio::awaitable<void> relayOver(AnyStream client, const http::request<RequestBody>& request, RequestContext& ctx,
+                                const ProviderRuntime& provider, UpstreamEnv& env, RealtimeHost& host) {
   const ProviderConfig& p = *provider.config;
   auto ex = co_await asio::this_coro::executor;
   const ProviderTimeouts& t = p.timeouts;
@@ -335,11 +330,11 @@ asio::awaitable<void> relayRealtime(Stream& client, const http::request<RequestB
   };
   // 2. TLS when the provider is https, then the WebSocket handshake; a refusal is
   // answered over HTTP, before the client's upgrade is accepted.
-  auto handshake = [&](auto& ws) -> asio::awaitable<bool> {
+  auto handshake = [&](WebSocket& ws) -> asio::awaitable<bool> {
     ws.set_option(websocket::stream_base::decorator(decorate));
     websocket::response_type res;
     expired = false;
-    guard(timer, beast::get_lowest_layer(ws), t.first_byte, expired);
+    guard(timer, ws.next_layer().socket(), t.first_byte, expired);
     auto [hec] = co_await ws.async_handshake(res, host_header, target, kTuple);
     timer.cancel();
     if (!hec) co_return true;
@@ -351,6 +346,7 @@ asio::awaitable<void> relayRealtime(Stream& client, const http::request<RequestB
     else ctx.fail(fail(ErrorKind::UpstreamConnect, "The realtime handshake with provider '" + p.name + "' failed."));
     co_return false;
   };
+  std::optional<AnyStream> upstream;
   if (p.https) {
     asio::ssl::stream<tcp::socket> tls(std::move(socket), *provider.tls);
     boost::system::error_code aec;
@@ -366,20 +362,24 @@ asio::awaitable<void> relayRealtime(Stream& client, const http::request<RequestB
       co_await host.refuse(ctx);
       co_return;
     }
-    websocket::stream<asio::ssl::stream<tcp::socket>> ws(std::move(tls));
-    if (!co_await handshake(ws)) {
-      co_await host.refuse(ctx);
-      co_return;
-    }
-    co_await acceptAndRelay(client, request, ctx, ws, host, env.metrics);
+    upstream.emplace(anyStream<asio::ssl::stream<tcp::socket>>(std::move(tls)));
   } else {
-    websocket::stream<tcp::socket> ws(std::move(socket));
-    if (!co_await handshake(ws)) {
-      co_await host.refuse(ctx);
-      co_return;
-    }
-    co_await acceptAndRelay(client, request, ctx, ws, host, env.metrics);
+    upstream.emplace(anyStream<tcp::socket>(std::move(socket)));
   }
+  WebSocket ws(std::move(*upstream));
+  if (!co_await handshake(ws)) {
+    co_await host.refuse(ctx);
+    co_return;
+  }
+  co_await acceptAndRelay(std::move(client), request, ctx, ws, host, env.metrics);
+}
+
+}  // namespace
+
+template <class Stream>
+asio::awaitable<void> relayRealtime(Stream& client, const http::request<RequestBody>& request, RequestContext& ctx,
+                                    const ProviderRuntime& provider, UpstreamEnv& env, RealtimeHost& host) {
+  co_await relayOver(anyStream<Stream&>(client), request, ctx, provider, env, host);
 }
 
 template asio::awaitable<void> relayRealtime<tcp::socket>(tcp::socket&, const http::request<RequestBody>&, RequestContext&,

@@ -12,7 +12,7 @@
 #include "aws/event_stream.h"
 
 namespace tahua {
-namespace {
+namespace bedrock_codec_test {  // named: the tests compile eight files to a unit
 
 namespace json = boost::json;
 
@@ -532,5 +532,5 @@ TEST(BedrockCodec, StreamIgnoresUnknownEventsAndReasoning) {
   EXPECT_EQ(run.sink.starts, 1);
 }
 
-}  // namespace
+}  // namespace bedrock_codec_test
 }  // namespace tahua

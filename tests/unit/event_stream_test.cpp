@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace tahua {
-namespace {
+namespace event_stream_test {  // named: the tests compile eight files to a unit
 
 using namespace std::literals;
 
@@ -312,5 +312,5 @@ TEST(EventStream, FuzzNeverCrashes) {
   }
 }
 
-}  // namespace
+}  // namespace event_stream_test
 }  // namespace tahua

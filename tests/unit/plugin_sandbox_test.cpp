@@ -78,8 +78,11 @@ TEST(LuaSandbox, AnInfiniteLoopYieldsEverySliceAndIsCutOffAtItsCpuBudget) {
   EXPECT_EQ(o.step, LuaStep::Failed);
   EXPECT_EQ(o.failure, LuaFailure::Cpu);
   EXPECT_TRUE(o.broken);
-  // Held the thread for one slice at a time: about budget / slice yields.
-  EXPECT_GE(o.yields, 10);
+  // Held the thread for one slice at a time: about budget / slice yields on an idle
+  // machine. Budgets count wall time, so a slice the kernel preempted uses more of it:
+  // 7 or 8 yields were seen with the load at 9 (the sanitizer build runs beside the unit
+  // tests). Without slicing there would be none.
+  EXPECT_GE(o.yields, 3);
   EXPECT_LT(took, 5s);  // a bound on a hang, not a timing goal
 }
 

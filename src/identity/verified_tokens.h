@@ -33,9 +33,15 @@ class VerifiedTokens {
  public:
   explicit VerifiedTokens(std::size_t capacity) : capacity_(capacity ? capacity : 1) {}
 
-  VerifiedToken* find(const Sha256& digest) {
+  // The entry of a token, while it is still good at `now_s` (an expired one is dropped).
+  VerifiedToken* find(const Sha256& digest, std::int64_t now_s) {
     auto it = index_.find(digest);
     if (it == index_.end()) return nullptr;
+    if (now_s >= it->second->second.valid_until_s) {
+      order_.erase(it->second);
+      index_.erase(it);
+      return nullptr;
+    }
     order_.splice(order_.begin(), order_, it->second);  // most recently used first
     return &it->second->second;
   }

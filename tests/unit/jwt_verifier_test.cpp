@@ -249,14 +249,27 @@ TEST(VerifiedTokens, DropsTheLeastRecentlyUsedPastItsCapacity) {
   VerifiedTokens cache(2);
   Sha256 a{}, b{}, c{};
   a[0] = 1, b[0] = 2, c[0] = 3;
-  cache.put(a, VerifiedToken{});
-  cache.put(b, VerifiedToken{});
-  ASSERT_TRUE(cache.find(a));  // a is now the most recent
-  cache.put(c, VerifiedToken{});
+  VerifiedToken good;
+  good.valid_until_s = 1000;
+  cache.put(a, good);
+  cache.put(b, good);
+  ASSERT_TRUE(cache.find(a, 10));  // a is now the most recent
+  cache.put(c, good);
   EXPECT_EQ(cache.size(), 2u);
-  EXPECT_TRUE(cache.find(a));
-  EXPECT_FALSE(cache.find(b));
-  EXPECT_TRUE(cache.find(c));
+  EXPECT_TRUE(cache.find(a, 10));
+  EXPECT_FALSE(cache.find(b, 10));
+  EXPECT_TRUE(cache.find(c, 10));
+}
+
+TEST(VerifiedTokens, NoEntryOutlivesItsToken) {
+  VerifiedTokens cache(8);
+  Sha256 a{};
+  VerifiedToken entry;
+  entry.valid_until_s = 1000;  // exp plus the skew
+  cache.put(a, entry);
+  EXPECT_TRUE(cache.find(a, 999));
+  EXPECT_FALSE(cache.find(a, 1000));
+  EXPECT_EQ(cache.size(), 0u);  // dropped, not kept
 }
 
 TEST(Base64Url, RoundTripsAndRefusesOtherAlphabets) {

@@ -109,8 +109,8 @@ class JwtLink final : public AuthLink {
     if (token.empty() || !jwt::looksLikeJwt(token)) return AuthOutcome::Pass;  // an API key, or nothing
     const Sha256 digest = sha256(token);
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
-    if (jwt::VerifiedToken* v = cache_.find(digest)) {
-      if (stillGood(*v, now)) {
+    if (jwt::VerifiedToken* v = cache_.find(digest, now)) {
+      if (stillGood(*v)) {
         out.tenant = v->tenant;
         out.caller = v->caller;
         dueRefresh(*static_cast<const Issuer*>(v->issuer));
@@ -141,8 +141,7 @@ class JwtLink final : public AuthLink {
     if (is.keys->beginFetch(now, is.cfg->refresh_interval.count())) startFetch(job(is));
   }
 
-  bool stillGood(jwt::VerifiedToken& v, std::int64_t now) const {
-    if (now >= v.valid_until_s) return false;
+  bool stillGood(jwt::VerifiedToken& v) const {
     const Issuer& is = *static_cast<const Issuer*>(v.issuer);
     const std::uint64_t g = is.keys->generation();
     if (g == v.generation) return true;

@@ -15,6 +15,7 @@ import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, startTahua, REPO_ROOT } from './lib/tahua.mjs';
 import { chatBody, post } from './lib/http.mjs';
 import { eventually, makeTempDir } from './lib/util.mjs';
+import { scrape, sum } from './lib/metrics.mjs';
 import { forgedTokens, makeKey, signToken, startIssuer } from './lib/oidc_issuer.mjs';
 
 const MODEL = 'gpt-test';
@@ -121,9 +122,14 @@ describe('jwt sign-in', () => {
     // Bob has his own two; the bot its own thousand.
     for (let i = 0; i < 2; i++) assert.ok(await ask(gw, bob));
     for (let i = 0; i < 4; i++) assert.ok(await ask(gw, bot));
-    // Per-person figures never become metric labels.
+    // Per-person figures never become metric labels; the subject limit is its own scope.
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
     assert.ok(!metrics.includes('alice@example.com') && !metrics.includes('build-bot'), 'no subject in metrics');
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_rate_limited_total', { scope: 'subject', limit: 'requests_per_minute' }), 2);
+    // Four tokens verified (alice's two, bob's, the bot's); every later request a cache hit.
+    assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: 'corp', result: 'verified' }), 4);
+    assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: 'corp', result: 'cached' }), 6);
   });
 
   it('models from a claim: only those, within the tenant', async (t) => {
@@ -168,6 +174,13 @@ describe('jwt sign-in', () => {
     assert.equal(upstream.requests.length, 0, 'nothing reached the upstream');
     // Nothing the gateway printed holds any of the tokens.
     for (const token of [...tokens, stranger]) assert.ok(!gw.output().includes(token.split('.')[1]), 'no token in the logs');
+    // Each refusal is counted by issuer and reason (the malformed one has no issuer).
+    const m = await scrape(gw.url);
+    for (const reason of ['expired', 'not_yet_valid', 'wrong_audience', 'bad_signature', 'missing_claim', 'no_tenant'])
+      assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: 'corp', result: reason }), 1, reason);
+    assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: 'corp', result: 'unsupported_alg' }), 2);
+    assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: '-', result: 'malformed' }), 1);
+    assert.equal(sum(m, 'tahua_auth_failures_total', { code: 'invalid_api_key' }), cases.length + 1);
   });
 
   it('follows a key rotation: a new kid is fetched; a key the issuer dropped stops working', async (t) => {

@@ -92,7 +92,7 @@ class AuthFilter final : public FilterWithState<AuthState>, AuthContinuation {
             // link decides; a request that no link admits is still refused).
             if (plugin_link) chain.links.push_back(plugin_link(l.plugin, keys_));
             break;
-          case AuthLinkConfig::Type::Jwt: chain.links.push_back(makeJwtLink(config, keys_, services)); break;
+          case AuthLinkConfig::Type::Jwt: chain.links.push_back(makeJwtLink(config, keys_, services, metrics_)); break;
         }
       }
       chains_.push_back(std::move(chain));

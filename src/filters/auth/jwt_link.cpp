@@ -1,5 +1,6 @@
 #include "filters/auth/jwt_link.h"
 
+#include <array>
 #include <boost/json.hpp>
 #include <chrono>
 #include <ctime>
@@ -11,6 +12,7 @@
 #include "identity/issuer_keys.h"
 #include "identity/jwt_verifier.h"
 #include "identity/verified_tokens.h"
+#include "telemetry/metrics.h"
 #include "tenants/key_table.h"
 
 namespace tahua {
@@ -27,10 +29,12 @@ struct FetchJob {
   std::string name, issuer, jwks_url, discovery_url;
   Millis timeout;
   WorkerServices* services;
+  std::array<std::uint64_t, 2>* counts;  // the fetching worker's (succeeded, failed)
 };
 
 void finish(const std::shared_ptr<FetchJob>& job, const std::string* jwks, const std::string& error) {
   const std::string why = job->keys->endFetch(jwks, error);
+  ++(*job->counts)[why.empty() ? 0 : 1];
   if (!why.empty())
     log::warn("jwt issuer keys not refreshed; the keys already known stay in use",
               {{"issuer", job->name}, {"error", why}, {"keys", job->keys->keys() ? job->keys->keys()->size() : 0}});
@@ -80,18 +84,26 @@ void startFetch(const std::shared_ptr<FetchJob>& job) {
   });
 }
 
+// Rows of WorkerMetrics::jwt_tokens: cached, verified, then each refusal's reason.
+constexpr std::size_t kCached = 0, kVerified = 1, kNoTenant = 12;
+constexpr std::size_t resultOf(jwt::Failure f) { return 2 + static_cast<std::size_t>(f); }
+static_assert(resultOf(jwt::Failure::MissingClaim) + 1 == kNoTenant && kNoTenant + 1 == WorkerMetrics::kJwtResultCount);
+
 struct Issuer {
   const JwtIssuerConfig* cfg = nullptr;
   std::shared_ptr<jwt::IssuerKeys> keys;
   const TenantConfig* fixed_tenant = nullptr;
+  std::array<std::uint64_t, WorkerMetrics::kJwtResultCount>* counts = nullptr;
+  std::array<std::uint64_t, 2>* fetches = nullptr;
 };
 
 class JwtLink final : public AuthLink {
  public:
-  JwtLink(const Config& config, const KeyTable& keys, WorkerServices* services)
-      : keys_(keys), services_(services), cache_(cacheSize(config)) {
+  JwtLink(const Config& config, const KeyTable& keys, WorkerServices* services, WorkerMetrics& metrics)
+      : keys_(keys), services_(services), cache_(cacheSize(config)), unattributed_(&metrics.jwt_tokens["-"]) {
     for (const auto& c : config.auth.jwt_issuers) {
-      Issuer is{&c, jwt::issuerKeys(jwtIssuerIdentity(c)), c.tenant.empty() ? nullptr : keys.tenant(c.tenant)};
+      Issuer is{&c, jwt::issuerKeys(jwtIssuerIdentity(c)), c.tenant.empty() ? nullptr : keys.tenant(c.tenant),
+                &metrics.jwt_tokens[c.name], &metrics.jwt_key_fetches[c.name]};
       issuers_.push_back(std::move(is));
     }
     // The first fetch at config load, on the worker's loop (not this constructor's
@@ -111,9 +123,11 @@ class JwtLink final : public AuthLink {
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
     if (jwt::VerifiedToken* v = cache_.find(digest, now)) {
       if (stillGood(*v)) {
+        const Issuer& is = *static_cast<const Issuer*>(v->issuer);
         out.tenant = v->tenant;
         out.caller = v->caller;
-        dueRefresh(*static_cast<const Issuer*>(v->issuer));
+        ++(*is.counts)[kCached];
+        dueRefresh(is);
         return AuthOutcome::Authenticated;
       }
       cache_.erase(digest);
@@ -130,7 +144,7 @@ class JwtLink final : public AuthLink {
 
   std::shared_ptr<FetchJob> job(const Issuer& is) const {
     const JwtIssuerConfig& c = *is.cfg;
-    return std::make_shared<FetchJob>(FetchJob{is.keys, c.name, c.issuer, c.jwks_url, c.discovery_url, c.fetch_timeout, services_});
+    return std::make_shared<FetchJob>(FetchJob{is.keys, c.name, c.issuer, c.jwks_url, c.discovery_url, c.fetch_timeout, services_, is.fetches});
   }
 
   // The periodic refresh, started by a request that finds it due (it does not wait).
@@ -152,8 +166,12 @@ class JwtLink final : public AuthLink {
     return true;
   }
 
-  AuthOutcome refuse(RequestContext& ctx, std::string_view message) {
-    ctx.fail(Error{ErrorKind::InvalidApiKey, std::string(message)});
+  // A 401 naming the reason (never the token), counted by issuer and reason.
+  AuthOutcome refuse(RequestContext& ctx, const Issuer* is, std::size_t result) {
+    ++(*(is ? is->counts : unattributed_))[result];
+    ctx.fail(Error{ErrorKind::InvalidApiKey,
+                   result == kNoTenant ? std::string("Invalid token (no_tenant): its claims name no tenant of this gateway.")
+                                       : std::string(jwt::failureMessage(static_cast<jwt::Failure>(result - 2)))});
     return AuthOutcome::Refused;
   }
 
@@ -167,9 +185,9 @@ class JwtLink final : public AuthLink {
     for (const auto& i : issuers_)
       if (!t.issuer.empty() && i.cfg->issuer == t.issuer) is = &i;
     if (bad && (*bad == jwt::Failure::Malformed || *bad == jwt::Failure::TooLarge))
-      return refuse(ctx, jwt::failureMessage(*bad));  // it looked like a JWT: say what is wrong
+      return refuse(ctx, is, resultOf(*bad));  // it looked like a JWT: say what is wrong
     if (!is) return AuthOutcome::Pass;  // another issuer's: the next link may know it
-    if (bad) return refuse(ctx, jwt::failureMessage(*bad));
+    if (bad) return refuse(ctx, is, resultOf(*bad));
     std::shared_ptr<const jwt::KeySet> keys = is->keys->keys();
     if (!keys || !keys->find(t.kid, t.alg)) {
       switch (then ? waitForKeys(ctx, *is, *then) : Refresh::None) {
@@ -177,21 +195,21 @@ class JwtLink final : public AuthLink {
         case Refresh::Ended: return verify(ctx, token, digest, now, out, nullptr);
         case Refresh::None: break;
       }
-      return refuse(ctx, jwt::failureMessage(jwt::Failure::UnknownKey));
+      return refuse(ctx, is, resultOf(jwt::Failure::UnknownKey));
     }
     const std::int64_t skew = is->cfg->clock_skew.count() / 1000;
     const jwt::Policy policy{is->cfg->issuer, is->cfg->audiences, skew, now};
     const jwt::Key* used = nullptr;
-    if (auto f = jwt::verify(t, *keys, policy, &used)) return refuse(ctx, jwt::failureMessage(*f));
+    if (auto f = jwt::verify(t, *keys, policy, &used)) return refuse(ctx, is, resultOf(*f));
     const bj::object& claims = t.claims.as_object();
     auto caller = std::make_shared<CallerIdentity>();
     caller->issuer = is->cfg->name;
     const bj::value* sub = claims.if_contains(is->cfg->subject_claim);
     if (!sub || !sub->is_string() || sub->as_string().empty() || sub->as_string().size() > 256)
-      return refuse(ctx, jwt::failureMessage(jwt::Failure::MissingClaim));
+      return refuse(ctx, is, resultOf(jwt::Failure::MissingClaim));
     caller->subject = std::string(sub->as_string());
     const TenantConfig* tenant = tenantOf(*is, claims);
-    if (!tenant) return refuse(ctx, "Invalid token (no_tenant): its claims name no tenant of this gateway.");
+    if (!tenant) return refuse(ctx, is, kNoTenant);
     if (!is->cfg->models_claim.empty())
       if (const bj::value* m = claims.if_contains(is->cfg->models_claim)) {
         caller->models_claimed = true;
@@ -214,6 +232,8 @@ class JwtLink final : public AuthLink {
     out.tenant = tenant;
     out.caller = entry.caller;
     cache_.put(digest, std::move(entry));
+    ++(*is->counts)[kVerified];
+    dueRefresh(*is);
     return AuthOutcome::Authenticated;
   }
 
@@ -273,6 +293,7 @@ class JwtLink final : public AuthLink {
   WorkerServices* services_;
   std::vector<Issuer> issuers_;
   jwt::VerifiedTokens cache_;
+  std::array<std::uint64_t, WorkerMetrics::kJwtResultCount>* unattributed_;  // malformed, issuer unknown
 };
 
 }  // namespace
@@ -281,8 +302,8 @@ std::string jwtIssuerIdentity(const JwtIssuerConfig& issuer) {
   return issuer.issuer + "\n" + issuer.jwks_url + "\n" + issuer.discovery_url;
 }
 
-std::unique_ptr<AuthLink> makeJwtLink(const Config& config, const KeyTable& keys, WorkerServices* services) {
-  return std::make_unique<JwtLink>(config, keys, services);
+std::unique_ptr<AuthLink> makeJwtLink(const Config& config, const KeyTable& keys, WorkerServices* services, WorkerMetrics& metrics) {
+  return std::make_unique<JwtLink>(config, keys, services, metrics);
 }
 
 }  // namespace tahua

@@ -23,10 +23,13 @@ namespace tahua {
 
 class WorkerServices;
 struct JwtIssuerConfig;
+struct WorkerMetrics;
 
 // `services` null (harnesses without an event loop): keys are only what is installed in
 // jwt::issuerKeys(jwtIssuerIdentity(issuer)); an unknown kid is refused at once.
-std::unique_ptr<AuthLink> makeJwtLink(const Config& config, const KeyTable& keys, WorkerServices* services);
+// Counts tokens and key fetches in `metrics` (tahua_jwt_tokens_total{issuer,result},
+// tahua_jwt_key_fetches_total{issuer,outcome}).
+std::unique_ptr<AuthLink> makeJwtLink(const Config& config, const KeyTable& keys, WorkerServices* services, WorkerMetrics& metrics);
 
 // The name the issuer's shared key set is kept under (issuer and where its keys are).
 std::string jwtIssuerIdentity(const JwtIssuerConfig& issuer);

@@ -171,7 +171,7 @@ constexpr Field kJwtIssuerFields[] = {
     duration("refresh_interval", 1000, "10m", "The keys are refetched this often (off the request path)."),
     duration("min_refresh_interval", 0, "30s",
              "A token with an unknown kid refetches the keys at most this often (others get 401 unknown_key at once)."),
-    integer("cache_entries", 1, 10'000'000, "10000",
+    integer("cache_entries", 1, 1'000'000, "10000",
             "Verified tokens kept per worker (by the token's SHA-256; none outlives its exp or its key)."),
 };
 const Table kJwtIssuer("auth.jwt_issuers[]", "An identity provider (OIDC) whose signed JWTs identify callers.", kJwtIssuerFields);

@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, startTahua, REPO_ROOT } from './lib/tahua.mjs';
 import { chatBody, post } from './lib/http.mjs';
@@ -166,6 +167,13 @@ describe('jwt sign-in', () => {
       assert.match(e.message, new RegExp(`\\(${reason}\\)`), `${reason}: ${e.message}`);
       assert.ok(!e.message.includes(token.slice(0, 20)), 'the token is not echoed');
     }
+    // The Anthropic SDK (x-api-key) gets its own error shape, with the reason.
+    const anthropic = new Anthropic({ baseURL: gw.url, apiKey: cases[0][0], maxRetries: 0 });
+    await assert.rejects(anthropic.messages.create({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }), (e) => {
+      assert.ok(e instanceof Anthropic.AuthenticationError, String(e));
+      assert.match(e.message, /\(expired\)/);
+      return true;
+    });
     // Another issuer's token is not ours: the next link (the key check) refuses it.
     const stranger = signToken(RSA, claimsFor(issuer, { iss: 'https://elsewhere.example' }));
     const e = await refusal(gw, stranger);
@@ -177,10 +185,10 @@ describe('jwt sign-in', () => {
     // Each refusal is counted by issuer and reason (the malformed one has no issuer).
     const m = await scrape(gw.url);
     for (const reason of ['expired', 'not_yet_valid', 'wrong_audience', 'bad_signature', 'missing_claim', 'no_tenant'])
-      assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: 'corp', result: reason }), 1, reason);
+      assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: 'corp', result: reason }), reason === 'expired' ? 2 : 1, reason);
     assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: 'corp', result: 'unsupported_alg' }), 2);
     assert.equal(sum(m, 'tahua_jwt_tokens_total', { issuer: '-', result: 'malformed' }), 1);
-    assert.equal(sum(m, 'tahua_auth_failures_total', { code: 'invalid_api_key' }), cases.length + 1);
+    assert.equal(sum(m, 'tahua_auth_failures_total', { code: 'invalid_api_key' }), cases.length + 2);
   });
 
   it('follows a key rotation: a new kid is fetched; a key the issuer dropped stops working', async (t) => {

@@ -14,4 +14,5 @@ set(TAHUA_FUZZ_TARGETS
   stored_state
   guardrail_stream
   multipart
+  jwt
 )

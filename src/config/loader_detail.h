@@ -161,6 +161,7 @@ class Loader {
   void loadTenants(const YAML::Node& n, Config& cfg);
   void loadKeys(const YAML::Node& n, Config& cfg);
   void loadAuth(const YAML::Node& n, Config& cfg);
+  void loadJwtIssuers(const YAML::Node& n, Config& cfg);
   void loadRateLimits(const YAML::Node& n, Config& cfg);
   void loadTenantTokens(const YAML::Node& n, Config& cfg);
   // store_section.cpp: `store` and `discovery`

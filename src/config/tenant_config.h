@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/duration.h"
+
 namespace tahua {
 
 // Rate limits and quotas of one scope (a tenant, a key, a tenant x model, a model over
@@ -37,6 +39,10 @@ struct TenantConfig {
   std::vector<std::string> models;  // the models its keys may use; empty = all
   LimitSet limits;                  // all of the tenant's keys together
   std::vector<std::pair<std::string, LimitSet>> model_limits;  // tenant x model
+  // People and services signed in through an identity provider (the jwt link): each
+  // subject's own limits, else `subject_limits`, counted per subject.
+  LimitSet subject_limits;
+  std::vector<std::pair<std::string, LimitSet>> subjects;  // subject -> its limits
   bool from_store = false;  // created through the admin API (not the config file)
   std::int64_t created_at = 0;
   std::string created_by;
@@ -61,7 +67,7 @@ struct ApiKeyConfig {
 // One link of an authentication chain (see AuthLink): the built-in key check, a fixed
 // identity for requests that reach it (internal paths), or a plugin's on_auth.
 struct AuthLinkConfig {
-  enum class Type { ApiKey, Anonymous, Plugin };
+  enum class Type { ApiKey, Anonymous, Plugin, Jwt };
   Type type = Type::ApiKey;
   std::string tenant;  // anonymous: the tenant its requests count against
   std::string plugin;  // plugin: its id
@@ -75,8 +81,29 @@ struct AuthChainConfig {
   std::vector<AuthLinkConfig> links;
 };
 
+// An identity provider whose JWTs the jwt link accepts (auth.jwt_issuers[]).
+struct JwtIssuerConfig {
+  std::string name;    // logs, metrics, usage records
+  std::string issuer;  // the tokens' iss
+  std::vector<std::string> audiences;  // the tokens' aud must hold one
+  std::string discovery_url;  // default: issuer + /.well-known/openid-configuration
+  std::string jwks_url;       // set: the keys are read here, without discovery
+  std::string subject_claim = "sub";
+  std::string tenant_claim;   // its value names the tenant (through `tenants` when given)
+  std::vector<std::pair<std::string, std::string>> tenants;  // claim value -> tenant
+  std::string tenant;         // the tenant when the claim is absent or unmapped (or not configured)
+  std::string models_claim;   // a list of model names (or one space-separated string)
+  Millis clock_skew{60'000};
+  Millis deadline{2'000};        // longest a request waits for a refresh (an unknown kid)
+  Millis fetch_timeout{5'000};   // one discovery or JWKS fetch
+  Millis refresh_interval{600'000};     // the keys are refetched this often
+  Millis min_refresh_interval{30'000};  // an unknown kid refetches at most this often
+  std::int64_t cache_entries = 10'000;  // verified tokens kept per worker
+};
+
 struct AuthConfig {
   bool enabled = false;  // on when tenants or keys are declared, unless auth.enabled says otherwise
+  std::vector<JwtIssuerConfig> jwt_issuers;
   std::vector<AuthChainConfig> chains;  // none matching: the built-in key check alone
 };
 

@@ -6,6 +6,7 @@
 
 #include "config/loader_detail.h"
 #include "core/utc_time.h"
+#include "http/http_url.h"
 
 namespace tahua::config_detail {
 
@@ -61,12 +62,21 @@ constexpr Field kTenantFields[] = {
          "The models its keys may use; another gets 403 model_not_allowed and is not in /v1/models. Empty: all."),
     section("limits", "All of the tenant's keys together."),
     map("model_limits", "{}", "Model name to limits (the fields of `tenants[].limits`): the tenant's use of that model."),
+    section("subject_limits",
+            "Each person or service signed in with a JWT (auth.jwt_issuers) and mapped to this tenant, counted per subject, "
+            "unless `subjects` gives them their own. Rates, quotas and budgets (no caps)."),
+    map("subjects", "{}",
+        "Subject (the issuer's subject claim, e.g. an e-mail or a service id) to its own limits, instead of "
+        "`subject_limits`."),
 };
 const Table kTenant("tenants[]", "A tenant: a team with its own keys, models and limits.", kTenantFields);
 const Table kTenantLimits("tenants[].limits",
                           "Limits of one scope; every limit that applies to a request (tenant, key, tenant x model, "
                           "model, policies) must pass, atomically. Absent: no limit of that kind.",
                           kLimitFields);
+const Table kTenantSubjectLimits("tenants[].subject_limits",
+                                 "The limits each subject of the tenant gets by default, counted per subject.", kRateFields);
+const Table kTenantSubjects("tenants[].subjects.*", "One subject's own limits (rates, quotas, budgets).", kRateFields);
 const Table kTenantModelLimits("tenants[].model_limits.*", "The tenant's limits for one model (tenant x model).", kLimitFields);
 
 constexpr Field kKeyFields[] = {
@@ -104,6 +114,9 @@ constexpr Field kAuthFields[] = {
     list("chains", "[]",
          "Chains of links, each for the requests it matches; the first match wins. None matching: the built-in key "
          "check alone."),
+    list("jwt_issuers", "[]",
+         "Identity providers whose JWTs a `jwt` link accepts as the bearer token (docs/tenants-and-limits.md, "
+         "\"Signing in with your identity provider\")."),
 };
 const Table kAuth("auth", "How callers are authenticated (docs/tenants-and-limits.md).", kAuthFields);
 
@@ -123,13 +136,46 @@ constexpr Field kChainMatchFields[] = {
 const Table kChainMatch("auth.chains[].match", "Which requests take the chain.", kChainMatchFields);
 
 constexpr Field kLinkFields[] = {
-    choice("type", "api_key | anonymous | plugin", "",
+    choice("type", "api_key | anonymous | plugin | jwt", "",
            "api_key: the built-in key check; anonymous: requests reaching it count against `tenant`; plugin: the "
-           "on_auth of plugin `id` (docs/plugins.md). A link may be the bare word `api_key`.")
+           "on_auth of plugin `id` (docs/plugins.md); jwt: a bearer JWT of one of `auth.jwt_issuers` (another "
+           "issuer, or no JWT: the next link). A link may be the bare word `api_key` or `jwt`.")
         .needed(),
     nonEmpty("tenant", "", "anonymous: the tenant whose limits its requests count against (required there)."),
     nonEmpty("id", "", "plugin: the id of a plugin that defines on_auth (required there)."),
 };
+constexpr Field kJwtIssuerFields[] = {
+    nonEmpty("name", "", "Names the issuer in logs and usage records; unique.").needed(),
+    nonEmpty("issuer", "", "The tokens' `iss`, exactly (an https URL, usually).").needed(),
+    list("audience", "",
+         "The audiences accepted: a token's `aud` must hold one of them (a name, or a list of names).")
+        .needed(),
+    nonEmpty("discovery_url", "",
+             "The OIDC discovery document, whose jwks_uri names the keys; absent: "
+             "`issuer` + /.well-known/openid-configuration."),
+    nonEmpty("jwks_url", "", "The JWKS itself, without discovery."),
+    nonEmpty("subject_claim", "sub", "The claim naming the caller (a person or a service): usage records and per-subject limits."),
+    nonEmpty("tenant_claim", "",
+             "The claim whose value names the tenant (through `tenants` when given, else the tenant of that name)."),
+    map("tenants", "{}", "A `tenant_claim` value to a tenant's name."),
+    nonEmpty("tenant", "",
+             "The tenant when there is no `tenant_claim`, or its value is absent or unmapped; absent then: 401."),
+    nonEmpty("models_claim", "",
+             "A claim listing the models the caller may use (a list, or one space-separated string), within its "
+             "tenant's; absent from a token: the tenant's."),
+    duration("clock_skew", 0, "60s", "Tolerance for exp and nbf (at most 10m)."),
+    duration("deadline", 10, "2s",
+             "The longest a request waits for the keys when its token names a key not yet known (a refresh); then 401 "
+             "unknown_key."),
+    duration("fetch_timeout", 10, "5s", "One discovery or JWKS fetch, start to end."),
+    duration("refresh_interval", 1000, "10m", "The keys are refetched this often (off the request path)."),
+    duration("min_refresh_interval", 0, "30s",
+             "A token with an unknown kid refetches the keys at most this often (others get 401 unknown_key at once)."),
+    integer("cache_entries", 1, 1'000'000, "10000",
+            "Verified tokens kept per worker (by the token's SHA-256; none outlives its exp or its key)."),
+};
+const Table kJwtIssuer("auth.jwt_issuers[]", "An identity provider (OIDC) whose signed JWTs identify callers.", kJwtIssuerFields);
+
 const Table kLink("auth.chains[].links[]", "A link: `api_key`, or a mapping with `type` and its settings.", kLinkFields);
 
 constexpr Field kRateLimitsFields[] = {
@@ -277,6 +323,20 @@ void Loader::loadTenants(const YAML::Node& n, Config& cfg) {
         t.model_limits.emplace_back(model, limitSet(lf));
       }
     }
+    if (auto v = f["subject_limits"]) {
+      Fields lf(*this, v, f.at("subject_limits"), kTenantSubjectLimits);
+      t.subject_limits = limitSet(lf, false);
+    }
+    if (auto m = f["subjects"]) {
+      if (!m.IsMap()) fail(m, f.at("subjects"), "expected a mapping of subject to limits");
+      for (const auto& kv : m) {
+        const std::string subject = str(kv.first, f.at("subjects"));
+        const std::string sp = f.at("subjects") + "." + subject;
+        if (subject.empty() || subject.size() > 256) fail(kv.first, sp, "a subject is 1-256 characters");
+        Fields lf(*this, kv.second, sp, kTenantSubjects);
+        t.subjects.emplace_back(subject, limitSet(lf, false));
+      }
+    }
     cfg.tenants.push_back(std::move(t));
   }
 }
@@ -341,6 +401,7 @@ void Loader::loadKeys(const YAML::Node& n, Config& cfg) {
 void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
   Fields f(*this, n, "auth", kAuth);
   f.read("enabled", cfg.auth.enabled);
+  if (auto j = f["jwt_issuers"]) loadJwtIssuers(j, cfg);
   auto c = f["chains"];
   if (!c) return;
   if (!c.IsSequence()) fail(c, "auth.chains", "expected a list of chains");
@@ -374,7 +435,12 @@ void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
       if (l.IsMap()) checkKeys(l, lp, kLink);
       if (!type) fail(l, lp + ".type", "required");
       const std::string t = str(type, lp + (l.IsMap() ? ".type" : ""));
-      if (t == "api_key") {
+      if (t == "jwt") {
+        link.type = AuthLinkConfig::Type::Jwt;
+        if (cfg.auth.jwt_issuers.empty()) fail(l, lp, "type jwt needs auth.jwt_issuers (the identity providers it accepts)");
+        if (l.IsMap() && l["tenant"]) fail(l["tenant"], lp + ".tenant", "not used by type jwt (auth.jwt_issuers[] map tenants)");
+        if (l.IsMap() && l["id"]) fail(l["id"], lp + ".id", "not used by type jwt");
+      } else if (t == "api_key") {
         link.type = AuthLinkConfig::Type::ApiKey;
         if (l.IsMap() && l["tenant"]) fail(l["tenant"], lp + ".tenant", "not used by type api_key");
         if (l.IsMap() && l["id"]) fail(l["id"], lp + ".id", "not used by type api_key");
@@ -394,11 +460,79 @@ void Loader::loadAuth(const YAML::Node& n, Config& cfg) {
         if (!known) fail(l["tenant"], lp + ".tenant", "unknown tenant \"" + link.tenant + "\"");
         if (l["id"]) fail(l["id"], lp + ".id", "not used by type anonymous");
       } else {
-        fail(type, lp + ".type", "unknown link type \"" + t + "\" (api_key | anonymous | plugin)");
+        fail(type, lp + ".type", "unknown link type \"" + t + "\" (api_key | anonymous | plugin | jwt)");
       }
       chain.links.push_back(std::move(link));
     }
     cfg.auth.chains.push_back(std::move(chain));
+  }
+}
+
+void Loader::loadJwtIssuers(const YAML::Node& n, Config& cfg) {
+  if (!n.IsSequence()) fail(n, "auth.jwt_issuers", "expected a list of issuers");
+  auto knownTenant = [&](const std::string& name) {
+    for (const auto& t : cfg.tenants)
+      if (t.name == name) return true;
+    return false;
+  };
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const YAML::Node& y = n[i];
+    Fields f(*this, y, "auth.jwt_issuers[" + std::to_string(i) + "]", kJwtIssuer);
+    JwtIssuerConfig j;
+    f.read("name", j.name);
+    for (const auto& other : cfg.auth.jwt_issuers)
+      if (other.name == j.name) fail(f["name"], f.at("name"), "duplicate issuer \"" + j.name + "\"");
+    f.read("issuer", j.issuer);
+    for (const auto& other : cfg.auth.jwt_issuers)
+      if (other.issuer == j.issuer) fail(f["issuer"], f.at("issuer"), "another issuer entry has the same iss");
+    auto a = f["audience"];
+    if (!a) fail(y, f.at("audience"), "required: the audience (aud) tokens must be meant for");
+    {
+      if (a.IsSequence()) f.read("audience", j.audiences);
+      else j.audiences.push_back(nonEmpty(a, f.at("audience")));
+      if (j.audiences.empty()) fail(a, f.at("audience"), "at least one audience");
+    }
+    // Keys over plain http are only for tests and loopback; say https in production.
+    for (const char* field : {"discovery_url", "jwks_url"}) {
+      std::string url;
+      if (!f.read(field, url)) continue;
+      std::string why;
+      if (!parseHttpUrl(url, &why, true)) fail(f[field], f.at(field), "expected an http(s) URL: " + why);
+      (std::string_view(field) == "jwks_url" ? j.jwks_url : j.discovery_url) = url;
+    }
+    if (j.jwks_url.empty() && j.discovery_url.empty()) {
+      std::string base = j.issuer;
+      while (!base.empty() && base.back() == '/') base.pop_back();
+      j.discovery_url = base + "/.well-known/openid-configuration";
+      std::string why;
+      if (!parseHttpUrl(j.discovery_url, &why, true))
+        fail(f["issuer"], f.at("issuer"), "not a URL to discover the keys from: set jwks_url or discovery_url");
+    }
+    f.read("subject_claim", j.subject_claim);
+    f.read("tenant_claim", j.tenant_claim);
+    if (auto m = f["tenants"]) {
+      if (!m.IsMap()) fail(m, f.at("tenants"), "expected a mapping of claim value to tenant");
+      if (j.tenant_claim.empty()) fail(m, f.at("tenants"), "needs tenant_claim (the claim whose values it maps)");
+      for (const auto& kv : m) {
+        const std::string value = str(kv.first, f.at("tenants"));
+        const std::string tenant = nonEmpty(kv.second, f.at("tenants") + "." + value);
+        if (!knownTenant(tenant)) fail(kv.second, f.at("tenants") + "." + value, "unknown tenant \"" + tenant + "\"");
+        j.tenants.emplace_back(value, tenant);
+      }
+    }
+    if (f.read("tenant", j.tenant) && !knownTenant(j.tenant))
+      fail(f["tenant"], f.at("tenant"), "unknown tenant \"" + j.tenant + "\"");
+    if (j.tenant_claim.empty() && j.tenant.empty())
+      fail(y, f.path(), "needs tenant_claim or tenant (which tenant a caller's requests count against)");
+    f.read("models_claim", j.models_claim);
+    f.read("clock_skew", j.clock_skew);
+    if (j.clock_skew > Millis(600'000)) fail(f["clock_skew"], f.at("clock_skew"), "at most 10m");
+    f.read("deadline", j.deadline);
+    f.read("fetch_timeout", j.fetch_timeout);
+    f.read("refresh_interval", j.refresh_interval);
+    f.read("min_refresh_interval", j.min_refresh_interval);
+    f.read("cache_entries", j.cache_entries);
+    cfg.auth.jwt_issuers.push_back(std::move(j));
   }
 }
 

@@ -44,6 +44,11 @@ LimitPlan tenantLimits(const TenantConfig& t) { return plan(t.limits, tenantTag(
 
 LimitPlan keyLimits(const ApiKeyConfig& k) { return plan(k.limits, tenantTag(k.tenant) + ":key:" + k.name, "key"); }
 
+LimitPlan subjectLimits(const TenantConfig& t, std::string_view issuer, std::string_view subject, const LimitSet& limits) {
+  // In the tenant's slot; the subject is part of a counter's name, never a metric label.
+  return plan(limits, tenantTag(t.name) + ":subject:" + std::string(issuer) + ":" + std::string(subject), "subject");
+}
+
 LimitPlan tenantModelLimits(const TenantConfig& t, std::string_view model, const LimitSet& limits) {
   return plan(limits, tenantTag(t.name) + ":model:" + std::string(model), "tenant_model");
 }

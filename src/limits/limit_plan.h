@@ -20,7 +20,7 @@ struct PlannedLimit {
   std::string key;  // the counter's name in the store
   LimitSpec spec;
   LimitUnit unit = LimitUnit::Requests;
-  std::string_view scope;  // tenant | key | tenant_model | model
+  std::string_view scope;  // tenant | key | subject | tenant_model | model
   std::string_view limit;  // requests_per_minute, tokens_per_minute, ...
   mutable void* store_hint = nullptr;  // the in-process store's counter (LimitCheck::hint); per worker
 };
@@ -28,6 +28,8 @@ using LimitPlan = std::vector<PlannedLimit>;
 
 LimitPlan tenantLimits(const TenantConfig& tenant);
 LimitPlan keyLimits(const ApiKeyConfig& key);
+// One person's or service's limits (a jwt link's caller), counted per issuer and subject.
+LimitPlan subjectLimits(const TenantConfig& tenant, std::string_view issuer, std::string_view subject, const LimitSet& limits);
 LimitPlan tenantModelLimits(const TenantConfig& tenant, std::string_view model, const LimitSet& limits);
 LimitPlan modelLimits(std::string_view model, const LimitSet& limits);
 // Any scope: counters named `prefix`:<limit> (rate-limit policies build their own).

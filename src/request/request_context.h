@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -143,18 +144,36 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 // Who is calling, as the auth filter established it. Both null when authentication is
 // off; `key` is null for a chain's anonymous link. Points into the config (or the key
 // table) the request pinned.
+// A person or service an identity provider vouched for (the jwt link): who, as the
+// issuer names them. Shared by the worker's cache of verified tokens and the requests
+// that presented the token.
+struct CallerIdentity {
+  std::string issuer;   // the issuer's config name (auth.jwt_issuers[].name)
+  std::string subject;  // its subject claim: never a metric label (unbounded)
+  // The models its token's models claim allows (within the tenant's); unused when
+  // `models_claimed` is false.
+  std::vector<std::string> models;
+  bool models_claimed = false;
+};
+
 struct Principal {
   const TenantConfig* tenant = nullptr;
   const ApiKeyConfig* key = nullptr;
+  std::shared_ptr<const CallerIdentity> caller;  // a jwt link's; then `key` is null
 
-  // Whether it may use `model`: its key's list, then its tenant's (an empty list: all).
+  // Whether it may use `model`: its key's list (or its token's), then its tenant's (an
+  // empty list: all).
   bool allows(std::string_view model) const {
     auto listed = [&](const std::vector<std::string>& models) {
       return models.empty() || std::find(models.begin(), models.end(), model) != models.end();
     };
+    if (caller && caller->models_claimed && std::find(caller->models.begin(), caller->models.end(), model) == caller->models.end())
+      return false;
     return (!key || listed(key->models)) && (!tenant || listed(tenant->models));
   }
-  bool restricted() const { return (key && !key->models.empty()) || (tenant && !tenant->models.empty()); }
+  bool restricted() const {
+    return (key && !key->models.empty()) || (tenant && !tenant->models.empty()) || (caller && caller->models_claimed);
+  }
 };
 
 // What the records (access log, usage record) say about a request beyond its own

@@ -134,7 +134,7 @@ std::shared_ptr<FilterChain> Worker::buildChain() {
   if (config.auth.enabled) {
     PluginLinkFactory plugin_link;
     if (plugins) plugin_link = [&plugins](std::string_view id, const KeyTable& keys) { return makePluginAuthLink(plugins, id, keys); };
-    chain->add(makeAuthFilter(config, tenants_, metrics_, plugin_link));
+    chain->add(makeAuthFilter(config, tenants_, metrics_, plugin_link, this));
   }
   chain->add(makeModelsFilter());
   // Before the prompt templates and the router: a request continuing a stored

@@ -38,6 +38,10 @@ void WorkerMetrics::merge(const WorkerMetrics& other) {
   for (const auto& [key, n] : other.upstream_retries) upstream_retries[key] += n;
   for (const auto& [key, n] : other.bulkhead_rejections) bulkhead_rejections[key] += n;
   for (const auto& [key, n] : other.auth_failures) auth_failures[key] += n;
+  for (const auto& [issuer, row] : other.jwt_tokens)
+    for (std::size_t i = 0; i < row.size(); ++i) jwt_tokens[issuer][i] += row[i];
+  for (const auto& [issuer, row] : other.jwt_key_fetches)
+    for (std::size_t i = 0; i < row.size(); ++i) jwt_key_fetches[issuer][i] += row[i];
   for (const auto& [key, n] : other.limit_rejections) limit_rejections[key] += n;
   streams_ended_over_budget += other.streams_ended_over_budget;
   for (const auto& [tenant, t] : other.tenants) {
@@ -230,6 +234,27 @@ std::string renderPrometheus(const WorkerMetrics& m) {
   out += "# TYPE tahua_auth_failures_total counter\n";
   for (const auto& [code, n] : m.auth_failures)
     out += "tahua_auth_failures_total{code=\"" + escapeLabel(code) + "\"} " + std::to_string(n) + "\n";
+  {
+    // The order of WorkerMetrics::jwt_tokens' rows: cached, verified, then jwt::Failure's
+    // codes in order, then no_tenant.
+    static constexpr const char* kResults[WorkerMetrics::kJwtResultCount] = {
+        "cached",        "verified",  "malformed",     "too_large",      "unsupported_alg", "unknown_key", "bad_signature",
+        "expired",       "not_yet_valid", "wrong_issuer", "wrong_audience", "missing_claim",   "no_tenant"};
+    out += "# HELP tahua_jwt_tokens_total Bearer JWTs the jwt link answered, by issuer and result (cached, verified, or the "
+           "reason of a 401).\n";
+    out += "# TYPE tahua_jwt_tokens_total counter\n";
+    for (const auto& [issuer, row] : m.jwt_tokens)
+      for (std::size_t i = 0; i < row.size(); ++i)
+        if (row[i])
+          out += "tahua_jwt_tokens_total{issuer=\"" + escapeLabel(issuer) + "\",result=\"" + kResults[i] + "\"} " +
+                 std::to_string(row[i]) + "\n";
+    out += "# HELP tahua_jwt_key_fetches_total Fetches of an issuer's keys (discovery and JWKS), by outcome.\n";
+    out += "# TYPE tahua_jwt_key_fetches_total counter\n";
+    for (const auto& [issuer, row] : m.jwt_key_fetches) {
+      out += "tahua_jwt_key_fetches_total{issuer=\"" + escapeLabel(issuer) + "\",outcome=\"ok\"} " + std::to_string(row[0]) + "\n";
+      out += "tahua_jwt_key_fetches_total{issuer=\"" + escapeLabel(issuer) + "\",outcome=\"failed\"} " + std::to_string(row[1]) + "\n";
+    }
+  }
   out += "# HELP tahua_rate_limited_total Requests refused 429 by a rate limit, quota or budget, by scope and limit.\n";
   out += "# TYPE tahua_rate_limited_total counter\n";
   for (const auto& [key, n] : m.limit_rejections)

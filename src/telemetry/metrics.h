@@ -106,6 +106,13 @@ struct WorkerMetrics {
   std::map<std::pair<std::string, std::string>, std::array<std::uint64_t, 3>, PairLess> breaker_states;
   std::map<std::string, std::uint64_t, std::less<>> bulkhead_rejections;  // scope: global, route:<name>
   std::map<std::string, std::uint64_t, std::less<>> auth_failures;        // code: missing_api_key, invalid_api_key
+  // The jwt link's tokens per issuer, by result (kJwtResults names them: cached,
+  // verified, then each reason of a refusal). Bounded: issuers are configured. The link
+  // keeps a pointer to its issuer's row (map nodes do not move).
+  static constexpr std::size_t kJwtResultCount = 13;
+  std::map<std::string, std::array<std::uint64_t, kJwtResultCount>, std::less<>> jwt_tokens;
+  // Fetches of an issuer's discovery document and keys: (succeeded, failed).
+  std::map<std::string, std::array<std::uint64_t, 2>, std::less<>> jwt_key_fetches;
   // Requests refused by a rate limit, quota or budget: (scope, limit), e.g.
   // ("tenant", "requests_per_minute"), ("key", "usd_per_day").
   std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> limit_rejections;

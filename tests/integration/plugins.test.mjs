@@ -244,7 +244,7 @@ describe('plugins: auth links', () => {
     assert.match(r.stderr, /auth\.chains\[0\]\.links\[0\]\.id: required for type plugin/);
     base.auth = { chains: [{ name: 'c', links: [{ type: 'oauth' }] }] };
     r = checkConfig(writeConfig(base));
-    assert.match(r.stderr, /unknown link type "oauth" \(api_key \| anonymous \| plugin\)/);
+    assert.match(r.stderr, /unknown link type "oauth" \(api_key \| anonymous \| plugin \| jwt\)/);
   });
 });
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "filters/auth/auth_link.h"
+#include "filters/auth/jwt_link.h"
 #include "telemetry/metrics.h"
 #include "tenants/key_table.h"
 
@@ -75,7 +76,8 @@ struct AuthState {
 
 class AuthFilter final : public FilterWithState<AuthState>, AuthContinuation {
  public:
-  AuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics, const PluginLinkFactory& plugin_link)
+  AuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics, const PluginLinkFactory& plugin_link,
+             WorkerServices* services)
       : keys_(std::move(directory)), metrics_(metrics) {
     for (const auto& c : config.auth.chains) {
       Chain chain{&c, {}};
@@ -90,6 +92,7 @@ class AuthFilter final : public FilterWithState<AuthState>, AuthContinuation {
             // link decides; a request that no link admits is still refused).
             if (plugin_link) chain.links.push_back(plugin_link(l.plugin, keys_));
             break;
+          case AuthLinkConfig::Type::Jwt: chain.links.push_back(makeJwtLink(config, keys_, services, metrics_)); break;
         }
       }
       chains_.push_back(std::move(chain));
@@ -204,8 +207,8 @@ std::unique_ptr<AuthLink> makeApiKeyLink(const KeyTable& keys) { return std::mak
 std::unique_ptr<AuthLink> makeAnonymousLink(const TenantConfig& tenant) { return std::make_unique<AnonymousLink>(tenant); }
 
 std::unique_ptr<Filter> makeAuthFilter(const Config& config, TenantDirectoryPtr directory, WorkerMetrics& metrics,
-                                       const PluginLinkFactory& plugin_link) {
-  return std::make_unique<AuthFilter>(config, std::move(directory), metrics, plugin_link);
+                                       const PluginLinkFactory& plugin_link, WorkerServices* services) {
+  return std::make_unique<AuthFilter>(config, std::move(directory), metrics, plugin_link, services);
 }
 std::unique_ptr<Filter> makeModelAccessFilter() { return std::make_unique<ModelAccessFilter>(); }
 

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <string>
 #include <unordered_map>
 
 #include <boost/container_hash/hash.hpp>
@@ -73,6 +75,9 @@ constexpr std::size_t kMaxGroups = 8;     // and up to four matching rate-limit 
 
 struct RateLimitState {
   std::array<const Group*, kMaxGroups> groups{};  // the request's limits, as admitted
+  // A jwt caller's own limits (in the key's place, groups[1]): kept alive for the
+  // request, whatever the worker's bounded table of them drops meanwhile.
+  std::shared_ptr<const Group> subject;
   SteadyTime asked{};  // when the store was asked (the decision's latency)
   bool admitted = false;
   bool deciding = false;       // inside store.admit: an answer now is synchronous
@@ -126,6 +131,8 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     }
     for (const auto& k : directory_->keys)
       if (k.limits.any()) keys_.emplace(&k, keyLimits(k));
+    for (const auto& t : directory_->tenants)
+      for (const auto& [subject, limits] : t.subjects) own_subject_limits_.emplace(SubjectOf{&t, subject}, &limits);
     for (const auto& [model, limits] : config.rate_limits.models)
       if (const ModelConfig* m = config.findModel(model); m && limits.any())
         models_.emplace(m, modelLimits(model, limits));
@@ -142,7 +149,9 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
   FilterStatus onUpstreamSelect(RequestContext& ctx) override {
     if (!ctx.model || ctx.endpoint == Endpoint::CountTokens) return FilterStatus::Continue;
     RateLimitState& st = state(ctx);
-    st.groups = {find(tenants_, ctx.principal.tenant), find(keys_, ctx.principal.key), pair(ctx), find(models_, ctx.model)};
+    if (!ctx.principal.key && ctx.principal.caller) st.subject = subjectGroup(ctx);
+    st.groups = {find(tenants_, ctx.principal.tenant), st.subject ? st.subject.get() : find(keys_, ctx.principal.key), pair(ctx),
+                 find(models_, ctx.model)};
     std::size_t next = kFixedGroups;
     if (end_over_budget_) st.end_over_budget = (1u << kFixedGroups) - 1;
     for (std::size_t i = 0; i < policies_->size() && next < kMaxGroups; ++i)
@@ -292,6 +301,38 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     auto it = m.find(key);
     return it == m.end() ? nullptr : &it->second;
   }
+  // A jwt caller's limits: its own (tenants[].subjects), else its tenant's per-subject
+  // default (subject_limits); null when neither has any. Made on first use and kept in a
+  // bounded table (subjects are unbounded: over kMaxSubjects it starts afresh).
+  std::shared_ptr<const Group> subjectGroup(const RequestContext& ctx) {
+    const TenantConfig* t = ctx.principal.tenant;
+    const CallerIdentity& c = *ctx.principal.caller;
+    if (!t) return nullptr;
+    auto own = own_subject_limits_.find(SubjectOf{t, c.subject});
+    const LimitSet& limits = own != own_subject_limits_.end() ? *own->second : t->subject_limits;
+    if (!limits.any()) return nullptr;
+    std::string id = t->name + '\n' + c.issuer + '\n' + c.subject;
+    auto it = subject_groups_.find(id);
+    if (it != subject_groups_.end()) return it->second;
+    if (subject_groups_.size() >= kMaxSubjects) subject_groups_.clear();
+    auto g = std::make_shared<const Group>(subjectLimits(*t, c.issuer, c.subject, limits));
+    subject_groups_.emplace(std::move(id), g);
+    return g;
+  }
+  static constexpr std::size_t kMaxSubjects = 10'000;
+  struct SubjectOf {
+    const TenantConfig* tenant;
+    std::string_view subject;
+    bool operator==(const SubjectOf&) const = default;
+  };
+  struct SubjectOfHash {
+    std::size_t operator()(const SubjectOf& s) const noexcept {
+      return std::hash<std::string_view>{}(s.subject) ^ std::hash<const void*>{}(s.tenant);
+    }
+  };
+  std::unordered_map<SubjectOf, const LimitSet*, SubjectOfHash> own_subject_limits_;
+  std::unordered_map<std::string, std::shared_ptr<const Group>> subject_groups_;
+
   const Group* pair(const RequestContext& ctx) const {
     auto it = ctx.principal.tenant ? pairs_.find(ctx.principal.tenant) : pairs_.end();
     if (it == pairs_.end()) return nullptr;
@@ -604,7 +645,9 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
 bool rateLimitsConfigured(const Config& config, const TenantDirectory& directory) {
   if (!config.rate_limits.policies.empty()) return true;
   for (const auto& t : directory.tenants) {
-    if (t.limits.any()) return true;
+    if (t.limits.any() || t.subject_limits.any()) return true;
+    for (const auto& [s, l] : t.subjects)
+      if (l.any()) return true;
     for (const auto& [m, l] : t.model_limits)
       if (l.any()) return true;
   }

@@ -146,6 +146,9 @@ class UsageFilter final : public FilterWithState<UsageState> {
     strOrNull("tenant", ctx.principal.tenant ? &ctx.principal.tenant->name : nullptr);
     strOrNull("key", ctx.principal.key ? &ctx.principal.key->name : nullptr);
     strOrNull("key_prefix", ctx.principal.key && !ctx.principal.key->prefix.empty() ? &ctx.principal.key->prefix : nullptr);
+    // A caller signed in with a JWT: who (per-person figures live here, never in metrics).
+    strOrNull("issuer", ctx.principal.caller ? &ctx.principal.caller->issuer : nullptr);
+    strOrNull("subject", ctx.principal.caller ? &ctx.principal.caller->subject : nullptr);
     j::key(out, "api");
     j::string(out, apiName(ctx.endpoint));
     j::key(out, "method");

@@ -144,7 +144,9 @@ bool usageSinksDiffer(const UsageConfig& a, const UsageConfig& b) {
   if (a.spill_dir != b.spill_dir || a.sinks.size() != b.sinks.size()) return true;
   for (std::size_t i = 0; i < a.sinks.size(); ++i) {
     const auto &x = a.sinks[i], &y = b.sinks[i];
-    if (x.name != y.name || x.type != y.type || x.path != y.path || x.url != y.url || x.auth != y.auth || x.stream != y.stream) return true;
+    if (x.name != y.name || x.type != y.type || x.path != y.path || x.url != y.url || x.auth != y.auth || x.stream != y.stream ||
+        x.dsn != y.dsn)
+      return true;
   }
   return false;
 }

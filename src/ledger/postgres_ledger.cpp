@@ -90,18 +90,7 @@ class PostgresLedger final : public Ledger {
     if (open(error) != Opened::Ok) return false;
     ParsedRecord rec;
     std::string why;
-    std::string array = "[";
-    std::size_t in_array = 0;
-    auto send = [&]() {
-      if (in_array == 0) return true;
-      array.back() = ']';
-      const char* params[] = {array.c_str()};
-      if (!run(insert_, params, c_.timeout, nullptr, nullptr, error)) return false;
-      w.rows += in_array;
-      array = "[";
-      in_array = 0;
-      return true;
-    };
+    std::vector<std::string_view> chunk;
     for (std::size_t pos = 0; pos < lines.size();) {
       std::size_t end = lines.find('\n', pos);
       if (end == std::string_view::npos) end = lines.size();
@@ -113,13 +102,11 @@ class PostgresLedger final : public Ledger {
         if (w.skipped++ == 0) w.skip_reason = why;
         continue;
       }
-      array.append(line);
-      array.push_back(',');
-      if (++in_array >= c_.batch && !send()) return false;
+      chunk.push_back(line);
+      if (chunk.size() >= c_.batch && !insert(chunk, w, error)) return false;
     }
-    return send();
+    return insert(chunk, w, error);
   }
-
   std::optional<std::size_t> prune(std::string_view cutoff, std::size_t limit, std::string& error) override {
     if (!conn_) return std::nullopt;
     const std::string when(cutoff), n = std::to_string(limit);
@@ -161,6 +148,7 @@ class PostgresLedger final : public Ledger {
   bool run(const std::string& sql, std::span<const char* const> params, Millis timeout, std::string* value, std::size_t* affected,
            std::string& error) {
     const auto deadline = PgClock::now() + timeout;
+    sqlstate_.clear();
     if (!PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr, params.data(), nullptr, nullptr, 0)) {
       error = message(PQerrorMessage(conn_));
       drop();
@@ -181,7 +169,11 @@ class PostgresLedger final : public Ledger {
       if (!r) break;
       const ExecStatusType st = PQresultStatus(r);
       if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        if (ok) error = message(PQresultErrorMessage(r));
+        if (ok) {
+          error = message(PQresultErrorMessage(r));
+          const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+          sqlstate_ = state ? state : "";
+        }
         ok = false;
       } else {
         if (value && PQntuples(r) > 0 && PQnfields(r) > 0) *value = PQgetvalue(r, 0, 0);
@@ -191,6 +183,48 @@ class PostgresLedger final : public Ledger {
     }
     if (!ok && PQstatus(conn_) != CONNECTION_OK) drop();
     return ok;
+  }
+
+  // One statement for `lines` (then cleared). A record the server refuses as data (a
+  // \u0000 in a string, a value out of a column's range: SQLSTATE classes 22 and 23)
+  // would fail its batch on every replay: the batch is then sent a record at a time and
+  // the refused ones are left out (counted as skipped), never retried for ever.
+  bool insert(std::vector<std::string_view>& lines, Written& w, std::string& error) {
+    if (lines.empty()) return true;
+    auto arrayOf = [](std::span<const std::string_view> part) {
+      std::string a = "[";
+      for (std::string_view l : part) {
+        a.append(l);
+        a.push_back(',');
+      }
+      a.back() = ']';
+      return a;
+    };
+    auto refusedAsData = [&] { return conn_ && (sqlstate_.starts_with("22") || sqlstate_.starts_with("23")); };
+    std::string array = arrayOf(lines);
+    const char* params[] = {array.c_str()};
+    if (run(insert_, params, c_.timeout, nullptr, nullptr, error)) {
+      w.rows += lines.size();
+      lines.clear();
+      return true;
+    }
+    if (!refusedAsData()) return false;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      array = arrayOf(std::span<const std::string_view>(&lines[i], 1));
+      params[0] = array.c_str();
+      std::string refused;
+      if (run(insert_, params, c_.timeout, nullptr, nullptr, refused)) {
+        ++w.rows;
+      } else if (refusedAsData()) {
+        if (w.skipped++ == 0) w.skip_reason = "refused by the server: " + refused;
+      } else {
+        error = refused;
+        return false;
+      }
+    }
+    lines.clear();
+    error.clear();
+    return true;
   }
 
   bool broken(const char* why, std::string& error) {
@@ -247,6 +281,7 @@ class PostgresLedger final : public Ledger {
   std::string dsn_password_;
   std::string insert_, prune_;
   PGconn* conn_ = nullptr;
+  std::string sqlstate_;  // of the last statement that failed on the server
   RecordReader reader_;
 };
 

@@ -210,20 +210,48 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     assert.equal(Number(pg.value('SELECT count(DISTINCT request_id) FROM tahua_usage_records', db)), sent);
   });
 
+  it('a database that stops answering: statements time out, records spill, requests are answered; each record once', async (t) => {
+    const db = freshDb();
+    const { gw, a, spill } = await start(t, { sinks: [pgSink(db, { timeout: '1s' })], env: pgEnv() });
+    let sent = await traffic(a, 2);
+    await eventually(() => count(db) === sent, { what: 'the first rows' });
+    const lock = await pg.holdLock('tahua_usage_records', db);
+    let released = false;
+    t.after(() => released || lock.release());
+    sent += await traffic(a, 5);  // answered while the sink's insert waits on the lock
+    await eventually(async () => sum(await scrape(gw.url), 'tahua_usage_sink_failures_total', { sink: 'pg' }) >= 1, { what: 'the insert timed out', timeout: 5000 });
+    await eventually(() => existsSync(join(spill, 'pg.spill')) && readLines(join(spill, 'pg.spill')).length >= 1, { what: 'records spilled' });
+    assert.match(gw.output(), /timed out waiting for the server \(1000 ms\)/);
+    // The timed-out statement may still run once the lock goes (the server had it): the
+    // replay then inserts nothing twice.
+    await lock.release();
+    released = true;
+    await eventually(() => count(db) === sent, { what: 'every record', timeout: 8000 });
+    await eventually(async () => sum(await scrape(gw.url), 'tahua_usage_spill_bytes', { sink: 'pg' }) === 0, { what: 'the spill emptied', timeout: 5000 });
+    assert.equal(count(db), sent);
+  });
+
   it('a superseding record wins whatever the order its original arrives in', async (t) => {
     const db = freshDb();
     const dir = makeTempDir('tahua-ledger-');
     const id = (n) => `0193a1b2-c3d4-7e5f-8a9b-${String(n).padStart(12, '0')}`;
     const rec = (n, extra = {}) => JSON.stringify({ record_id: id(n), request_id: `req-${n}`, ts: '2026-12-05T10:00:00.000Z', tenant: 'team-a',
       model: MODEL, status: 200, prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, cost_usd: 0.0000045, quality: 'pending', ...extra });
-    // A spill left by an earlier run, replayed at start one record per statement: the
-    // verdict (2, superseding 1) before its original, and an original (3) before its verdict (4).
+    // A spill left by an earlier run, replayed at start two records per statement: a
+    // verdict (2, superseding 1) a statement before its original, an original (3) a
+    // statement before its verdict (4), and a verdict and its original in one (8, 7).
     mkdirSync(join(dir, 'spill'), { recursive: true });
-    writeFileSync(join(dir, 'spill', 'pg.spill'), [rec(2, { supersedes: id(1), quality: 'ok' }), rec(1), rec(3), rec(4, { supersedes: id(3), quality: 'low' }), ''].join('\n'));
-    const { gw } = await start(t, { dir, sinks: [pgSink(db, { batch: 1 })], env: pgEnv() });
+    // Record 5 holds a character PostgreSQL's text cannot: refused by the server, left out,
+    // never a batch that fails for ever.
+    writeFileSync(join(dir, 'spill', 'pg.spill'), [rec(2, { supersedes: id(1), quality: 'ok' }), rec(5, { path: 'a\u0000b' }), rec(1), rec(3),
+      rec(4, { supersedes: id(3), quality: 'low' }), rec(6), rec(8, { supersedes: id(7), quality: 'ok' }), rec(7), ''].join('\n'));
+    const { gw } = await start(t, { dir, sinks: [pgSink(db, { batch: 2 })], env: pgEnv() });
     await eventually(async () => sum(await scrape(gw.url), 'tahua_usage_spill_bytes', { sink: 'pg' }) === 0, { what: 'the spill replayed' });
     assert.deepEqual(pg.sql('SELECT record_id, quality, cost_usd::text FROM tahua_usage_records ORDER BY record_id', db),
-      [[id(2), 'ok', '0.0000045'], [id(4), 'low', '0.0000045']]);
+      [[id(2), 'ok', '0.0000045'], [id(4), 'low', '0.0000045'], [id(6), 'pending', '0.0000045'], [id(8), 'ok', '0.0000045']]);
+    const skipped = await eventually(() => gw.stderr.json().find((l) => l.msg === 'usage lines that are not records left out of the ledger'), { what: 'the refused record logged' });
+    assert.equal(skipped.lines, 1);
+    assert.match(skipped.reason, /refused by the server: .*unsupported Unicode escape sequence/);
   });
 
   it('tahua --migrate: three at once against an empty database migrate it once; a newer schema is refused, unwritten', async (t) => {

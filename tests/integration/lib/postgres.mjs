@@ -4,7 +4,7 @@
 // user the Debian package creates, in a directory it owns; otherwise as the caller.
 // Host connections need a password (scram-sha-256): `superuser` (postgres) and one role,
 // `role` (the gateway's, owner of database `db`). `sql(...)` runs psql as the superuser.
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { chownSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -75,6 +75,30 @@ export class Postgres {
     const { stdout } = await promisify(execFile)('psql', ['-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-d', db,
       '-v', 'ON_ERROR_STOP=1', '-X', '-A', '-t', '-q', '-c', statement], { encoding: 'utf8', env: { ...process.env, PGPASSWORD: this.superPassword } });
     return stdout.split('\n').filter((l) => l !== '').map((l) => l.split('|'));
+  }
+
+  /**
+   * A psql session holding `LOCK TABLE table IN ACCESS EXCLUSIVE MODE` (resolves once
+   * held): every other statement on the table waits, as on a database that stopped
+   * answering. `release()` commits and ends the session.
+   */
+  async holdLock(table, db = this.db) {
+    const child = spawn('psql', ['-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-d', db, '-X', '-A', '-t', '-q'],
+      { env: { ...process.env, PGPASSWORD: this.superPassword }, stdio: ['pipe', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    let out = '';
+    const held = new Promise((resolve) => child.stdout.on('data', (d) => {
+      out += d;
+      if (out.includes('locked')) resolve();
+    }));
+    child.stdin.write(`BEGIN; LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE; SELECT 'locked';\n`);
+    await held;
+    return {
+      release: async () => {
+        child.stdin.end('COMMIT;\n');
+        await exited;
+      },
+    };
   }
 
   /** The first column of the first row. */

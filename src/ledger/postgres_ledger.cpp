@@ -81,6 +81,9 @@ class PostgresLedger final : public Ledger {
       return Opened::Unreachable;
     }
     PQsetnonblocking(conn_, 1);
+    // libpq prints the server's notices (CREATE TABLE IF NOT EXISTS's "already exists")
+    // on stderr by default: the log is JSON lines, and they say nothing an operator needs.
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
     const Opened m = migrate(error);
     if (m != Opened::Ok) drop();
     return m;

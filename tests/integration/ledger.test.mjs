@@ -16,6 +16,7 @@ import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { startPostgres, havePostgres } from './lib/postgres.mjs';
 import { gatewayConfig, openaiProvider, startTahua, writeConfig, TAHUA_BIN } from './lib/tahua.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
+import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { eventually, makeTempDir } from './lib/util.mjs';
 import { setTimeout as delay } from 'node:timers/promises';
 
@@ -28,7 +29,9 @@ const readLines = (file) => (existsSync(file) ? readFileSync(file, 'utf8').split
 const sqlite = (db, sql) => execFileSync('sqlite3', ['-readonly', db, sql], { encoding: 'utf8' }).trim();
 
 /** A gateway whose usage records go to a JSON-lines file (the reference) and `sinks`. */
-async function start(t, { sinks, usage = {}, env = {}, dir = makeTempDir('tahua-ledger-'), pricing = { input: 0.15, output: 0.6 } }) {
+const TENANT_TOKEN = 'tenant-b-admin-token-0123456789';
+
+async function start(t, { sinks, usage = {}, env = {}, dir = makeTempDir('tahua-ledger-'), pricing = { input: 0.15, output: 0.6 }, admin = false }) {
   const upstream = await startMockUpstream({ t });
   const config = gatewayConfig({
     providers: [openaiProvider('up', upstream.baseUrl())],
@@ -45,9 +48,16 @@ async function start(t, { sinks, usage = {}, env = {}, dir = makeTempDir('tahua-
     sinks: [{ name: 'file', type: 'file', path: join(dir, 'usage.jsonl') }, ...sinks],
     ...usage,
   };
-  const gw = await startTahua({ t, config, env });
+  let gw;
+  let adminCall;
+  if (admin) {
+    config.admin = adminSection({ tenant_tokens: [{ name: 'b-admin', tenant: 'team-b', sha256: sha256(TENANT_TOKEN) }] });
+    ({ gw, admin: adminCall } = await startWithAdmin(t, config, { env }));
+  } else {
+    gw = await startTahua({ t, config, env });
+  }
   const client = (key) => new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key, maxRetries: 0 });
-  return { gw, upstream, dir, file: join(dir, 'usage.jsonl'), spill: join(dir, 'spill'), a: client(KEY_A), b: client(KEY_B) };
+  return { gw, upstream, dir, file: join(dir, 'usage.jsonl'), spill: join(dir, 'spill'), a: client(KEY_A), b: client(KEY_B), admin: adminCall };
 }
 
 const ask = (client, stream = false) => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], stream });
@@ -118,6 +128,76 @@ describe('ledger: sqlite', () => {
   });
 });
 
+/** What GET /admin/v1/usage?group_by=tenant,model must say, from the file sink's records. */
+function expectedGroups(records) {
+  const groups = new Map();
+  for (const r of records) {
+    const k = `${r.tenant}|${r.model}`;
+    const g = groups.get(k) ?? { tenant: r.tenant, model: r.model, requests: 0, errors: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, nanos: 0 };
+    g.requests += 1;
+    g.errors += r.status >= 400 ? 1 : 0;
+    g.input_tokens += r.prompt_tokens;
+    g.output_tokens += r.completion_tokens;
+    g.cached_tokens += r.cached_tokens;
+    g.nanos += Math.round((r.cost_usd ?? 0) * 1e9);
+    groups.set(k, g);
+  }
+  return [...groups.values()].sort((x, y) => `${x.tenant}|${x.model}`.localeCompare(`${y.tenant}|${y.model}`));
+}
+
+async function checkUsageEndpoint(admin, file, sent) {
+  const today = new Date().toISOString().slice(0, 10);
+  const records = await eventually(() => readLines(file).length === sent && readLines(file), { what: 'the records in the file' });
+  const r = await admin('GET', `/admin/v1/usage?from=${today}&group_by=tenant,model`);
+  assert.equal(r.status, 200, r.text);
+  const want = expectedGroups(records);
+  assert.deepEqual(r.json.group_by, ['tenant', 'model']);
+  assert.equal(r.json.truncated, false);
+  assert.deepEqual(r.json.groups.map((g) => ({ ...g, cost_usd: Math.round(g.cost_usd * 1e9) })),
+    want.map(({ nanos, ...g }) => ({ ...g, cost_usd: nanos })));
+  // By day, filtered by key: one group, team-a's.
+  const byDay = await admin('GET', `/admin/v1/usage?from=${today}&group_by=day&key=a-main`);
+  assert.equal(byDay.status, 200, byDay.text);
+  assert.deepEqual(byDay.json.groups.map((g) => [g.day, g.requests]), [[today, records.filter((x) => x.key === 'a-main').length]]);
+  // A tenant's token sees its tenant only.
+  const mine = await admin('GET', `/admin/v1/usage?from=${today}&group_by=tenant`, { token: TENANT_TOKEN });
+  assert.equal(mine.status, 200, mine.text);
+  assert.deepEqual(mine.json.groups.map((g) => g.tenant), ['team-b']);
+  const theirs = await admin('GET', `/admin/v1/usage?from=${today}&tenant=team-a`, { token: TENANT_TOKEN });
+  assert.equal(theirs.status, 403);
+  assert.match(theirs.json.error.message, /^tenant: /);
+  // Bad parameters: 400 naming the parameter.
+  for (const [query, name] of [['from=yesterday', 'from'], [`from=${today}&group_by=colour`, 'group_by'], [`from=${today}&to=2000-01-01`, 'to'],
+    [`from=${today}&limit=3`, 'limit'], ['', 'from']]) {
+    const bad = await admin('GET', `/admin/v1/usage?${query}`);
+    assert.equal(bad.status, 400, query);
+    assert.equal(bad.json.error.code, 'invalid_parameter');
+    assert.ok(bad.json.error.message.startsWith(`${name}: `), `${query}: ${bad.json.error.message}`);
+  }
+}
+
+describe('ledger: the usage endpoint', () => {
+  it('sums per group from SQLite; a tenant token sees its own tenant; bad parameters are named', async (t) => {
+    const dir = makeTempDir('tahua-ledger-');
+    const db = join(dir, 'ledger.db');
+    const { a, b, admin, file } = await start(t, { dir, admin: true, sinks: [{ name: 'ledger', type: 'sqlite', path: db }] });
+    let sent = await traffic(a, 5);
+    await ask(b);
+    await assert.rejects(ask(b), (e) => e.status === 429);
+    sent += 2;
+    await eventually(() => sqlite(db, 'SELECT count(*) FROM tahua_usage_records') === String(sent), { what: `${sent} rows` });
+    await checkUsageEndpoint(admin, file, sent);
+  });
+
+  it('without a ledger: 404 naming the field to set', async (t) => {
+    const { admin } = await start(t, { admin: true, sinks: [] });
+    const r = await admin('GET', '/admin/v1/usage?from=2026-01-01');
+    assert.equal(r.status, 404);
+    assert.equal(r.json.error.code, 'ledger_not_configured');
+    assert.match(r.json.error.message, /usage\.sinks\[\]\.type/);
+  });
+});
+
 describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not installed (scripts/bootstrap.sh --test)' }, () => {
   let pg;
   before(async () => {
@@ -156,6 +236,17 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     const indexes = pg.sql("SELECT indexname FROM pg_indexes WHERE tablename = 'tahua_usage_records' ORDER BY 1", db).map((r) => r[0]);
     assert.deepEqual(indexes, ['tahua_usage_records_key_ts', 'tahua_usage_records_model_ts', 'tahua_usage_records_pkey',
       'tahua_usage_records_supersedes', 'tahua_usage_records_tenant_ts', 'tahua_usage_records_ts']);
+  });
+
+  it('GET /admin/v1/usage sums per group from PostgreSQL', async (t) => {
+    const db = freshDb();
+    const { a, b, admin, file } = await start(t, { admin: true, sinks: [pgSink(db)], env: pgEnv() });
+    let sent = await traffic(a, 4);
+    await ask(b);
+    await assert.rejects(ask(b), (e) => e.status === 429);
+    sent += 2;
+    await eventually(() => count(db) === sent, { what: `${sent} rows` });
+    await checkUsageEndpoint(admin, file, sent);
   });
 
   it('connections killed mid-load: every record exactly once', async (t) => {

@@ -14,6 +14,7 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_record.h"
 #include "ledger/ledger_schema.h"
+#include "ledger/usage_query.h"
 
 namespace tahua::ledger {
 namespace {
@@ -271,6 +272,86 @@ TEST(ConfigLedgerSinks, SqliteAndPostgresSinksAreReadAndChecked) {
   EXPECT_NE(env_bad.error.find("is not a libpq connection string"), std::string::npos) << env_bad.error;
   EXPECT_EQ(env_bad.error.find("hunter2"), std::string::npos) << env_bad.error;
   ::unsetenv("TAHUA_UT_PG_DSN");
+}
+
+}  // namespace
+}  // namespace tahua::ledger
+
+namespace tahua::ledger {
+namespace {
+
+TEST(LedgerUsageQuery, ParametersAreCheckedAndNamed) {
+  const std::string now = "2026-12-05T12:00:00.000Z";
+  UsageQuery q;
+  EXPECT_EQ(parseUsageQuery("from=2026-12-01&group_by=tenant%2Cmodel,day&tenant=team-a", now, q), std::nullopt);
+  EXPECT_EQ(q.from, "2026-12-01T00:00:00.000Z");
+  EXPECT_EQ(q.to, now);
+  EXPECT_EQ(q.group_by, (std::vector<std::string>{"tenant", "model", "day"}));
+  EXPECT_EQ(q.tenant, "team-a");
+  UsageQuery t;
+  EXPECT_EQ(parseUsageQuery("from=2026-12-01T10%3A30Z&to=2026-12-01T11:00:00.250Z", now, t), std::nullopt);
+  EXPECT_EQ(t.from, "2026-12-01T10:30:00.000Z");
+  EXPECT_EQ(t.to, "2026-12-01T11:00:00.250Z");
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "from: required"},
+      {"from=yesterday", "from: expected a UTC date"},
+      {"from=2026-13-01", "from: expected"},
+      {"from=2026-12-01T10:00+02:00", "from: expected"},
+      {"from=2026-12-02&to=2026-12-01", "to: must be after from"},
+      {"from=2026-12-01&group_by=tenant,colour", "group_by: unknown group \"colour\""},
+      {"from=2026-12-01&group_by=day,hour", "group_by: day or hour, not both"},
+      {"from=2026-12-01&group_by=model,model", "group_by: \"model\" given twice"},
+      {"from=2026-12-01&tenant=", "tenant: empty"},
+      {"from=2026-12-01&limit=5", "limit: unknown parameter"},
+  };
+  for (auto [query, want] : bad) {
+    UsageQuery x;
+    auto e = parseUsageQuery(query, now, x);
+    ASSERT_TRUE(e) << query;
+    EXPECT_EQ(e->rfind(want, 0), 0u) << query << ": " << *e;
+  }
+}
+
+TEST(LedgerUsageQuery, SqlGroupsAndFiltersPerDatabase) {
+  UsageQuery q;
+  q.from = "2026-12-01T00:00:00.000Z";
+  q.to = "2026-12-02T00:00:00.000Z";
+  q.group_by = {"route", "hour"};
+  q.tenant = "team-a";
+  q.model = "gpt";
+  const UsageSql pg = usageSql(Dialect::Postgres, q);
+  EXPECT_NE(pg.sql.find("SELECT route_name, to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24\":00Z\"'), count(*)"), std::string::npos) << pg.sql;
+  EXPECT_NE(pg.sql.find("WHERE ts >= $1::timestamptz AND ts < $2::timestamptz AND tenant = $3 AND model = $4 GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 10001"),
+            std::string::npos) << pg.sql;
+  EXPECT_EQ(pg.params, (std::vector<std::string>{q.from, q.to, "team-a", "gpt"}));
+  const UsageSql lite = usageSql(Dialect::Sqlite, q);
+  EXPECT_NE(lite.sql.find("substr(ts, 1, 13) || ':00Z'"), std::string::npos) << lite.sql;
+  EXPECT_NE(lite.sql.find("sum(cost_nano_usd)"), std::string::npos) << lite.sql;
+  EXPECT_NE(lite.sql.find("tenant = ?3 AND model = ?4"), std::string::npos) << lite.sql;
+  EXPECT_EQ(nanosToDecimal(0), "0");
+  EXPECT_EQ(nanosToDecimal(123'456), "0.000123456");
+  EXPECT_EQ(nanosToDecimal(12'500'000'000), "12.5");
+  EXPECT_EQ(nanosToDecimal(3'000'000'000), "3");
+}
+
+TEST_F(SqliteLedgerTest, UsageQuerySumsPerGroupExactly) {
+  auto l = opened();
+  std::string batch;
+  for (int i = 1; i <= 4; ++i) batch += record(id(i), "", "0.0000001", i <= 2 ? "2026-12-01T10:15:00.000Z" : "2026-12-02T09:00:00.000Z");
+  batch += record(id(5), ",\"status\":429,\"tenant\":\"team-b\"", "0", "2026-12-01T11:00:00.000Z");
+  ASSERT_TRUE(write(*l, batch));
+  UsageQuery q;
+  ASSERT_EQ(parseUsageQuery("from=2026-12-01&to=2026-12-03&group_by=tenant,day", "2026-12-05T00:00:00.000Z", q), std::nullopt);
+  std::string json, error;
+  ASSERT_TRUE(runUsageQuery(c_, q, json, error)) << error;
+  EXPECT_EQ(json,
+            "{\"from\":\"2026-12-01T00:00:00.000Z\",\"to\":\"2026-12-03T00:00:00.000Z\",\"group_by\":[\"tenant\",\"day\"],\"groups\":["
+            "{\"tenant\":\"team-a\",\"day\":\"2026-12-01\",\"requests\":2,\"errors\":0,\"input_tokens\":24,\"output_tokens\":6,"
+            "\"cached_tokens\":0,\"cost_usd\":0.0000002},"
+            "{\"tenant\":\"team-a\",\"day\":\"2026-12-02\",\"requests\":2,\"errors\":0,\"input_tokens\":24,\"output_tokens\":6,"
+            "\"cached_tokens\":0,\"cost_usd\":0.0000002},"
+            "{\"tenant\":\"team-b\",\"day\":\"2026-12-01\",\"requests\":1,\"errors\":1,\"input_tokens\":12,\"output_tokens\":3,"
+            "\"cached_tokens\":0,\"cost_usd\":0}],\"truncated\":false}");
 }
 
 }  // namespace

@@ -374,6 +374,16 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     assert.equal(pg.value('SELECT max(version) FROM tahua_ledger_schema', db), '2');
   });
 
+  it('two gateways starting together against one empty database: migrated once, both write', async (t) => {
+    const db = freshDb();
+    const [one, two] = await Promise.all([start(t, { sinks: [pgSink(db)], env: pgEnv() }), start(t, { sinks: [pgSink(db)], env: pgEnv() })]);
+    const migrated = [one, two].flatMap(({ gw }) => gw.stderr.json().filter((l) => l.msg === 'ledger schema migrated'));
+    assert.equal(migrated.length, 1, 'one of them migrated, the other found it done');
+    assert.equal(pg.value('SELECT count(*) FROM tahua_ledger_schema', db), '1');
+    const sent = (await traffic(one.a, 3)) + (await traffic(two.a, 2));
+    await eventually(() => count(db) === sent, { what: 'both replicas\' rows' });
+  });
+
   it('retention deletes rows past their age in batches, newer rows stay', async (t) => {
     const db = freshDb();
     // The schema as a start makes it, then rows from 500 days ago and from last week.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "config/config.h"
 #include "ledger/ledger.h"
@@ -144,6 +145,23 @@ TEST_F(SqliteLedgerTest, MigratesOnceAndItsColumnsAreTheRecordsFields) {
   const auto indexes = column("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'tahua_%' ORDER BY name");
   EXPECT_EQ(indexes, (std::vector<std::string>{"tahua_usage_records_key_ts", "tahua_usage_records_model_ts", "tahua_usage_records_supersedes",
                                                "tahua_usage_records_tenant_ts", "tahua_usage_records_ts"}));
+}
+
+TEST_F(SqliteLedgerTest, TwoOpeningOneNewFileTogetherMigrateItOnce) {
+  std::unique_ptr<Ledger> a = makeSqliteLedger(c_), b = makeSqliteLedger(c_);
+  Ledger::Opened ra{}, rb{};
+  std::string ea, eb;
+  std::thread ta([&] { ra = a->open(ea); });
+  std::thread tb([&] { rb = b->open(eb); });
+  ta.join();
+  tb.join();
+  ASSERT_EQ(ra, Ledger::Opened::Ok) << ea;
+  ASSERT_EQ(rb, Ledger::Opened::Ok) << eb;
+  EXPECT_EQ(std::multiset<int>({a->foundVersion(), b->foundVersion()}), (std::multiset<int>{0, kSchemaVersion}));
+  EXPECT_EQ(column("SELECT count(*) FROM tahua_ledger_schema"), std::vector<std::string>{std::to_string(kSchemaVersion)});
+  EXPECT_TRUE(write(*a, record(id(1))));
+  EXPECT_TRUE(write(*b, record(id(2))));
+  EXPECT_EQ(column("SELECT count(*) FROM tahua_usage_records"), std::vector<std::string>{"2"});
 }
 
 TEST_F(SqliteLedgerTest, EachRecordOnceWithItsCostExact) {

@@ -84,7 +84,12 @@ class PostgresLedger final : public Ledger {
     // libpq prints the server's notices (CREATE TABLE IF NOT EXISTS's "already exists")
     // on stderr by default: the log is JSON lines, and they say nothing an operator needs.
     PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
-    const Opened m = migrate(error);
+    Opened m = migrate(error);
+    // The server gives up on a statement a second after this side does (a lock wait
+    // included): an abandoned insert does not run on, holding a connection, after the
+    // client left.
+    if (m == Opened::Ok && !simple("SET statement_timeout = " + std::to_string(c_.timeout.count() + 1000), error))
+      m = Opened::Unreachable;
     if (m != Opened::Ok) drop();
     return m;
   }

@@ -12,6 +12,7 @@ packages=(
   libsimdjson-dev libyaml-cpp-dev libhiredis-dev libc-ares-dev
   liblua5.4-dev libre2-dev libhnswlib-dev libhyperscan-dev libunistring-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libsqlite3-dev libpq-dev
 )
 if [ "${1:-}" = "--test" ]; then
   # Test clients (npm) and the tools the integration tests and benchmarks drive.
@@ -20,10 +21,11 @@ if [ "${1:-}" = "--test" ]; then
   # haproxy: the rolling-update simulation (active health checks, a runtime API); Go,
   # sprig and yaml.v3: deploy/helm/render, which renders the chart as Helm would (Helm
   # itself is not in Debian); json-schema-test-suite: the MCP gateway's argument checks
-  # are run against it.
+  # are run against it; postgresql (15) and sqlite3: the spend ledger's databases (the
+  # tests start their own server with initdb/pg_ctl and read rows with psql and sqlite3).
   packages+=(nodejs npm redis-server nginx-light wrk dnsmasq-base prometheus chromium haproxy
              golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
-             json-schema-test-suite)
+             json-schema-test-suite postgresql sqlite3)
 fi
 if [ "${1:-}" = "--fuzz" ]; then
   # scripts/fuzz.sh only (not CI): clang and its runtimes, which hold libFuzzer
@@ -51,8 +53,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The nginx and redis packages may start system services; tests start their own on
+# The nginx, redis and postgresql packages may start system services; tests start their own on
 # ephemeral ports, so stop those to free the default ports (harmless if not running).
 if [ "${1:-}" = "--test" ]; then
-  (command -v service >/dev/null && service nginx stop; service redis-server stop; service haproxy stop) >/dev/null 2>&1 || true
+  (command -v service >/dev/null && service nginx stop; service redis-server stop; service haproxy stop; service postgresql stop) >/dev/null 2>&1 || true
 fi

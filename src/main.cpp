@@ -7,6 +7,7 @@
 //   tahua --version               print the version and exit
 //   tahua --probe URL             GET an http:// URL (a health check in an image without a
 //                                 shell or curl): exit 0 on a 2xx within 2 s, else 1
+//   tahua --migrate --config FILE bring the ledger databases of FILE to this version's schema
 #include <malloc.h>
 #include <csignal>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "net/http_client.h"
 #include "providers/snapshot.h"
 #include "config/field_table.h"
+#include "ledger/ledger.h"
 #include "runtime/gateway.h"
 
 namespace {
@@ -31,7 +33,7 @@ namespace {
 void usage() {
   std::fprintf(stderr,
                "usage: tahua [--config FILE] [--listen ADDR:PORT] [--no-watch]\n"
-               "       tahua --check-config FILE | --config-reference | --version | --probe URL | --help\n");
+               "       tahua --check-config FILE | --migrate --config FILE | --config-reference | --version | --probe URL | --help\n");
 }
 
 // `tahua --help`: what each flag does, what runs without one, where the guides are.
@@ -41,7 +43,7 @@ void help() {
       "model providers and self-hosted inference servers.\n"
       "\n"
       "usage: tahua [--config FILE] [--listen ADDR:PORT] [--no-watch]\n"
-      "       tahua --check-config FILE | --config-reference | --version | --probe URL | --help\n"
+      "       tahua --check-config FILE | --migrate --config FILE | --config-reference | --version | --probe URL | --help\n"
       "\n"
       "  --config FILE        run with FILE (YAML; a directory of *.yaml files is merged).\n"
       "                       Without it: the built-in config, a deterministic mock model\n"
@@ -50,6 +52,10 @@ void help() {
       "  --no-watch           reload only on SIGHUP, not when the config file changes.\n"
       "  --check-config FILE  validate FILE without starting: exit 0 when valid, else 1\n"
       "                       with file:line:col and the field on stderr.\n"
+      "  --migrate            with --config FILE: create or upgrade the schema of the spend\n"
+      "                       ledger databases (usage sinks of type sqlite and postgres) and\n"
+      "                       exit: 0 when all are at this version's schema (docs/ledger.md).\n"
+      "                       A start does the same; this runs it ahead of a rollout.\n"
       "  --config-reference   print every config field (type, default, bounds, reload, what\n"
       "                       it does) as Markdown: docs/configuration.md is this output.\n"
       "  --version            print the version and exit.\n"
@@ -115,6 +121,7 @@ int main(int argc, char** argv) {
   std::string check_path;
   std::string listen;
   bool watch = true;
+  bool migrate = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string {
@@ -128,6 +135,7 @@ int main(int argc, char** argv) {
     else if (arg == "--check-config") check_path = next();
     else if (arg == "--listen") listen = next();
     else if (arg == "--no-watch") watch = false;
+    else if (arg == "--migrate") migrate = true;
     else if (arg == "--version") {
       std::printf("tahua %s\n", TAHUA_VERSION);
       return 0;
@@ -154,6 +162,20 @@ int main(int argc, char** argv) {
     for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     std::fprintf(stderr, "%s: ok\n", check_path.c_str());
     return 0;
+  }
+
+  if (migrate) {
+    if (config_path.empty()) {
+      std::fprintf(stderr, "tahua: --migrate needs --config FILE (the config naming the ledger databases)\n");
+      return 2;
+    }
+    auto result = tahua::loadConfigFile(config_path);
+    if (!result.config) {
+      std::fprintf(stderr, "%s\n", result.error.c_str());
+      return 1;
+    }
+    for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    return tahua::ledger::migrateLedgers(result.config->usage);
   }
 
   tahua::ConfigSource source;

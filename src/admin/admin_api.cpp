@@ -14,6 +14,7 @@
 //   resources, plugins                      see admin/resource_admin.h
 //   endpoints                               see admin/endpoint_admin.h
 //   mcp/tools                               see admin/mcp_admin.h
+//   usage                                   see admin/usage_admin.h
 #include "admin/admin_api.h"
 #include "admin/admin_error.h"
 #include "admin/dashboard/dashboard_page.h"
@@ -27,6 +28,7 @@
 #include "admin/cache_admin.h"
 #include "admin/mcp_admin.h"
 #include "admin/store_writes.h"
+#include "admin/usage_admin.h"
 #include "core/json_text.h"
 #include "filters/balancer/balancer_filter.h"
 #include "core/log.h"
@@ -228,6 +230,9 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   const std::string_view rest = path.substr(kPrefix.size());
   auto tenant_op = tenant_admin_.handle(*who, cfg, method, target.substr(kPrefix.size()), body);
   if (auto reply = co_await std::move(tenant_op)) co_return std::move(*reply);
+  // The spend ledger's sums: a tenant's token sees its own tenant's.
+  auto usage_op = handleUsageAdmin(*who, cfg, method, target.substr(kPrefix.size()));
+  if (auto reply = co_await std::move(usage_op)) co_return std::move(*reply);
   // Everything else is the operator's: a tenant's token manages its own keys only.
   if (!who->full) co_return adminError(403, "forbidden", "A tenant token may only manage its tenant's keys.");
   auto resource_op = resource_admin_.handle(*who, method, rest, body);

@@ -140,6 +140,7 @@ class Loader {
   void loadAccessLog(const YAML::Node& n, AccessLogConfig& a);
   void loadTracing(const YAML::Node& n, TracingConfig& t);
   void loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg);
+  void loadPostgresDsn(const YAML::Node& y, const std::string& path, UsageSinkConfig& c);
   std::vector<std::pair<std::string, std::string>> headerMap(const YAML::Node& h, const std::string& path);
   // providers_section.cpp
   void loadProviders(const YAML::Node& n, const YAML::Node& root, Config& cfg);

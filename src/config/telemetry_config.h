@@ -35,7 +35,7 @@ struct TracingConfig {
 
 // One place usage records go.
 struct UsageSinkConfig {
-  enum class Type { File, RedisStream, Webhook };
+  enum class Type { File, RedisStream, Webhook, Sqlite, Postgres };
   Type type = Type::File;
   std::string name;  // unique; names the sink in metrics and its spill file
   // file: JSON lines, rotated past rotate_bytes or rotate_interval (0: never), the
@@ -56,6 +56,18 @@ struct UsageSinkConfig {
   std::vector<std::pair<std::string, std::string>> headers;
   std::size_t batch = 500;
   Millis timeout{5'000};
+  // sqlite: `path` is the database file (WAL); max_bytes its size at most (0: the disk's),
+  // past it writes fail as on a full disk and records spill.
+  std::uint64_t max_bytes = 0;
+  // postgres: a libpq connection string or URI, from `dsn` (which holds no password) or
+  // from the variable `dsn_env` names; the password from the variable `password_env`
+  // names. Read at load: `dsn` and `password` are secret, never logged. `batch`: records
+  // per INSERT.
+  std::string dsn;
+  std::string dsn_env;
+  std::string password;
+  // sqlite and postgres: rows older than this are deleted in the background; 0: kept.
+  Millis retention{0};
 };
 
 // Usage records: one per finished request (401s excepted), exported asynchronously.

@@ -2,7 +2,10 @@
 #include <unistd.h>
 #include <cctype>
 
+#include <cstdlib>
 #include <set>
+
+#include <postgresql/libpq-fe.h>
 
 #include "config/loader_detail.h"
 #include "core/redis_url.h"
@@ -69,8 +72,8 @@ constexpr Field kUsageFields[] = {
     duration("retry_backoff", 10, "1s", "First retry of a failed sink; it doubles up to 30s.").atRestart(),
     nonEmpty("gateway_id", "", "The replica's name in records (`gateway`). Default: the host name."),
     list("sinks", "",
-         "Required unless `enabled: false`: where records go (a file, a Redis stream, a webhook), each delivered at "
-         "least once.")
+         "Required unless `enabled: false`: where records go (a file, a Redis stream, a webhook, a SQLite or "
+         "PostgreSQL ledger), each delivered at least once.")
         .atRestart(),
 };
 const Table kUsage("usage", "Usage records for billing, one per finished request (401s excepted), delivered at least once "
@@ -80,8 +83,12 @@ const Table kUsage("usage", "Usage records for billing, one per finished request
 constexpr Field kSinkFields[] = {
     nonEmpty("name", "", "Unique: names the sink in metrics and its spill file (letters, digits, - and _). Default: its type.")
         .atRestart(),
-    choice("type", "file | redis_stream | webhook", "", "Where the records go.").needed().atRestart(),
-    nonEmpty("path", "", "file (required there): the JSON-lines file, appended to.").atRestart(),
+    choice("type", "file | redis_stream | webhook | sqlite | postgres", "",
+           "Where the records go; sqlite and postgres: the spend ledger (docs/ledger.md).")
+        .needed()
+        .atRestart(),
+    nonEmpty("path", "", "file (required there): the JSON-lines file, appended to. sqlite (required there): the database file.")
+        .atRestart(),
     integer("rotate_bytes", 1024, 1ull << 44, "268435456", "file: renamed to `path.1` (`path.2` ...) past this size.")
         .atRestart(),
     duration("rotate_interval", 0, "0s", "file: renamed this often too; 0s: never.").atRestart(),
@@ -94,15 +101,36 @@ constexpr Field kSinkFields[] = {
         .atRestart(),
     nonEmpty("password_env", "",
              "redis_stream: the variable holding the password (read at start; unset: a warning, and the sink's records "
-             "spill). Without url, username or password_env: the store's credentials.")
+             "spill). Without url, username or password_env: the store's credentials. postgres: the variable holding "
+             "the password of the `dsn`'s user.")
         .atRestart(),
     nonEmpty("stream", "tahua:usage", "redis_stream: `XADD <stream> MAXLEN ~ <maxlen> * record_id <id> record <json>`.")
         .atRestart(),
     integer("maxlen", 1000, 1'000'000'000, "1000000", "redis_stream: the stream's approximate cap.").atRestart(),
     map("headers", "{}", "webhook: headers sent with every POST (an authorization).").atRestart(),
-    integer("batch", 1, 100'000, "500", "webhook: records per POST (a JSON array); any 2xx answer is delivery.").atRestart(),
+    integer("batch", 1, 100'000, "500",
+            "webhook: records per POST (a JSON array); any 2xx answer is delivery. postgres: records per INSERT "
+            "statement (one transaction each).")
+        .atRestart(),
     duration("timeout", 1, "5s",
-             "redis_stream and webhook: one delivery (a Redis command, a POST); past it the sink failed.")
+             "redis_stream, webhook and postgres: one delivery (a Redis command, a POST, an INSERT; a connect: at least "
+             "2s); past it the sink failed.")
+        .atRestart(),
+    nonEmpty("dsn", "",
+             "postgres: a libpq connection string or URI (`host=db dbname=tahua user=tahua`, "
+             "`postgresql://tahua@db/tahua`) holding no password (see password_env). One of dsn and dsn_env is required.")
+        .atRestart(),
+    nonEmpty("dsn_env", "",
+             "postgres: the variable holding the whole connection string, password included (read at start; unset: "
+             "a warning, and the sink's records spill).")
+        .atRestart(),
+    duration("retention", 0, "0s",
+             "sqlite and postgres: rows whose `ts` is older are deleted in the background, 1,000 at a time; 0s: kept "
+             "for ever. `400d`: 400 days.")
+        .atRestart(),
+    integer("max_bytes", 0, 1ull << 50, "0",
+            "sqlite: the database file at most (rounded down to pages); past it a write fails as on a full disk (logged, "
+            "counted, records spilled). 0: the disk's free space.")
         .atRestart(),
 };
 const Table kSink("usage.sinks[]", "A place usage records go; the settings of the other types are refused.", kSinkFields);
@@ -171,12 +199,14 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
     const YAML::Node& y = s[i];
     Fields sf(*this, y, sp, kSink);
     UsageSinkConfig c;
-    if (!y["type"]) fail(y, sp + ".type", "required: file, redis_stream or webhook");
+    if (!y["type"]) fail(y, sp + ".type", "required: file, redis_stream, webhook, sqlite or postgres");
     const std::string type = nonEmpty(y["type"], sp + ".type");
     if (type == "file") c.type = UsageSinkConfig::Type::File;
     else if (type == "redis_stream") c.type = UsageSinkConfig::Type::RedisStream;
     else if (type == "webhook") c.type = UsageSinkConfig::Type::Webhook;
-    else fail(y["type"], sp + ".type", "expected file, redis_stream or webhook, got \"" + type + "\"");
+    else if (type == "sqlite") c.type = UsageSinkConfig::Type::Sqlite;
+    else if (type == "postgres") c.type = UsageSinkConfig::Type::Postgres;
+    else fail(y["type"], sp + ".type", "expected file, redis_stream, webhook, sqlite or postgres, got \"" + type + "\"");
     c.name = type;
     sf.read("name", c.name);
     if (c.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
@@ -188,7 +218,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
     };
     switch (c.type) {
       case UsageSinkConfig::Type::File:
-        only({"url", "username", "password_env", "stream", "maxlen", "headers", "batch"}, "file");
+        only({"url", "username", "password_env", "stream", "maxlen", "headers", "batch", "dsn", "dsn_env", "retention", "max_bytes"}, "file");
         if (!y["path"]) fail(y, sp + ".path", "required");
         sf.read("path", c.path);
         sf.read("rotate_bytes", c.rotate_bytes);
@@ -196,7 +226,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         sf.read("keep", c.keep);
         break;
       case UsageSinkConfig::Type::RedisStream:
-        only({"path", "rotate_bytes", "rotate_interval", "keep", "headers", "batch"}, "redis_stream");
+        only({"path", "rotate_bytes", "rotate_interval", "keep", "headers", "batch", "dsn", "dsn_env", "retention", "max_bytes"}, "redis_stream");
         if (sf.read("url", c.url)) {
           RedisEndpoint parsed;
           if (auto e = parseRedisUrl(c.url, parsed)) fail(y["url"], sp + ".url", *e);
@@ -213,7 +243,8 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         sf.read("maxlen", c.maxlen);
         break;
       case UsageSinkConfig::Type::Webhook: {
-        only({"path", "rotate_bytes", "rotate_interval", "keep", "stream", "maxlen", "username", "password_env"}, "webhook");
+        only({"path", "rotate_bytes", "rotate_interval", "keep", "stream", "maxlen", "username", "password_env", "dsn", "dsn_env",
+              "retention", "max_bytes"}, "webhook");
         if (!y["url"]) fail(y, sp + ".url", "required");
         sf.read("url", c.url);
         std::string why;
@@ -222,9 +253,70 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         sf.read("batch", c.batch);
         break;
       }
+      case UsageSinkConfig::Type::Sqlite:
+        only({"url", "username", "password_env", "stream", "maxlen", "headers", "batch", "dsn", "dsn_env", "rotate_bytes",
+              "rotate_interval", "keep", "timeout"}, "sqlite");
+        if (!y["path"]) fail(y, sp + ".path", "required: the database file");
+        sf.read("path", c.path);
+        sf.read("max_bytes", c.max_bytes);
+        sf.read("retention", c.retention);
+        break;
+      case UsageSinkConfig::Type::Postgres:
+        only({"path", "url", "username", "stream", "maxlen", "headers", "rotate_bytes", "rotate_interval", "keep", "max_bytes"},
+             "postgres");
+        loadPostgresDsn(y, sp, c);
+        sf.read("batch", c.batch);
+        sf.read("retention", c.retention);
+        break;
     }
     sf.read("timeout", c.timeout);
     u.sinks.push_back(std::move(c));
+  }
+}
+
+// A postgres sink's connection string: `dsn` (checked by libpq, and holding no password)
+// or the variable `dsn_env` names, and the password from `password_env`. libpq's own
+// message about a malformed value from the environment is not repeated: it may quote
+// the password.
+void Loader::loadPostgresDsn(const YAML::Node& y, const std::string& sp, UsageSinkConfig& c) {
+  const YAML::Node dsn = y["dsn"], dsn_env = y["dsn_env"], password_env = y["password_env"];
+  if (!dsn == !dsn_env) fail(dsn ? dsn : y, sp + (dsn ? ".dsn_env" : ".dsn"), "exactly one of dsn and dsn_env is required");
+  auto parse = [](const std::string& text, std::string* why) -> PQconninfoOption* {
+    char* err = nullptr;
+    PQconninfoOption* o = PQconninfoParse(text.c_str(), &err);
+    if (!o && why) *why = err ? err : "out of memory";
+    if (err) PQfreemem(err);
+    if (why) while (!why->empty() && (why->back() == '\n' || why->back() == ' ')) why->pop_back();
+    return o;
+  };
+  auto hasPassword = [](PQconninfoOption* o) {
+    bool found = false;
+    for (PQconninfoOption* p = o; p && p->keyword; ++p)
+      if (std::string_view(p->keyword) == "password" && p->val && *p->val) found = true;
+    PQconninfoFree(o);
+    return found;
+  };
+  if (dsn) {
+    c.dsn = nonEmpty(dsn, sp + ".dsn");
+    std::string why;
+    PQconninfoOption* o = parse(c.dsn, &why);
+    if (!o) fail(dsn, sp + ".dsn", "not a libpq connection string: " + why);
+    if (hasPassword(o)) fail(dsn, sp + ".dsn", "holds a password: give it in password_env (or the whole string in dsn_env)");
+  } else {
+    c.dsn_env = nonEmpty(dsn_env, sp + ".dsn_env");
+    if (const char* v = std::getenv(c.dsn_env.c_str()); v && *v) {
+      if (PQconninfoOption* o = parse(v, nullptr)) PQconninfoFree(o);
+      else fail(dsn_env, sp + ".dsn_env", "the value of " + c.dsn_env + " is not a libpq connection string");
+      c.dsn = v;
+    } else {
+      warnings_.push_back(sp + ".dsn_env: environment variable " + c.dsn_env +
+                          " is not set (it is read at start); the sink's records spill");
+    }
+  }
+  if (password_env) {
+    const std::string name = nonEmpty(password_env, sp + ".password_env");
+    if (const char* v = std::getenv(name.c_str()); v && *v) c.password = v;
+    else warnings_.push_back(sp + ".password_env: environment variable " + name + " is not set (it is read at start)");
   }
 }
 

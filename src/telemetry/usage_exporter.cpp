@@ -122,8 +122,10 @@ void UsageExporter::run() {
     }
     if (closing) break;
     const auto now = Clock::now();
-    for (auto& s : sinks_)
+    for (auto& s : sinks_) {
       if (s->spill_size.load(std::memory_order_relaxed) > 0 && now >= s->next_retry) replay(*s);
+      s->out->tick();
+    }
     if (!batches.empty() || now - last_state >= std::chrono::seconds(1)) {
       writeState(false);
       last_state = now;

@@ -11,6 +11,7 @@
 #include "store/redis/blocking_redis.h"
 #include "store/redis/resp.h"
 #include "telemetry/export_post.h"
+#include "telemetry/ledger_sink.h"
 
 namespace tahua {
 namespace {
@@ -179,6 +180,8 @@ std::unique_ptr<UsageSink> makeUsageSink(const UsageSinkConfig& c, std::string& 
       if (!url) return nullptr;
       return std::make_unique<WebhookSink>(c, std::move(*url));
     }
+    case UsageSinkConfig::Type::Sqlite:
+    case UsageSinkConfig::Type::Postgres: return makeLedgerSink(c, error);
   }
   error = "unknown sink type";
   return nullptr;

@@ -1,5 +1,5 @@
 // Where usage records go: a JSON-lines file (rotated), a Redis stream, an HTTP
-// webhook. Each runs on the UsageExporter's thread only and may block there (bounded
+// webhook, a SQLite or PostgreSQL ledger (ledger/ledger.h). Each runs on the UsageExporter's thread only and may block there (bounded
 // by its own timeout). A Kafka sink is not here: Debian has librdkafka but no broker to
 // test it against (docs/observability.md).
 #pragma once
@@ -20,6 +20,8 @@ class UsageSink {
   // was taken; on false the caller delivers them all again later (at least once: a
   // consumer deduplicates by record_id).
   virtual bool deliver(std::string_view lines, std::string& error) = 0;
+  // Housekeeping between deliveries, at most every 250 ms (a ledger's retention).
+  virtual void tick() {}
 };
 
 // nullptr and `error` for a sink that cannot be made (a malformed URL). A redis_stream

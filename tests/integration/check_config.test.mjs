@@ -155,11 +155,11 @@ describe('provider examples', () => {
 });
 
 describe('observability examples', () => {
-  it('the tracing and usage blocks of docs/observability.md are valid configs', async () => {
+  it('the tracing and usage blocks of docs/observability.md and docs/ledger.md are valid configs', async () => {
     const { readFileSync } = await import('node:fs');
     const base = 'listeners:\n  - address: 127.0.0.1\n    port: 0\nproviders:\n  - {name: mock, type: mock}\nmodels:\n  - {name: m, provider: mock}\n';
     let checked = 0;
-    for (const doc of ['docs/observability.md']) {
+    for (const doc of ['docs/observability.md', 'docs/ledger.md']) {
       const text = readFileSync(join(REPO_ROOT, doc), 'utf8');
       for (const [, block] of text.matchAll(/```yaml\n([\s\S]*?)```/g)) {
         if (!/^(tracing|usage):/m.test(block) || /^(server|providers):/m.test(block)) continue;
@@ -168,6 +168,6 @@ describe('observability examples', () => {
         checked += 1;
       }
     }
-    assert.ok(checked >= 3, `${checked} blocks checked`);
+    assert.ok(checked >= 5, `${checked} blocks checked`);
   });
 });

@@ -112,8 +112,15 @@ function signOut() {
   location.reload();
 }
 
+/** The new key's secret leaves the page once it was seen: dismissed, another tenant or another view. */
+function forgetSecret() {
+  $('secret-value').textContent = '';
+  $('secret-box').hidden = true;
+}
+
 function show(view) {
   if (view === 'models' && !state.full) view = 'tenants';
+  forgetSecret();
   state.view = view;
   for (const b of document.querySelectorAll('#nav button')) b.setAttribute('aria-current', b.dataset.view === view ? 'page' : 'false');
   for (const v of ['tenants', 'spend', 'requests', 'models']) $(`view-${v}`).hidden = v !== view;
@@ -215,7 +222,7 @@ async function loadTenants() {
 
 async function selectTenant(name) {
   state.selected = name;
-  $('secret-box').hidden = true;
+  forgetSecret();
   for (const row of document.querySelectorAll('#tenants-body tr')) row.classList.toggle('selected', row.dataset.testid === `tenant-row-${name}`);
   resetForm($('key-form'), 'Issue a key');
   await loadKeys();
@@ -389,11 +396,21 @@ function csvCell(v) {
   return `"${s.replace(/"/g, '""')}"`;
 }
 
-function downloadCsv() {
+/** The spend as CSV: the API's own where it answers Accept: text/csv, else built here from the JSON answer. */
+async function downloadCsv() {
   const { usage, by, from, to } = state.spend;
-  const cols = ['day', by, 'requests', 'errors', 'input_tokens', 'output_tokens', 'cached_tokens', 'cost_usd'];
-  const lines = [cols.map(csvCell).join(','), ...usage.groups.map((g) => cols.map((c) => csvCell(g[c])).join(','))];
-  const url = URL.createObjectURL(new Blob([lines.join('\r\n') + '\r\n'], { type: 'text/csv' }));
+  let text = null;
+  try {
+    const res = await fetch(`/admin/v1/usage?from=${from}&to=${to}&group_by=${by},day`,
+      { headers: { authorization: `Bearer ${state.token}`, accept: 'text/csv' }, cache: 'no-store', credentials: 'omit' });
+    if (res.ok && /^text\/csv/.test(res.headers.get('content-type') ?? '')) text = await res.text();
+  } catch { text = null; }
+  $('spend-csv').dataset.source = text === null ? 'page' : 'api';
+  if (text === null) {
+    const cols = ['day', by, 'requests', 'errors', 'input_tokens', 'output_tokens', 'cached_tokens', 'cost_usd'];
+    text = [cols.map(csvCell).join(','), ...usage.groups.map((g) => cols.map((c) => csvCell(g[c])).join(','))].join('\r\n') + '\r\n';
+  }
+  const url = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
   const a = el('a', { href: url, download: `tahua-spend-${by}-${from}-${to}.csv` });
   document.body.append(a);
   a.click();
@@ -419,11 +436,16 @@ async function loadRequests(cursor, ev) {
   try {
     const page = await api('GET', `/admin/v1/requests?${q}`);
     $('requests-unavailable').hidden = true;
-    const rows = (page.data ?? []).map((r) => el('tr', { 'data-testid': `request-row-${r.request_id}` },
-      el('td', {}, r.ts), el('td', {}, r.tenant ?? ''), el('td', {}, r.key ?? ''), el('td', {}, r.served_model && r.served_model !== r.model ? `${r.model} \u2192 ${r.served_model}` : r.model ?? ''),
+    // The rows as `requests` (or `data`); the model asked for and the one that answered
+    // as requested_model/model (or model/served_model); the cost as cost_usd (or cost).
+    const rows = (page.requests ?? page.data ?? []).map((r) => {
+      const asked = r.requested_model ?? r.model ?? '', served = r.requested_model !== undefined ? r.model : r.served_model;
+      return el('tr', { 'data-testid': `request-row-${r.request_id}` },
+      el('td', {}, r.ts), el('td', {}, r.tenant ?? ''), el('td', {}, r.key ?? ''), el('td', {}, served && served !== asked ? `${asked} \u2192 ${served}` : asked),
       el('td', { class: 'num' }, r.status), el('td', {}, r.end_reason ?? ''), el('td', { class: 'num' }, `${fmtInt(r.input_tokens)} / ${fmtInt(r.output_tokens)}`),
-      el('td', { class: 'num' }, fmtUsd(r.cost)), el('td', { class: 'num' }, fmtMs(r.latency_ms)), el('td', { class: 'num' }, fmtMs(r.ttft_ms)),
-      el('td', {}, r.cache ?? ''), el('td', {}, r.request_id ?? '')));
+      el('td', { class: 'num' }, fmtUsd(r.cost_usd ?? r.cost)), el('td', { class: 'num' }, fmtMs(r.latency_ms)), el('td', { class: 'num' }, fmtMs(r.ttft_ms)),
+      el('td', {}, r.cache ?? ''), el('td', {}, r.request_id ?? ''));
+    });
     $('requests-body').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 12 }, 'No requests match.'))]));
     if (cursor) state.cursors.push(cursor);
     state.next = page.next_cursor ?? null;
@@ -495,7 +517,7 @@ $('key-form').addEventListener('submit', submitKey);
 $('tenant-form').querySelector('[data-cancel]').addEventListener('click', () => resetForm($('tenant-form'), 'New tenant'));
 $('key-form').querySelector('[data-cancel]').addEventListener('click', () => resetForm($('key-form'), 'Issue a key'));
 $('secret-copy').addEventListener('click', copySecret);
-$('secret-dismiss').addEventListener('click', () => { $('secret-value').textContent = ''; $('secret-box').hidden = true; });
+$('secret-dismiss').addEventListener('click', forgetSecret);
 $('spend-form').addEventListener('submit', loadSpend);
 $('spend-csv').addEventListener('click', downloadCsv);
 $('requests-form').addEventListener('submit', (ev) => loadRequests(null, ev));

@@ -313,12 +313,30 @@ describe('web console', () => {
     assert.deepEqual(errors, []);
   });
 
-  it('a wrong token: the form again with the 401, nothing kept', async (t) => {
+  it('a wrong token: the form again with the 401, nothing kept; the form works from the keyboard', async (t) => {
     const { url } = await start(t);
-    const { page } = await openConsole(browser, t, url, 'not-the-admin-token-0000');
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    t.after(() => context.close());
+    const page = await context.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    await page.goto(`${url}/admin/console`);
+    await until(page, () => document.activeElement?.id === 'token'); // focused on load
+    await page.keyboard.type('not-the-admin-token-0000');
+    await page.keyboard.press('Enter');
     await until(page, () => /401/.test(document.querySelector('[data-testid="signin-error"]').textContent));
     assert.ok(await page.isVisible(sel('signin-form')));
     assert.ok(await page.isHidden(sel('view-tenants')));
+    assert.equal(await page.evaluate((k) => sessionStorage.getItem(k), TOKEN_KEY), null);
+    // The right one, typed and sent from the keyboard too; then a reload keeps the tab's session.
+    await page.getByLabel('Admin token').focus();
+    await page.keyboard.type(TOKEN);
+    await page.keyboard.press('Enter');
+    await page.getByTestId('view-tenants').waitFor();
+    await page.reload();
+    await page.getByTestId('tenant-row-team-a').waitFor();
+    assert.ok(await page.isHidden(sel('signin-form')));
+    await page.getByTestId('signout').click();
+    await page.getByTestId('signin-form').waitFor();
     assert.equal(await page.evaluate((k) => sessionStorage.getItem(k), TOKEN_KEY), null);
   });
 

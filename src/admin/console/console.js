@@ -370,7 +370,8 @@ function drawChart(days) {
   const band = days.length ? (W - 2 * pad) / days.length : 0;
   days.forEach(([day, v], i) => {
     const h = max > 0 ? (v / max) * (H - 2 * pad) : 0;
-    const rect = svg('rect', { x: pad + i * band + band * 0.1, y: H - pad - h, width: Math.max(band * 0.8, 1), height: h, 'data-day': day, 'data-value': v });
+    const width = Math.max(Math.min(band * 0.8, 60), 1);
+    const rect = svg('rect', { x: pad + i * band + (band - width) / 2, y: H - pad - h, width, height: h, 'data-day': day, 'data-value': v });
     const tip = svg('title');
     tip.textContent = `${day}: ${fmtUsd(v)}`;
     rect.append(tip);
@@ -479,7 +480,7 @@ async function loadModels() {
         : el('p', { class: 'note' }, 'No canary.');
       return el('div', { 'data-testid': `model-${m.name}` },
         el('h3', {}, `${m.name} `, el('span', { class: 'note' }, `(balancing: ${m.balancing})`)), canary,
-        el('div', { class: 'table-wrap' }, el('table', {},
+        el('div', { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': `Deployments of ${m.name}` }, el('table', {},
           el('thead', {}, el('tr', {}, ['Deployment', 'Provider', 'State', 'Breaker', 'In flight', 'Requests', 'Failures', 'Latency (EWMA)'].map((h, i) => el('th', { scope: 'col', class: i >= 4 ? 'num' : null }, h)))),
           el('tbody', {}, m.deployments.map((d) => el('tr', {},
             el('th', { scope: 'row' }, d.id), el('td', {}, d.provider ?? ''),

@@ -17,6 +17,7 @@
 //   usage                                   see admin/usage_admin.h
 #include "admin/admin_api.h"
 #include "admin/admin_error.h"
+#include "admin/console/console_page.h"
 #include "admin/dashboard/dashboard_page.h"
 
 #include <openssl/crypto.h>
@@ -220,6 +221,15 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (path == "/admin/dashboard" || path == "/admin/dashboard/") {
     if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
     co_return AdminReply{200, std::string(dashboardPage()), "text/html; charset=utf-8"};
+  }
+  // The console (src/admin/console/): the same, with its script served apart so that the
+  // page's Content-Security-Policy allows no inline script.
+  if (path == "/admin/console" || path == "/admin/console/" || path == "/admin/console.js") {
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
+    const bool script = path == "/admin/console.js";
+    // Served with its Content-Security-Policy by the session (serveAdmin).
+    co_return AdminReply{200, std::string(script ? consoleScript() : consolePage()),
+                         script ? "text/javascript; charset=utf-8" : "text/html; charset=utf-8"};
   }
   const std::optional<AdminCaller> who = caller(cfg, authorization);
   if (!who) co_return adminError(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");

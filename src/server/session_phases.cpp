@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "admin/console/console_page.h"
 #include "core/log.h"
 #include "server/session_impl.h"
 
@@ -95,6 +96,18 @@ bool validRequestId(std::string_view id) {
   for (char c : id)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':')) return false;
   return true;
+}
+
+// A change (not GET, HEAD or OPTIONS) asked for by a page of another origin than the
+// admin listener's: its Origin is not http(s)://<the Host it was sent to>. Without an
+// Origin (curl, an SDK) it is no browser's page: allowed, the token decides.
+bool foreignOrigin(std::string_view method, std::string_view origin, std::string_view host) {
+  if (method == "GET" || method == "HEAD" || method == "OPTIONS" || origin.empty()) return false;
+  for (std::string_view scheme : {"http://", "https://"})
+    if (origin.size() == scheme.size() + host.size() && !host.empty() && beast::iequals(origin.substr(0, scheme.size()), scheme) &&
+        beast::iequals(origin.substr(scheme.size()), host))
+      return false;
+  return true;  // another origin, or "null" (a sandboxed frame, a file)
 }
 
 }  // namespace
@@ -203,11 +216,26 @@ asio::awaitable<void> Session<Stream>::serveAdmin(http::request<RequestBody>& re
     co_return;
   }
   std::string_view method = req.method_string();
-  std::string_view auth = req[http::field::authorization];
-  std::string& body = req.body().text;
-  AdminReply reply = co_await worker_.admin(method, target, auth, body);
+  AdminReply reply;
+  if (foreignOrigin(method, req[http::field::origin], req[http::field::host])) {
+    // A browser's page from elsewhere: no change on its behalf, token or not.
+    reply = {403, R"({"error":{"message":"A change through the admin API from another origin is refused (Origin is not this listener's).","type":"admin_error","code":"foreign_origin"}})"};
+  } else {
+    std::string_view auth = req[http::field::authorization];
+    std::string& body = req.body().text;
+    reply = co_await worker_.admin(method, target, auth, body);
+  }
   log::info("admin request", {{"method", method}, {"path", path}, {"status", reply.status}, {"request_id", request_id_}});
-  co_await writeSimple(reply.status, reply.content_type, reply.body);
+  // Admin answers may hold secrets (a new key's) or a tenant's data: never kept by a
+  // cache, never sniffed into another type.
+  HeaderList headers{{"Cache-Control", "no-store"}, {"X-Content-Type-Options", "nosniff"}};
+  if (path == "/admin/console" || path == "/admin/console/" || path == "/admin/console.js") {
+    headers.emplace_back("Content-Security-Policy", consoleContentSecurityPolicy());
+    headers.emplace_back("Referrer-Policy", "no-referrer");
+  }
+  ExtraHeaders extra;
+  extra.added = headers;
+  co_await writeSimple(reply.status, reply.content_type, reply.body, extra);
 }
 
 template <class Stream>

@@ -1,0 +1,383 @@
+// The web console (GET /admin/console, src/admin/console/) in a real browser (Debian's
+// Chromium driven by playwright-core) against the real binary with a SQLite spend ledger
+// and a mock upstream: sign in, create a tenant and issue a key in the page, call the
+// gateway with that key through the openai SDK, see its cost in Spend, revoke it in the
+// page and see the SDK refused; a tenant admin sees its tenant only; data is text, never
+// markup; the page's CSP and the admin API's Origin check.
+//
+// TAHUA_CONSOLE_SCREENSHOTS=1 writes the screenshots into docs/images/ (1280 and 390
+// pixels wide); without it they go to a temporary directory.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import http from 'node:http';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { chromium } from 'playwright-core';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
+import { gatewayConfig, openaiProvider, REPO_ROOT } from './lib/tahua.mjs';
+import { adminSection, startWithAdmin, TOKEN } from './lib/admin.mjs';
+import { eventually, makeTempDir } from './lib/util.mjs';
+
+const PAGE_FILE = join(REPO_ROOT, 'src/admin/console/console.html');
+const SCRIPT_FILE = join(REPO_ROOT, 'src/admin/console/console.js');
+const MODEL = 'gpt-console';
+const KEY_B = 'tk-console-team-b-0123456789';
+const TENANT_TOKEN = 'team-b-admin-token-0123456789';
+const TOKEN_KEY = 'tahua.console-token'; // the page's sessionStorage entry
+const XSS = '<img src=x onerror=alert(1)>';
+const sha256 = (s) => createHash('sha256').update(s).digest('hex');
+const UI_TIMEOUT_MS = 8000;
+const BROWSER_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const sel = (id) => `[data-testid="${id}"]`;
+
+/** A gateway with a priced model, team-a and team-b (team-b has a tenant admin token), a SQLite ledger and a JSON-lines file of the same records. */
+async function start(t) {
+  const upstream = await startMockUpstream({ t });
+  const dir = makeTempDir('tahua-console-');
+  const config = gatewayConfig({
+    providers: [openaiProvider('up', upstream.baseUrl())],
+    models: [
+      { name: MODEL, provider: 'up', pricing: { input: 10, output: 30 } },
+      {
+        name: 'gpt-canary',
+        canary: { version: 'v2', percent: 10 },
+        deployments: [
+          { id: 'stable', provider: 'up', upstream_model: 'gpt-stable', version: 'v1' },
+          { id: 'next', provider: 'up', upstream_model: 'gpt-next', version: 'v2' },
+        ],
+      },
+    ],
+  });
+  config.tenants = [{ name: 'team-a' }, { name: 'team-b', limits: { requests_per_minute: 100 } }];
+  config.keys = [{ name: 'b-main', tenant: 'team-b', sha256: sha256(KEY_B) }];
+  config.usage = {
+    spill_dir: join(dir, 'spill'),
+    sinks: [{ name: 'file', type: 'file', path: join(dir, 'usage.jsonl') }, { name: 'ledger', type: 'sqlite', path: join(dir, 'ledger.db') }],
+  };
+  config.admin = adminSection({ tenant_tokens: [{ name: 'b-admin', tenant: 'team-b', sha256: sha256(TENANT_TOKEN) }] });
+  const started = await startWithAdmin(t, config);
+  const client = (key) => new OpenAI({ baseURL: `${started.gw.url}/v1`, apiKey: key, maxRetries: 0 });
+  const records = () => readFileSync(join(dir, 'usage.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  return { ...started, client, records };
+}
+
+/** A raw admin call with any headers (Origin included, which fetch would not send as given). */
+function rawAdmin(url, method, path, { headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text, json: text ? JSON.parse(text) : null }));
+    });
+    req.on('error', reject);
+    if (body !== undefined) {
+      req.setHeader('content-type', 'application/json');
+      req.end(JSON.stringify(body));
+    } else req.end();
+  });
+}
+
+/** Waits (bounded) until `fn(arg)` holds in the page. */
+const until = (page, fn, arg, timeout = UI_TIMEOUT_MS) => page.waitForFunction(fn, arg, { timeout, polling: 100 });
+
+async function openConsole(browser, t, url, token = TOKEN, width = 1280) {
+  const context = await browser.newContext({ viewport: { width, height: 900 }, acceptDownloads: true });
+  t.after(() => context.close());
+  const page = await context.newPage();
+  page.setDefaultTimeout(UI_TIMEOUT_MS);
+  const requests = [];
+  page.on('request', (r) => requests.push({ url: r.url(), authorization: r.headers().authorization }));
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  // A CSP violation is a console error; an API answer of 4xx the page expects and shows
+  // (a tenant token's 403 probe, a refused name) is a "Failed to load resource" one.
+  const failedLoads = [];
+  page.on('console', (m) => m.type() === 'error' && (/^Failed to load resource/.test(m.text()) ? failedLoads : errors).push(m.text()));
+  const dialogs = [];
+  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss(); });
+  await page.goto(`${url}/admin/console`);
+  await page.getByLabel('Admin token').fill(token);
+  await page.getByTestId('signin-submit').click();
+  return { page, requests, errors, dialogs, failedLoads };
+}
+
+async function screenshot(page, name) {
+  const file = process.env.TAHUA_CONSOLE_SCREENSHOTS === '1' ? join(REPO_ROOT, 'docs/images', name) : join(makeTempDir(), name);
+  await page.screenshot({ path: file, fullPage: true, timeout: UI_TIMEOUT_MS });
+  assert.ok(statSync(file).size > 10_000, `screenshot of ${statSync(file).size} bytes`);
+}
+
+describe('web console', () => {
+  let browser;
+  before(async () => {
+    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: BROWSER_ARGS, timeout: 15_000 });
+  });
+  after(() => browser?.close());
+
+  it('serves the page and its script as built, with a strict CSP, no-store and nosniff; nothing from elsewhere', async (t) => {
+    const { admin } = await start(t);
+    const page = await admin('GET', '/admin/console', { token: null });
+    assert.equal(page.status, 200);
+    assert.match(page.headers['content-type'], /^text\/html/);
+    assert.ok(page.text === readFileSync(PAGE_FILE, 'utf8'), 'the binary serves console.html as it is (rebuild after editing it)');
+    const script = await admin('GET', '/admin/console.js', { token: null });
+    assert.equal(script.status, 200);
+    assert.match(script.headers['content-type'], /^text\/javascript/);
+    assert.ok(script.text === readFileSync(SCRIPT_FILE, 'utf8'), 'the binary serves console.js as it is');
+    for (const r of [page, script]) {
+      const csp = r.headers['content-security-policy'] ?? '';
+      for (const directive of ["default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"])
+        assert.ok(csp.includes(directive), `${directive} in ${csp}`);
+      assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|\*|https?:/);
+      assert.equal(r.headers['cache-control'], 'no-store');
+      assert.equal(r.headers['x-content-type-options'], 'nosniff');
+    }
+    // The one <style> is allowed by its hash, computed by the binary from the page it serves.
+    const style = /<style>([\s\S]*?)<\/style>/.exec(page.text)[1];
+    const hash = createHash('sha256').update(style).digest('base64');
+    assert.ok(page.headers['content-security-policy'].includes(`style-src 'sha256-${hash}'`));
+    // No inline script, no style attribute (the CSP would refuse both), nothing loaded from elsewhere.
+    assert.doesNotMatch(page.text, /<script(?![^>]*\ssrc="\/admin\/console\.js")/);
+    assert.doesNotMatch(page.text, /\sstyle=|\son[a-z]+=/i);
+    assert.doesNotMatch(page.text, /https?:\/\//);
+    assert.deepEqual([...new Set(script.text.match(/https?:\/\/[^'"`\s]+/g))], ['http://www.w3.org/2000/svg'], 'the SVG namespace is the script\'s only URL');
+    assert.doesNotMatch(script.text, /innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function/);
+    assert.doesNotMatch(script.text, /localStorage|document\.cookie/);
+    // The admin API's answers are not kept by caches either (a new key's secret is in one).
+    const tenants = await admin('GET', '/admin/v1/tenants');
+    assert.equal(tenants.headers['cache-control'], 'no-store');
+    assert.equal((await admin('POST', '/admin/console', { token: null })).status, 405);
+  });
+
+  it('refuses a change from a foreign Origin (403); same origin or none is allowed; reads are not affected', async (t) => {
+    const { url } = await start(t);
+    const host = new URL(url).host;
+    for (const origin of ['http://evil.example', 'null', `http://${host}.evil.example`, `https://evil.example:${new URL(url).port}`]) {
+      const r = await rawAdmin(url, 'POST', '/admin/v1/tenants', { headers: { origin }, body: { name: 'from-elsewhere' } });
+      assert.equal(r.status, 403, `${origin}: ${r.text}`);
+      assert.equal(r.json.error.code, 'foreign_origin');
+    }
+    for (const method of ['PATCH', 'DELETE']) {
+      const r = await rawAdmin(url, method, '/admin/v1/tenants/team-a', { headers: { origin: 'http://evil.example' }, body: method === 'PATCH' ? {} : undefined });
+      assert.equal(r.status, 403, `${method}: ${r.text}`);
+    }
+    assert.equal((await rawAdmin(url, 'GET', '/admin/v1/tenants/from-elsewhere')).status, 404, 'nothing was created');
+    assert.equal((await rawAdmin(url, 'GET', '/admin/v1/tenants', { headers: { origin: 'http://evil.example' } })).status, 200);
+    const same = await rawAdmin(url, 'POST', '/admin/v1/tenants', { headers: { origin: `http://${host}` }, body: { name: 'same-origin' } });
+    assert.equal(same.status, 201, same.text);
+    const none = await rawAdmin(url, 'POST', '/admin/v1/tenants', { body: { name: 'no-origin' } });
+    assert.equal(none.status, 201, none.text);
+  });
+
+  it('creates a tenant and a key, shows the key\'s spend as the ledger records it, revokes the key', async (t) => {
+    const { url, admin, client, records } = await start(t);
+    const { page, requests, errors, dialogs, failedLoads } = await openConsole(browser, t, url);
+    await page.getByTestId('view-tenants').waitFor();
+    assert.equal(await page.getByTestId('who').getAttribute('data-role'), 'admin');
+    assert.ok(await page.isHidden(sel('signin-form')));
+
+    // A tenant, through the form.
+    await page.getByTestId('tenant-name').fill('team-ui');
+    await page.getByTestId('tenant-limit-usd_per_month').fill('5');
+    await page.getByTestId('tenant-submit').click();
+    await page.getByTestId('tenant-row-team-ui').waitFor();
+    const created = await admin('GET', '/admin/v1/tenants/team-ui');
+    assert.equal(created.status, 200);
+    assert.equal(created.json.limits.usd_per_month, 5);
+
+    // A key for it (its name starts with '-': a spreadsheet would read it as a formula).
+    await page.getByTestId('tenant-keys-team-ui').click();
+    await until(page, () => document.querySelector('[data-testid="keys-tenant"]').textContent === 'team-ui');
+    await page.getByTestId('key-name').fill('-ui-key');
+    await page.getByTestId('key-limit-requests_per_minute').fill('50');
+    await page.getByTestId('key-submit').click();
+    await page.getByTestId('secret-box').waitFor();
+    const secret = (await page.getByTestId('secret-value').textContent()).trim();
+    assert.match(secret, /^tk-[0-9a-f]{16,}$/);
+    await page.getByTestId('key-row--ui-key').waitFor();
+    const key = await admin('GET', '/admin/v1/keys/-ui-key');
+    assert.equal(key.json.tenant, 'team-ui');
+    assert.equal(key.json.limits.requests_per_minute, 50);
+    assert.ok(!JSON.stringify(key.json).includes(secret), 'the API never shows the secret again');
+
+    // The SDK with that key; its record's cost is what Spend shows for the tenant.
+    const answer = await client(secret).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+    assert.ok(answer.choices[0].message.content.length > 0);
+    await page.getByTestId('nav-spend').click();
+    assert.equal(await page.getByTestId('secret-value').textContent(), '', 'the secret left the page with the view');
+    const record = await eventually(() => records().find((r) => r.key === '-ui-key'), { timeout: 5000, what: 'the usage record' });
+    assert.ok(record.cost_usd > 0, 'a priced request costs something');
+    await eventually(async () => {
+      await page.getByTestId('spend-submit').click();
+      const v = await page.getByTestId('spend-cost-team-ui').getAttribute('data-value', { timeout: 1000 }).catch(() => null);
+      return v !== null && Math.abs(Number(v) - record.cost_usd) < 1e-9;
+    }, { timeout: 10_000, interval: 250, what: 'team-ui\'s spend in the page, as recorded' });
+    assert.equal(Number(await page.getByTestId('spend-chart').getAttribute('data-bars')), 1, 'one day, one bar');
+    assert.match(await page.getByTestId('spend-range').textContent(), /UTC/);
+
+    // CSV per key: the '-' key name made inert.
+    await page.getByTestId('spend-by').selectOption('key');
+    await page.getByTestId('spend-submit').click();
+    await page.getByTestId('spend-row--ui-key').waitFor();
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('spend-csv').click()]);
+    const csv = readFileSync(await download.path(), 'utf8');
+    // Built in the page (the API has no CSV) or the API's own: the '-' key name made inert either way.
+    if ((await page.getByTestId('spend-csv').getAttribute('data-source')) === 'page') assert.match(csv.split('\r\n')[0], /^"day","key","requests"/);
+    assert.match(csv.split(/\r?\n/)[0], /key/);
+    assert.match(csv, /(^|,)"?'-ui-key"?(,|$)/m);
+    assert.ok(!/(^|,)"?-ui-key/m.test(csv), 'no cell starts with -');
+    await screenshot(page, 'console-spend.png');
+
+    // The tenants view: this month's spend and the quota's use.
+    await page.getByTestId('nav-tenants').click();
+    await until(page, ([c]) => Math.abs(Number(document.querySelector('[data-testid="tenant-spend-team-ui"]')?.dataset.value) - c) < 1e-9, [record.cost_usd]);
+    await page.getByTestId('quota-team-ui-usd_per_month').waitFor();
+    await screenshot(page, 'console-tenants.png');
+
+    // Edit the key's limits, then revoke it through the page's confirmation dialog.
+    await page.getByTestId('tenant-keys-team-ui').click();
+    await page.getByTestId('key-edit--ui-key').click();
+    await page.getByTestId('key-limit-requests_per_minute').fill('');
+    await page.getByTestId('key-limit-tokens_per_minute').fill('9000');
+    await page.getByTestId('key-submit').click();
+    await eventually(async () => (await admin('GET', '/admin/v1/keys/-ui-key')).json.limits.tokens_per_minute === 9000, { what: 'the edited limits' });
+    assert.equal((await admin('GET', '/admin/v1/keys/-ui-key')).json.limits.requests_per_minute, undefined, 'an emptied limit is removed');
+    await page.getByTestId('key-revoke--ui-key').click();
+    await page.getByTestId('confirm-ok').click();
+    await page.getByTestId('key-row--ui-key').waitFor({ state: 'detached' });
+    await assert.rejects(client(secret).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }), (e) => e.status === 401);
+
+    // The token: in sessionStorage only, never in a URL; every API call carries it.
+    assert.equal(await page.evaluate((k) => sessionStorage.getItem(k), TOKEN_KEY), TOKEN);
+    assert.equal(await page.evaluate(() => localStorage.length), 0);
+    assert.equal(await page.evaluate(() => document.cookie), '');
+    assert.ok(requests.every((r) => !r.url.includes(TOKEN) && !r.url.includes(secret)));
+    assert.ok(requests.filter((r) => r.url.includes('/admin/v1/')).every((r) => r.authorization === `Bearer ${TOKEN}`));
+    assert.deepEqual(requests.filter((r) => !r.url.startsWith('blob:') && new URL(r.url).host !== new URL(url).host), [], 'nothing from elsewhere');
+    assert.deepEqual(errors, [], 'no script error and no CSP violation');
+    assert.deepEqual(failedLoads, [], 'no failed load (no favicon asked for either)');
+    assert.deepEqual(dialogs, []);
+  });
+
+  it('renders data as text: markup in a key\'s metadata is shown, never run', async (t) => {
+    const { url, admin } = await start(t);
+    const made = await admin('POST', '/admin/v1/keys', { json: { name: 'xss-key', tenant: 'team-a', metadata: { owner: XSS } } });
+    assert.equal(made.status, 201, made.text);
+    // The API refuses markup in a tenant's name; the page shows its answer as text.
+    assert.equal((await admin('POST', '/admin/v1/tenants', { json: { name: XSS } })).status, 400);
+    const { page, errors, dialogs } = await openConsole(browser, t, url);
+    await page.getByTestId('tenant-keys-team-a').click();
+    const cell = page.getByTestId('key-metadata-xss-key');
+    await cell.waitFor();
+    assert.equal(await cell.textContent(), `owner=${XSS}`);
+    assert.equal(await page.locator('img').count(), 0, 'no img element was made');
+    await page.getByTestId('tenant-name').evaluate((input) => input.removeAttribute('pattern')); // past the form's own check
+    await page.getByTestId('tenant-name').fill(XSS);
+    await page.getByTestId('tenant-submit').click();
+    await until(page, () => /^400: name/.test(document.querySelector('#tenant-form [data-error]').textContent));
+    assert.equal(await page.locator('img').count(), 0);
+    assert.deepEqual(dialogs, [], 'no script ran');
+    assert.deepEqual(errors, []);
+  });
+
+  it('a tenant admin sees and changes its own tenant only, in the page and through the API', async (t) => {
+    const { url, admin } = await start(t);
+    const { page, errors } = await openConsole(browser, t, url, TENANT_TOKEN, 390);
+    await page.getByTestId('tenant-row-team-b').waitFor();
+    assert.equal(await page.getByTestId('who').getAttribute('data-role'), 'tenant');
+    assert.equal(await page.locator(sel('tenant-row-team-a')).count(), 0);
+    assert.ok(await page.isHidden(sel('tenant-form')), 'no tenant creation');
+    assert.ok(await page.isHidden(sel('nav-models')), 'no models view');
+    await page.getByTestId('key-row-b-main').waitFor();
+    // It issues a key of its own tenant.
+    await page.getByTestId('key-name').fill('b-from-console');
+    await page.getByTestId('key-submit').click();
+    await page.getByTestId('secret-box').waitFor();
+    assert.equal((await admin('GET', '/admin/v1/keys/b-from-console')).json.tenant, 'team-b');
+    // Spend is its own tenant's (an empty ledger: nothing recorded).
+    await page.getByTestId('nav-spend').click();
+    await page.getByTestId('spend-total-cost').waitFor();
+    await screenshot(page, 'console-tenant-admin-390.png');
+    // The API behind it refuses the rest.
+    const asTenant = (method, path, json) => admin(method, path, { token: TENANT_TOKEN, json });
+    assert.deepEqual((await asTenant('GET', '/admin/v1/tenants')).json.tenants.map((x) => x.name), ['team-b']);
+    assert.equal((await asTenant('GET', '/admin/v1/tenants/team-a')).status, 404);
+    assert.equal((await asTenant('GET', '/admin/v1/keys?tenant=team-a')).status, 403);
+    assert.equal((await asTenant('GET', `/admin/v1/usage?from=2026-01-01&tenant=team-a`)).status, 403);
+    assert.equal((await asTenant('POST', '/admin/v1/tenants', { name: 'mine' })).status, 403);
+    assert.equal((await asTenant('POST', '/admin/v1/keys', { name: 'into-a', tenant: 'team-a' })).status, 403);
+    assert.deepEqual(errors, []);
+  });
+
+  it('a wrong token: the form again with the 401, nothing kept; the form works from the keyboard', async (t) => {
+    const { url } = await start(t);
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    t.after(() => context.close());
+    const page = await context.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    await page.goto(`${url}/admin/console`);
+    await until(page, () => document.activeElement?.id === 'token'); // focused on load
+    await page.keyboard.type('not-the-admin-token-0000');
+    await page.keyboard.press('Enter');
+    await until(page, () => /401/.test(document.querySelector('[data-testid="signin-error"]').textContent));
+    assert.ok(await page.isVisible(sel('signin-form')));
+    assert.ok(await page.isHidden(sel('view-tenants')));
+    assert.equal(await page.evaluate((k) => sessionStorage.getItem(k), TOKEN_KEY), null);
+    // The right one, typed and sent from the keyboard too; then a reload keeps the tab's session.
+    await page.getByLabel('Admin token').focus();
+    await page.keyboard.type(TOKEN);
+    await page.keyboard.press('Enter');
+    await page.getByTestId('view-tenants').waitFor();
+    await page.reload();
+    await page.getByTestId('tenant-row-team-a').waitFor();
+    assert.ok(await page.isHidden(sel('signin-form')));
+    await page.getByTestId('signout').click();
+    await page.getByTestId('signin-form').waitFor();
+    assert.equal(await page.evaluate((k) => sessionStorage.getItem(k), TOKEN_KEY), null);
+  });
+
+  it('requests: the log when the gateway has it, else a clear "not available"', async (t) => {
+    const { url, admin, client } = await start(t);
+    await client(KEY_B).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
+    const api = await admin('GET', `/admin/v1/requests?from=2020-01-01`);
+    const { page, errors } = await openConsole(browser, t, url);
+    await page.getByTestId('view-tenants').waitFor();
+    await page.getByTestId('nav-requests').click();
+    if (api.status === 404) {
+      await page.getByTestId('requests-unavailable').waitFor();
+      assert.match(await page.getByTestId('requests-unavailable').textContent(), /not available/);
+    } else {
+      assert.equal(api.status, 200, api.text);
+      await page.getByTestId('requests-from').fill('2020-01-01');
+      await page.getByTestId('requests-submit').click();
+      await page.locator('[data-testid^="request-row-"]').first().waitFor();
+    }
+    assert.deepEqual(errors, []);
+  });
+
+  it('models: deployments with their state; the canary share changed after a confirmation', async (t) => {
+    const { url, admin } = await start(t);
+    const { page, errors } = await openConsole(browser, t, url);
+    await page.getByTestId('view-tenants').waitFor();
+    await page.getByTestId('nav-models').click();
+    await page.getByTestId('deployment-state-gpt-canary-next').waitFor();
+    assert.equal((await page.getByTestId('deployment-state-gpt-canary-next').textContent()).trim(), 'active');
+    assert.equal(await page.getByTestId('canary-gpt-canary').getAttribute('data-value'), '10');
+    // Cancelled: nothing changes.
+    await page.getByTestId('canary-change-gpt-canary').click();
+    await page.getByTestId('canary-percent').fill('55');
+    await page.getByTestId('confirm-cancel').click();
+    assert.equal((await admin('GET', '/admin/v1/deployments')).json.models.find((m) => m.name === 'gpt-canary').canary.percent, 10);
+    // Confirmed: set.
+    await page.getByTestId('canary-change-gpt-canary').click();
+    await page.getByTestId('canary-percent').fill('25');
+    await page.getByTestId('confirm-ok').click();
+    await until(page, () => document.querySelector('[data-testid="canary-gpt-canary"]')?.dataset.value === '25');
+    assert.equal((await admin('GET', '/admin/v1/deployments')).json.models.find((m) => m.name === 'gpt-canary').canary.percent, 25);
+    assert.deepEqual(errors, []);
+  });
+});

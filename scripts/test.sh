@@ -20,7 +20,8 @@ sanitize=1
 [ "${TAHUA_SKIP_SANITIZERS:-0}" = 1 ] && sanitize=0
 if [ "$sanitize" = 1 ]; then
   # The ASan+UBSan build compiles while the first passes run (they mostly wait on sockets),
-  # at the lowest priority so that the tests keep the CPU they ask for.
+  # one job at the lowest priority, so that the tests keep the CPU they ask for and a
+  # core is left to them whatever the compiler does to the memory bus.
   export CCACHE_BASEDIR="$PWD"
   # Asio's recycling of coroutine frames and handler memory is off here: ASan then sees
   # every frame as its own allocation (a use after free inside a recycled block is
@@ -35,7 +36,7 @@ if [ "$sanitize" = 1 ]; then
       -DCMAKE_CXX_FLAGS="-O0 -fsanitize=address,undefined -fno-omit-frame-pointer -DBOOST_ASIO_DISABLE_SMALL_BLOCK_RECYCLING" \
       -DCMAKE_CXX_FLAGS_DEBUG="-g1" \
       -DBUILD_TESTING=OFF -DTAHUA_BENCH=OFF >/dev/null &&
-      nice -n 19 cmake --build build-sanitize -j "$(nproc)" --target tahua fuzz_replay
+      nice -n 19 cmake --build build-sanitize -j 1 --target tahua fuzz_replay
   ) >"$logs/sanitize-build" 2>&1 &
   san_pid=$!
 fi

@@ -227,9 +227,11 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   if (path == "/admin/console" || path == "/admin/console/" || path == "/admin/console.js") {
     if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
     const bool script = path == "/admin/console.js";
-    // Served with its Content-Security-Policy by the session (serveAdmin).
-    co_return AdminReply{200, std::string(script ? consoleScript() : consolePage()),
-                         script ? "text/javascript; charset=utf-8" : "text/html; charset=utf-8"};
+    co_return AdminReply{200,
+                         std::string(script ? consoleScript() : consolePage()),
+                         script ? "text/javascript; charset=utf-8" : "text/html; charset=utf-8",
+                         {{"Content-Security-Policy", std::string(consoleContentSecurityPolicy())},
+                          {"Referrer-Policy", "no-referrer"}}};
   }
   const std::optional<AdminCaller> who = caller(cfg, authorization);
   if (!who) co_return adminError(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");

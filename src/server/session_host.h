@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "providers/snapshot.h"
 
@@ -49,6 +51,7 @@ struct AdminReply {
   int status = 200;
   std::string body;
   std::string_view content_type = "application/json";  // a literal
+  std::vector<std::pair<std::string_view, std::string>> headers = {};  // more headers (names: literals)
 };
 
 class SessionHost {

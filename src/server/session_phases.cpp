@@ -5,7 +5,6 @@
 #include <cctype>
 #include <charconv>
 
-#include "admin/console/console_page.h"
 #include "core/log.h"
 #include "server/session_impl.h"
 
@@ -229,10 +228,7 @@ asio::awaitable<void> Session<Stream>::serveAdmin(http::request<RequestBody>& re
   // Admin answers may hold secrets (a new key's) or a tenant's data: never kept by a
   // cache, never sniffed into another type.
   HeaderList headers{{"Cache-Control", "no-store"}, {"X-Content-Type-Options", "nosniff"}};
-  if (path == "/admin/console" || path == "/admin/console/" || path == "/admin/console.js") {
-    headers.emplace_back("Content-Security-Policy", consoleContentSecurityPolicy());
-    headers.emplace_back("Referrer-Policy", "no-referrer");
-  }
+  for (const auto& [name, value] : reply.headers) headers.emplace_back(name, value);  // the console's CSP
   ExtraHeaders extra;
   extra.added = headers;
   co_await writeSimple(reply.status, reply.content_type, reply.body, extra);

@@ -18,7 +18,7 @@
 #include "telemetry/metrics.h"
 
 namespace tahua {
-namespace {
+namespace attempt_loop_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace asio = boost::asio;
 
@@ -359,5 +359,5 @@ TEST(AttemptLoop, AClientGoneBeforeTheAnswerGetsNothingAndCounts499) {
   EXPECT_EQ(f.completes, 1);
 }
 
-}  // namespace
+}  // namespace attempt_loop_test
 }  // namespace tahua

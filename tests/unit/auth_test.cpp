@@ -17,7 +17,7 @@
 #include "telemetry/metrics.h"
 
 namespace tahua {
-namespace {
+namespace auth_test {  // named, not anonymous: eight test files compile as one unit
 
 class Headers final : public HeaderView {
  public:
@@ -415,5 +415,5 @@ keys:
   (void)f;
 }
 
-}  // namespace
+}  // namespace auth_test
 }  // namespace tahua

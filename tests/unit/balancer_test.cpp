@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace tahua {
-namespace {
+namespace balancer_test {  // named, not anonymous: eight test files compile as one unit
 
 using namespace std::chrono_literals;
 
@@ -745,11 +745,11 @@ TEST(BalancerLatencyEstimate, JumpsUpAtOnceAndDecaysDownOverTime) {
   EXPECT_DOUBLE_EQ(s.ewma_ms, 300);
 }
 
-}  // namespace
+}  // namespace balancer_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace balancer_test {
 
 TEST(BalancerEjection, ErrorRateOverAWindowEjects) {
   OutlierConfig c;
@@ -797,5 +797,5 @@ TEST(BalancerEjection, ErrorRateNeedsMinRequestsAndForgetsOldWindows) {
   EXPECT_GT(s.ejected_until, t1);  // 3 of 6 = 50%
 }
 
-}  // namespace
+}  // namespace balancer_test
 }  // namespace tahua

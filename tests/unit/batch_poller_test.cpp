@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace tahua {
-namespace {
+namespace batch_poller_test {  // named, not anonymous: eight test files compile as one unit
 
 TEST(BatchPoller, OutputUsageSumsPerModelAcrossEndpointsAndSkipsWhatIsNotAnAnswer) {
   const std::string jsonl =
@@ -48,5 +48,5 @@ TEST(BatchPoller, BatchPricesApplyOnlyToBatchUsage) {
   EXPECT_DOUBLE_EQ(costUsd(&m, u), 10);
 }
 
-}  // namespace
+}  // namespace batch_poller_test
 }  // namespace tahua

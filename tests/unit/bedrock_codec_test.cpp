@@ -12,7 +12,7 @@
 #include "aws/event_stream.h"
 
 namespace tahua {
-namespace bedrock_codec_test {  // named: the tests compile eight files to a unit
+namespace bedrock_codec_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace json = boost::json;
 

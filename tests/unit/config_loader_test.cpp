@@ -11,7 +11,7 @@
 #include <fstream>
 
 namespace tahua {
-namespace {
+namespace config_loader_test {  // named, not anonymous: eight test files compile as one unit
 
 std::string loadError(const std::string& yaml) {
   auto r = loadConfigString(yaml, "t.yaml");
@@ -31,7 +31,6 @@ models:
     provider: up
 )";
 
-}  // namespace
 
 TEST(ConfigLoader, BuiltInDefaultIsValid) {
   auto r = loadConfigString(defaultConfigYaml(), "<built-in>");
@@ -207,16 +206,16 @@ TEST(ConfigLoader, ExampleFileIsValid) {
   EXPECT_TRUE(r.config) << r.error;
 }
 
+}  // namespace config_loader_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace config_loader_test {
 
 std::string withProvider(const std::string& provider_flow, const std::string& model_extra = "") {
   return "listeners: [{port: 0}]\nproviders: [" + provider_flow + "]\nmodels: [{name: m, provider: p" + model_extra + "}]\n";
 }
 
-}  // namespace
 
 TEST(ConfigLoader, VendorProvidersGetTheirDefaults) {
   auto r = loadConfigString(withProvider("{name: p, type: anthropic, api_key: k}"), "t.yaml");
@@ -372,10 +371,11 @@ spec:
   std::filesystem::remove_all(dir);
 }
 
+}  // namespace config_loader_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace config_loader_test {
 
 TEST(ConfigLoader, RedisClusterSection) {
   auto ok = loadConfigString(std::string(kMinimal) + R"(store:
@@ -410,11 +410,11 @@ TEST(ConfigLoader, RedisClusterSection) {
 )").find("store.redis.url: the path must be a database number"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace config_loader_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace config_loader_test {
 
 TEST(ConfigLoader, CompanyWideBudgetsAreAcceptedAndTheBoundIsNamed) {
   auto ok = loadConfigString(std::string(kMinimal) + R"(tenants:
@@ -494,11 +494,11 @@ TEST(StoredResources, FileFirstThenStoreInIdOrderInvalidOnesSkipped) {
   EXPECT_EQ(applyStoredResources(base.config, {}).config, base.config);
 }
 
-}  // namespace
+}  // namespace config_loader_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace config_loader_test {
 
 TEST(PromptTemplates, VersionsOrderNumericallyAndLatestIsTheGreatest) {
   EXPECT_TRUE(promptVersionLess("9", "10"));
@@ -534,11 +534,11 @@ TEST(PromptTemplates, ErrorsNameTheFieldAndTheProblem) {
   EXPECT_NE(err("  - {id: t, parameters: {messages: x}, messages: [{role: user, content: hi}]}").find("prompts[0].parameters.messages: not a parameter"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace config_loader_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace config_loader_test {
 
 TEST(ConfigLoader, CacheAndResponsesSectionsNameTheirBadFields) {
   const std::string base = R"(
@@ -579,11 +579,11 @@ providers:
   EXPECT_TRUE(ok.config->responses.per_key);
 }
 
-}  // namespace
+}  // namespace config_loader_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace config_loader_test {
 
 // `guardrails:`: every mistake names the file, line and field; a pattern the matcher
 // refuses names its rule.
@@ -701,10 +701,11 @@ TEST(ConfigLoader, GuardrailPolicyErrorsNameTheField) {
   EXPECT_FALSE(ok.config->guardrails.policies[0].fingerprint.empty());
 }
 
-}  // namespace
+}  // namespace config_loader_test
 }  // namespace tahua
 
 namespace tahua {
+namespace config_loader_test {
 
 TEST(ConfigLoader, FilesSectionRoutesByProviderAndTenantAndChecksThem) {
   std::string yaml = std::string(kMinimal) + R"(  - name: other-model
@@ -751,4 +752,5 @@ models:)");
   EXPECT_NE(loadError(bad).find("is not an upload path"), std::string::npos) << loadError(bad);
 }
 
+}  // namespace config_loader_test
 }  // namespace tahua

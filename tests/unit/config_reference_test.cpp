@@ -15,7 +15,7 @@
 #include "core/duration.h"
 
 namespace tahua {
-namespace {
+namespace config_reference_test {  // named, not anonymous: eight test files compile as one unit
 
 TEST(ConfigReference, DocsConfigurationIsTheGeneratedReference) {
   std::ifstream in("docs/configuration.md");
@@ -170,5 +170,5 @@ TEST(ConfigReference, ResourceKindsAreTheStoredKinds) {
   EXPECT_FALSE(storedResourceKind("Gadget"));
 }
 
-}  // namespace
+}  // namespace config_reference_test
 }  // namespace tahua

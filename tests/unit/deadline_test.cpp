@@ -14,7 +14,7 @@
 #include <optional>
 
 namespace tahua {
-namespace {
+namespace deadline_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -137,5 +137,5 @@ TEST(Deadline, GoneBeforeItsLimitLeavesTheSocketAlone) {
   EXPECT_TRUE(p.a.is_open());
 }
 
-}  // namespace
+}  // namespace deadline_test
 }  // namespace tahua

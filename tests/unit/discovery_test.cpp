@@ -10,7 +10,7 @@
 #include "discovery/dns_discovery.h"
 
 namespace tahua {
-namespace {
+namespace discovery_test {  // named, not anonymous: eight test files compile as one unit
 
 using namespace std::chrono_literals;
 
@@ -113,5 +113,5 @@ TEST(Discovery, GuideExampleLoads) {
   EXPECT_EQ(r.config->discovery.resolvers, (std::vector<std::string>{"10.96.0.10:53"}));
 }
 
-}  // namespace
+}  // namespace discovery_test
 }  // namespace tahua

@@ -9,7 +9,7 @@
 #include "config/config.h"
 
 namespace tahua {
-namespace {
+namespace embedding_call_test {  // named, not anonymous: eight test files compile as one unit
 
 OutboundResponse answer(std::string body, int status = 200) {
   OutboundResponse r;
@@ -82,5 +82,5 @@ models:
   EXPECT_NE(embeddingModelProblem(cfg, "nope").find("unknown model"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace embedding_call_test
 }  // namespace tahua

@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace tahua {
-namespace event_stream_test {  // named: the tests compile eight files to a unit
+namespace event_stream_test {  // named, not anonymous: eight test files compile as one unit
 
 using namespace std::literals;
 

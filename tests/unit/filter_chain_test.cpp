@@ -17,7 +17,7 @@
 #include "telemetry/metrics.h"
 
 namespace tahua {
-namespace {
+namespace filter_chain_test {  // named, not anonymous: eight test files compile as one unit
 
 // Records the order of calls; keeps a per-request counter in its State.
 struct Counter {
@@ -323,5 +323,5 @@ TEST(SecretFilter, RedactsHeadersPiecesAndBodiesOfTheAnsweringProvider) {
   chain.complete(ctx);
 }
 
-}  // namespace
+}  // namespace filter_chain_test
 }  // namespace tahua

@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace tahua {
-namespace {
+namespace gemini_codec_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace json = boost::json;
 
@@ -562,5 +562,5 @@ TEST(GeminiCodec, DecodesErrorBody) {
   EXPECT_EQ(info.status, 502);
 }
 
-}  // namespace
+}  // namespace gemini_codec_test
 }  // namespace tahua

@@ -21,7 +21,7 @@
 #include "telemetry/metrics.h"
 
 namespace tahua {
-namespace {
+namespace guardrail_filter_test {  // named, not anonymous: eight test files compile as one unit
 
 class NoServices final : public WorkerServices {
  public:
@@ -212,5 +212,5 @@ TEST(GuardrailModeration, TheChainResumesAStreamFromTheFilterThatWaited) {
   EXPECT_EQ(z->seen, (std::vector<std::string>{"end", "|last|resumed"}));
 }
 
-}  // namespace
+}  // namespace guardrail_filter_test
 }  // namespace tahua

@@ -12,7 +12,7 @@
 #include "guardrails/rule_set.h"
 
 namespace tahua::guardrails {
-namespace {
+namespace guardrail_rules_test {  // named, not anonymous: eight test files compile as one unit
 
 std::shared_ptr<const RuleSet> compileOrFail(std::vector<RuleSpec> rules) {
   std::string error;
@@ -220,11 +220,11 @@ TEST(GuardrailRules, InjectionScoresSignalsAgainstTheThreshold) {
   EXPECT_FALSE(matched(*set, "hello \U000E0069\U000E0067\U000E006E\U000E006F\U000E0072\U000E0065").empty());
 }
 
-}  // namespace
+}  // namespace guardrail_rules_test
 }  // namespace tahua::guardrails
 
 namespace tahua::guardrails {
-namespace {
+namespace guardrail_rules_test {
 
 // The signals behind a score, by name, and their sum.
 std::string reading(const RuleSet& set, std::string_view text) {
@@ -332,5 +332,5 @@ TEST(GuardrailRules, InjectionCorpusMeetsItsDetectionAndFalsePositiveGoals) {
   EXPECT_GE(benign, 94u) << "the everyday questions stay in the corpus";
 }
 
-}  // namespace
+}  // namespace guardrail_rules_test
 }  // namespace tahua::guardrails

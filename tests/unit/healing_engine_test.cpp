@@ -11,7 +11,7 @@
 #include <string>
 
 namespace tahua {
-namespace {
+namespace healing_engine_test {  // named, not anonymous: eight test files compile as one unit
 
 using namespace std::chrono_literals;
 using Time = HealingEngine::Time;
@@ -297,5 +297,5 @@ TEST(HealingEngine, PercentileInterpolatesWithinItsBucket) {
   EXPECT_NEAR(*percentileMs(b, 0.25), 2.5, 1e-9);
 }
 
-}  // namespace
+}  // namespace healing_engine_test
 }  // namespace tahua

@@ -32,7 +32,7 @@
 #include "net/http_client_await.h"
 
 namespace tahua {
-namespace {
+namespace http_client_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -675,5 +675,5 @@ TEST(BlockingHttpClient, CallsFromAThreadThatMayBlockKeepTheirConnection) {
   EXPECT_EQ(server.accepted, 1);  // read after the join: the server's thread is done
 }
 
-}  // namespace
+}  // namespace http_client_test
 }  // namespace tahua

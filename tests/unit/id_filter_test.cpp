@@ -9,7 +9,7 @@
 #include "store/id_filter.h"
 
 namespace tahua {
-namespace {
+namespace id_filter_test {  // named, not anonymous: eight test files compile as one unit
 
 using namespace std::chrono_literals;
 
@@ -75,5 +75,5 @@ TEST(IdFilter, AMissIsRememberedForItsTtlUnlessAWriteRacedTheLookup) {
   EXPECT_EQ(f.check("k3"), IdFilter::Verdict::Ask);
 }
 
-}  // namespace
+}  // namespace id_filter_test
 }  // namespace tahua

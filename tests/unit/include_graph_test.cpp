@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace {
+namespace include_graph_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace fs = std::filesystem;
 
@@ -207,4 +207,4 @@ TEST(IncludeGraph, CycleIsNamedByItsIncludes) {
   EXPECT_EQ(describeCycles(folderGraph(includes, true, allowed)), "");
 }
 
-}  // namespace
+}  // namespace include_graph_test

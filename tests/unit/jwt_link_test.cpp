@@ -20,7 +20,7 @@
 #include "tenants/tenant_directory.h"
 
 namespace tahua {
-namespace {
+namespace jwt_link_test {  // named, not anonymous: eight test files compile as one unit
 namespace bj = boost::json;
 
 class Headers final : public HeaderView {
@@ -177,5 +177,5 @@ TEST(JwtConfig, RefusesWhatCannotWork) {
   EXPECT_EQ(r.config->auth.jwt_issuers[0].clock_skew, Millis(60'000));
 }
 
-}  // namespace
+}  // namespace jwt_link_test
 }  // namespace tahua

@@ -22,7 +22,7 @@
 #include "jwt_test_keys.h"
 
 namespace tahua::jwt {
-namespace {
+namespace jwt_verifier_test {  // named, not anonymous: eight test files compile as one unit
 namespace bj = boost::json;
 
 const std::int64_t kNow = 1'900'000'000;
@@ -281,5 +281,5 @@ TEST(Base64Url, RoundTripsAndRefusesOtherAlphabets) {
   EXPECT_FALSE(base64UrlDecode("Zh"));    // stray low bits
 }
 
-}  // namespace
+}  // namespace jwt_verifier_test
 }  // namespace tahua::jwt

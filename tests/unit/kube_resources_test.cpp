@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace tahua {
-namespace {
+namespace kube_resources_test {  // named, not anonymous: eight test files compile as one unit
 
 TEST(KubeList, TakesTheVersionAndEachObjectsNameAndSpec) {
   std::string error;
@@ -81,5 +81,5 @@ TEST(KubeEvent, RefusesWhatIsNotAnEvent) {
   EXPECT_EQ(error, "an object without metadata.name");
 }
 
-}  // namespace
+}  // namespace kube_resources_test
 }  // namespace tahua

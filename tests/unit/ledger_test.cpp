@@ -18,7 +18,7 @@
 #include "ledger/usage_query.h"
 
 namespace tahua::ledger {
-namespace {
+namespace ledger_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace fs = std::filesystem;
 
@@ -292,11 +292,11 @@ TEST(ConfigLedgerSinks, SqliteAndPostgresSinksAreReadAndChecked) {
   ::unsetenv("TAHUA_UT_PG_DSN");
 }
 
-}  // namespace
+}  // namespace ledger_test
 }  // namespace tahua::ledger
 
 namespace tahua::ledger {
-namespace {
+namespace ledger_test {
 
 TEST(LedgerUsageQuery, ParametersAreCheckedAndNamed) {
   const std::string now = "2026-12-05T12:00:00.000Z";
@@ -372,5 +372,5 @@ TEST_F(SqliteLedgerTest, UsageQuerySumsPerGroupExactly) {
             "\"cached_tokens\":0,\"cost_usd\":0}],\"truncated\":false}");
 }
 
-}  // namespace
+}  // namespace ledger_test
 }  // namespace tahua::ledger

@@ -9,7 +9,7 @@
 #include "store/memory_store.h"
 
 namespace tahua {
-namespace {
+namespace limiters_test {  // named, not anonymous: eight test files compile as one unit
 
 LimitSpec window(std::int64_t limit, std::int64_t period = 60'000) { return {LimitKind::Window, limit, period}; }
 LimitSpec bucket(std::int64_t limit, std::int64_t period = 60'000) { return {LimitKind::Bucket, limit, period}; }
@@ -202,11 +202,11 @@ TEST(MemoryStore, AdjustCalibratesABucketSharedByName) {
   EXPECT_EQ(store.peek(LimitCheck{"t:{x}:tpm", bucket(1'000), 0}).remaining, 900);
 }
 
-}  // namespace
+}  // namespace limiters_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace limiters_test {
 
 TEST(Locks, OnlyTheOwnerRenewsOrReleasesAndAnExpiredLockIsFree) {
   std::int64_t now = 0;
@@ -258,5 +258,5 @@ TEST(IdempotentAnswers, KeptUntilTheirTtlAndStatusZeroMeansNone) {
   EXPECT_EQ(got->status, 0);
 }
 
-}  // namespace
+}  // namespace limiters_test
 }  // namespace tahua

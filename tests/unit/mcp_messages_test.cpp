@@ -5,7 +5,7 @@
 #include <boost/json.hpp>
 
 namespace tahua {
-namespace {
+namespace mcp_messages_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace bj = boost::json;
 
@@ -133,5 +133,5 @@ TEST(McpMessages, ADefinitionPatchSaysWhereTheChangeIs) {
   EXPECT_TRUE(mcp::definitionPatch(approved, parse(R"({"_meta":{"y":1},"name":"t","description":"Opens.","inputSchema":{"type":"object","properties":{"a":{"type":"string"},"b/c~":{"type":"number"}},"required":["a","x","y"]},"annotations":{"readOnlyHint":true}})")).empty());
 }
 
-}  // namespace
+}  // namespace mcp_messages_test
 }  // namespace tahua

@@ -5,7 +5,7 @@
 #include <boost/json.hpp>
 
 namespace tahua::mock {
-namespace {
+namespace mock_responses_test {  // named, not anonymous: eight test files compile as one unit
 
 boost::json::object eventJson(const std::string& frame) {
   EXPECT_EQ(frame.rfind("data: ", 0), 0u);
@@ -13,7 +13,6 @@ boost::json::object eventJson(const std::string& frame) {
   return boost::json::parse(frame.substr(6, frame.size() - 8)).as_object();
 }
 
-}  // namespace
 
 TEST(MockResponses, ChatStreamHasRoleContentFinishUsageDone) {
   MockRequest r;
@@ -78,4 +77,5 @@ TEST(MockResponses, CountsEmbeddingInputs) {
   EXPECT_EQ(countEmbeddingInputs("garbage"), 1);
 }
 
+}  // namespace mock_responses_test
 }  // namespace tahua::mock

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace tahua {
-namespace {
+namespace multipart_test {  // named, not anonymous: eight test files compile as one unit
 
 const std::string kBody =
     "--XyZ\r\n"
@@ -112,5 +112,5 @@ TEST(Multipart, PreambleAndEpilogueIgnored) {
   EXPECT_EQ(s.parts()[0].value, "v");
 }
 
-}  // namespace
+}  // namespace multipart_test
 }  // namespace tahua

@@ -13,7 +13,7 @@
 #include "telemetry/export_queue.h"
 
 namespace tahua {
-namespace {
+namespace pending_records_test {  // named, not anonymous: eight test files compile as one unit
 
 // Timers fire when the test says so.
 class ManualServices final : public WorkerServices {
@@ -130,5 +130,5 @@ TEST(PendingRecords, NothingIsDropped) {
   EXPECT_EQ(f.pending.held(), 0u);
 }
 
-}  // namespace
+}  // namespace pending_records_test
 }  // namespace tahua

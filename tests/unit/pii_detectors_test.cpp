@@ -7,7 +7,7 @@
 #include "guardrails/pii_detectors.h"
 
 namespace tahua::guardrails {
-namespace {
+namespace pii_detectors_test {  // named, not anonymous: eight test files compile as one unit
 
 std::vector<std::string> found(std::string_view text, PiiKind kind) {
   std::vector<std::string> out;
@@ -80,5 +80,5 @@ TEST(PiiDetectors, ReportsEveryKindInTextOrder) {
   EXPECT_TRUE(card);
 }
 
-}  // namespace
+}  // namespace pii_detectors_test
 }  // namespace tahua::guardrails

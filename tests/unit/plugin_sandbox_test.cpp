@@ -13,7 +13,7 @@
 #include "plugins/plugin_code.h"
 
 namespace tahua {
-namespace {
+namespace plugin_sandbox_test {  // named, not anonymous: eight test files compile as one unit
 
 using namespace std::chrono_literals;
 
@@ -289,5 +289,5 @@ TEST(PluginCode, TheChunkMustReturnATableOfPhaseFunctions) {
   EXPECT_EQ(ok.phases, kPluginRequest | kPluginComplete);
 }
 
-}  // namespace
+}  // namespace plugin_sandbox_test
 }  // namespace tahua

@@ -3,7 +3,7 @@
 #include "server/realtime_relay.h"
 
 namespace tahua {
-namespace {
+namespace realtime_usage_test {  // named, not anonymous: eight test files compile as one unit
 
 TEST(RealtimeUsage, ResponseDoneEventsAddUpAndOthersAreNotUsage) {
   Usage u;
@@ -23,5 +23,5 @@ TEST(RealtimeUsage, ResponseDoneEventsAddUpAndOthersAreNotUsage) {
   EXPECT_FALSE(addRealtimeUsage("not json \"response.done\"", u));
 }
 
-}  // namespace
+}  // namespace realtime_usage_test
 }  // namespace tahua

@@ -12,7 +12,7 @@
 #include "store/redis/blocking_redis.h"
 
 namespace tahua {
-namespace {
+namespace redis_credentials_test {  // named, not anonymous: eight test files compile as one unit
 
 const char* kProviders = R"(
 listeners:
@@ -208,5 +208,5 @@ TEST_F(RedisCredentialsTest, RegionPeer) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace redis_credentials_test
 }  // namespace tahua

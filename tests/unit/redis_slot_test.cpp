@@ -6,7 +6,7 @@
 #include "store/redis/redis_slot.h"
 
 namespace tahua {
-namespace {
+namespace redis_slot_test {  // named, not anonymous: eight test files compile as one unit
 
 TEST(RedisSlot, MatchesClusterKeyslot) {
   EXPECT_EQ(redisKeySlot("123456789"), 12739);  // CRC16/XMODEM check value 0x31C3
@@ -38,5 +38,5 @@ TEST(RedisEndpoint, ParsesUrls) {
   EXPECT_TRUE(parseRedisUrl("redis://h:0", x));
 }
 
-}  // namespace
+}  // namespace redis_slot_test
 }  // namespace tahua

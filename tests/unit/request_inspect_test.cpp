@@ -5,7 +5,7 @@
 #include "providers/provider.h"
 
 namespace tahua {
-namespace {
+namespace request_inspect_test {  // named, not anonymous: eight test files compile as one unit
 
 RequestFacts inspectOk(std::string body) {
   auto r = inspectRequest(body);
@@ -19,7 +19,6 @@ ErrorKind inspectErr(std::string body) {
   return std::holds_alternative<Error>(r) ? std::get<Error>(r).kind : ErrorKind::Internal;
 }
 
-}  // namespace
 
 TEST(RequestInspect, ReadsModelStreamAndIncludeUsage) {
   auto f = inspectOk(R"({"messages":[{"role":"user","content":"hi"}],"model":"gpt-4o","stream":true,)"
@@ -105,4 +104,5 @@ TEST(RequestInspect, NestingDepthIsBounded) {
   EXPECT_TRUE(std::holds_alternative<RequestFacts>(inspectRequest(ok, 128)));
 }
 
+}  // namespace request_inspect_test
 }  // namespace tahua

@@ -10,7 +10,7 @@
 #include "filters/cache/cached_answer_forms.h"
 
 namespace tahua {
-namespace {
+namespace response_cache_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace bj = boost::json;
 
@@ -154,5 +154,5 @@ TEST(CachedAnswerForms, AStreamKeptIsAWholeAnswerForAWholeRequestAndBack) {
   EXPECT_EQ(again->content_type.rfind("text/event-stream", 0), 0u);
 }
 
-}  // namespace
+}  // namespace response_cache_test
 }  // namespace tahua

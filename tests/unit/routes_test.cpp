@@ -25,7 +25,7 @@
 #include "tokens/token_estimator.h"
 
 namespace tahua {
-namespace {
+namespace routes_test {  // named, not anonymous: eight test files compile as one unit
 
 // Models every test config has (all on one mock provider). None is named like a model a
 // test asks for through a route unless the test is about configured models.
@@ -784,5 +784,5 @@ TEST(RoutesScale, FiveThousandRoutes) {
               us(t1 - t0).count() / 1000, us(t3 - t2).count() / kIters, us(t5 - t4).count() / kIters);
 }
 
-}  // namespace
+}  // namespace routes_test
 }  // namespace tahua

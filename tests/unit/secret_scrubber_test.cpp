@@ -5,7 +5,7 @@
 #include <string>
 
 namespace tahua {
-namespace {
+namespace secret_scrubber_test {  // named, not anonymous: eight test files compile as one unit
 
 ProviderConfig withKey(std::string key) {
   ProviderConfig p;
@@ -90,5 +90,5 @@ TEST(SecretScrubber, InactiveWithoutSecrets) {
   EXPECT_EQ(s.scrubPiece("sk-anything"), "sk-anything");
 }
 
-}  // namespace
+}  // namespace secret_scrubber_test
 }  // namespace tahua

@@ -5,7 +5,7 @@
 #include <string>
 
 namespace tahua {
-namespace {
+namespace sigv4_test {  // named, not anonymous: eight test files compile as one unit
 
 // AWS SigV4 test suite (awslabs/aws-c-auth tests/aws-signing-test-suite/v4, the 2015 suite):
 // these credentials, region, service and time for every case.
@@ -238,5 +238,5 @@ TEST(SigV4, RejectsBadInputs) {
   EXPECT_EQ(err.message.find("SECRETZZ"), std::string::npos);  // never echoes the secret
 }
 
-}  // namespace
+}  // namespace sigv4_test
 }  // namespace tahua

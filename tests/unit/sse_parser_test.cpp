@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace tahua {
-namespace {
+namespace sse_parser_test {  // named, not anonymous: eight test files compile as one unit
 
 struct Collected : SseSink {
   std::vector<std::string> events;  // "event|data|id"
@@ -44,7 +44,6 @@ void expectSplitInvariant(std::string_view input) {
   ASSERT_EQ(c.events, expected) << "byte by byte";
 }
 
-}  // namespace
 
 TEST(SseParser, OpenAIChunksAndDone) {
   auto ev = parseWhole("data: {\"a\":1}\n\ndata: [DONE]\n\n");
@@ -113,9 +112,11 @@ TEST(SseParser, OversizedLineIsRefusedNotBuffered) {
   EXPECT_EQ(c.events, std::vector<std::string>{"|ok|"});
 }
 
+}  // namespace sse_parser_test
 }  // namespace tahua
 
 namespace tahua {
+namespace sse_parser_test {
 
 TEST(SseParser, CarriageReturnsAnywhereInOneFeed) {
   // A "\r" found once per feed must not hide the "\n" lines before or after it.
@@ -146,4 +147,5 @@ TEST(JsonScan, UsageIsReadFromTheLastUsageKey) {
   EXPECT_EQ(u.completion_tokens, 4);
 }
 
+}  // namespace sse_parser_test
 }  // namespace tahua

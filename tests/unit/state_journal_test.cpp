@@ -12,7 +12,7 @@
 #include "tenants/tenant_directory.h"
 
 namespace tahua {
-namespace {
+namespace state_journal_test {  // named, not anonymous: eight test files compile as one unit
 
 std::string tempPath(const char* name) {
   auto dir = std::filesystem::temp_directory_path() / ("tahua-journal-" + std::to_string(::getpid()));
@@ -194,11 +194,11 @@ TEST(TenantDirectory, KeyRecordsRoundTripWithoutTheSecret) {
   EXPECT_NE(keyFromJson(R"({"limits":{"tokens_per_hour":1}})", *r.config, back, true)->find("limits.tokens_per_hour"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace state_journal_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace state_journal_test {
 
 StateStore::ValueResult getSync(MemoryStore& s, std::string_view key) {
   StateStore::ValueResult out{StateStore::ValueResult::Status::Unavailable, "not called"};
@@ -316,5 +316,5 @@ TEST(StoreValues, AGroupsOrderSurvivesARestart) {
   for (const char* k : {"tahua:kv:{a}:2", "tahua:kv:{a}:3", "tahua:kv:{a}:4"}) EXPECT_EQ(getSync(s, k).status, Status::Found) << k;
 }
 
-}  // namespace
+}  // namespace state_journal_test
 }  // namespace tahua

@@ -10,7 +10,7 @@
 #include "translate/response_ids.h"
 
 namespace tahua {
-namespace {
+namespace stored_responses_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace bj = boost::json;
 using namespace stored_responses;
@@ -154,5 +154,5 @@ TEST(StoredResponses, ARecordKeepsItsOwnInputWithIdsAndListsItInPages) {
   EXPECT_TRUE(std::holds_alternative<Error>(inputItemsPage(*rec, "after=nope")));
 }
 
-}  // namespace
+}  // namespace stored_responses_test
 }  // namespace tahua

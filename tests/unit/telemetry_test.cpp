@@ -17,7 +17,7 @@
 #include "telemetry/trace_context.h"
 
 namespace tahua {
-namespace {
+namespace telemetry_test {  // named, not anonymous: eight test files compile as one unit
 
 struct Block {
   explicit Block(const FilterChain& chain) : storage(chain.stateBytes() / sizeof(std::max_align_t) + 2) {}
@@ -40,7 +40,6 @@ std::string hex(const std::uint8_t* b, std::size_t n) {
   return s;
 }
 
-}  // namespace
 
 TEST(TraceContext, ParsesVersion00AndRefusesWhatTheSpecRefuses) {
   TraceContext t;
@@ -156,7 +155,6 @@ TEST(ExportQueue, BufferHandsOverAtItsThreshold) {
   EXPECT_EQ(taken[0].data.size(), 2 * ExportBuffer::kFlushItems);
 }
 
-namespace {
 
 struct TelemetryFixture {
   TelemetryFixture() {
@@ -219,7 +217,6 @@ void answeredBy(TelemetryFixture& f, RequestContext& ctx) {
   ctx.facts.model = "m";
 }
 
-}  // namespace
 
 TEST(TracingFilter, ContinuesTheTraceAndAddsTraceparentToEachAttempt) {
   TelemetryFixture f;
@@ -346,4 +343,5 @@ TEST(AccessLogFilter, SampleSuccessKeepsAnExactShareAndEveryError) {
   EXPECT_NE(written.find("\"level\":\"error\""), std::string::npos);
 }
 
+}  // namespace telemetry_test
 }  // namespace tahua

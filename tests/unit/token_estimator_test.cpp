@@ -8,7 +8,7 @@
 #include <string>
 
 namespace tahua {
-namespace {
+namespace token_estimator_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace json = boost::json;
 
@@ -196,5 +196,5 @@ data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text
   EXPECT_EQ(estimateStreamedTokens(R"(":")", c), 0);
 }
 
-}  // namespace
+}  // namespace token_estimator_test
 }  // namespace tahua

@@ -13,7 +13,7 @@
 #include <sstream>
 
 namespace tahua {
-namespace {
+namespace tool_arguments_test {  // named, not anonymous: eight test files compile as one unit
 
 namespace bj = boost::json;
 const std::filesystem::path kSuite = "/usr/share/json-schema-test-suite/tests/draft7";
@@ -111,5 +111,5 @@ TEST(ToolArguments, SchemasItCannotTakeAreErrorsNotCrashes) {
   EXPECT_FALSE(error.empty());
 }
 
-}  // namespace
+}  // namespace tool_arguments_test
 }  // namespace tahua

@@ -15,7 +15,7 @@
 #include "translate/inbound.h"
 
 namespace tahua {
-namespace {
+namespace translate_test {  // named, not anonymous: eight test files compile as one unit
 namespace bj = boost::json;
 
 std::string readFixture(const std::string& name) {
@@ -556,11 +556,11 @@ TEST(Secrets, UpstreamTextsAreScrubbed) {
   EXPECT_EQ(scrubSecrets("bad key sk-secret-1234 given", p), "bad key [redacted] given");
 }
 
-}  // namespace
+}  // namespace translate_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace translate_test {
 
 TEST(PassThrough, UpstreamErrorsLoseSecretsAndGainAnOpenAIType) {
   ProviderConfig p;
@@ -580,11 +580,11 @@ TEST(PassThrough, UpstreamErrorsLoseSecretsAndGainAnOpenAIType) {
   EXPECT_EQ(openai, copy);
 }
 
-}  // namespace
+}  // namespace translate_test
 }  // namespace tahua
 
 namespace tahua {
-namespace {
+namespace translate_test {
 
 TEST(PassThrough, HidingUsageReturnsTheInputItselfWhenNothingIsCut) {
   auto t = makePassThroughTranslator(WireFormat::OpenAIChat, true);
@@ -596,5 +596,5 @@ TEST(PassThrough, HidingUsageReturnsTheInputItselfWhenNothingIsCut) {
   EXPECT_EQ(out.data(), events.data());  // a view: no copy, no per-stream buffer
 }
 
-}  // namespace
+}  // namespace translate_test
 }  // namespace tahua

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "providers/snapshot.h"
 
@@ -49,6 +51,7 @@ struct AdminReply {
   int status = 200;
   std::string body;
   std::string_view content_type = "application/json";  // a literal
+  std::vector<std::pair<std::string_view, std::string>> headers = {};  // more headers (names: literals)
 };
 
 class SessionHost {
@@ -87,7 +90,8 @@ class SessionHost {
   virtual bool gatewayDraining() const = 0;
   virtual boost::asio::awaitable<std::string> renderMetrics() = 0;
   virtual boost::asio::awaitable<AdminReply> admin(std::string_view method, std::string_view path,
-                                                   std::string_view authorization, std::string& body) = 0;
+                                                   std::string_view authorization, std::string_view accept,
+                                                   std::string& body) = 0;
 
  protected:
   ~SessionHost() = default;

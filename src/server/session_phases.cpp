@@ -204,10 +204,15 @@ asio::awaitable<void> Session<Stream>::serveAdmin(http::request<RequestBody>& re
   }
   std::string_view method = req.method_string();
   std::string_view auth = req[http::field::authorization];
+  std::string_view accept = req[http::field::accept];
   std::string& body = req.body().text;
-  AdminReply reply = co_await worker_.admin(method, target, auth, body);
+  AdminReply reply = co_await worker_.admin(method, target, auth, accept, body);
   log::info("admin request", {{"method", method}, {"path", path}, {"status", reply.status}, {"request_id", request_id_}});
-  co_await writeSimple(reply.status, reply.content_type, reply.body);
+  ExtraHeaders extra;
+  HeaderList added;
+  for (const auto& [name, value] : reply.headers) added.emplace_back(name, value);
+  extra.added = added;
+  co_await writeSimple(reply.status, reply.content_type, reply.body, extra);
 }
 
 template <class Stream>

@@ -213,7 +213,8 @@ void AdminApi::applyOverrides(Config& config) const {
 }
 
 asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr nodes, std::string_view method,
-                                             std::string_view path, std::string_view authorization, std::string& body) {
+                                             std::string_view path, std::string_view authorization,
+                                             std::string_view accept, std::string& body) {
   const Config& cfg = *snap->config;
   // The dashboard's page is a shell with no data in it: it loads without a token and
   // asks for one (kept in the browser's sessionStorage) before its data calls, which
@@ -242,8 +243,8 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   const std::string_view rest = path.substr(kPrefix.size());
   auto tenant_op = tenant_admin_.handle(*who, cfg, method, target.substr(kPrefix.size()), body);
   if (auto reply = co_await std::move(tenant_op)) co_return std::move(*reply);
-  // The spend ledger's sums: a tenant's token sees its own tenant's.
-  auto usage_op = handleUsageAdmin(*who, cfg, method, target.substr(kPrefix.size()));
+  // The spend ledger's sums and request log: a tenant's token sees its own tenant's.
+  auto usage_op = handleUsageAdmin(*who, cfg, method, target.substr(kPrefix.size()), accept);
   if (auto reply = co_await std::move(usage_op)) co_return std::move(*reply);
   // Everything else is the operator's: a tenant's token manages its own keys only.
   if (!who->full) co_return adminError(403, "forbidden", "A tenant token may only manage its tenant's keys.");

@@ -33,7 +33,8 @@ class AdminApi {
   // One admin request, on the admin listener's worker: `snapshot` and `nodes` are that
   // worker's; `path` is the request target, query included.
   boost::asio::awaitable<AdminReply> handle(SnapshotPtr snapshot, NodeTablePtr nodes, std::string_view method,
-                                            std::string_view path, std::string_view authorization, std::string& body);
+                                            std::string_view path, std::string_view authorization, std::string_view accept,
+                                            std::string& body);
 
   // Locked (AdminHost::lock). Puts the operator's canary percentages on a config being
   // published; a newly loaded config replaces them (the newest action wins).

@@ -1,7 +1,9 @@
-// GET /admin/v1/usage?from=&to=&group_by=&tenant=&key=&model=: requests, errors, tokens
-// and cost per group from the spend ledger (docs/ledger.md#the-usage-endpoint). A
-// tenant's admin token sees its own tenant only. The query runs on a thread of its own
-// (two at most at once), never on the admin listener's worker.
+// The spend ledger's admin endpoints (docs/ledger.md#the-usage-endpoint,
+// #the-request-log): GET /admin/v1/usage (sums and latency percentiles per group), GET
+// /admin/v1/requests (the request log, keyset-paged) and GET
+// /admin/v1/requests/{record_id}; JSON, or CSV with `Accept: text/csv`. A tenant's admin
+// token sees its own tenant only. Each query runs on a thread of its own with its own
+// connection (two at most at once), never on the admin listener's worker.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -14,8 +16,9 @@
 
 namespace tahua {
 
-// nullopt when `rest` (the path after /admin/v1/, query included) is not this endpoint.
+// nullopt when `rest` (the path after /admin/v1/, query included) is none of these endpoints.
 boost::asio::awaitable<std::optional<AdminReply>> handleUsageAdmin(const AdminCaller& caller, const Config& config,
-                                                                   std::string_view method, std::string_view rest);
+                                                                   std::string_view method, std::string_view rest,
+                                                                   std::string_view accept);
 
 }  // namespace tahua

@@ -68,6 +68,8 @@ struct UsageSinkConfig {
   std::string password;
   // sqlite and postgres: rows older than this are deleted in the background; 0: kept.
   Millis retention{0};
+  // sqlite and postgres: the longest from..to the ledger's admin queries accept.
+  Millis query_max_range{366ll * 24 * 3'600'000};
 };
 
 // Usage records: one per finished request (401s excepted), exported asynchronously.

@@ -128,6 +128,10 @@ constexpr Field kSinkFields[] = {
              "sqlite and postgres: rows whose `ts` is older are deleted in the background, 1,000 at a time; 0s: kept "
              "for ever. `400d`: 400 days.")
         .atRestart(),
+    duration("query_max_range", 3'600'000, "366d",
+             "sqlite and postgres: the longest `from`..`to` GET /admin/v1/usage and /admin/v1/requests accept; a longer "
+             "range is a 400 naming `to` (a year of rows is the most a query should have to read).")
+        .atRestart(),
     integer("max_bytes", 0, 1ull << 50, "0",
             "sqlite: the database file at most (rounded down to pages); past it a write fails as on a full disk (logged, "
             "counted, records spilled). 0: the disk's free space.")
@@ -218,7 +222,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
     };
     switch (c.type) {
       case UsageSinkConfig::Type::File:
-        only({"url", "username", "password_env", "stream", "maxlen", "headers", "batch", "dsn", "dsn_env", "retention", "max_bytes"}, "file");
+        only({"url", "username", "password_env", "stream", "maxlen", "headers", "batch", "dsn", "dsn_env", "retention", "max_bytes", "query_max_range"}, "file");
         if (!y["path"]) fail(y, sp + ".path", "required");
         sf.read("path", c.path);
         sf.read("rotate_bytes", c.rotate_bytes);
@@ -226,7 +230,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         sf.read("keep", c.keep);
         break;
       case UsageSinkConfig::Type::RedisStream:
-        only({"path", "rotate_bytes", "rotate_interval", "keep", "headers", "batch", "dsn", "dsn_env", "retention", "max_bytes"}, "redis_stream");
+        only({"path", "rotate_bytes", "rotate_interval", "keep", "headers", "batch", "dsn", "dsn_env", "retention", "max_bytes", "query_max_range"}, "redis_stream");
         if (sf.read("url", c.url)) {
           RedisEndpoint parsed;
           if (auto e = parseRedisUrl(c.url, parsed)) fail(y["url"], sp + ".url", *e);
@@ -244,7 +248,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         break;
       case UsageSinkConfig::Type::Webhook: {
         only({"path", "rotate_bytes", "rotate_interval", "keep", "stream", "maxlen", "username", "password_env", "dsn", "dsn_env",
-              "retention", "max_bytes"}, "webhook");
+              "retention", "max_bytes", "query_max_range"}, "webhook");
         if (!y["url"]) fail(y, sp + ".url", "required");
         sf.read("url", c.url);
         std::string why;
@@ -260,6 +264,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         sf.read("path", c.path);
         sf.read("max_bytes", c.max_bytes);
         sf.read("retention", c.retention);
+        sf.read("query_max_range", c.query_max_range);
         break;
       case UsageSinkConfig::Type::Postgres:
         only({"path", "url", "username", "stream", "maxlen", "headers", "rotate_bytes", "rotate_interval", "keep", "max_bytes"},
@@ -267,6 +272,7 @@ void Loader::loadUsage(const YAML::Node& n, UsageConfig& u, const Config& cfg) {
         loadPostgresDsn(y, sp, c);
         sf.read("batch", c.batch);
         sf.read("retention", c.retention);
+        sf.read("query_max_range", c.query_max_range);
         break;
     }
     sf.read("timeout", c.timeout);

@@ -1,29 +1,11 @@
 #include "ledger/usage_query.h"
 
-#include <postgresql/libpq-fe.h>
-#include <sqlite3.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <memory>
+#include <cctype>
+#include <cstdlib>
 
 namespace tahua::ledger {
 namespace {
-
-std::string percentDecode(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
-    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i] == '+' ? ' ' : s[i]);
-    }
-  }
-  return out;
-}
 
 bool digits(std::string_view s, std::size_t at, std::size_t n) {
   if (at + n > s.size()) return false;
@@ -32,30 +14,45 @@ bool digits(std::string_view s, std::size_t at, std::size_t n) {
   return true;
 }
 
-void jsonString(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out.push_back(c);
-    }
+// The SQL expression of a group, per database (`route` is the record's route_name);
+// `zone`: the parameter naming tz (PostgreSQL), empty for UTC.
+std::string groupExpr(Dialect d, std::string_view g, const std::string& zone) {
+  if (g == "route") return "route_name";
+  if (g == "day") {
+    if (d == Dialect::Sqlite) return "substr(ts, 1, 10)";
+    return zone.empty() ? "to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD')" : "to_char(ts AT TIME ZONE " + zone + ", 'YYYY-MM-DD')";
   }
-  out.push_back('"');
+  if (g == "hour") {
+    if (d == Dialect::Sqlite) return "substr(ts, 1, 13) || ':00Z'";
+    // In a zone, the local hour without an offset (the hour a clock going back repeats
+    // is one group).
+    return zone.empty() ? "to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24\":00Z\"')"
+                        : "to_char(ts AT TIME ZONE " + zone + ", 'YYYY-MM-DD\"T\"HH24\":00\"')";
+  }
+  return std::string(g);  // tenant, key, model: columns of those names
 }
 
-// The SQL expression of a group, per database (`route` is the record's route_name).
-std::string groupExpr(Dialect d, std::string_view g) {
-  if (g == "route") return "route_name";
-  if (g == "day") return d == Dialect::Postgres ? "to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD')" : "substr(ts, 1, 10)";
-  if (g == "hour")
-    return d == Dialect::Postgres ? "to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24\":00Z\"')" : "substr(ts, 1, 13) || ':00Z'";
-  return std::string(g);  // tenant, key, model: columns of those names
+bool validZoneName(std::string_view z) {
+  if (z.empty() || z.size() > 64 || !std::isalpha(static_cast<unsigned char>(z[0]))) return false;
+  for (char c : z)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '/' && c != '_' && c != '-' && c != '+') return false;
+  return z.find("//") == std::string_view::npos && z.back() != '/';
+}
+
+// "p50 p95" (SQLite's tahua_percentiles) or "{p50,p95}" (PostgreSQL's array) as two
+// JSON numbers; nulls when the group had no value.
+std::pair<Cell, Cell> percentiles(const Cell& c) {
+  if (!c) return {};
+  std::string s = *c;
+  for (char& ch : s)
+    if (ch == '{' || ch == '}' || ch == ',') ch = ' ';
+  char* end = nullptr;
+  const double p50 = std::strtod(s.c_str(), &end);
+  if (end == s.c_str()) return {};
+  char* end2 = nullptr;
+  const double p95 = std::strtod(end, &end2);
+  if (end2 == end) return {};
+  return {formatMillis(p50), formatMillis(p95)};
 }
 
 }  // namespace
@@ -89,22 +86,30 @@ std::optional<std::string> normalizeUtc(std::string_view t) {
   return out + "T" + hh + ":" + mm + ":" + ss + "." + ms + "Z";
 }
 
-std::optional<std::string> parseUsageQuery(std::string_view query, std::string_view now, UsageQuery& out) {
+std::optional<std::string> checkRange(std::string_view from, std::string_view to, std::chrono::milliseconds max_range) {
+  if (to <= from) return std::string("to: must be after from");
+  if (max_range.count() <= 0) return std::nullopt;
+  const auto a = isoToMillis(from), b = isoToMillis(to);
+  if (a && b && *b - *a > max_range.count()) {
+    const long long hours = max_range.count() / 3'600'000;
+    return "to: the range is longer than the ledger's query_max_range (" +
+           (hours % 24 == 0 ? std::to_string(hours / 24) + "d" : std::to_string(hours) + "h") +
+           ", usage.sinks[].query_max_range): narrow from..to";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> parseUsageQuery(std::string_view query, std::string_view now, UsageQuery& out,
+                                           std::chrono::milliseconds max_range) {
   bool have_from = false;
-  std::optional<std::string> seen_error;
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    const auto eq = pair.find('=');
-    const std::string name = percentDecode(pair.substr(0, eq));
-    const std::string value = eq == std::string_view::npos ? std::string() : percentDecode(pair.substr(eq + 1));
+  std::string from_text, to_text;
+  for (const auto& [name, value] : queryParams(query)) {
     if (value.size() > 256) return name + ": longer than 256 characters";
     if (name == "from" || name == "to") {
       auto t = normalizeUtc(value);
       if (!t) return name + ": expected a UTC date (2026-12-05) or date-time (2026-12-05T10:00:00Z), got \"" + value + "\"";
       (name == "from" ? out.from : out.to) = *t;
+      (name == "from" ? from_text : to_text) = value;
       if (name == "from") have_from = true;
     } else if (name == "group_by") {
       out.group_by.clear();
@@ -125,14 +130,25 @@ std::optional<std::string> parseUsageQuery(std::string_view query, std::string_v
     } else if (name == "tenant" || name == "key" || name == "model") {
       if (value.empty()) return name + ": empty";
       (name == "tenant" ? out.tenant : name == "key" ? out.key : out.model) = value;
+    } else if (name == "tz") {
+      if (!validZoneName(value)) return "tz: expected an IANA time zone name (Europe/Berlin), got \"" + value + "\"";
+      out.tz = value == "UTC" || value == "Etc/UTC" ? std::string() : value;
     } else {
-      return name + ": unknown parameter (from, to, group_by, tenant, key, model)";
+      return name + ": unknown parameter (from, to, group_by, tenant, key, model, tz)";
     }
   }
   if (!have_from) return std::string("from: required (a UTC date or date-time)");
   if (out.to.empty()) out.to = std::string(now);
-  if (out.to <= out.from) return std::string("to: must be after from");
-  return std::nullopt;
+  // In a zone, a date is that day's local midnight.
+  out.from_local = !out.tz.empty() && from_text.size() == 10;
+  out.to_local = !out.tz.empty() && to_text.size() == 10;
+  return checkRange(out.from, out.to, max_range);
+}
+
+std::optional<std::string> zoneRefusal(Dialect d, const UsageQuery& q) {
+  if (q.tz.empty() || d == Dialect::Postgres) return std::nullopt;
+  return "tz: days and hours in a time zone need the PostgreSQL ledger (SQLite has no zone database); ask without tz "
+         "for UTC";
 }
 
 UsageSql usageSql(Dialect d, const UsageQuery& q) {
@@ -140,19 +156,38 @@ UsageSql usageSql(Dialect d, const UsageQuery& q) {
   const bool pg = d == Dialect::Postgres;
   auto param = [&](std::string v) {
     s.params.push_back(std::move(v));
-    return (pg ? "$" : "?") + std::to_string(s.params.size()) + (pg && s.params.size() <= 2 ? "::timestamptz" : "");
+    return (pg ? "$" : "?") + std::to_string(s.params.size());
   };
+  // tz's parameter comes last: numbered ahead, after from, to and the filters.
+  const bool zone = pg && !q.tz.empty();
+  const std::string zone_param =
+      zone ? "$" + std::to_string(3 + (q.tenant ? 1 : 0) + (q.key ? 1 : 0) + (q.model ? 1 : 0)) + "::text" : std::string();
+  auto bound = [&](const std::string& iso, bool local) {
+    if (!pg) return param(iso);
+    if (local) return "(" + param(iso.substr(0, 10)) + "::timestamp AT TIME ZONE " + zone_param + ")";
+    return param(iso) + "::timestamptz";
+  };
+  std::string where = " WHERE ts >= " + bound(q.from, q.from_local);
+  where += " AND ts < " + bound(q.to, q.to_local);
+  if (q.tenant) where += " AND tenant = " + param(*q.tenant);
+  if (q.key) where += " AND key = " + param(*q.key);
+  if (q.model) where += " AND model = " + param(*q.model);
+  if (zone) s.params.push_back(q.tz);
+
   std::string groups;
-  for (const auto& g : q.group_by) groups += groupExpr(d, g) + ", ";
+  for (const auto& g : q.group_by) groups += groupExpr(d, g, zone_param) + ", ";
+  auto pct = [&](const std::string& x) {
+    return pg ? "percentile_cont(ARRAY[0.5, 0.95]::float8[]) WITHIN GROUP (ORDER BY " + x + ")::text" : "tahua_percentiles(" + x + ")";
+  };
   s.sql = "SELECT " + groups + "count(*), " +
           (pg ? "count(*) FILTER (WHERE status >= 400)" : "coalesce(sum(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0)") +
           ", coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cached_tokens), 0), " +
-          (pg ? "coalesce(sum(cost_usd), 0)::text" : "coalesce(sum(cost_nano_usd), 0)") + " FROM " + std::string(kRecordsTable);
-  s.sql += " WHERE ts >= " + param(q.from);
-  s.sql += " AND ts < " + param(q.to);
-  if (q.tenant) s.sql += " AND tenant = " + param(*q.tenant);
-  if (q.key) s.sql += " AND key = " + param(*q.key);
-  if (q.model) s.sql += " AND model = " + param(*q.model);
+          (pg ? "coalesce(sum(cost_usd), 0)::text" : "coalesce(sum(cost_nano_usd), 0)") + ", " +
+          (pg ? "count(*) FILTER (WHERE cache IN ('hit', 'semantic-hit'))"
+              : "coalesce(sum(CASE WHEN cache IN ('hit', 'semantic-hit') THEN 1 ELSE 0 END), 0)") +
+          ", coalesce(sum(cache_tokens_saved), 0), " + pct("duration_ms") + ", " +
+          pct(pg ? "CASE WHEN stream THEN ttft_ms END" : "CASE WHEN stream = 1 THEN ttft_ms END") + " FROM " +
+          std::string(kRecordsTable) + where;
   if (!q.group_by.empty()) {
     std::string ordinals;
     for (std::size_t i = 1; i <= q.group_by.size(); ++i) ordinals += (i > 1 ? ", " : "") + std::to_string(i);
@@ -178,145 +213,61 @@ const UsageSinkConfig* ledgerSink(const UsageConfig& usage) {
   return nullptr;
 }
 
-namespace {
 
-// Rows as text cells, in the select's order; null cells as nullopt.
-using Row = std::vector<std::optional<std::string>>;
-
-bool querySqlite(const UsageSinkConfig& c, const UsageSql& s, std::vector<Row>& rows, std::string& error) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(c.path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-    error = c.path + ": " + (db ? sqlite3_errmsg(db) : "cannot open");
-    sqlite3_close(db);
-    return false;
-  }
-  std::unique_ptr<sqlite3, int (*)(sqlite3*)> hold(db, sqlite3_close);
-  sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db, s.sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
-    error = c.path + ": " + sqlite3_errmsg(db);
-    return false;
-  }
-  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> finalize(st, sqlite3_finalize);
-  for (std::size_t i = 0; i < s.params.size(); ++i)
-    sqlite3_bind_text(st, static_cast<int>(i + 1), s.params[i].data(), static_cast<int>(s.params[i].size()), SQLITE_STATIC);
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    Row r;
-    for (int i = 0; i < sqlite3_column_count(st); ++i) {
-      const unsigned char* t = sqlite3_column_text(st, i);
-      r.push_back(t ? std::optional<std::string>(reinterpret_cast<const char*>(t)) : std::nullopt);
-    }
-    rows.push_back(std::move(r));
-  }
-  if (rc != SQLITE_DONE) {
-    error = c.path + ": " + sqlite3_errmsg(db);
-    return false;
-  }
-  return true;
-}
-
-bool queryPostgres(const UsageSinkConfig& c, const UsageSql& s, std::vector<Row>& rows, std::string& error) {
-  if (c.dsn.empty()) {
-    error = "no connection string: the variable " + c.dsn_env + " (dsn_env) was not set at start";
-    return false;
-  }
-  const std::string timeout = std::to_string(std::max<long long>(2, (c.timeout.count() + 999) / 1000));
-  // A question bounded server-side too: a heavy one cannot hold the database.
-  std::vector<const char*> keys{"dbname", "connect_timeout", "fallback_application_name", "options"};
-  std::vector<const char*> values{c.dsn.c_str(), timeout.c_str(), "tahua-query", "-c statement_timeout=10s -c default_transaction_read_only=on"};
-  if (!c.password.empty()) {
-    keys.push_back("password");
-    values.push_back(c.password.c_str());
-  }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
-  std::unique_ptr<PGconn, void (*)(PGconn*)> conn(PQconnectdbParams(keys.data(), values.data(), 1), PQfinish);
-  auto scrubbed = [&](const char* text) {
-    std::string m = text ? text : "";
-    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    if (!c.password.empty())
-      for (auto at = m.find(c.password); at != std::string::npos; at = m.find(c.password)) m.replace(at, c.password.size(), "***");
-    // The whole connection string may hold a password too (dsn_env): never echoed.
-    if (!c.dsn.empty())
-      for (auto at = m.find(c.dsn); at != std::string::npos; at = m.find(c.dsn)) m.replace(at, c.dsn.size(), "***");
-    return m;
-  };
-  if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
-    error = "postgres: " + scrubbed(conn ? PQerrorMessage(conn.get()) : "out of memory");
-    if (PQconninfoOption* o = PQconninfoParse(c.dsn.c_str(), nullptr)) {  // the dsn's own password, if any
-      for (PQconninfoOption* p = o; p->keyword; ++p)
-        if (std::string_view(p->keyword) == "password" && p->val && *p->val)
-          for (auto at = error.find(p->val); at != std::string::npos; at = error.find(p->val)) error.replace(at, std::strlen(p->val), "***");
-      PQconninfoFree(o);
-    }
-    return false;
-  }
-  PQsetNoticeProcessor(conn.get(), [](void*, const char*) {}, nullptr);
-  std::vector<const char*> params;
-  for (const auto& p : s.params) params.push_back(p.c_str());
-  std::unique_ptr<PGresult, void (*)(PGresult*)> r(
-      PQexecParams(conn.get(), s.sql.c_str(), static_cast<int>(params.size()), nullptr, params.data(), nullptr, nullptr, 0), PQclear);
-  if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
-    error = "postgres: " + scrubbed(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(conn.get()));
-    return false;
-  }
-  for (int i = 0; i < PQntuples(r.get()); ++i) {
-    Row row;
-    for (int j = 0; j < PQnfields(r.get()); ++j)
-      row.push_back(PQgetisnull(r.get(), i, j) ? std::nullopt : std::optional<std::string>(PQgetvalue(r.get(), i, j)));
-    rows.push_back(std::move(row));
-  }
-  return true;
-}
-
-}  // namespace
-
-bool runUsageQuery(const UsageSinkConfig& sink, const UsageQuery& q, std::string& json, std::string& error) {
+std::optional<ReadFailure> runUsageQuery(const UsageSinkConfig& sink, const UsageQuery& q, AnswerFormat format, UsageAnswer& answer) {
   const Dialect d = sink.type == UsageSinkConfig::Type::Postgres ? Dialect::Postgres : Dialect::Sqlite;
   const UsageSql s = usageSql(d, q);
   std::vector<Row> rows;
-  if (!(d == Dialect::Postgres ? queryPostgres(sink, s, rows, error) : querySqlite(sink, s, rows, error))) return false;
-  const bool truncated = rows.size() > kMaxUsageGroups;
-  if (truncated) rows.resize(kMaxUsageGroups);
+  if (auto failed = readLedger(sink, s, kMaxUsageGroups + 1, rows)) return failed;
+  answer.truncated = rows.size() > kMaxUsageGroups;
+  if (answer.truncated) rows.resize(kMaxUsageGroups);
+
+  using K = Table::Kind;
+  Table t;
+  for (const auto& g : q.group_by) t.columns.push_back({g, K::Text});
+  for (const char* n : {"requests", "errors", "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "cache_hits",
+                        "cache_tokens_saved", "latency_p50_ms", "latency_p95_ms", "ttft_p50_ms", "ttft_p95_ms"})
+    t.columns.push_back({n, K::Literal});
+  const std::size_t g = q.group_by.size();
+  for (Row& row : rows) {
+    if (row.size() != g + 10) return ReadFailure{ReadFailure::Kind::Unavailable, "unexpected answer from the database"};
+    std::vector<Cell> cells(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(g));
+    for (std::size_t i = 0; i < 5; ++i) cells.push_back(std::to_string(std::stoll(row[g + i].value_or("0"))));
+    const std::string cost = row[g + 5].value_or("0");
+    cells.push_back(d == Dialect::Postgres ? cost : nanosToDecimal(std::stoll(cost)));
+    cells.push_back(std::to_string(std::stoll(row[g + 6].value_or("0"))));
+    cells.push_back(std::to_string(std::stoll(row[g + 7].value_or("0"))));
+    for (std::size_t i = 8; i < 10; ++i) {
+      auto [p50, p95] = percentiles(row[g + i]);
+      cells.push_back(std::move(p50));
+      cells.push_back(std::move(p95));
+    }
+    t.rows.push_back(std::move(cells));
+  }
+  if (format == AnswerFormat::Csv) {
+    answer.body = tableCsv(t);
+    return std::nullopt;
+  }
+  std::string& json = answer.body;
   json = "{\"from\":";
-  jsonString(json, q.from);
+  jsonString(json, q.from_local ? q.from.substr(0, 10) : q.from);
   json += ",\"to\":";
-  jsonString(json, q.to);
+  jsonString(json, q.to_local ? q.to.substr(0, 10) : q.to);
+  if (!q.tz.empty()) {
+    json += ",\"tz\":";
+    jsonString(json, q.tz);
+  }
   json += ",\"group_by\":[";
   for (std::size_t i = 0; i < q.group_by.size(); ++i) {
     if (i) json.push_back(',');
     jsonString(json, q.group_by[i]);
   }
-  json += "],\"groups\":[";
-  static constexpr const char* kSums[] = {"requests", "errors", "input_tokens", "output_tokens", "cached_tokens"};
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const Row& row = rows[r];
-    const std::size_t g = q.group_by.size();
-    if (row.size() != g + 6) {
-      error = "unexpected answer from the database";
-      return false;
-    }
-    json += r ? ",{" : "{";
-    for (std::size_t i = 0; i < g; ++i) {
-      jsonString(json, q.group_by[i]);
-      json.push_back(':');
-      if (row[i]) jsonString(json, *row[i]);
-      else json += "null";
-      json.push_back(',');
-    }
-    for (std::size_t i = 0; i < 5; ++i) {
-      json += "\"" + std::string(kSums[i]) + "\":" + std::to_string(std::stoll(row[g + i].value_or("0"))) + ",";
-    }
-    const std::string cost = row[g + 5].value_or("0");
-    json += "\"cost_usd\":";
-    json += d == Dialect::Postgres ? cost : nanosToDecimal(std::stoll(cost));
-    json.push_back('}');
-  }
-  json += "],\"truncated\":";
-  json += truncated ? "true" : "false";
+  json += "],\"groups\":";
+  appendJsonRows(json, t);
+  json += ",\"truncated\":";
+  json += answer.truncated ? "true" : "false";
   json += "}";
-  return true;
+  return std::nullopt;
 }
 
 }  // namespace tahua::ledger

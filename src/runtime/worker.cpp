@@ -223,8 +223,9 @@ bool Worker::gatewayDraining() const { return gateway_.draining(); }
 boost::asio::awaitable<std::string> Worker::renderMetrics() { return gateway_.renderMetrics(); }
 
 boost::asio::awaitable<AdminReply> Worker::admin(std::string_view method, std::string_view path,
-                                                 std::string_view authorization, std::string& body) {
-  return gateway_.adminApi().handle(snapshot_, nodes_, method, path, authorization, body);
+                                                 std::string_view authorization, std::string_view accept,
+                                                 std::string& body) {
+  return gateway_.adminApi().handle(snapshot_, nodes_, method, path, authorization, accept, body);
 }
 
 std::string Worker::nextRequestId() {

@@ -86,7 +86,8 @@ class Worker final : public WorkerServices, public SessionHost, private BatchPol
   bool gatewayDraining() const override;
   boost::asio::awaitable<std::string> renderMetrics() override;
   boost::asio::awaitable<AdminReply> admin(std::string_view method, std::string_view path,
-                                           std::string_view authorization, std::string& body) override;
+                                           std::string_view authorization, std::string_view accept,
+                                           std::string& body) override;
 
   // Thread body. Returns when stop() is called.
   void run();

@@ -90,7 +90,8 @@ class SessionHost {
   virtual bool gatewayDraining() const = 0;
   virtual boost::asio::awaitable<std::string> renderMetrics() = 0;
   virtual boost::asio::awaitable<AdminReply> admin(std::string_view method, std::string_view path,
-                                                   std::string_view authorization, std::string& body) = 0;
+                                                   std::string_view authorization, std::string_view accept,
+                                                   std::string& body) = 0;
 
  protected:
   ~SessionHost() = default;

@@ -221,8 +221,9 @@ asio::awaitable<void> Session<Stream>::serveAdmin(http::request<RequestBody>& re
     reply = {403, R"({"error":{"message":"A change through the admin API from another origin is refused (Origin is not this listener's).","type":"admin_error","code":"foreign_origin"}})"};
   } else {
     std::string_view auth = req[http::field::authorization];
+    std::string_view accept = req[http::field::accept];  // CSV from the ledger's endpoints
     std::string& body = req.body().text;
-    reply = co_await worker_.admin(method, target, auth, body);
+    reply = co_await worker_.admin(method, target, auth, accept, body);
   }
   log::info("admin request", {{"method", method}, {"path", path}, {"status", reply.status}, {"request_id", request_id_}});
   // Admin answers may hold secrets (a new key's) or a tenant's data: never kept by a

@@ -15,6 +15,8 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_record.h"
 #include "ledger/ledger_schema.h"
+#include "ledger/request_log.h"
+#include "ledger/text_format.h"
 #include "ledger/usage_query.h"
 
 namespace tahua::ledger {
@@ -360,16 +362,192 @@ TEST_F(SqliteLedgerTest, UsageQuerySumsPerGroupExactly) {
   ASSERT_TRUE(write(*l, batch));
   UsageQuery q;
   ASSERT_EQ(parseUsageQuery("from=2026-12-01&to=2026-12-03&group_by=tenant,day", "2026-12-05T00:00:00.000Z", q), std::nullopt);
-  std::string json, error;
-  ASSERT_TRUE(runUsageQuery(c_, q, json, error)) << error;
+  UsageAnswer a;
+  auto failed = runUsageQuery(c_, q, AnswerFormat::Json, a);
+  ASSERT_FALSE(failed) << failed->message;
+  const std::string& json = a.body;
   EXPECT_EQ(json,
             "{\"from\":\"2026-12-01T00:00:00.000Z\",\"to\":\"2026-12-03T00:00:00.000Z\",\"group_by\":[\"tenant\",\"day\"],\"groups\":["
             "{\"tenant\":\"team-a\",\"day\":\"2026-12-01\",\"requests\":2,\"errors\":0,\"input_tokens\":24,\"output_tokens\":6,"
-            "\"cached_tokens\":0,\"cost_usd\":0.0000002},"
+            "\"cached_tokens\":0,\"cost_usd\":0.0000002,\"cache_hits\":0,\"cache_tokens_saved\":0"
+            ",\"latency_p50_ms\":1.5,\"latency_p95_ms\":1.5,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null},"
             "{\"tenant\":\"team-a\",\"day\":\"2026-12-02\",\"requests\":2,\"errors\":0,\"input_tokens\":24,\"output_tokens\":6,"
-            "\"cached_tokens\":0,\"cost_usd\":0.0000002},"
+            "\"cached_tokens\":0,\"cost_usd\":0.0000002,\"cache_hits\":0,\"cache_tokens_saved\":0"
+            ",\"latency_p50_ms\":1.5,\"latency_p95_ms\":1.5,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null},"
             "{\"tenant\":\"team-b\",\"day\":\"2026-12-01\",\"requests\":1,\"errors\":1,\"input_tokens\":12,\"output_tokens\":3,"
-            "\"cached_tokens\":0,\"cost_usd\":0}],\"truncated\":false}");
+            "\"cached_tokens\":0,\"cost_usd\":0,\"cache_hits\":0,\"cache_tokens_saved\":0"
+            ",\"latency_p50_ms\":1.5,\"latency_p95_ms\":1.5,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null}],\"truncated\":false}");
+}
+
+
+TEST(LedgerTextFormat, CsvCellsAreQuotedAndNeutralised) {
+  Table t;
+  t.columns = {{"tenant", Table::Kind::Text}, {"requests", Table::Kind::Literal}};
+  t.rows = {{std::string("=cmd|' /C calc'!A0"), std::string("3")},
+            {std::string("a,\"b\"\nc"), std::nullopt},
+            {std::string("+1"), std::string("-2")},
+            {std::string("@x"), std::string("0")},
+            {std::string("-y,z"), std::string("1")},
+            {std::nullopt, std::string("4")}};
+  EXPECT_EQ(tableCsv(t),
+            "tenant,requests\r\n'=cmd|' /C calc'!A0,3\r\n\"a,\"\"b\"\"\nc\",\r\n'+1,-2\r\n'@x,0\r\n\"'-y,z\",1\r\n,4\r\n");
+  std::string json;
+  appendJsonRows(json, t);
+  EXPECT_EQ(json.rfind("[{\"tenant\":\"=cmd|' /C calc'!A0\",\"requests\":3},{", 0), 0u) << json;  // JSON keeps it as it is
+}
+
+TEST(LedgerTextFormat, CursorsTimesAndNumbers) {
+  for (std::string s : {"", "a", "ab", "abc", "abcd", "2026-12-05T10:00:00.123Z|0193a1b2-c3d4-7e5f-8a9b-000000000001"})
+    EXPECT_EQ(unbase64Url(base64Url(s)), s);
+  EXPECT_EQ(unbase64Url("a+b/"), std::nullopt);
+  EXPECT_EQ(unbase64Url("abcde"), std::nullopt);
+  const std::string c = encodeCursor("2026-12-05T10:00:00.123Z", id(7));
+  EXPECT_EQ(decodeCursor(c), (std::pair<std::string, std::string>{"2026-12-05T10:00:00.123Z", id(7)}));
+  EXPECT_EQ(decodeCursor("bm9wZQ"), std::nullopt);  // "nope"
+  EXPECT_EQ(decodeCursor(base64Url("2026-12-05T10:00:00.123Z|x' OR 1=1")), std::nullopt);
+  EXPECT_EQ(isoToMillis("1970-01-01T00:00:01.500Z"), 1500);
+  EXPECT_EQ(millisToIso(*isoToMillis("2026-02-28T23:59:59.999Z") + 1), "2026-03-01T00:00:00.000Z");
+  EXPECT_EQ(formatMillis(12.5), "12.5");
+  EXPECT_EQ(formatMillis(210), "210");
+  EXPECT_EQ(formatMillis(0.0004), "0");
+  std::vector<double> v{4, 1, 3, 2};
+  EXPECT_DOUBLE_EQ(percentileCont(v, 0.5), 2.5);  // PostgreSQL: percentile_cont(0.5) of 1..4
+  EXPECT_DOUBLE_EQ(percentileCont(v, 0.95), 3.85);
+  std::vector<double> one{7};
+  EXPECT_DOUBLE_EQ(percentileCont(one, 0.95), 7);
+}
+
+TEST(LedgerUsageQuery, ZonesAndTheLongestRange) {
+  const std::string now = "2026-12-05T12:00:00.000Z";
+  UsageQuery q;
+  ASSERT_EQ(parseUsageQuery("from=2026-11-01&to=2026-12-01T00:00:00Z&group_by=day&tz=Europe%2FBerlin", now, q), std::nullopt);
+  EXPECT_EQ(q.tz, "Europe/Berlin");
+  EXPECT_TRUE(q.from_local);
+  EXPECT_FALSE(q.to_local);
+  const UsageSql pg = usageSql(Dialect::Postgres, q);
+  EXPECT_NE(pg.sql.find("to_char(ts AT TIME ZONE $3::text, 'YYYY-MM-DD')"), std::string::npos) << pg.sql;
+  EXPECT_NE(pg.sql.find("WHERE ts >= ($1::timestamp AT TIME ZONE $3::text) AND ts < $2::timestamptz"), std::string::npos) << pg.sql;
+  EXPECT_NE(pg.sql.find("percentile_cont(ARRAY[0.5, 0.95]::float8[]) WITHIN GROUP (ORDER BY duration_ms)"), std::string::npos);
+  EXPECT_EQ(pg.params, (std::vector<std::string>{"2026-11-01", "2026-12-01T00:00:00.000Z", "Europe/Berlin"}));
+  EXPECT_EQ(zoneRefusal(Dialect::Postgres, q), std::nullopt);
+  ASSERT_TRUE(zoneRefusal(Dialect::Sqlite, q));
+  EXPECT_EQ(zoneRefusal(Dialect::Sqlite, q)->rfind("tz: ", 0), 0u);
+  UsageQuery utc;
+  ASSERT_EQ(parseUsageQuery("from=2026-11-01&tz=UTC", now, utc), std::nullopt);
+  EXPECT_EQ(zoneRefusal(Dialect::Sqlite, utc), std::nullopt);
+  const std::pair<const char*, const char*> bad[] = {
+      {"from=2026-11-01&tz=Europe/Berlin'", "tz: expected an IANA"},
+      {"from=2026-11-01&tz=", "tz: expected"},
+      {"from=2025-01-01", "to: the range is longer than the ledger's query_max_range (366d"},
+  };
+  for (auto [query, want] : bad) {
+    UsageQuery x;
+    auto e = parseUsageQuery(query, now, x, std::chrono::hours(24 * 366));
+    ASSERT_TRUE(e) << query;
+    EXPECT_EQ(e->rfind(want, 0), 0u) << query << ": " << *e;
+  }
+}
+
+TEST(LedgerRequestLog, ParametersAndTheKeysetStatement) {
+  const std::string now = "2026-12-05T12:00:00.000Z";
+  RequestLogQuery q;
+  ASSERT_EQ(parseRequestLogQuery("tenant=team-a&status=5xx&limit=2&cursor=" + encodeCursor("2026-12-05T10:00:00.000Z", id(3)), now, q,
+                                 std::chrono::hours(24)),
+            std::nullopt);
+  EXPECT_EQ(q.from, "2026-12-04T12:00:00.000Z");  // to minus the longest range
+  EXPECT_EQ(q.to, now);
+  EXPECT_EQ(q.limit, 2u);
+  const ReadStatement pg = requestLogSql(Dialect::Postgres, q);
+  EXPECT_NE(pg.sql.find("AND status >= 500 AND status <= 599 AND ts <= $4::timestamptz AND (ts < $4::timestamptz OR record_id < $5::uuid) "
+                        "ORDER BY ts DESC, record_id DESC LIMIT 3"),
+            std::string::npos) << pg.sql;
+  EXPECT_EQ(pg.sql.find("prompt_tokens,"), pg.sql.find("prompt_tokens, completion_tokens"));  // counts, never text
+  EXPECT_EQ(pg.sql.find(" prompt,"), pg.sql.find(" prompt, guardrails"));                      // the template's name
+  const std::pair<const char*, const char*> bad[] = {
+      {"limit=0", "limit: expected 1 to 1000"},
+      {"limit=1001", "limit: expected 1 to 1000"},
+      {"limit=ten", "limit: expected"},
+      {"status=200x", "status: expected"},
+      {"status=6xx", "status: expected"},
+      {"cursor=%%%", "cursor: not a cursor"},
+      {"cursor=bm9wZQ", "cursor: not a cursor"},
+      {"from=2026-12-01T25:00Z", "from: expected"},
+      {"from=2026-01-01", "to: the range is longer"},
+      {"prompt=x", "prompt: unknown parameter"},
+  };
+  for (auto [query, want] : bad) {
+    RequestLogQuery x;
+    auto e = parseRequestLogQuery(query, now, x, std::chrono::hours(24 * 30));
+    ASSERT_TRUE(e) << query;
+    EXPECT_EQ(e->rfind(want, 0), 0u) << query << ": " << *e;
+  }
+  EXPECT_TRUE(validRecordId(id(1)));
+  EXPECT_FALSE(validRecordId("0193a1b2-c3d4-7e5f-8a9b-00000000000g"));
+  EXPECT_FALSE(validRecordId("1' OR '1'='1"));
+}
+
+TEST_F(SqliteLedgerTest, RequestLogPagesEveryRowOnceNewestFirst) {
+  auto l = opened();
+  std::string batch;
+  // 7 records, two sharing a ts (the keyset's tie on record_id), one of another tenant.
+  for (int i = 1; i <= 7; ++i) {
+    char ts[32];
+    std::snprintf(ts, sizeof ts, "2026-12-05T10:00:0%d.000Z", i == 5 ? 4 : i);
+    batch += record(id(i), i == 6 ? ",\"tenant\":\"team-b\"" : "", "0.000001", ts);
+  }
+  ASSERT_TRUE(write(*l, batch));
+  std::vector<std::string> seen;
+  std::string cursor;
+  for (int page = 0; page < 10; ++page) {
+    RequestLogQuery q;
+    ASSERT_EQ(parseRequestLogQuery("from=2026-12-05&limit=2&tenant=team-a" + (cursor.empty() ? "" : "&cursor=" + cursor),
+                                   "2026-12-06T00:00:00.000Z", q, {}),
+              std::nullopt);
+    RequestLogAnswer a;
+    auto failed = runRequestLog(c_, q, AnswerFormat::Json, a);
+    ASSERT_FALSE(failed) << failed->message;
+    for (std::size_t at = a.body.find("\"record_id\":\""); at != std::string::npos; at = a.body.find("\"record_id\":\"", at + 1))
+      seen.push_back(a.body.substr(at + 13, 36));
+    EXPECT_NE(a.body.find("\"cost_usd\":0.000001"), std::string::npos) << a.body;
+    EXPECT_EQ(a.body.find("secret"), std::string::npos) << "never the mcp arguments";
+    cursor = a.next_cursor;
+    if (cursor.empty()) break;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{id(7), id(5), id(4), id(3), id(2), id(1)}));
+  RequestLogAnswer one;
+  ASSERT_FALSE(runRequestDetail(c_, id(6), std::string("team-a"), AnswerFormat::Json, one));
+  EXPECT_FALSE(one.found) << "another tenant's record";
+  ASSERT_FALSE(runRequestDetail(c_, id(6), std::nullopt, AnswerFormat::Csv, one));
+  EXPECT_TRUE(one.found);
+  EXPECT_EQ(one.body.substr(0, 40), "record_id,request_id,trace_id,ts,end_ts,");
+  EXPECT_NE(one.body.find("team-b"), std::string::npos);
+}
+
+TEST_F(SqliteLedgerTest, PercentilesAreExactPerGroup) {
+  auto l = opened();
+  std::string batch;
+  // team-a: durations 1..20 ms, streams with ttft 10..200; team-b: one record without a duration.
+  // record() says stream false and 1.5 ms: those fields are rewritten, not repeated.
+  auto with = [](std::string r, const std::string& duration, bool stream) {
+    r.replace(r.find("\"duration_ms\":1.5"), 17, "\"duration_ms\":" + duration);
+    if (stream) r.replace(r.find("\"stream\":false"), 14, "\"stream\":true");
+    return r;
+  };
+  for (int i = 1; i <= 20; ++i)
+    batch += with(record(id(i), ",\"ttft_ms\":" + std::to_string(i * 10) + (i <= 3 ? ",\"cache\":\"hit\",\"cache_tokens_saved\":100" : "")),
+                  std::to_string(i), true);
+  batch += with(record(id(21), ",\"tenant\":\"team-b\""), "null", false);
+  ASSERT_TRUE(write(*l, batch));
+  UsageQuery q;
+  ASSERT_EQ(parseUsageQuery("from=2026-12-05&group_by=tenant", "2026-12-06T00:00:00.000Z", q), std::nullopt);
+  UsageAnswer a;
+  ASSERT_FALSE(runUsageQuery(c_, q, AnswerFormat::Csv, a));
+  // percentile_cont: p50 of 1..20 is 10.5, p95 is 1 + 0.95 * 19 = 19.05.
+  EXPECT_EQ(a.body,
+            "tenant,requests,errors,input_tokens,output_tokens,cached_tokens,cost_usd,cache_hits,cache_tokens_saved,"
+            "latency_p50_ms,latency_p95_ms,ttft_p50_ms,ttft_p95_ms\r\n"
+            "team-a,20,0,240,60,0,0.00246,3,300,10.5,19.05,105,190.5\r\n"
+            "team-b,1,0,12,3,0,0.000123,0,0,,,,\r\n");
 }
 
 }  // namespace ledger_test

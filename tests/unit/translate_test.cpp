@@ -29,7 +29,7 @@ std::string readFixture(const std::string& name) {
 bj::object fixtureObject(const std::string& name) { return bj::parse(readFixture(name)).as_object(); }
 
 // Everything a stream decoder produced, accumulated the way a client would.
-struct TranslatedChunks : ChunkSink {
+struct Collected : ChunkSink {
   int starts = 0;
   std::string text;
   std::map<int, ToolCall> calls;
@@ -47,7 +47,7 @@ struct TranslatedChunks : ChunkSink {
     if (!c.finish_reason.empty()) finish = c.finish_reason;
     if (c.usage) usage = *c.usage;
   }
-  bool operator==(const TranslatedChunks& o) const {
+  bool operator==(const Collected& o) const {
     if (starts != o.starts || text != o.text || finish != o.finish || calls.size() != o.calls.size()) return false;
     for (const auto& [i, c] : calls) {
       auto it = o.calls.find(i);
@@ -58,9 +58,9 @@ struct TranslatedChunks : ChunkSink {
   }
 };
 
-TranslatedChunks decodeWhole(const VendorCodec& codec, std::string_view bytes) {
+Collected decodeWhole(const VendorCodec& codec, std::string_view bytes) {
   auto d = codec.streamDecoder();
-  TranslatedChunks c;
+  Collected c;
   EXPECT_FALSE(d->feed(bytes, c));
   EXPECT_FALSE(d->finish(c));
   return c;
@@ -68,17 +68,17 @@ TranslatedChunks decodeWhole(const VendorCodec& codec, std::string_view bytes) {
 
 // The decoder's result must not depend on where the byte stream was cut.
 void expectSplitInvariant(const VendorCodec& codec, std::string_view bytes) {
-  const TranslatedChunks whole = decodeWhole(codec, bytes);
+  const Collected whole = decodeWhole(codec, bytes);
   for (std::size_t cut = 0; cut <= bytes.size(); ++cut) {
     auto d = codec.streamDecoder();
-    TranslatedChunks c;
+    Collected c;
     ASSERT_FALSE(d->feed(bytes.substr(0, cut), c)) << "cut " << cut;
     ASSERT_FALSE(d->feed(bytes.substr(cut), c)) << "cut " << cut;
     ASSERT_FALSE(d->finish(c));
     ASSERT_TRUE(c == whole) << "split at byte " << cut;
   }
   auto d = codec.streamDecoder();
-  TranslatedChunks c;
+  Collected c;
   for (char ch : bytes) ASSERT_FALSE(d->feed(std::string_view(&ch, 1), c));
   ASSERT_FALSE(d->finish(c));
   EXPECT_TRUE(c == whole) << "byte by byte";
@@ -168,7 +168,7 @@ TEST(AnthropicCodec, DecodesAResponseWithToolUse) {
 TEST(AnthropicCodec, DecodesTheToolUseStreamAtEverySplit) {
   auto codec = makeAnthropicCodec();
   const std::string stream = readFixture("anthropic/stream_tool_use.sse");
-  const TranslatedChunks c = decodeWhole(*codec, stream);
+  const Collected c = decodeWhole(*codec, stream);
   EXPECT_EQ(c.starts, 1);
   EXPECT_EQ(c.text, "Okay, let's check the weather für San Francisco 天气");
   ASSERT_EQ(c.calls.size(), 1u);
@@ -187,7 +187,7 @@ TEST(AnthropicCodec, ATruncatedStreamOrAnErrorEventIsAnError) {
   auto codec = makeAnthropicCodec();
   std::string stream = readFixture("anthropic/stream_tool_use.sse");
   auto d = codec->streamDecoder();
-  TranslatedChunks c;
+  Collected c;
   EXPECT_FALSE(d->feed(stream.substr(0, stream.find("event: message_stop")), c));
   auto err = d->finish(c);
   ASSERT_TRUE(err);
@@ -362,7 +362,7 @@ TEST(AnthropicInbound, EstimatesThePromptOfAMessagesRequestOnly) {
 TEST(OpenAIChatCodec, DecodesTheToolCallStreamAtEverySplit) {
   auto codec = makeOpenAIChatCodec();
   const std::string stream = readFixture("openai/stream_tool_calls.sse");
-  const TranslatedChunks c = decodeWhole(*codec, stream);
+  const Collected c = decodeWhole(*codec, stream);
   EXPECT_EQ(c.text, "Let me look: ünïcödé 天气");
   ASSERT_EQ(c.calls.size(), 2u);
   EXPECT_EQ(c.calls.at(0).arguments, R"({"location": "Paris"})");

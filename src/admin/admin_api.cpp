@@ -10,7 +10,9 @@
 //   GET  /admin/v1/nodes                   node status reports
 //   PUT  /admin/v1/nodes/{id}/status       {"state", "gpu_util", "gpu_memory", ...}
 //   POST /admin/v1/drain                   graceful drain, as SIGTERM
-//   tenants, keys, audit                    see admin/tenant_admin.h
+//   GET  /admin/v1/whoami                  the calling token: {name, full, tenant?} (any admin token)
+//   tenants, keys                           see admin/tenant_admin.h
+//   audit                                   see admin/audit_log.h
 //   resources, plugins                      see admin/resource_admin.h
 //   endpoints                               see admin/endpoint_admin.h
 //   mcp/tools                               see admin/mcp_admin.h
@@ -49,7 +51,8 @@ constexpr std::size_t kMaxNodes = 10'000;
 
 AdminReply ok(bj::object o) { return {200, jsonText(o)}; }
 
-// The admin token, or a tenant's token (looked up by its SHA-256); none: nullopt.
+// The admin token ("admin"), a named global token (admin.tokens) or a tenant's token
+// (admin.tenant_tokens); the named ones are looked up by their SHA-256. None: nullopt.
 std::optional<AdminCaller> caller(const Config& cfg, std::string_view authorization) {
   constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive (RFC 9110)
   if (!cfg.admin.enabled || authorization.size() <= kBearer.size()) return std::nullopt;
@@ -58,10 +61,12 @@ std::optional<AdminCaller> caller(const Config& cfg, std::string_view authorizat
   std::string_view presented = authorization.substr(kBearer.size());
   const std::string& token = cfg.admin.token;
   // Constant time over the token's length: no early exit that times the prefix.
-  if (presented.size() == token.size() && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0)
+  if (!token.empty() && presented.size() == token.size() && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0)
     return AdminCaller{true, "", "admin"};
-  if (cfg.admin.tenant_tokens.empty()) return std::nullopt;
+  if (cfg.admin.tokens.empty() && cfg.admin.tenant_tokens.empty()) return std::nullopt;
   const Sha256 digest = sha256(presented);
+  for (const auto& t : cfg.admin.tokens)
+    if (CRYPTO_memcmp(digest.data(), t.sha256.data(), digest.size()) == 0) return AdminCaller{true, "", t.name};
   for (const auto& t : cfg.admin.tenant_tokens)
     if (CRYPTO_memcmp(digest.data(), t.sha256.data(), digest.size()) == 0) return AdminCaller{false, t.tenant, t.name};
   return std::nullopt;
@@ -235,12 +240,41 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
                           {"Referrer-Policy", "no-referrer"}}};
   }
   const std::optional<AdminCaller> who = caller(cfg, authorization);
-  if (!who) co_return adminError(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
+  // Not in the audit log (anyone could fill it with these); a log line.
+  if (!who) {
+    log::warn("admin API: a request without a valid token refused", {{"method", method}, {"path", path.substr(0, std::min<std::size_t>(path.find('?'), 300))}});
+    co_return adminError(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
+  }
+  auto op = route(snap, std::move(nodes), *who, method, path, body);
+  AdminReply reply = co_await std::move(op);
+  if (AuditLog::recorded(method, reply.status)) {
+    auto recorded = audit_log_.record(*who, method, path.substr(0, path.find('?')), reply.status, cfg.admin.audit_entries);
+    co_await std::move(recorded);
+  }
+  co_return reply;
+}
+
+asio::awaitable<AdminReply> AdminApi::route(SnapshotPtr snap, NodeTablePtr nodes, const AdminCaller& caller, std::string_view method,
+                                            std::string_view path, std::string& body) {
+  const Config& cfg = *snap->config;
+  const AdminCaller* who = &caller;
   constexpr std::string_view kPrefix = "/admin/v1/";
   const std::string_view target = path;  // with its query, which only tenant_admin_ reads
   path = target.substr(0, target.find('?'));
   if (path.substr(0, kPrefix.size()) != kPrefix) co_return adminError(404, "unknown_url", "Unknown admin URL: " + std::string(path));
   const std::string_view rest = path.substr(kPrefix.size());
+  if (rest == "whoami") {  // the console names who is signed in
+    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
+    bj::object me{{"name", who->name}, {"full", who->full}};
+    if (!who->full) me["tenant"] = who->tenant;
+    co_return ok(std::move(me));
+  }
+  if (rest == "audit") {  // every caller: a tenant token reads its tenant's entries
+    const std::size_t q = target.find('?');
+    auto op = audit_log_.list(*who, method, q == std::string_view::npos ? std::string_view{} : target.substr(q + 1));
+    AdminReply r = co_await std::move(op);
+    co_return r;
+  }
   auto tenant_op = tenant_admin_.handle(*who, cfg, method, target.substr(kPrefix.size()), body);
   if (auto reply = co_await std::move(tenant_op)) co_return std::move(*reply);
   // The spend ledger's sums and request log: a tenant's token sees its own tenant's.

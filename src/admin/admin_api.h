@@ -18,6 +18,7 @@
 #include "routing/balancer.h"
 #include "routing/deployment_state.h"
 #include "admin/admin_host.h"
+#include "admin/audit_log.h"
 #include "admin/endpoint_admin.h"
 #include "admin/resource_admin.h"
 #include "admin/tenant_admin.h"
@@ -28,7 +29,11 @@ namespace tahua {
 class AdminApi {
  public:
   explicit AdminApi(AdminHost& host)
-      : host_(host), tenant_admin_(host), resource_admin_(host, tenant_admin_), endpoint_admin_(host, tenant_admin_) {}
+      : host_(host),
+        tenant_admin_(host),
+        resource_admin_(host, tenant_admin_),
+        endpoint_admin_(host, tenant_admin_),
+        audit_log_(host) {}
 
   // One admin request, on the admin listener's worker: `snapshot` and `nodes` are that
   // worker's; `path` is the request target, query included.
@@ -47,10 +52,14 @@ class AdminApi {
   EndpointAdmin& endpoints() { return endpoint_admin_; }
 
  private:
+  // An authenticated request (`path`: the target, query included), once the caller is known.
+  boost::asio::awaitable<AdminReply> route(SnapshotPtr snapshot, NodeTablePtr nodes, const AdminCaller& who, std::string_view method,
+                                           std::string_view path, std::string& body);
   AdminHost& host_;
   TenantAdmin tenant_admin_;  // /admin/v1/tenants, /keys, /audit
   ResourceAdmin resource_admin_;  // /admin/v1/resources
   EndpointAdmin endpoint_admin_;  // /admin/v1/endpoints (registrations)
+  AuditLog audit_log_;            // /admin/v1/audit, and every change recorded
   std::map<std::string, double, std::less<>> canary_overrides_;  // model -> percent (locked)
   NodeTable nodes_;                                               // GPU node status reports (locked)
   std::set<std::string, std::less<>> store_nodes_;  // of them, the ones last seen in the shared store (locked)

@@ -24,8 +24,6 @@ namespace bj = boost::json;
 
 namespace {
 
-constexpr std::size_t kAuditKept = 1000;
-
 std::int64_t nowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -77,16 +75,25 @@ std::string secretKey() {
 
 bj::value parsed(const std::string& json) { return bj::parse(json); }
 
+// An update's summary for the audit log: the fields it sent, never their values (a key's
+// metadata may hold anything).
+std::string fieldsSent(const std::string& body) {
+  boost::system::error_code ec;
+  bj::value v = bj::parse(body, ec);
+  if (ec || !v.is_object()) return {};
+  std::string out = "fields:";
+  for (const auto& [k, _] : v.get_object()) {
+    if (out.size() > 200) return out + " ...";
+    out.append(" ").append(k.data(), k.size());
+  }
+  return out;
+}
+
 }  // namespace
 
-void TenantAdmin::audit(const AdminCaller& caller, std::string_view action, std::string_view target, std::string_view detail) {
-  bj::object o{{"time", formatUtcTime(nowSeconds())}, {"who", caller.name}, {"action", action}, {"target", target}};
-  if (!caller.tenant.empty()) o["tenant_scope"] = caller.tenant;
-  if (!detail.empty()) o["detail"] = detail;
-  log::info("admin action", {{"who", caller.name}, {"action", std::string(action)}, {"target", std::string(target)}});
-  std::lock_guard lock(mu_);
-  audit_.push_back(bj::serialize(o));
-  while (audit_.size() > kAuditKept) audit_.pop_front();
+void TenantAdmin::audit(const AdminCaller& caller, std::string_view action, std::string_view target, std::string_view detail,
+                        std::string_view tenant) {
+  caller.note = AuditNote{std::string(action), std::string(target), std::string(detail), std::string(tenant)};
 }
 
 asio::awaitable<std::optional<AdminReply>> TenantAdmin::handle(const AdminCaller& caller, const Config& config,
@@ -113,16 +120,6 @@ asio::awaitable<std::optional<AdminReply>> TenantAdmin::handle(const AdminCaller
     AdminReply r = co_await std::move(op);
     co_return r;
   }
-  if (rest == "audit") {
-    if (!caller.full) co_return adminError(403, "forbidden", "Only the admin token may read the audit trail.");
-    if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
-    bj::array entries;
-    {
-      std::lock_guard lock(mu_);
-      for (const auto& e : audit_) entries.push_back(bj::parse(e));
-    }
-    co_return AdminReply{200, jsonText(bj::object{{"entries", std::move(entries)}})};
-  }
   co_return std::nullopt;
 }
 
@@ -148,7 +145,7 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
     if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
-    audit(caller, "tenant.create", t.name);
+    audit(caller, "tenant.create", t.name, {}, t.name);
     co_return AdminReply{201, tenantToJson(t)};
   }
 
@@ -175,7 +172,7 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
     if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
-    audit(caller, "tenant.update", next.name, body.size() <= 512 ? std::string_view(body) : std::string_view("(large)"));
+    audit(caller, "tenant.update", next.name, fieldsSent(body), next.name);
     co_return AdminReply{200, tenantToJson(next)};
   }
   if (method == "DELETE") {
@@ -186,7 +183,7 @@ asio::awaitable<AdminReply> TenantAdmin::tenants(const AdminCaller& caller, cons
     if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
-    audit(caller, "tenant.delete", tenant_name);
+    audit(caller, "tenant.delete", tenant_name, {}, tenant_name);
     co_return AdminReply{200, jsonText(bj::object{{"deleted", tenant_name}})};
   }
   co_return adminError(405, "method_not_allowed", "Use GET, PATCH or DELETE.");
@@ -240,7 +237,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
-    audit(caller, "key.create", k.name, k.tenant);
+    audit(caller, "key.create", k.name, "tenant " + k.tenant, k.tenant);
     bj::value v = parsed(keyToJson(k));
     v.as_object().erase("sha256");
     if (!secret.empty()) v.as_object()["key"] = secret;  // the only time it is ever shown
@@ -266,7 +263,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
-    audit(caller, "key.update", next.name, body.size() <= 512 ? std::string_view(body) : std::string_view("(large)"));
+    audit(caller, "key.update", next.name, fieldsSent(body), next.tenant);
     bj::value v = parsed(keyToJson(next));
     v.as_object().erase("sha256");
     co_return AdminReply{200, jsonText(v)};
@@ -277,7 +274,7 @@ asio::awaitable<AdminReply> TenantAdmin::keys(const AdminCaller& caller, const C
     if (auto e = co_await std::move(write)) co_return adminError(503, "store_unavailable", *e);
     auto published = host_.publishTenants();
     co_await std::move(published);
-    audit(caller, "key.revoke", key_name);
+    audit(caller, "key.revoke", key_name, {}, k->tenant);
     co_return AdminReply{200, jsonText(bj::object{{"revoked", key_name}})};
   }
   co_return adminError(405, "method_not_allowed", "Use GET, PATCH or DELETE.");

@@ -1,5 +1,4 @@
-// The admin API's tenants and keys (/admin/v1/tenants, /admin/v1/keys) and the audit
-// trail of every admin change (/admin/v1/audit). Records live in the state store (so a
+// The admin API's tenants and keys (/admin/v1/tenants, /admin/v1/keys). Records live in the state store (so a
 // key created through one replica works on all, and survives restarts); the gateway
 // then publishes a new tenant directory to every worker before the answer goes out.
 //
@@ -14,7 +13,6 @@
 //   GET    /admin/v1/keys/{name}           one, with its limits' usage
 //   PATCH  /admin/v1/keys/{name}           models, expires_at, limits, metadata
 //   DELETE /admin/v1/keys/{name}           revoke
-//   GET    /admin/v1/audit                 the last 1,000 admin changes (every endpoint's) (admin token)
 //
 // Tenants and keys declared in the config file are listed but not changed here (409):
 // the file is their source of truth.
@@ -27,17 +25,11 @@
 #include <string>
 #include <string_view>
 
+#include "admin/admin_caller.h"
 #include "admin/admin_host.h"
 #include "server/session_host.h"
 
 namespace tahua {
-
-// Who is calling the admin API: the admin token, or a tenant's token (admin.tenant_tokens).
-struct AdminCaller {
-  bool full = false;
-  std::string tenant;  // a tenant token's tenant
-  std::string name;    // "admin", or the tenant token's name (the audit trail's "who")
-};
 
 class TenantAdmin {
  public:
@@ -48,9 +40,11 @@ class TenantAdmin {
                                                            std::string_view method, std::string_view rest,
                                                            const std::string& body);
 
-  // Every admin change (these and the rest of the admin API's): who, what, when; never a
-  // secret. Logged and kept for GET /admin/v1/audit.
-  void audit(const AdminCaller& caller, std::string_view action, std::string_view target, std::string_view detail = {});
+  // Names the change a handler made (these and the rest of the admin API's) for the audit
+  // log, which records it with who, when and the answer's status (admin/audit_log.h).
+  // `detail` is a short summary, never a secret; `tenant`: the tenant it concerns.
+  static void audit(const AdminCaller& caller, std::string_view action, std::string_view target, std::string_view detail = {},
+                    std::string_view tenant = {});
 
  private:
   boost::asio::awaitable<AdminReply> tenants(const AdminCaller& caller, const Config& config, std::string_view method,
@@ -58,8 +52,6 @@ class TenantAdmin {
   boost::asio::awaitable<AdminReply> keys(const AdminCaller& caller, const Config& config, std::string_view method,
                                           std::string_view name, std::string_view query, const std::string& body);
   AdminHost& host_;
-  std::mutex mu_;
-  std::deque<std::string> audit_;  // JSON objects, newest last
 };
 
 }  // namespace tahua

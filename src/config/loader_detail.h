@@ -165,6 +165,7 @@ class Loader {
   void loadJwtIssuers(const YAML::Node& n, Config& cfg);
   void loadRateLimits(const YAML::Node& n, Config& cfg);
   void loadTenantTokens(const YAML::Node& n, Config& cfg);
+  void loadAdminTokens(const YAML::Node& n, Config& cfg);
   // store_section.cpp: `store` and `discovery`
   void loadStore(const YAML::Node& n, Config& cfg);
   void loadDiscovery(const YAML::Node& n, Config& cfg);

@@ -106,12 +106,21 @@ struct TenantAdminToken {
   std::array<unsigned char, 32> sha256{};  // only the hash is configured
 };
 
+// A named token of the admin API with the admin token's rights (admin.tokens): kept as
+// its SHA-256 (configured so, or hashed at load from an environment variable).
+struct GlobalAdminToken {
+  std::string name;  // who acted, in the audit log
+  std::array<unsigned char, 32> sha256{};
+};
+
 struct AdminConfig {
   bool enabled = false;
   ListenerConfig listener;
-  std::string token;      // secret
+  std::string token;      // secret; named "admin" in the audit log
   std::string token_env;  // where it came from, for messages
+  std::vector<GlobalAdminToken> tokens;
   std::vector<TenantAdminToken> tenant_tokens;
+  std::size_t audit_entries = 10'000;  // the audit log keeps the newest this many
 };
 
 }  // namespace tahua

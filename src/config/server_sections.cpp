@@ -107,11 +107,14 @@ const Table kLimits("limits", "Concurrency caps (bulkheads) for the whole gatewa
 
 constexpr Field kAdminFields[] = {
     section("listen", "The admin API's own address and port. Required.").needed().atRestart(),
-    nonEmpty("token", "", "The bearer token (at least 16 characters); prefer token_env."),
+    nonEmpty("token", "", "The bearer token (at least 16 characters); prefer token_env. Named `admin` in the audit log."),
     nonEmpty("token_env", "",
              "The environment variable holding the token (read at start; unset: the admin API is off). One of "
-             "token and token_env is required."),
+             "token, token_env and tokens is required."),
+    list("tokens", "[]", "Named tokens with the admin token's rights (by SHA-256 or an environment variable)."),
     list("tenant_tokens", "[]", "Tokens (by SHA-256) that manage one tenant's keys only."),
+    integer("audit_entries", 100, 10'000'000, "10000",
+            "The audit log (GET /admin/v1/audit) keeps the newest this many entries, in the state store."),
 };
 const Table kAdmin("admin", "The admin API (docs/admin-api.md).", kAdminFields);
 
@@ -252,9 +255,11 @@ void Loader::loadAdmin(const YAML::Node& n, Config& cfg) {
     if (const char* env = std::getenv(a.token_env.c_str()); env && *env) a.token = env;
     else warnings_.push_back("admin: environment variable " + a.token_env + " is not set; the admin API is off");
   }
-  if (!n["token"] && !n["token_env"]) fail(n, p + ".token_env", "required: the admin API needs a token");
+  if (!n["token"] && !n["token_env"] && !n["tokens"]) fail(n, p + ".token_env", "required: the admin API needs a token");
   if (!a.token.empty() && a.token.size() < 16) fail(n["token"] ? n["token"] : n["token_env"], p + ".token", "must be at least 16 characters");
-  a.enabled = !a.token.empty();
+  if (n["tokens"]) loadAdminTokens(n["tokens"], cfg);
+  f.read("audit_entries", a.audit_entries);
+  a.enabled = !a.token.empty() || !a.tokens.empty();
 }
 
 }  // namespace tahua::config_detail

@@ -2,9 +2,11 @@
 // the `tenants`, `keys`, `auth`, `rate_limits` and `admin.tenant_tokens` sections.
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <set>
 
 #include "config/loader_detail.h"
+#include "core/sha256.h"
 #include "core/utc_time.h"
 #include "http/http_url.h"
 
@@ -103,6 +105,15 @@ constexpr Field kTokenFields[] = {
     nonEmpty("tenant", "", "The one tenant whose keys it manages (declared under `tenants`).").needed(),
     string("sha256", "", "The token's SHA-256 as 64 hex digits, never the token itself.").needed(),
 };
+constexpr Field kAdminTokenFields[] = {
+    nonEmpty("name", "", "Names the token in the audit log; unique among admin tokens (`admin` is admin.token's).").needed(),
+    string("sha256", "", "The token's SHA-256 as 64 hex digits, never the token itself. This or token_env."),
+    nonEmpty("token_env", "",
+             "The environment variable holding the token (read at start, at least 16 characters, kept only as its "
+             "SHA-256; unset: this token is off, warned)."),
+};
+const Table kAdminToken("admin.tokens[]", "A named token of the admin API with the admin token's rights.", kAdminTokenFields);
+
 const Table kTenantToken("admin.tenant_tokens[]",
                          "A token of the admin API that manages one tenant's keys only, and sees only its tenant.",
                          kTokenFields);
@@ -554,7 +565,46 @@ void Loader::loadTenantTokens(const YAML::Node& n, Config& cfg) {
     f.read("sha256", hex);
     if (!sha256Hex(hex, t.sha256))
       fail(f["sha256"], f.at("sha256"), "expected the token's SHA-256 as 64 hex digits, not the token itself");
+    for (const auto& g : cfg.admin.tokens)
+      if (g.name == t.name) fail(f["name"], f.at("name"), "\"" + t.name + "\" names an admin.tokens entry already");
+    for (const auto& o : cfg.admin.tenant_tokens)
+      if (o.name == t.name) fail(f["name"], f.at("name"), "duplicate name \"" + t.name + "\"");
+    if (t.name == "admin") fail(f["name"], f.at("name"), "\"admin\" names admin.token");
     cfg.admin.tenant_tokens.push_back(std::move(t));
+  }
+}
+
+void Loader::loadAdminTokens(const YAML::Node& n, Config& cfg) {
+  const std::string p = "admin.tokens";
+  if (!n.IsSequence()) fail(n, p, "expected a list of {name, sha256 | token_env}");
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const YAML::Node& y = n[i];
+    Fields f(*this, y, p + "[" + std::to_string(i) + "]", kAdminToken);
+    if (!f["name"]) fail(y, f.at("name"), "required");
+    if (!f["sha256"] == !f["token_env"]) fail(y, f.at("sha256"), "set sha256 or token_env (one of them)");
+    GlobalAdminToken t;
+    f.read("name", t.name);
+    if (t.name == "admin") fail(f["name"], f.at("name"), "\"admin\" names admin.token; pick another name");
+    for (const auto& o : cfg.admin.tokens)
+      if (o.name == t.name) fail(f["name"], f.at("name"), "duplicate name \"" + t.name + "\"");
+    if (f["sha256"]) {
+      std::string hex;
+      f.read("sha256", hex);
+      if (!sha256Hex(hex, t.sha256))
+        fail(f["sha256"], f.at("sha256"), "expected the token's SHA-256 as 64 hex digits, not the token itself");
+    } else {
+      std::string env_name;
+      f.read("token_env", env_name);
+      const char* env = std::getenv(env_name.c_str());
+      if (!env || !*env) {
+        warnings_.push_back(p + "[" + std::to_string(i) + "]: environment variable " + env_name + " is not set; the token '" + t.name +
+                            "' is off");
+        continue;
+      }
+      if (std::string_view(env).size() < 16) fail(f["token_env"], f.at("token_env"), "the token in " + env_name + " must be at least 16 characters");
+      t.sha256 = sha256(env);
+    }
+    cfg.admin.tokens.push_back(std::move(t));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <charconv>
 #include <chrono>
 
 #include "core/base64.h"
@@ -442,6 +443,41 @@ void MemoryStore::eraseRecord(std::string_view ns, std::string_view id, WriteDon
   }
   if (!error) changed();
   done(std::move(error));
+}
+
+void MemoryStore::appendLog(std::string_view log, std::string json, std::size_t keep, WriteDone done) {
+  {
+    std::lock_guard lock(logs_mu_);
+    auto it = logs_.find(log);
+    if (it == logs_.end()) it = logs_.emplace(std::string(log), std::deque<std::pair<std::uint64_t, std::string>>{}).first;
+    it->second.emplace_back(++log_seq_, std::move(json));
+    while (it->second.size() > std::max<std::size_t>(keep, 1)) it->second.pop_front();
+  }
+  done(std::nullopt);
+}
+
+void MemoryStore::readLog(std::string_view log, std::string_view before, std::size_t count, std::function<void(LogPage)> done) {
+  LogPage page;
+  std::uint64_t below = UINT64_MAX;
+  if (!before.empty()) {
+    const auto [end, ec] = std::from_chars(before.data(), before.data() + before.size(), below);
+    if (ec != std::errc() || end != before.data() + before.size()) below = 0;  // not one of ours: nothing older
+  }
+  count = std::min(count, kMaxLogRead);
+  {
+    std::lock_guard lock(logs_mu_);
+    if (auto it = logs_.find(log); it != logs_.end()) {
+      const auto& entries = it->second;
+      // Ids ascend with position: start below `below` and walk back.
+      auto from = std::lower_bound(entries.begin(), entries.end(), below,
+                                   [](const auto& e, std::uint64_t id) { return e.first < id; });
+      while (from != entries.begin() && page.entries.size() < count) {
+        --from;
+        page.entries.push_back({std::to_string(from->first), from->second});
+      }
+    }
+  }
+  done(std::move(page));
 }
 
 void MemoryStore::onRecordsChanged(std::function<void()> fn) {

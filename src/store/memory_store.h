@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <functional>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,8 @@ class MemoryStore final : public StateStore {
   void putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) override;
   void eraseRecord(std::string_view ns, std::string_view id, WriteDone done) override;
   void onRecordsChanged(std::function<void()> fn) override;
+  void appendLog(std::string_view log, std::string json, std::size_t keep, WriteDone done) override;
+  void readLog(std::string_view log, std::string_view before, std::size_t count, std::function<void(LogPage)> done) override;
 
   void getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) override;
   void putIdempotent(std::string_view key, Idempotent record, Millis ttl) override;
@@ -143,6 +146,11 @@ class MemoryStore final : public StateStore {
   void loadValues();  // from records_ at openJournal
   void expireValues(std::int64_t now);
   void dropValue(decltype(values_)::iterator it);
+
+  // Logs (appendLog), oldest first, each entry with its number (its id) in this store.
+  std::mutex logs_mu_;
+  std::map<std::string, std::deque<std::pair<std::uint64_t, std::string>>, std::less<>> logs_;
+  std::uint64_t log_seq_ = 0;
 
   std::mutex flush_mu_;
   std::condition_variable flush_cv_;

@@ -114,6 +114,25 @@ class StateStore {
   // derives again when it moved.
   std::uint64_t recordsGeneration() const { return records_generation_.load(std::memory_order_acquire); }
 
+  // Append-only logs, bounded: the newest `keep` entries of a log are kept, older ones
+  // dropped as new ones arrive (the admin API's audit log). A Redis stream in a shared
+  // store (XADD MAXLEN, so every replica reads the same log); in memory otherwise (gone
+  // with the process: logs are not journaled). Each entry gets an id from the store,
+  // ordered by time of append; `done` runs on any thread.
+  struct LogEntry {
+    std::string id;
+    std::string json;
+  };
+  struct LogPage {
+    std::vector<LogEntry> entries;  // newest first
+    std::optional<std::string> error;  // the store could not answer
+  };
+  static constexpr std::size_t kMaxLogRead = 1000;  // entries per readLog call, at most
+  virtual void appendLog(std::string_view log, std::string json, std::size_t keep, WriteDone done) = 0;
+  // Up to `count` (at most kMaxLogRead) entries older than the one with id `before`
+  // (empty: the newest), newest first. An id that is not the store's reads nothing.
+  virtual void readLog(std::string_view log, std::string_view before, std::size_t count, std::function<void(LogPage)> done) = 0;
+
   // Idempotency records: a completed answer kept under its key for a while, so a retry
   // gets it again instead of a second (billed) call. `done` runs on the calling worker's
   // thread with the record (status 0: there is none); a store that cannot answer falls

@@ -73,7 +73,7 @@ describe('admin API: tenants and keys', () => {
 
     const audit = await admin('GET', '/admin/v1/audit');
     assert.deepEqual(
-      audit.json.entries.map((e) => e.action),
+      audit.json.entries.map((e) => e.action).reverse(), // newest first
       ['tenant.create', 'key.create', 'key.revoke', 'key.create', 'key.revoke', 'tenant.delete'],
     );
     assert.ok(audit.json.entries.every((e) => e.who === 'admin' && e.time));
@@ -116,11 +116,17 @@ describe('admin API: tenants and keys', () => {
     assert.deepEqual(tenants.json.tenants.map((x) => x.name), ['ops']);
     assert.equal((await admin('POST', '/admin/v1/tenants', { json: { name: 'z' }, token: TENANT_TOKEN })).status, 403);
     assert.equal((await admin('GET', '/admin/v1/config', { token: TENANT_TOKEN })).status, 403);
-    assert.equal((await admin('GET', '/admin/v1/audit', { token: TENANT_TOKEN })).status, 403);
     const audit = await admin('GET', '/admin/v1/audit');
     const entry = audit.json.entries.find((e) => e.target === 'ops-1');
     assert.equal(entry.who, 'ops-admin');
     assert.equal(entry.tenant_scope, 'ops');
+    // A tenant token reads its tenant's entries: its own (refusals of changes too), none of 'other''s.
+    const own = await admin('GET', '/admin/v1/audit', { token: TENANT_TOKEN });
+    assert.equal(own.status, 200, own.text);
+    assert.ok(own.json.entries.length >= 2 && own.json.entries.every((e) => e.tenant === 'ops'), own.text);
+    assert.ok(own.json.entries.some((e) => e.target === 'ops-1' && e.status === 201));
+    assert.ok(own.json.entries.some((e) => e.path === '/admin/v1/tenants' && e.status === 403), 'a refused change is audited');
+    assert.ok(audit.json.entries.some((e) => e.target === 'o-2') && !own.text.includes('o-2'));
   });
 
   it('with store.journal, admin-created keys and quota consumption survive a restart', async (t) => {

@@ -1,5 +1,6 @@
 #include "config/config.h"
 #include "config/provider_kind.h"
+#include "core/sha256.h"
 #include "guardrails/rule_set.h"
 
 #include <gtest/gtest.h>
@@ -753,4 +754,52 @@ models:)");
 }
 
 }  // namespace config_loader_test
+}  // namespace tahua
+
+namespace tahua {
+
+// admin.tokens: named global tokens, by SHA-256 or from an environment variable (kept as
+// its SHA-256 only); names unique across admin.token ("admin") and every token list.
+TEST(ConfigAdminTokens, NamedGlobalTokensBySha256OrEnvironment) {
+  ::setenv("TAHUA_UNIT_ADMIN_TOKEN_B", "a-token-from-the-environment", 1);
+  const std::string yaml = std::string(kMinimal) + R"(
+admin:
+  listen: {port: 9090}
+  tokens:
+    - {name: alice, sha256: "2222222222222222222222222222222222222222222222222222222222222222"}
+    - {name: bob, token_env: TAHUA_UNIT_ADMIN_TOKEN_B}
+    - {name: carol, token_env: TAHUA_UNIT_ADMIN_TOKEN_UNSET}
+  audit_entries: 500
+)";
+  auto r = loadConfigString(yaml, "t.yaml");
+  ASSERT_TRUE(r.config) << r.error;
+  const AdminConfig& a = r.config->admin;
+  EXPECT_TRUE(a.enabled) << "tokens alone enable the admin API";
+  EXPECT_TRUE(a.token.empty());
+  ASSERT_EQ(a.tokens.size(), 2u) << "an unset variable leaves its token off";
+  EXPECT_EQ(a.tokens[0].name, "alice");
+  EXPECT_EQ(a.tokens[0].sha256[0], 0x22);
+  EXPECT_EQ(a.tokens[1].name, "bob");
+  EXPECT_EQ(a.tokens[1].sha256, sha256("a-token-from-the-environment"));
+  EXPECT_EQ(a.audit_entries, 500u);
+  bool warned = false;
+  for (const auto& w : r.warnings) warned = warned || w.find("TAHUA_UNIT_ADMIN_TOKEN_UNSET") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST(ConfigAdminTokens, RefusesAmbiguousOrTakenNames) {
+  const std::string head = std::string(kMinimal) + "tenants: [{name: t1}]\nadmin:\n  listen: {port: 9090}\n  token: \"0123456789abcdef0123\"\n";
+  const std::string h = "\"3333333333333333333333333333333333333333333333333333333333333333\"";
+  EXPECT_NE(loadError(head + "  tokens: [{name: x}]\n").find("set sha256 or token_env"), std::string::npos);
+  EXPECT_NE(loadError(head + "  tokens: [{name: x, sha256: " + h + ", token_env: X}]\n").find("set sha256 or token_env"), std::string::npos);
+  EXPECT_NE(loadError(head + "  tokens: [{name: admin, sha256: " + h + "}]\n").find("names admin.token"), std::string::npos);
+  EXPECT_NE(loadError(head + "  tokens: [{name: x, sha256: " + h + "}, {name: x, sha256: " + h + "}]\n").find("duplicate name"),
+            std::string::npos);
+  EXPECT_NE(loadError(head + "  tokens: [{name: x, sha256: " + h + "}]\n  tenant_tokens: [{name: x, tenant: t1, sha256: " + h + "}]\n")
+                .find("names an admin.tokens entry"),
+            std::string::npos);
+  EXPECT_NE(loadError(head + "  audit_entries: 5\n").find("audit_entries"), std::string::npos);
+  EXPECT_NE(loadError(std::string(kMinimal) + "admin:\n  listen: {port: 9090}\n").find("needs a token"), std::string::npos);
+}
+
 }  // namespace tahua

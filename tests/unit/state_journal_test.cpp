@@ -318,3 +318,28 @@ TEST(StoreValues, AGroupsOrderSurvivesARestart) {
 
 }  // namespace state_journal_test
 }  // namespace tahua
+
+namespace tahua {
+
+// The in-process store's logs (the admin API's audit log): bounded to the newest `keep`,
+// read newest first a page at a time from an id; an id not its own reads nothing.
+TEST(StateStoreLog, KeepsTheNewestAndPagesBackFromAnId) {
+  MemoryStore store;
+  for (int i = 0; i < 7; ++i) store.appendLog("audit", "{\"n\":" + std::to_string(i) + "}", 5, [](auto e) { EXPECT_FALSE(e); });
+  store.appendLog("other", "{}", 5, [](auto) {});
+  StateStore::LogPage first, second, rest, bad;
+  store.readLog("audit", "", 3, [&](StateStore::LogPage p) { first = std::move(p); });
+  ASSERT_EQ(first.entries.size(), 3u);
+  EXPECT_EQ(first.entries[0].json, "{\"n\":6}");
+  EXPECT_EQ(first.entries[2].json, "{\"n\":4}");
+  store.readLog("audit", first.entries.back().id, 3, [&](StateStore::LogPage p) { second = std::move(p); });
+  ASSERT_EQ(second.entries.size(), 2u) << "only the newest 5 are kept";
+  EXPECT_EQ(second.entries[1].json, "{\"n\":2}");
+  store.readLog("audit", second.entries.back().id, 3, [&](StateStore::LogPage p) { rest = std::move(p); });
+  EXPECT_TRUE(rest.entries.empty());
+  store.readLog("audit", "12-x", 3, [&](StateStore::LogPage p) { bad = std::move(p); });
+  EXPECT_TRUE(bad.entries.empty());
+  EXPECT_FALSE(bad.error);
+}
+
+}  // namespace tahua

@@ -84,18 +84,18 @@ function confirmAction(text) {
 async function signIn(token) {
   state.token = token;
   try {
-    // The admin token reads the config; a tenant's token is refused it (403) and sees its tenant only.
-    let full = true;
-    try { await api('GET', '/admin/v1/config'); } catch (e) { if (e.status === 403) full = false; else throw e; }
-    const { tenants } = await api('GET', '/admin/v1/tenants');
+    // Which token this is: a global one (its name) or a tenant's, which sees its tenant only.
+    const me = await api('GET', '/admin/v1/whoami');
+    const full = me.full === true;
     state.full = full;
-    state.tenant = full ? null : tenants[0]?.name ?? null;
+    state.name = me.name;
+    state.tenant = full ? null : me.tenant ?? null;
     sessionStorage.setItem(TOKEN_KEY, token);
     $('signin').hidden = true;
     $('signin-error').textContent = '';
     $('nav').hidden = false;
     $('signout').hidden = false;
-    $('who').textContent = full ? 'Signed in: gateway admin' : `Signed in: admin of tenant ${state.tenant}`;
+    $('who').textContent = full ? `Signed in: ${me.name} (gateway admin)` : `Signed in: ${me.name} (admin of tenant ${state.tenant})`;
     $('who').dataset.role = full ? 'admin' : 'tenant';
     for (const node of document.querySelectorAll('[data-full-only]')) node.hidden = !full;
     show(state.view);
@@ -119,12 +119,12 @@ function forgetSecret() {
 }
 
 function show(view) {
-  if (view === 'models' && !state.full) view = 'tenants';
+  if ((view === 'models' || view === 'mcp') && !state.full) view = 'tenants';
   forgetSecret();
   state.view = view;
   for (const b of document.querySelectorAll('#nav button')) b.setAttribute('aria-current', b.dataset.view === view ? 'page' : 'false');
-  for (const v of ['tenants', 'spend', 'requests', 'models']) $(`view-${v}`).hidden = v !== view;
-  ({ tenants: loadTenants, spend: loadSpend, requests: () => loadRequests(null), models: loadModels })[view]();
+  for (const v of ['tenants', 'spend', 'requests', 'models', 'mcp', 'audit']) $(`view-${v}`).hidden = v !== view;
+  ({ tenants: loadTenants, spend: loadSpend, requests: () => loadRequests(null), models: loadModels, mcp: loadMcp, audit: () => loadAudit(null) })[view]();
 }
 
 // ---- tenants and keys ------------------------------------------------------------------
@@ -506,6 +506,95 @@ async function changeCanary(model, current) {
   } catch (e) { status(`Could not change the canary: ${e.message}`, true); }
 }
 
+// ---- MCP tool pins -----------------------------------------------------------------------
+
+const pretty = (v) => JSON.stringify(v ?? null, null, 2);
+const whenText = (secs) => (secs ? new Date(secs * 1000).toISOString().slice(0, 19) + 'Z' : '\u2013');
+
+/** One JSON Patch operation as a line of text: "replace /description: \"new\"". */
+function changeText(c) {
+  return `${c.op} ${c.path}` + (c.op === 'remove' ? '' : `: ${JSON.stringify(c.value)}`);
+}
+
+async function loadMcp() {
+  status('Loading MCP tool pins\u2026');
+  try {
+    const { tools } = await api('GET', '/admin/v1/mcp/tools');
+    // Changed tools first: they wait for someone.
+    const pins = [...tools].sort((a, b) => (b.pending ? 1 : 0) - (a.pending ? 1 : 0) || `${a.server}/${a.tool}`.localeCompare(`${b.server}/${b.tool}`));
+    $('mcp-list').replaceChildren(...(pins.length ? pins.map((p) => {
+      const id = `${p.server}/${p.tool}`;
+      const approved = el('div', {}, el('h4', {}, `Approved (by ${p.approved_by ?? '\u2013'}, ${whenText(p.approved_at)})`),
+        el('pre', { 'data-testid': `mcp-approved-${id}` }, pretty(p.definition)));
+      const parts = [el('h3', {}, `${id} `, el('span', { class: `pill ${p.pending ? 'bad' : 'ok'}`, 'data-testid': `mcp-state-${id}` }, p.pending ? 'changed: waiting for approval' : 'pinned'))];
+      if (p.pending) {
+        const changes = p.pending.changes ?? [];
+        parts.push(el('div', { class: 'side-by-side' }, approved,
+          el('div', {}, el('h4', {}, `Offered now (seen ${whenText(p.pending.seen_at)})`), el('pre', { 'data-testid': `mcp-pending-${id}` }, pretty(p.pending.definition)))));
+        parts.push(el('h4', {}, `What differs (${changes.length})`),
+          el('pre', { class: 'changes', 'data-testid': `mcp-changes-${id}` }, changes.length ? changes.map(changeText).join('\n') : 'The fingerprints differ; the definitions compare equal.'));
+      } else {
+        parts.push(approved);
+      }
+      parts.push(el('div', { class: 'row-actions' },
+        p.pending ? el('button', { type: 'button', class: 'primary', 'data-testid': `mcp-approve-${id}`, onclick: () => approveTool(p) }, 'Approve the new definition') : null,
+        el('button', { type: 'button', class: 'danger', 'data-testid': `mcp-forget-${id}`, onclick: () => forgetTool(p) }, 'Forget the pin')));
+      return el('div', { class: 'pin', 'data-testid': `mcp-pin-${id}` }, ...parts);
+    }) : [el('p', { class: 'note' }, 'No MCP tool is pinned yet.')]));
+    status(`MCP tool pins as of ${new Date().toISOString().slice(0, 19)}Z.`);
+  } catch (e) { status(`Could not load MCP tool pins: ${e.message}`, true); }
+}
+
+const toolUrl = (p) => `/admin/v1/mcp/tools/${encodeURIComponent(p.server)}/${encodeURIComponent(p.tool)}`;
+
+async function approveTool(p) {
+  const n = p.pending?.changes?.length ?? 0;
+  if (!(await confirmAction(`Approve the changed definition of ${p.server}/${p.tool} (${n} change${n === 1 ? '' : 's'})? Calls get the new definition from now on.`))) return;
+  try {
+    await api('POST', `${toolUrl(p)}/approve`);
+    status(`Approved the new definition of ${p.server}/${p.tool}.`);
+    await loadMcp();
+  } catch (e) { status(`Could not approve ${p.server}/${p.tool}: ${e.message}`, true); }
+}
+
+async function forgetTool(p) {
+  if (!(await confirmAction(`Forget the pin of ${p.server}/${p.tool}? The next definition its server offers is pinned as it is.`))) return;
+  try {
+    await api('DELETE', toolUrl(p));
+    status(`Forgot the pin of ${p.server}/${p.tool}.`);
+    await loadMcp();
+  } catch (e) { status(`Could not forget ${p.server}/${p.tool}: ${e.message}`, true); }
+}
+
+// ---- audit log ---------------------------------------------------------------------------
+
+async function loadAudit(cursor, ev) {
+  ev?.preventDefault();
+  const form = $('audit-form');
+  const q = new URLSearchParams({ limit: form.elements.limit.value });
+  const who = form.elements.who.value.trim();
+  if (who) q.set('who', who);
+  if (cursor) q.set('cursor', cursor);
+  if (!cursor) state.auditPages = 0;
+  status('Loading the audit log\u2026');
+  try {
+    const page = await api('GET', `/admin/v1/audit?${q}`);
+    const rows = page.entries.map((e) => el('tr', { 'data-testid': `audit-row-${e.id}`, 'data-action': e.action, 'data-who': e.who },
+      el('td', {}, e.time), el('td', { 'data-testid': 'audit-who-cell' }, e.who), el('td', {}, e.tenant ?? ''), el('td', {}, e.action),
+      el('td', {}, e.target ?? ''), el('td', {}, e.detail ?? ''), el('td', {}, `${e.method ?? ''} ${e.path ?? ''}`),
+      el('td', { class: 'num' }, el('span', { class: `pill ${e.status === 403 ? 'bad' : 'ok'}` }, e.status ?? ''))));
+    $('audit-body').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 8 }, 'No entries.'))]));
+    if (cursor) state.auditPages += 1;
+    state.auditNext = page.next_cursor ?? null;
+    $('audit-next').disabled = !state.auditNext;
+    $('audit-first').disabled = !cursor;
+    status(`Audit log as of ${new Date().toISOString().slice(0, 19)}Z${state.full ? '' : ` (tenant ${state.tenant}'s entries)`}.`);
+  } catch (e) {
+    $('audit-body').replaceChildren();
+    status(`Could not load the audit log: ${e.message}`, true);
+  }
+}
+
 // ---- wiring ------------------------------------------------------------------------------
 
 limitInputs(document.querySelector('#tenant-form [data-limits]'), 'tenant');
@@ -524,6 +613,9 @@ $('spend-csv').addEventListener('click', downloadCsv);
 $('requests-form').addEventListener('submit', (ev) => loadRequests(null, ev));
 $('requests-next').addEventListener('click', () => loadRequests(state.next));
 $('requests-first').addEventListener('click', () => loadRequests(null));
+$('audit-form').addEventListener('submit', (ev) => loadAudit(null, ev));
+$('audit-next').addEventListener('click', () => loadAudit(state.auditNext));
+$('audit-first').addEventListener('click', () => loadAudit(null));
 const saved = sessionStorage.getItem(TOKEN_KEY);
 if (saved) signIn(saved);
 else $('token').focus();

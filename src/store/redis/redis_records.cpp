@@ -199,6 +199,50 @@ void RedisStore::onRecordsChanged(std::function<void()> fn) {
   listeners_.push_back(std::move(fn));
 }
 
+// A log is a stream (tahua:log:<name>) trimmed to its newest `keep` entries by the
+// append itself; one field "e" holds the entry. Both go through the control connection,
+// like record writes (an admin action, never a request's path).
+void RedisStore::appendLog(std::string_view log, std::string json, std::size_t keep, WriteDone done) {
+  std::vector<std::string> args{"XADD", "tahua:log:" + std::string(log), "MAXLEN", std::to_string(std::max<std::size_t>(keep, 1)), "*", "e",
+                                std::move(json)};
+  asio::post(*control_io_, [this, args = std::move(args), done = std::move(done)]() mutable {
+    control_->send(std::move(args), [this, done = std::move(done)](std::optional<RedisReply> r) mutable {
+      if (!r || r->isError()) done("the Redis store did not take the log entry (" + std::string(r ? r->str : control_->lastError()) + ")");
+      else done(std::nullopt);
+    });
+  });
+}
+
+void RedisStore::readLog(std::string_view log, std::string_view before, std::size_t count, std::function<void(LogPage)> done) {
+  // A stream id is <ms>-<seq>; anything else is not one of ours (and would be a Redis error).
+  const auto dash = before.find('-');
+  const auto digits = [](std::string_view s) { return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string_view::npos; };
+  if (!before.empty() && (dash == std::string_view::npos || !digits(before.substr(0, dash)) || !digits(before.substr(dash + 1)))) {
+    done(LogPage{});
+    return;
+  }
+  std::vector<std::string> args{"XREVRANGE", "tahua:log:" + std::string(log), before.empty() ? std::string("+") : "(" + std::string(before), "-",
+                                "COUNT", std::to_string(std::clamp<std::size_t>(count, 1, kMaxLogRead))};
+  asio::post(*control_io_, [this, args = std::move(args), done = std::move(done)]() mutable {
+    control_->send(std::move(args), [this, done = std::move(done)](std::optional<RedisReply> r) mutable {
+      LogPage page;
+      if (!r || r->isError() || r->type != RedisReply::Type::Array) {
+        page.error = "the Redis store did not answer (" + std::string(r ? r->str : control_->lastError()) + ")";
+        done(std::move(page));
+        return;
+      }
+      for (const auto& e : r->elements) {
+        // [id, [field, value, ...]]
+        if (e.type != RedisReply::Type::Array || e.elements.size() != 2 || e.elements[1].type != RedisReply::Type::Array) continue;
+        const auto& fields = e.elements[1].elements;
+        for (std::size_t i = 0; i + 1 < fields.size(); i += 2)
+          if (fields[i].str == "e") page.entries.push_back({e.elements[0].str, fields[i + 1].str});
+      }
+      done(std::move(page));
+    });
+  });
+}
+
 // An answer is one string value (JSON, the body in base64) set with its TTL in one
 // command: no state without an expiry, whatever happens between two commands.
 void RedisStore::getIdempotent(std::string_view key, std::function<void(std::optional<Idempotent>)> done) {

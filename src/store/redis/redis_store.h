@@ -74,6 +74,8 @@ class RedisStore final : public StateStore {
   void putRecord(std::string_view ns, std::string_view id, std::string json, WriteDone done) override;
   void eraseRecord(std::string_view ns, std::string_view id, WriteDone done) override;
   void onRecordsChanged(std::function<void()> fn) override;
+  void appendLog(std::string_view log, std::string json, std::size_t keep, WriteDone done) override;
+  void readLog(std::string_view log, std::string_view before, std::size_t count, std::function<void(LogPage)> done) override;
 
   Stats stats() const override;
   void flushWorker(std::function<void()> done) override;

@@ -245,7 +245,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
     log::warn("admin API: a request without a valid token refused", {{"method", method}, {"path", path.substr(0, std::min<std::size_t>(path.find('?'), 300))}});
     co_return adminError(401, "unauthorized", "A valid admin token is required (Authorization: Bearer ...).");
   }
-  auto op = route(snap, std::move(nodes), *who, method, path, body);
+  auto op = route(snap, std::move(nodes), *who, method, path, accept, body);
   AdminReply reply = co_await std::move(op);
   if (AuditLog::recorded(method, reply.status)) {
     auto recorded = audit_log_.record(*who, method, path.substr(0, path.find('?')), reply.status, cfg.admin.audit_entries);
@@ -255,7 +255,7 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
 }
 
 asio::awaitable<AdminReply> AdminApi::route(SnapshotPtr snap, NodeTablePtr nodes, const AdminCaller& caller, std::string_view method,
-                                            std::string_view path, std::string& body) {
+                                            std::string_view path, std::string_view accept, std::string& body) {
   const Config& cfg = *snap->config;
   const AdminCaller* who = &caller;
   constexpr std::string_view kPrefix = "/admin/v1/";

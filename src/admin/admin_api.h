@@ -54,7 +54,7 @@ class AdminApi {
  private:
   // An authenticated request (`path`: the target, query included), once the caller is known.
   boost::asio::awaitable<AdminReply> route(SnapshotPtr snapshot, NodeTablePtr nodes, const AdminCaller& who, std::string_view method,
-                                           std::string_view path, std::string& body);
+                                           std::string_view path, std::string_view accept, std::string& body);
   AdminHost& host_;
   TenantAdmin tenant_admin_;  // /admin/v1/tenants, /keys, /audit
   ResourceAdmin resource_admin_;  // /admin/v1/resources

@@ -757,6 +757,7 @@ models:)");
 }  // namespace tahua
 
 namespace tahua {
+namespace config_loader_test {
 
 // admin.tokens: named global tokens, by SHA-256 or from an environment variable (kept as
 // its SHA-256 only); names unique across admin.token ("admin") and every token list.
@@ -802,4 +803,5 @@ TEST(ConfigAdminTokens, RefusesAmbiguousOrTakenNames) {
   EXPECT_NE(loadError(std::string(kMinimal) + "admin:\n  listen: {port: 9090}\n").find("needs a token"), std::string::npos);
 }
 
+}  // namespace config_loader_test
 }  // namespace tahua

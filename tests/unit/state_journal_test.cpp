@@ -320,6 +320,7 @@ TEST(StoreValues, AGroupsOrderSurvivesARestart) {
 }  // namespace tahua
 
 namespace tahua {
+namespace state_journal_test {
 
 // The in-process store's logs (the admin API's audit log): bounded to the newest `keep`,
 // read newest first a page at a time from an id; an id not its own reads nothing.
@@ -342,4 +343,5 @@ TEST(StateStoreLog, KeepsTheNewestAndPagesBackFromAnId) {
   EXPECT_FALSE(bad.error);
 }
 
+}  // namespace state_journal_test
 }  // namespace tahua

@@ -31,6 +31,8 @@ void Loader::loadFiles(const YAML::Node& n, Config& cfg) {
     const std::string& type = cfg.providers[index].type;
     if (type != "openai" && type != "azure-openai")
       fail(node, path, "provider \"" + name + "\" is of type " + type + ": files and batches are served by openai and azure-openai providers");
+    if (!cfg.providers[index].serves(ProviderApi::Files))
+      fail(node, path, "provider \"" + name + "\": its `apis` list does not name `files`");
     if (f.targetOf(name)) return name;
     ModelConfig m;
     m.name = "files:" + name;

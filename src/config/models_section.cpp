@@ -402,6 +402,8 @@ std::string embeddingModelProblem(const Config& cfg, std::string_view model) {
   const std::string& type = cfg.providers[m->deployments.front().provider_index].type;
   if (type != "openai" && type != "azure-openai" && type != "mock")
     return "model \"" + std::string(model) + "\" must be served by an openai, azure-openai or mock provider (the kinds that pass embeddings through)";
+  if (!cfg.providers[m->deployments.front().provider_index].serves(ProviderApi::Embeddings))
+    return "model \"" + std::string(model) + "\": its provider's `apis` list does not name `embeddings`";
   return {};
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,29 @@ struct AwsConfig {
   std::string session_token;      // optional (temporary credentials)
 };
 
+// The client APIs an upstream of OpenAI's wire format may serve itself (an `openai`
+// provider's `apis` list). One bit each; files covers batches (a batch is made of files).
+enum class ProviderApi : std::uint16_t {
+  Chat = 1 << 0,
+  Completions = 1 << 1,
+  Embeddings = 1 << 2,
+  Responses = 1 << 3,
+  Moderations = 1 << 4,
+  Images = 1 << 5,
+  Audio = 1 << 6,
+  Rerank = 1 << 7,
+  Files = 1 << 8,
+  Realtime = 1 << 9,
+};
+// The names in the config, in bit order.
+inline constexpr std::string_view kProviderApiNames[] = {"chat",  "completions", "embeddings", "responses", "moderations",
+                                                         "images", "audio",      "rerank",     "files",     "realtime"};
+// Every API but Responses: chat completions is what every OpenAI-compatible server
+// serves, /v1/responses only some, and a translated Responses request works everywhere
+// (tahua keeps its state). The rest cannot be translated: passing them through costs
+// nothing where they are missing (the server's own 404).
+inline constexpr std::uint16_t kDefaultProviderApis = 0x3FF & ~static_cast<std::uint16_t>(ProviderApi::Responses);
+
 struct ProviderConfig {
   std::string name;
   std::string type;                    // the type's name, as in the config ("openai", "bedrock", ...)
@@ -104,6 +128,10 @@ struct ProviderConfig {
   std::int64_t default_max_tokens = 4096;        // anthropic, bedrock: when the client sent none
   std::string api_version;                       // azure-openai: the api-version query parameter
   bool stream_usage = true;  // openai-format streams: ask for usage upstream, hide it if the client did not
+  // openai: the APIs the upstream serves itself (ProviderApi bits); the others are
+  // translated through chat completions where they can be, else refused.
+  std::uint16_t apis = kDefaultProviderApis;
+  bool serves(ProviderApi api) const { return (apis & static_cast<std::uint16_t>(api)) != 0; }
   AwsConfig aws;             // bedrock
 };
 

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/field_table.h"
 #include "core/duration.h"
@@ -31,6 +32,8 @@ class ProviderOptions {
   virtual std::int64_t integer(std::string_view key) const = 0;
   virtual bool boolean(std::string_view key) const = 0;
   virtual Millis duration(std::string_view key) const = 0;
+  // A list of non-empty strings (a List field).
+  virtual std::vector<std::string> strings(std::string_view key) const = 0;
   // The mapping at `key`, with only `table`'s fields.
   virtual std::unique_ptr<ProviderOptions> section(std::string_view key, const schema::Table& table) const = 0;
   // Fails the load at `key` (at this mapping when the key is absent: "required").

@@ -117,6 +117,14 @@ class YamlProviderOptions final : public ProviderOptions {
   Millis duration(std::string_view key) const override {
     return loader_.duration(node(key), field(key), Millis(static_cast<Millis::rep>(described(key).min)));
   }
+  std::vector<std::string> strings(std::string_view key) const override {
+    const YAML::Node n = node(key);
+    if (described(key).kind != Kind::List) loader_.fail(map_, field(key), "internal: not a list field");
+    if (!n.IsSequence()) loader_.fail(n, field(key), "expected a list");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < n.size(); ++i) out.push_back(loader_.nonEmpty(n[i], field(key) + "[" + std::to_string(i) + "]"));
+    return out;
+  }
   std::unique_ptr<ProviderOptions> section(std::string_view key, const Table& table) const override {
     const YAML::Node n = node(key);
     loader_.checkKeys(n, field(key), table);

@@ -164,7 +164,8 @@ std::string Error::toJson() const {
   boost::json::object inner;
   inner["message"] = message;
   inner["type"] = type();
-  inner["param"] = nullptr;
+  if (param.empty()) inner["param"] = nullptr;
+  else inner["param"] = param;
   inner["code"] = code();
   boost::json::object outer;
   outer["error"] = std::move(inner);

@@ -69,6 +69,8 @@ struct Error {
   // PluginDenied: the status (4xx) and code the plugin chose ("" : plugin_denied).
   int plugin_status = 0;
   std::string plugin_code = {};
+  // The request field an InvalidRequest names (OpenAI's error `param`); empty: null.
+  std::string param = {};
 
   int httpStatus() const;
   ErrorSource source() const;

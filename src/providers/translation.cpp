@@ -20,6 +20,32 @@ const InboundCodec* inboundFor(Endpoint e) {
   }
 }
 
+std::uint16_t providerApiOf(Endpoint e) {
+  ProviderApi api;
+  switch (e) {
+    case Endpoint::ChatCompletions: api = ProviderApi::Chat; break;
+    case Endpoint::Completions: api = ProviderApi::Completions; break;
+    case Endpoint::Embeddings: api = ProviderApi::Embeddings; break;
+    case Endpoint::Responses: api = ProviderApi::Responses; break;
+    case Endpoint::Moderations: api = ProviderApi::Moderations; break;
+    case Endpoint::ImagesGenerations:
+    case Endpoint::ImagesEdits: api = ProviderApi::Images; break;
+    case Endpoint::AudioTranscriptions:
+    case Endpoint::AudioTranslations:
+    case Endpoint::AudioSpeech: api = ProviderApi::Audio; break;
+    case Endpoint::Rerank: api = ProviderApi::Rerank; break;
+    case Endpoint::Files:
+    case Endpoint::FileObject:
+    case Endpoint::FileContent:
+    case Endpoint::Batches:
+    case Endpoint::BatchObject:
+    case Endpoint::BatchCancel: api = ProviderApi::Files; break;
+    case Endpoint::Realtime: api = ProviderApi::Realtime; break;
+    default: return 0;
+  }
+  return static_cast<std::uint16_t>(api);
+}
+
 namespace {
 
 // What the one-shot endpoints report besides tokens: the images an answer carries (its
@@ -545,7 +571,7 @@ std::string scrubSecrets(std::string text, const ProviderConfig& provider) {
 std::unique_ptr<ResponseTranslator> TranslatingAdapter::responseTranslator(const RequestContext& ctx,
                                                                            const UpstreamRequest& request,
                                                                            const ProviderRuntime& provider) const {
-  if (native(ctx)) return passThroughTranslator(ctx, request, *provider.config);
+  if (native(ctx, *provider.config)) return passThroughTranslator(ctx, request, *provider.config);
   const InboundCodec* inbound = inboundFor(ctx.endpoint);
   InboundOptions options;
   options.model = ctx.facts.model;
@@ -579,6 +605,7 @@ std::variant<UpstreamRequest, Error> TranslatingAdapter::translate(RequestContex
   options.upstream_model = ctx.deployment ? ctx.deployment->upstream_model : ctx.facts.model;
   options.stream = ctx.facts.stream;
   options.default_max_tokens = p.default_max_tokens;
+  options.stream_usage = p.stream_usage;
   auto encoded = codec_->encodeRequest(std::get<bj::object>(chat), options);
   if (auto* err = std::get_if<Error>(&encoded)) return std::move(*err);
   EncodedRequest& e = std::get<EncodedRequest>(encoded);

@@ -4,6 +4,7 @@
 // and where it sends the request.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,10 @@ namespace tahua {
 // The client's API codec for an endpoint that can be translated; nullptr otherwise
 // (legacy completions and embeddings only pass through to OpenAI-format providers).
 const InboundCodec* inboundFor(Endpoint e);
+
+// The entry of an OpenAI-format endpoint in a provider's `apis` list (ProviderApi bits);
+// 0 for endpoints the list does not name (Anthropic's, those answered by the gateway).
+std::uint16_t providerApiOf(Endpoint e);
 
 // The wire format a pass-through response is in (for usage and the error event shape).
 // Audio: a transcription or translation (JSON, or the text formats: text, srt, vtt;
@@ -67,7 +72,7 @@ class TranslatingAdapter : public ProviderAdapter {
 
  protected:
   // Endpoints this vendor speaks natively (passed through).
-  virtual bool native(const RequestContext& ctx) const = 0;
+  virtual bool native(const RequestContext& ctx, const ProviderConfig& provider) const = 0;
   virtual std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request,
                                                                     const ProviderConfig& provider) const;
   // Where the encoded request goes, relative to the origin (base path included).

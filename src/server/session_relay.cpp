@@ -426,6 +426,12 @@ asio::awaitable<void> Session<Stream>::relayRealtime(RequestContext& ctx, const 
     co_await writeError(ctx);
     co_return;
   }
+  if (!provider.config->serves(ProviderApi::Realtime)) {
+    ctx.fail(Error{ErrorKind::InvalidRequest, "The /v1/realtime endpoint is not served by provider '" + provider.config->name +
+                                                  "' (model '" + ctx.facts.model + "'): its `apis` list does not name `realtime`."});
+    co_await writeError(ctx);
+    co_return;
+  }
   co_await tahua::relayRealtime(stream_, *realtime_request_, ctx, provider, worker_.upstreamEnv(), *this);
   // The connection ends with the session (keep_alive_ is off since serve()).
 }

@@ -96,6 +96,8 @@ struct EncodeOptions {
   std::string upstream_model;  // the vendor's model / deployment / model id
   bool stream = false;
   std::int64_t default_max_tokens = 4096;  // for vendors that require max_tokens
+  // OpenAI-format streams: ask for usage (stream_options); off for a server that refuses it.
+  bool stream_usage = true;
 };
 
 // The upstream request, minus the transport's own headers (Host, Content-Length) and the

@@ -19,6 +19,12 @@ namespace tahua {
 namespace codec {
 // A request the codec cannot translate: a 400 invalid_request_error.
 inline Error invalid(std::string message) { return Error{ErrorKind::InvalidRequest, std::move(message)}; }
+// The same, naming the request field in the error's `param`.
+inline Error invalidAt(std::string param, std::string message) {
+  Error e{ErrorKind::InvalidRequest, std::move(message)};
+  e.param = std::move(param);
+  return e;
+}
 // Answers' `created` stamps.
 inline std::int64_t nowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -146,7 +146,8 @@ class OpenAIChatCodec final : public VendorCodec {
     if (options.stream) {
       body["stream"] = true;
       // Usage is what metering needs; the encoder for the client decides what it sees.
-      body["stream_options"] = bj::object{{"include_usage", true}};
+      if (options.stream_usage) body["stream_options"] = bj::object{{"include_usage", true}};
+      else body.erase("stream_options");
     } else {
       body.erase("stream_options");
     }

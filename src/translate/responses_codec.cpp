@@ -5,7 +5,9 @@
 // (translate/response_ids.h): the stored-responses filter keeps them and expands
 // previous_response_id and item_reference before a request reaches a codec. What is left
 // here names a response tahua did not issue (OpenAI's, or kept by no one): a 400 naming
-// the parameter. Conversations and built-in tools exist only at OpenAI.
+// the parameter. Conversations, built-in tools, background mode and reasoning items
+// exist only where /v1/responses is served natively: each is a 400 naming its field,
+// never dropped (the answer would silently differ from what was asked).
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
@@ -21,6 +23,15 @@ namespace bj = boost::json;
 namespace {
 
 using codec::invalid;
+using codec::invalidAt;
+
+// The refusal of a feature only a native /v1/responses has.
+Error nativeOnly(std::string param, std::string_view what) {
+  std::string message = "Parameter '" + param + "': " + std::string(what) +
+                        " is not supported by this model (its provider does not serve the Responses API itself; the "
+                        "request is translated to chat completions).";
+  return invalidAt(std::move(param), std::move(message));
+}
 
 using codec::nowSeconds;
 
@@ -52,11 +63,13 @@ std::variant<bj::value, Error> chatContent(const bj::value& content, const std::
 
 std::variant<bj::object, Error> responsesToChat(const bj::object& req) {
   if (auto prev = json::str(req, "previous_response_id"))
-    return invalid("Parameter 'previous_response_id': response '" + std::string(*prev) +
-                   "' was not stored by this gateway (only an OpenAI model resolves OpenAI's own response ids).");
+    return invalidAt("previous_response_id", "Parameter 'previous_response_id': response '" + std::string(*prev) +
+                   "' was not stored by this gateway (only a provider that serves the Responses API itself resolves its own response ids).");
   for (std::string_view stateful : {"conversation", "prompt"})
     if (const auto* v = req.if_contains(stateful); v && !v->is_null())
-      return invalid("Parameter '" + std::string(stateful) + "' is only supported by OpenAI models.");
+      return nativeOnly(std::string(stateful), stateful == "prompt" ? "a stored prompt" : "a conversation");
+  if (json::truthy(req, "background")) return nativeOnly("background", "background mode");
+  if (auto n = json::integer(req, "top_logprobs"); n && *n > 0) return nativeOnly("top_logprobs", "log probabilities");
   bj::object chat;
   bj::array messages;
   if (auto instr = json::str(req, "instructions"); instr && !instr->empty())
@@ -101,10 +114,10 @@ std::variant<bj::object, Error> responsesToChat(const bj::object& req) {
                                                          : (output ? bj::serialize(*output) : std::string());
         messages.push_back(bj::object{{"role", "tool"}, {"tool_call_id", json::strOr(*item, "call_id")}, {"content", text}});
       } else if (type == "reasoning") {
-        continue;
+        return nativeOnly(where, "a reasoning item (another model's reasoning, which cannot be carried over)");
       } else if (type == "item_reference") {
-        return invalid(where + ": item '" + std::string(json::strOr(*item, "id")) +
-                       "' was not stored by this gateway (only an OpenAI model resolves OpenAI's own item ids).");
+        return invalidAt(where, where + ": item '" + std::string(json::strOr(*item, "id")) +
+                       "' was not stored by this gateway (only a provider that serves the Responses API itself resolves its own item ids).");
       } else {
         return invalid(where + ".type '" + std::string(type) + "' is not supported.");
       }
@@ -124,11 +137,14 @@ std::variant<bj::object, Error> responsesToChat(const bj::object& req) {
     bj::array ctools;
     for (std::size_t i = 0; i < tools->size(); ++i) {
       const bj::object* t = (*tools)[i].if_object();
-      if (!t || json::strOr(*t, "type") != "function")
-        return invalid("tools[" + std::to_string(i) + "].type: only function tools are supported by this model.");
+      if (!t) return invalidAt("tools[" + std::to_string(i) + "]", "tools[" + std::to_string(i) + "] must be an object.");
+      if (const std::string_view tt = json::strOr(*t, "type"); tt != "function")
+        return nativeOnly("tools[" + std::to_string(i) + "].type",
+                          "the tool type '" + std::string(tt) + "' (only function tools are translated)");
       bj::object fn{{"name", json::strOr(*t, "name")}};
       if (auto d = json::str(*t, "description")) fn["description"] = *d;
       if (const auto* params = json::obj(*t, "parameters")) fn["parameters"] = *params;
+      if (const auto* strict = t->if_contains("strict"); strict && strict->is_bool()) fn["strict"] = strict->get_bool();
       ctools.push_back(bj::object{{"type", "function"}, {"function", std::move(fn)}});
     }
     chat["tools"] = std::move(ctools);
@@ -137,12 +153,26 @@ std::variant<bj::object, Error> responsesToChat(const bj::object& req) {
     if (tc->is_string()) chat["tool_choice"] = tc->get_string();
     else if (const auto* o = tc->if_object(); o && json::strOr(*o, "type") == "function")
       chat["tool_choice"] = bj::object{{"type", "function"}, {"function", bj::object{{"name", json::strOr(*o, "name")}}}};
+    else if (!tc->is_null())
+      return nativeOnly("tool_choice", "a tool_choice of type '" + std::string(o ? json::strOr(*o, "type") : "") + "'");
   }
   if (const auto* text = json::obj(req, "text"))
     if (const auto* format = json::obj(*text, "format")) {
       std::string_view ft = json::strOr(*format, "type");
-      if (ft == "json_object") chat["response_format"] = bj::object{{"type", "json_object"}};
-      else if (ft != "text" && !ft.empty()) return invalid("Parameter 'text.format' of type '" + std::string(ft) + "' is not supported by this model.");
+      if (ft == "json_object") {
+        chat["response_format"] = bj::object{{"type", "json_object"}};
+      } else if (ft == "json_schema") {
+        // Responses flattens what chat nests under json_schema; a vendor codec that has
+        // no structured output refuses it by name.
+        bj::object js{{"name", json::strOr(*format, "name", "response")}};
+        if (const auto* schema = json::obj(*format, "schema")) js["schema"] = *schema;
+        else return invalidAt("text.format.schema", "Parameter 'text.format.schema' is required for type 'json_schema'.");
+        if (auto d = json::str(*format, "description")) js["description"] = *d;
+        if (const auto* strict = format->if_contains("strict"); strict && strict->is_bool()) js["strict"] = strict->get_bool();
+        chat["response_format"] = bj::object{{"type", "json_schema"}, {"json_schema", std::move(js)}};
+      } else if (ft != "text" && !ft.empty()) {
+        return invalidAt("text.format.type", "Parameter 'text.format' of type '" + std::string(ft) + "' is not supported by this model.");
+      }
     }
   return chat;
 }

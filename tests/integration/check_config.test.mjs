@@ -154,6 +154,21 @@ describe('provider examples', () => {
   });
 });
 
+describe('the `apis` example of docs/providers.md', () => {
+  it('is a valid config', async () => {
+    const { readFileSync } = await import('node:fs');
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'providers.md'), 'utf8');
+    const block = [...guide.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]).find((b) => b.includes('apis: [embeddings]'));
+    assert.ok(block, 'docs/providers.md has the apis example');
+    const r = checkConfig(writeConfig(`listeners:\n  - address: 127.0.0.1\n    port: 0\n${block}`));
+    assert.equal(r.status, 0, r.stderr);
+    // ... and a name the list does not know is refused, naming the field.
+    const bad = checkConfig(writeConfig(`listeners:\n  - address: 127.0.0.1\n    port: 0\n${block.replace('apis: [embeddings]', 'apis: [embedding]')}`));
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /apis: unknown API "embedding"/);
+  });
+});
+
 describe('observability examples', () => {
   it('the tracing and usage blocks of docs/observability.md and docs/ledger.md are valid configs', async () => {
     const { readFileSync } = await import('node:fs');

@@ -20,6 +20,8 @@ const ANTHROPIC_KEY = 'sk-ant-faulty-key-9876543210';
 const IDLE_MS = 300;
 const MAX_EVENT = 64 * 1024;
 const TIMEOUTS = { connect: '2s', first_byte: '3s', idle: `${IDLE_MS}ms`, total: '20s' };
+// The upstream serves /v1/responses itself: those requests pass through.
+const NATIVE_RESPONSES = ['chat', 'completions', 'embeddings', 'responses', 'moderations', 'images', 'audio', 'rerank', 'files', 'realtime'];
 
 const chatBody = (model, stream, extra = {}) =>
   JSON.stringify({ model, stream, messages: [{ role: 'user', content: 'hi' }], ...extra });
@@ -116,7 +118,7 @@ describe('faults', () => {
       config: gatewayConfig({
         server: { max_stream_event_bytes: MAX_EVENT },
         providers: [
-          { name: 'oai', type: 'openai', base_url: upstream.baseUrl(), api_key: OPENAI_KEY, timeouts: TIMEOUTS, stream_usage: false },
+          { name: 'oai', type: 'openai', base_url: upstream.baseUrl(), api_key: OPENAI_KEY, timeouts: TIMEOUTS, stream_usage: false, apis: NATIVE_RESPONSES },
           { name: 'anth', type: 'anthropic', base_url: upstream.baseUrl(), api_key: ANTHROPIC_KEY, timeouts: TIMEOUTS, default_max_tokens: 64 },
           // Keeps no idle connection: each is closed when its answer ends.
           { name: 'oai-nopool', type: 'openai', base_url: upstream.baseUrl(), api_key: OPENAI_KEY, timeouts: TIMEOUTS, stream_usage: false, pool: { max_idle: 0 } },

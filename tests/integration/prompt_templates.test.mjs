@@ -52,7 +52,7 @@ async function start(t, { admin = false } = {}) {
   const dir = makeTempDir();
   const config = gatewayConfig({
     providers: [
-      openaiProvider('oai', openai.baseUrl()),
+      openaiProvider('oai', openai.baseUrl(), { apis: ['chat', 'responses'] }),  // /v1/responses passes through
       { name: 'anth', type: 'anthropic', base_url: anthropic.baseUrl(), api_key: 'sk-ant-test', timeouts: { connect: '2s', first_byte: '5s', idle: '5s', total: '30s' } },
     ],
     models: [
@@ -227,10 +227,13 @@ describe('prompt templates: the guide (docs/prompt-templates.md)', () => {
     const gw = await startTahua({ t, args: ['--config', dir] });
     const r = await post(gw.url, '/v1/responses', body);
     assert.equal(r.status, 200, r.text);
+    // The provider lists no `responses` (the default): the rendered request reaches the
+    // server as a chat completion.
+    assert.equal(openai.requests.at(-1).path, '/v1/chat/completions');
     const seen = openai.requests.at(-1).body;
     assert.equal(seen.model, 'gpt-upstream');
     assert.equal(seen.temperature, 0.2);
-    assert.deepEqual(seen.input, [
+    assert.deepEqual(seen.messages, [
       { role: 'system', content: 'You answer for Acme (free tier).' },
       { role: 'user', content: 'Where is my order?' },
     ]);

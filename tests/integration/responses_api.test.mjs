@@ -52,7 +52,8 @@ async function startAll({ fragmentSse = false } = {}) {
     const config = gatewayConfig({
       providers: [
         { name: 'anth', type: 'anthropic', base_url: anthropic.baseUrl(), api_key: ANTHROPIC_KEY, default_max_tokens: DEFAULT_MAX_TOKENS, timeouts: TIMEOUTS },
-        { name: 'oai', type: 'openai', base_url: openai.baseUrl(), api_key: OPENAI_KEY, timeouts: TIMEOUTS },
+        // Lists `responses`: /v1/responses passes through to the mock's own.
+        { name: 'oai', type: 'openai', base_url: openai.baseUrl(), api_key: OPENAI_KEY, timeouts: TIMEOUTS, apis: ['chat', 'responses'] },
         { name: 'gem', type: 'gemini', base_url: gemini.baseUrl(), api_key: GEMINI_KEY, timeouts: TIMEOUTS },
         { name: 'local', type: 'mock', timeouts: TIMEOUTS },
       ],

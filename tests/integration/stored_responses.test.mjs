@@ -38,7 +38,8 @@ async function start(t, { responses, store, workers } = {}) {
   const config = gatewayConfig({
     providers: [
       { name: 'anth', type: 'anthropic', base_url: anthropic.baseUrl(), api_key: 'sk-ant-test', timeouts: TIMEOUTS },
-      { name: 'oai', type: 'openai', base_url: openai.baseUrl(), api_key: 'sk-test', timeouts: TIMEOUTS },
+      // Serves /v1/responses itself (listed): passed through, its state its own.
+      { name: 'oai', type: 'openai', base_url: openai.baseUrl(), api_key: 'sk-test', timeouts: TIMEOUTS, apis: ['chat', 'responses'] },
     ],
     models: [
       { name: CLAUDE, provider: 'anth', upstream_model: 'claude-upstream' },

@@ -164,6 +164,31 @@ models: [{name: m, provider: a}]
   for (const auto& w : r.warnings) EXPECT_EQ(w.find("sk-secret"), std::string::npos);
 }
 
+// An openai provider's `apis`: the APIs its server serves itself, by name; the default
+// lacks `responses` (translated to chat completions instead). Other types refuse the field.
+TEST(ConfigLoader, OpenAIProviderApisList) {
+  const std::string head = "listeners: [{port: 0}]\nproviders:\n  - {name: a, type: openai, base_url: \"http://127.0.0.1:9/v1\"";
+  const std::string tail = "}\nmodels: [{name: m, provider: a}]\n";
+  auto def = loadConfigString(head + tail, "t.yaml");
+  ASSERT_TRUE(def.config) << def.error;
+  EXPECT_EQ(def.config->providers[0].apis, kDefaultProviderApis);
+  EXPECT_FALSE(def.config->providers[0].serves(ProviderApi::Responses));
+  auto listed = loadConfigString(head + ", apis: [chat, responses, embeddings]" + tail, "t.yaml");
+  ASSERT_TRUE(listed.config) << listed.error;
+  const ProviderConfig& p = listed.config->providers[0];
+  EXPECT_TRUE(p.serves(ProviderApi::Chat) && p.serves(ProviderApi::Responses) && p.serves(ProviderApi::Embeddings));
+  EXPECT_FALSE(p.serves(ProviderApi::Completions) || p.serves(ProviderApi::Files) || p.serves(ProviderApi::Realtime));
+  EXPECT_NE(loadError(head + ", apis: [chat, assistants]" + tail).find("providers[0].apis: unknown API \"assistants\""),
+            std::string::npos);
+  EXPECT_NE(loadError(head + ", apis: [chat, chat]" + tail).find("\"chat\" is listed twice"), std::string::npos);
+  EXPECT_NE(loadError(head + ", apis: []" + tail).find("must name at least one API"), std::string::npos);
+  EXPECT_NE(loadError(head + ", apis: chat" + tail).find("expected a list"), std::string::npos);
+  EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: anthropic, apis: [chat]}]\n"
+                      "models: [{name: m, provider: a}]\n")
+                .find("apis: not used by type anthropic"),
+            std::string::npos);
+}
+
 TEST(ConfigLoader, RetryAndCircuitBreakerSections) {
   auto r = loadConfigString(R"(
 listeners: [{port: 0}]

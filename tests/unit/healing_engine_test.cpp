@@ -39,7 +39,8 @@ ConfigPtr load(const std::string& healing) {
   return r.config;
 }
 
-std::string loadError(const std::string& healing) {
+// Named for this file: the unity batch that holds it may hold routes_test.cpp's loadError.
+std::string healingLoadError(const std::string& healing) {
   auto r = loadConfigString(configWith(healing), "test.yaml");
   EXPECT_FALSE(r.config);
   return r.error;
@@ -65,19 +66,19 @@ HealthSample sample(std::uint64_t a_req, std::uint64_t a_fail, std::uint64_t b_r
 }
 
 TEST(HealingConfig, RulesAreValidatedWithFieldPaths) {
-  EXPECT_NE(loadError("healing: {rules: [{name: r, model: nope, action: eject, deployment: a, when: {metric: error_rate, above: 5}}]}")
+  EXPECT_NE(healingLoadError("healing: {rules: [{name: r, model: nope, action: eject, deployment: a, when: {metric: error_rate, above: 5}}]}")
                 .find("healing.rules[0].model: unknown model \"nope\""),
             std::string::npos);
-  EXPECT_NE(loadError("healing: {rules: [{name: r, model: m, action: eject, when: {metric: error_rate, above: 5}}]}")
+  EXPECT_NE(healingLoadError("healing: {rules: [{name: r, model: m, action: eject, when: {metric: error_rate, above: 5}}]}")
                 .find("healing.rules[0].action: eject needs `deployment`"),
             std::string::npos);
-  EXPECT_NE(loadError("healing: {rules: [{name: r, model: backup, action: shift_to_fallback, when: {metric: ttft_p99, above: 2s}}]}")
+  EXPECT_NE(healingLoadError("healing: {rules: [{name: r, model: backup, action: shift_to_fallback, when: {metric: ttft_p99, above: 2s}}]}")
                 .find("has no fallbacks"),
             std::string::npos);
-  EXPECT_NE(loadError("healing: {rules: [{name: r, model: m, action: shift_to_fallback, when: {metric: p50, above: 2s}}]}")
+  EXPECT_NE(healingLoadError("healing: {rules: [{name: r, model: m, action: shift_to_fallback, when: {metric: p50, above: 2s}}]}")
                 .find("healing.rules[0].when.metric: expected ttft_p99 or error_rate"),
             std::string::npos);
-  EXPECT_NE(loadError("healing: {rules: [{name: r, model: m, deployment: zz, action: eject, when: {metric: error_rate, above: 5}}]}")
+  EXPECT_NE(healingLoadError("healing: {rules: [{name: r, model: m, deployment: zz, action: eject, when: {metric: error_rate, above: 5}}]}")
                 .find("has no deployment \"zz\""),
             std::string::npos);
   auto cfg = load(kEjectRule);
@@ -192,38 +193,38 @@ TEST(HealingConfig, ScaleRulesAreValidatedWithFieldPaths) {
   EXPECT_EQ(r.scale.cooldown, 10s);
   EXPECT_EQ(ok->kubernetes.namespace_, "ml");
   // Without the kubernetes section, a scale rule has nothing to patch.
-  EXPECT_NE(loadError("healing: {rules: [{name: r, model: m, action: scale, scale: {deployment: d, replicas: 2}, "
+  EXPECT_NE(healingLoadError("healing: {rules: [{name: r, model: m, action: scale, scale: {deployment: d, replicas: 2}, "
                       "when: {metric: gpu_util, above: 80}}]}")
                 .find("healing.rules[0].action: scale patches a Kubernetes Deployment"),
             std::string::npos);
   const std::string k = R"(kubernetes: {api_server: "http://127.0.0.1:8001", namespace: ml, token_file: "", ca_file: ""}
 )";
-  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: scale, when: {metric: gpu_util, above: 80}}]}")
+  EXPECT_NE(healingLoadError(k + "healing: {rules: [{name: r, model: m, action: scale, when: {metric: gpu_util, above: 80}}]}")
                 .find("healing.rules[0].scale: required with action scale"),
             std::string::npos);
-  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: scale, scale: {deployment: d, replicas: 9, max: 4}, "
+  EXPECT_NE(healingLoadError(k + "healing: {rules: [{name: r, model: m, action: scale, scale: {deployment: d, replicas: 9, max: 4}, "
                           "when: {metric: gpu_util, above: 80}}]}")
                 .find("healing.rules[0].scale.replicas: outside min..max (1..4)"),
             std::string::npos);
-  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: scale, deployment: a, scale: {deployment: d, replicas: 2}, "
+  EXPECT_NE(healingLoadError(k + "healing: {rules: [{name: r, model: m, action: scale, deployment: a, scale: {deployment: d, replicas: 2}, "
                           "when: {metric: gpu_util, above: 80}}]}")
                 .find("healing.rules[0].deployment: scale watches the whole model"),
             std::string::npos);
-  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: eject, deployment: a, scale: {deployment: d, replicas: 2}, "
+  EXPECT_NE(healingLoadError(k + "healing: {rules: [{name: r, model: m, action: eject, deployment: a, scale: {deployment: d, replicas: 2}, "
                           "when: {metric: error_rate, above: 8}}]}")
                 .find("healing.rules[0].scale: only with action scale"),
             std::string::npos);
-  EXPECT_NE(loadError(k + "healing: {rules: [{name: r, model: m, action: eject, deployment: a, "
+  EXPECT_NE(healingLoadError(k + "healing: {rules: [{name: r, model: m, action: eject, deployment: a, "
                           "when: {metric: queued_requests, above: 8, min_requests: 3}}]}")
                 .find("healing.rules[0].when.min_requests: not with a metric from the nodes' status reports"),
             std::string::npos);
-  EXPECT_NE(loadError("kubernetes: {api_server: \"ftp://x\", namespace: ml, token_file: \"\", ca_file: \"\"}")
+  EXPECT_NE(healingLoadError("kubernetes: {api_server: \"ftp://x\", namespace: ml, token_file: \"\", ca_file: \"\"}")
                 .find("kubernetes.api_server: expected an http(s) URL"),
             std::string::npos);
-  EXPECT_NE(loadError("kubernetes: {api_server: \"https://x\", namespace: Bad_NS, token_file: \"\", ca_file: \"\"}")
+  EXPECT_NE(healingLoadError("kubernetes: {api_server: \"https://x\", namespace: Bad_NS, token_file: \"\", ca_file: \"\"}")
                 .find("kubernetes.namespace: \"Bad_NS\" is not a namespace name"),
             std::string::npos);
-  EXPECT_NE(loadError("kubernetes: {api_server: \"https://x\", namespace: ml, ca_file: /nonexistent/ca.crt}")
+  EXPECT_NE(healingLoadError("kubernetes: {api_server: \"https://x\", namespace: ml, ca_file: /nonexistent/ca.crt}")
                 .find("kubernetes.ca_file: no such file: /nonexistent/ca.crt"),
             std::string::npos);
 }

@@ -23,7 +23,7 @@ namespace tahua {
 namespace jwt_link_test {  // named, not anonymous: eight test files compile as one unit
 namespace bj = boost::json;
 
-class Headers final : public HeaderView {
+class JwtTestHeaders final : public HeaderView {
  public:
   std::string_view get(std::string_view name) const override { return name == "authorization" ? value : std::string_view{}; }
   std::string value;
@@ -77,7 +77,7 @@ struct Gate {
   TenantDirectoryPtr dir;
   WorkerMetrics metrics;
   FilterChain chain;
-  Headers headers;
+  JwtTestHeaders headers;
   std::vector<std::max_align_t> block;
 };
 

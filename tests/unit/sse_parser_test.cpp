@@ -11,7 +11,7 @@
 namespace tahua {
 namespace sse_parser_test {  // named, not anonymous: eight test files compile as one unit
 
-struct Collected : SseSink {
+struct SseCollected : SseSink {
   std::vector<std::string> events;  // "event|data|id"
   std::vector<std::string> comments;
   void onEvent(const SseEvent& e) override {
@@ -22,7 +22,7 @@ struct Collected : SseSink {
 
 std::vector<std::string> parseWhole(std::string_view input) {
   SseParser p;
-  Collected c;
+  SseCollected c;
   EXPECT_TRUE(p.feed(input, c));
   return c.events;
 }
@@ -32,14 +32,14 @@ void expectSplitInvariant(std::string_view input) {
   const auto expected = parseWhole(input);
   for (std::size_t cut = 0; cut <= input.size(); ++cut) {
     SseParser p;
-    Collected c;
+    SseCollected c;
     p.feed(input.substr(0, cut), c);
     p.feed(input.substr(cut), c);
     ASSERT_EQ(c.events, expected) << "split at byte " << cut;
   }
   // And byte by byte.
   SseParser p;
-  Collected c;
+  SseCollected c;
   for (char ch : input) p.feed(std::string_view(&ch, 1), c);
   ASSERT_EQ(c.events, expected) << "byte by byte";
 }
@@ -65,7 +65,7 @@ TEST(SseParser, AllLineEndings) {
 
 TEST(SseParser, CommentsAreNotEvents) {
   SseParser p;
-  Collected c;
+  SseCollected c;
   p.feed(": keep-alive\n\ndata: x\n\n", c);
   EXPECT_EQ(c.events, std::vector<std::string>{"|x|"});
   EXPECT_EQ(c.comments, std::vector<std::string>{"keep-alive"});
@@ -81,7 +81,7 @@ TEST(SseParser, EventWithoutDataIsNotDispatched) {
 
 TEST(SseParser, UnterminatedEventIsHeldBack) {
   SseParser p;
-  Collected c;
+  SseCollected c;
   p.feed("data: partial", c);
   EXPECT_TRUE(c.events.empty());
   p.feed("\n\n", c);
@@ -104,7 +104,7 @@ TEST(SseParser, SplitInvariantOverEveryBytePosition) {
 
 TEST(SseParser, OversizedLineIsRefusedNotBuffered) {
   SseParser p(16);
-  Collected c;
+  SseCollected c;
   EXPECT_FALSE(p.feed(std::string(64, 'x'), c));
   EXPECT_FALSE(p.feed("\n\n", c));
   p.reset();

@@ -462,6 +462,77 @@ TEST(ResponsesInbound, BringsItemsIntoChatForm) {
   EXPECT_NE(std::get<Error>(stateful).message.find("previous_response_id"), std::string::npos);
 }
 
+// What only a native /v1/responses has is refused naming its field (the error's `param`),
+// never dropped: the answer would differ from what the client asked for.
+TEST(ResponsesInbound, RefusesWhatChatCannotCarryNamingTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"model":"m","input":"x","tools":[{"type":"web_search"}]})", "tools[0].type"},
+      {R"({"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"file_search"}]})", "tools[1].type"},
+      {R"({"model":"m","input":"x","tools":[{"type":"computer_use_preview"}]})", "tools[0].type"},
+      {R"({"model":"m","input":"x","tool_choice":{"type":"web_search_preview"}})", "tool_choice"},
+      {R"({"model":"m","input":"x","background":true})", "background"},
+      {R"({"model":"m","input":"x","top_logprobs":3})", "top_logprobs"},
+      {R"({"model":"m","input":[{"role":"user","content":"a"},{"type":"reasoning","id":"rs_1","summary":[]}]})", "input[1]"},
+      {R"({"model":"m","input":"x","conversation":"conv_1"})", "conversation"},
+      {R"({"model":"m","input":"x","previous_response_id":"resp_1"})", "previous_response_id"},
+      {R"({"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n"}}})", "text.format.schema"},
+  };
+  for (const auto& [body, param] : cases) {
+    auto chat = responsesInbound().toChat(body);
+    ASSERT_TRUE(std::holds_alternative<Error>(chat)) << body;
+    const Error& e = std::get<Error>(chat);
+    EXPECT_EQ(e.kind, ErrorKind::InvalidRequest) << body;
+    EXPECT_EQ(e.param, param) << body;
+    EXPECT_NE(e.message.find(param), std::string::npos) << e.message;
+    EXPECT_EQ(bj::parse(e.toJson()).at("error").at("param"), param);
+  }
+  // background: false, a null tool_choice and the string choices are fine.
+  for (const char* body : {R"({"model":"m","input":"x","background":false})", R"({"model":"m","input":"x","tool_choice":null})",
+                           R"({"model":"m","input":"x","tool_choice":"required"})"})
+    EXPECT_TRUE(std::holds_alternative<bj::object>(responsesInbound().toChat(body))) << body;
+}
+
+TEST(ResponsesInbound, JsonSchemaFormatAndStrictToolsBecomeChatsOwn) {
+  auto chat = responsesInbound().toChat(R"({"model":"m","input":"x",
+    "text":{"format":{"type":"json_schema","name":"city","schema":{"type":"object"},"strict":true}},
+    "tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":true}]})");
+  ASSERT_TRUE(std::holds_alternative<bj::object>(chat)) << std::get<Error>(chat).message;
+  const bj::object& o = std::get<bj::object>(chat);
+  EXPECT_EQ(o.at("response_format"),
+            bj::parse(R"({"type":"json_schema","json_schema":{"name":"city","schema":{"type":"object"},"strict":true}})"));
+  EXPECT_EQ(o.at("tools").at(0).at("function").at("strict"), true);
+}
+
+TEST(OpenAIChatCodec, StreamUsageOffSendsNoStreamOptions) {
+  auto codec = makeOpenAIChatCodec();
+  EncodeOptions opts;
+  opts.upstream_model = "llama";
+  opts.stream = true;
+  opts.stream_usage = false;
+  auto encoded = codec->encodeRequest(bj::parse(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})").as_object(), opts);
+  auto body = bj::parse(std::get<EncodedRequest>(encoded).body).as_object();
+  EXPECT_EQ(body.at("stream"), true);
+  EXPECT_FALSE(body.contains("stream_options"));
+}
+
+// Every OpenAI-format endpoint has its entry in a provider's `apis` list; the default
+// serves all but the Responses API (translated instead).
+TEST(ProviderApis, EveryOpenAIEndpointHasItsEntryAndTheDefaultLacksResponses) {
+  EXPECT_EQ(providerApiOf(Endpoint::ChatCompletions), static_cast<std::uint16_t>(ProviderApi::Chat));
+  EXPECT_EQ(providerApiOf(Endpoint::Responses), static_cast<std::uint16_t>(ProviderApi::Responses));
+  EXPECT_EQ(providerApiOf(Endpoint::BatchCancel), static_cast<std::uint16_t>(ProviderApi::Files));
+  EXPECT_EQ(providerApiOf(Endpoint::ImagesEdits), static_cast<std::uint16_t>(ProviderApi::Images));
+  EXPECT_EQ(providerApiOf(Endpoint::Messages), 0);
+  EXPECT_EQ(providerApiOf(Endpoint::StoredResponse), 0);
+  ProviderConfig p;
+  EXPECT_FALSE(p.serves(ProviderApi::Responses));
+  for (auto api : {ProviderApi::Chat, ProviderApi::Completions, ProviderApi::Embeddings, ProviderApi::Moderations,
+                   ProviderApi::Images, ProviderApi::Audio, ProviderApi::Rerank, ProviderApi::Files, ProviderApi::Realtime})
+    EXPECT_TRUE(p.serves(api));
+  EXPECT_EQ(std::size(kProviderApiNames), 10u);
+  EXPECT_EQ(kProviderApiNames[3], "responses");
+}
+
 TEST(ResponsesInbound, StreamsTextAndAFunctionCallAsResponseEvents) {
   auto encoder = responsesInbound().streamEncoder(InboundOptions{"m", false});
   std::string out;

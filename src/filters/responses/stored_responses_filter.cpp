@@ -76,9 +76,10 @@ bool echoPrevious(const StoredResponsesState& st, std::string_view in, std::stri
   return true;
 }
 
-// `openai`-type providers answer /v1/responses themselves (passed through): their ids
-// are the provider's and so is their state.
-bool translated(const RequestContext& ctx) { return ctx.provider && ctx.provider->type != "openai"; }
+// A provider whose `apis` list names `responses` answers /v1/responses itself (passed
+// through): its ids are the provider's and so is its state. Every other answer was made by
+// the translator, with tahua's ids.
+bool translated(const RequestContext& ctx) { return ctx.provider && !ctx.provider->serves(ProviderApi::Responses); }
 
 class StoredResponsesFilter final : public FilterWithState<StoredResponsesState> {
  public:

@@ -12,7 +12,7 @@ class AnthropicAdapter final : public TranslatingAdapter {
   std::string_view type() const override { return "anthropic"; }
 
   std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
-    if (!native(ctx)) return translate(ctx, provider);
+    if (!native(ctx, *provider.config)) return translate(ctx, provider);
     const ProviderConfig& p = *provider.config;
     if (ctx.deployment && ctx.deployment->upstream_model != ctx.facts.model)
       rewriteModel(ctx.body, ctx.facts, ctx.deployment->upstream_model);
@@ -31,7 +31,7 @@ class AnthropicAdapter final : public TranslatingAdapter {
   }
 
  protected:
-  bool native(const RequestContext& ctx) const override {
+  bool native(const RequestContext& ctx, const ProviderConfig&) const override {
     return ctx.endpoint == Endpoint::Messages || ctx.endpoint == Endpoint::CountTokens;
   }
 

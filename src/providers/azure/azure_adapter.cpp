@@ -24,7 +24,7 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
     const ProviderConfig& p = *provider.config;
     if (!fileEndpoint(ctx.endpoint) && !validDeployment(deployment(ctx)))
       return Error{ErrorKind::InvalidRequest, "The Azure deployment name of model '" + ctx.facts.model + "' is not valid."};
-    if (!native(ctx)) return translate(ctx, provider);
+    if (!native(ctx, *provider.config)) return translate(ctx, provider);
     UpstreamRequest req;
     if (fileEndpoint(ctx.endpoint)) {
       // Files and batches are the resource's, not a deployment's: {base_url}/files?api-version=...
@@ -44,7 +44,7 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
   }
 
  protected:
-  bool native(const RequestContext& ctx) const override {
+  bool native(const RequestContext& ctx, const ProviderConfig&) const override {
     // Azure serves images and audio on a deployment too; moderation is its content
     // filter, and it has no rerank: those are refused naming the provider type.
     switch (ctx.endpoint) {

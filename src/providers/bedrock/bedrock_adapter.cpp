@@ -21,7 +21,7 @@ class BedrockAdapter final : public TranslatingAdapter {
   }
 
  protected:
-  bool native(const RequestContext&) const override { return false; }
+  bool native(const RequestContext&, const ProviderConfig&) const override { return false; }
 
   std::optional<Error> authorize(UpstreamRequest& req, const ProviderRuntime& provider) const override {
     const ProviderConfig& p = *provider.config;

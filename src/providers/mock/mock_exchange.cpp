@@ -72,7 +72,7 @@ class MockAdapter final : public TranslatingAdapter {
   std::string_view type() const override { return "mock"; }
 
   std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
-    if (!native(ctx)) return translate(ctx, provider);
+    if (!native(ctx, *provider.config)) return translate(ctx, provider);
     UpstreamRequest req;
     req.path = std::string(endpointPath(ctx.endpoint));
     if (ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions)
@@ -86,11 +86,11 @@ class MockAdapter final : public TranslatingAdapter {
     const MockProviderConfig& cfg = provider.config->mock;
     mock::MockRequest r;
     // A translated request arrives as a chat completion.
-    r.endpoint = native(ctx) ? ctx.endpoint : Endpoint::ChatCompletions;
+    r.endpoint = native(ctx, *provider.config) ? ctx.endpoint : Endpoint::ChatCompletions;
     r.model = ctx.deployment ? ctx.deployment->upstream_model : ctx.facts.model;
     r.stream = ctx.facts.stream;
     // Like a real upstream asked for stream usage (stream_options.include_usage).
-    r.include_usage = ctx.facts.include_usage || request.hide_stream_usage || !native(ctx);
+    r.include_usage = ctx.facts.include_usage || request.hide_stream_usage || !native(ctx, *provider.config);
     r.completion_tokens = cfg.completion_tokens;
     r.prompt_tokens = mock::estimatePromptTokens(request.body);
     r.embedding_dimensions = cfg.embedding_dimensions;
@@ -106,7 +106,7 @@ class MockAdapter final : public TranslatingAdapter {
   // Chat, completions and embeddings have an in-process answer; moderations, images,
   // rerank and audio have none: translate() refuses them with a 400 naming the provider
   // type, as for any provider without them.
-  bool native(const RequestContext& ctx) const override {
+  bool native(const RequestContext& ctx, const ProviderConfig&) const override {
     return ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
            ctx.endpoint == Endpoint::Embeddings || ctx.endpoint == Endpoint::Models;
   }

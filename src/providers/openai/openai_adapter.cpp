@@ -1,7 +1,10 @@
 // Adapter for OpenAI and every OpenAI-compatible server (vLLM, Ollama, llama.cpp,
-// DeepSeek, Qwen, GLM, Moonshot, Mistral, Groq): the fast path. OpenAI endpoints pass
-// through; Anthropic-SDK clients (/v1/messages) are translated to chat completions.
+// DeepSeek, Qwen, GLM, Moonshot, Mistral, Groq): the fast path. The APIs the provider's
+// `apis` list names pass through; /v1/messages and an unlisted /v1/responses are
+// translated to chat completions; any other unlisted API is a 400 naming the list.
 #include "providers/openai/openai_adapter.h"
+
+#include <bit>
 
 namespace tahua {
 
@@ -33,8 +36,11 @@ class OpenAIAdapter final : public TranslatingAdapter {
   std::string_view type() const override { return "openai"; }
 
   std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
-    if (!native(ctx)) return translate(ctx, provider);
     const ProviderConfig& p = *provider.config;
+    if (!native(ctx, p)) {
+      if (auto err = untranslatable(ctx, p)) return std::move(*err);
+      return translate(ctx, provider);
+    }
     UpstreamRequest req;
     req.path = p.base_path;
     if (fileEndpoint(ctx.endpoint)) {
@@ -55,7 +61,11 @@ class OpenAIAdapter final : public TranslatingAdapter {
   }
 
  protected:
-  bool native(const RequestContext& ctx) const override { return ctx.endpoint != Endpoint::Messages; }
+  bool native(const RequestContext& ctx, const ProviderConfig& provider) const override {
+    // Endpoints the list does not name pass through as before, but Anthropic's Messages.
+    const std::uint16_t api = providerApiOf(ctx.endpoint);
+    return api == 0 ? ctx.endpoint != Endpoint::Messages : (provider.apis & api) != 0;
+  }
 
   std::unique_ptr<ResponseTranslator> passThroughTranslator(const RequestContext& ctx, const UpstreamRequest& request, const ProviderConfig& provider) const override {
     return makePassThroughTranslator(wireFormat(ctx.endpoint), request.hide_stream_usage, &provider, &request);
@@ -65,6 +75,19 @@ class OpenAIAdapter final : public TranslatingAdapter {
     const ProviderConfig& p = *provider.config;
     if (!p.api_key.empty()) req.header_lines.append("Authorization: Bearer ").append(p.api_key).append("\r\n");
     return std::nullopt;
+  }
+
+ private:
+  // Why an endpoint the server does not serve cannot reach it: only the chat-shaped APIs
+  // (Responses, Anthropic Messages) are translated, and only to a server that serves chat.
+  static std::optional<Error> untranslatable(const RequestContext& ctx, const ProviderConfig& p) {
+    const bool translatable = ctx.endpoint == Endpoint::Responses || ctx.endpoint == Endpoint::Messages;
+    if (translatable && p.serves(ProviderApi::Chat)) return std::nullopt;
+    std::string message = "The " + std::string(ctx.path) + " endpoint is not served by provider '" + p.name + "' (model '" +
+                          ctx.facts.model + "'): its `apis` list does not name ";
+    if (translatable) message += "`chat`, which the request would be translated to.";
+    else message.append("`").append(kProviderApiNames[std::countr_zero(providerApiOf(ctx.endpoint))]).append("`.");
+    return Error{ErrorKind::InvalidRequest, std::move(message)};
   }
 };
 

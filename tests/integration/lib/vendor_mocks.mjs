@@ -1064,7 +1064,7 @@ async function handleOpenAI(mock, rec, req, res) {
     if (!rec.query['api-version']) return err(404, azureError(404, 'Resource not found'));
     rec.apiVersion = rec.query['api-version'];
   } else {
-    if (rec.path === '/v1/responses') return handleOpenAIResponses(mock, rec, res, hdrs, err);
+    if (rec.path === '/v1/responses' && !mock.chatOnly) return handleOpenAIResponses(mock, rec, res, hdrs, err);
     if (rec.path !== '/v1/chat/completions') return err(404, openaiErrorBody(`Invalid URL (${rec.method} ${rec.path})`, 'invalid_request_error', null));
     if (!/^Bearer \S+/.test(rec.headers.authorization ?? '')) {
       return err(401, openaiErrorBody("You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", 'invalid_request_error', null));
@@ -1279,10 +1279,13 @@ async function handleOpenAIResponses(mock, rec, res, hdrs, err) {
  * chat/completions?api-version=...` (header api-key required; azureEndpoint() is the origin).
  * `azureFilterChunk` (default true): Azure streams start with a choices-less
  * prompt_filter_results chunk, as the real service's do.
+ * `chatOnly`: a server that serves chat completions but not the Responses API (Ollama,
+ * llama.cpp, ...): `/v1/responses` is a 404 like any unknown path.
  */
-export async function startOpenAIChatMock({ t, fragmentSse = false, azureFilterChunk = true } = {}) {
+export async function startOpenAIChatMock({ t, fragmentSse = false, azureFilterChunk = true, chatOnly = false } = {}) {
   const mock = await startVendorMock('openai', handleOpenAI, { t, basePath: '/v1', fragmentSse });
   mock.azureFilterChunk = azureFilterChunk;
+  mock.chatOnly = chatOnly;
   mock.azureEndpoint = () => mock.origin();
   return mock;
 }

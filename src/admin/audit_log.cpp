@@ -10,6 +10,7 @@
 #include "admin/admin_error.h"
 #include "admin/store_writes.h"
 #include "core/json_text.h"
+#include "core/utc_time.h"
 #include "core/log.h"
 #include "http/query.h"
 #include "store/state_store.h"
@@ -23,17 +24,6 @@ namespace {
 constexpr std::size_t kMaxPathChars = 300;
 constexpr std::size_t kMaxScanned = 20'000;  // entries one GET reads through, at most (a sparse filter pages on)
 
-std::string nowUtcMillis() {
-  using namespace std::chrono;
-  const auto ms = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[80];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf;
-}
 
 // A query value's %XX and '+' decoded; nullopt when malformed.
 std::optional<std::string> decoded(std::string_view raw) {
@@ -82,7 +72,7 @@ asio::awaitable<void> AuditLog::record(const AdminCaller& caller, std::string_vi
   if (note.tenant.empty()) note.tenant = caller.tenant;  // a tenant token's change is its tenant's
   if (path.size() > kMaxPathChars) path = path.substr(0, kMaxPathChars);
   if (note.target.size() > kMaxPathChars) note.target.resize(kMaxPathChars);
-  bj::object o{{"time", nowUtcMillis()}, {"who", caller.name}};
+  bj::object o{{"time", utcNowMillis()}, {"who", caller.name}};
   if (!caller.tenant.empty()) o["tenant_scope"] = caller.tenant;  // the token is that tenant's
   if (!note.tenant.empty()) o["tenant"] = note.tenant;            // the change concerns that tenant
   o["method"] = method;

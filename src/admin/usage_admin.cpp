@@ -7,6 +7,7 @@
 #include <functional>
 #include <thread>
 
+#include "core/utc_time.h"
 #include "admin/admin_error.h"
 #include "admin/store_writes.h"
 #include "ledger/request_log.h"
@@ -19,17 +20,6 @@ namespace ledger_admin {
 constexpr int kMaxRunning = 2;  // queries at once; each holds a thread and a connection
 std::atomic<int> running_queries{0};
 
-std::string nowUtc() {
-  using namespace std::chrono;
-  const auto ms = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[80];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf;
-}
 
 // `Accept: text/csv` (alone or among others) asks for CSV.
 ledger::AnswerFormat formatOf(std::string_view accept) {
@@ -113,7 +103,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleUsageAdmin(const AdminCa
 
   if (usage) {
     ledger::UsageQuery uq;
-    if (auto bad = ledger::parseUsageQuery(query, ledger_admin::nowUtc(), uq, sink.query_max_range)) co_return adminError(400, "invalid_parameter", *bad);
+    if (auto bad = ledger::parseUsageQuery(query, utcNowMillis(), uq, sink.query_max_range)) co_return adminError(400, "invalid_parameter", *bad);
     if (auto bad = ledger::zoneRefusal(dialect, uq)) co_return adminError(400, "invalid_parameter", *bad);
     if (scope) {
       if (uq.tenant && *uq.tenant != *scope) co_return ledger_admin::forbidden(caller);
@@ -137,7 +127,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleUsageAdmin(const AdminCa
 
   if (log) {
     ledger::RequestLogQuery lq;
-    if (auto bad = ledger::parseRequestLogQuery(query, ledger_admin::nowUtc(), lq, sink.query_max_range))
+    if (auto bad = ledger::parseRequestLogQuery(query, utcNowMillis(), lq, sink.query_max_range))
       co_return adminError(400, "invalid_parameter", *bad);
     if (scope) {
       if (lq.tenant && *lq.tenant != *scope) co_return ledger_admin::forbidden(caller);

@@ -12,5 +12,7 @@ namespace tahua {
 std::int64_t parseUtcTime(std::string_view s);
 // unix seconds -> "2027-01-31T00:00:00Z"
 std::string formatUtcTime(std::int64_t seconds);
+// Now, to the millisecond: "2027-01-31T10:00:00.123Z" (sorts and compares as text).
+std::string utcNowMillis();
 
 }  // namespace tahua

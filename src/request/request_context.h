@@ -141,9 +141,6 @@ struct LocalReply {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-// Who is calling, as the auth filter established it. Both null when authentication is
-// off; `key` is null for a chain's anonymous link. Points into the config (or the key
-// table) the request pinned.
 // A person or service an identity provider vouched for (the jwt link): who, as the
 // issuer names them. Shared by the worker's cache of verified tokens and the requests
 // that presented the token.
@@ -156,6 +153,9 @@ struct CallerIdentity {
   bool models_claimed = false;
 };
 
+// Who is calling, as the auth filter established it. Both null when authentication is
+// off; `key` is null for a chain's anonymous link. Points into the config (or the key
+// table) the request pinned.
 struct Principal {
   const TenantConfig* tenant = nullptr;
   const ApiKeyConfig* key = nullptr;

@@ -8,13 +8,14 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libboost-system1.81-dev
-  libssl-dev ca-certificates openssl libvalijson-dev
+  libssl-dev ca-certificates openssl
   libsimdjson-dev libyaml-cpp-dev libhiredis-dev libc-ares-dev
   liblua5.4-dev libre2-dev libhnswlib-dev libhyperscan-dev libunistring-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libpq-dev
 )
 if [ "${1:-}" = "--test" ]; then
+  # The unit tests and the micro-benchmarks (scripts/start.sh builds only the gateway).
+  packages+=(libgtest-dev libgmock-dev libbenchmark-dev)
   # Test clients (npm) and the tools the integration tests and benchmarks drive.
   # prometheus: promtool checks the exposition and the alert rules (and Prometheus
   # itself runs the dashboard's queries); chromium: the dashboard's browser test;
@@ -46,12 +47,33 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   missing=("${filtered[@]+"${filtered[@]}"}")
 fi
 
+# valijson (the MCP gateway's JSON Schema checks) is header-only, and tahua uses only its
+# Boost.JSON adapter, but Debian's libvalijson-dev depends on the headers of every other
+# adapter's library: Qt 5, Poco, jsoncpp, RapidJSON... (177 more packages, 83 MB, over
+# half of a fresh machine's apt time). Its package is downloaded and unpacked into
+# .deps/ without them (CMakeLists.txt looks there first); an installed one is used as is.
+valijson_root="$PWD/.deps/valijson"
+need_valijson=0
+[ -f /usr/include/valijson/schema.hpp ] || [ -f "$valijson_root/usr/include/valijson/schema.hpp" ] || need_valijson=1
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if [ "${#missing[@]}" -gt 0 ] || [ "$need_valijson" = 1 ]; then
+  $SUDO apt-get update -qq
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}" >&2
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ "$need_valijson" = 1 ]; then
+  echo "bootstrap: unpacking libvalijson-dev's headers into .deps/valijson" >&2
+  tmp=$(mktemp -d)
+  # apt's download sandbox user must be able to write there.
+  chmod 0777 "$tmp"
+  (cd "$tmp" && apt-get download -qq libvalijson-dev)
+  rm -rf "$valijson_root" && mkdir -p "$valijson_root"
+  dpkg-deb -x "$tmp"/libvalijson-dev_*.deb "$valijson_root"
+  rm -rf "$tmp"
 fi
 # The nginx, redis and postgresql packages may start system services; tests start their own on
 # ephemeral ports, so stop those to free the default ports (harmless if not running).

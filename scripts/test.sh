@@ -7,7 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh --test
+# A build directory configured by scripts/start.sh (no GoogleTest then) is configured
+# again, so that it finds what --test installed.
+[ -f build/build.ninja ] && cmake build >/dev/null
 scripts/build.sh
+[ -x build/tahua_unit_tests ] || { echo "test.sh: the unit tests were not built (GoogleTest missing?)" >&2; exit 1; }
 (cd tests && npm ci --no-audit --no-fund --loglevel=error)
 
 status=0

@@ -55,6 +55,10 @@ struct HealingAction {
   // scale, once carried out: the replicas before and after, or why it failed.
   std::optional<int> replicas_from, replicas_to;
   std::string error;
+  // When the loop decided (RFC 3339): the audit record's `ts`. A scale action is
+  // recorded after its patch answered, which may take longer than the next one's, so a
+  // time taken then would not show the cool-down between decisions.
+  std::string decided_at;
 };
 
 class HealingEngine {

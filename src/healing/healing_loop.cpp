@@ -29,11 +29,16 @@ asio::awaitable<void> runHealingLoop(HealingState& state, HealingHost& host) {
     HealthSample sample = co_await host.collectHealth();
     if (host.draining()) co_return;
     std::vector<HealingAction> actions;
+    // The two clocks read together: the audit's times are as far apart as the
+    // engine's (the cool-down is measured on the steady one).
+    const auto now = std::chrono::steady_clock::now();
+    const std::string decided_at = log::nowRfc3339();
     {
       std::lock_guard lock(host.lock());
-      actions = state.engine().evaluate(std::chrono::steady_clock::now(), sample);
+      actions = state.engine().evaluate(now, sample);
     }
     if (actions.empty()) continue;
+    for (HealingAction& a : actions) a.decided_at = decided_at;
     // Scale actions act on the cluster, outside the lock; their audit records say how it went.
     bool republish = false;
     for (HealingAction& a : actions) {

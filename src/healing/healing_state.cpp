@@ -32,7 +32,7 @@ void HealingState::apply(const std::vector<HealingAction>& actions, const std::s
     }
     const std::string action = a.fire ? std::string(healingActionName(a.action)) : "restore";
     ++actions_[{a.rule, action}];
-    bj::object record{{"ts", log::nowRfc3339()},
+    bj::object record{{"ts", a.decided_at.empty() ? log::nowRfc3339() : a.decided_at},
                       {"rule", a.rule},
                       {"action", action},
                       {"model", a.model},

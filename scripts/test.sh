@@ -6,11 +6,21 @@
 # TAHUA_SKIP_SANITIZERS=1 skips that second pass (quicker local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time, printed at the end (docs/benchmarks.md, "Build", keeps the goal).
+phase_name="" phase_start=$SECONDS phase_times=""
+phase() {
+  [ -n "$phase_name" ] && phase_times+="$phase_name $((SECONDS - phase_start)) s; "
+  phase_name=$1 phase_start=$SECONDS
+  [ -z "$1" ] || echo "== $1"
+}
+phase "setup (packages, build, npm)"
 scripts/bootstrap.sh --test
 # A build directory configured by scripts/start.sh (no GoogleTest then) is configured
 # again, so that it finds what --test installed.
 [ -f build/build.ninja ] && cmake build >/dev/null
-scripts/build.sh
+# What the passes run: the gateway, the unit tests and the fuzz replays (not bench/'s
+# micro-benchmarks: the bench scripts build them when they run).
+scripts/build.sh --target tahua tahua_unit_tests fuzz_replay
 [ -x build/tahua_unit_tests ] || { echo "test.sh: the unit tests were not built (GoogleTest missing?)" >&2; exit 1; }
 (cd tests && npm ci --no-audit --no-fund --loglevel=error)
 
@@ -45,13 +55,13 @@ if [ "$sanitize" = 1 ]; then
   san_pid=$!
 fi
 
-echo "== unit tests (ctest)"
+phase "unit tests (ctest)"
 ctest --test-dir build --output-on-failure -j "$(nproc)" 2>&1 | tee "$logs/unit" || status=1
-echo "== integration tests (node --test, real tahua binary)"
+phase "integration tests (node --test, real tahua binary)"
 TAHUA_BIN="$PWD/build/tahua" node --test --test-concurrency=1 tests/integration/ 2>&1 | tee "$logs/integration" || status=1
 
 if [ "$sanitize" = 1 ]; then
-  echo "== the ASan+UBSan build"
+  phase "the ASan+UBSan build (the rest of it)"
   if ! wait "$san_pid"; then
     tail -60 "$logs/sanitize-build"
     echo "sanitize build: FAILED"
@@ -59,13 +69,13 @@ if [ "$sanitize" = 1 ]; then
   fi
   san_pid=""
   tail -1 "$logs/sanitize-build"
-  echo "== integration tests against the ASan+UBSan binary"
+  phase "integration tests against the ASan+UBSan binary"
   TAHUA_BIN="$PWD/build-sanitize/tahua" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     node --test --test-concurrency=1 tests/integration/ 2>&1 | tee "$logs/sanitizer" || status=1
   # The fuzz seeds and every kept crash once more (ctest replayed them without sanitizers):
   # a read past a buffer or UB that does not crash is caught here. Leaks are checked.
-  echo "== fuzz corpora replayed against the ASan+UBSan build"
+  phase "fuzz corpora replayed against the ASan+UBSan build"
   for exe in build-sanitize/fuzz/fuzz_replay_*; do
     t="${exe##*/fuzz_replay_}"
     if out=$(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -78,6 +88,8 @@ if [ "$sanitize" = 1 ]; then
     fi
   done
 fi
+phase ""
+echo "== time: ${phase_times}all $SECONDS s"
 if [ "$status" != 0 ]; then
   echo "== what failed"
   for pass in unit integration sanitizer; do

@@ -77,6 +77,19 @@ struct AwsConfig {
   std::string session_token;      // optional (temporary credentials)
 };
 
+// Vertex AI (Google Cloud): where its models are, and which credential gets the access
+// tokens its requests carry (cloud_auth/google_credentials.h). Only paths here: the
+// secrets stay in the token cache's sources.
+struct GcpConfig {
+  std::string project;
+  std::string location;          // a region ("us-east5") or "global"
+  // Resolved at load, in the order Google's libraries look: at most one is set; neither
+  // means the metadata server.
+  std::string credentials_file;  // from the config, GOOGLE_APPLICATION_CREDENTIALS or gcloud's well-known file
+  std::string credentials_origin;  // which of those, for messages
+  std::string token_file;        // a plain bearer token kept fresh by something else
+};
+
 // The client APIs an upstream of OpenAI's wire format may serve itself (an `openai`
 // provider's `apis` list). One bit each; files covers batches (a batch is made of files).
 enum class ProviderApi : std::uint16_t {
@@ -133,6 +146,10 @@ struct ProviderConfig {
   std::uint16_t apis = kDefaultProviderApis;
   bool serves(ProviderApi api) const { return (apis & static_cast<std::uint16_t>(api)) != 0; }
   AwsConfig aws;             // bedrock
+  GcpConfig gcp;             // vertex
+  // Providers whose requests carry a cloud access token (vertex): how long a request
+  // waits for the credential's first token before it is a 503 saying why.
+  Millis token_wait{10'000};
 };
 
 }  // namespace tahua

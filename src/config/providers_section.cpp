@@ -17,7 +17,7 @@ using namespace schema;
 
 constexpr Field kProviderFields[] = {
     nonEmpty("name", "", "Unique; models' deployments name the provider by it.").needed(),
-    choice("type", "openai | azure-openai | anthropic | gemini | bedrock | mock | mcp", "",
+    choice("type", "openai | azure-openai | anthropic | gemini | bedrock | vertex | mock | mcp", "",
            "The wire format and the vendor's own fields (the tables below); gemini: Google Gemini "
            "(`base_url` defaults to `https://generativelanguage.googleapis.com/v1beta`, the key is sent as "
            "`x-goog-api-key`); mcp: an MCP server fronted at /mcp (docs/mcp-gateway.md).")

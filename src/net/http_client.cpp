@@ -492,17 +492,29 @@ BlockingHttpClient::BlockingHttpClient(HttpClientOptions options)
 BlockingHttpClient::~BlockingHttpClient() = default;  // the client first, then its io_context
 
 OutboundResponse BlockingHttpClient::fetch(OutboundRequest request) {
-  std::optional<OutboundResponse> answer;
-  client_->fetch(std::move(request), [&answer](OutboundResponse r) { answer = std::move(r); });
-  // The call's own deadline ends it; the pool's sweep waits for the next call.
+  // Restarted before the flag is read: an interrupt() after the read stops the loop below.
   io_->restart();
-  while (!answer && io_->run_one() > 0) {
+  if (interrupted_.load(std::memory_order_acquire)) {
+    OutboundResponse stopped;
+    stopped.error = "interrupted";
+    return stopped;
   }
-  if (!answer) {
-    answer.emplace();
-    answer->error = "request failed: the client's event loop stopped";
+  // Shared with the callback: after an interrupt it may run during a later call.
+  auto answer = std::make_shared<std::optional<OutboundResponse>>();
+  client_->fetch(std::move(request), [answer](OutboundResponse r) { *answer = std::move(r); });
+  // The call's own deadline ends it; the pool's sweep waits for the next call.
+  while (!*answer && io_->run_one() > 0) {
   }
-  return std::move(*answer);
+  if (!*answer) {
+    answer->emplace();
+    (*answer)->error = interrupted_.load(std::memory_order_acquire) ? "interrupted" : "request failed: the client's event loop stopped";
+  }
+  return std::move(**answer);
+}
+
+void BlockingHttpClient::interrupt() {
+  interrupted_.store(true, std::memory_order_release);
+  io_->stop();
 }
 
 }  // namespace tahua

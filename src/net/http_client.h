@@ -20,6 +20,7 @@
 // for coroutines.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -93,10 +94,14 @@ class BlockingHttpClient {
 
   OutboundResponse fetch(OutboundRequest request);
   const HttpClient& client() const { return *client_; }
+  // From any thread: the fetch in flight ends now, and every later one at once, with the
+  // error "interrupted" (a refresher thread being stopped mid-call).
+  void interrupt();
 
  private:
   std::unique_ptr<boost::asio::io_context> io_;
   std::unique_ptr<HttpClient> client_;
+  std::atomic<bool> interrupted_{false};
 };
 
 }  // namespace tahua

@@ -81,6 +81,8 @@ ProxySettings proxyFor(const ProviderConfig& provider) {
   return *s;
 }
 
+std::optional<std::string> ProviderAdapter::prepare(const ProviderConfig&) { return std::nullopt; }
+
 namespace {
 
 // The adapter of a vendor's kind (vendors.h); null for a kind it does not list.
@@ -102,6 +104,7 @@ std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config) {
     rt.config = &p;
     rt.adapter = makeAdapter(p.kind);
     if (!rt.adapter) return "provider \"" + p.name + "\": no adapter for type \"" + p.type + "\"";
+    if (auto error = rt.adapter->prepare(p)) return "provider \"" + p.name + "\": " + *error;
     if (p.kind->remote) {
       if (p.https) {
         std::string error;

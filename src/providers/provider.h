@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -53,6 +54,10 @@ class ProviderAdapter {
  public:
   virtual ~ProviderAdapter() = default;
   virtual std::string_view type() const = 0;
+  // Once, when the snapshot is built (before any request): what the adapter keeps of the
+  // provider's config (a cloud credential's token cache entry). An error fails the
+  // snapshot (the start, or a reload: the previous config stays).
+  virtual std::optional<std::string> prepare(const ProviderConfig& provider);
   // Builds the upstream request from the inbound one (path, headers, body).
   virtual std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx,
                                                             const ProviderRuntime& provider) const = 0;
@@ -85,6 +90,7 @@ std::unique_ptr<ProviderAdapter> makeAzureOpenAIAdapter();
 std::unique_ptr<ProviderAdapter> makeAnthropicAdapter();
 std::unique_ptr<ProviderAdapter> makeGeminiAdapter();
 std::unique_ptr<ProviderAdapter> makeBedrockAdapter();
+std::unique_ptr<ProviderAdapter> makeVertexAdapter();
 std::unique_ptr<ProviderAdapter> makeMockAdapter();
 std::unique_ptr<ProviderAdapter> makeMcpAdapter();
 

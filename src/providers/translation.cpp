@@ -593,6 +593,10 @@ std::string TranslatingAdapter::upstreamPath(const EncodedRequest& encoded, cons
   return provider.config->base_path + encoded.path;
 }
 
+std::string TranslatingAdapter::upstreamModel(const RequestContext& ctx) const {
+  return ctx.deployment ? ctx.deployment->upstream_model : ctx.facts.model;
+}
+
 std::variant<UpstreamRequest, Error> TranslatingAdapter::translate(RequestContext& ctx, const ProviderRuntime& provider) const {
   const ProviderConfig& p = *provider.config;
   const InboundCodec* inbound = inboundFor(ctx.endpoint);
@@ -602,7 +606,7 @@ std::variant<UpstreamRequest, Error> TranslatingAdapter::translate(RequestContex
   auto chat = inbound->toChat(ctx.body);
   if (auto* err = std::get_if<Error>(&chat)) return std::move(*err);
   EncodeOptions options;
-  options.upstream_model = ctx.deployment ? ctx.deployment->upstream_model : ctx.facts.model;
+  options.upstream_model = upstreamModel(ctx);
   options.stream = ctx.facts.stream;
   options.default_max_tokens = p.default_max_tokens;
   options.stream_usage = p.stream_usage;

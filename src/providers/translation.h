@@ -80,6 +80,9 @@ class TranslatingAdapter : public ProviderAdapter {
                                    const ProviderRuntime& provider) const;
   // Credentials and vendor headers (or a request signature) for a translated request.
   virtual std::optional<Error> authorize(UpstreamRequest& req, const ProviderRuntime& provider) const = 0;
+  // The model id the codec sends: the deployment's upstream_model (the client's name
+  // without one); an adapter whose names carry more (Vertex's publisher) strips it here.
+  virtual std::string upstreamModel(const RequestContext& ctx) const;
 
   // The translating encodeRequest.
   std::variant<UpstreamRequest, Error> translate(RequestContext& ctx, const ProviderRuntime& provider) const;

@@ -12,6 +12,7 @@
   VENDOR(kAnthropicKind, makeAnthropicAdapter)       \
   VENDOR(kGeminiKind, makeGeminiAdapter)             \
   VENDOR(kBedrockKind, makeBedrockAdapter)           \
+  VENDOR(kVertexKind, makeVertexAdapter)             \
   VENDOR(kMockKind, makeMockAdapter)                 \
   VENDOR(kMcpKind, makeMcpAdapter)
 

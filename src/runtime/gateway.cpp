@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "cache/response_cache.h"
+#include "cloud_auth/token_cache.h"
 #include "core/error.h"
 #include "config/config_watcher.h"
 #include "core/log.h"
@@ -502,6 +503,9 @@ int Gateway::run() {
       return 1;
     }
   }
+  // Cloud access tokens (vertex providers): fetched and refreshed on their own thread,
+  // from before the first request on.
+  cloud_auth::TokenCache::process().start();
   // The Kubernetes API: its own thread. With `kubernetes.resources`, /readyz waits for
   // every kind's first list, and each change publishes the config again.
   if (cfg.kubernetes.enabled) {
@@ -686,6 +690,7 @@ int Gateway::run() {
   if (kube_) kube_->stop();  // the same
   if (region_) region_->stop();
   for (auto& t : threads) t.join();
+  cloud_auth::TokenCache::process().stop();  // after the workers: none waits for a token any more
   // The workers handed over what they held: every usage record goes to its sinks (or
   // their spill files) and the last spans are sent before the process exits.
   if (usage_) usage_->stop();

@@ -71,6 +71,7 @@ providers:
   - {name: a, type: anthropic, base_url: "http://127.0.0.1:9/v1"}
   - {name: g, type: gemini, base_url: "http://127.0.0.1:9/v1beta"}
   - {name: b, type: bedrock, aws: {region: us-east-1}}
+  - {name: v, type: vertex, gcp: {project: p, location: us-east5, token_file: /tmp/t}}
   - {name: z, type: azure-openai, base_url: "http://127.0.0.1:9/openai", api_version: "2024-10-21"}
   - {name: k, type: mock, mock: {}}
   - {name: t, type: mcp, base_url: "http://127.0.0.1:9/mcp"}

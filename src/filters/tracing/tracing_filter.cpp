@@ -403,6 +403,7 @@ class TracingFilter final : public FilterWithState<TracingState> {
 std::string_view genAiProviderName(std::string_view type) {
   if (type == "azure") return "azure.ai.openai";
   if (type == "gemini") return "gcp.gemini";
+  if (type == "vertex") return "gcp.vertex_ai";
   if (type == "bedrock") return "aws.bedrock";
   return type;  // openai, anthropic, and the rest by their type name
 }

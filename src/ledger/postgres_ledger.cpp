@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "ledger/ledger.h"
 #include "ledger/ledger_record.h"
+#include "ledger/ledger_rollups.h"
 #include "ledger/ledger_schema.h"
 
 namespace tahua::ledger {
@@ -54,6 +55,10 @@ class PostgresLedger final : public Ledger {
               "ON CONFLICT DO NOTHING";
     prune_ = "DELETE FROM " + table + " WHERE record_id IN (SELECT record_id FROM " + table +
              " WHERE ts < $1::timestamptz LIMIT $2::integer)";
+    // The rows' delete trigger took their share out of the rollups: the hours left empty go.
+    const std::string rollups(kRollupTable);
+    prune_rollups_ = "DELETE FROM " + rollups + " WHERE (hour, tenant, model, route_name) IN (SELECT hour, tenant, model, route_name FROM " +
+                     rollups + " WHERE hour < $1::timestamptz AND requests = 0 LIMIT $2::integer)";
   }
   ~PostgresLedger() override { drop(); }
 
@@ -119,8 +124,9 @@ class PostgresLedger final : public Ledger {
     if (!conn_) return std::nullopt;
     const std::string when(cutoff), n = std::to_string(limit);
     const char* params[] = {when.c_str(), n.c_str()};
-    std::size_t deleted = 0;
+    std::size_t deleted = 0, emptied = 0;
     if (!run(prune_, params, c_.timeout, nullptr, &deleted, error)) return std::nullopt;
+    if (!run(prune_rollups_, params, c_.timeout, nullptr, &emptied, error)) return std::nullopt;
     return deleted;
   }
 
@@ -287,7 +293,7 @@ class PostgresLedger final : public Ledger {
 
   UsageSinkConfig c_;
   std::string dsn_password_;
-  std::string insert_, prune_;
+  std::string insert_, prune_, prune_rollups_;
   PGconn* conn_ = nullptr;
   std::string sqlstate_;  // of the last statement that failed on the server
   RecordReader reader_;

@@ -257,43 +257,61 @@ UsageSql usageRollupSql(Dialect d, const UsageQuery& q) {
   if (!q.from_local && ceilHour(q.from) != q.from) a = bound(ceilHour(q.from), false);
   if (!q.to_local && floorHour(q.to) != q.to) b = bound(floorHour(q.to), false);
 
+  // Each part a row per rollup row or record, its columns named as the rollup table's.
   const std::string cost = pg ? "cost_usd" : "cost_nano_usd";
+  std::vector<std::string> names;
+  for (auto c : rollupSumColumns(d)) names.emplace_back(c);
   std::string rollup = "SELECT hour AS ts, nullif(tenant, '') AS tenant, nullif(model, '') AS model, nullif(route_name, '') AS route_name";
-  for (auto c : rollupSumColumns(d)) rollup += ", " + std::string(c);
-  std::string rows = std::string("SELECT ts, tenant, model, route_name, 1, ") + (pg ? "(status >= 400)::integer" : "(status >= 400)") +
-                     ", prompt_tokens, completion_tokens, cached_tokens, " + cost + ", " +
-                     (pg ? "(cache IN ('hit', 'semantic-hit'))::integer" : "(cache IN ('hit', 'semantic-hit'))") + ", cache_tokens_saved";
-  std::string sums;
-  for (auto c : rollupSumColumns(d)) {
-    const std::string col(c);
-    sums += (col == "cost_usd" ? "coalesce(sum(cost_usd), 0)::text" : "coalesce(sum(" + col + "), 0)") + ", ";
-  }
+  for (const auto& c : names) rollup += ", " + c;
+  std::string rows = std::string("SELECT ts, tenant, model, route_name, 1 AS requests, ") +
+                     (pg ? "(status >= 400)::integer" : "(status >= 400)") + " AS errors, prompt_tokens, completion_tokens, cached_tokens, " +
+                     cost + ", " + (pg ? "(cache IN ('hit', 'semantic-hit'))::integer" : "(cache IN ('hit', 'semantic-hit'))") +
+                     " AS cache_hits, cache_tokens_saved";
   for (std::string_view m : {"duration", "ttft"})
     for (int k = 0; k < kHistogramBuckets; ++k) {
       const std::string c = histogramColumn(m, k);
+      names.push_back(c);
       rollup += ", " + c;
-      rows += std::string(", CASE WHEN ") + (m == "duration" ? "db" : "tb") + " = " + std::to_string(k) + " THEN 1 END";
-      sums += "sum(" + c + "), ";
+      rows += std::string(", CASE WHEN ") + (m == "duration" ? "db" : "tb") + " = " + std::to_string(k) + " THEN 1 END AS " + c;
     }
-  sums.resize(sums.size() - 2);
   rollup += " FROM " + std::string(kRollupTable) + " WHERE hour >= " + a + " AND hour < " + b + filters;
   std::string edges;
   if (a != from) edges += "(ts >= " + from + " AND ts < " + a + ")";
   if (b != to) edges += std::string(edges.empty() ? "" : " OR ") + "(ts >= " + b + " AND ts < " + to + ")";
 
-  std::string groups;
-  for (const auto& g : q.group_by) groups += groupExpr(d, g, zone_param) + ", ";
-  s.sql = "SELECT " + groups + sums + " FROM (" + rollup;
-  if (!edges.empty()) {
-    s.sql += " UNION ALL " + rows + " FROM (SELECT *, " + bucketSql(d, "duration_ms") + " AS db, CASE WHEN " + (pg ? "stream" : "stream = 1") +
-             " THEN " + bucketSql(d, "ttft_ms") + " END AS tb FROM " + std::string(kRecordsTable) + " WHERE (" + edges + ")" + filters + ") e";
+  std::string groups, ordinals, outer_groups;
+  for (std::size_t i = 0; i < q.group_by.size(); ++i) {
+    groups += groupExpr(d, q.group_by[i], zone_param) + " AS g" + std::to_string(i) + ", ";
+    outer_groups += "g" + std::to_string(i) + ", ";
+    ordinals += (i ? ", " : "") + std::to_string(i + 1);
   }
-  s.sql += ") u";
-  if (!q.group_by.empty()) {
-    std::string ordinals;
-    for (std::size_t i = 1; i <= q.group_by.size(); ++i) ordinals += (i > 1 ? ", " : "") + std::to_string(i);
-    // A group all of whose records went (superseded elsewhere, pruned) is no group.
-    s.sql += " GROUP BY " + ordinals + " HAVING sum(requests) > 0 ORDER BY " + ordinals;
+  // The answer's cells: the sums (0 for none; the cost as text) and the bucket counts.
+  auto finalSums = [&](auto column) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string sum = "sum(" + column(i) + ")";
+      out += (i ? ", " : "") + (i >= 8 ? sum : names[i] == "cost_usd" ? "coalesce(" + sum + ", 0)::text" : "coalesce(" + sum + ", 0)");
+    }
+    return out;
+  };
+  // A group all of whose records went (superseded elsewhere, pruned) is no group.
+  auto tail = [&](const std::string& requests) {
+    return q.group_by.empty() ? std::string() : " GROUP BY " + ordinals + " HAVING sum(" + requests + ") > 0 ORDER BY " + ordinals;
+  };
+  if (edges.empty()) {
+    s.sql = "SELECT " + groups + finalSums([&](std::size_t i) { return names[i]; }) + " FROM (" + rollup + ") u" + tail("requests");
+  } else {
+    // The whole hours and the part hours summed apart (each a plain aggregate), then
+    // added per group: a few rows, where one UNION under one GROUP BY carried every row.
+    std::string part_sums;
+    for (std::size_t i = 0; i < names.size(); ++i) part_sums += (i ? ", sum(" : "sum(") + names[i] + ") AS v" + std::to_string(i);
+    const std::string part_group = q.group_by.empty() ? std::string() : " GROUP BY " + ordinals;
+    const std::string recent = rows + " FROM (SELECT *, " + bucketSql(d, "duration_ms") + " AS db, CASE WHEN " +
+                               (pg ? "stream" : "stream = 1") + " THEN " + bucketSql(d, "ttft_ms") + " END AS tb FROM " +
+                               std::string(kRecordsTable) + " WHERE (" + edges + ")" + filters + ") e";
+    s.sql = "SELECT " + outer_groups + finalSums([](std::size_t i) { return "v" + std::to_string(i); }) + " FROM (SELECT " + groups + part_sums +
+            " FROM (" + rollup + ") r" + part_group + " UNION ALL SELECT " + groups + part_sums + " FROM (" + recent + ") x" + part_group + ") u" +
+            tail("v0");
   }
   s.sql += " LIMIT " + std::to_string(kMaxUsageGroups + 1);
   return s;

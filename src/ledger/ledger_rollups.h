@@ -24,9 +24,10 @@ inline constexpr std::string_view kRollupTable = "tahua_usage_hourly";
 // (four a doubling); 89 holds 2^22 ms (69.9 minutes) and above.
 inline constexpr int kHistogramBuckets = 90;
 inline constexpr int kBucketsPerDoubling = 4;
-// A percentile read from the histogram is within this factor of the exact one (each
-// value is taken as its bucket's geometric middle: at most 2^(1/8) away), for values
-// from 1 ms to 2^22 ms; below 1 ms within 0.5 ms; above 2^22 ms it says 2^22 ms.
+// A percentile read from the histogram is within this factor of the exact one when the
+// values it lies between are from 1 ms to 2^22 ms (each value is taken as its bucket's
+// geometric middle: at most 2^(1/8) away); a value under 1 ms is taken as 0.5 ms, so in
+// general |estimate - exact| <= 0.5 ms + (2^(1/8) - 1) * exact; above 2^22 ms it says 2^22 ms.
 inline constexpr double kPercentileErrorBound = 1.0905077326652577;  // 2^(1/8)
 
 // The bucket of a latency in milliseconds (computed as 4 * ln(x) / ln(2), exactly as the

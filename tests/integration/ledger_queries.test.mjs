@@ -267,5 +267,13 @@ describe('ledger queries: postgres', { skip: !havePostgres && 'PostgreSQL 15 is 
     assert.deepEqual(kolkata.json.groups.map((g) => [g.day, g.requests, g.latency_p50_ms]), [['2026-11-30', 1, 5], ['2026-12-01', 1, 7]]);
     const kolkataUtc = await admin('GET', '/admin/v1/usage?from=2026-11-30&to=2026-12-02&tenant=team-k&group_by=hour');
     assert.deepEqual([kolkataUtc.json.percentiles, ...kolkataUtc.json.groups.map((g) => [g.hour, g.requests])], ['histogram', ['2026-11-30T18:00Z', 2]]);
+
+    // The read connection is kept open between questions; a server restarted meanwhile
+    // leaves it broken: the next question connects again and is answered.
+    await pg.stop();
+    await pg.start();
+    const afterRestart = await admin('GET', '/admin/v1/usage?from=2026-11-30&to=2026-12-02&tenant=team-k&group_by=hour');
+    assert.equal(afterRestart.status, 200, afterRestart.text);
+    assert.deepEqual(afterRestart.json.groups.map((g) => g.requests), [2]);
   });
 });

@@ -27,7 +27,7 @@ using PgClock = std::chrono::steady_clock;
 // pg_advisory_xact_lock's key for migrations: "tahua" in ASCII.
 constexpr const char* kMigrationLockKey = "500152706401";
 constexpr Millis kMigrationTimeout{30'000};  // may wait for another replica's migration
-// One step of a migration: version 2's backfill reads every row once (246 s for 10
+// One step of a migration: version 2's backfill reads every row once (154-246 s for 10
 // million rows on the 2-core bench machine, docs/benchmarks.md#ledger-queries).
 constexpr Millis kMigrationStepTimeout{3'600'000};
 

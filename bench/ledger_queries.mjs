@@ -5,6 +5,10 @@
 // 90 days, 50 tenants, 500 keys, 10 models; then the real binary's GET /admin/v1/usage
 // timed: one tenant's spend by day for a month, the whole fleet's by model and day for
 // a month (and the request log's first page), RUNS times each, and PostgreSQL's EXPLAIN.
+// The rows are loaded into a version-1 ledger (the rollups' objects dropped after
+// `tahua --migrate`), then `tahua --migrate` is timed bringing it to version 2: the
+// rollups' backfill at size. PostgreSQL's questions are also asked in Asia/Kolkata, a zone
+// half an hour off UTC, which the rows answer: the same work as before the rollups.
 //   node bench/ledger_queries.mjs            (TAHUA_BIN=build/tahua; ROWS=10000000 SQLITE_ROWS=1000000 RUNS=5)
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -46,6 +50,11 @@ async function timeQueries(url, name) {
   const queries = [
     ['one tenant by day, a month', `/admin/v1/usage?${MONTH}&tenant=tenant-7&group_by=day`],
     ['the fleet by model and day, a month', `/admin/v1/usage?${MONTH}&group_by=model,day`],
+    ['the fleet by model and day, to now (a part hour from the rows)', `/admin/v1/usage?from=2026-11-01&to=2026-11-30T17:42:10Z&group_by=model,day`],
+    ...(name.startsWith('postgres') ? [
+      ['one tenant by day, a month, Asia/Kolkata (rows)', `/admin/v1/usage?${MONTH}&tenant=tenant-7&group_by=day&tz=Asia/Kolkata`],
+      ['the fleet by model and day, a month, Asia/Kolkata (rows)', `/admin/v1/usage?${MONTH}&group_by=model,day&tz=Asia/Kolkata`],
+    ] : []),
     ['request log, first page of 50', `/admin/v1/requests?${MONTH}`],
     ['request log, one tenant, page 50 of 50', null],
   ];
@@ -63,16 +72,20 @@ async function timeQueries(url, name) {
     const times = [];
     let groups = 0;
     let status = '';
+    let source = '';
     for (let i = 0; i < RUNS; i++) {
       const t0 = performance.now();
       const r = await admin('GET', path);
       times.push(performance.now() - t0);
       if (r.status !== 200) status = `${r.status} ${r.json?.error?.code}`;
-      else groups = (r.json.groups ?? r.json.requests).length;
+      else {
+        groups = (r.json.groups ?? r.json.requests).length;
+        source = r.json.percentiles ?? 'rows';
+      }
     }
     const first = times[0];
     times.sort((a, b) => a - b);
-    out.push({ ledger: name, query: label, rows_out: groups, first_ms: Math.round(first), min_ms: Math.round(times[0]),
+    out.push({ ledger: name, query: label, source, rows_out: groups, first_ms: Math.round(first), min_ms: Math.round(times[0]),
       median_ms: Math.round(times[times.length >> 1]), failed: status });
     log(JSON.stringify(out.at(-1)));
   }
@@ -98,7 +111,11 @@ async function postgres() {
   await pg.start();
   const sink = { name: 'pg', type: 'postgres', dsn: pg.dsn(), password_env: 'TAHUA_BENCH_PG_PASSWORD', timeout: '5s' };
   const file = writeConfig(config(sink));
-  execFileSync(TAHUA_BIN, ['--migrate', '--config', file], { env: { ...process.env, TAHUA_BENCH_PG_PASSWORD: pg.password } });
+  const migrate = () => execFileSync(TAHUA_BIN, ['--migrate', '--config', file], { env: { ...process.env, TAHUA_BENCH_PG_PASSWORD: pg.password }, encoding: 'utf8' });
+  migrate();
+  // Back to version 1: the rows are loaded as a ledger written before the rollups.
+  pg.sql(`DROP FUNCTION tahua_usage_hourly_insert, tahua_usage_hourly_delete, tahua_usage_hourly_update, tahua_usage_hourly_truncate CASCADE;
+    DROP TABLE tahua_usage_hourly; DELETE FROM tahua_ledger_schema WHERE version = 2`);
   // Loaded without its secondary indexes, which are then made from the migration's own
   // definitions (faster than maintaining five indexes row by row).
   const indexes = pg.sql("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'tahua_usage_records' AND indexname <> 'tahua_usage_records_pkey'");
@@ -113,7 +130,11 @@ async function postgres() {
   for (const [, def] of indexes) pg.sql(def);
   pg.sql('VACUUM ANALYZE tahua_usage_records');
   log(`postgres: ${ROWS} rows, indexes and ANALYZE in ${seconds(t0)} s`);
-  log(pg.sql(`SELECT relname, pg_size_pretty(pg_relation_size(oid)) FROM pg_class WHERE relname LIKE 'tahua_usage_records%' ORDER BY 1`).map((r) => r.join(': ')).join('\n'));
+  t0 = performance.now();
+  log(migrate().trim());
+  pg.sql('VACUUM ANALYZE tahua_usage_hourly');
+  log(`postgres: migrated to version 2 (the rollups' backfill) in ${seconds(t0)} s; ${pg.value('SELECT count(*) FROM tahua_usage_hourly')} rollup rows`);
+  log(pg.sql(`SELECT relname, pg_size_pretty(pg_relation_size(oid)) FROM pg_class WHERE relname LIKE 'tahua_usage_%' ORDER BY 1`).map((r) => r.join(': ')).join('\n'));
   const { url } = await startWithAdmin(t, config(sink), { env: { TAHUA_BENCH_PG_PASSWORD: pg.password } });
   const out = await timeQueries(url, `postgres, ${ROWS} rows`);
   for (const where of ["tenant = 'tenant-7' AND", '']) {
@@ -131,7 +152,9 @@ async function sqlite() {
   const sink = { name: 'ledger', type: 'sqlite', path: db };
   const file = writeConfig(config(sink));
   execFileSync(TAHUA_BIN, ['--migrate', '--config', file]);
-  const t0 = performance.now();
+  execFileSync('sqlite3', [db, `DROP TRIGGER tahua_usage_hourly_insert; DROP TRIGGER tahua_usage_hourly_delete; DROP TRIGGER tahua_usage_hourly_update;
+    DROP TABLE tahua_usage_hourly; DELETE FROM tahua_ledger_schema WHERE version = 2;`]);
+  let t0 = performance.now();
   const n = SQLITE_ROWS;
   const day = 86_400_000;
   const start = Date.parse(END) - DAYS * day;
@@ -146,6 +169,9 @@ SELECT printf('%08x-0000-7000-8000-%012x', g / 65536, g), 'req-' || g,
   200 + (g * 7919) % 3000, CASE WHEN g % 3 = 0 THEN 50 + (g * 104729) % 900 END, CASE WHEN g % 20 = 0 THEN 'hit' END,
   CASE WHEN g % 20 = 0 THEN 1000 END FROM s; COMMIT; ANALYZE;`]);
   log(`sqlite: ${n} rows in ${seconds(t0)} s, ${(execFileSync('stat', ['-c', '%s', db], { encoding: 'utf8' }) / 1048576).toFixed(0)} MiB`);
+  t0 = performance.now();
+  log(execFileSync(TAHUA_BIN, ['--migrate', '--config', file], { encoding: 'utf8' }).trim());
+  log(`sqlite: migrated to version 2 (the rollups' backfill) in ${seconds(t0)} s; ${execFileSync('sqlite3', [db, 'SELECT count(*) FROM tahua_usage_hourly'], { encoding: 'utf8' }).trim()} rollup rows`);
   const { url } = await startWithAdmin(t, config(sink));
   const out = await timeQueries(url, `sqlite, ${n} rows`);
   for (const where of ["tenant = 'tenant-7' AND", '']) {

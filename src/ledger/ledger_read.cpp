@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
 
 namespace tahua::ledger {
 
@@ -108,13 +110,57 @@ std::optional<ReadFailure> readSqlite(const UsageSinkConfig& c, const ReadStatem
   return std::nullopt;
 }
 
-std::optional<ReadFailure> readPostgres(const UsageSinkConfig& c, const ReadStatement& s, std::size_t max_rows, std::vector<Row>& rows) {
+// Read connections left open after a question that went well, at most kMaxIdle over all
+// sinks (the admin API runs two questions at once at most), the oldest closed first: the
+// next question skips the connect (a backend's fork, SCRAM, its catalog caches warming
+// up: most of a small question's time, docs/benchmarks.md#ledger-queries). Keyed by the
+// connection string and password, so a reloaded sink never gets another's connection.
+class IdleReadConnections {
+ public:
+  static constexpr std::size_t kMaxIdle = 2;
+  ~IdleReadConnections() {
+    for (auto& [key, conn] : idle_) PQfinish(conn);
+  }
+  PGconn* take(const std::string& key) {
+    std::lock_guard lock(mu_);
+    for (auto it = idle_.begin(); it != idle_.end(); ++it)
+      if (it->first == key) {
+        PGconn* conn = it->second;
+        idle_.erase(it);
+        return conn;
+      }
+    return nullptr;
+  }
+  void give(std::string key, PGconn* conn) {
+    std::lock_guard lock(mu_);
+    idle_.emplace_back(std::move(key), conn);
+    if (idle_.size() > kMaxIdle) {
+      PQfinish(idle_.front().second);
+      idle_.pop_front();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<std::pair<std::string, PGconn*>> idle_;
+};
+
+IdleReadConnections& idleReadConnections() {
+  static IdleReadConnections idle;
+  return idle;
+}
+
+// `reuse`: an idle connection may answer (false: connect, the idle one having failed).
+std::optional<ReadFailure> readPostgres(const UsageSinkConfig& c, const ReadStatement& s, std::size_t max_rows, std::vector<Row>& rows,
+                                        bool reuse = true) {
   if (c.dsn.empty())
     return ReadFailure{ReadFailure::Kind::Unavailable, "no connection string: the variable " + c.dsn_env + " (dsn_env) was not set at start"};
   const std::string timeout = std::to_string(std::max<long long>(2, (c.timeout.count() + 999) / 1000));
-  // A question bounded server-side too: a heavy one cannot hold the database.
+  // A question bounded server-side too: a heavy one cannot hold the database. No JIT: a
+  // rollup query's 180 sums cost past jit_above_cost, and compiling them took longer (~1 s)
+  // than running them.
   const std::string options =
-      "-c statement_timeout=" + std::to_string(kReadDeadline.count()) + "s -c default_transaction_read_only=on";
+      "-c statement_timeout=" + std::to_string(kReadDeadline.count()) + "s -c default_transaction_read_only=on -c jit=off";
   std::vector<const char*> keys{"dbname", "connect_timeout", "fallback_application_name", "options"};
   std::vector<const char*> values{c.dsn.c_str(), timeout.c_str(), "tahua-query", options.c_str()};
   if (!c.password.empty()) {
@@ -123,7 +169,16 @@ std::optional<ReadFailure> readPostgres(const UsageSinkConfig& c, const ReadStat
   }
   keys.push_back(nullptr);
   values.push_back(nullptr);
-  std::unique_ptr<PGconn, void (*)(PGconn*)> conn(PQconnectdbParams(keys.data(), values.data(), 1), PQfinish);
+  const std::string pool_key = c.dsn + '\n' + c.password;
+  // An idle connection if there is one; a fresh one if not, or if the idle one turns out
+  // broken (the server restarted, idle_session_timeout): then the question is asked again.
+  PGconn* idle = reuse ? idleReadConnections().take(pool_key) : nullptr;
+  if (idle && PQstatus(idle) != CONNECTION_OK) {
+    PQfinish(idle);
+    idle = nullptr;
+  }
+  const bool reused = idle != nullptr;
+  std::unique_ptr<PGconn, void (*)(PGconn*)> conn(idle ? idle : PQconnectdbParams(keys.data(), values.data(), 1), PQfinish);
   auto scrubbed = [&](const char* text) {
     std::string m = text ? text : "";
     while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
@@ -149,6 +204,11 @@ std::optional<ReadFailure> readPostgres(const UsageSinkConfig& c, const ReadStat
   for (const auto& p : s.params) params.push_back(p.c_str());
   std::unique_ptr<PGresult, void (*)(PGresult*)> r(
       PQexecParams(conn.get(), s.sql.c_str(), static_cast<int>(params.size()), nullptr, params.data(), nullptr, nullptr, 0), PQclear);
+  if (reused && PQstatus(conn.get()) != CONNECTION_OK) {
+    r.reset();
+    conn.reset();
+    return readPostgres(c, s, max_rows, rows, false);  // the idle connection was gone: once more, connecting
+  }
   if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
     const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
     const std::string message = "postgres: " + scrubbed(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(conn.get()));
@@ -164,6 +224,9 @@ std::optional<ReadFailure> readPostgres(const UsageSinkConfig& c, const ReadStat
       row.push_back(PQgetisnull(r.get(), i, j) ? std::nullopt : Cell(PQgetvalue(r.get(), i, j)));
     rows.push_back(std::move(row));
   }
+  // Only a connection that answered, outside any transaction, is kept for the next question.
+  if (PQstatus(conn.get()) == CONNECTION_OK && PQtransactionStatus(conn.get()) == PQTRANS_IDLE)
+    idleReadConnections().give(pool_key, conn.release());
   return std::nullopt;
 }
 

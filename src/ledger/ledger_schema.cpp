@@ -1,5 +1,9 @@
 #include "ledger/ledger_schema.h"
 
+#include <vector>
+
+#include "ledger/ledger_rollups.h"
+
 namespace tahua::ledger {
 namespace {
 
@@ -138,10 +142,22 @@ constexpr std::string_view kPostgresColumns[] = {TAHUA_LEDGER_COLUMNS("cost_usd"
 constexpr std::string_view kSqliteColumns[] = {TAHUA_LEDGER_COLUMNS("cost_nano_usd")};
 #undef TAHUA_LEDGER_COLUMNS
 
+// Version 2: the per-hour rollups beside the rows, their triggers and their backfill
+// (generated: ledger_rollups.cpp), made once per process.
+struct GeneratedStep {
+  std::vector<std::string> text;
+  std::vector<std::string_view> views;
+  explicit GeneratedStep(Dialect d) : text(rollupMigration(d)), views(text.begin(), text.end()) {}
+};
+
 }  // namespace
 
 std::span<const std::string_view> migrationStep(Dialect d, int version) {
   if (version == 1) return d == Dialect::Postgres ? std::span<const std::string_view>(kPostgresV1) : std::span<const std::string_view>(kSqliteV1);
+  if (version == 2) {
+    static const GeneratedStep pg(Dialect::Postgres), lite(Dialect::Sqlite);
+    return d == Dialect::Postgres ? std::span<const std::string_view>(pg.views) : std::span<const std::string_view>(lite.views);
+  }
   return {};
 }
 

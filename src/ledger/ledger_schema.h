@@ -14,7 +14,7 @@ enum class Dialect { Sqlite, Postgres };
 
 // The version this binary writes. A migration is appended for each change, never edited:
 // a database at version N is brought to kSchemaVersion by the steps after N.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;  // 2: the per-hour rollups (ledger_rollups.h)
 
 // Which version a database holds is the highest row of this table (one row per step
 // applied, with when and by which tahua).

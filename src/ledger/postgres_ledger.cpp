@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "ledger/ledger.h"
 #include "ledger/ledger_record.h"
+#include "ledger/ledger_rollups.h"
 #include "ledger/ledger_schema.h"
 
 namespace tahua::ledger {
@@ -26,6 +27,9 @@ using PgClock = std::chrono::steady_clock;
 // pg_advisory_xact_lock's key for migrations: "tahua" in ASCII.
 constexpr const char* kMigrationLockKey = "500152706401";
 constexpr Millis kMigrationTimeout{30'000};  // may wait for another replica's migration
+// One step of a migration: version 2's backfill reads every row once (154-246 s for 10
+// million rows on the 2-core bench machine, docs/benchmarks.md#ledger-queries).
+constexpr Millis kMigrationStepTimeout{3'600'000};
 
 // `text` with every occurrence of `secret` replaced: libpq may quote what it was given.
 void scrub(std::string& text, const std::string& secret) {
@@ -54,6 +58,10 @@ class PostgresLedger final : public Ledger {
               "ON CONFLICT DO NOTHING";
     prune_ = "DELETE FROM " + table + " WHERE record_id IN (SELECT record_id FROM " + table +
              " WHERE ts < $1::timestamptz LIMIT $2::integer)";
+    // The rows' delete trigger took their share out of the rollups: the hours left empty go.
+    const std::string rollups(kRollupTable);
+    prune_rollups_ = "DELETE FROM " + rollups + " WHERE (hour, tenant, model, route_name) IN (SELECT hour, tenant, model, route_name FROM " +
+                     rollups + " WHERE hour < $1::timestamptz AND requests = 0 LIMIT $2::integer)";
   }
   ~PostgresLedger() override { drop(); }
 
@@ -119,8 +127,9 @@ class PostgresLedger final : public Ledger {
     if (!conn_) return std::nullopt;
     const std::string when(cutoff), n = std::to_string(limit);
     const char* params[] = {when.c_str(), n.c_str()};
-    std::size_t deleted = 0;
+    std::size_t deleted = 0, emptied = 0;
     if (!run(prune_, params, c_.timeout, nullptr, &deleted, error)) return std::nullopt;
+    if (!run(prune_rollups_, params, c_.timeout, nullptr, &emptied, error)) return std::nullopt;
     return deleted;
   }
 
@@ -165,13 +174,13 @@ class PostgresLedger final : public Ledger {
     for (;;) {  // the query out (nonblocking: a large batch may take several writes)
       const int f = PQflush(conn_);
       if (f == 0) break;
-      if (f < 0 || !await(POLLOUT | POLLIN, deadline) || !PQconsumeInput(conn_)) return broken(f < 0 ? nullptr : "timed out sending", error);
+      if (f < 0 || !await(POLLOUT | POLLIN, deadline) || !PQconsumeInput(conn_)) return broken(f < 0 ? nullptr : "timed out sending", timeout, error);
     }
     bool ok = true;
     for (;;) {
       while (PQisBusy(conn_)) {
-        if (!await(POLLIN, deadline)) return broken("timed out waiting for the server", error);
-        if (!PQconsumeInput(conn_)) return broken(nullptr, error);
+        if (!await(POLLIN, deadline)) return broken("timed out waiting for the server", timeout, error);
+        if (!PQconsumeInput(conn_)) return broken(nullptr, timeout, error);
       }
       PGresult* r = PQgetResult(conn_);
       if (!r) break;
@@ -235,14 +244,14 @@ class PostgresLedger final : public Ledger {
     return true;
   }
 
-  bool broken(const char* why, std::string& error) {
-    error = why ? std::string(why) + " (" + std::to_string(c_.timeout.count()) + " ms)" : message(PQerrorMessage(conn_));
+  bool broken(const char* why, Millis timeout, std::string& error) {
+    error = why ? std::string(why) + " (" + std::to_string(timeout.count()) + " ms)" : message(PQerrorMessage(conn_));
     drop();  // a statement may still run server-side; its transaction dies with the connection
     return false;
   }
 
-  bool simple(const std::string& sql, std::string& error, std::string* value = nullptr) {
-    return run(sql, {}, kMigrationTimeout, value, nullptr, error);
+  bool simple(const std::string& sql, std::string& error, std::string* value = nullptr, Millis timeout = kMigrationTimeout) {
+    return run(sql, {}, timeout, value, nullptr, error);
   }
 
   // In one transaction under an advisory lock: replicas starting together against an
@@ -271,7 +280,7 @@ class PostgresLedger final : public Ledger {
     }
     for (int v = plan.from + 1; v <= plan.to; ++v) {
       for (std::string_view step : migrationStep(Dialect::Postgres, v))
-        if (!simple(std::string(step), error)) {
+        if (!simple(std::string(step), error, nullptr, kMigrationStepTimeout)) {
           error = "migrating to version " + std::to_string(v) + ": " + error;
           return refuse(Opened::Refused);
         }
@@ -287,7 +296,7 @@ class PostgresLedger final : public Ledger {
 
   UsageSinkConfig c_;
   std::string dsn_password_;
-  std::string insert_, prune_;
+  std::string insert_, prune_, prune_rollups_;
   PGconn* conn_ = nullptr;
   std::string sqlstate_;  // of the last statement that failed on the server
   RecordReader reader_;

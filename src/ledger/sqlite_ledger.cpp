@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "ledger/ledger.h"
 #include "ledger/ledger_record.h"
+#include "ledger/ledger_rollups.h"
 #include "ledger/ledger_schema.h"
 
 namespace tahua::ledger {
@@ -117,7 +118,18 @@ class SqliteLedger final : public Ledger {
       error = c_.path + ": retention: " + sqlite3_errmsg(db_);
       return std::nullopt;
     }
-    return static_cast<std::size_t>(sqlite3_changes(db_));
+    const auto deleted = static_cast<std::size_t>(sqlite3_changes(db_));
+    // The rows' delete trigger took their share out of the rollups: the hours left empty go.
+    sqlite3_reset(prune_rollups_.s);
+    sqlite3_bind_text(prune_rollups_.s, 1, cutoff.data(), static_cast<int>(cutoff.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(prune_rollups_.s, 2, static_cast<sqlite3_int64>(limit));
+    const int rc2 = sqlite3_step(prune_rollups_.s);
+    sqlite3_reset(prune_rollups_.s);
+    if (rc2 != SQLITE_DONE) {
+      error = c_.path + ": retention: " + sqlite3_errmsg(db_);
+      return std::nullopt;
+    }
+    return deleted;
   }
 
  private:
@@ -147,6 +159,7 @@ class SqliteLedger final : public Ledger {
     insert_.reset();
     remove_.reset();
     prune_.reset();
+    prune_rollups_.reset();
     if (db_) sqlite3_close_v2(db_);
     db_ = nullptr;
   }
@@ -236,7 +249,11 @@ class SqliteLedger final : public Ledger {
                                table + " WHERE supersedes = ?1) ON CONFLICT (record_id) DO NOTHING";
     const std::string remove = "DELETE FROM " + table + " WHERE record_id = ?1";
     const std::string prune = "DELETE FROM " + table + " WHERE rowid IN (SELECT rowid FROM " + table + " WHERE ts < ?1 LIMIT ?2)";
-    for (auto [sql, st] : {std::pair{&insert, &insert_}, std::pair{&remove, &remove_}, std::pair{&prune, &prune_}})
+    const std::string rollups(kRollupTable);
+    const std::string prune_rollups = "DELETE FROM " + rollups + " WHERE (hour, tenant, model, route_name) IN (SELECT hour, tenant, model, route_name FROM " +
+                                      rollups + " WHERE hour < ?1 AND requests = 0 LIMIT ?2)";
+    for (auto [sql, st] : {std::pair{&insert, &insert_}, std::pair{&remove, &remove_}, std::pair{&prune, &prune_},
+                           std::pair{&prune_rollups, &prune_rollups_}})
       if (sqlite3_prepare_v3(db_, sql->c_str(), -1, SQLITE_PREPARE_PERSISTENT, &st->s, nullptr) != SQLITE_OK) {
         error = c_.path + ": " + sqlite3_errmsg(db_);
         return false;
@@ -246,7 +263,7 @@ class SqliteLedger final : public Ledger {
 
   UsageSinkConfig c_;
   sqlite3* db_ = nullptr;
-  SqliteStatement insert_, remove_, prune_;
+  SqliteStatement insert_, remove_, prune_, prune_rollups_;
   RecordReader reader_;
 };
 

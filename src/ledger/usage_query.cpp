@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "ledger/ledger_rollups.h"
+
 namespace tahua::ledger {
 namespace {
 
@@ -53,6 +55,22 @@ std::pair<Cell, Cell> percentiles(const Cell& c) {
   const double p95 = std::strtod(end, &end2);
   if (end2 == end) return {};
   return {formatMillis(p50), formatMillis(p95)};
+}
+
+constexpr long long kHourMs = 3'600'000;
+
+// A UTC time (normalizeUtc's form) rounded up or down to its hour.
+std::string ceilHour(const std::string& iso) {
+  const long long ms = isoToMillis(iso).value_or(0);
+  return millisToIso((ms + kHourMs - 1) / kHourMs * kHourMs);
+}
+std::string floorHour(const std::string& iso) {
+  const long long ms = isoToMillis(iso).value_or(0);
+  return millisToIso(ms / kHourMs * kHourMs);
+}
+
+bool namesKey(const UsageQuery& q) {
+  return q.key.has_value() || std::find(q.group_by.begin(), q.group_by.end(), "key") != q.group_by.end();
 }
 
 }  // namespace
@@ -197,6 +215,108 @@ UsageSql usageSql(Dialect d, const UsageQuery& q) {
   return s;
 }
 
+bool rollupsAnswer(const UsageQuery& q) {
+  if (namesKey(q)) return false;
+  // A local date is the zone's midnight: a whole UTC hour when the zone is (zoneCheckSql).
+  const std::string a = q.from_local ? q.from : ceilHour(q.from), b = q.to_local ? q.to : floorHour(q.to);
+  return q.from_local || q.to_local || a < b;
+}
+
+ReadStatement zoneCheckSql(const UsageQuery& q) {
+  // Every hour of the range (a day more either side: a local date's midnight is within
+  // a day of the UTC one): the zone's offset a whole number of hours.
+  ReadStatement s;
+  s.sql = "SELECT coalesce(bool_and(extract(epoch FROM (h AT TIME ZONE $1::text) - (h AT TIME ZONE 'UTC'))::bigint % 3600 = 0), true)::text "
+          "FROM generate_series($2::timestamptz - interval '1 day', $3::timestamptz + interval '1 day', interval '1 hour') h";
+  s.params = {q.tz, q.from, q.to};
+  return s;
+}
+
+UsageSql usageRollupSql(Dialect d, const UsageQuery& q) {
+  UsageSql s;
+  const bool pg = d == Dialect::Postgres;
+  auto param = [&](std::string v) {
+    s.params.push_back(std::move(v));
+    return (pg ? "$" : "?") + std::to_string(s.params.size());
+  };
+  const bool zone = pg && !q.tz.empty();
+  const std::string zone_param =
+      zone ? "$" + std::to_string(3 + (q.tenant ? 1 : 0) + (q.model ? 1 : 0)) + "::text" : std::string();
+  auto bound = [&](const std::string& iso, bool local) {
+    if (!pg) return param(iso);
+    if (local) return "(" + param(iso.substr(0, 10)) + "::timestamp AT TIME ZONE " + zone_param + ")";
+    return param(iso) + "::timestamptz";
+  };
+  const std::string from = bound(q.from, q.from_local), to = bound(q.to, q.to_local);
+  std::string filters;
+  if (q.tenant) filters += " AND tenant = " + param(*q.tenant);
+  if (q.model) filters += " AND model = " + param(*q.model);
+  if (zone) s.params.push_back(q.tz);
+  // The whole hours: [a, b). The part hours before a and from b come from the rows.
+  std::string a = from, b = to;
+  if (!q.from_local && ceilHour(q.from) != q.from) a = bound(ceilHour(q.from), false);
+  if (!q.to_local && floorHour(q.to) != q.to) b = bound(floorHour(q.to), false);
+
+  // Each part a row per rollup row or record, its columns named as the rollup table's.
+  const std::string cost = pg ? "cost_usd" : "cost_nano_usd";
+  std::vector<std::string> names;
+  for (auto c : rollupSumColumns(d)) names.emplace_back(c);
+  std::string rollup = "SELECT hour AS ts, nullif(tenant, '') AS tenant, nullif(model, '') AS model, nullif(route_name, '') AS route_name";
+  for (const auto& c : names) rollup += ", " + c;
+  std::string rows = std::string("SELECT ts, tenant, model, route_name, 1 AS requests, ") +
+                     (pg ? "(status >= 400)::integer" : "(status >= 400)") + " AS errors, prompt_tokens, completion_tokens, cached_tokens, " +
+                     cost + ", " + (pg ? "(cache IN ('hit', 'semantic-hit'))::integer" : "(cache IN ('hit', 'semantic-hit'))") +
+                     " AS cache_hits, cache_tokens_saved";
+  for (std::string_view m : {"duration", "ttft"})
+    for (int k = 0; k < kHistogramBuckets; ++k) {
+      const std::string c = histogramColumn(m, k);
+      names.push_back(c);
+      rollup += ", " + c;
+      rows += std::string(", CASE WHEN ") + (m == "duration" ? "db" : "tb") + " = " + std::to_string(k) + " THEN 1 END AS " + c;
+    }
+  rollup += " FROM " + std::string(kRollupTable) + " WHERE hour >= " + a + " AND hour < " + b + filters;
+  std::string edges;
+  if (a != from) edges += "(ts >= " + from + " AND ts < " + a + ")";
+  if (b != to) edges += std::string(edges.empty() ? "" : " OR ") + "(ts >= " + b + " AND ts < " + to + ")";
+
+  std::string groups, ordinals, outer_groups;
+  for (std::size_t i = 0; i < q.group_by.size(); ++i) {
+    groups += groupExpr(d, q.group_by[i], zone_param) + " AS g" + std::to_string(i) + ", ";
+    outer_groups += "g" + std::to_string(i) + ", ";
+    ordinals += (i ? ", " : "") + std::to_string(i + 1);
+  }
+  // The answer's cells: the sums (0 for none; the cost as text) and the bucket counts.
+  auto finalSums = [&](auto column) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string sum = "sum(" + column(i) + ")";
+      out += (i ? ", " : "") + (i >= 8 ? sum : names[i] == "cost_usd" ? "coalesce(" + sum + ", 0)::text" : "coalesce(" + sum + ", 0)");
+    }
+    return out;
+  };
+  // A group all of whose records went (superseded elsewhere, pruned) is no group.
+  auto tail = [&](const std::string& requests) {
+    return q.group_by.empty() ? std::string() : " GROUP BY " + ordinals + " HAVING sum(" + requests + ") > 0 ORDER BY " + ordinals;
+  };
+  if (edges.empty()) {
+    s.sql = "SELECT " + groups + finalSums([&](std::size_t i) { return names[i]; }) + " FROM (" + rollup + ") u" + tail("requests");
+  } else {
+    // The whole hours and the part hours summed apart (each a plain aggregate), then
+    // added per group: a few rows, where one UNION under one GROUP BY carried every row.
+    std::string part_sums;
+    for (std::size_t i = 0; i < names.size(); ++i) part_sums += (i ? ", sum(" : "sum(") + names[i] + ") AS v" + std::to_string(i);
+    const std::string part_group = q.group_by.empty() ? std::string() : " GROUP BY " + ordinals;
+    const std::string recent = rows + " FROM (SELECT *, " + bucketSql(d, "duration_ms") + " AS db, CASE WHEN " +
+                               (pg ? "stream" : "stream = 1") + " THEN " + bucketSql(d, "ttft_ms") + " END AS tb FROM " +
+                               std::string(kRecordsTable) + " WHERE (" + edges + ")" + filters + ") e";
+    s.sql = "SELECT " + outer_groups + finalSums([](std::size_t i) { return "v" + std::to_string(i); }) + " FROM (SELECT " + groups + part_sums +
+            " FROM (" + rollup + ") r" + part_group + " UNION ALL SELECT " + groups + part_sums + " FROM (" + recent + ") x" + part_group + ") u" +
+            tail("v0");
+  }
+  s.sql += " LIMIT " + std::to_string(kMaxUsageGroups + 1);
+  return s;
+}
+
 std::string nanosToDecimal(long long nanos) {
   if (nanos < 0) return "-" + nanosToDecimal(-nanos);
   std::string whole = std::to_string(nanos / 1'000'000'000);
@@ -216,7 +336,14 @@ const UsageSinkConfig* ledgerSink(const UsageConfig& usage) {
 
 std::optional<ReadFailure> runUsageQuery(const UsageSinkConfig& sink, const UsageQuery& q, AnswerFormat format, UsageAnswer& answer) {
   const Dialect d = sink.type == UsageSinkConfig::Type::Postgres ? Dialect::Postgres : Dialect::Sqlite;
-  const UsageSql s = usageSql(d, q);
+  bool rollups = rollupsAnswer(q);
+  if (rollups && d == Dialect::Postgres && !q.tz.empty()) {
+    // A zone whose offset is not whole hours (Asia/Kolkata) cuts UTC hours: the rows answer.
+    std::vector<Row> check;
+    if (auto failed = readLedger(sink, zoneCheckSql(q), 1, check)) return failed;
+    rollups = !check.empty() && check[0].size() == 1 && check[0][0] == "true";
+  }
+  const UsageSql s = rollups ? usageRollupSql(d, q) : usageSql(d, q);
   std::vector<Row> rows;
   if (auto failed = readLedger(sink, s, kMaxUsageGroups + 1, rows)) return failed;
   answer.truncated = rows.size() > kMaxUsageGroups;
@@ -229,18 +356,31 @@ std::optional<ReadFailure> runUsageQuery(const UsageSinkConfig& sink, const Usag
                         "cache_tokens_saved", "latency_p50_ms", "latency_p95_ms", "ttft_p50_ms", "ttft_p95_ms"})
     t.columns.push_back({n, K::Literal});
   const std::size_t g = q.group_by.size();
+  const std::size_t width = rollups ? g + 8 + 2 * kHistogramBuckets : g + 10;
   for (Row& row : rows) {
-    if (row.size() != g + 10) return ReadFailure{ReadFailure::Kind::Unavailable, "unexpected answer from the database"};
+    if (row.size() != width) return ReadFailure{ReadFailure::Kind::Unavailable, "unexpected answer from the database"};
     std::vector<Cell> cells(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(g));
     for (std::size_t i = 0; i < 5; ++i) cells.push_back(std::to_string(std::stoll(row[g + i].value_or("0"))));
     const std::string cost = row[g + 5].value_or("0");
     cells.push_back(d == Dialect::Postgres ? cost : nanosToDecimal(std::stoll(cost)));
     cells.push_back(std::to_string(std::stoll(row[g + 6].value_or("0"))));
     cells.push_back(std::to_string(std::stoll(row[g + 7].value_or("0"))));
-    for (std::size_t i = 8; i < 10; ++i) {
-      auto [p50, p95] = percentiles(row[g + i]);
-      cells.push_back(std::move(p50));
-      cells.push_back(std::move(p95));
+    if (rollups) {
+      std::vector<std::int64_t> counts(kHistogramBuckets);
+      for (std::size_t m = 0; m < 2; ++m) {
+        for (std::size_t k = 0; k < counts.size(); ++k)
+          counts[k] = std::strtoll(row[g + 8 + m * kHistogramBuckets + k].value_or("0").c_str(), nullptr, 10);
+        for (double p : {0.5, 0.95}) {
+          const auto v = histogramPercentile(counts, p);
+          cells.push_back(v ? Cell(formatMillis(*v)) : std::nullopt);
+        }
+      }
+    } else {
+      for (std::size_t i = 8; i < 10; ++i) {
+        auto [p50, p95] = percentiles(row[g + i]);
+        cells.push_back(std::move(p50));
+        cells.push_back(std::move(p95));
+      }
     }
     t.rows.push_back(std::move(cells));
   }
@@ -262,7 +402,9 @@ std::optional<ReadFailure> runUsageQuery(const UsageSinkConfig& sink, const Usag
     if (i) json.push_back(',');
     jsonString(json, q.group_by[i]);
   }
-  json += "],\"groups\":";
+  json += "],\"percentiles\":";
+  json += rollups ? "\"histogram\"" : "\"exact\"";
+  json += ",\"groups\":";
   appendJsonRows(json, t);
   json += ",\"truncated\":";
   json += answer.truncated ? "true" : "false";

@@ -51,10 +51,22 @@ std::optional<std::string> checkRange(std::string_view from, std::string_view to
 using UsageSql = ReadStatement;
 UsageSql usageSql(Dialect d, const UsageQuery& q);
 
+// Whether the per-hour rollups (ledger_rollups.h) can answer `q`: it names no key (the
+// rollups are per tenant, model and route, not per key) and spans at least one whole UTC
+// hour. In a time zone (PostgreSQL) the zone must also be a whole number of hours from
+// UTC over the range: zoneCheckSql asks the database ("true" or "false").
+bool rollupsAnswer(const UsageQuery& q);
+ReadStatement zoneCheckSql(const UsageQuery& q);
+// The statement over the rollups: the whole hours of the range from the rollup table, the
+// part hours at either end (a `to` of now) from the rows, one GROUP BY over both. Its
+// cells after the groups: the eight sums, then kHistogramBuckets counts of duration_ms,
+// then as many of ttft_ms (streams only).
+UsageSql usageRollupSql(Dialect d, const UsageQuery& q);
+
 // Integer nano-dollars as a decimal ("0.000123456", "12", "0").
 std::string nanosToDecimal(long long nanos);
 
-// The answer. JSON: {"from","to","tz"?,"group_by":[...],"groups":[{<groups>...,"requests","errors",
+// The answer. JSON: {"from","to","tz"?,"group_by":[...],"percentiles":"exact"|"histogram","groups":[{<groups>...,"requests","errors",
 // "input_tokens","output_tokens","cached_tokens","cost_usd","cache_hits","cache_tokens_saved",
 // "latency_p50_ms","latency_p95_ms","ttft_p50_ms","ttft_p95_ms"}],"truncated":bool}; CSV:
 // the groups, one line each, under a header line.

@@ -218,6 +218,7 @@ for (const c of CASES) {
       const others = {};
       if (values.redis.mode === 'external' && e.existingSecret.name) others.TAHUA_REDIS_PASSWORD = e.existingSecret;
       if (values.redis.mode === 'external' && e.sentinel.existingSecret.name) others.TAHUA_REDIS_SENTINEL_PASSWORD = e.sentinel.existingSecret;
+      if (values.ledger.enabled && values.ledger.type === 'postgres') others.TAHUA_LEDGER_DSN = values.ledger.postgres.existingSecret;
       const secrets = all('Secret');
       if (values.secrets.create) {
         assert.equal(secrets.length, 1, 'secrets.create makes one Secret');
@@ -559,6 +560,8 @@ describe('Helm chart: values.schema.json', () => {
     ['a typo in a volume mount', { extraVolumeMounts: [{ name: 'ca', mountPath: '/ca', readonly: true }] }, '/extraVolumeMounts/0', 'readonly'],
     ['a non-string annotation', { podAnnotations: { a: { b: 1 } } }, '/podAnnotations/a', null],
     ['an unknown redis.mode', { redis: { mode: 'sentinel' } }, '/redis/mode', null],
+    ['an unknown ledger.type', { ledger: { type: 'mysql' } }, '/ledger/type', null],
+    ['a typo in the ledger\'s Secret', { ledger: { postgres: { existingSecret: { nmae: 'x' } } } }, '/ledger/postgres/existingSecret', 'nmae'],
   ];
   for (const [what, values, path, key] of refused) {
     it(`refuses ${what}`, () => {
@@ -650,6 +653,64 @@ describe('Helm chart: the pod as the values shape it', () => {
     assert.deepEqual(container.env.find((e) => e.name === 'TZ'), { name: 'TZ', value: 'UTC' });
     assert.equal(pod.metadata.annotations['example.com/owner'], 'platform');
   });
+
+  it('ledger postgres: the sink in base.yaml reads its whole connection string from the Secret; several replicas, rolled', () => {
+    // A second sink spills up to spill_max_bytes too: the emptyDir is raised for it (checkWrites).
+    const r = rendered({ usageSpill: { sizeLimit: '2Gi' }, ledger: { enabled: true, postgres: { existingSecret: { name: 'tahua-ledger' } } } });
+    const sink = r.tahua.config.usage.sinks.find((s) => s.type === 'postgres');
+    assert.deepEqual(sink, { name: 'ledger', type: 'postgres', dsn_env: 'TAHUA_LEDGER_DSN', batch: 500, timeout: '5s', retention: '400d', query_max_range: '366d' });
+    assert.deepEqual(r.container.env.filter((e) => e.name === 'TAHUA_LEDGER_DSN'),
+      [{ name: 'TAHUA_LEDGER_DSN', valueFrom: { secretKeyRef: { name: 'tahua-ledger', key: 'dsn' } } }]);
+    assert.ok(!JSON.stringify(r.configMap.data).includes('postgresql://'), 'no connection string in the ConfigMap');
+    assert.equal(r.deployment.spec.strategy.type, 'RollingUpdate');
+    assert.equal(r.all('PersistentVolumeClaim').length, 0, 'no volume: the database is elsewhere');
+    checkWrites(r);
+    checkSecretEnv(r, { secretName: 'tahua-secrets', secretKeys: null, others: { TAHUA_LEDGER_DSN: { name: 'tahua-ledger', key: 'dsn' } } });
+    if (!NO_BINARY) checkConfigLoads(r);
+  });
+
+  it('ledger sqlite: one replica, its file on a PersistentVolumeClaim (kept on uninstall), recreated rather than rolled', () => {
+    const values = { replicas: 1, autoscaling: { enabled: false }, usageSpill: { sizeLimit: '2Gi' }, ledger: { enabled: true, type: 'sqlite', retention: '90d', sqlite: { size: '20Gi', maxBytes: 10737418240 } } };
+    const r = rendered(values);
+    const sink = r.tahua.config.usage.sinks.find((s) => s.type === 'sqlite');
+    assert.deepEqual(sink, { name: 'ledger', type: 'sqlite', path: '/var/lib/tahua/ledger/ledger.db', retention: '90d', query_max_range: '366d', max_bytes: 10737418240 });
+    const [claim, ...more] = r.all('PersistentVolumeClaim');
+    assert.equal(more.length, 0);
+    assert.equal(claim.metadata.name, 'tahua-ledger');
+    assert.equal(claim.metadata.annotations['helm.sh/resource-policy'], 'keep');
+    assert.deepEqual(claim.spec.accessModes, ['ReadWriteOnce']);
+    assert.equal(claim.spec.resources.requests.storage, '20Gi');
+    assert.equal(r.pod.spec.volumes.find((v) => v.name === 'ledger').persistentVolumeClaim.claimName, 'tahua-ledger');
+    assert.equal(r.deployment.spec.replicas, 1);
+    assert.deepEqual(r.deployment.spec.strategy, { type: 'Recreate' }, 'the old pod closes the file before the new one opens it');
+    assert.equal(r.container.securityContext.readOnlyRootFilesystem, true, 'the root stays read-only: the file is on the volume');
+    checkWrites(r);
+    if (!NO_BINARY) checkConfigLoads(r);
+    // A claim of one's own: mounted, none made.
+    const own = rendered({ ...values, ledger: { ...values.ledger, sqlite: { existingClaim: 'ledger-data' } } });
+    assert.equal(own.all('PersistentVolumeClaim').length, 0);
+    assert.equal(own.pod.spec.volumes.find((v) => v.name === 'ledger').persistentVolumeClaim.claimName, 'ledger-data');
+  });
+
+  const ledgerRefused = [
+    ['a SQLite ledger with several replicas', { autoscaling: { enabled: false }, replicas: 3, ledger: { enabled: true, type: 'sqlite' } },
+      /ledger\.type sqlite needs a single replica \(one file on one volume, one writer\), not replicas 3: set replicas 1, or use ledger\.type postgres/],
+    ['a SQLite ledger with the HPA', { replicas: 1, ledger: { enabled: true, type: 'sqlite' } },
+      /ledger\.type sqlite needs a single replica .*autoscaling\.enabled would add more/],
+    ['a PostgreSQL ledger without its Secret', { ledger: { enabled: true } }, /ledger\.postgres\.existingSecret\.name is required with ledger\.type postgres/],
+    ['a ledger sink written into base.yaml besides ledger.*', {
+      ledger: { enabled: true, postgres: { existingSecret: { name: 's' } } },
+      config: { files: { 'base.yaml': { usage: { spill_dir: '/var/lib/tahua/usage', sinks: [{ name: 'db', type: 'postgres', dsn_env: 'X' }] } } } },
+    }, /config\.files\.base\.yaml\.usage\.sinks: db is a postgres ledger; set ledger\.\* instead/],
+  ];
+  for (const [what, values, message] of ledgerRefused) {
+    it(`refuses ${what}`, () => {
+      const res = render({ files: [valuesFile(values)] });
+      assert.notEqual(res.status, 0, `rendered although ${what}`);
+      assert.equal(res.stdout, '', 'nothing rendered');
+      assert.match(res.stderr, message);
+    });
+  }
 
   const external = { mode: 'external', external: { url: 'redis://redis.example:6379' } };
   const refused = [

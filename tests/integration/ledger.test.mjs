@@ -27,6 +27,12 @@ const sha256 = (s) => createHash('sha256').update(s).digest('hex');
 
 const readLines = (file) => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []);
 const sqlite = (db, sql) => execFileSync('sqlite3', ['-readonly', db, sql], { encoding: 'utf8' }).trim();
+/** A SQLite ledger's rows summed per hour, tenant, model and route, and its rollups: equal. */
+const sqliteRowSums = (db) => sqlite(db, `SELECT substr(ts, 1, 13) || ':00:00.000Z', coalesce(tenant, ''), coalesce(model, ''), coalesce(route_name, ''),
+  count(*), sum(coalesce(status, 0) >= 400), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cost_nano_usd), 0)
+  FROM tahua_usage_records GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`);
+const sqliteRollups = (db) => sqlite(db, `SELECT hour, tenant, model, route_name, requests, errors, prompt_tokens, completion_tokens, cost_nano_usd
+  FROM tahua_usage_hourly WHERE requests <> 0 ORDER BY 1, 2, 3, 4`);
 
 /** A gateway whose usage records go to a JSON-lines file (the reference) and `sinks`. */
 const TENANT_TOKEN = 'tenant-b-admin-token-0123456789';
@@ -101,14 +107,16 @@ describe('ledger: sqlite', () => {
     assert.ok(records.some((r) => r.status === 429) && rows.some((r) => r[4] === '429'));
     assert.ok(rows.some((r) => Number(r[9]) > 0 && Number(r[9]) % 1 === 0), 'a priced row');
     assert.equal(sqlite(db, 'PRAGMA journal_mode'), 'wal');
-    assert.equal(sqlite(db, 'SELECT max(version) FROM tahua_ledger_schema'), '1');
+    assert.equal(sqlite(db, 'SELECT max(version) FROM tahua_ledger_schema'), '2');
+    assert.deepEqual(sqliteRollups(db), sqliteRowSums(db), 'the rollups are the rows summed per hour');
   });
 
   it('a full database: logged once as an error, counted, spilled; the gateway answers on', async (t) => {
     const dir = makeTempDir('tahua-ledger-');
     const db = join(dir, 'ledger.db');
-    const { gw, a, spill } = await start(t, { dir, sinks: [{ name: 'ledger', type: 'sqlite', path: db, max_bytes: 98304 }] });
-    // Each request's row and index entries take some hundreds of bytes: 24 pages fill up.
+    const { gw, a, spill } = await start(t, { dir, sinks: [{ name: 'ledger', type: 'sqlite', path: db, max_bytes: 163840 }] });
+    // The schema takes 30 pages (the rollups' triggers); each request's row, index entries and
+    // rollup some hundreds of bytes: 40 pages fill up.
     for (let round = 0; round < 8; round++) {
       await traffic(a, 25, { concurrency: 4 });
       if (sum(await scrape(gw.url), 'tahua_usage_sink_failures_total', { sink: 'ledger' }) > 0) break;
@@ -217,6 +225,20 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
   const pgSink = (db, extra = {}) => ({ name: 'pg', type: 'postgres', dsn: pg.dsn(db), password_env: 'TAHUA_IT_PG_PASSWORD', timeout: '2s', ...extra });
   const pgEnv = () => ({ TAHUA_IT_PG_PASSWORD: pg.password });
   const count = (db) => Number(pg.value('SELECT count(*) FROM tahua_usage_records', db));
+  /** The rollups equal the rows summed per hour, tenant, model and route (exactly: numeric cost). */
+  const checkRollups = (db) => {
+    const rows = pg.sql(`SELECT date_trunc('hour', ts AT TIME ZONE 'UTC'), coalesce(tenant, ''), coalesce(model, ''), coalesce(route_name, ''), count(*),
+      count(*) FILTER (WHERE status >= 400), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0)
+      FROM tahua_usage_records GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`, db);
+    const rollups = pg.sql(`SELECT hour AT TIME ZONE 'UTC', tenant, model, route_name, requests, errors, prompt_tokens, completion_tokens, cost_usd
+      FROM tahua_usage_hourly WHERE requests <> 0 ORDER BY 1, 2, 3, 4`, db);
+    assert.deepEqual(rollups, rows, 'the rollups are the rows summed per hour');
+    const histogram = (m) => Array.from({ length: 90 }, (_, b) => `coalesce(${m}_b${String(b).padStart(2, '0')}, 0)`).join(' + ');
+    assert.equal(pg.value(`SELECT coalesce(sum(${histogram('duration')}), 0) FROM tahua_usage_hourly`, db),
+      pg.value('SELECT count(duration_ms) FROM tahua_usage_records', db), 'each duration in the histogram once');
+    assert.equal(pg.value(`SELECT coalesce(sum(${histogram('ttft')}), 0) FROM tahua_usage_hourly`, db),
+      pg.value('SELECT count(ttft_ms) FILTER (WHERE stream) FROM tahua_usage_records', db), 'each stream\'s TTFT once');
+  };
 
   it('rows equal the records; cost as the exact numeric; migrated at start with its indexes', async (t) => {
     const db = freshDb();
@@ -235,7 +257,8 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     // The sum is exact decimal arithmetic (no float drift): 0.15 and 0.6 per million tokens.
     const expected = records.reduce((s, r) => s + BigInt(r.prompt_tokens) * 15n + BigInt(r.completion_tokens) * 60n, 0n);
     assert.equal(pg.value('SELECT (sum(cost_usd) * 100000000)::bigint FROM tahua_usage_records', db), expected.toString());
-    assert.equal(pg.value('SELECT max(version) FROM tahua_ledger_schema', db), '1');
+    assert.equal(pg.value('SELECT max(version) FROM tahua_ledger_schema', db), '2');
+    checkRollups(db);
     const indexes = pg.sql("SELECT indexname FROM pg_indexes WHERE tablename = 'tahua_usage_records' ORDER BY 1", db).map((r) => r[0]);
     assert.deepEqual(indexes, ['tahua_usage_records_key_ts', 'tahua_usage_records_model_ts', 'tahua_usage_records_pkey',
       'tahua_usage_records_supersedes', 'tahua_usage_records_tenant_ts', 'tahua_usage_records_ts']);
@@ -275,6 +298,7 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     await eventually(() => count(db) >= sent, { what: `${sent} rows`, timeout: 10000 });
     assert.equal(count(db), sent, 'no row twice');
     assert.equal(Number(pg.value('SELECT count(DISTINCT request_id) FROM tahua_usage_records', db)), sent, 'one row per request');
+    checkRollups(db);  // a batch replayed after a killed connection counted once in the rollups too
     const m = await scrape(gw.url);
     assert.ok(sum(m, 'tahua_usage_sink_failures_total', { sink: 'pg' }) >= 1, 'a delivery failed on a killed connection');
     assert.equal(sum(m, 'tahua_usage_records_dropped_total'), 0);
@@ -290,7 +314,7 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     await eventually(() => existsSync(join(spill, 'pg.spill')) && readLines(join(spill, 'pg.spill')).length === sent, { what: 'records spilled' });
     await pg.start();
     await eventually(() => count(db) === sent, { what: 'the spill replayed', timeout: 8000 });
-    assert.equal(pg.value('SELECT max(version) FROM tahua_ledger_schema', db), '1');
+    assert.equal(pg.value('SELECT max(version) FROM tahua_ledger_schema', db), '2');
     await pg.stop();
     sent += await traffic(a, 3);
     await eventually(async () => sum(await scrape(gw.url), 'tahua_usage_sink_up', { sink: 'pg' }) === 0, { what: 'the sink seen down' });
@@ -302,6 +326,7 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     }, { what: 'the sink up again' });
     assert.equal(sum(m, 'tahua_usage_spill_bytes', { sink: 'pg' }), 0);
     assert.equal(Number(pg.value('SELECT count(DISTINCT request_id) FROM tahua_usage_records', db)), sent);
+    checkRollups(db);
   });
 
   it('a database that stops answering: statements time out, records spill, requests are answered; each record once', async (t) => {
@@ -346,6 +371,9 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     const skipped = await eventually(() => gw.stderr.json().find((l) => l.msg === 'usage lines that are not records left out of the ledger'), { what: 'the refused record logged' });
     assert.equal(skipped.lines, 1);
     assert.match(skipped.reason, /refused by the server: .*unsupported Unicode escape sequence/);
+    // The superseded originals counted out of the rollups, whatever the order they came in.
+    checkRollups(db);
+    assert.equal(pg.value('SELECT sum(requests) FROM tahua_usage_hourly', db), '4');
   });
 
   it('tahua --migrate: three at once against an empty database migrate it once; a newer schema is refused, unwritten', async (t) => {
@@ -364,17 +392,17 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     });
     const runs = await Promise.all([migrate(), migrate(), migrate()]);
     for (const r of runs) assert.equal(r.code, 0, r.err);
-    assert.equal(runs.filter((r) => /pg \(postgres\): schema migrated from version 0 to 1/.test(r.out)).length, 1, runs.map((r) => r.out).join(''));
-    assert.equal(runs.filter((r) => /schema at version 1, nothing to do/.test(r.out)).length, 2);
-    assert.equal(pg.value('SELECT count(*) FROM tahua_ledger_schema', db), '1');
+    assert.equal(runs.filter((r) => /pg \(postgres\): schema migrated from version 0 to 2/.test(r.out)).length, 1, runs.map((r) => r.out).join(''));
+    assert.equal(runs.filter((r) => /schema at version 2, nothing to do/.test(r.out)).length, 2);
+    assert.equal(pg.value('SELECT count(*) FROM tahua_ledger_schema', db), '2');
 
-    pg.sql("INSERT INTO tahua_ledger_schema (version, tahua) VALUES (2, 'tahua from the future')", db);
+    pg.sql("INSERT INTO tahua_ledger_schema (version, tahua) VALUES (3, 'tahua from the future')", db);
     const refused = await migrate();
     assert.equal(refused.code, 1);
-    assert.match(refused.err, /schema is at version 2, newer than this tahua's \(1\); refusing to write/);
-    await assert.rejects(start(t, { sinks: [pgSink(db)], env: pgEnv() }), /newer than this tahua's \(1\)/);
+    assert.match(refused.err, /schema is at version 3, newer than this tahua's \(2\); refusing to write/);
+    await assert.rejects(start(t, { sinks: [pgSink(db)], env: pgEnv() }), /newer than this tahua's \(2\)/);
     assert.equal(count(db), 0, 'nothing written');
-    assert.equal(pg.value('SELECT max(version) FROM tahua_ledger_schema', db), '2');
+    assert.equal(pg.value('SELECT max(version) FROM tahua_ledger_schema', db), '3');
   });
 
   it('two gateways starting together against one empty database: migrated once, both write', async (t) => {
@@ -382,7 +410,7 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     const [one, two] = await Promise.all([start(t, { sinks: [pgSink(db)], env: pgEnv() }), start(t, { sinks: [pgSink(db)], env: pgEnv() })]);
     const migrated = [one, two].flatMap(({ gw }) => gw.stderr.json().filter((l) => l.msg === 'ledger schema migrated'));
     assert.equal(migrated.length, 1, 'one of them migrated, the other found it done');
-    assert.equal(pg.value('SELECT count(*) FROM tahua_ledger_schema', db), '1');
+    assert.equal(pg.value('SELECT count(*) FROM tahua_ledger_schema', db), '2');
     // The second found the version table there ("already exists" NOTICE): kept out of the JSON log.
     for (const { gw } of [one, two]) assert.ok(!gw.output().includes('NOTICE'), gw.output());
     const sent = (await traffic(one.a, 3)) + (await traffic(two.a, 2));
@@ -407,6 +435,10 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
       return lines.reduce((s, l) => s + l.rows, 0) === 6500 && lines;
     }, { what: 'the passes logged' });
     assert.deepEqual(passes.map((l) => l.rows), [5000, 1500], 'at most 5,000 rows a pass');
+    // The old rows' share of the rollups went with them (the delete trigger), and their hours.
+    checkRollups(db);
+    await eventually(() => pg.value("SELECT count(*) FROM tahua_usage_hourly WHERE hour < now() - interval '400 days'", db) === '0',
+      { what: 'the emptied hours pruned' });
   });
 
   it('a failing connect says why and never the password', async (t) => {

@@ -21,6 +21,8 @@ const KEY_B = 'tk-ledgerq-b-0123456789abcdef';
 const TENANT_TOKEN = 'tenant-b-admin-token-0123456789';
 const FORMULA = "=cmd|' /C calc'!A0";
 const sha256 = (s) => createHash('sha256').update(s).digest('hex');
+/** A percentile from the rollups' histogram against the exact one: within 0.5 ms + (2^(1/8) - 1) of it (docs/ledger.md). */
+const withinBound = (estimate, exact) => Math.abs(estimate - exact) <= 0.5 + (2 ** (1 / 8) - 1) * exact + 1e-3;
 
 /** RFC 4180: rows of cells (quoted cells may hold commas, quotes and line breaks). */
 function parseCsv(text) {
@@ -87,8 +89,31 @@ async function checkQueries(admin, { sent, ids, dialect }) {
   }
   assert.ok(byTenant['team-a'].ttft_p50_ms > 0 && byTenant['team-a'].ttft_p50_ms <= byTenant['team-a'].ttft_p95_ms, 'TTFT of the streams');
   assert.equal(byTenant['team-b'].ttft_p50_ms, null, 'no stream, no TTFT');
-  // The inserted row: latencies 10, 20, 30 .. (known percentiles), a cache hit.
-  assert.deepEqual([byTenant[FORMULA].latency_p50_ms, byTenant[FORMULA].cache_hits, byTenant[FORMULA].cache_tokens_saved], [100, 1, 42]);
+  // The inserted row (latency 100 ms, a cache hit), read from the rollups: its bucket's value.
+  assert.equal(usage.json.percentiles, 'histogram');
+  assert.deepEqual([byTenant[FORMULA].cache_hits, byTenant[FORMULA].cache_tokens_saved], [1, 42]);
+  assert.ok(withinBound(byTenant[FORMULA].latency_p50_ms, 100), `${byTenant[FORMULA].latency_p50_ms} for 100`);
+
+  // The rollups against the rows: naming the key makes the rows answer (exact percentiles);
+  // the sums are equal, the percentiles within the stated bound (0.5 ms + 9.05 %).
+  for (const [tenant, key] of [['team-a', 'a-main'], ['team-b', 'b-main']]) {
+    const range = `from=${today}&to=${tomorrow}&tenant=${tenant}`;
+    const rolled = await admin('GET', `/admin/v1/usage?${range}&group_by=model,day`);
+    const exact = await admin('GET', `/admin/v1/usage?${range}&key=${key}&group_by=model,day`);
+    assert.equal(rolled.status, 200, rolled.text);
+    assert.equal(exact.status, 200, exact.text);
+    assert.deepEqual([rolled.json.percentiles, exact.json.percentiles], ['histogram', 'exact']);
+    const pct = ['latency_p50_ms', 'latency_p95_ms', 'ttft_p50_ms', 'ttft_p95_ms'];
+    const sums = (g) => Object.fromEntries(Object.entries(g).filter(([k]) => !pct.includes(k)));
+    assert.deepEqual(rolled.json.groups.map(sums), exact.json.groups.map(sums), `${tenant}: the same sums`);
+    for (const [i, g] of rolled.json.groups.entries()) {
+      for (const p of pct) {
+        const want = exact.json.groups[i][p];
+        if (want === null) assert.equal(g[p], null, `${tenant} ${p}`);
+        else assert.ok(withinBound(g[p], want), `${tenant} ${p}: ${g[p]} from the rollups, ${want} exact`);
+      }
+    }
+  }
 
   // The request log: pages of 3 return every row once, newest first.
   const seen = [];
@@ -229,5 +254,26 @@ describe('ledger queries: postgres', { skip: !havePostgres && 'PostgreSQL 15 is 
     assert.deepEqual(berlin.json.groups.map((g) => [g.day, g.requests]), [['2026-11-30', 1], ['2026-12-01', 1]]);
     const fromBerlinDec1 = await admin('GET', '/admin/v1/usage?from=2026-12-01&to=2026-12-02&tenant=team-z&tz=Europe/Berlin');
     assert.equal(fromBerlinDec1.json.groups[0].requests, 1, 'from = Berlin midnight (23:00 UTC)');
+    assert.equal(berlin.json.percentiles, 'histogram', 'a zone whole hours from UTC: from the rollups');
+
+    // A zone half an hour off UTC (India, +05:30) cuts UTC hours: the rows answer. 18:15 UTC
+    // is 23:45 there on Nov 30th, 18:45 UTC is 00:15 on Dec 1st: one UTC hour, two days.
+    pg.sql(`INSERT INTO tahua_usage_records (record_id, request_id, ts, tenant, duration_ms) VALUES
+      ('0193a1b2-c3d4-7e5f-8a9b-000000000201', 'k1', '2026-11-30T18:15:00Z', 'team-k', 5),
+      ('0193a1b2-c3d4-7e5f-8a9b-000000000202', 'k2', '2026-11-30T18:45:00Z', 'team-k', 7)`);
+    const kolkata = await admin('GET', '/admin/v1/usage?from=2026-11-30&to=2026-12-02&tenant=team-k&group_by=day&tz=Asia/Kolkata');
+    assert.equal(kolkata.status, 200, kolkata.text);
+    assert.equal(kolkata.json.percentiles, 'exact');
+    assert.deepEqual(kolkata.json.groups.map((g) => [g.day, g.requests, g.latency_p50_ms]), [['2026-11-30', 1, 5], ['2026-12-01', 1, 7]]);
+    const kolkataUtc = await admin('GET', '/admin/v1/usage?from=2026-11-30&to=2026-12-02&tenant=team-k&group_by=hour');
+    assert.deepEqual([kolkataUtc.json.percentiles, ...kolkataUtc.json.groups.map((g) => [g.hour, g.requests])], ['histogram', ['2026-11-30T18:00Z', 2]]);
+
+    // The read connection is kept open between questions; a server restarted meanwhile
+    // leaves it broken: the next question connects again and is answered.
+    await pg.stop();
+    await pg.start();
+    const afterRestart = await admin('GET', '/admin/v1/usage?from=2026-11-30&to=2026-12-02&tenant=team-k&group_by=hour');
+    assert.equal(afterRestart.status, 200, afterRestart.text);
+    assert.deepEqual(afterRestart.json.groups.map((g) => g.requests), [2]);
   });
 });

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -14,6 +15,7 @@
 #include "config/config.h"
 #include "ledger/ledger.h"
 #include "ledger/ledger_record.h"
+#include "ledger/ledger_rollups.h"
 #include "ledger/ledger_schema.h"
 #include "ledger/request_log.h"
 #include "ledger/text_format.h"
@@ -145,7 +147,7 @@ TEST_F(SqliteLedgerTest, MigratesOnceAndItsColumnsAreTheRecordsFields) {
   const auto cols = recordColumns(Dialect::Sqlite);
   EXPECT_EQ(names, std::vector<std::string>(cols.begin(), cols.end()));
   const auto indexes = column("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'tahua_%' ORDER BY name");
-  EXPECT_EQ(indexes, (std::vector<std::string>{"tahua_usage_records_key_ts", "tahua_usage_records_model_ts", "tahua_usage_records_supersedes",
+  EXPECT_EQ(indexes, (std::vector<std::string>{"tahua_usage_hourly_tenant", "tahua_usage_records_key_ts", "tahua_usage_records_model_ts", "tahua_usage_records_supersedes",
                                                "tahua_usage_records_tenant_ts", "tahua_usage_records_ts"}));
 }
 
@@ -367,16 +369,17 @@ TEST_F(SqliteLedgerTest, UsageQuerySumsPerGroupExactly) {
   ASSERT_FALSE(failed) << failed->message;
   const std::string& json = a.body;
   EXPECT_EQ(json,
-            "{\"from\":\"2026-12-01T00:00:00.000Z\",\"to\":\"2026-12-03T00:00:00.000Z\",\"group_by\":[\"tenant\",\"day\"],\"groups\":["
+            "{\"from\":\"2026-12-01T00:00:00.000Z\",\"to\":\"2026-12-03T00:00:00.000Z\",\"group_by\":[\"tenant\",\"day\"],"
+            "\"percentiles\":\"histogram\",\"groups\":["
             "{\"tenant\":\"team-a\",\"day\":\"2026-12-01\",\"requests\":2,\"errors\":0,\"input_tokens\":24,\"output_tokens\":6,"
             "\"cached_tokens\":0,\"cost_usd\":0.0000002,\"cache_hits\":0,\"cache_tokens_saved\":0"
-            ",\"latency_p50_ms\":1.5,\"latency_p95_ms\":1.5,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null},"
+            ",\"latency_p50_ms\":1.542,\"latency_p95_ms\":1.542,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null},"
             "{\"tenant\":\"team-a\",\"day\":\"2026-12-02\",\"requests\":2,\"errors\":0,\"input_tokens\":24,\"output_tokens\":6,"
             "\"cached_tokens\":0,\"cost_usd\":0.0000002,\"cache_hits\":0,\"cache_tokens_saved\":0"
-            ",\"latency_p50_ms\":1.5,\"latency_p95_ms\":1.5,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null},"
+            ",\"latency_p50_ms\":1.542,\"latency_p95_ms\":1.542,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null},"
             "{\"tenant\":\"team-b\",\"day\":\"2026-12-01\",\"requests\":1,\"errors\":1,\"input_tokens\":12,\"output_tokens\":3,"
             "\"cached_tokens\":0,\"cost_usd\":0,\"cache_hits\":0,\"cache_tokens_saved\":0"
-            ",\"latency_p50_ms\":1.5,\"latency_p95_ms\":1.5,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null}],\"truncated\":false}");
+            ",\"latency_p50_ms\":1.542,\"latency_p95_ms\":1.542,\"ttft_p50_ms\":null,\"ttft_p95_ms\":null}],\"truncated\":false}");
 }
 
 
@@ -539,7 +542,9 @@ TEST_F(SqliteLedgerTest, PercentilesAreExactPerGroup) {
   batch += with(record(id(21), ",\"tenant\":\"team-b\""), "null", false);
   ASSERT_TRUE(write(*l, batch));
   UsageQuery q;
-  ASSERT_EQ(parseUsageQuery("from=2026-12-05&group_by=tenant", "2026-12-06T00:00:00.000Z", q), std::nullopt);
+  // Naming a key: the rows answer (the rollups are not per key), exactly.
+  ASSERT_EQ(parseUsageQuery("from=2026-12-05&group_by=tenant&key=a-main", "2026-12-06T00:00:00.000Z", q), std::nullopt);
+  EXPECT_FALSE(rollupsAnswer(q));
   UsageAnswer a;
   ASSERT_FALSE(runUsageQuery(c_, q, AnswerFormat::Csv, a));
   // percentile_cont: p50 of 1..20 is 10.5, p95 is 1 + 0.95 * 19 = 19.05.
@@ -548,6 +553,162 @@ TEST_F(SqliteLedgerTest, PercentilesAreExactPerGroup) {
             "latency_p50_ms,latency_p95_ms,ttft_p50_ms,ttft_p95_ms\r\n"
             "team-a,20,0,240,60,0,0.00246,3,300,10.5,19.05,105,190.5\r\n"
             "team-b,1,0,12,3,0,0.000123,0,0,,,,\r\n");
+}
+
+// The rollups (ledger_rollups.h): the histogram's arithmetic and its stated bound, and
+// a SQLite ledger's rollups equal to its rows whatever was replayed, superseded,
+// migrated or pruned.
+TEST(LedgerRollups, BucketsAndTheirValues) {
+  EXPECT_EQ(latencyBucket(0), 0);
+  EXPECT_EQ(latencyBucket(0.99), 0);
+  EXPECT_EQ(latencyBucket(1), 1);
+  EXPECT_EQ(latencyBucket(1.18), 1);   // below 2^(1/4) = 1.189
+  EXPECT_EQ(latencyBucket(1.19), 2);
+  EXPECT_EQ(latencyBucket(2), 5);      // [2, 2.378)
+  EXPECT_EQ(latencyBucket(1000), 40);  // 4 * log2(1000) = 39.86
+  EXPECT_EQ(latencyBucket(4'194'303), 88);
+  EXPECT_EQ(latencyBucket(4'194'304), 89);  // 2^22 ms and above: the last bucket
+  EXPECT_EQ(latencyBucket(1e12), 89);
+  for (int b = 1; b < kHistogramBuckets - 1; ++b) EXPECT_EQ(latencyBucket(bucketValue(b)), b) << b;
+  EXPECT_EQ(histogramColumn("duration", 7), "duration_b07");
+  std::vector<std::int64_t> none(kHistogramBuckets, 0);
+  EXPECT_EQ(histogramPercentile(none, 0.5), std::nullopt);
+}
+
+TEST(LedgerRollups, PercentilesWithinTheStatedBound) {
+  // Latency-like sets (uniform, long-tailed, a few values, ties, some under 1 ms): the
+  // histogram's p50 and p95 within a factor kPercentileErrorBound of percentile_cont's
+  // when the values are 1 ms or more, and within 0.5 ms + (kPercentileErrorBound - 1) of
+  // it always.
+  std::uint64_t x = 88172645463325252ull;
+  auto next = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<double>(x % 1'000'000) / 1'000'000.0;
+  };
+  double worst = 1;
+  for (int set = 0; set < 400; ++set) {
+    const int n = 1 + set % 50 * (set % 7 + 1);
+    std::vector<double> values;
+    for (int i = 0; i < n; ++i) {
+      const double u = next();
+      values.push_back(set % 4 == 0 ? 1 + u * 3000 : set % 4 == 1 ? std::exp(u * 14) : set % 4 == 2 ? std::floor(u * 4) * 250 + 1 : u * 3);
+    }
+    std::vector<std::int64_t> counts(kHistogramBuckets, 0);
+    for (double v : values) ++counts[static_cast<std::size_t>(latencyBucket(v))];
+    for (double p : {0.5, 0.95}) {
+      std::vector<double> copy = values;
+      const double exact = percentileCont(copy, p);
+      const double estimate = *histogramPercentile(counts, p);
+      EXPECT_LE(std::abs(estimate - exact), 0.5 + (kPercentileErrorBound - 1) * exact + 1e-9)
+          << "set " << set << " p" << p << ": " << estimate << " vs " << exact;
+      if (set % 4 == 3) continue;  // values under 1 ms: the absolute part of the bound
+      const double ratio = estimate > exact ? estimate / exact : exact / estimate;
+      worst = std::max(worst, ratio);
+      EXPECT_LE(ratio, kPercentileErrorBound + 1e-12) << "set " << set << " p" << p << ": " << estimate << " vs " << exact;
+    }
+  }
+  EXPECT_GT(worst, 1.01) << "the sets reach into the bound";
+}
+
+TEST_F(SqliteLedgerTest, RollupsEqualTheRowsAfterReplaysSupersedesMigrationAndRetention) {
+  auto l = opened();
+  const std::string later = ",\"supersedes\":\"";
+  std::string batch;
+  for (int i = 1; i <= 30; ++i)
+    batch += record(id(i), ",\"stream\":true,\"ttft_ms\":" + std::to_string(i * 7) + (i % 4 == 0 ? ",\"status\":502" : "") +
+                               (i % 5 == 0 ? ",\"model\":\"other\",\"route_name\":\"r1\"" : "") + (i % 6 == 0 ? ",\"tenant\":null" : ""),
+                    i % 3 == 0 ? "0.5" : "0.000123", i <= 20 ? "2026-12-05T10:20:00.000Z" : "2026-12-05T11:40:00.000Z");
+  ASSERT_TRUE(write(*l, batch));
+  ASSERT_TRUE(write(*l, batch));  // replayed whole
+  // Superseded: in order, out of order, and within one delivery.
+  ASSERT_TRUE(write(*l, record(id(31), later + id(1) + "\",\"quality\":\"ok\"", "0.25")));
+  ASSERT_TRUE(write(*l, record(id(33), later + id(32) + "\"")));
+  ASSERT_TRUE(write(*l, record(id(32))));
+  ASSERT_TRUE(write(*l, record(id(34)) + record(id(35), later + id(34) + "\"", "0.75")));
+  ASSERT_TRUE(write(*l, record(id(31), later + id(1) + "\",\"quality\":\"ok\"", "0.25")));  // the successor replayed
+
+  const std::string rows =
+      "SELECT substr(ts, 1, 13) || ':00:00.000Z', coalesce(tenant, ''), coalesce(model, ''), coalesce(route_name, ''), count(*), "
+      "sum(status >= 400), sum(prompt_tokens), sum(completion_tokens), sum(coalesce(cached_tokens, 0)), sum(cost_nano_usd) "
+      "FROM tahua_usage_records GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4";
+  const std::string rollups =
+      "SELECT hour, tenant, model, route_name, requests, errors, prompt_tokens, completion_tokens, cached_tokens, cost_nano_usd "
+      "FROM tahua_usage_hourly WHERE requests <> 0 ORDER BY 1, 2, 3, 4";
+  auto table = [&](const std::string& sql) {
+    std::string out;
+    sqlite3* db = nullptr;
+    sqlite3_open_v2(c_.path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    while (st && sqlite3_step(st) == SQLITE_ROW) {
+      for (int i = 0; i < sqlite3_column_count(st); ++i) {
+        const unsigned char* t = sqlite3_column_text(st, i);
+        out += std::string(t ? reinterpret_cast<const char*>(t) : "NULL") + "|";
+      }
+      out += "\n";
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+  };
+  EXPECT_EQ(column("SELECT count(*) FROM tahua_usage_records"), std::vector<std::string>{"32"});
+  EXPECT_EQ(table(rollups), table(rows));
+  EXPECT_EQ(column("SELECT sum(requests) FROM tahua_usage_hourly"), std::vector<std::string>{"32"});
+  // The histograms count each record once: durations (1.5 ms, all) and the streams' TTFTs.
+  EXPECT_EQ(column("SELECT sum(duration_b03) FROM tahua_usage_hourly"), std::vector<std::string>{"32"});
+  std::string ttfts = "0";
+  for (int b = 0; b < kHistogramBuckets; ++b) ttfts += " + " + histogramColumn("ttft", b);
+  EXPECT_EQ(column("SELECT sum(" + ttfts + ") FROM tahua_usage_hourly"), std::vector<std::string>{"29"})
+      << "30 streams, one of them (1) superseded by a record that is not a stream";
+
+  // The usage endpoint from the rollups equals it from the rows (a key named), sums and all.
+  auto answer = [&](const std::string& query) {
+    UsageQuery q;
+    EXPECT_EQ(parseUsageQuery(query, "2026-12-06T00:00:00.000Z", q), std::nullopt);
+    UsageAnswer a;
+    auto failed = runUsageQuery(c_, q, AnswerFormat::Csv, a);
+    EXPECT_FALSE(failed) << failed->message;
+    return a.body;
+  };
+  auto sumsOnly = [](std::string csv) {  // the percentile columns differ by design: cut them
+    std::string out;
+    for (std::size_t at = 0; at < csv.size();) {
+      std::size_t end = csv.find("\r\n", at);
+      std::string line = csv.substr(at, end - at);
+      for (int k = 0; k < 4; ++k) line.resize(line.rfind(','));
+      out += line + "\n";
+      at = end + 2;
+    }
+    return out;
+  };
+  const std::string from_rollups = answer("from=2026-12-05&to=2026-12-06&group_by=tenant,model,route,hour");
+  const std::string from_rows = answer("from=2026-12-05&to=2026-12-06&group_by=tenant,model,route,hour&key=a-main");
+  EXPECT_EQ(sumsOnly(from_rollups), sumsOnly(from_rows));
+  // A `to` within an hour: the whole hours from the rollups, the rest from the rows.
+  for (const char* range : {"from=2026-12-05T09:30:00Z&to=2026-12-05T11:50:00Z", "from=2026-12-05T10:10:00Z&to=2026-12-05T12:30:00Z"}) {
+    UsageQuery q;
+    ASSERT_EQ(parseUsageQuery(std::string(range) + "&group_by=tenant", "2026-12-06T00:00:00.000Z", q), std::nullopt);
+    EXPECT_TRUE(rollupsAnswer(q)) << range;
+    EXPECT_NE(usageRollupSql(Dialect::Sqlite, q).sql.find("UNION ALL"), std::string::npos) << range;
+    EXPECT_EQ(sumsOnly(answer(std::string(range) + "&group_by=tenant")), sumsOnly(answer(std::string(range) + "&group_by=tenant&key=a-main")))
+        << range;
+  }
+
+  // A version-1 ledger (the rollups not there yet) is migrated with its rows summed in.
+  l.reset();
+  execute("DROP TRIGGER tahua_usage_hourly_insert; DROP TRIGGER tahua_usage_hourly_delete; DROP TRIGGER tahua_usage_hourly_update; "
+          "DROP TABLE tahua_usage_hourly; DELETE FROM tahua_ledger_schema WHERE version = 2");
+  l = opened();
+  EXPECT_EQ(l->foundVersion(), 1);
+  EXPECT_EQ(table(rollups), table(rows));
+
+  // Retention: the rows go, their share of the rollups with them, and the empty hours.
+  std::string error;
+  EXPECT_EQ(l->prune("2026-12-05T11:00:00.000Z", 1000, error), 22u) << error;
+  EXPECT_EQ(table(rollups), table(rows));
+  EXPECT_EQ(column("SELECT count(*) FROM tahua_usage_hourly WHERE hour < '2026-12-05T11'"), std::vector<std::string>{"0"});
 }
 
 }  // namespace ledger_test

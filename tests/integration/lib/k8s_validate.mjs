@@ -425,6 +425,8 @@ export function checkWrites({ pod, container, tahua }) {
   const writes = [];
   if (c.usage?.spill_dir) writes.push({ what: 'usage.spill_dir', dir: c.usage.spill_dir });
   for (const s of c.usage?.sinks ?? []) if (s.type === 'file') writes.push({ what: `usage sink ${s.name}`, dir: posix.dirname(s.path) });
+  // The SQLite ledger outlives the pod: on a PersistentVolumeClaim, never an emptyDir.
+  for (const s of c.usage?.sinks ?? []) if (s.type === 'sqlite') writes.push({ what: `ledger ${s.name}`, dir: posix.dirname(s.path), persistent: true });
   if (c.store?.journal) writes.push({ what: 'store.journal', dir: posix.dirname(c.store.journal) });
   if (c.healing?.audit_log) writes.push({ what: 'healing.audit_log', dir: posix.dirname(c.healing.audit_log) });
   if (c.access_log?.path && c.access_log.path !== '-') writes.push({ what: 'access_log.path', dir: posix.dirname(c.access_log.path) });
@@ -436,9 +438,11 @@ export function checkWrites({ pod, container, tahua }) {
     assert.ok(writable.some((m) => under(w.dir, m)), `${w.what} (${w.dir}) is on a writable volume`);
   }
   for (const m of writable) {
-    assert.ok(writes.some((w) => under(w.dir, m)), `writable mount ${m.mountPath} is one tahua writes to`);
+    const mine = writes.filter((w) => under(w.dir, m));
+    assert.ok(mine.length > 0, `writable mount ${m.mountPath} is one tahua writes to`);
     const volume = pod.spec.volumes.find((v) => v.name === m.name);
-    assert.ok(volume.emptyDir, `${m.mountPath} is an emptyDir`);
+    if (mine.some((w) => w.persistent)) assert.ok(volume.persistentVolumeClaim, `${m.mountPath} (${mine[0].what}) is a PersistentVolumeClaim`);
+    else assert.ok(volume.emptyDir, `${m.mountPath} is an emptyDir`);
   }
   // The spill fills up to spill_max_bytes per sink; the volume must hold that, or the
   // kubelet evicts the pod before tahua drops (and counts) records.
@@ -912,7 +916,10 @@ export function checkConfigLoads({ configMap, tahua }) {
   // The Secret's variables set to dummy values (a token needs 16 characters).
   const env = { ...process.env };
   for (const name of ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy']) delete env[name];
-  for (const { name } of envReferences(tahua.config)) env[name] = `dummy-${name.toLowerCase()}-0123456789`;
+  // A ledger's dsn_env must hold a connection string (only parsed: nothing connects).
+  for (const { at, name } of envReferences(tahua.config)) {
+    env[name] = at.endsWith('.dsn_env') ? 'host=ledger.invalid dbname=tahua user=tahua' : `dummy-${name.toLowerCase()}-0123456789`;
+  }
   const check = (dir) => spawnSync(TAHUA_BIN, ['--check-config', dir], { encoding: 'utf8', env, timeout: 10_000 });
 
   // The kubernetes section's defaults are the pod's: the API server's variables (set in every

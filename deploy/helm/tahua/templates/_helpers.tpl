@@ -158,6 +158,37 @@ rounded up, at least 1 ("1500m" -> 2). Empty without either: tahua's own default
 {{- end -}}
 {{- end -}}
 
+{{/*
+The variable the chart sets from ledger.postgres.existingSecret (the whole connection
+string): name -> that block. The ledger sink's dsn_env names it: the DSN is in no ConfigMap.
+*/}}
+{{- define "tahua.ledgerVars" -}}
+{{- $l := .Values.ledger -}}
+{{- if and $l.enabled (eq $l.type "postgres") }}
+TAHUA_LEDGER_DSN: {{ toJson $l.postgres.existingSecret }}
+{{- end -}}
+{{- end -}}
+
+{{/* The ledger's PersistentVolumeClaim (type sqlite): yours, or the chart's <fullname>-ledger. */}}
+{{- define "tahua.ledgerClaim" -}}
+{{- .Values.ledger.sqlite.existingClaim | default (printf "%s-ledger" (include "tahua.fullname" .)) -}}
+{{- end -}}
+
+{{/* The usage sink ledger.* stands for (YAML). */}}
+{{- define "tahua.ledgerSink" -}}
+{{- $l := .Values.ledger -}}
+{{- $sink := dict "name" $l.name "type" $l.type "retention" $l.retention "query_max_range" $l.queryMaxRange -}}
+{{- if eq $l.type "postgres" -}}
+{{- $_ := set $sink "dsn_env" "TAHUA_LEDGER_DSN" -}}
+{{- $_ := set $sink "batch" (int $l.postgres.batch) -}}
+{{- $_ := set $sink "timeout" $l.postgres.timeout -}}
+{{- else -}}
+{{- $_ := set $sink "path" (printf "%s/ledger.db" (trimSuffix "/" $l.sqlite.mountPath)) -}}
+{{- if gt (int64 $l.sqlite.maxBytes) 0 -}}{{- $_ := set $sink "max_bytes" (int64 $l.sqlite.maxBytes) -}}{{- end -}}
+{{- end -}}
+{{- toYaml $sink -}}
+{{- end -}}
+
 {{/* The tahua.dev/v1 resource files: file name -> [kind, values key]. */}}
 {{- define "tahua.resourceFiles" -}}
 routes.yaml: [ModelRoute, modelRoutes]
@@ -245,6 +276,17 @@ the config and the pod agree are here.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- if .Values.ledger.enabled -}}
+{{- $usage := get $base "usage" | default (dict) -}}
+{{- range $usage.sinks -}}
+{{- if has .type (list "sqlite" "postgres") -}}
+{{- fail (printf "config.files.base.yaml.usage.sinks: %s is a %s ledger; set ledger.* instead (the chart adds the sink and what the pod needs for it)" .name .type) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $usage.spill_dir -}}{{- $_ := set $usage "spill_dir" $.Values.usageSpill.mountPath -}}{{- end -}}
+{{- $_ := set $usage "sinks" (append ($usage.sinks | default list) (include "tahua.ledgerSink" . | fromYaml)) -}}
+{{- $_ := set $base "usage" $usage -}}
+{{- end -}}
 {{- $_ := set $files "base.yaml" (toYaml $base) -}}
 
 {{- range $file, $what := $resourceFiles -}}
@@ -261,7 +303,7 @@ the config and the pod agree are here.
 
 {{/* Every variable an *_env of the config names must come from the Secret (or the Redis' own). */}}
 {{- $text := values $files | join "\n" -}}
-{{- $redisVars := include "tahua.redisPasswordVars" . | fromYaml -}}
+{{- $redisVars := merge (include "tahua.redisPasswordVars" . | fromYaml) (include "tahua.ledgerVars" . | fromYaml) -}}
 {{- range regexFindAll "[A-Za-z0-9_]*_env: *[\"']?[A-Za-z_][A-Za-z0-9_]*" $text -1 -}}
 {{- $var := regexReplaceAll "^[A-Za-z0-9_]*_env: *[\"']?" . "" -}}
 {{- if not (or (has $var $.Values.secrets.envVars) (hasKey $redisVars $var)) -}}
@@ -333,6 +375,22 @@ the config and the pod agree are here.
 {{- end -}}
 {{- if and .Values.podDisruptionBudget.enabled (eq (toString .Values.podDisruptionBudget.maxUnavailable) "0") -}}
 {{- fail "podDisruptionBudget.maxUnavailable 0 would block every node drain" -}}
+{{- end -}}
+{{- with .Values.ledger -}}
+{{- if .enabled -}}
+{{- if eq .type "postgres" -}}
+{{- $_ := required "ledger.postgres.existingSecret.name is required with ledger.type postgres: a Secret holding the whole connection string (kubectl create secret generic tahua-ledger --from-literal=dsn='postgresql://...')" .postgres.existingSecret.name -}}
+{{- else if eq .type "sqlite" -}}
+{{- if $.Values.autoscaling.enabled -}}
+{{- fail "ledger.type sqlite needs a single replica (one file on one volume, one writer), and autoscaling.enabled would add more: set autoscaling.enabled false and replicas 1, or use ledger.type postgres" -}}
+{{- end -}}
+{{- if gt (int $.Values.replicas) 1 -}}
+{{- fail (printf "ledger.type sqlite needs a single replica (one file on one volume, one writer), not replicas %v: set replicas 1, or use ledger.type postgres for several" $.Values.replicas) -}}
+{{- end -}}
+{{- else -}}
+{{- fail (printf "ledger.type %q: postgres or sqlite" .type) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if not .Values.config.existingConfigMap -}}
 {{- $_ := include "tahua.configFiles" . -}}

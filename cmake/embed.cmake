@@ -9,8 +9,9 @@ file(WRITE "${OUT}" "// Generated from ${name_only} by cmake/embed.cmake: edit t
 
 namespace tahua {
 namespace {
-const char kBytes[] = {${bytes}0};
+// unsigned: a byte above 0x7f (UTF-8 text) in a `char` initialiser is a narrowing error.
+const unsigned char kBytes[] = {${bytes}0};
 }  // namespace
-std::string_view ${NAME}() { return {kBytes, sizeof kBytes - 1}; }
+std::string_view ${NAME}() { return {reinterpret_cast<const char*>(kBytes), sizeof kBytes - 1}; }
 }  // namespace tahua
 ")

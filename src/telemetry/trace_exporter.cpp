@@ -3,6 +3,7 @@
 #include "core/log.h"
 #include "telemetry/export_post.h"
 #include "telemetry/otlp_json.h"
+#include "telemetry/otlp_protobuf.h"
 #include "telemetry/span_record.h"
 
 namespace tahua {
@@ -14,7 +15,11 @@ std::unique_ptr<TraceExporter> TraceExporter::start(const TracingConfig& config,
 }
 
 TraceExporter::TraceExporter(const TracingConfig& config, HttpUrl url)
-    : config_(config), url_(std::move(url)), encoder_(makeOtlpJsonEncoder(config.service_name)), queue_(config.max_queue_spans) {
+    : config_(config),
+      url_(std::move(url)),
+      encoder_(config.protocol == TracingConfig::Protocol::Json ? makeOtlpJsonEncoder(config.service_name)
+                                                                  : makeOtlpProtobufEncoder(config.service_name)),
+      queue_(config.max_queue_spans) {
   thread_ = std::thread([this] { run(); });
 }
 

@@ -15,7 +15,8 @@
 // Targets: off (no tracing), ratio0 (sample_ratio 0), ratio01 (0.1), ratio1 (1), each
 // with the protocol's default; `<target>-json` or `<target>-protobuf` names the protocol.
 // Default: off ratio0 ratio01-json ratio1-json ratio01 ratio1.
-// Knobs (environment): TAHUA (build/tahua), N (1000), PORT_BASE (18480).
+// Knobs (environment): TAHUA (build/tahua), N (1000), PORT_BASE (18480), KEEP_TMP (1:
+// keep the callgrind files, for callgrind_annotate).
 import { spawn, execFileSync } from 'node:child_process';
 import { createServer, Agent, request } from 'node:http';
 import { mkdtempSync, writeFileSync, readdirSync, rmSync } from 'node:fs';
@@ -169,7 +170,8 @@ async function main() {
   }
   up.kill('SIGTERM');
   receiver.close();
-  rmSync(tmp, { recursive: true, force: true });
+  if (process.env.KEEP_TMP === '1') console.log(`kept ${tmp}`);
+  else rmSync(tmp, { recursive: true, force: true });
 }
 
 main().catch((e) => die(e.stack ?? String(e)));

@@ -1,5 +1,7 @@
 #include "telemetry/otlp_protobuf.h"
 
+#include <google/protobuf/arena.h>
+
 #include "otlp_trace.pb.h"  // generated (CMakeLists.txt)
 
 namespace tahua {
@@ -7,19 +9,16 @@ namespace {
 
 namespace pb = tahua::otlp;
 
-// One request message, kept for the exporter's life: clearing its spans keeps their
-// objects (and the strings' memory) for the next batch, so a steady export allocates
-// little.
+// Each request is built on an arena: its messages are bump allocations, freed at once
+// by Reset() after serializing. The arena's first block is kept for the exporter's life
+// (Reset keeps a block the arena was given), so a steady export barely allocates; a
+// request message kept and cleared instead would free and re-allocate every attribute's
+// value (a singular sub-message is deleted by Clear without an arena).
 class OtlpProtobufEncoder final : public SpanEncoder, private SpanSink {
  public:
-  explicit OtlpProtobufEncoder(std::string_view service_name) {
-    pb::ResourceSpans* rs = request_.add_resource_spans();
-    pb::KeyValue* name = rs->mutable_resource()->add_attributes();
-    name->set_key("service.name");
-    name->mutable_value()->set_string_value(service_name.data(), service_name.size());
-    pb::ScopeSpans* ss = rs->add_scope_spans();
-    ss->mutable_scope()->set_name("tahua");
-    spans_ = ss->mutable_spans();
+  explicit OtlpProtobufEncoder(std::string_view service_name)
+      : service_name_(service_name), block_(new char[kBlockBytes]), arena_(block_.get(), kBlockBytes) {
+    start();
   }
 
   std::string_view contentType() const override { return "application/x-protobuf"; }
@@ -27,12 +26,26 @@ class OtlpProtobufEncoder final : public SpanEncoder, private SpanSink {
   void add(const SpanRecordReader& record) override { describeSpans(record, *this); }
 
   void finish(std::string& body) override {
-    request_.SerializeToString(&body);
-    spans_->Clear();
+    request_->SerializeToString(&body);
+    arena_.Reset();
+    start();
   }
 
  private:
+  static constexpr std::size_t kBlockBytes = 256 * 1024;
   static const char* bytes(const std::uint8_t* p) { return reinterpret_cast<const char*>(p); }
+
+  // A new request: the resource (service.name) and the scope, spans to come.
+  void start() {
+    request_ = google::protobuf::Arena::CreateMessage<pb::ExportTraceServiceRequest>(&arena_);
+    pb::ResourceSpans* rs = request_->add_resource_spans();
+    pb::KeyValue* name = rs->mutable_resource()->add_attributes();
+    name->set_key("service.name");
+    name->mutable_value()->set_string_value(service_name_);
+    pb::ScopeSpans* ss = rs->add_scope_spans();
+    ss->mutable_scope()->set_name("tahua");
+    spans_ = ss->mutable_spans();
+  }
 
   void beginSpan(const SpanHead& h) override {
     span_ = spans_->Add();
@@ -72,7 +85,10 @@ class OtlpProtobufEncoder final : public SpanEncoder, private SpanSink {
     }
   }
 
-  pb::ExportTraceServiceRequest request_;
+  std::string service_name_;
+  std::unique_ptr<char[]> block_;
+  google::protobuf::Arena arena_;
+  pb::ExportTraceServiceRequest* request_ = nullptr;  // on arena_
   google::protobuf::RepeatedPtrField<pb::Span>* spans_ = nullptr;
   pb::Span* span_ = nullptr;
 };

@@ -1,24 +1,57 @@
 #include "telemetry/otlp_protobuf.h"
 
-#include <google/protobuf/arena.h>
+#include <bit>
 
-#include "otlp_trace.pb.h"  // generated (CMakeLists.txt)
+#include "telemetry/json_out.h"
+#include "telemetry/protobuf_wire.h"
 
 namespace tahua {
 namespace {
 
-namespace pb = tahua::otlp;
+using namespace protobuf_wire;
 
-// Each request is built on an arena: its messages are bump allocations, freed at once
-// by Reset() after serializing. The arena's first block is kept for the exporter's life
-// (Reset keeps a block the arena was given), so a steady export barely allocates; a
-// request message kept and cleared instead would free and re-allocate every attribute's
-// value (a singular sub-message is deleted by Clear without an arena).
+// Field numbers of telemetry/otlp_trace.proto (the OTLP specification's).
+namespace field {
+constexpr unsigned kRequestResourceSpans = 1;               // ExportTraceServiceRequest
+constexpr unsigned kResourceSpansResource = 1, kResourceSpansScopeSpans = 2;
+constexpr unsigned kResourceAttributes = 1;
+constexpr unsigned kScopeSpansScope = 1, kScopeSpansSpans = 2;
+constexpr unsigned kScopeName = 1;                          // InstrumentationScope
+constexpr unsigned kSpanTraceId = 1, kSpanSpanId = 2, kSpanParentSpanId = 4, kSpanName = 5, kSpanKind = 6,
+                   kSpanStart = 7, kSpanEnd = 8, kSpanAttributes = 9, kSpanEvents = 11, kSpanStatus = 15;
+constexpr unsigned kEventTime = 1, kEventName = 2;
+constexpr unsigned kStatusMessage = 2, kStatusCode = 3;
+constexpr unsigned kKeyValueKey = 1, kKeyValueValue = 2;
+constexpr unsigned kAnyString = 1, kAnyBool = 2, kAnyInt = 3, kAnyDouble = 4, kAnyArray = 5;
+constexpr unsigned kArrayValues = 1;
+constexpr std::uint64_t kStatusCodeError = 2;
+}  // namespace field
+
+// Writes the ExportTraceServiceRequest with protobuf's wire format directly (see
+// docs/design.md for why not protobuf's library): each span into a scratch buffer, then
+// behind its tag and length into the request's spans; finish() puts the resource and
+// scope in front. Both buffers are kept, so a steady export allocates only the body.
 class OtlpProtobufEncoder final : public SpanEncoder, private SpanSink {
  public:
-  explicit OtlpProtobufEncoder(std::string_view service_name)
-      : service_name_(service_name), block_(new char[kBlockBytes]), arena_(block_.get(), kBlockBytes) {
-    start();
+  explicit OtlpProtobufEncoder(std::string_view service_name) {
+    // Resource { attributes: [KeyValue { "service.name": AnyValue { string_value } }] }
+    const std::size_t any = lenFieldSize(service_name.size());
+    const std::string_view key = "service.name";
+    const std::size_t kv = lenFieldSize(key.size()) + lenFieldSize(any);
+    const std::size_t resource = lenFieldSize(kv);
+    char* p = head_.reserve(lenFieldSize(resource) + 3 * kMaxVarint);
+    p = lenHead(p, field::kResourceSpansResource, resource);
+    p = lenHead(p, field::kResourceAttributes, kv);
+    p = bytesField(p, field::kKeyValueKey, key.data(), key.size());
+    p = lenHead(p, field::kKeyValueValue, any);
+    p = bytesField(p, field::kAnyString, service_name.data(), service_name.size());
+    head_.advance(p);
+    // ScopeSpans' scope: InstrumentationScope { name: "tahua" }
+    const std::string_view scope = "tahua";
+    p = scope_.reserve(lenFieldSize(lenFieldSize(scope.size())));
+    p = lenHead(p, field::kScopeSpansScope, lenFieldSize(scope.size()));
+    p = bytesField(p, field::kScopeName, scope.data(), scope.size());
+    scope_.advance(p);
   }
 
   std::string_view contentType() const override { return "application/x-protobuf"; }
@@ -26,71 +59,98 @@ class OtlpProtobufEncoder final : public SpanEncoder, private SpanSink {
   void add(const SpanRecordReader& record) override { describeSpans(record, *this); }
 
   void finish(std::string& body) override {
-    request_->SerializeToString(&body);
-    arena_.Reset();
-    start();
+    // ExportTraceServiceRequest { resource_spans: ResourceSpans { resource, scope_spans:
+    // ScopeSpans { scope, spans... } } }
+    const std::size_t scope_spans = scope_.size() + spans_.size();
+    const std::size_t resource_spans = head_.size() + lenFieldSize(scope_spans);
+    body.resize(lenFieldSize(resource_spans));
+    char* p = body.data();
+    p = lenHead(p, field::kRequestResourceSpans, resource_spans);
+    std::memcpy(p, head_.data(), head_.size());
+    p = lenHead(p + head_.size(), field::kResourceSpansScopeSpans, scope_spans);
+    std::memcpy(p, scope_.data(), scope_.size());
+    p += scope_.size();
+    if (!spans_.empty()) std::memcpy(p, spans_.data(), spans_.size());
+    spans_.clear();
   }
 
  private:
-  static constexpr std::size_t kBlockBytes = 256 * 1024;
-  static const char* bytes(const std::uint8_t* p) { return reinterpret_cast<const char*>(p); }
-
-  // A new request: the resource (service.name) and the scope, spans to come.
-  void start() {
-    request_ = google::protobuf::Arena::CreateMessage<pb::ExportTraceServiceRequest>(&arena_);
-    pb::ResourceSpans* rs = request_->add_resource_spans();
-    pb::KeyValue* name = rs->mutable_resource()->add_attributes();
-    name->set_key("service.name");
-    name->mutable_value()->set_string_value(service_name_);
-    pb::ScopeSpans* ss = rs->add_scope_spans();
-    ss->mutable_scope()->set_name("tahua");
-    spans_ = ss->mutable_spans();
-  }
-
   void beginSpan(const SpanHead& h) override {
-    span_ = spans_->Add();
-    span_->set_trace_id(bytes(h.trace_id->data()), h.trace_id->size());
-    span_->set_span_id(bytes(h.span_id->data()), h.span_id->size());
-    if (h.parent_id) span_->set_parent_span_id(bytes(h.parent_id->data()), h.parent_id->size());
-    std::string* name = span_->mutable_name();
-    name->assign(h.name);
-    if (!h.name2.empty()) name->append(1, ' ').append(h.name2);
-    span_->set_kind(static_cast<pb::Span::SpanKind>(h.kind));
-    span_->set_start_time_unix_nano(static_cast<std::uint64_t>(h.start_ns));
-    span_->set_end_time_unix_nano(static_cast<std::uint64_t>(h.end_ns));
+    span_.clear();
+    const std::size_t name = h.name.size() + (h.name2.empty() ? 0 : 1 + h.name2.size());
+    char* p = span_.reserve(3 * lenFieldSize(16) + lenFieldSize(name) + 1 + kMaxVarint + 2 * 9);
+    p = bytesField(p, field::kSpanTraceId, h.trace_id->data(), h.trace_id->size());
+    p = bytesField(p, field::kSpanSpanId, h.span_id->data(), h.span_id->size());
+    if (h.parent_id) p = bytesField(p, field::kSpanParentSpanId, h.parent_id->data(), h.parent_id->size());
+    p = lenHead(p, field::kSpanName, name);
+    std::memcpy(p, h.name.data(), h.name.size());
+    p += h.name.size();
+    if (!h.name2.empty()) {
+      *p++ = ' ';
+      std::memcpy(p, h.name2.data(), h.name2.size());
+      p += h.name2.size();
+    }
+    p = varint(tag(p, field::kSpanKind, WireType::Varint), static_cast<std::uint64_t>(h.kind));
+    p = fixed64(tag(p, field::kSpanStart, WireType::Fixed64), static_cast<std::uint64_t>(h.start_ns));
+    p = fixed64(tag(p, field::kSpanEnd, WireType::Fixed64), static_cast<std::uint64_t>(h.end_ns));
+    span_.advance(p);
   }
-  pb::AnyValue* attribute(std::string_view key) {
-    pb::KeyValue* kv = span_->add_attributes();
-    kv->set_key(key.data(), key.size());
-    return kv->mutable_value();
+
+  // KeyValue { key, value: AnyValue { <value_bytes> } } as a span attribute; returns
+  // where the AnyValue's `value_bytes` go (reserved).
+  char* attribute(std::string_view key, std::size_t value_bytes) {
+    const std::size_t kv = lenFieldSize(key.size()) + lenFieldSize(value_bytes);
+    char* p = span_.reserve(lenFieldSize(kv));
+    p = lenHead(p, field::kSpanAttributes, kv);
+    p = bytesField(p, field::kKeyValueKey, key.data(), key.size());
+    return lenHead(p, field::kKeyValueValue, value_bytes);
   }
-  void str(std::string_view key, std::string_view value) override { attribute(key)->set_string_value(value.data(), value.size()); }
-  void integer(std::string_view key, std::int64_t value) override { attribute(key)->set_int_value(value); }
-  void dbl(std::string_view key, double value) override { attribute(key)->set_double_value(value); }
-  void boolean(std::string_view key, bool value) override { attribute(key)->set_bool_value(value); }
+  void str(std::string_view key, std::string_view value) override {
+    span_.advance(bytesField(attribute(key, lenFieldSize(value.size())), field::kAnyString, value.data(), value.size()));
+  }
+  void integer(std::string_view key, std::int64_t value) override {
+    const auto v = static_cast<std::uint64_t>(value);  // int64: two's complement, 10 bytes when negative
+    span_.advance(varint(tag(attribute(key, 1 + varintSize(v)), field::kAnyInt, WireType::Varint), v));
+  }
+  void dbl(std::string_view key, double value) override {
+    span_.advance(fixed64(tag(attribute(key, 9), field::kAnyDouble, WireType::Fixed64), std::bit_cast<std::uint64_t>(value)));
+  }
+  void boolean(std::string_view key, bool value) override {
+    span_.advance(varint(tag(attribute(key, 2), field::kAnyBool, WireType::Varint), value ? 1 : 0));
+  }
   void strList(std::string_view key, std::string_view value) override {
-    attribute(key)->mutable_array_value()->add_values()->set_string_value(value.data(), value.size());
+    // AnyValue { array_value: ArrayValue { values: [AnyValue { string_value }] } }
+    const std::size_t item = lenFieldSize(value.size());
+    const std::size_t array = lenFieldSize(item);
+    char* p = lenHead(attribute(key, lenFieldSize(array)), field::kAnyArray, array);
+    p = lenHead(p, field::kArrayValues, item);
+    span_.advance(bytesField(p, field::kAnyString, value.data(), value.size()));
   }
   void endSpan(std::string_view event_name, std::int64_t event_ns, bool error, std::string_view message) override {
+    const std::size_t event = 9 + lenFieldSize(event_name.size());
+    const std::size_t status = error ? lenFieldSize(message.size()) + 2 : 0;
+    char* p = span_.reserve(lenFieldSize(event) + lenFieldSize(status));
     if (!event_name.empty()) {
-      pb::Span::Event* e = span_->add_events();
-      e->set_time_unix_nano(static_cast<std::uint64_t>(event_ns));
-      e->set_name(event_name.data(), event_name.size());
+      p = lenHead(p, field::kSpanEvents, event);
+      p = fixed64(tag(p, field::kEventTime, WireType::Fixed64), static_cast<std::uint64_t>(event_ns));
+      p = bytesField(p, field::kEventName, event_name.data(), event_name.size());
     }
     // Present on every span, as in the JSON encoding (an empty Status is UNSET).
-    pb::Status* status = span_->mutable_status();
+    p = lenHead(p, field::kSpanStatus, status);
     if (error) {
-      status->set_code(pb::Status::STATUS_CODE_ERROR);
-      status->set_message(message.data(), message.size());
+      p = bytesField(p, field::kStatusMessage, message.data(), message.size());
+      p = varint(tag(p, field::kStatusCode, WireType::Varint), field::kStatusCodeError);
     }
+    span_.advance(p);
+    // The span, behind its tag and length, into the request's spans.
+    p = spans_.reserve(lenFieldSize(span_.size()));
+    spans_.advance(bytesField(p, field::kScopeSpansSpans, span_.data(), span_.size()));
   }
 
-  std::string service_name_;
-  std::unique_ptr<char[]> block_;
-  google::protobuf::Arena arena_;
-  pb::ExportTraceServiceRequest* request_ = nullptr;  // on arena_
-  google::protobuf::RepeatedPtrField<pb::Span>* spans_ = nullptr;
-  pb::Span* span_ = nullptr;
+  JsonBuf head_;   // ResourceSpans' resource field
+  JsonBuf scope_;  // ScopeSpans' scope field
+  JsonBuf spans_;  // ScopeSpans' spans fields, the request's so far
+  JsonBuf span_;   // the span being written (its length is known at its end)
 };
 
 }  // namespace

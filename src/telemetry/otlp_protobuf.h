@@ -1,6 +1,7 @@
 // OTLP/HTTP's binary encoding of spans (`tracing.protocol: protobuf`, the default):
-// an ExportTraceServiceRequest (telemetry/otlp_trace.proto, from the OTLP
-// specification) built with protobuf's generated classes on the trace exporter's thread.
+// an ExportTraceServiceRequest (the messages of telemetry/otlp_trace.proto, from the
+// OTLP specification) written in protobuf's wire format (telemetry/protobuf_wire.h) on
+// the trace exporter's thread.
 #pragma once
 
 #include <memory>

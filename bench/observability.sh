@@ -11,7 +11,7 @@
 # always on (per-worker counters). Targets, each round in this order:
 #   off     access log off, no tracing, no usage records
 #   log     + the access log (to a file)
-#   traces  + tracing, every request sampled and exported (OTLP/HTTP JSON)
+#   traces  + tracing, every request sampled and exported (OTLP/HTTP protobuf)
 #   usage   + usage records to a Redis stream (XADD), Redis on LOAD_CPU
 #   all     log + traces + usage
 # Reported per target: req/s, the proxy process's CPU µs per request and the ratio to

@@ -16,6 +16,9 @@ packages=(
 if [ "${1:-}" = "--test" ]; then
   # The unit tests and the micro-benchmarks (scripts/start.sh builds only the gateway).
   packages+=(libgtest-dev libgmock-dev libbenchmark-dev)
+  # protobuf's parser reads what the OTLP writer wrote (tests/unit/otlp_protobuf_test.cpp;
+  # the gateway itself writes protobuf without the library).
+  packages+=(libprotobuf-dev protobuf-compiler)
   # Test clients (npm) and the tools the integration tests and benchmarks drive.
   # prometheus: promtool checks the exposition and the alert rules (and Prometheus
   # itself runs the dashboard's queries); chromium: the dashboard's browser test;

@@ -35,7 +35,7 @@ constexpr Field kRoot[] = {
     section("discovery", "Upstreams found in DNS (SRV / A records) or the Kubernetes API."),
     section("kubernetes", "The Kubernetes API: resources and the scale action.").atRestart(),
     section("region", "This replica's region, and the peers it shares limits with.").atRestart(),
-    section("tracing", "OpenTelemetry traces (OTLP/HTTP JSON)."),
+    section("tracing", "OpenTelemetry traces (OTLP/HTTP, protobuf or JSON)."),
     section("usage", "Usage records for billing, one per request, delivered at least once."),
     section("files", "Serve /v1/files and /v1/batches through a provider."),
     section("mcp", "The MCP gateway's rules; /mcp is served whenever a provider has `type: mcp`."),

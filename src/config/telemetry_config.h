@@ -21,6 +21,9 @@ namespace tahua {
 struct TracingConfig {
   bool enabled = false;
   std::string endpoint;  // http://host:port/v1/traces
+  // OTLP/HTTP's encoding: binary protobuf (what collectors and SDKs default to) or JSON.
+  enum class Protocol { Protobuf, Json };
+  Protocol protocol = Protocol::Protobuf;
   std::vector<std::pair<std::string, std::string>> headers;  // sent with every export (an API key)
   std::string service_name = "tahua";
   // Share of new traces sampled (the sampled flag sent upstream); a parent's flag wins.

@@ -33,8 +33,12 @@ constexpr Field kTracingFields[] = {
             "Default: true when `endpoint` is set; true without one is an error. Turning tracing off applies at a "
             "reload; turning it on, when the gateway started without it, needs a restart."),
     nonEmpty("endpoint", "",
-             "Where spans are sent: `http://host:port/v1/traces` (OTLP/HTTP, JSON encoding; http:// or https://, checked against the system's CAs). Absent: "
+             "Where spans are sent: `http://host:port/v1/traces` (OTLP/HTTP; http:// or https://, checked against the system's CAs). Absent: "
              "tracing is off.")
+        .atRestart(),
+    choice("protocol", "protobuf | json", "protobuf",
+           "OTLP/HTTP's encoding: `protobuf` (`application/x-protobuf`, what collectors expect) or `json` "
+           "(`application/json`, the OTLP JSON mapping).")
         .atRestart(),
     map("headers", "{}", "Headers sent with every export (a collector's API key).").atRestart(),
     nonEmpty("service_name", "tahua", "The spans' `service.name`.").atRestart(),
@@ -170,6 +174,9 @@ void Loader::loadTracing(const YAML::Node& n, TracingConfig& t) {
   t.enabled = !t.endpoint.empty();
   f.read("enabled", t.enabled);
   if (t.enabled && t.endpoint.empty()) fail(n, f.at("endpoint"), "required: where spans are sent (OTLP/HTTP)");
+  std::string protocol = t.protocol == TracingConfig::Protocol::Json ? "json" : "protobuf";
+  f.read("protocol", protocol);
+  t.protocol = protocol == "json" ? TracingConfig::Protocol::Json : TracingConfig::Protocol::Protobuf;
   if (auto v = f["headers"]) t.headers = headerMap(v, f.at("headers"));
   f.read("service_name", t.service_name);
   f.read("sample_ratio", t.sample_ratio);

@@ -126,7 +126,7 @@ class Worker final : public WorkerServices, public SessionHost, private BatchPol
   std::shared_ptr<FilterChain> chain_;
   WorkerMetrics metrics_;
   AccessLogSink access_log_;
-  ExportBuffer spans_;    // OTLP spans for the trace exporter
+  ExportBuffer spans_;    // span records for the trace exporter
   ExportBuffer records_;  // usage records for the usage exporter
   std::unique_ptr<PendingRecords> pending_records_;  // those waiting for a late verdict
   std::unique_ptr<UpstreamPool> pool_;

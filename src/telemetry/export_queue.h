@@ -50,8 +50,9 @@ class ExportQueue {
   std::atomic<std::uint64_t> dropped_{0};
 };
 
-// A worker's side: items appended to `data` (each followed by `separator`), handed over
-// in one push. Owned by the worker, outliving its filter chains (a reload keeps it).
+// A worker's side: items appended to `data` (each followed by `separator`; 0: none, for
+// records that know their own size), handed over in one push. Owned by the worker,
+// outliving its filter chains (a reload keeps it).
 class ExportBuffer {
  public:
   static constexpr std::size_t kFlushItems = 256;
@@ -61,10 +62,12 @@ class ExportBuffer {
   bool enabled() const { return queue_ != nullptr; }
   // Where the next item is written.
   JsonBuf& data() { return buf_; }
-  // The item just written is complete.
-  void commit() {
-    buf_.push_back(separator_);
-    if (++items_ >= kFlushItems) flush();
+  // The item just written is complete; it counts as `items` against the queue's bound
+  // (a trace record holds several spans).
+  void commit(std::size_t items = 1) {
+    if (separator_) buf_.push_back(separator_);
+    items_ += items;
+    if (items_ >= kFlushItems) flush();
   }
   // Hands what was collected to the exporter (the worker's periodic flush, and its stop).
   void flush();

@@ -2,7 +2,9 @@
 
 #include "core/log.h"
 #include "telemetry/export_post.h"
-#include "telemetry/json_out.h"
+#include "telemetry/otlp_json.h"
+#include "telemetry/otlp_protobuf.h"
+#include "telemetry/span_record.h"
 
 namespace tahua {
 
@@ -13,11 +15,11 @@ std::unique_ptr<TraceExporter> TraceExporter::start(const TracingConfig& config,
 }
 
 TraceExporter::TraceExporter(const TracingConfig& config, HttpUrl url)
-    : config_(config), url_(std::move(url)), queue_(config.max_queue_spans) {
-  // {"resourceSpans":[{"resource":{...},"scopeSpans":[{"scope":{...},"spans":[ ... ]}]}]}
-  envelope_head_ = R"({"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":)";
-  json_out::string(envelope_head_, config.service_name);
-  envelope_head_ += R"(}}]},"scopeSpans":[{"scope":{"name":"tahua"},"spans":[)";
+    : config_(config),
+      url_(std::move(url)),
+      encoder_(config.protocol == TracingConfig::Protocol::Json ? makeOtlpJsonEncoder(config.service_name)
+                                                                  : makeOtlpProtobufEncoder(config.service_name)),
+      queue_(config.max_queue_spans) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -36,34 +38,35 @@ TraceExporter::Stats TraceExporter::stats() const {
 }
 
 void TraceExporter::run() {
-  // The request body is built in place: the envelope, then the workers' spans as they
-  // came (each batch is whole spans separated by ','), then the envelope's end.
-  std::string body;
+  // Records are encoded as they come; a request holds up to max_batch_spans spans (a
+  // record's spans are never split over two).
   std::size_t count = 0;
   for (;;) {
     auto batches = queue_.take(config_.flush_interval);
     if (batches.empty() && queue_.closed()) break;
     for (auto& b : batches) {
-      if (count > 0 && count + b.items > config_.max_batch_spans) {
-        send(body, count);
-        count = 0;
+      SpanRecordReader records(b.data);
+      while (records.next()) {
+        const std::size_t spans = spanCount(records.server());
+        if (count > 0 && count + spans > config_.max_batch_spans) {
+          send(count);
+          count = 0;
+        }
+        encoder_->add(records);
+        count += spans;
       }
-      if (count == 0) body.assign(envelope_head_);
-      body.append(b.data);
-      count += b.items;
     }
     if (count > 0) {
-      send(body, count);
+      send(count);
       count = 0;
     }
   }
 }
 
-void TraceExporter::send(std::string& body, std::size_t count) {
-  if (!body.empty() && body.back() == ',') body.pop_back();
-  body.append("]}]}]}", 6);
-  const OutboundResponse r = http_.fetch(exportPost(url_, config_.headers, std::move(body), config_.timeout));
-  body = std::string();
+void TraceExporter::send(std::size_t count) {
+  std::string body;
+  encoder_->finish(body);
+  const OutboundResponse r = http_.fetch(exportPost(url_, config_.headers, std::move(body), config_.timeout, encoder_->contentType()));
   if (r.status >= 200 && r.status < 300) {
     exported_.fetch_add(count, std::memory_order_relaxed);
     return;

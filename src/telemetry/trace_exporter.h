@@ -1,9 +1,9 @@
-// Exports spans over OTLP/HTTP with the JSON encoding (POST <endpoint>, normally
-// .../v1/traces) from a thread of its own. Workers write each span as OTLP JSON into
-// their ExportBuffer (separator ','); this thread wraps up to max_batch_spans of them
-// in one resourceSpans envelope per request. A collector that is down or slow costs
-// the requests nothing: its batch is dropped and counted (traces are not billing; the
-// usage records are the ones kept until delivered).
+// Exports spans over OTLP/HTTP (POST <endpoint>, normally .../v1/traces) from a thread
+// of its own. Workers write each traced request as a compact record (span_record.h)
+// into their ExportBuffer; this thread encodes up to max_batch_spans spans per request
+// (otlp_spans.h: protobuf or JSON, `tracing.protocol`). A collector that is down or
+// slow costs the requests nothing: its batch is dropped and counted (traces are not
+// billing; the usage records are the ones kept until delivered).
 #pragma once
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include "http/http_url.h"
 #include "net/http_client.h"
 #include "telemetry/export_queue.h"
+#include "telemetry/otlp_spans.h"
 
 namespace tahua {
 
@@ -37,11 +38,11 @@ class TraceExporter {
  private:
   TraceExporter(const TracingConfig& config, HttpUrl url);
   void run();
-  void send(std::string& body, std::size_t count);  // consumes `body`
+  void send(std::size_t count);  // the encoder's spans
 
   TracingConfig config_;
   HttpUrl url_;
-  std::string envelope_head_;
+  std::unique_ptr<SpanEncoder> encoder_;  // used by the thread only
   ExportQueue queue_;
   std::atomic<std::uint64_t> exported_{0};
   std::atomic<std::uint64_t> failed_spans_{0};

@@ -1,7 +1,8 @@
 // OpenTelemetry traces: W3C traceparent continued or started, propagated to every
 // upstream attempt, one server span and one client span per attempt exported over
-// OTLP/HTTP JSON to a receiver, GenAI attributes, sampling, content capture, and an
-// exporter that is down costing requests nothing.
+// OTLP/HTTP to a receiver (protobuf by default, decoded with OpenTelemetry JS's own
+// decoders; JSON with `protocol: json`), GenAI attributes, sampling, content capture,
+// and an exporter that is down costing requests nothing.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startMockUpstream, MOCK_PROMPT_TOKENS, DEFAULT_PIECES } from './lib/mock_upstream.mjs';
@@ -31,9 +32,12 @@ async function setup(t, { tracing = {}, provider = {}, collector, env = {} } = {
 
 const byKind = (spans, kind) => spans.filter((s) => s.kind === kind);
 
-describe('tracing (OTLP/HTTP JSON)', () => {
-  it('continues the caller trace: server span, client span, traceparent to the upstream, GenAI attributes', async (t) => {
-    const { upstream, collector, gw } = await setup(t);
+const CONTENT_TYPES = { protobuf: 'application/x-protobuf', json: 'application/json' };
+
+describe('tracing (OTLP/HTTP)', () => {
+  for (const protocol of ['protobuf', 'json']) it(`continues the caller trace: server span, client span, traceparent to the upstream, GenAI attributes (${protocol})`, async (t) => {
+    // protobuf is the default: the first run leaves `protocol` out.
+    const { upstream, collector, gw } = await setup(t, { tracing: protocol === 'json' ? { protocol } : {} });
     const res = await post(gw.url, '/v1/chat/completions',
       chatBody(MODEL, { content: MARKER, max_tokens: 50, temperature: 0.25 }),
       { headers: { traceparent: `00-${PARENT_TRACE}-${PARENT_SPAN}-01`, tracestate: 'vendor=abc' } });
@@ -42,6 +46,7 @@ describe('tracing (OTLP/HTTP JSON)', () => {
     assert.equal(spans.length, 2);
     const [server] = byKind(spans, 2);
     const [client] = byKind(spans, 3);
+    assert.deepEqual(collector.requests.map((r) => [r.path, r.headers['content-type']]), [['/v1/traces', CONTENT_TYPES[protocol]]]);
     assert.equal(server.traceId, PARENT_TRACE);
     assert.equal(server.parentSpanId, PARENT_SPAN, 'the server span is a child of the caller span');
     assert.equal(client.traceId, PARENT_TRACE);
@@ -75,7 +80,18 @@ describe('tracing (OTLP/HTTP JSON)', () => {
     assert.equal(ca['server.address'], '127.0.0.1');
     assert.ok(BigInt(client.startTimeUnixNano) >= BigInt(server.startTimeUnixNano));
     assert.ok(BigInt(client.endTimeUnixNano) <= BigInt(server.endTimeUnixNano));
+    // Unix nanoseconds of now (not a monotonic clock's), and the event inside its span.
+    assert.ok(Math.abs(Number(BigInt(server.startTimeUnixNano) / 1_000_000n) - Date.now()) < 60_000, server.startTimeUnixNano);
+    assert.ok(BigInt(server.events[0].timeUnixNano) >= BigInt(server.startTimeUnixNano));
+    assert.ok(BigInt(server.events[0].timeUnixNano) <= BigInt(server.endTimeUnixNano));
+    assert.equal(client.name, `chat ${MODEL}`);
+    assert.equal(server.name, 'POST /v1/chat/completions');
+    assert.deepEqual(client.events.map((e) => e.name), ['tahua.response_headers']);
+    assert.equal(client.status.code, 0);
+    assert.equal(ca['server.port'], Number(new URL(upstream.baseUrl()).port));
+    assert.equal(ca['gen_ai.usage.output_tokens'], DEFAULT_PIECES.length, 'the answering attempt carries the tokens');
     assert.equal(attributes({ attributes: spans[0].resource.attributes })['service.name'], 'tahua');
+    assert.equal(collector.bodies[0].json.resourceSpans[0].scopeSpans[0].scope.name, 'tahua');
     // No prompt or completion text unless asked for.
     assert.ok(!JSON.stringify(collector.bodies).includes(MARKER));
     assert.ok(!JSON.stringify(collector.bodies).includes(DEFAULT_PIECES[1]));
@@ -117,6 +133,11 @@ describe('tracing (OTLP/HTTP JSON)', () => {
     assert.equal(attributes(server)['http.response.status_code'], 502);
     assert.equal(server.status.code, 2);
     assert.equal(byKind(spans, 2).length, 1, 'only the failed request');
+    assert.match(server.status.message, /^upstream_/);
+    assert.equal(server.status.message, attributes(server)['error.type']);
+    // One worker: the unsampled success was handed over before the failure, so had it
+    // been exported it would have been counted by now.
+    assert.equal(sum(await scrape(gw.url), 'tahua_trace_spans_exported_total'), 2);
     assert.match(upstream.requests[0].headers.traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
     // An unsampled caller's decision stands too.
     await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: { traceparent: `00-${PARENT_TRACE}-${PARENT_SPAN}-00` } });

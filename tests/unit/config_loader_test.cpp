@@ -466,6 +466,10 @@ access_log: {sample_success: 0.5}
   ASSERT_TRUE(ok.config) << ok.error;
   EXPECT_TRUE(ok.config->tracing.enabled);
   EXPECT_EQ(ok.config->tracing.sample_ratio, 0.25);
+  EXPECT_EQ(ok.config->tracing.protocol, TracingConfig::Protocol::Protobuf) << "what collectors expect";
+  auto json = loadConfigString(std::string(kMinimal) + "tracing: {endpoint: \"http://h:4318/v1/traces\", protocol: json}\n", "t.yaml");
+  ASSERT_TRUE(json.config) << json.error;
+  EXPECT_EQ(json.config->tracing.protocol, TracingConfig::Protocol::Json);
   ASSERT_EQ(ok.config->usage.sinks.size(), 3u);
   EXPECT_EQ(ok.config->usage.sinks[0].name, "file");
   EXPECT_EQ(ok.config->usage.sinks[1].headers[0].first, "authorization");
@@ -474,6 +478,7 @@ access_log: {sample_success: 0.5}
            {"tracing: {endpoint: \"grpc://x:4317\"}", "tracing.endpoint: only http:// and https:// are supported"},
            {"tracing: {endpoint: \"http://x/\", sample_ratio: 2}", "tracing.sample_ratio: expected a number from 0 to 1"},
            {"tracing: {enabled: true}", "tracing.endpoint: required"},
+           {"tracing: {endpoint: \"http://x/\", protocol: grpc}", "tracing.protocol: expected one of protobuf | json"},
            {"usage: {sinks: [{type: file, path: x}]}", "usage.spill_dir: required"},
            {"usage: {spill_dir: d, sinks: [{type: file, path: x}, {type: file, path: y}]}", "usage.sinks[1].name: another sink"},
            {"usage: {spill_dir: d, sinks: [{type: file, path: x, url: \"http://h/\"}]}", "usage.sinks[0].url: not a setting of a file sink"},

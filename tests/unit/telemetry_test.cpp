@@ -14,6 +14,8 @@
 #include "filters/usage/usage_filter.h"
 #include "telemetry/export_queue.h"
 #include "telemetry/json_out.h"
+#include "telemetry/otlp_json.h"
+#include "telemetry/span_record.h"
 #include "telemetry/trace_context.h"
 
 namespace tahua {
@@ -184,19 +186,36 @@ struct TelemetryFixture {
     ctx.start = std::chrono::steady_clock::now();
     chain.begin(ctx, block.get());
   }
-  std::vector<boost::json::object> drain(ExportQueue& q, char sep) {
+  // Usage records: JSON lines.
+  std::vector<boost::json::object> drain(ExportQueue& q) {
     std::vector<boost::json::object> out;
     for (auto& b : q.take(std::chrono::milliseconds(0))) {
       std::string_view rest = b.data;
-      while (!rest.empty()) {
-        auto end = rest.find(sep == '\n' ? "\n" : "},{\"traceId\"");
-        std::string item(rest.substr(0, end == std::string_view::npos ? rest.size() : (sep == '\n' ? end : end + 1)));
-        if (!item.empty() && item.back() == ',') item.pop_back();
-        if (!item.empty()) out.push_back(boost::json::parse(item).as_object());
-        if (end == std::string_view::npos) break;
-        rest.remove_prefix(sep == '\n' ? end + 1 : end + 2);
+      for (auto end = rest.find('\n'); end != std::string_view::npos; end = rest.find('\n')) {
+        out.push_back(boost::json::parse(rest.substr(0, end)).as_object());
+        rest.remove_prefix(end + 1);
       }
     }
+    return out;
+  }
+  // Spans: the workers' records, encoded as the exporter would with the JSON encoding.
+  std::vector<boost::json::object> drainSpans() {
+    auto encoder = makeOtlpJsonEncoder("tahua");
+    std::size_t count = 0;
+    for (auto& b : span_queue.take(std::chrono::milliseconds(0))) {
+      SpanRecordReader r(b.data);
+      while (r.next()) {
+        encoder->add(r);
+        count += spanCount(r.server());
+      }
+    }
+    std::string body;
+    encoder->finish(body);
+    std::vector<boost::json::object> out;
+    const boost::json::value request = boost::json::parse(body);
+    for (const auto& span : request.at("resourceSpans").at(0).at("scopeSpans").at(0).at("spans").as_array())
+      out.push_back(span.as_object());
+    EXPECT_EQ(out.size(), count);
     return out;
   }
   ConfigPtr config;
@@ -205,7 +224,7 @@ struct TelemetryFixture {
   DeploymentConfig deployment;
   Headers headers;
   ExportQueue span_queue{100000}, record_queue{100000};
-  ExportBuffer spans{&span_queue, ','};
+  ExportBuffer spans{&span_queue, 0};
   ExportBuffer records{&record_queue, '\n'};
   FilterChain chain;
 };
@@ -243,7 +262,7 @@ TEST(TracingFilter, ContinuesTheTraceAndAddsTraceparentToEachAttempt) {
   ctx.end = std::chrono::steady_clock::now();
   f.chain.complete(ctx);
   f.spans.flush();
-  auto spans = f.drain(f.span_queue, ',');
+  auto spans = f.drainSpans();
   ASSERT_EQ(spans.size(), 3u);
   EXPECT_EQ(spans[0]["kind"].as_int64(), 2);
   EXPECT_EQ(spans[0]["parentSpanId"].as_string(), "00f067aa0ba902b7");
@@ -280,7 +299,7 @@ TEST(UsageFilter, ACutStreamIsBilledWhatWasDeliveredAndOneRecordIsWritten) {
   EXPECT_GT(ctx.usage.completion_tokens, 3);
   EXPECT_LT(ctx.usage.completion_tokens, 12);
   f.records.flush();
-  auto records = f.drain(f.record_queue, '\n');
+  auto records = f.drain(f.record_queue);
   ASSERT_EQ(records.size(), 1u);
   auto& r = records[0];
   EXPECT_EQ(r["end_reason"].as_string(), "client_gone");
@@ -315,7 +334,7 @@ TEST(UsageFilter, NothingDeliveredIsNothingBilledAnd401sHaveNoRecord) {
     f.chain.complete(ctx);
   }
   f.records.flush();
-  auto records = f.drain(f.record_queue, '\n');
+  auto records = f.drain(f.record_queue);
   ASSERT_EQ(records.size(), 1u) << "the 401 has none";
   EXPECT_EQ(records[0]["total_tokens"].as_int64(), 0);
   EXPECT_EQ(records[0]["usage_source"].as_string(), "none");

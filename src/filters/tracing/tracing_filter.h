@@ -2,8 +2,10 @@
 // attempt (retries and fallbacks are separate attempts), with the GenAI semantic
 // conventions' attributes. The W3C traceparent a request arrives with is continued
 // (or a trace started) and sent to every upstream attempt with that attempt's span as
-// the parent. Spans are written as OTLP JSON into the worker's ExportBuffer at
-// onComplete when the request is sampled or failed; the TraceExporter sends them.
+// the parent. A request that is sampled or failed is handed to the TraceExporter at
+// onComplete as one compact record (telemetry/span_record.h) in the worker's
+// ExportBuffer; the exporter's thread encodes it. One that is not costs its ids and the
+// traceparent header.
 #pragma once
 
 #include <memory>
@@ -14,8 +16,5 @@
 namespace tahua {
 
 std::unique_ptr<Filter> makeTracingFilter(const Config& config, ExportBuffer& spans);
-
-// gen_ai.provider.name for a provider type ("azure" -> "azure.ai.openai").
-std::string_view genAiProviderName(std::string_view type);
 
 }  // namespace tahua

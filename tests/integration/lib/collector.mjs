@@ -1,15 +1,17 @@
-// A scriptable HTTP receiver for what the gateway exports: OTLP/HTTP JSON traces
-// (POST /v1/traces) and usage webhooks (POST /hook). Keeps every body it accepted;
+// A scriptable HTTP receiver for what the gateway exports: OTLP/HTTP traces (POST
+// /v1/traces), protobuf (decoded by otlp_protobuf.mjs into the JSON mapping's shape) or
+// JSON, and usage webhooks (POST /hook). Keeps every body it accepted;
 // `failWith(status)` makes it answer an error (a collector that is down) until `recover()`.
 // With `tls` (a certificate from certs.mjs) it is an https:// receiver; `connections`
 // counts the connections the gateway opened to it.
 import { createServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { eventually } from './util.mjs';
+import { decodeTraceExport } from './otlp_protobuf.mjs';
 
 export class Collector {
   constructor({ tls } = {}) {
-    this.bodies = [];     // accepted JSON bodies, in order
+    this.bodies = [];     // accepted bodies as JSON, in order: { path, contentType, json }
     this.requests = [];   // every request: { path, headers, status }
     this.failStatus = 0;
     this.connections = 0;
@@ -21,9 +23,15 @@ export class Collector {
       req.on('end', () => {
         const status = this.failStatus || 200;
         this.requests.push({ path: req.url, headers: req.headers, status });
-        if (status === 200) this.bodies.push({ path: req.url, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end('{}');
+        const contentType = req.headers['content-type'] ?? '';
+        const protobuf = contentType === 'application/x-protobuf';
+        if (status === 200) {
+          const body = Buffer.concat(chunks);
+          this.bodies.push({ path: req.url, contentType, json: protobuf ? decodeTraceExport(body) : JSON.parse(body.toString('utf8')) });
+        }
+        // An empty ExportTraceServiceResponse is zero bytes.
+        res.writeHead(status, { 'content-type': protobuf ? 'application/x-protobuf' : 'application/json' });
+        res.end(protobuf ? '' : '{}');
       });
     });
     this.server.on('connection', () => this.connections++);
@@ -46,7 +54,7 @@ export class Collector {
     this.failStatus = 0;
   }
 
-  /** Every span received (OTLP JSON), flattened, with hex ids. */
+  /** Every span received (in the OTLP JSON shape), flattened, with hex ids. */
   spans() {
     const out = [];
     for (const { json } of this.bodies)

@@ -2,16 +2,13 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
-#include <boost/url/encode.hpp>
-#include <boost/url/rfc/unreserved_chars.hpp>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "cloud_auth/jwt_assertion.h"
+#include "cloud_auth/token_endpoint.h"
 #include "core/sha256.h"
-#include "core/utc_time.h"
 #include "http/http_url.h"
 #include "net/http_client.h"
 
@@ -20,134 +17,6 @@ namespace tahua::cloud_auth::google {
 namespace bj = boost::json;
 
 namespace {
-
-constexpr std::size_t kMaxFileBytes = 64 * 1024;
-constexpr Millis kCallTimeout{10'000};
-// A token's life when its issuer gives none (OAuth2's expires_in is optional).
-constexpr std::int64_t kDefaultLifetimeS = 3600;
-
-// The file's text into `text`, or false and why into `error` (at most `max` bytes).
-bool readText(const std::string& path, std::size_t max, std::string& text, std::string& error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot read " + path;
-    return false;
-  }
-  text.resize(max + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > max) {
-    error = path + " is larger than " + std::to_string(max / 1024) + " KiB";
-    return false;
-  }
-  return true;
-}
-
-std::string textField(const bj::object& o, std::string_view key) {
-  const bj::value* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
-// application/x-www-form-urlencoded
-std::string formBody(const std::vector<std::pair<std::string_view, std::string_view>>& fields) {
-  std::string out;
-  for (const auto& [name, value] : fields) {
-    if (!out.empty()) out += '&';
-    out += boost::urls::encode(name, boost::urls::unreserved_chars);
-    out += '=';
-    out += boost::urls::encode(value, boost::urls::unreserved_chars);
-  }
-  return out;
-}
-
-// A bearer token must be one header-safe word: a CR or LF in it would add headers.
-bool headerSafe(std::string_view token) {
-  if (token.empty() || token.size() > 8192) return false;
-  for (char c : token)
-    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) return false;
-  return true;
-}
-
-// Printable text of an answer for an error message: at most 200 characters, every
-// secret of the call replaced (an endpoint may echo what it refused).
-std::string sayable(std::string text, const std::vector<std::string_view>& secrets) {
-  for (std::string_view s : secrets) {
-    if (s.empty()) continue;
-    for (auto at = text.find(s); at != std::string::npos; at = text.find(s, at)) text.replace(at, s.size(), "[redacted]");
-  }
-  std::string out;
-  for (char c : text) {
-    if (out.size() >= 200) {
-      out += "...";
-      break;
-    }
-    const auto u = static_cast<unsigned char>(c);
-    out += u >= 0x20 && u != 0x7f ? c : ' ';
-  }
-  return out;
-}
-
-// Why a call to `what` at `url` gave no token: no answer, or an error status with
-// OAuth2's {"error","error_description"} (or Google's {"error":{"message"}}) said.
-std::string callFailure(std::string_view what, std::string_view url, const OutboundResponse& r,
-                        const std::vector<std::string_view>& secrets) {
-  std::string out = std::string(what) + " " + std::string(url);
-  if (r.status == 0) return out + " did not answer: " + sayable(r.error, secrets);
-  out += " answered HTTP " + std::to_string(r.status);
-  boost::system::error_code ec;
-  const bj::value v = bj::parse(r.body, ec);
-  std::string said;
-  if (!ec && v.is_object()) {
-    const bj::object& o = v.get_object();
-    if (const bj::value* e = o.if_contains("error"); e && e->is_object()) {
-      said = textField(e->get_object(), "message");
-    } else {
-      said = textField(o, "error");
-      const std::string description = textField(o, "error_description");
-      if (!description.empty()) said += (said.empty() ? "" : ": ") + description;
-    }
-  } else {
-    said = r.body;
-  }
-  said = sayable(std::move(said), secrets);
-  return said.empty() ? out : out + ": " + said;
-}
-
-// An OAuth2 token answer {"access_token","expires_in"} (or the IAM credentials API's
-// {"accessToken","expireTime"}).
-FetchResult tokenFrom(std::string_view what, std::string_view url, const OutboundResponse& r,
-                      const std::vector<std::string_view>& secrets) {
-  if (r.status < 200 || r.status > 299) return callFailure(what, url, r, secrets);
-  boost::system::error_code ec;
-  const bj::value v = bj::parse(r.body, ec);
-  if (ec || !v.is_object()) return std::string(what) + " " + std::string(url) + " answered with a body that is not JSON";
-  const bj::object& o = v.get_object();
-  AccessToken token;
-  token.value = textField(o, "access_token");
-  std::int64_t lifetime = kDefaultLifetimeS;
-  if (token.value.empty()) {
-    token.value = textField(o, "accessToken");
-    const std::string expire = textField(o, "expireTime");
-    // "2025-01-01T00:00:00Z", possibly with fractions of a second.
-    std::string whole = expire.substr(0, expire.find('.'));
-    if (!whole.empty() && whole.back() != 'Z') whole += 'Z';
-    const std::int64_t at = parseUtcTime(whole);
-    if (!token.value.empty()) {
-      if (at < 0) return std::string(what) + " " + std::string(url) + " answered without a valid expireTime";
-      lifetime = at - std::chrono::duration_cast<std::chrono::seconds>(WallClock::now().time_since_epoch()).count();
-    }
-  } else if (const bj::value* e = o.if_contains("expires_in")) {
-    if (e->is_int64()) lifetime = e->get_int64();
-    else if (e->is_uint64()) lifetime = static_cast<std::int64_t>(std::min<std::uint64_t>(e->get_uint64(), 1u << 30));
-    else lifetime = -1;
-  }
-  if (!headerSafe(token.value)) return std::string(what) + " " + std::string(url) + " answered without a usable access token";
-  if (lifetime <= 0 || lifetime > 24 * 3600)
-    return std::string(what) + " " + std::string(url) + " answered with a token lifetime out of bounds (" +
-           std::to_string(lifetime) + " s)";
-  token.expires_at = WallClock::now() + std::chrono::seconds(lifetime);
-  return token;
-}
 
 // An https URL (or http: a test's, a private endpoint's) a file names, checked.
 std::optional<std::string> badUrl(std::string_view url, std::string_view field) {
@@ -158,31 +27,8 @@ std::optional<std::string> badUrl(std::string_view url, std::string_view field) 
 
 OutboundResponse post(BlockingHttpClient& http, const std::string& url, std::string body, std::string_view content_type,
                       std::vector<std::pair<std::string, std::string>> headers = {}) {
-  OutboundRequest req;
-  req.method = "POST";
-  std::string error;
-  auto parsed = parseHttpUrl(url, &error, true);
-  if (!parsed) {
-    OutboundResponse r;
-    r.error = error;
-    return r;
-  }
-  req.url = std::move(*parsed);
-  req.headers = std::move(headers);
-  req.headers.emplace_back("Content-Type", std::string(content_type));
-  req.headers.emplace_back("Accept", "application/json");
-  req.body = std::move(body);
-  req.timeout = kCallTimeout;
-  return http.fetch(std::move(req));
-}
-
-std::int64_t nowSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(WallClock::now().time_since_epoch()).count();
-}
-
-std::string fileName(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
+  headers.emplace_back("Content-Type", std::string(content_type));
+  return callTokenIssuer(http, "POST", url, std::move(body), std::move(headers));
 }
 
 // ---- service_account: an RS256 assertion exchanged at token_uri (RFC 7523) ----------
@@ -206,7 +52,7 @@ class ServiceAccountSource final : public TokenSource {
     const auto r = post(http, token_uri_,
                         formBody({{"grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"}, {"assertion", assertion}}),
                         "application/x-www-form-urlencoded");
-    return tokenFrom("the token endpoint", token_uri_, r, {assertion});
+    return tokenFromAnswer("the token endpoint", token_uri_, r, {assertion});
   }
 
  private:
@@ -232,7 +78,7 @@ class AuthorizedUserSource final : public TokenSource {
                                   {"client_secret", client_secret_},
                                   {"refresh_token", refresh_token_}}),
                         "application/x-www-form-urlencoded");
-    return tokenFrom("the token endpoint", token_uri_, r, {client_secret_, refresh_token_});
+    return tokenFromAnswer("the token endpoint", token_uri_, r, {client_secret_, refresh_token_});
   }
 
  private:
@@ -278,14 +124,14 @@ class ExternalAccountSource final : public TokenSource {
                                   {"subject_token", token},
                                   {"subject_token_type", s_.subject_token_type}}),
                         "application/x-www-form-urlencoded");
-    FetchResult federated = tokenFrom("the STS endpoint", s_.token_url, r, {token});
+    FetchResult federated = tokenFromAnswer("the STS endpoint", s_.token_url, r, {token});
     if (s_.impersonation_url.empty() || !std::holds_alternative<AccessToken>(federated)) return federated;
     // The federated identity acts as a service account: its own short-lived token.
     const std::string& sts = std::get<AccessToken>(federated).value;
     const std::string body = bj::serialize(bj::object{{"scope", bj::array{bj::string(kCloudPlatformScope)}},
                                                       {"lifetime", std::to_string(s_.lifetime_s) + "s"}});
     const auto ri = post(http, s_.impersonation_url, body, "application/json", {{"Authorization", "Bearer " + sts}});
-    return tokenFrom("the service account impersonation endpoint", s_.impersonation_url, ri, {token, sts});
+    return tokenFromAnswer("the service account impersonation endpoint", s_.impersonation_url, ri, {token, sts});
   }
 
  private:
@@ -294,7 +140,7 @@ class ExternalAccountSource final : public TokenSource {
     std::string where;
     if (!s_.subject_file.empty()) {
       where = s_.subject_file;
-      if (!readText(s_.subject_file, kMaxFileBytes, text, error)) {
+      if (!readBoundedFile(s_.subject_file, kMaxCredentialFileBytes, text, error)) {
         error = "the subject token: " + error;
         return false;
       }
@@ -308,7 +154,7 @@ class ExternalAccountSource final : public TokenSource {
       }
       req.url = std::move(*url);
       req.headers = s_.subject_headers;
-      req.timeout = kCallTimeout;
+      req.timeout = kTokenCallTimeout;
       const auto r = http.fetch(std::move(req));
       if (r.status < 200 || r.status > 299) {
         error = callFailure("the subject token URL", s_.subject_url, r, {});
@@ -347,12 +193,12 @@ class MetadataSource final : public TokenSource {
     if (!parsed) return "the metadata server address " + host_ + " is not valid: " + error;
     req.url = std::move(*parsed);
     req.headers = {{"Metadata-Flavor", "Google"}};
-    req.timeout = kCallTimeout;
+    req.timeout = kTokenCallTimeout;
     const auto r = http.fetch(std::move(req));
     if (r.status == 0)
       return "no Google credentials: no credentials_file or token_file, GOOGLE_APPLICATION_CREDENTIALS unset, and the "
              "metadata server " + url + " did not answer: " + sayable(r.error, {});
-    return tokenFrom("the metadata server", url, r, {});
+    return tokenFromAnswer("the metadata server", url, r, {});
   }
 
  private:
@@ -368,7 +214,7 @@ class TokenFileSource final : public TokenSource {
 
   FetchResult fetch(BlockingHttpClient&) override {
     std::string token, why;
-    if (!readText(path_, 16 * 1024, token, why)) return why;
+    if (!readBoundedFile(path_, 16 * 1024, token, why)) return why;
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' || token.back() == '\t'))
       token.pop_back();
     if (token.empty()) return "the token file " + path_ + " is empty";
@@ -439,7 +285,7 @@ std::variant<CredentialsFile, std::string> externalAccount(const std::string& pa
 
 std::variant<CredentialsFile, std::string> readCredentialsFile(const std::string& path) {
   std::string text, why;
-  if (!readText(path, kMaxFileBytes, text, why)) return why;
+  if (!readBoundedFile(path, kMaxCredentialFileBytes, text, why)) return why;
   boost::system::error_code ec;
   const bj::value v = bj::parse(text, ec);
   // The parser's message only: quoting the text could quote the key.

@@ -1,5 +1,5 @@
 // The access tokens of the process's cloud credentials (Vertex AI's Google credentials;
-// Azure Entra ID's next), one entry per credential, kept fresh by one refresher thread
+// Azure Entra ID's), one entry per credential, kept fresh by one refresher thread
 // that owns every entry: a token is fetched before its first use and refreshed before it
 // expires, never on a worker and never twice at once for one credential. A failed
 // refresh keeps the token it had until that expires (retrying with backoff meanwhile).

@@ -1,7 +1,8 @@
 // How one cloud credential gets an OAuth2 access token: a Google service account's
 // signed assertion, the GCE metadata server, a token file; Azure Entra ID's client
-// credentials next. A source is called only on the token cache's refresher thread
-// (token_cache.h), with that thread's blocking outbound client: never on a worker.
+// credentials, workload identity and managed identity. A source is called only on the
+// token cache's refresher thread (token_cache.h), with that thread's blocking outbound
+// client: never on a worker.
 #pragma once
 
 #include <chrono>

@@ -90,6 +90,25 @@ struct GcpConfig {
   std::string token_file;        // a plain bearer token kept fresh by something else
 };
 
+// Azure OpenAI with Microsoft Entra ID (cloud_auth/azure_credentials.h) instead of an
+// api-key: which credential gets the bearer tokens its requests carry, resolved at load
+// (the config's, else the environment's, in the order Azure's identity libraries use).
+enum class EntraCredential : std::uint8_t { None, ClientSecret, Certificate, WorkloadIdentity, ManagedIdentity };
+
+struct AzureConfig {
+  EntraCredential credential = EntraCredential::None;  // None: the api-key header
+  std::string origin;          // where the credential came from, for messages ("azure.certificate_file", "AZURE_FEDERATED_TOKEN_FILE")
+  std::string authority_host;  // without a trailing slash
+  std::string tenant_id;
+  std::string client_id;       // the app's; or a user-assigned managed identity's (empty: system-assigned)
+  std::string scope;           // https://cognitiveservices.azure.com/.default
+  std::string client_secret;   // secret: never logged, never shown
+  std::string client_secret_env;
+  std::string certificate_file;
+  std::string federated_token_file;
+  bool entra() const { return credential != EntraCredential::None; }
+};
+
 // The client APIs an upstream of OpenAI's wire format may serve itself (an `openai`
 // provider's `apis` list). One bit each; files covers batches (a batch is made of files).
 enum class ProviderApi : std::uint16_t {
@@ -147,8 +166,10 @@ struct ProviderConfig {
   bool serves(ProviderApi api) const { return (apis & static_cast<std::uint16_t>(api)) != 0; }
   AwsConfig aws;             // bedrock
   GcpConfig gcp;             // vertex
-  // Providers whose requests carry a cloud access token (vertex): how long a request
-  // waits for the credential's first token before it is a 503 saying why.
+  AzureConfig azure;         // azure-openai with Entra ID
+  // Providers whose requests carry a cloud access token (vertex, azure-openai with Entra
+  // ID): how long a request waits for the credential's first token before it is a 503
+  // saying why.
   Millis token_wait{10'000};
 };
 

@@ -60,6 +60,10 @@ inline constexpr schema::Field kStreamUsageField = schema::boolean(
     "stream_usage", "true",
     "OpenAI-format streams: ask for usage upstream (`stream_options.include_usage`), meter it and cut it out of the "
     "stream of a client that did not ask; false for a server that refuses stream_options.");
+inline constexpr schema::Field kTokenWaitField = schema::duration(
+    "token_wait", 100, "10s",
+    "How long a request waits for the credential's first access token (at start) before it is a 503 saying why; once "
+    "a token has expired unreplaced, requests fail at once.");
 inline constexpr schema::Field kDefaultMaxTokensField = schema::integer(
     "default_max_tokens", 1, 10'000'000, "4096", "`max_tokens` sent upstream when the client sent none (the vendor requires one).");
 

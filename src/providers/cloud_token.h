@@ -1,5 +1,5 @@
 // Requests that carry a cloud access token (cloud_auth/token_cache.h) instead of an API
-// key: Vertex AI's now, Azure Entra ID's next. The token is added as the request leaves
+// key: Vertex AI's and Azure OpenAI's with Entra ID. The token is added as the request leaves
 // (after the filters' headers: none of them sees it). Until the credential's first token
 // has arrived an attempt waits for it, at most the provider's token_wait, then fails
 // with ProviderUnavailable saying why; once a token has expired unreplaced (its refresh

@@ -292,6 +292,14 @@ asio::awaitable<void> relayOver(AnyStream client, const http::request<RequestBod
   auto ex = co_await asio::this_coro::executor;
   const ProviderTimeouts& t = p.timeouts;
   auto fail = [&](ErrorKind kind, std::string message) -> Error { return Error{kind, std::move(message)}; };
+  // An Entra ID provider's bearer token is not carried on WebSockets yet: refused
+  // plainly rather than relayed without credentials.
+  if (p.azure.entra()) {
+    ctx.fail(fail(ErrorKind::InvalidRequest, "The Realtime API is not relayed to provider '" + p.name +
+                                                 "': it authenticates with Entra ID, and realtime sessions carry only an api-key."));
+    co_await host.refuse(ctx);
+    co_return;
+  }
   // 1. The provider's socket (its own, not the pool's: a session holds it for minutes).
   tcp::resolver resolver(ex);
   auto [rec, results] = co_await resolver.async_resolve(p.host, std::to_string(p.port), kTuple);

@@ -13,9 +13,7 @@ namespace tahua {
 namespace {
 constexpr schema::Field kOptions[] = {
     schema::section("gcp", "The Google Cloud project and location, and the credential that gets access tokens.").needed(),
-    schema::duration("token_wait", 100, "10s",
-                     "How long a request waits for the credential's first access token (at start) before it is a 503 "
-                     "saying why; once a token has expired unreplaced, requests fail at once."),
+    kTokenWaitField,
     kDefaultMaxTokensField,
 };
 const schema::Table kTable("providers[] (type: vertex)",

@@ -55,7 +55,7 @@ fi
 # adapter's library: Qt 5, Poco, jsoncpp, RapidJSON... (177 more packages, 83 MB, over
 # half of a fresh machine's apt time). Its package is downloaded and unpacked into
 # .deps/ without them (CMakeLists.txt looks there first); an installed one is used as is.
-valijson_root="$PWD/.deps/valijson"
+valijson_root="$(cd "$(dirname "$0")/.." && pwd)/.deps/valijson"  # beside CMakeLists.txt, from wherever this runs
 need_valijson=0
 [ -f /usr/include/valijson/schema.hpp ] || [ -f "$valijson_root/usr/include/valijson/schema.hpp" ] || need_valijson=1
 

@@ -23,7 +23,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { makeTempDir } from './util.mjs';
+import { listen, readBody, sendJson, closer, b64urlJson } from './mock_http.mjs';
 import { USAGE, replyPieces } from './vendor_mocks.mjs';
+
+// Entra's and Azure's answers say their charset.
+const sendEntraJson = (res, status, obj) => sendJson(res, status, obj, 'application/json; charset=utf-8');
 
 export const COGNITIVE_SCOPE = 'https://cognitiveservices.azure.com/.default';
 export const COGNITIVE_RESOURCE = 'https://cognitiveservices.azure.com';
@@ -31,30 +35,9 @@ export const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-b
 export const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
 export const CLIENT_ID = '0d1b3c5e-7f90-4a2b-8c4d-6e8f0a1b2c3d';
 
-function listen(server) {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-}
 
-function readBody(req) {
-  return new Promise((resolve) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-  });
-}
 
-function sendJson(res, status, obj) {
-  const payload = Buffer.from(JSON.stringify(obj));
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': payload.length });
-  res.end(payload);
-}
 
-function closer(server) {
-  return () => new Promise((resolve) => {
-    server.closeAllConnections?.();
-    server.close(() => resolve());
-  });
-}
 
 /** An app's certificate credential: `{ file, keyPem, certPem, x5tS256, publicKey }` (file: key + certificate). */
 export function makeAppCertificate({ keyFirst = true } = {}) {
@@ -70,9 +53,6 @@ export function makeAppCertificate({ keyFirst = true } = {}) {
   return { dir, file, keyPem, certPem, x5tS256, publicKey: cert.publicKey };
 }
 
-function b64urlJson(part) {
-  return JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
-}
 
 /**
  * The Entra ID token endpoint for `tenant`. Set after start what it accepts: `secret`
@@ -93,7 +73,7 @@ export async function startEntraServer({ t, tenant = TENANT, clientId = CLIENT_I
   const refuse = (res, status, error, code, description) => {
     const reason = `AADSTS${code}: ${description}`;
     es.refusals.push(reason);
-    sendJson(res, status, {
+    sendEntraJson(res, status, {
       error,
       error_description: `${reason}\r\nTrace ID: 0f6a1c2e-0000-4000-8000-000000000000\r\nCorrelation ID: 5e1d2c3b-0000-4000-8000-000000000000\r\nTimestamp: 2025-01-01 00:00:00Z`,
       error_codes: [code],
@@ -170,7 +150,7 @@ export async function startEntraServer({ t, tenant = TENANT, clientId = CLIENT_I
     es.issued.set(token, Date.now() + es.lifetimeS * 1000);
     es.verified.push({ via, ...detail });
     const expires = es.expiresAsString ? String(es.lifetimeS) : es.lifetimeS;
-    sendJson(res, 200, { token_type: 'Bearer', expires_in: expires, ext_expires_in: expires, access_token: token });
+    sendEntraJson(res, 200, { token_type: 'Bearer', expires_in: expires, ext_expires_in: expires, access_token: token });
     es.emit('token', { token, n, via });
   });
   await listen(server);
@@ -202,7 +182,7 @@ export async function startManagedIdentityServer({ t, lifetimeS = 3600, identity
     const rec = { route: path, query, headers: req.headers };
     md.requests.push(rec);
     const refuse = (status, error, description) => {
-      sendJson(res, status, { error, error_description: description });
+      sendEntraJson(res, status, { error, error_description: description });
       md.emit('refused', { status, reason: description });
     };
     let route;
@@ -226,7 +206,7 @@ export async function startManagedIdentityServer({ t, lifetimeS = 3600, identity
     const answer = { access_token: token, expires_on: String(expiresOn), resource: COGNITIVE_RESOURCE, token_type: 'Bearer' };
     if (query.get('client_id')) answer.client_id = query.get('client_id');
     if (route === 'imds') Object.assign(answer, { expires_in: String(md.lifetimeS), ext_expires_in: String(md.lifetimeS), not_before: String(expiresOn - md.lifetimeS) });
-    sendJson(res, 200, answer);
+    sendEntraJson(res, 200, answer);
     md.emit('token', { token, n, via: route });
   });
   await listen(server);
@@ -256,25 +236,25 @@ export async function startAzureOpenAIMock({ t, isValid }) {
     const auth = req.headers.authorization ?? '';
     const rec = { method: req.method, path, query: new URLSearchParams(qs), headers: req.headers, bearer: auth.startsWith('Bearer ') ? auth.slice(7) : null, apiKey: req.headers['api-key'] ?? null };
     az.requests.push(rec);
-    if (rec.apiKey !== null) return sendJson(res, 403, azureError('AuthenticationTypeDisabled', 'Key based authentication is disabled for this resource.'));
+    if (rec.apiKey !== null) return sendEntraJson(res, 403, azureError('AuthenticationTypeDisabled', 'Key based authentication is disabled for this resource.'));
     if (!rec.bearer || !isValid(rec.bearer)) {
-      return sendJson(res, 401, azureError('401', 'Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.'));
+      return sendEntraJson(res, 401, azureError('401', 'Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.'));
     }
     const m = /^\/openai\/deployments\/([^/]+)\/chat\/completions$/.exec(path);
-    if (!m || req.method !== 'POST') return sendJson(res, 404, azureError('404', 'Resource not found'));
-    if (!rec.query.get('api-version')) return sendJson(res, 404, azureError('404', 'Resource not found'));
+    if (!m || req.method !== 'POST') return sendEntraJson(res, 404, azureError('404', 'Resource not found'));
+    if (!rec.query.get('api-version')) return sendEntraJson(res, 404, azureError('404', 'Resource not found'));
     rec.deployment = decodeURIComponent(m[1]);
     try {
       rec.body = JSON.parse(raw);
     } catch {
-      return sendJson(res, 400, azureError('BadRequest', 'invalid JSON'));
+      return sendEntraJson(res, 400, azureError('BadRequest', 'invalid JSON'));
     }
     const last = (rec.body.messages ?? []).at(-1);
     const pieces = replyPieces('Azure OpenAI', typeof last?.content === 'string' ? last.content : '');
     const base = { id: `chatcmpl-az${az.requests.length}`, created: Math.floor(Date.now() / 1000), model: 'gpt-4o-2024-11-20', system_fingerprint: 'fp_az' };
     const usage = { prompt_tokens: USAGE.input, completion_tokens: USAGE.output, total_tokens: USAGE.input + USAGE.output };
     if (!rec.body.stream) {
-      return sendJson(res, 200, {
+      return sendEntraJson(res, 200, {
         ...base,
         object: 'chat.completion',
         choices: [{ index: 0, message: { role: 'assistant', content: pieces.join('') }, finish_reason: 'stop', logprobs: null, content_filter_results: {} }],

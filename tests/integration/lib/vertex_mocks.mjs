@@ -17,6 +17,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { makeTempDir } from './util.mjs';
+import { listen, readBody, sendJson, b64urlJson } from './mock_http.mjs';
 import { TOOL_ARGS, TOOL_ARGS_PIECES, USAGE, replyPieces, geminiError, anthropicError } from './vendor_mocks.mjs';
 
 export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
@@ -27,23 +28,8 @@ export function embeddingValues(i, dimensions = 4) {
   return Array.from({ length: dimensions }, (_, k) => (i + 1) * 0.5 - k * 0.25);
 }
 
-function listen(server) {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-}
 
-function readBody(req) {
-  return new Promise((resolve) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-  });
-}
 
-function sendJson(res, status, obj) {
-  const payload = Buffer.from(JSON.stringify(obj));
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': payload.length });
-  res.end(payload);
-}
 
 /** A service account: its key pair and a credentials file naming `tokenUri`. */
 export function makeServiceAccount({ projectId = 'my-project', tokenUri, email = 'tahua-test@my-project.iam.gserviceaccount.com' }) {
@@ -66,9 +52,6 @@ export function makeServiceAccount({ projectId = 'my-project', tokenUri, email =
   return { file, email, privateKey, publicKey, json };
 }
 
-function b64urlJson(part) {
-  return JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
-}
 
 /**
  * The OAuth2 token endpoint (POST /token). `account` is set after start (its

@@ -21,7 +21,7 @@ std::string seconds(Millis d) {
 }
 
 // No usable token: why, for the client (never the token).
-Error noToken(cloud_auth::TokenSlot& slot, const cloud_auth::TokenState& state, const ProviderConfig& p, bool waited) {
+Error noToken(const cloud_auth::TokenSlot& slot, const cloud_auth::TokenState& state, const ProviderConfig& p, bool waited) {
   std::string message = "The " + p.type + " provider '" + p.name + "' has no access token";
   if (!state.token.empty()) {
     message += ": the token of " + slot.describe() + " expired and could not be refreshed";
@@ -33,7 +33,7 @@ Error noToken(cloud_auth::TokenSlot& slot, const cloud_auth::TokenState& state, 
   return Error{ErrorKind::ProviderUnavailable, std::move(message)};
 }
 
-// Wakes the waiting attempt on its worker's thread; gone with it.
+// Wakes the waiting coroutine on its worker's thread; gone with it.
 class Wake final : public cloud_auth::TokenWaiter, public std::enable_shared_from_this<Wake> {
  public:
   Wake(asio::any_io_executor executor, asio::steady_timer& timer) : executor_(std::move(executor)), timer_(&timer) {}
@@ -45,7 +45,42 @@ class Wake final : public cloud_auth::TokenWaiter, public std::enable_shared_fro
 
  private:
   asio::any_io_executor executor_;
-  asio::steady_timer* timer_;  // the exchange's, which owns this
+  asio::steady_timer* timer_;  // the wait's, which owns this
+};
+
+// One wait for a usable token: until one arrives, at most the provider's token_wait;
+// abort() (from the wait's thread) cuts it short.
+class TokenWait {
+ public:
+  asio::awaitable<std::variant<std::string, Error>> run(cloud_auth::TokenSlot& slot, const ProviderConfig& p) {
+    const auto deadline = cloud_auth::SteadyClock::now() + p.token_wait;
+    for (;;) {
+      const std::shared_ptr<const cloud_auth::TokenState> state = slot.state();
+      const auto now = cloud_auth::SteadyClock::now();
+      if (state->usable(now)) {
+        wake_.reset();
+        co_return state->token;
+      }
+      if (aborted_) co_return Error{ErrorKind::UpstreamInterrupted, "The request ended while waiting for an access token."};
+      if (!state->token.empty() || now >= deadline) co_return noToken(slot, *state, p, state->token.empty());
+      if (!wake_) {
+        timer_.emplace(co_await asio::this_coro::executor);
+        wake_ = std::make_shared<Wake>(timer_->get_executor(), *timer_);
+      }
+      if (!slot.await(wake_)) continue;  // it arrived meanwhile
+      timer_->expires_at(deadline);
+      co_await timer_->async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+  void abort() noexcept {
+    aborted_ = true;
+    if (timer_) timer_->cancel();
+  }
+
+ private:
+  std::optional<asio::steady_timer> timer_;  // made when it first waits
+  std::shared_ptr<Wake> wake_;              // declared after: gone before the timer
+  bool aborted_ = false;
 };
 
 // The attempt while no token is there: waits, then opens the real exchange.
@@ -56,24 +91,9 @@ class TokenWaitExchange final : public UpstreamExchange {
       : adapter_(adapter), slot_(slot), request_(std::move(request)), ctx_(ctx), provider_(provider), env_(env) {}
 
   asio::awaitable<std::optional<Error>> start(ResponseHead& head) override {
-    const auto deadline = cloud_auth::SteadyClock::now() + provider_.config->token_wait;
-    std::shared_ptr<const cloud_auth::TokenState> state;
-    for (;;) {
-      state = slot_.state();
-      const auto now = cloud_auth::SteadyClock::now();
-      if (state->usable(now)) break;
-      if (aborted_) co_return Error{ErrorKind::UpstreamInterrupted, "The request ended while waiting for an access token."};
-      if (!state->token.empty() || now >= deadline) co_return noToken(slot_, *state, *provider_.config, state->token.empty());
-      if (!wake_) {
-        timer_.emplace(co_await asio::this_coro::executor);
-        wake_ = std::make_shared<Wake>(timer_->get_executor(), *timer_);
-      }
-      if (!slot_.await(wake_)) continue;  // it arrived meanwhile
-      timer_->expires_at(deadline);
-      co_await timer_->async_wait(asio::as_tuple(asio::use_awaitable));
-    }
-    wake_.reset();
-    request_.addHeader("Authorization", "Bearer " + state->token);
+    auto token = co_await wait_.run(slot_, *provider_.config);
+    if (auto* error = std::get_if<Error>(&token)) co_return std::move(*error);
+    request_.addHeader("Authorization", "Bearer " + std::get<std::string>(token));
     inner_ = adapter_.ProviderAdapter::openExchange(std::move(request_), ctx_, provider_, env_);
     co_return co_await inner_->start(head);
   }
@@ -86,8 +106,7 @@ class TokenWaitExchange final : public UpstreamExchange {
     if (inner_) inner_->releaseHead();
   }
   void abort() noexcept override {
-    aborted_ = true;
-    if (timer_) timer_->cancel();
+    wait_.abort();
     if (inner_) inner_->abort();
   }
 
@@ -98,10 +117,8 @@ class TokenWaitExchange final : public UpstreamExchange {
   RequestContext& ctx_;
   const ProviderRuntime& provider_;
   UpstreamEnv& env_;
-  std::optional<asio::steady_timer> timer_;  // made when the attempt first waits
-  std::shared_ptr<Wake> wake_;              // declared after: gone before the timer
+  TokenWait wait_;
   std::unique_ptr<UpstreamExchange> inner_;
-  bool aborted_ = false;
 };
 
 }  // namespace
@@ -115,6 +132,17 @@ std::unique_ptr<UpstreamExchange> openWithCloudToken(const ProviderAdapter& adap
     return adapter.ProviderAdapter::openExchange(std::move(request), ctx, provider, env);
   }
   return std::make_unique<TokenWaitExchange>(adapter, slot, std::move(request), ctx, provider, env);
+}
+
+std::variant<std::string, Error> currentCloudToken(const cloud_auth::TokenSlot& slot, const ProviderConfig& provider) {
+  const auto state = slot.state();
+  if (state->usable(cloud_auth::SteadyClock::now())) return state->token;
+  return noToken(slot, *state, provider, false);
+}
+
+asio::awaitable<std::variant<std::string, Error>> awaitCloudToken(cloud_auth::TokenSlot& slot, const ProviderConfig& provider) {
+  TokenWait wait;
+  co_return co_await wait.run(slot, provider);
 }
 
 }  // namespace tahua

@@ -20,6 +20,10 @@ namespace boost::asio::ssl {
 class context;
 }
 
+namespace tahua::cloud_auth {
+class TokenSlot;
+}
+
 namespace tahua {
 
 struct UpstreamEnv;
@@ -67,6 +71,11 @@ class ProviderAdapter {
   // The transport: HTTP(S) through the worker's connection pool by default.
   virtual std::unique_ptr<UpstreamExchange> openExchange(UpstreamRequest request, RequestContext& ctx,
                                                          const ProviderRuntime& provider, UpstreamEnv& env) const;
+  // The token cache entry of a provider that authenticates with a cloud access token
+  // (Azure's Entra ID, Vertex's Google credentials), made by prepare(): the gateway's
+  // calls to the provider outside an exchange (the batch poller's, the realtime
+  // handshake) carry its token too (providers/cloud_token.h). Null for a key.
+  virtual cloud_auth::TokenSlot* tokenSlot() const { return nullptr; }
 };
 
 // Egress proxy settings from HTTPS_PROXY / HTTP_PROXY / NO_PROXY.

@@ -72,6 +72,8 @@ class AzureOpenAIAdapter final : public TranslatingAdapter {
     return openWithCloudToken(*this, *slot_, std::move(request), ctx, provider, env);
   }
 
+  cloud_auth::TokenSlot* tokenSlot() const override { return slot_.get(); }
+
   std::variant<UpstreamRequest, Error> encodeRequest(RequestContext& ctx, const ProviderRuntime& provider) const override {
     const ProviderConfig& p = *provider.config;
     if (!fileEndpoint(ctx.endpoint) && !validDeployment(deployment(ctx)))

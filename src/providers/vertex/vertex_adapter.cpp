@@ -236,6 +236,8 @@ class VertexAdapter final : public ProviderAdapter {
     return openWithCloudToken(*this, *slot_, std::move(request), ctx, provider, env);
   }
 
+  cloud_auth::TokenSlot* tokenSlot() const override { return slot_.get(); }
+
  private:
   static std::variant<UpstreamRequest, Error> embeddings(RequestContext& ctx, const ProviderRuntime& provider, const ModelRef& model) {
     const ProviderConfig& p = *provider.config;

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "filters/worker_services.h"
 #include "http/outbound_call.h"
+#include "providers/cloud_token.h"
 #include "store/state_store.h"
 #include "translate/json_util.h"
 
@@ -29,18 +30,20 @@ bool terminal(std::string_view status) {
   return status == "completed" || status == "failed" || status == "expired" || status == "cancelled";
 }
 
-// A call to the provider's API, authorized as the gateway's requests to it are.
-OutboundRequest providerCall(const ProviderConfig& p, std::string path) {
+// A call to the provider's API, authorized as the gateway's requests to it are: the
+// bearer token of its cloud credential when it has one, else its key.
+OutboundRequest providerCall(const ProviderConfig& p, std::string path, const std::string& bearer) {
   OutboundRequest r;
   r.url.host = p.host;
   r.url.port = std::to_string(p.port);
   r.url.tls = p.https;
   r.url.target = p.base_path + path;
-  if (p.type == "azure-openai") {
-    r.url.target.append("?api-version=").append(p.api_version);
-    if (!p.api_key.empty()) r.headers.emplace_back("api-key", p.api_key);
+  if (p.type == "azure-openai") r.url.target.append("?api-version=").append(p.api_version);
+  if (!bearer.empty()) {
+    r.headers.emplace_back("authorization", "Bearer " + bearer);
   } else if (!p.api_key.empty()) {
-    r.headers.emplace_back("authorization", "Bearer " + p.api_key);
+    if (p.type == "azure-openai") r.headers.emplace_back("api-key", p.api_key);
+    else r.headers.emplace_back("authorization", "Bearer " + p.api_key);
   }
   for (const auto& [name, value] : p.headers) r.headers.emplace_back(name, value);
   r.timeout = p.timeouts.total;
@@ -68,13 +71,14 @@ void BatchPoller::stop() {
 
 void BatchPoller::schedule() {
   if (stopped_) return;
-  const ConfigPtr config = host_.currentConfig();
-  timer_ = services_.runAfter(config->files.poll_interval, [this] { tick(); });
+  const SnapshotPtr snapshot = host_.currentSnapshot();
+  timer_ = services_.runAfter(snapshot->config->files.poll_interval, [this] { tick(); });
 }
 
 void BatchPoller::tick() {
   if (stopped_ || running_) return;
-  config_ = host_.currentConfig();
+  snapshot_ = host_.currentSnapshot();
+  config_ = snapshot_->config;
   const std::vector<StateStore::Record> records = store_.records(kNamespace);
   if (records.empty() || config_->files.targets.empty()) {
     schedule();
@@ -123,7 +127,12 @@ void BatchPoller::pollNext() {
     services_.post([this] { pollNext(); });
     return;
   }
-  services_.fetch(providerCall(*provider, "/batches/" + id), [this, id, record, provider_index](OutboundResponse r) {
+  const std::optional<std::string> bearer = credentials(provider_index);
+  if (!bearer) {  // asked about next turn
+    services_.post([this] { pollNext(); });
+    return;
+  }
+  services_.fetch(providerCall(*provider, "/batches/" + id, *bearer), [this, id, record, provider_index](OutboundResponse r) {
     if (stopped_) return;
     boost::system::error_code ec;
     const bj::value b = r.status == 200 ? bj::parse(r.body, ec) : bj::value();
@@ -176,7 +185,12 @@ void BatchPoller::ended(const std::string& id, const std::string& record, std::s
     finish({});
     return;
   }
-  OutboundRequest call = providerCall(provider, "/files/" + std::string(output_file) + "/content");
+  const std::optional<std::string> bearer = credentials(provider_index);
+  if (!bearer) {  // the batch is asked about again next turn
+    pollNext();
+    return;
+  }
+  OutboundRequest call = providerCall(provider, "/files/" + std::string(output_file) + "/content", *bearer);
   call.max_response_bytes = kMaxOutputBytes;
   services_.fetch(std::move(call), [this, finish, id](OutboundResponse r) {
     if (stopped_) return;
@@ -187,6 +201,28 @@ void BatchPoller::ended(const std::string& id, const std::string& record, std::s
     }
     finish(outputUsage(r.body));
   });
+}
+
+std::optional<std::string> BatchPoller::credentials(std::size_t provider_index) {
+  const ProviderConfig& p = config_->providers[provider_index];
+  const ProviderRuntime& runtime = snapshot_->providers[provider_index];
+  std::optional<std::string> out;
+  std::string why;
+  if (!p.usable) {
+    why = "its credential is not configured (see the warning at load)";
+  } else if (cloud_auth::TokenSlot* slot = runtime.adapter ? runtime.adapter->tokenSlot() : nullptr) {
+    auto token = currentCloudToken(*slot, p);
+    if (auto* t = std::get_if<std::string>(&token)) out = std::move(*t);
+    else why = std::get<Error>(token).message;
+  } else {
+    out.emplace();  // its key (or none needed)
+  }
+  if (out) {
+    if (uncalled_.erase(p.name)) log::info("batch polls resume", {{"provider", p.name}});
+  } else if (uncalled_.insert(p.name).second) {
+    log::warn("batch polls skipped until the provider has credentials", {{"provider", p.name}, {"why", why}});
+  }
+  return out;
 }
 
 std::map<std::string, BatchUsage> BatchPoller::outputUsage(std::string_view jsonl) {

@@ -6,7 +6,12 @@
 // per model and meters it: a usage record per model (api "openai-batch", priced at the
 // model's batch prices when it has them), the token and cost metrics, the access log.
 // Then the registration goes. A provider that does not answer is asked again next time;
-// a registration older than files.ttl is dropped with a warning.
+// a registration older than files.ttl is dropped with a warning. The calls are
+// authorized as the gateway's requests to the provider are: its key, or the current
+// access token of its cloud credential (Entra ID), read from the token cache entry its
+// adapter holds. A provider without a usable token now (or whose key's variable is
+// unset) is not called without credentials: its batches wait for the next turn, said
+// once in a warning until it has one again.
 //
 // No Asio here: the worker's services make the calls and the timers (it runs on the
 // first worker's loop).
@@ -14,11 +19,14 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
 #include "config/config.h"
 #include "core/usage.h"
+#include "providers/snapshot.h"
 
 namespace tahua {
 
@@ -40,7 +48,8 @@ struct BatchUsage {
 
 class BatchPollerHost {
  public:
-  virtual ConfigPtr currentConfig() const = 0;
+  // The config and the providers' adapters (their token cache entries) of now.
+  virtual SnapshotPtr currentSnapshot() const = 0;
   // Meters it: the chain's completion phase for a request made of it (usage record,
   // metrics, access log). On the poller's worker thread.
   virtual void meterBatch(const BatchUsage& usage) = 0;
@@ -67,6 +76,9 @@ class BatchPoller {
   void pollNext();
   // A batch that ended: its output file read and metered (provider: the turn's config's index).
   void ended(const std::string& id, const std::string& record, std::size_t provider_index, std::string_view output_file);
+  // The bearer token provider `provider_index` is called with (empty: its key, or none
+  // needed), or nullopt when it cannot be called now (no usable token; an unset key).
+  std::optional<std::string> credentials(std::size_t provider_index);
 
   StateStore& store_;
   WorkerServices& services_;
@@ -74,7 +86,9 @@ class BatchPoller {
   std::unique_ptr<TimerHandle> timer_;
   std::string owner_;                 // this replica's lock owner token
   std::vector<std::pair<std::string, std::string>> queue_;  // registrations left this turn
-  ConfigPtr config_;                  // the turn's
+  SnapshotPtr snapshot_;              // the turn's: its config and adapters
+  ConfigPtr config_;                  // snapshot_->config
+  std::set<std::string> uncalled_;    // providers skipped for want of credentials (warned once)
   bool running_ = false;
   bool stopped_ = false;
 };

@@ -115,7 +115,7 @@ class Worker final : public WorkerServices, public SessionHost, private BatchPol
   TenantDirectoryPtr tenants_;
   // The first worker meters ended batches (batches/batch_poller.h).
   std::unique_ptr<BatchPoller> batch_poller_;
-  ConfigPtr currentConfig() const override { return snapshot_->config; }
+  SnapshotPtr currentSnapshot() const override { return snapshot_; }
   void meterBatch(const BatchUsage& usage) override;
   // One thread does all I/O on this context: no locking in the reactor. (Other threads
   // only post to it, which stays locked.)

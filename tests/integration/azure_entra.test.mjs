@@ -7,22 +7,27 @@
 // file that changes between refreshes) and a managed identity (the instance metadata
 // service and App Service's endpoint). Then the token's life: a refresh, a refusal that
 // keeps the old token until it expires (then the deployment fails over), the bounded
-// wait for a first token that does not come, and the config errors. Every wait is on an
+// wait for a first token that does not come, and the config errors. Beyond the request
+// path, the batch poller's calls carry the token too (the generic mock upstream behind
+// the same bearer check). Every wait is on an
 // event (a mock's, or a gateway log line), never a sleep.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { REPO_ROOT, checkConfig, gatewayConfig, startTahua, writeConfig } from './lib/tahua.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
-import { closedPort, makeTempDir } from './lib/util.mjs';
+import { closedPort, eventually, makeTempDir } from './lib/util.mjs';
 import { USAGE, replyText } from './lib/vendor_mocks.mjs';
+import { startMockUpstream } from './lib/mock_upstream.mjs';
 import {
   CLIENT_ID,
   TENANT,
   makeAppCertificate,
+  requireEntra,
   startAzureOpenAIMock,
   startEntraServer,
   startManagedIdentityServer,
@@ -341,6 +346,82 @@ describe('azure-openai with Entra ID: the token\'s life', () => {
     waited = Date.now() - started;
     assert.ok(waited >= 900 && waited < 5000, `waited ${waited} ms`);
     assert.equal(resource.requests.length, 0);
+    assert.ok(!gw.output().includes(SECRET), 'the client secret leaked');
+  });
+});
+
+describe('azure-openai with Entra ID: the batch poller', () => {
+  const KEY = 'tk-entra-batches-0123456789';
+  const sha256 = (b) => createHash('sha256').update(b).digest('hex');
+  const chatLine = (id, model) => ({ custom_id: id, method: 'POST', url: '/v1/chat/completions', body: { model, messages: [{ role: 'user', content: `hi ${id}` }] } });
+  /** The generic mock upstream as an Entra-only Azure resource: `provider` is its azure-openai entry. */
+  async function entraResource(t, entra) {
+    const upstream = requireEntra(await startMockUpstream({ t }), entra.isValid);
+    const provider = (name, azure, extra = {}) => ({
+      name, type: 'azure-openai', base_url: `${upstream.origin()}/openai`, api_version: '2025-04-01-preview', azure, timeouts: TIMEOUTS, ...extra,
+    });
+    return { upstream, provider };
+  }
+  const app = (entra) => ({ tenant_id: TENANT, client_id: CLIENT_ID, client_secret_env: 'TEST_ENTRA_SECRET', authority_host: entra.authority });
+
+  it('the batch poller polls with the bearer token; without a usable token it skips its turns (said once), then meters the batch', async (t) => {
+    const entra = await startEntraServer({ t, lifetimeS: 4 });
+    entra.secret = SECRET;
+    const { upstream, provider } = await entraResource(t, entra);
+    const config = gatewayConfig({
+      providers: [provider('azure', app(entra))],
+      models: [{ name: 'fast', provider: 'azure', upstream_model: 'gpt-4o-mini-batch', pricing: { input: 0.15, output: 0.6, batch_input: 0.075, batch_output: 0.3 } }],
+    });
+    config.tenants = [{ name: 'team-a' }];
+    config.keys = [{ name: 'a', tenant: 'team-a', sha256: sha256(KEY) }];
+    config.files = { provider: 'azure', poll_interval: '100ms' };
+    const gw = await startTahua({ t, config, env: cleanEnv({ TEST_ENTRA_SECRET: SECRET }) });
+    await logLines(gw, 'cloud token ready');
+    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY, maxRetries: 0 });
+    const lines = [chatLine('1', 'fast'), chatLine('2', 'fast')].map((l) => JSON.stringify(l)).join('\n') + '\n';
+    const file = await openai.files.create({ file: await toFile(Buffer.from(lines), 'batch.jsonl'), purpose: 'batch' });
+    const batch = await openai.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const polls = () => upstream.requests.filter((r) => r.method === 'GET' && r.path.startsWith(`/openai/batches/${batch.id}?`));
+    const firstToken = [...entra.issued.keys()][0];
+    await eventually(() => polls().length >= 1, { timeout: 5000, what: 'a poll of the running batch' });
+    assert.equal(polls()[0].path, `/openai/batches/${batch.id}?api-version=2025-04-01-preview`);
+
+    // Entra refuses the refreshes until the token has expired: the poller calls nothing
+    // without credentials, and says so once however many turns pass.
+    entra.mode = 'refuse';
+    await logLines(gw, 'cloud token fetch failed', { pred: (l) => l.token === 'expired' });
+    const [skipped] = await logLines(gw, 'batch polls skipped until the provider has credentials');
+    assert.equal(skipped.provider, 'azure');
+    assert.match(skipped.why, /^The azure-openai provider 'azure' has no access token: the token of Entra ID app .* expired and could not be refreshed: .*AADSTS7000215/);
+    upstream.completeBatch(batch.id, { prompt: 100, completion: 20 });
+    const sentWithoutToken = upstream.requests.length;
+
+    // Entra accepts again: the next turn polls with the new token, reads the output file
+    // with it, and meters the batch.
+    entra.mode = 'ok';
+    await logLines(gw, 'cloud token refreshed');
+    const metered = await gw.waitForAccessLog((l) => l.request_id === `batch-${batch.id}`, { timeout: 15_000 });
+    assert.equal(metered[0].model, 'fast');
+    assert.equal(metered[0].prompt_tokens, 200);
+    assert.equal(metered[0].completion_tokens, 40);
+    assert.equal(metered[0].api, 'openai-batch');
+    assert.equal(gw.stderr.json().filter((l) => l.msg === 'batch polls skipped until the provider has credentials').length, 1, 'said once for the whole outage');
+    await logLines(gw, 'batch polls resume');
+    assert.ok(upstream.requests.length > sentWithoutToken);
+    const newToken = [...entra.issued.keys()].at(-1);
+    assert.notEqual(newToken, firstToken);
+    const output = upstream.requests.find((r) => r.method === 'GET' && /^\/openai\/files\/[^/]+\/content\?api-version=/.test(r.path));
+    assert.ok(output, 'the output file was read');
+    assert.equal(output.headers.authorization, `Bearer ${newToken}`);
+    assert.equal(polls().at(-1).headers.authorization, `Bearer ${newToken}`);
+    // Every call the resource saw (the client's uploads and the poller's) had a valid
+    // bearer token and no api-key: nothing was refused.
+    assert.deepEqual(upstream.refused.map((r) => `${r.status} ${r.path}`), []);
+    for (const r of upstream.requests) {
+      assert.match(r.headers.authorization ?? '', /^Bearer eyJ0eXAiOiJKV1Qi\.entra-secret-\d+$/, r.path);
+      assert.equal(r.headers['api-key'], undefined, r.path);
+    }
+    for (const token of entra.issued.keys()) assert.ok(!gw.output().includes(token), 'a token leaked');
     assert.ok(!gw.output().includes(SECRET), 'the client secret leaked');
   });
 });

@@ -13,7 +13,9 @@
 //     expires_in / expires_on as strings, as they do;
 //   - Azure OpenAI (a resource with disableLocalAuth): chat completions on a deployment,
 //     plain and streamed, only with `Authorization: Bearer <a token issued and not
-//     expired>`; an `api-key` is refused.
+//     expired>`; an `api-key` is refused. requireEntra() puts the same check in front
+//     of the generic mock upstream (mock_upstream.mjs), for its files, batches and
+//     realtime WebSocket at Azure's paths.
 // Each issuer announces events: 'token' ({ token, n, via }) and 'refused' ({ status, reason }).
 import http from 'node:http';
 import { EventEmitter } from 'node:events';
@@ -222,6 +224,29 @@ function azureError(code, message) {
   return { error: { code, message } };
 }
 
+// Azure's refusal of a request without a valid bearer token (null: it may go on).
+function entraRefusal(headers, isValid) {
+  if (headers['api-key'] !== undefined) {
+    return { status: 403, body: azureError('AuthenticationTypeDisabled', 'Key based authentication is disabled for this resource.') };
+  }
+  const auth = headers.authorization ?? '';
+  if (!auth.startsWith('Bearer ') || !isValid(auth.slice(7))) {
+    return { status: 401, body: azureError('401', 'Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.') };
+  }
+  return null;
+}
+
+/**
+ * The generic mock upstream (startMockUpstream: files, batches, the realtime WebSocket,
+ * at /openai/... as an azure-openai provider calls them) as a resource with local
+ * authentication disabled: every request and upgrade needs `Authorization: Bearer` with
+ * a token `isValid` accepts; an api-key is refused. Refusals land in `upstream.refused`.
+ */
+export function requireEntra(upstream, isValid) {
+  upstream.gate = (req) => entraRefusal(req.headers, isValid);
+  return upstream;
+}
+
 /**
  * Azure OpenAI with local (key) authentication disabled: POST
  * /openai/deployments/{deployment}/chat/completions?api-version=..., answered only with
@@ -236,10 +261,8 @@ export async function startAzureOpenAIMock({ t, isValid }) {
     const auth = req.headers.authorization ?? '';
     const rec = { method: req.method, path, query: new URLSearchParams(qs), headers: req.headers, bearer: auth.startsWith('Bearer ') ? auth.slice(7) : null, apiKey: req.headers['api-key'] ?? null };
     az.requests.push(rec);
-    if (rec.apiKey !== null) return sendEntraJson(res, 403, azureError('AuthenticationTypeDisabled', 'Key based authentication is disabled for this resource.'));
-    if (!rec.bearer || !isValid(rec.bearer)) {
-      return sendEntraJson(res, 401, azureError('401', 'Unauthorized. Access token is missing, invalid, audience is incorrect (https://cognitiveservices.azure.com), or have expired.'));
-    }
+    const refusal = entraRefusal(req.headers, isValid);
+    if (refusal) return sendEntraJson(res, refusal.status, refusal.body);
     const m = /^\/openai\/deployments\/([^/]+)\/chat\/completions$/.exec(path);
     if (!m || req.method !== 'POST') return sendEntraJson(res, 404, azureError('404', 'Resource not found'));
     if (!rec.query.get('api-version')) return sendEntraJson(res, 404, azureError('404', 'Resource not found'));

@@ -117,6 +117,10 @@ export class MockUpstream {
     this.files = new Map(); // id -> { object, content } (OpenAI's Files API, in memory)
     this.batches = new Map(); // id -> batch object
     this.fileCounter = 0;
+    // An authentication check of every request and WebSocket upgrade: (req) => null to
+    // go on, or { status, body } to refuse (recorded in `refused`). None by default.
+    this.gate = null;
+    this.refused = [];
     server.on('connection', (socket) => {
       this.connections += 1;
       this.sockets.add(socket);
@@ -128,6 +132,12 @@ export class MockUpstream {
     server.on('upgrade', (req, socket, head) => {
       if (!req.url.startsWith('/v1/realtime') && !req.url.startsWith('/openai/realtime')) return socket.destroy();
       if (this.realtime.refuse) return socket.end(`HTTP/1.1 ${this.realtime.refuse} Refused\r\nContent-Length: 0\r\n\r\n`);
+      const refusal = this.gate?.(req);
+      if (refusal) {
+        this.refused.push({ method: req.method, path: req.url, headers: req.headers, status: refusal.status, upgrade: true });
+        const payload = JSON.stringify(refusal.body);
+        return socket.end(`HTTP/1.1 ${refusal.status} Refused\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+      }
       this.realtime.wss.handleUpgrade(req, socket, head, (ws) => this.realtimeSession(ws, req));
     });
   }
@@ -235,6 +245,11 @@ export class MockUpstream {
   }
 
   async respond(exchange, record, req, res) {
+    const refusal = this.gate?.(req);
+    if (refusal) {
+      this.refused.push({ method: record.method, path: record.path, headers: record.headers, status: refusal.status });
+      return this.sendJson(res, refusal.status, refusal.body, exchange);
+    }
     const { mode, delayMs } = exchange.behaviour;
     if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs)); // a slow upstream (time to first byte)
     if (mode === 'stall-headers') return; // the socket stays open until the peer gives up

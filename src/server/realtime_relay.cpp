@@ -20,7 +20,7 @@
 
 #include "core/log.h"
 #include "filters/filter.h"
-#include "providers/provider.h"
+#include "providers/cloud_token.h"
 #include "server/any_stream.h"
 #include "server/upstream_client.h"
 #include "telemetry/metrics.h"
@@ -292,11 +292,21 @@ asio::awaitable<void> relayOver(AnyStream client, const http::request<RequestBod
   auto ex = co_await asio::this_coro::executor;
   const ProviderTimeouts& t = p.timeouts;
   auto fail = [&](ErrorKind kind, std::string message) -> Error { return Error{kind, std::move(message)}; };
-  // An Entra ID provider's bearer token is not carried on WebSockets yet: refused
-  // plainly rather than relayed without credentials.
-  if (p.azure.entra()) {
-    ctx.fail(fail(ErrorKind::InvalidRequest, "The Realtime API is not relayed to provider '" + p.name +
-                                                 "': it authenticates with Entra ID, and realtime sessions carry only an api-key."));
+  // 0. A provider with a cloud credential (Entra ID) is called with its current token,
+  // waited for as an HTTP attempt waits; without one the session is refused as such an
+  // attempt fails (503, saying why), never opened without credentials.
+  std::string bearer;
+  if (cloud_auth::TokenSlot* slot = provider.adapter->tokenSlot()) {
+    auto token = co_await awaitCloudToken(*slot, p);
+    if (auto* error = std::get_if<Error>(&token)) {
+      ctx.fail(std::move(*error));
+      co_await host.refuse(ctx);
+      co_return;
+    }
+    bearer = std::move(std::get<std::string>(token));
+  } else if (p.azure.entra()) {  // its credential is not usable (an unset secret): no token will come
+    ctx.fail(fail(ErrorKind::ProviderUnavailable, "The " + p.type + " provider '" + p.name +
+                                                      "' has no access token: its Entra ID credential is not configured."));
     co_await host.refuse(ctx);
     co_return;
   }
@@ -326,9 +336,11 @@ asio::awaitable<void> relayOver(AnyStream client, const http::request<RequestBod
   const std::string host_header = hostHeader(p);
   std::string_view beta = ctx.headers ? ctx.headers->get("openai-beta") : std::string_view{};
   const std::string openai_beta(beta);
-  auto decorate = [&p, openai_beta](websocket::request_type& r) {
+  auto decorate = [&p, openai_beta, bearer](websocket::request_type& r) {
     r.set(http::field::user_agent, "tahua/0.1");
-    if (p.type == "azure-openai") {
+    if (!bearer.empty()) {
+      r.set(http::field::authorization, "Bearer " + bearer);
+    } else if (p.type == "azure-openai") {
       if (!p.api_key.empty()) r.set("api-key", p.api_key);
     } else if (!p.api_key.empty()) {
       r.set(http::field::authorization, "Bearer " + p.api_key);

@@ -8,8 +8,8 @@
 // service and App Service's endpoint). Then the token's life: a refresh, a refusal that
 // keeps the old token until it expires (then the deployment fails over), the bounded
 // wait for a first token that does not come, and the config errors. Beyond the request
-// path, the batch poller's calls carry the token too (the generic mock upstream behind
-// the same bearer check). Every wait is on an
+// path, the batch poller's calls and the realtime WebSocket handshake carry the token
+// too (the generic mock upstream behind the same bearer check). Every wait is on an
 // event (a mock's, or a gateway log line), never a sleep.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,6 +18,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
+import WebSocket from 'ws';
 import { REPO_ROOT, checkConfig, gatewayConfig, startTahua, writeConfig } from './lib/tahua.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
 import { closedPort, eventually, makeTempDir } from './lib/util.mjs';
@@ -350,7 +351,7 @@ describe('azure-openai with Entra ID: the token\'s life', () => {
   });
 });
 
-describe('azure-openai with Entra ID: the batch poller', () => {
+describe('azure-openai with Entra ID: the batch poller and the Realtime API', () => {
   const KEY = 'tk-entra-batches-0123456789';
   const sha256 = (b) => createHash('sha256').update(b).digest('hex');
   const chatLine = (id, model) => ({ custom_id: id, method: 'POST', url: '/v1/chat/completions', body: { model, messages: [{ role: 'user', content: `hi ${id}` }] } });
@@ -422,6 +423,62 @@ describe('azure-openai with Entra ID: the batch poller', () => {
       assert.equal(r.headers['api-key'], undefined, r.path);
     }
     for (const token of entra.issued.keys()) assert.ok(!gw.output().includes(token), 'a token leaked');
+    assert.ok(!gw.output().includes(SECRET), 'the client secret leaked');
+  });
+
+  it('a realtime session opens the provider\'s WebSocket with the bearer token; without one the upgrade is refused with the 503 of the HTTP path', async (t) => {
+    const entra = await startEntraServer({ t });
+    entra.secret = SECRET;
+    const { upstream, provider } = await entraResource(t, entra);
+    const down = `http://127.0.0.1:${await closedPort()}`;
+    const config = gatewayConfig({
+      providers: [provider('azure', app(entra)), provider('azure-down', { ...app(entra), authority_host: down }, { token_wait: '1s' })],
+      models: [
+        { name: 'voice', provider: 'azure', upstream_model: 'gpt-realtime-eu' },
+        { name: 'voice-down', provider: 'azure-down', upstream_model: 'gpt-realtime-eu' },
+      ],
+    });
+    const gw = await startTahua({ t, config, env: cleanEnv({ TEST_ENTRA_SECRET: SECRET }) });
+    await logLines(gw, 'cloud token ready');
+    const [token] = [...entra.issued.keys()];
+    const wsUrl = (model) => `${gw.url.replace('http', 'ws')}/v1/realtime?model=${model}`;
+
+    const ws = new WebSocket(wsUrl('voice'));
+    const first = new Promise((resolve) => ws.once('message', (m) => resolve(JSON.parse(m.toString()))));
+    await once(ws, 'open');
+    assert.equal((await first).type, 'session.created');
+    const up = upstream.realtime.sessions.at(-1);
+    assert.equal(up.url, '/openai/realtime?api-version=2025-04-01-preview&deployment=gpt-realtime-eu');
+    assert.equal(up.headers.authorization, `Bearer ${token}`);
+    assert.equal(up.headers['api-key'], undefined);
+    ws.send(JSON.stringify({ type: 'response.create' }));
+    const done = await new Promise((resolve) => ws.on('message', (m) => {
+      const ev = JSON.parse(m.toString());
+      if (ev.type === 'response.done') resolve(ev);
+    }));
+    assert.equal(done.response.usage.total_tokens, 150);
+    ws.close();
+    await once(ws, 'close');
+    const [log] = await gw.waitForAccessLog((l) => l.path === '/v1/realtime');
+    assert.equal(log.status, 101);
+    assert.equal(log.prompt_tokens, 100);
+
+    // No token (the authority is down): after token_wait, the HTTP path's 503 and reason.
+    const sessions = upstream.realtime.sessions.length;
+    const started = Date.now();
+    const refused = new WebSocket(wsUrl('voice-down'));
+    refused.on('error', () => {});
+    const [req, res] = await once(refused, 'unexpected-response');
+    const waited = Date.now() - started;
+    assert.equal(res.statusCode, 503);
+    const body = JSON.parse(Buffer.concat(await res.toArray()).toString('utf8'));
+    assert.equal(body.error.code, 'provider_unavailable');
+    assert.match(body.error.message, /^The azure-openai provider 'azure-down' has no access token yet \(waited 1s for Entra ID app .*\): the Entra ID token endpoint http:\/\/127\.0\.0\.1:\d+\/.* did not answer/);
+    assert.ok(waited >= 900 && waited < 5000, `waited ${waited} ms`);
+    req.destroy();
+    assert.equal(upstream.realtime.sessions.length, sessions, 'no session opened without a token');
+    assert.deepEqual(upstream.refused, [], 'nothing reached the resource without a valid token');
+    assert.ok(!gw.output().includes(token), 'the token leaked');
     assert.ok(!gw.output().includes(SECRET), 'the client secret leaked');
   });
 });

@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { checkConfig, writeConfig, REPO_ROOT, startTahua } from './lib/tahua.mjs';
 import { makeTempDir } from './lib/util.mjs';
 
@@ -110,6 +110,16 @@ describe('--check-config', () => {
     const example = join(REPO_ROOT, 'config', 'tahua.example.yaml');
     assert.ok(existsSync(example), `${example} exists`);
     const r = checkConfig(example);
+    assert.equal(r.status, 0, `stderr: ${r.stderr}`);
+  });
+
+  it('the example\'s commented-out Entra ID provider and its model load once uncommented', () => {
+    const text = readFileSync(join(REPO_ROOT, 'config', 'tahua.example.yaml'), 'utf8');
+    const uncommented = text.replace(/^  # - name: (?:azure-entra|gpt-4o-entra)\n(?:  # {3}.*\n)+/gm, (block) => block.replace(/^  # /gm, '  '));
+    assert.match(uncommented, /^  - name: azure-entra\n {4}type: azure-openai$/m, 'the provider is there to uncomment');
+    assert.match(uncommented, /^ {6}client_secret_env: AZURE_CLIENT_SECRET/m);
+    assert.match(uncommented, /^  - name: gpt-4o-entra\n {4}provider: azure-entra$/m, 'and a model of it');
+    const r = checkConfig(writeConfig(uncommented));
     assert.equal(r.status, 0, `stderr: ${r.stderr}`);
   });
 

@@ -19,10 +19,13 @@ import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, REPO_ROOT } from './lib/tahua.mjs';
 import { adminSection, startWithAdmin, TOKEN } from './lib/admin.mjs';
 import { eventually, makeTempDir } from './lib/util.mjs';
+import { startCollector } from './lib/collector.mjs';
+import { chatBody, post } from './lib/http.mjs';
 
 const PAGE_FILE = join(REPO_ROOT, 'src/admin/console/console.html');
 const SCRIPT_FILE = join(REPO_ROOT, 'src/admin/console/console.js');
 const MODEL = 'gpt-console';
+const KEY_A = 'tk-console-team-a-0123456789';
 const KEY_B = 'tk-console-team-b-0123456789';
 const TENANT_TOKEN = 'team-b-admin-token-0123456789';
 const TOKEN_KEY = 'tahua.console-token'; // the page's sessionStorage entry
@@ -33,8 +36,12 @@ const BROWSER_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const sel = (id) => `[data-testid="${id}"]`;
 
-/** A gateway with a priced model, team-a and team-b (team-b has a tenant admin token), a SQLite ledger and a JSON-lines file of the same records. */
-async function start(t) {
+/**
+ * A gateway with a priced model, team-a and team-b (team-b has a tenant admin token), a
+ * SQLite ledger and a JSON-lines file of the same records; `configure(config)` changes
+ * the config before the start.
+ */
+async function start(t, { configure } = {}) {
   const upstream = await startMockUpstream({ t });
   const dir = makeTempDir('tahua-console-');
   const config = gatewayConfig({
@@ -58,10 +65,11 @@ async function start(t) {
     sinks: [{ name: 'file', type: 'file', path: join(dir, 'usage.jsonl') }, { name: 'ledger', type: 'sqlite', path: join(dir, 'ledger.db') }],
   };
   config.admin = adminSection({ tenant_tokens: [{ name: 'b-admin', tenant: 'team-b', sha256: sha256(TENANT_TOKEN) }] });
+  configure?.(config);
   const started = await startWithAdmin(t, config);
   const client = (key) => new OpenAI({ baseURL: `${started.gw.url}/v1`, apiKey: key, maxRetries: 0 });
   const records = () => readFileSync(join(dir, 'usage.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
-  return { ...started, client, records };
+  return { ...started, upstream, client, records };
 }
 
 /** A raw admin call with any headers (Origin included, which fetch would not send as given). */
@@ -380,6 +388,54 @@ describe('web console', () => {
     await page.getByTestId('confirm-ok').click();
     await until(page, () => document.querySelector('[data-testid="canary-gpt-canary"]')?.dataset.value === '25');
     assert.equal((await admin('GET', '/admin/v1/deployments')).json.models.find((m) => m.name === 'gpt-canary').canary.percent, 25);
+    assert.deepEqual(errors, []);
+  });
+  it('models: the self-healing actions, newest first (when, rule, model, deployment, action, reason), as the API lists them', async (t) => {
+    // healing.test.mjs's setup: deployments a and c of model m fail every call; the rule
+    // ejects each (b, healthy, keeps the model up). restore_after is long: nothing is undone
+    // while the test looks, so the page and the API are compared on a settled list.
+    const upA = await startMockUpstream({ t });
+    upA.defaultBehaviour = { mode: 'error', status: 500 };
+    const { url, admin, gw } = await start(t, {
+      configure: (config) => {
+        config.providers.push(openaiProvider('up-a', upA.baseUrl()));
+        config.models.push({
+          name: 'm',
+          outlier: { consecutive_failures: 0 }, // only the rule ejects here
+          deployments: [{ id: 'a', provider: 'up-a' }, { id: 'b', provider: 'up' }, { id: 'c', provider: 'up-a' }],
+        });
+        config.healing = {
+          interval: '100ms',
+          rules: [{ name: 'eject-failing', model: 'm', deployment: '*', when: { metric: 'error_rate', above: 50, for: '200ms', min_requests: 3 }, action: 'eject', restore_after: '1h' }],
+        };
+      },
+    });
+    const healing = async () => (await admin('GET', '/admin/v1/healing')).json;
+    const { page, errors } = await openConsole(browser, t, url);
+    await page.getByTestId('view-tenants').waitFor();
+    await page.getByTestId('nav-models').click();
+    await until(page, () => document.querySelector('#healing-body')?.dataset.rows === '0');
+    assert.match(await page.getByTestId('healing-note').textContent(), /^1 rule, evaluated every 100 ms; in force now: nothing\./);
+
+    const settled = await eventually(async () => {
+      for (let i = 0; i < 10; i += 1) await post(gw.url, '/v1/chat/completions', chatBody('m'), { headers: { authorization: `Bearer ${KEY_B}` } });
+      const h = await healing();
+      return h.audit.filter((r) => r.action === 'eject').length === 2 && h;
+    }, { timeout: 15_000, interval: 50, what: 'a and c ejected' });
+    assert.deepEqual(settled.audit.map((r) => r.deployment).sort(), ['a', 'c']);
+    await page.getByTestId('nav-models').click();
+    await until(page, () => document.querySelector('#healing-body')?.dataset.rows === '2');
+    const shown = await page.$$eval('#healing-body tr', (rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
+    assert.deepEqual(shown.map((cells) => cells.slice(0, 6)),
+      [...settled.audit].reverse().map((r) => [r.ts, 'eject-failing', 'm', r.deployment, 'eject', 'error_rate over threshold']), 'every action, newest first');
+    for (const cells of shown) assert.match(cells[6], /^error_rate: [\d.]+ \(threshold 50\)$/);
+    // The ejected deployments say so beside their live state; the healthy one does not.
+    for (const d of ['a', 'c']) assert.equal(await page.getByTestId(`deployment-healing-m-${d}`).textContent(), 'ejected by self-healing');
+    assert.equal(await page.locator(sel('deployment-healing-m-b')).count(), 0);
+    const inForce = settled.targets.filter((x) => x.active).map((x) => `eject-failing on m/${x.deployment}`);
+    assert.equal(inForce.length, 2);
+    assert.match(await page.getByTestId('healing-note').textContent(), new RegExp(`in force now: ${inForce.join(', ')}\\. This replica's last 2 actions`));
+    await screenshot(page, 'console-models.png');
     assert.deepEqual(errors, []);
   });
 });

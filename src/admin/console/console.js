@@ -33,6 +33,7 @@ const svg = (tag, attrs = {}) => {
 };
 const fmtInt = (n) => Number(n ?? 0).toLocaleString('en-US');
 const fmtUsd = (n) => '$' + Number(n ?? 0).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 8 });
+const fmtNum = (n) => Number(n ?? 0).toLocaleString('en-US', { maximumFractionDigits: 2 });
 const fmtMs = (n) => (n === undefined || n === null ? '\u2013' : `${fmtInt(Math.round(n))} ms`);
 const limitsText = (l) => Object.entries(l ?? {}).map(([k, v]) => `${k}: ${k.startsWith('usd_') ? fmtUsd(v) : fmtInt(v)}`).join(', ') || 'none';
 const listText = (a) => (a && a.length ? a.join(', ') : 'all');
@@ -471,6 +472,10 @@ async function loadRequests(cursor, ev) {
 
 async function loadModels() {
   status('Loading deployments\u2026');
+  // Self-healing first: a deployment its rule ejected says so beside its live state.
+  let healing = null, healingError = null;
+  try { healing = await api('GET', '/admin/v1/healing'); } catch (e) { healingError = e; }
+  const ejected = new Set((healing?.targets ?? []).filter((x) => x.active && x.deployment).map((x) => `${x.model}/${x.deployment}`));
   try {
     const { models, generation } = await api('GET', '/admin/v1/deployments');
     $('models-list').replaceChildren(...models.map((m) => {
@@ -484,12 +489,39 @@ async function loadModels() {
           el('thead', {}, el('tr', {}, ['Deployment', 'Provider', 'State', 'Breaker', 'In flight', 'Requests', 'Failures', 'Latency (EWMA)'].map((h, i) => el('th', { scope: 'col', class: i >= 4 ? 'num' : null }, h)))),
           el('tbody', {}, m.deployments.map((d) => el('tr', {},
             el('th', { scope: 'row' }, d.id), el('td', {}, d.provider ?? ''),
-            el('td', {}, el('span', { class: `pill ${d.state === 'active' ? 'ok' : 'bad'}`, 'data-testid': `deployment-state-${m.name}-${d.id}` }, d.state)),
+            el('td', {}, el('span', { class: `pill ${d.state === 'active' ? 'ok' : 'bad'}`, 'data-testid': `deployment-state-${m.name}-${d.id}` }, d.state),
+              ejected.has(`${m.name}/${d.id}`) ? [' ', el('span', { class: 'pill bad', 'data-testid': `deployment-healing-${m.name}-${d.id}` }, 'ejected by self-healing')] : null),
             el('td', {}, d.breaker ? d.breaker.state : 'off'), el('td', { class: 'num' }, fmtInt(d.outstanding)),
             el('td', { class: 'num' }, fmtInt(d.requests)), el('td', { class: 'num' }, fmtInt(d.failures)), el('td', { class: 'num' }, fmtMs(d.latency_ewma_ms))))))));
     }));
     status(`Config generation ${generation}, as of ${new Date().toISOString().slice(0, 19)}Z.`);
   } catch (e) { status(`Could not load deployments: ${e.message}`, true); }
+  renderHealing(healing, healingError);
+}
+
+/** The self-healing actions this replica took and undid, newest first (GET /admin/v1/healing). */
+function renderHealing(healing, error) {
+  const note = $('healing-note');
+  if (!healing) {
+    $('healing-body').replaceChildren();
+    delete $('healing-body').dataset.rows;
+    note.textContent = `Could not load the self-healing actions: ${error?.message ?? 'no answer'}`;
+    return;
+  }
+  const active = healing.targets.filter((x) => x.active);
+  note.textContent = healing.rules.length
+    ? `${healing.rules.length} rule${healing.rules.length === 1 ? '' : 's'}, evaluated every ${fmtMs(healing.interval_ms)}; in force now: ${active.length
+      ? active.map((x) => `${x.rule} on ${x.model}${x.deployment ? `/${x.deployment}` : ''}`).join(', ') : 'nothing'}. This replica's last ${healing.audit.length} actions (it keeps 256).`
+    : 'No self-healing rules in the config (healing.rules).';
+  const actionText = (a) => a.action === 'restore' ? `restore (undoes ${a.undoes ?? '?'})`
+    : a.action === 'shift_to_fallback' && a.percent !== undefined ? `shift_to_fallback (${a.percent} %)`
+      : a.action === 'scale' && a.replicas_to !== undefined ? `scale ${a.kubernetes_deployment ?? ''} ${a.replicas_from ?? '?'} \u2192 ${a.replicas_to}` : a.action;
+  const rows = [...healing.audit].reverse().map((a, i) => el('tr', { 'data-testid': `healing-row-${i}`, 'data-action': a.action, 'data-model': a.model, 'data-deployment': a.deployment ?? '' },
+    el('td', {}, a.ts ?? ''), el('td', {}, a.rule), el('td', {}, a.model), el('td', {}, a.deployment ?? '\u2013'),
+    el('td', { class: a.action === 'restore' ? null : 'error' }, actionText(a)), el('td', {}, a.error ? `${a.reason} (failed: ${a.error})` : a.reason ?? ''),
+    el('td', {}, `${a.metric}: ${fmtNum(a.value)} (threshold ${fmtNum(a.threshold)})`)));
+  $('healing-body').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 7 }, 'No self-healing action yet.'))]));
+  $('healing-body').dataset.rows = String(rows.length);
 }
 
 async function changeCanary(model, current) {

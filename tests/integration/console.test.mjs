@@ -19,10 +19,13 @@ import { startMockUpstream } from './lib/mock_upstream.mjs';
 import { gatewayConfig, openaiProvider, REPO_ROOT } from './lib/tahua.mjs';
 import { adminSection, startWithAdmin, TOKEN } from './lib/admin.mjs';
 import { eventually, makeTempDir } from './lib/util.mjs';
+import { startCollector } from './lib/collector.mjs';
+import { chatBody, post } from './lib/http.mjs';
 
 const PAGE_FILE = join(REPO_ROOT, 'src/admin/console/console.html');
 const SCRIPT_FILE = join(REPO_ROOT, 'src/admin/console/console.js');
 const MODEL = 'gpt-console';
+const KEY_A = 'tk-console-team-a-0123456789';
 const KEY_B = 'tk-console-team-b-0123456789';
 const TENANT_TOKEN = 'team-b-admin-token-0123456789';
 const TOKEN_KEY = 'tahua.console-token'; // the page's sessionStorage entry
@@ -33,8 +36,12 @@ const BROWSER_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const sel = (id) => `[data-testid="${id}"]`;
 
-/** A gateway with a priced model, team-a and team-b (team-b has a tenant admin token), a SQLite ledger and a JSON-lines file of the same records. */
-async function start(t) {
+/**
+ * A gateway with a priced model, team-a and team-b (team-b has a tenant admin token), a
+ * SQLite ledger and a JSON-lines file of the same records; `configure(config)` changes
+ * the config before the start.
+ */
+async function start(t, { configure } = {}) {
   const upstream = await startMockUpstream({ t });
   const dir = makeTempDir('tahua-console-');
   const config = gatewayConfig({
@@ -58,10 +65,11 @@ async function start(t) {
     sinks: [{ name: 'file', type: 'file', path: join(dir, 'usage.jsonl') }, { name: 'ledger', type: 'sqlite', path: join(dir, 'ledger.db') }],
   };
   config.admin = adminSection({ tenant_tokens: [{ name: 'b-admin', tenant: 'team-b', sha256: sha256(TENANT_TOKEN) }] });
+  configure?.(config);
   const started = await startWithAdmin(t, config);
   const client = (key) => new OpenAI({ baseURL: `${started.gw.url}/v1`, apiKey: key, maxRetries: 0 });
   const records = () => readFileSync(join(dir, 'usage.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
-  return { ...started, client, records };
+  return { ...started, upstream, client, records };
 }
 
 /** A raw admin call with any headers (Origin included, which fetch would not send as given). */
@@ -340,24 +348,120 @@ describe('web console', () => {
     assert.equal(await page.evaluate((k) => sessionStorage.getItem(k), TOKEN_KEY), null);
   });
 
-  it('requests: the log when the gateway has it, else a clear "not available"', async (t) => {
-    const { url, admin, client } = await start(t);
-    await client(KEY_B).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
-    // A week back: the ledger refuses a range over usage.sinks[].query_max_range (366d).
+  it('requests: filtered by tenant, key, model, status, end reason and time; one request\'s details (ids, trace, attempts, verdicts)', async (t) => {
+    const collector = await startCollector({ t });
+    const { url, admin, gw, upstream } = await start(t, {
+      configure: (config) => {
+        config.keys.push({ name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A) });
+        config.providers[0].retry = { attempts: 2, backoff: '10ms' };
+        config.tracing = { endpoint: `${collector.url}/v1/traces`, flush_interval: '50ms' };
+        config.guardrails = {
+          policies: [{ name: 'words', rules: [{ name: 'flagged', literals: ['banana'], action: 'flag' }, { name: 'blocked', literals: ['forbidden'], action: 'block' }] }],
+        };
+      },
+    });
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const ask = (key, id, body, headers = {}) => post(gw.url, '/v1/chat/completions', body, { headers: { authorization: `Bearer ${key}`, 'x-request-id': id, ...headers } });
+    // Five requests, one at a time (so their times differ): two tenants and keys, two models,
+    // a guardrail's flag and block, a retried upstream call.
+    assert.equal((await ask(KEY_A, 'console-flagged', chatBody(MODEL, { content: 'a banana, please' }), { traceparent: `00-${traceId}-00f067aa0ba902b7-01` })).status, 200);
+    assert.equal((await ask(KEY_A, 'console-canary', chatBody('gpt-canary'))).status, 200);
+    upstream.next({ mode: 'error', status: 503 });
+    assert.equal((await ask(KEY_B, 'console-retried', chatBody(MODEL))).status, 200);
+    assert.equal((await ask(KEY_B, 'console-blocked', chatBody(MODEL, { content: 'something forbidden' }))).status, 400);
+    assert.equal((await ask(KEY_B, 'console-b-canary', chatBody('gpt-canary'))).status, 200);
     const from = new Date(Date.now() - 7 * 86400e3).toISOString().slice(0, 10);
-    const api = await admin('GET', `/admin/v1/requests?from=${from}`);
+    const all = await eventually(async () => {
+      const r = await admin('GET', `/admin/v1/requests?from=${from}`);
+      return r.status === 200 && r.json.requests.length === 5 && r.json.requests;
+    }, { timeout: 10_000, what: 'the five requests in the ledger' });
+    const byRequest = Object.fromEntries(all.map((r) => [r.request_id, r]));
+    assert.equal(byRequest['console-flagged'].guardrails, 'words/flagged:flag');
+    assert.equal(byRequest['console-retried'].attempts, 2);
+    assert.equal(byRequest['console-blocked'].status, 400);
+
     const { page, errors } = await openConsole(browser, t, url);
     await page.getByTestId('view-tenants').waitFor();
     await page.getByTestId('nav-requests').click();
-    if (api.status === 404) {
-      await page.getByTestId('requests-unavailable').waitFor();
-      assert.match(await page.getByTestId('requests-unavailable').textContent(), /not available/);
-    } else {
-      assert.equal(api.status, 200, api.text);
-      await page.getByTestId('requests-from').fill(from);
-      await page.getByTestId('requests-submit').click();
-      await page.locator('[data-testid^="request-row-"]').first().waitFor();
+    const shownIds = () => page.$$eval('#requests-body tr[data-testid^="request-row-"]', (rows) => rows.map((r) => r.dataset.testid.slice('request-row-'.length)).sort());
+    // A datetime-local value as Chromium writes it (no ".000", no ":00" seconds), from a UTC time.
+    const localValue = (ts) => ts.replace(/Z$/, '').replace(/\.000$/, '').replace(/^(.{16}):00$/, '$1');
+    /** The form with only `fields` set, submitted: the page asks the API with them and shows what it answers. */
+    async function filterBy(fields, expected, what) {
+      assert.ok(expected.length > 0 && expected.length < all.length, `${what}: a filter that leaves some rows out (${expected.length} of ${all.length})`);
+      for (const id of ['requests-to', 'requests-tenant', 'requests-key', 'requests-model', 'requests-status']) await page.getByTestId(id).fill('');
+      await page.getByTestId('requests-end-reason').selectOption('');
+      await page.getByTestId('requests-from').fill(`${from}T00:00`);
+      for (const [id, v] of Object.entries(fields)) {
+        if (id === 'requests-end-reason') await page.getByTestId(id).selectOption(v);
+        else await page.getByTestId(id).fill(v);
+      }
+      const [answer] = await Promise.all([
+        page.waitForResponse((r) => r.url().includes('/admin/v1/requests?')),
+        page.getByTestId('requests-submit').click(),
+      ]);
+      assert.equal(answer.status(), 200, `${what}: ${await answer.text()}`);
+      const want = expected.map((r) => r.record_id).sort();
+      await until(page, (ids) => JSON.stringify([...document.querySelectorAll('#requests-body tr[data-testid^="request-row-"]')]
+        .map((r) => r.dataset.testid.slice('request-row-'.length)).sort()) === JSON.stringify(ids), want).catch(() => {});
+      assert.deepEqual(await shownIds(), want, what);
+      return new URL(answer.url()).searchParams;
     }
+    // Unfiltered (a week back): all five.
+    await page.getByTestId('requests-from').fill(`${from}T00:00`);
+    await page.getByTestId('requests-submit').click();
+    await until(page, () => document.querySelectorAll('#requests-body tr[data-testid^="request-row-"]').length === 5);
+    const pick = (pred) => all.filter(pred);
+    assert.equal((await filterBy({ 'requests-tenant': 'team-b' }, pick((r) => r.tenant === 'team-b'), 'tenant')).get('tenant'), 'team-b');
+    assert.equal((await filterBy({ 'requests-key': 'a-main' }, pick((r) => r.key === 'a-main'), 'key')).get('key'), 'a-main');
+    assert.equal((await filterBy({ 'requests-model': 'gpt-canary' }, pick((r) => r.model === 'gpt-canary'), 'model')).get('model'), 'gpt-canary');
+    assert.equal((await filterBy({ 'requests-status': '4xx' }, pick((r) => r.status >= 400 && r.status < 500), 'status')).get('status'), '4xx');
+    const blockedEnd = byRequest['console-blocked'].end_reason;
+    assert.equal((await filterBy({ 'requests-end-reason': blockedEnd }, pick((r) => r.end_reason === blockedEnd), 'end reason')).get('end_reason'), blockedEnd);
+    // Time: from the second request (inclusive) to the fourth (exclusive), to the millisecond.
+    const times = all.map((r) => r.ts).sort();
+    const window = await filterBy({ 'requests-from': localValue(times[1]), 'requests-to': localValue(times[3]) },
+      pick((r) => r.ts >= times[1] && r.ts < times[3]), 'time');
+    assert.deepEqual([window.get('from'), window.get('to')], [times[1], times[3]], 'the times sent as UTC, to the millisecond');
+    // Together: team-b's 2xx on gpt-canary.
+    await filterBy({ 'requests-tenant': 'team-b', 'requests-model': 'gpt-canary', 'requests-status': '200' },
+      pick((r) => r.tenant === 'team-b' && r.model === 'gpt-canary' && r.status === 200), 'tenant, model and status');
+    // A bad filter: the API's 400, shown as it says.
+    await page.getByTestId('requests-status').fill('abc');
+    await page.getByTestId('requests-submit').click();
+    await until(page, () => /^Could not load requests: 400: status: expected an HTTP status/.test(document.querySelector('[data-testid="status"]').textContent));
+
+    // One request's details, from /admin/v1/requests/{record_id}.
+    await filterBy({ 'requests-key': 'a-main' }, pick((r) => r.key === 'a-main'), 'key, again');
+    const flagged = byRequest['console-flagged'];
+    await page.getByTestId(`request-open-${flagged.record_id}`).click();
+    await page.getByTestId('request-detail').waitFor();
+    const detail = async (field) => (await page.getByTestId(`request-detail-${field}`).textContent()).trim();
+    await until(page, (id) => document.querySelector('[data-testid="request-detail"]')?.dataset.recordId === id, flagged.record_id);
+    assert.equal(await detail('record_id'), flagged.record_id);
+    assert.equal(await detail('request_id'), 'console-flagged');
+    assert.equal(await detail('trace_id'), traceId, 'the caller\'s trace');
+    assert.equal(await detail('attempts'), '1');
+    assert.equal(await detail('guardrails'), 'words/flagged:flag');
+    assert.equal(await detail('tenant'), 'team-a');
+    assert.equal(await detail('key'), 'a-main');
+    assert.equal(await detail('status'), '200');
+    assert.equal(await detail('guardrails_unchecked'), '\u2013');
+    // The retried one (team-b's): two attempts, no verdict; the blocked one: its verdict.
+    await filterBy({ 'requests-tenant': 'team-b' }, pick((r) => r.tenant === 'team-b'), 'tenant, again');
+    assert.ok(await page.getByTestId('request-detail').isHidden(), 'a new page of the log closes the details');
+    await page.getByTestId(`request-open-${byRequest['console-retried'].record_id}`).click();
+    await until(page, (id) => document.querySelector('[data-testid="request-detail"]')?.dataset.recordId === id, byRequest['console-retried'].record_id);
+    assert.equal(await detail('request_id'), 'console-retried');
+    assert.equal(await detail('attempts'), '2');
+    assert.equal(await detail('guardrails'), '\u2013');
+    await page.getByTestId(`request-open-${byRequest['console-blocked'].record_id}`).click();
+    await until(page, (id) => document.querySelector('[data-testid="request-detail"]')?.dataset.recordId === id, byRequest['console-blocked'].record_id);
+    assert.equal(await detail('guardrails'), 'words/blocked:block');
+    assert.equal(await detail('end_reason'), blockedEnd);
+    await screenshot(page, 'console-requests.png');
+    await page.getByTestId('request-detail-close').click();
+    assert.ok(await page.getByTestId('request-detail').isHidden());
     assert.deepEqual(errors, []);
   });
 
@@ -380,6 +484,55 @@ describe('web console', () => {
     await page.getByTestId('confirm-ok').click();
     await until(page, () => document.querySelector('[data-testid="canary-gpt-canary"]')?.dataset.value === '25');
     assert.equal((await admin('GET', '/admin/v1/deployments')).json.models.find((m) => m.name === 'gpt-canary').canary.percent, 25);
+    assert.deepEqual(errors, []);
+  });
+
+  it('models: the self-healing actions, newest first (when, rule, model, deployment, action, reason), as the API lists them', async (t) => {
+    // healing.test.mjs's setup: deployments a and c of model m fail every call; the rule
+    // ejects each (b, healthy, keeps the model up). restore_after is long: nothing is undone
+    // while the test looks, so the page and the API are compared on a settled list.
+    const upA = await startMockUpstream({ t });
+    upA.defaultBehaviour = { mode: 'error', status: 500 };
+    const { url, admin, gw } = await start(t, {
+      configure: (config) => {
+        config.providers.push(openaiProvider('up-a', upA.baseUrl()));
+        config.models.push({
+          name: 'm',
+          outlier: { consecutive_failures: 0 }, // only the rule ejects here
+          deployments: [{ id: 'a', provider: 'up-a' }, { id: 'b', provider: 'up' }, { id: 'c', provider: 'up-a' }],
+        });
+        config.healing = {
+          interval: '100ms',
+          rules: [{ name: 'eject-failing', model: 'm', deployment: '*', when: { metric: 'error_rate', above: 50, for: '200ms', min_requests: 3 }, action: 'eject', restore_after: '1h' }],
+        };
+      },
+    });
+    const healing = async () => (await admin('GET', '/admin/v1/healing')).json;
+    const { page, errors } = await openConsole(browser, t, url);
+    await page.getByTestId('view-tenants').waitFor();
+    await page.getByTestId('nav-models').click();
+    await until(page, () => document.querySelector('#healing-body')?.dataset.rows === '0');
+    assert.match(await page.getByTestId('healing-note').textContent(), /^1 rule, evaluated every 100 ms; in force now: nothing\./);
+
+    const settled = await eventually(async () => {
+      for (let i = 0; i < 10; i += 1) await post(gw.url, '/v1/chat/completions', chatBody('m'), { headers: { authorization: `Bearer ${KEY_B}` } });
+      const h = await healing();
+      return h.audit.filter((r) => r.action === 'eject').length === 2 && h;
+    }, { timeout: 15_000, interval: 50, what: 'a and c ejected' });
+    assert.deepEqual(settled.audit.map((r) => r.deployment).sort(), ['a', 'c']);
+    await page.getByTestId('nav-models').click();
+    await until(page, () => document.querySelector('#healing-body')?.dataset.rows === '2');
+    const shown = await page.$$eval('#healing-body tr', (rows) => rows.map((r) => [...r.children].map((c) => c.textContent)));
+    assert.deepEqual(shown.map((cells) => cells.slice(0, 6)),
+      [...settled.audit].reverse().map((r) => [r.ts, 'eject-failing', 'm', r.deployment, 'eject', 'error_rate over threshold']), 'every action, newest first');
+    for (const cells of shown) assert.match(cells[6], /^error_rate: [\d.]+ \(threshold 50\)$/);
+    // The ejected deployments say so beside their live state; the healthy one does not.
+    for (const d of ['a', 'c']) assert.equal(await page.getByTestId(`deployment-healing-m-${d}`).textContent(), 'ejected by self-healing');
+    assert.equal(await page.locator(sel('deployment-healing-m-b')).count(), 0);
+    const inForce = settled.targets.filter((x) => x.active).map((x) => `eject-failing on m/${x.deployment}`);
+    assert.equal(inForce.length, 2);
+    assert.match(await page.getByTestId('healing-note').textContent(), new RegExp(`in force now: ${inForce.join(', ')}\\. This replica's last 2 actions`));
+    await screenshot(page, 'console-models.png');
     assert.deepEqual(errors, []);
   });
 });

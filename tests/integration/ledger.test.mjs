@@ -17,7 +17,8 @@ import { startPostgres, havePostgres } from './lib/postgres.mjs';
 import { gatewayConfig, openaiProvider, startTahua, writeConfig, TAHUA_BIN } from './lib/tahua.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
-import { eventually, makeTempDir } from './lib/util.mjs';
+import { eventually, makeTempDir, withTimeout } from './lib/util.mjs';
+import { collectData, openStream, send } from './lib/http.mjs';
 import { setTimeout as delay } from 'node:timers/promises';
 
 const MODEL = 'gpt-ledger';
@@ -348,6 +349,113 @@ describe('ledger: postgres', { skip: !havePostgres && 'PostgreSQL 15 is not inst
     await eventually(() => count(db) === sent, { what: 'every record', timeout: 8000 });
     await eventually(async () => sum(await scrape(gw.url), 'tahua_usage_spill_bytes', { sink: 'pg' }) === 0, { what: 'the spill emptied', timeout: 5000 });
     assert.equal(count(db), sent);
+  });
+
+  /** The request ids of the rows, sorted. */
+  const requestIds = (db) => pg.sql('SELECT request_id FROM tahua_usage_records', db).map((r) => r[0]).sort();
+  /** A chat call with team-a's key under the caller's own request id (the record's request_id). */
+  const callAs = (gw, id, { stream = false } = {}) => send(gw.url, '/v1/chat/completions',
+    { method: 'POST', json: { model: MODEL, stream, messages: [{ role: 'user', content: 'hi' }] }, headers: { authorization: `Bearer ${KEY_A}`, 'x-request-id': id } });
+  /** A stream the mock upstream holds after its first event: in flight until released (or cut). */
+  const heldStream = (gw, upstream, id) => {
+    const exchange = upstream.next({ mode: 'hold' });
+    return openStream(gw.url, { model: MODEL, stream: true, messages: [{ role: 'user', content: 'hi' }] },
+      { headers: { authorization: `Bearer ${KEY_A}`, 'x-request-id': id } }).then((s) => ({ ...s, exchange }));
+  };
+
+  it('SIGTERM mid-traffic: the streams in flight end in the drain, and every request\'s row is in the database when the process has exited', async (t) => {
+    const db = freshDb();
+    const { gw, upstream } = await start(t, { sinks: [pgSink(db, { batch: 4 })], env: pgEnv() });
+    const sent = [];
+    // Answered before the signal: four clients, five requests each, streamed and not.
+    await Promise.all([0, 1, 2, 3].map(async (c) => {
+      for (let i = 0; i < 5; i += 1) {
+        const id = `term-${c}-${i}`;
+        sent.push(id);
+        const r = await callAs(gw, id, { stream: i % 2 === 0 });
+        assert.equal(r.status, 200);
+        await r.text();
+      }
+    }));
+    // In flight when the signal comes: three streams the upstream holds.
+    const streams = await Promise.all([0, 1, 2].map((i) => {
+      sent.push(`term-held-${i}`);
+      return heldStream(gw, upstream, `term-held-${i}`);
+    }));
+    gw.signal('SIGTERM');
+    await gw.stderr.waitUntil(() => gw.stderr.json().some((l) => l.msg === 'draining'), 5000, 'the drain');
+    for (const s of streams) s.exchange.release();
+    for (const s of streams) assert.equal((await collectData(s.events)).at(-1), '[DONE]', 'a stream in flight finished in the drain');
+    const { code, signal } = await withTimeout(gw.exited, 20_000, 'the exit after SIGTERM');
+    assert.deepEqual([code, signal], [0, null]);
+    // The process is gone: what is not in the database now never will be.
+    assert.deepEqual(requestIds(db), [...sent].sort(), 'a row for every request sent, in flight ones included');
+    assert.equal(Number(pg.value('SELECT count(DISTINCT record_id) FROM tahua_usage_records', db)), sent.length, 'none twice');
+    checkRollups(db);
+  });
+
+  it('SIGKILL mid-traffic and mid-replay, restarted on the same spill_dir: a row for every answered request, once; none for the cut ones', async (t) => {
+    const db = freshDb();
+    const dir = makeTempDir('tahua-ledger-');
+    const spillFile = join(dir, 'spill', 'pg.spill');
+    // A long timeout: the statement that waits below is never given up by the gateway itself.
+    const sink = pgSink(db, { batch: 4, timeout: '30s' });
+    const first = await start(t, { dir, sinks: [sink], env: pgEnv() });
+    // The schema is there (migrated at start). A trigger makes the insert of one record
+    // (request id kill-hold) wait for an advisory lock this test holds.
+    pg.sql(`CREATE FUNCTION tahua_test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.request_id = 'kill-hold' THEN PERFORM pg_advisory_xact_lock(4242); END IF; RETURN NEW; END $$;
+      CREATE TRIGGER tahua_test_hold BEFORE INSERT ON tahua_usage_records FOR EACH ROW EXECUTE FUNCTION tahua_test_hold()`, db);
+    const lock = await pg.holdAdvisoryLock(4242, db);
+    let released = false;
+    t.after(() => released || lock.release());
+    // The database refuses connections (the gateway's open one is ended): records spill.
+    pg.sql(`ALTER DATABASE ${db} ALLOW_CONNECTIONS false`, 'postgres');
+    t.after(() => pg.sql(`ALTER DATABASE ${db} ALLOW_CONNECTIONS true`, 'postgres'));
+    pg.sql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${db}' AND application_name = 'tahua'`, 'postgres');
+    const answered = [];
+    for (let i = 0; i < 16; i += 1) {
+      const id = i === 9 ? 'kill-hold' : `kill-${String(i).padStart(2, '0')}`;
+      const r = await callAs(first.gw, id, { stream: i % 3 === 0 });
+      assert.equal(r.status, 200);
+      await r.text();
+      answered.push(id);
+    }
+    // Every answered request's record is in the spill (written and fdatasynced) before anything else happens.
+    const spilled = await eventually(() => {
+      const lines = readLines(spillFile);
+      return lines.length === answered.length && lines.map((l) => l.request_id);
+    }, { what: 'the answered requests\' records spilled', timeout: 8000 });
+    assert.deepEqual([...spilled].sort(), [...answered].sort());
+    // In flight: two streams the upstream holds.
+    const cut = await Promise.all(['kill-cut-0', 'kill-cut-1'].map((id) => heldStream(first.gw, first.upstream, id)));
+    // Connections are accepted again: the spill is replayed, four records a statement, until
+    // the statement holding kill-hold waits for the lock; the ones before it are in.
+    pg.sql(`ALTER DATABASE ${db} ALLOW_CONNECTIONS true`, 'postgres');
+    await eventually(() => pg.value("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", 'postgres') === '1',
+      { what: 'the replay waiting for the lock', timeout: 20_000 });
+    const before = 4 * Math.floor(spilled.indexOf('kill-hold') / 4);
+    assert.deepEqual(requestIds(db), spilled.slice(0, before).sort(), 'the statements before the waiting one went through');
+
+    // Killed: mid-replay (a statement waiting on the server), two requests in flight.
+    assert.equal((await first.gw.kill()).signal, 'SIGKILL');
+    for (const s of cut) {
+      const end = await collectData(s.events).then((data) => data.at(-1), () => 'cut');
+      assert.notEqual(end, '[DONE]', 'a request in flight got no answer');
+    }
+    // The waiting statement may still complete on the server once the lock goes (its client is gone).
+    await lock.release();
+    released = true;
+
+    // Restarted on the same spill_dir: the spill is replayed from its start; what the killed
+    // run inserted already is inserted nothing twice.
+    const second = await start(t, { dir, sinks: [sink], env: pgEnv() });
+    assert.ok(second.gw.stderr.json().some((l) => l.msg === 'usage sink has records spilled by an earlier run; replaying' && l.sink === 'pg'));
+    await eventually(async () => sum(await scrape(second.gw.url), 'tahua_usage_spill_bytes', { sink: 'pg' }) === 0, { what: 'the spill replayed', timeout: 10_000 });
+    assert.deepEqual(requestIds(db), [...answered].sort(), 'a row for every answered request, none for the cut ones');
+    assert.equal(Number(pg.value('SELECT count(DISTINCT record_id) FROM tahua_usage_records', db)), answered.length, 'none twice');
+    checkRollups(db);
+    assert.equal(sum(await scrape(second.gw.url), 'tahua_usage_records_dropped_total', { reason: 'spill_full' }), 0);
   });
 
   it('a superseding record wins whatever the order its original arrives in', async (t) => {

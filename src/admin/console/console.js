@@ -33,6 +33,7 @@ const svg = (tag, attrs = {}) => {
 };
 const fmtInt = (n) => Number(n ?? 0).toLocaleString('en-US');
 const fmtUsd = (n) => '$' + Number(n ?? 0).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 8 });
+const fmtNum = (n) => Number(n ?? 0).toLocaleString('en-US', { maximumFractionDigits: 2 });
 const fmtMs = (n) => (n === undefined || n === null ? '\u2013' : `${fmtInt(Math.round(n))} ms`);
 const limitsText = (l) => Object.entries(l ?? {}).map(([k, v]) => `${k}: ${k.startsWith('usd_') ? fmtUsd(v) : fmtInt(v)}`).join(', ') || 'none';
 const listText = (a) => (a && a.length ? a.join(', ') : 'all');
@@ -421,18 +422,29 @@ async function downloadCsv() {
 
 // ---- requests ----------------------------------------------------------------------------
 
+/** A datetime-local value (the page's times are UTC) as the API's UTC time: 2026-12-05T10:00:05.120Z. */
+function utcTime(v) {
+  const m = /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d)(?::(\d\d)(?:\.(\d{1,3}))?)?$/.exec(v);
+  return m ? `${m[1]}T${m[2]}:${m[3] ?? '00'}.${(m[4] ?? '').padEnd(3, '0')}Z` : v;
+}
+
 async function loadRequests(cursor, ev) {
   ev?.preventDefault();
   const form = $('requests-form');
-  if (!form.elements.from.value) form.elements.from.value = isoDay(new Date());
+  if (!form.elements.from.value) form.elements.from.value = `${isoDay(new Date())}T00:00`;
+  // A tenant admin's log is its tenant's: the page asks for it (the API decides anyway).
+  if (!state.full && state.tenant) {
+    form.elements.tenant.value = state.tenant;
+    form.elements.tenant.readOnly = true;
+  }
   const q = new URLSearchParams();
   for (const name of ['from', 'to', 'tenant', 'key', 'model', 'status', 'end_reason', 'limit']) {
     const v = form.elements[name].value.trim();
-    if (v) q.set(name, v);
+    if (v) q.set(name, name === 'from' || name === 'to' ? utcTime(v) : v);
   }
-  if (!state.full && state.tenant) q.set('tenant', state.tenant);
   if (cursor) q.set('cursor', cursor);
   if (!cursor) state.cursors = [];
+  closeRequest();
   status('Loading requests\u2026');
   try {
     const page = await api('GET', `/admin/v1/requests?${q}`);
@@ -441,13 +453,15 @@ async function loadRequests(cursor, ev) {
     // as requested_model/model (or model/served_model); the cost as cost_usd (or cost).
     const rows = (page.requests ?? page.data ?? []).map((r) => {
       const asked = r.requested_model ?? r.model ?? '', served = r.requested_model !== undefined ? r.model : r.served_model;
-      return el('tr', { 'data-testid': `request-row-${r.request_id}` },
+      return el('tr', { 'data-testid': `request-row-${r.record_id}`, 'data-request-id': r.request_id, 'data-ts': r.ts },
       el('td', {}, r.ts), el('td', {}, r.tenant ?? ''), el('td', {}, r.key ?? ''), el('td', {}, served && served !== asked ? `${asked} \u2192 ${served}` : asked),
       el('td', { class: 'num' }, r.status), el('td', {}, r.end_reason ?? ''), el('td', { class: 'num' }, `${fmtInt(r.input_tokens)} / ${fmtInt(r.output_tokens)}`),
       el('td', { class: 'num' }, fmtUsd(r.cost_usd ?? r.cost)), el('td', { class: 'num' }, fmtMs(r.latency_ms)), el('td', { class: 'num' }, fmtMs(r.ttft_ms)),
-      el('td', {}, r.cache ?? ''), el('td', {}, r.request_id ?? ''));
+      el('td', {}, r.cache ?? ''), el('td', {}, r.request_id ?? ''),
+      el('td', {}, r.record_id ? el('button', { type: 'button', 'data-testid': `request-open-${r.record_id}`, 'aria-label': `Details of request ${r.request_id}`, onclick: () => openRequest(r.record_id) }, 'Details') : ''));
     });
-    $('requests-body').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 12 }, 'No requests match.'))]));
+    $('requests-body').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 13 }, 'No requests match.'))]));
+    $('requests-body').dataset.rows = String(rows.length);
     if (cursor) state.cursors.push(cursor);
     state.next = page.next_cursor ?? null;
     $('requests-next').disabled = !state.next;
@@ -455,6 +469,7 @@ async function loadRequests(cursor, ev) {
     status(`Requests as of ${new Date().toISOString().slice(0, 19)}Z.`);
   } catch (e) {
     $('requests-body').replaceChildren();
+    delete $('requests-body').dataset.rows;
     $('requests-next').disabled = $('requests-first').disabled = true;
     const absent = e.status === 404 && e.code === 'unknown_url';
     if (absent || (e.status === 403 && !state.full)) {
@@ -467,10 +482,62 @@ async function loadRequests(cursor, ev) {
   }
 }
 
+// What one request's details show, in order: [field, label, how].
+const REQUEST_FIELDS = [
+  ['record_id', 'Record id'], ['request_id', 'Request id'], ['trace_id', 'Trace id'], ['ts', 'Received (UTC)'], ['end_ts', 'Ended (UTC)'],
+  ['gateway', 'Gateway'], ['tenant', 'Tenant'], ['key', 'Key'], ['api', 'API'], ['request', 'Request'], ['requested_model', 'Model asked'],
+  ['model', 'Model served'], ['provider', 'Provider'], ['deployment', 'Deployment'], ['route', 'Route'], ['stream', 'Streamed'],
+  ['status', 'Status'], ['end_reason', 'End reason'], ['error', 'Error'], ['attempts', 'Attempts', 'int'], ['fallback', 'Fallback'],
+  ['tokens', 'Tokens in / out / cached / total'], ['cost_usd', 'Cost (USD)', 'usd'], ['latency_ms', 'Latency', 'ms'], ['ttft_ms', 'TTFT', 'ms'],
+  ['cache', 'Cache'], ['cache_tokens_saved', 'Tokens saved by the cache', 'int'], ['prompt_template', 'Prompt template'],
+  ['guardrails', 'Guardrail verdicts', 'list'], ['guardrails_unchecked', 'Guardrails unchecked', 'list'], ['quality', 'Answer quality'],
+  ['mcp', 'MCP'],
+];
+
+async function openRequest(recordId) {
+  status('Loading the request\u2026');
+  try {
+    const r = await api('GET', `/admin/v1/requests/${encodeURIComponent(recordId)}`);
+    const derived = {
+      request: r.method || r.path ? `${r.method ?? ''} ${r.path ?? ''}`.trim() : null,
+      tokens: `${fmtInt(r.input_tokens)} / ${fmtInt(r.output_tokens)} / ${fmtInt(r.cached_tokens)} / ${fmtInt(r.total_tokens)}`,
+      mcp: r.mcp_method ? [r.mcp_method, r.mcp_tool, r.mcp_outcome].filter(Boolean).join(' \u00b7 ') : null,
+      stream: r.stream === undefined || r.stream === null ? null : r.stream ? 'yes' : 'no',
+    };
+    const items = REQUEST_FIELDS.flatMap(([field, label, how]) => {
+      const v = field in derived ? derived[field] : r[field];
+      let shown;
+      if (v === undefined || v === null || v === '') shown = '\u2013';
+      else if (how === 'int') shown = fmtInt(v);
+      else if (how === 'usd') shown = fmtUsd(v);
+      else if (how === 'ms') shown = fmtMs(v);
+      else if (how === 'list') shown = el('ul', {}, String(v).split(',').map((x) => el('li', {}, x)));
+      else shown = String(v);
+      return [el('dt', {}, label), el('dd', { 'data-testid': `request-detail-${field}` }, shown)];
+    });
+    $('request-detail-id').textContent = r.request_id ?? recordId;
+    $('request-detail-list').replaceChildren(...items);
+    $('request-detail').dataset.recordId = recordId;
+    $('request-detail').hidden = false;
+    $('request-detail').focus();
+    status(`Request ${r.request_id ?? recordId}.`);
+  } catch (e) { status(`Could not load the request: ${e.message}`, true); }
+}
+
+function closeRequest() {
+  $('request-detail').hidden = true;
+  delete $('request-detail').dataset.recordId;
+  $('request-detail-list').replaceChildren();
+}
+
 // ---- models and routes -------------------------------------------------------------------
 
 async function loadModels() {
   status('Loading deployments\u2026');
+  // Self-healing first: a deployment its rule ejected says so beside its live state.
+  let healing = null, healingError = null;
+  try { healing = await api('GET', '/admin/v1/healing'); } catch (e) { healingError = e; }
+  const ejected = new Set((healing?.targets ?? []).filter((x) => x.active && x.deployment).map((x) => `${x.model}/${x.deployment}`));
   try {
     const { models, generation } = await api('GET', '/admin/v1/deployments');
     $('models-list').replaceChildren(...models.map((m) => {
@@ -484,12 +551,39 @@ async function loadModels() {
           el('thead', {}, el('tr', {}, ['Deployment', 'Provider', 'State', 'Breaker', 'In flight', 'Requests', 'Failures', 'Latency (EWMA)'].map((h, i) => el('th', { scope: 'col', class: i >= 4 ? 'num' : null }, h)))),
           el('tbody', {}, m.deployments.map((d) => el('tr', {},
             el('th', { scope: 'row' }, d.id), el('td', {}, d.provider ?? ''),
-            el('td', {}, el('span', { class: `pill ${d.state === 'active' ? 'ok' : 'bad'}`, 'data-testid': `deployment-state-${m.name}-${d.id}` }, d.state)),
+            el('td', {}, el('span', { class: `pill ${d.state === 'active' ? 'ok' : 'bad'}`, 'data-testid': `deployment-state-${m.name}-${d.id}` }, d.state),
+              ejected.has(`${m.name}/${d.id}`) ? [' ', el('span', { class: 'pill bad', 'data-testid': `deployment-healing-${m.name}-${d.id}` }, 'ejected by self-healing')] : null),
             el('td', {}, d.breaker ? d.breaker.state : 'off'), el('td', { class: 'num' }, fmtInt(d.outstanding)),
             el('td', { class: 'num' }, fmtInt(d.requests)), el('td', { class: 'num' }, fmtInt(d.failures)), el('td', { class: 'num' }, fmtMs(d.latency_ewma_ms))))))));
     }));
     status(`Config generation ${generation}, as of ${new Date().toISOString().slice(0, 19)}Z.`);
   } catch (e) { status(`Could not load deployments: ${e.message}`, true); }
+  renderHealing(healing, healingError);
+}
+
+/** The self-healing actions this replica took and undid, newest first (GET /admin/v1/healing). */
+function renderHealing(healing, error) {
+  const note = $('healing-note');
+  if (!healing) {
+    $('healing-body').replaceChildren();
+    delete $('healing-body').dataset.rows;
+    note.textContent = `Could not load the self-healing actions: ${error?.message ?? 'no answer'}`;
+    return;
+  }
+  const active = healing.targets.filter((x) => x.active);
+  note.textContent = healing.rules.length
+    ? `${healing.rules.length} rule${healing.rules.length === 1 ? '' : 's'}, evaluated every ${fmtMs(healing.interval_ms)}; in force now: ${active.length
+      ? active.map((x) => `${x.rule} on ${x.model}${x.deployment ? `/${x.deployment}` : ''}`).join(', ') : 'nothing'}. This replica's last ${healing.audit.length} actions (it keeps 256).`
+    : 'No self-healing rules in the config (healing.rules).';
+  const actionText = (a) => a.action === 'restore' ? `restore (undoes ${a.undoes ?? '?'})`
+    : a.action === 'shift_to_fallback' && a.percent !== undefined ? `shift_to_fallback (${a.percent} %)`
+      : a.action === 'scale' && a.replicas_to !== undefined ? `scale ${a.kubernetes_deployment ?? ''} ${a.replicas_from ?? '?'} \u2192 ${a.replicas_to}` : a.action;
+  const rows = [...healing.audit].reverse().map((a, i) => el('tr', { 'data-testid': `healing-row-${i}`, 'data-action': a.action, 'data-model': a.model, 'data-deployment': a.deployment ?? '' },
+    el('td', {}, a.ts ?? ''), el('td', {}, a.rule), el('td', {}, a.model), el('td', {}, a.deployment ?? '\u2013'),
+    el('td', { class: a.action === 'restore' ? null : 'error' }, actionText(a)), el('td', {}, a.error ? `${a.reason} (failed: ${a.error})` : a.reason ?? ''),
+    el('td', {}, `${a.metric}: ${fmtNum(a.value)} (threshold ${fmtNum(a.threshold)})`)));
+  $('healing-body').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 7 }, 'No self-healing action yet.'))]));
+  $('healing-body').dataset.rows = String(rows.length);
 }
 
 async function changeCanary(model, current) {
@@ -613,6 +707,7 @@ $('spend-csv').addEventListener('click', downloadCsv);
 $('requests-form').addEventListener('submit', (ev) => loadRequests(null, ev));
 $('requests-next').addEventListener('click', () => loadRequests(state.next));
 $('requests-first').addEventListener('click', () => loadRequests(null));
+$('request-detail-close').addEventListener('click', closeRequest);
 $('audit-form').addEventListener('submit', (ev) => loadAudit(null, ev));
 $('audit-next').addEventListener('click', () => loadAudit(state.auditNext));
 $('audit-first').addEventListener('click', () => loadAudit(null));

@@ -82,7 +82,21 @@ export class Postgres {
    * held): every other statement on the table waits, as on a database that stopped
    * answering. `release()` commits and ends the session.
    */
-  async holdLock(table, db = this.db) {
+  holdLock(table, db = this.db) {
+    return this.holdSession(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`, db);
+  }
+
+  /**
+   * A psql session holding the transaction-level advisory lock `key` in `db` (resolves
+   * once held): a statement that asks for it (`pg_advisory_xact_lock(key)`, say in a
+   * trigger) waits until `release()` commits and ends the session.
+   */
+  holdAdvisoryLock(key, db = this.db) {
+    return this.holdSession(`SELECT pg_advisory_xact_lock(${Number(key)})`, db);
+  }
+
+  /** A psql session that ran `statement` in an open transaction; `release()` commits and ends it. */
+  async holdSession(statement, db) {
     const child = spawn('psql', ['-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-d', db, '-X', '-A', '-t', '-q'],
       { env: { ...process.env, PGPASSWORD: this.superPassword }, stdio: ['pipe', 'pipe', 'inherit'] });
     const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -91,7 +105,7 @@ export class Postgres {
       out += d;
       if (out.includes('locked')) resolve();
     }));
-    child.stdin.write(`BEGIN; LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE; SELECT 'locked';\n`);
+    child.stdin.write(`BEGIN; ${statement}; SELECT 'locked';\n`);
     await held;
     return {
       release: async () => {

@@ -158,10 +158,13 @@ ${servers}
     // The starting point: the old replicas UP, the slots of the new ones DOWN (HAProxy
     // takes a server for UP until its first check fails; a pod not started yet is in no
     // Service's endpoints).
+    let seen = {};
     await eventually(async () => {
-      const s = await serverStates(sock).catch(() => ({}));
+      const s = (seen = await serverStates(sock).catch((e) => ({ error: e.message })));
       return ['old0', 'old1', 'old2'].every((n) => s[n] === 'UP') && ['new0', 'new1', 'new2'].every((n) => s[n] === 'DOWN');
-    }, { timeout: 10000, what: `the old replicas UP and the new slots DOWN in HAProxy (${lbOut})` });
+    }, { timeout: 10000, what: 'the old replicas UP and the new slots DOWN in HAProxy' }).catch((e) => {
+      throw new Error(`${e.message}: last seen ${JSON.stringify(seen)}; haproxy said: ${lbOut}`);
+    });
 
     // The load: CLIENTS loops of streams through the balancer until the rollout is over.
     const results = [];

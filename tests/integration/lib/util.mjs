@@ -63,13 +63,26 @@ export function makeTempDir(prefix = 'tahua-it-') {
   return dir;
 }
 
-/** A loopback port that nothing listens on (bound then released). */
+/**
+ * A loopback port that nothing listens on (bound then released), below the kernel's
+ * ephemeral range (32768-60999 by default): a port another test file's process binds
+ * with port 0, or a client's source port, never comes from there, so the port stays
+ * free for whoever it is for while test files run side by side.
+ */
 export async function closedPort() {
-  const server = net.createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  for (let tries = 0; ; tries += 1) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    const server = net.createServer();
+    const bound = await new Promise((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => resolve(true));
+    });
+    if (bound) {
+      await new Promise((resolve) => server.close(resolve));
+      return port;
+    }
+    if (tries > 100) throw new Error('closedPort: no free loopback port in 20000-31999');
+  }
 }
 
 /** Resolves with the connect error code (e.g. 'ECONNREFUSED') or null if it connected. */

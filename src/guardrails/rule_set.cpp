@@ -284,7 +284,14 @@ std::shared_ptr<const RuleSet> RuleSet::compile(std::vector<RuleSpec> rules, std
         }
         break;
       case RuleSpec::Detector::Injection:
-        break;  // the signals' own database (injectionDatabase), shared by every policy
+        // The signals' own database (injectionDatabase), shared by every policy: compiled
+        // here, where the config loads, not by the first request a worker sees (about a
+        // second of Hyperscan's compiler, every connection of that worker waiting).
+        if (!injectionSignalsCompile()) {
+          error = "rule \"" + spec.name + "\": the injection signals did not compile";
+          return nullptr;
+        }
+        break;
       case RuleSpec::Detector::Moderation:
       case RuleSpec::Detector::Quality:
         break;  // HTTP calls the filter makes

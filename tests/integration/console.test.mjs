@@ -514,11 +514,20 @@ describe('web console', () => {
     await until(page, () => document.querySelector('#healing-body')?.dataset.rows === '0');
     assert.match(await page.getByTestId('healing-note').textContent(), /^1 rule, evaluated every 100 ms; in force now: nothing\./);
 
+    // Traffic without gaps from eight callers: the rule needs min_requests in every
+    // 100 ms window for its 200 ms (a thin window starts over), however slow the build.
+    let sending = true;
+    const callers = Array.from({ length: 8 }, async () => {
+      while (sending) await post(gw.url, '/v1/chat/completions', chatBody('m'), { headers: { authorization: `Bearer ${KEY_B}` } });
+    });
+    let last;
     const settled = await eventually(async () => {
-      for (let i = 0; i < 10; i += 1) await post(gw.url, '/v1/chat/completions', chatBody('m'), { headers: { authorization: `Bearer ${KEY_B}` } });
-      const h = await healing();
+      const h = (last = await healing());
       return h.audit.filter((r) => r.action === 'eject').length === 2 && h;
-    }, { timeout: 15_000, interval: 50, what: 'a and c ejected' });
+    }, { timeout: 30_000, interval: 50, what: 'a and c ejected' }).catch((e) => {
+      throw new Error(`${e.message}; the healing state last: ${JSON.stringify(last)}`);
+    }).finally(() => { sending = false; });
+    await Promise.all(callers);
     assert.deepEqual(settled.audit.map((r) => r.deployment).sort(), ['a', 'c']);
     await page.getByTestId('nav-models').click();
     await until(page, () => document.querySelector('#healing-body')?.dataset.rows === '2');

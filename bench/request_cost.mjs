@@ -34,9 +34,18 @@
 // records, against the sampler's threshold). Then one /metrics read (the same in both
 // runs) must show no span, record or log line dropped. A failure stops the run.
 //
+// For tahua it also prints pieces of the worker's cost by the functions that hold them
+// (inclusive costs, the same difference over 2N): the access log's entry and hand-over,
+// the usage record, the spans' and records' hand-over, the tracing filter's end, the
+// worker's 200 ms flush timer. The timer's cost, and that of every other periodic task,
+// is per second, not per request: under callgrind a run of 3N requests lasts longer, so
+// it shows up in the difference, more when the machine is busy (it is small at the rate
+// a worker serves without valgrind).
+//
 // Knobs (environment): TAHUA (build/tahua), NGINX (nginx), N (1000), PORT_BASE (18480:
-// upstream, +1 receiver, +2 the server, +3 redis), KEEP_TMP (1: keep the callgrind files,
-// for callgrind_annotate).
+// upstream, +1 receiver, +2 the server, +3 redis), PROFILE (a number: that many of the
+// worker's functions by inclusive cost per request, the dearest first), KEEP_TMP (1: keep
+// the callgrind files, for callgrind_annotate).
 import { spawn, execFileSync } from 'node:child_process';
 import { createServer, Agent, request } from 'node:http';
 import { createHash } from 'node:crypto';
@@ -318,9 +327,32 @@ function costs(dir) {
     const name = THREADS.find(([, fn]) => text.includes(fn))?.[0] ?? 'other';
     out[name] = (out[name] ?? 0) + total;
     out.process += total;
+    if (name === 'worker') out.workerFile = join(dir, f);
   }
   return out;
 }
+
+// The worker's functions with their inclusive cost (callgrind_annotate), by name.
+function functions(file) {
+  const text = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { maxBuffer: 256 << 20 }).toString();
+  const out = new Map();
+  for (const line of text.split('\n')) {
+    const m = line.match(/^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(?:\?\?\?:)?(.*?)(?: \[[^\]]*\])?$/);
+    if (m && !out.has(m[2])) out.set(m[2], Number(m[1].replaceAll(',', '')));
+  }
+  return out;
+}
+
+// Pieces of the worker's cost named by the functions that hold them (inclusive: a
+// piece's callees are in it).
+const PIECES = [
+  ['access log entry', 'AccessLogFilter::onComplete('],
+  ['access log hand-over', 'tahua::AccessLogSink::flush()'],
+  ['usage record', 'UsageFilter::onComplete('],
+  ['spans and records hand-over', 'tahua::ExportBuffer::flush()'],
+  ['tracing (end)', 'TracingFilter::onComplete('],
+  ['the 200 ms flush timer', 'Worker::scheduleLogFlush()::{lambda'],
+];
 
 // --- one run -------------------------------------------------------------------------------
 
@@ -412,10 +444,25 @@ async function main() {
     const a = await runOnce(target, t, N, receiver);
     const b = await runOnce(target, t, 3 * N, receiver);
     const per = {};
-    for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) per[k] = Math.round(((b[k] ?? 0) - (a[k] ?? 0)) / (2 * N));
+    for (const k of new Set([...Object.keys(a), ...Object.keys(b)]))
+      if (k !== 'workerFile') per[k] = Math.round(((b[k] ?? 0) - (a[k] ?? 0)) / (2 * N));
     results[target] = per;
     const threads = Object.entries(per).filter(([k]) => k !== 'process').map(([k, v]) => `${k} ${v}`).join(', ');
     console.log(`${target.padEnd(16)} process ${String(per.process).padStart(7)}   ${threads}`);
+    if (a.workerFile && b.workerFile) {
+      const fa = functions(a.workerFile), fb = functions(b.workerFile);
+      const diff = (name) => Math.round(((fb.get(name) ?? 0) - (fa.get(name) ?? 0)) / (2 * N));
+      const pieces = PIECES.map(([label, fn]) => {
+        const names = [...new Set([...fa.keys(), ...fb.keys()])].filter((n) => n.includes(fn));
+        return [label, names.reduce((sum, n) => sum + diff(n), 0)];
+      }).filter(([, v]) => v !== 0);
+      if (pieces.length) console.log(`${''.padEnd(16)} worker pieces (inclusive): ${pieces.map(([l, v]) => `${l} ${v}`).join(', ')}`);
+      const top = Number(process.env.PROFILE ?? 0);
+      if (top > 0) {
+        const rows = [...new Set([...fa.keys(), ...fb.keys()])].map((n) => [diff(n), n]).sort((x, y) => y[0] - x[0]).slice(0, top);
+        for (const [v, n] of rows) console.log(`${String(v).padStart(24)}  ${n.length > 150 ? n.slice(0, 150) + '...' : n}`);
+      }
+    }
   }
   if (results.nginx)
     for (const [target, per] of Object.entries(results))

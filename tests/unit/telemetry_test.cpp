@@ -20,6 +20,7 @@
 #include "telemetry/otlp_json.h"
 #include "telemetry/span_record.h"
 #include "telemetry/trace_context.h"
+#include "telemetry/usage_record.h"
 
 namespace tahua {
 namespace telemetry_test {  // named, not anonymous: eight test files compile as one unit
@@ -130,10 +131,17 @@ TEST(JsonOut, GrowsPastItsFirstBlock) {
   EXPECT_EQ(out.view().substr(0, 3), "\"xx");
 }
 
+ExportBatch batchOf(std::string_view data, std::size_t items) {
+  ExportBatch b;
+  b.data.raw(data);
+  b.items = items;
+  return b;
+}
+
 TEST(ExportQueue, RefusesPastItsBoundAndCountsTheDrops) {
   ExportQueue q(300);
-  EXPECT_TRUE(q.push(ExportBatch{"a\n", 200}));
-  EXPECT_FALSE(q.push(ExportBatch{"b\n", 200}));  // 400 > 300: refused whole, never waited for
+  EXPECT_TRUE(q.push(batchOf("a\n", 200)));
+  EXPECT_FALSE(q.push(batchOf("b\n", 200)));  // 400 > 300: refused whole, never waited for
   EXPECT_EQ(q.depth(), 200u);
   EXPECT_EQ(q.dropped(), 200u);
   EXPECT_EQ(q.accepted(), 200u);
@@ -141,7 +149,7 @@ TEST(ExportQueue, RefusesPastItsBoundAndCountsTheDrops) {
   ASSERT_EQ(taken.size(), 1u);
   EXPECT_EQ(q.depth(), 0u);
   q.close();
-  EXPECT_FALSE(q.push(ExportBatch{"c\n", 1}));
+  EXPECT_FALSE(q.push(batchOf("c\n", 1)));
   EXPECT_TRUE(q.take(std::chrono::milliseconds(1000)).empty());  // closed: no wait
 }
 
@@ -158,6 +166,29 @@ TEST(ExportQueue, BufferHandsOverAtItsThreshold) {
   EXPECT_EQ(q.depth(), ExportBuffer::kFlushItems);
   auto taken = q.take(std::chrono::milliseconds(0));
   EXPECT_EQ(taken[0].data.size(), 2 * ExportBuffer::kFlushItems);
+}
+
+TEST(ExportQueue, BuffersMoveToTheExporterAndComeBackEmpty) {
+  ExportQueue q(100000);
+  ExportBuffer b(&q, '\n');
+  b.data().raw(std::string_view("first"));
+  b.commit();
+  const char* const memory = b.data().data();
+  b.flush();
+  auto taken = q.take(std::chrono::milliseconds(0));
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].data.data(), memory) << "moved, not copied";
+  EXPECT_EQ(taken[0].data.view(), "first\n");
+  q.recycle(taken);
+  EXPECT_TRUE(taken.empty());
+  b.data().raw(std::string_view("second"));
+  b.commit();
+  b.flush();  // hands this buffer over and gets the first one back
+  EXPECT_EQ(b.data().data(), memory);
+  EXPECT_TRUE(b.data().empty());
+  taken = q.take(std::chrono::milliseconds(0));
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].data.view(), "second\n");
 }
 
 
@@ -189,11 +220,13 @@ struct TelemetryFixture {
     ctx.start = std::chrono::steady_clock::now();
     chain.begin(ctx, block.get());
   }
-  // Usage records: JSON lines.
+  // Usage records, formatted as the exporter does: JSON lines.
   std::vector<boost::json::object> drain(ExportQueue& q) {
     std::vector<boost::json::object> out;
     for (auto& b : q.take(std::chrono::milliseconds(0))) {
-      std::string_view rest = b.data;
+      JsonBuf lines;
+      formatUsageRecords(b.data.view(), lines);
+      std::string_view rest = lines.view();
       for (auto end = rest.find('\n'); end != std::string_view::npos; end = rest.find('\n')) {
         out.push_back(boost::json::parse(rest.substr(0, end)).as_object());
         rest.remove_prefix(end + 1);
@@ -206,7 +239,7 @@ struct TelemetryFixture {
     auto encoder = makeOtlpJsonEncoder("tahua");
     std::size_t count = 0;
     for (auto& b : span_queue.take(std::chrono::milliseconds(0))) {
-      SpanRecordReader r(b.data);
+      SpanRecordReader r(b.data.view());
       while (r.next()) {
         encoder->add(r);
         count += spanCount(r.server());
@@ -228,7 +261,7 @@ struct TelemetryFixture {
   Headers headers;
   ExportQueue span_queue{100000}, record_queue{100000};
   ExportBuffer spans{&span_queue, 0};
-  ExportBuffer records{&record_queue, '\n'};
+  ExportBuffer records{&record_queue, 0};
   FilterChain chain;
 };
 
@@ -515,7 +548,7 @@ TEST(AccessLogFilter, WritesTheLineByteForByteAsBefore) {
 TEST(UsageFilter, WritesTheRecordByteForByteAsBefore) {
   GoldenRequest g;
   ExportQueue queue(100);
-  ExportBuffer records(&queue, '\n');
+  ExportBuffer records(&queue, 0);
   FilterChain chain;
   chain.add(makeUsageFilter(*g.config, records, nullptr));
   for (int i = 0; i < 2; ++i) {
@@ -528,7 +561,11 @@ TEST(UsageFilter, WritesTheRecordByteForByteAsBefore) {
   }
   records.flush();
   std::string lines;
-  for (auto& b : queue.take(std::chrono::milliseconds(0))) lines.append(b.data);
+  for (auto& b : queue.take(std::chrono::milliseconds(0))) {
+    JsonBuf out;
+    EXPECT_EQ(formatUsageRecords(b.data.view(), out), 2u);
+    lines.append(out.view());
+  }
   const std::size_t nl = lines.find('\n');
   ASSERT_NE(nl, std::string::npos);
   EXPECT_EQ(GoldenRequest::masked(lines.substr(0, nl), {"record_id", "ts", "end_ts"}),

@@ -69,7 +69,7 @@ struct Bench {
   ConfigPtr config;
   WorkerMetrics metrics;
   NoServices services;
-  ExportBuffer records{nullptr, '\n'};
+  ExportBuffer records{nullptr, 0};
   PendingRecords pending{records, services};
   FilterChain chain;
   std::vector<std::max_align_t> block;  // the chain's state block, aligned as it needs

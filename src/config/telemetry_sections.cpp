@@ -21,11 +21,12 @@ constexpr Field kAccessLogFields[] = {
     nonEmpty("path", "\"-\"", "`-`: stdout; otherwise a file, appended to.").atRestart(),
     number("sample_success", 1, "1", "Share of successful (< 400) lines written; errors are always written.", "a ratio"),
     integer("max_pending_bytes", 65536, 1ull << 32, "8388608",
-            "Bytes of lines the writer thread has not written yet; past it lines are dropped "
-            "(tahua_log_lines_dropped_total), never waited for.")
+            "Bytes of log entries (each line's fields, as the workers hand them over) the writer thread has "
+            "not formatted and written yet; past it lines are dropped (tahua_log_lines_dropped_total), never "
+            "waited for.")
         .atRestart(),
 };
-const Table kAccessLog("access_log", "The access log: one JSON line per request, written by a thread of its own.",
+const Table kAccessLog("access_log", "The access log: one JSON line per request, formatted and written by a thread of its own.",
                        kAccessLogFields);
 
 constexpr Field kTracingFields[] = {

@@ -45,7 +45,7 @@ Worker::Worker(unsigned id, unsigned worker_count, Gateway& gateway, SnapshotPtr
                std::shared_ptr<LogFile> access_log, ExportQueue* spans, ExportQueue* records)
     : id_(id), worker_count_(worker_count), balancer_(std::random_device{}() ^ (std::uint64_t{id} << 32)), gateway_(gateway),
       snapshot_(std::move(snapshot)), tenants_(std::move(tenants)), access_log_(std::move(access_log)),
-      spans_(spans, 0), records_(records, '\n'), pool_(std::make_unique<UpstreamPool>()),
+      spans_(spans, 0), records_(records, 0), pool_(std::make_unique<UpstreamPool>()),
       upstream_env_{io_, *pool_, metrics_} {
   pending_records_ = std::make_unique<PendingRecords>(records_, *this);
   chain_ = buildChain();

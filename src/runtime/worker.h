@@ -127,7 +127,7 @@ class Worker final : public WorkerServices, public SessionHost, private BatchPol
   WorkerMetrics metrics_;
   AccessLogSink access_log_;
   ExportBuffer spans_;    // span records for the trace exporter
-  ExportBuffer records_;  // usage records for the usage exporter
+  ExportBuffer records_;  // usage records for the usage exporter (packed: telemetry/usage_record.h)
   std::unique_ptr<PendingRecords> pending_records_;  // those waiting for a late verdict
   std::unique_ptr<UpstreamPool> pool_;
   UpstreamEnv upstream_env_;

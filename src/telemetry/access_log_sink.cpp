@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "telemetry/access_log_entry.h"
+
 namespace tahua {
 
 std::shared_ptr<LogFile> LogFile::open(const std::string& path, std::size_t max_pending_bytes, std::string* error) {
@@ -32,33 +34,41 @@ LogFile::~LogFile() {
   if (owned_) ::close(fd_);
 }
 
-void LogFile::write(std::string&& lines) {
-  if (lines.empty()) return;
+void LogFile::write(JsonBuf& entries, std::size_t count) {
+  if (entries.empty()) return;
+  bool taken = false;
   {
     std::lock_guard lock(mu_);
-    if (pending_bytes_ + lines.size() <= max_pending_) {
-      pending_bytes_ += lines.size();
-      pending_.push_back(std::move(lines));
-      lines = std::string();
+    if (pending_bytes_ + entries.size() <= max_pending_) {
+      pending_bytes_ += entries.size();
+      pending_.push_back(Batch{std::move(entries), count});
+      taken = true;
+      if (!spare_.empty()) {
+        entries = std::move(spare_.back());
+        spare_.pop_back();
+      }
     }
   }
-  if (!lines.empty()) {  // the writer is behind (a slow disk, a blocked pipe): never wait for it
-    dropped_.fetch_add(static_cast<std::uint64_t>(std::count(lines.begin(), lines.end(), '\n')), std::memory_order_relaxed);
-    lines.clear();
+  if (!taken) {  // the writer is behind (a slow disk, a blocked pipe): never wait for it
+    dropped_.fetch_add(count, std::memory_order_relaxed);
+    entries.clear();
     return;
   }
   cv_.notify_one();
 }
 
 void LogFile::run() {
+  JsonBuf lines;  // its memory is reused
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
     if (pending_.empty()) return;  // stopping, and everything written
-    std::string bytes = std::move(pending_.front());
+    Batch batch = std::move(pending_.front());
     pending_.pop_front();
     lock.unlock();
-    std::string_view rest = bytes;
+    lines.clear();
+    formatAccessLog(batch.entries.view(), lines);
+    std::string_view rest = lines.view();
     while (!rest.empty()) {
       ssize_t n = ::write(fd_, rest.data(), rest.size());
       if (n < 0 && errno == EINTR) continue;
@@ -69,14 +79,19 @@ void LogFile::run() {
       rest.remove_prefix(static_cast<std::size_t>(n));
     }
     lock.lock();
-    pending_bytes_ -= bytes.size();
+    pending_bytes_ -= batch.entries.size();
+    if (spare_.size() < kSpares) {
+      batch.entries.clear();
+      spare_.push_back(std::move(batch.entries));
+    }
   }
 }
 
 void AccessLogSink::flush() {
   if (buffer_.empty() || !file_) return;
-  file_->write(std::string(buffer_.view()));
+  file_->write(buffer_, count_);
   buffer_.clear();
+  count_ = 0;
 }
 
 }  // namespace tahua

@@ -2,20 +2,38 @@
 
 namespace tahua {
 
-bool ExportQueue::push(ExportBatch&& batch) {
+bool ExportQueue::push(ExportBatch&& batch, JsonBuf* spare) {
   if (batch.items == 0) return true;
   {
     std::lock_guard lock(mu_);
     if (closed_ || depth_.load(std::memory_order_relaxed) + batch.items > max_items_) {
       dropped_.fetch_add(batch.items, std::memory_order_relaxed);
+      if (spare) {
+        *spare = std::move(batch.data);
+        spare->clear();
+      }
       return false;
     }
     depth_.fetch_add(batch.items, std::memory_order_relaxed);
     accepted_.fetch_add(batch.items, std::memory_order_relaxed);
     batches_.push_back(std::move(batch));
+    if (spare && !spares_.empty()) {
+      *spare = std::move(spares_.back());
+      spares_.pop_back();
+    }
   }
   cv_.notify_one();
   return true;
+}
+
+void ExportQueue::recycle(std::vector<ExportBatch>& done) {
+  std::lock_guard lock(mu_);
+  for (auto& b : done) {
+    if (spares_.size() >= kSpares) break;
+    b.data.clear();
+    spares_.push_back(std::move(b.data));
+  }
+  done.clear();
 }
 
 std::vector<ExportBatch> ExportQueue::take(std::chrono::milliseconds wait) {
@@ -48,10 +66,9 @@ bool ExportQueue::closed() const {
 
 void ExportBuffer::flush() {
   if (!queue_ || items_ == 0) return;
-  ExportBatch out{std::string(buf_.view()), items_};
-  buf_.clear();
+  ExportBatch out{std::move(buf_), items_};
   items_ = 0;
-  queue_->push(std::move(out));  // a refusal is counted by the queue
+  queue_->push(std::move(out), &buf_);  // a refusal is counted by the queue
 }
 
 }  // namespace tahua

@@ -1,8 +1,9 @@
 // Workers hand telemetry (usage records, spans) to a background exporter in batches:
 // each worker collects into its own ExportBuffer (no lock per request) and hands the
-// buffer over every 200 ms or every kFlushItems items, one lock per batch. The queue is
-// bounded in items: a batch that would pass the bound is refused and counted as
-// dropped, never waited for: a slow or dead exporter cannot slow a request.
+// buffer over every 200 ms or every kFlushItems items, one lock per batch. The buffer
+// itself moves (no copy); the worker gets back the memory of one the exporter is done
+// with. The queue is bounded in items: a batch that would pass the bound is refused and
+// counted as dropped, never waited for: a slow or dead exporter cannot slow a request.
 #pragma once
 
 #include <atomic>
@@ -11,7 +12,6 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "telemetry/json_out.h"
@@ -19,7 +19,7 @@
 namespace tahua {
 
 struct ExportBatch {
-  std::string data;  // items, each ended by the buffer's separator
+  JsonBuf data;  // items, each ended by the buffer's separator
   std::size_t items = 0;
 };
 
@@ -28,9 +28,13 @@ class ExportQueue {
   explicit ExportQueue(std::size_t max_items) : max_items_(max_items) {}
 
   // Takes the batch, or refuses it (counted in dropped()) when the queue is full or closed.
-  bool push(ExportBatch&& batch);
+  // `spare`, when given, gets memory to fill again: a buffer the exporter gave back, or
+  // the refused batch's own (emptied).
+  bool push(ExportBatch&& batch, JsonBuf* spare = nullptr);
   // Every batch queued, waiting up to `wait` for the first; empty after close() once drained.
   std::vector<ExportBatch> take(std::chrono::milliseconds wait);
+  // The exporter is done with these batches: their buffers are kept for the workers.
+  void recycle(std::vector<ExportBatch>& done);
   // No more pushes are taken; take() no longer waits.
   void close();
   bool closed() const;
@@ -40,10 +44,14 @@ class ExportQueue {
   std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }    // items refused
 
  private:
+  // Buffers kept for reuse; past this many workers, some hand-overs allocate.
+  static constexpr std::size_t kSpares = 8;
+
   const std::size_t max_items_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<ExportBatch> batches_;
+  std::vector<JsonBuf> spares_;
   bool closed_ = false;
   std::atomic<std::size_t> depth_{0};
   std::atomic<std::uint64_t> accepted_{0};

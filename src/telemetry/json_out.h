@@ -12,11 +12,25 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace tahua {
 
 class JsonBuf {
  public:
+  JsonBuf() = default;
+  // Moved, its memory goes along (a batch handed to another thread without a copy); the
+  // source is left empty, without memory.
+  JsonBuf(JsonBuf&& o) noexcept
+      : begin_(std::move(o.begin_)), p_(std::exchange(o.p_, nullptr)), end_(std::exchange(o.end_, nullptr)) {}
+  JsonBuf& operator=(JsonBuf&& o) noexcept {
+    begin_ = std::move(o.begin_);
+    p_ = std::exchange(o.p_, nullptr);
+    end_ = std::exchange(o.end_, nullptr);
+    return *this;
+  }
+  std::size_t capacity() const { return static_cast<std::size_t>(end_ - begin_.get()); }
+
   const char* data() const { return begin_.get(); }
   std::size_t size() const { return static_cast<std::size_t>(p_ - begin_.get()); }
   bool empty() const { return size() == 0; }

@@ -105,13 +105,17 @@ void uuidV7(char out[36]) {
   randomBytes(b + 6, 10);
   b[6] = static_cast<std::uint8_t>(0x70 | (b[6] & 0x0f));  // version 7
   b[8] = static_cast<std::uint8_t>(0x80 | (b[8] & 0x3f));  // variant 10
-  char hex[32];
-  toHex(b, 16, hex);
-  std::size_t o = 0;
-  for (int i = 0; i < 32; ++i) {
-    if (i == 8 || i == 12 || i == 16 || i == 20) out[o++] = '-';
-    out[o++] = hex[i];
-  }
+  // 8-4-4-4-12 hex digits: the groups' bytes written where they go (no pass to place the
+  // dashes: this runs once per usage record).
+  toHex(b, 4, out);
+  out[8] = '-';
+  toHex(b + 4, 2, out + 9);
+  out[13] = '-';
+  toHex(b + 6, 2, out + 14);
+  out[18] = '-';
+  toHex(b + 8, 2, out + 19);
+  out[23] = '-';
+  toHex(b + 10, 6, out + 24);
 }
 
 bool tracestatePassable(std::string_view v) { return !v.empty() && v.size() <= 512 && v.find_first_of("\r\n") == std::string_view::npos; }

@@ -45,7 +45,7 @@ void TraceExporter::run() {
     auto batches = queue_.take(config_.flush_interval);
     if (batches.empty() && queue_.closed()) break;
     for (auto& b : batches) {
-      SpanRecordReader records(b.data);
+      SpanRecordReader records(b.data.view());
       while (records.next()) {
         const std::size_t spans = spanCount(records.server());
         if (count > 0 && count + spans > config_.max_batch_spans) {
@@ -60,6 +60,7 @@ void TraceExporter::run() {
       send(count);
       count = 0;
     }
+    queue_.recycle(batches);
   }
 }
 

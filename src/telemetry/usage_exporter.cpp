@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "telemetry/usage_record.h"
 
 namespace tahua {
 
@@ -117,7 +118,10 @@ void UsageExporter::run() {
     auto batches = queue_.take(Millis(250));
     const bool closing = batches.empty() && queue_.closed();
     for (const auto& b : batches) {
-      handle(b);
+      // The workers' packed records become the JSON lines every sink gets (and a spill keeps).
+      lines_.clear();
+      formatUsageRecords(b.data.view(), lines_);
+      handle(lines_.view(), b.items);
       handled_.fetch_add(b.items, std::memory_order_relaxed);
     }
     if (closing) break;
@@ -130,26 +134,27 @@ void UsageExporter::run() {
       writeState(false);
       last_state = now;
     }
+    queue_.recycle(batches);
   }
   writeState(handled_.load() == queue_.accepted());
 }
 
-void UsageExporter::handle(const ExportBatch& batch) {
+void UsageExporter::handle(std::string_view lines, std::size_t records) {
   for (auto& s : sinks_) {
     if (s->spill_size.load(std::memory_order_relaxed) > 0) {  // behind its spill: keep the order
-      spill(*s, batch.data, batch.items);
+      spill(*s, lines, records);
       continue;
     }
     std::string error;
-    if (s->out->deliver(batch.data, error)) {
-      s->delivered.fetch_add(batch.items, std::memory_order_relaxed);
+    if (s->out->deliver(lines, error)) {
+      s->delivered.fetch_add(records, std::memory_order_relaxed);
       continue;
     }
     s->failures.fetch_add(1, std::memory_order_relaxed);
     if (s->up.exchange(false)) log::warn("usage sink failed; spilling its records until it is back", {{"sink", s->name}, {"error", error}});
     s->backoff = config_.retry_backoff;
     s->next_retry = Clock::now() + s->backoff;
-    spill(*s, batch.data, batch.items);
+    spill(*s, lines, records);
   }
 }
 

@@ -2,7 +2,8 @@
 // once, never losing one silently:
 //
 //  - Workers hand records over through the ExportQueue (bounded; a full queue drops and
-//    counts). This thread takes them every 250 ms at most.
+//    counts), packed (telemetry/usage_record.h). This thread takes them every 250 ms at
+//    most and formats each batch as JSON lines once, for every sink.
 //  - Each sink gets each batch. A sink that fails (Redis down, webhook 5xx, disk full)
 //    gets it appended to its spill file (spill_dir/<sink>.spill) instead, and so does
 //    everything after it, in order, until the spill has been replayed to the sink: a
@@ -61,7 +62,7 @@ class UsageExporter {
   struct Sink;
   explicit UsageExporter(const UsageConfig& config);
   void run();
-  void handle(const ExportBatch& batch);
+  void handle(std::string_view lines, std::size_t records);
   void replay(Sink& sink);
   void spill(Sink& sink, std::string_view lines, std::size_t records);
   void writeState(bool clean);
@@ -71,6 +72,7 @@ class UsageExporter {
   std::vector<std::unique_ptr<Sink>> sinks_;
   std::atomic<std::uint64_t> handled_{0};
   std::uint64_t lost_at_start_ = 0;
+  JsonBuf lines_;  // a batch's records as JSON lines (its memory reused)
   std::thread thread_;
   bool stopped_ = false;
 };

@@ -107,15 +107,15 @@ class RedisStreamSink final : public UsageSink {
       ++sent;
     }
     if (sent == 0) return true;
-    auto replies = redis_.pipeline(out_, sent, error);
-    if (!replies) return false;
-    for (const RedisReply& r : *replies)
-      if (r.isError()) {
-        error = "XADD: " + r.str;
-        redis_.close();
-        return false;
-      }
-    return true;
+    std::string why;
+    if (redis_.pipelineChecked(out_, sent, why)) return true;
+    if (redis_.connected()) {  // an error reply: the connection is dropped, as for any failure
+      error = "XADD: " + why;
+      redis_.close();
+    } else {
+      error = why;
+    }
+    return false;
   }
 
  private:

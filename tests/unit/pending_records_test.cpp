@@ -11,6 +11,7 @@
 
 #include "filters/worker_services.h"
 #include "telemetry/export_queue.h"
+#include "telemetry/usage_record.h"
 
 namespace tahua {
 namespace pending_records_test {  // named, not anonymous: eight test files compile as one unit
@@ -48,7 +49,7 @@ constexpr std::string_view kLow = R"("quality":"low","quality_similarity":0.1200
 
 struct Fixture {
   ExportQueue queue{1000};
-  ExportBuffer out{&queue, '\n'};
+  ExportBuffer out{&queue, 0};
   ManualServices services;
   PendingRecords pending{out, services, Millis(2000), 3};
 
@@ -56,9 +57,12 @@ struct Fixture {
     out.flush();
     std::vector<std::string> lines;
     for (auto& batch : queue.take(std::chrono::milliseconds(0))) {
+      JsonBuf text;  // the records as the exporter formats them
+      formatUsageRecords(batch.data.view(), text);
+      const std::string data(text.view());
       std::size_t at = 0, nl;
-      while ((nl = batch.data.find('\n', at)) != std::string::npos) {
-        lines.push_back(batch.data.substr(at, nl - at));
+      while ((nl = data.find('\n', at)) != std::string::npos) {
+        lines.push_back(data.substr(at, nl - at));
         at = nl + 1;
       }
     }

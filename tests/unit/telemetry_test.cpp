@@ -4,19 +4,23 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
+#include <unistd.h>
 
 #include "filters/access_log/access_log_filter.h"
 #include "filters/filter.h"
 #include "filters/tracing/tracing_filter.h"
 #include "filters/usage/usage_filter.h"
+#include "telemetry/access_log_entry.h"
 #include "telemetry/export_queue.h"
 #include "telemetry/json_out.h"
 #include "telemetry/otlp_json.h"
 #include "telemetry/span_record.h"
 #include "telemetry/trace_context.h"
+#include "telemetry/usage_record.h"
 
 namespace tahua {
 namespace telemetry_test {  // named, not anonymous: eight test files compile as one unit
@@ -127,10 +131,17 @@ TEST(JsonOut, GrowsPastItsFirstBlock) {
   EXPECT_EQ(out.view().substr(0, 3), "\"xx");
 }
 
+ExportBatch batchOf(std::string_view data, std::size_t items) {
+  ExportBatch b;
+  b.data.raw(data);
+  b.items = items;
+  return b;
+}
+
 TEST(ExportQueue, RefusesPastItsBoundAndCountsTheDrops) {
   ExportQueue q(300);
-  EXPECT_TRUE(q.push(ExportBatch{"a\n", 200}));
-  EXPECT_FALSE(q.push(ExportBatch{"b\n", 200}));  // 400 > 300: refused whole, never waited for
+  EXPECT_TRUE(q.push(batchOf("a\n", 200)));
+  EXPECT_FALSE(q.push(batchOf("b\n", 200)));  // 400 > 300: refused whole, never waited for
   EXPECT_EQ(q.depth(), 200u);
   EXPECT_EQ(q.dropped(), 200u);
   EXPECT_EQ(q.accepted(), 200u);
@@ -138,7 +149,7 @@ TEST(ExportQueue, RefusesPastItsBoundAndCountsTheDrops) {
   ASSERT_EQ(taken.size(), 1u);
   EXPECT_EQ(q.depth(), 0u);
   q.close();
-  EXPECT_FALSE(q.push(ExportBatch{"c\n", 1}));
+  EXPECT_FALSE(q.push(batchOf("c\n", 1)));
   EXPECT_TRUE(q.take(std::chrono::milliseconds(1000)).empty());  // closed: no wait
 }
 
@@ -155,6 +166,29 @@ TEST(ExportQueue, BufferHandsOverAtItsThreshold) {
   EXPECT_EQ(q.depth(), ExportBuffer::kFlushItems);
   auto taken = q.take(std::chrono::milliseconds(0));
   EXPECT_EQ(taken[0].data.size(), 2 * ExportBuffer::kFlushItems);
+}
+
+TEST(ExportQueue, BuffersMoveToTheExporterAndComeBackEmpty) {
+  ExportQueue q(100000);
+  ExportBuffer b(&q, '\n');
+  b.data().raw(std::string_view("first"));
+  b.commit();
+  const char* const memory = b.data().data();
+  b.flush();
+  auto taken = q.take(std::chrono::milliseconds(0));
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].data.data(), memory) << "moved, not copied";
+  EXPECT_EQ(taken[0].data.view(), "first\n");
+  q.recycle(taken);
+  EXPECT_TRUE(taken.empty());
+  b.data().raw(std::string_view("second"));
+  b.commit();
+  b.flush();  // hands this buffer over and gets the first one back
+  EXPECT_EQ(b.data().data(), memory);
+  EXPECT_TRUE(b.data().empty());
+  taken = q.take(std::chrono::milliseconds(0));
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].data.view(), "second\n");
 }
 
 
@@ -186,11 +220,13 @@ struct TelemetryFixture {
     ctx.start = std::chrono::steady_clock::now();
     chain.begin(ctx, block.get());
   }
-  // Usage records: JSON lines.
+  // Usage records, formatted as the exporter does: JSON lines.
   std::vector<boost::json::object> drain(ExportQueue& q) {
     std::vector<boost::json::object> out;
     for (auto& b : q.take(std::chrono::milliseconds(0))) {
-      std::string_view rest = b.data;
+      JsonBuf lines;
+      formatUsageRecords(b.data.view(), lines);
+      std::string_view rest = lines.view();
       for (auto end = rest.find('\n'); end != std::string_view::npos; end = rest.find('\n')) {
         out.push_back(boost::json::parse(rest.substr(0, end)).as_object());
         rest.remove_prefix(end + 1);
@@ -203,7 +239,7 @@ struct TelemetryFixture {
     auto encoder = makeOtlpJsonEncoder("tahua");
     std::size_t count = 0;
     for (auto& b : span_queue.take(std::chrono::milliseconds(0))) {
-      SpanRecordReader r(b.data);
+      SpanRecordReader r(b.data.view());
       while (r.next()) {
         encoder->add(r);
         count += spanCount(r.server());
@@ -225,7 +261,7 @@ struct TelemetryFixture {
   Headers headers;
   ExportQueue span_queue{100000}, record_queue{100000};
   ExportBuffer spans{&span_queue, 0};
-  ExportBuffer records{&record_queue, '\n'};
+  ExportBuffer records{&record_queue, 0};
   FilterChain chain;
 };
 
@@ -357,9 +393,185 @@ TEST(AccessLogFilter, SampleSuccessKeepsAnExactShareAndEveryError) {
   };
   for (int i = 0; i < 8; ++i) run(200);
   for (int i = 0; i < 3; ++i) run(500);
-  const std::string_view written = sink.line().view();
+  JsonBuf lines;
+  EXPECT_EQ(formatAccessLog(sink.entries().view(), lines), 2u + 3u);
+  const std::string_view written = lines.view();
   EXPECT_EQ(std::count(written.begin(), written.end(), '\n'), 2 + 3);
   EXPECT_NE(written.find("\"level\":\"error\""), std::string::npos);
+}
+
+
+TEST(AccessLogFilter, EntriesPastThePendingBoundAreDroppedAndCountedAsLines) {
+  auto file = LogFile::open("/dev/null", 1, nullptr);  // nothing fits: the writer is "behind"
+  AccessLogSink sink(file);
+  FilterChain chain;
+  chain.add(makeAccessLogFilter(sink, AccessLogConfig{}));
+  auto config = std::make_shared<Config>();
+  for (int i = 0; i < 3; ++i) {
+    RequestContext ctx;
+    ctx.config = config;
+    ctx.status = 200;
+    chain.complete(ctx);
+  }
+  sink.flush();
+  EXPECT_EQ(file->droppedLines(), 3u);
+  EXPECT_TRUE(sink.entries().empty());  // its memory kept for the next entries
+}
+
+// The access log's line and the usage record of a request that sets every field, and of
+// one that sets almost none, byte for byte as the worker wrote them when it formatted
+// them itself (before issue 41; these expectations were taken from that code): only the
+// times and the record's id, which vary, are masked.
+struct GoldenRequest {
+  GoldenRequest() {
+    config->region.name = "eu-1";
+    config->usage.gateway_id = "gw-1";
+    model.name = "gpt-x";
+    model.pricing.set = true;
+    model.pricing.input = 2.5;
+    model.pricing.output = 10;
+    model.pricing.cached_input = 1.25;
+    model.pricing.per_image = 0.04;
+    asked.name = "gpt-big";
+    provider.name = "openai-1";
+    deployment.id = "d1";
+    deployment.version = "canary";
+    deployment.address = "10.0.0.1:443";
+    tenant.name = "team";
+    key.name = "k1";
+    key.prefix = "sk-ab";
+  }
+  void rich(RequestContext& ctx) {
+    ctx.config = config;
+    ctx.request_id = std::string("req-\"q\"\x01", 8);
+    for (std::uint8_t i = 0; i < 16; ++i) ctx.trace.trace_id[i] = static_cast<std::uint8_t>(i + 1);
+    for (std::uint8_t i = 0; i < 8; ++i) ctx.trace.span_id[i] = static_cast<std::uint8_t>(0xa0 + i);
+    ctx.endpoint = Endpoint::ChatCompletions;
+    ctx.method = "POST";
+    ctx.path = "/v1/chat/completions";
+    ctx.facts.model = "gpt-big";
+    ctx.model = &model;
+    ctx.requested_model = &asked;
+    ctx.provider = &provider;
+    ctx.deployment = &deployment;
+    ctx.route_reason = "percent";
+    ctx.route_name = "r-main";
+    ctx.fallback = "model";
+    ctx.principal.tenant = &tenant;
+    ctx.principal.key = &key;
+    auto caller = std::make_shared<CallerIdentity>();
+    caller->issuer = "idp";
+    caller->subject = "alice";
+    ctx.principal.caller = caller;
+    ctx.record_fields[static_cast<std::size_t>(RecordField::Prompt)] = "greet@2";
+    ctx.record_fields[static_cast<std::size_t>(RecordField::CacheTokensSaved)] = "17";
+    ctx.record_fields[static_cast<std::size_t>(RecordField::QualitySimilarity)] = "0.9";
+    ctx.record_fields[static_cast<std::size_t>(RecordField::McpArguments)] = R"({"a":"b\n"})";
+    ctx.status = 504;
+    ctx.streaming = true;
+    ctx.bytes_in = 1234;
+    ctx.bytes_out = 5678;
+    ctx.chunks_out = 9;
+    ctx.attempts = 3;
+    ctx.start = std::chrono::steady_clock::now();
+    ctx.first_byte = ctx.start + std::chrono::nanoseconds(345'678);
+    ctx.end = ctx.start + std::chrono::nanoseconds(1'234'567);
+    ctx.usage.prompt_tokens = 100;
+    ctx.usage.completion_tokens = 20;
+    ctx.usage.total_tokens = 120;
+    ctx.usage.cached_tokens = 10;
+    ctx.usage.images = 2;
+    ctx.usage.audio_seconds = 1.5;
+    ctx.usage.characters = 30;
+    ctx.fail(Error{ErrorKind::UpstreamTimeout, "slow"});
+    ctx.error->timeout_kind = "first_byte";
+  }
+  void bare(RequestContext& ctx) {
+    ctx.config = config;
+    ctx.request_id = "req-2";
+    ctx.endpoint = Endpoint::Messages;
+    ctx.method = "POST";
+    ctx.path = "/v1/messages";
+    ctx.facts.model = "claude-x";
+    ctx.status = 200;
+    ctx.attempts = 1;
+    ctx.start = std::chrono::steady_clock::now();
+    ctx.end = ctx.start + std::chrono::microseconds(2'000);
+  }
+  // `s` with the value of each of `keys` (a JSON string) replaced by "~".
+  static std::string masked(std::string s, std::initializer_list<std::string_view> keys) {
+    for (std::string_view k : keys) {
+      const std::string open = "\"" + std::string(k) + "\":\"";
+      const std::size_t at = s.find(open);
+      if (at == std::string::npos) continue;
+      const std::size_t from = at + open.size();
+      s.replace(from, s.find('"', from) - from, "~");
+    }
+    return s;
+  }
+  std::shared_ptr<Config> config = std::make_shared<Config>();
+  ModelConfig model, asked;
+  ProviderConfig provider;
+  DeploymentConfig deployment;
+  TenantConfig tenant;
+  ApiKeyConfig key;
+};
+
+TEST(AccessLogFilter, WritesTheLineByteForByteAsBefore) {
+  char path[] = "/tmp/tahua-golden-log-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  GoldenRequest g;
+  {
+    auto file = LogFile::open(path, 1 << 20, nullptr);
+    AccessLogSink sink(file);
+    FilterChain chain;
+    chain.add(makeAccessLogFilter(sink, AccessLogConfig{}));
+    RequestContext rich, bare;
+    g.rich(rich);
+    chain.complete(rich);
+    g.bare(bare);
+    chain.complete(bare);
+  }  // the sink hands its lines over, the file writes them and stops
+  std::ifstream in(path);
+  std::string rich_line, bare_line;
+  std::getline(in, rich_line);
+  std::getline(in, bare_line);
+  ::unlink(path);
+  EXPECT_EQ(GoldenRequest::masked(rich_line, {"ts"}),
+            R"({"ts":"~","level":"error","request_id":"req-\"q\"\u0001","trace_id":"0102030405060708090a0b0c0d0e0f10","span_id":"a0a1a2a3a4a5a6a7","method":"POST","path":"/v1/chat/completions","model":"gpt-x","provider":"openai-1","deployment":"d1","version":"canary","upstream_address":"10.0.0.1:443","route":"percent","route_name":"r-main","tenant":"team","key":"k1","key_prefix":"sk-ab","fallback":"model","requested_model":"gpt-big","prompt":"greet@2","cache_tokens_saved":17,"quality_similarity":0.9,"mcp_arguments":"{\"a\":\"b\\n\"}","status":504,"stream":true,"bytes_in":1234,"bytes_out":5678,"duration_ms":1.234,"ttft_ms":0.345,"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"cached_tokens":10,"images":2,"audio_seconds":1.5,"characters":30,"cost_usd":0.0804375,"api":"openai","error":"upstream_timeout","timeout":"first_byte","end_reason":"timeout","chunks":9,"attempts":3})");
+  EXPECT_EQ(GoldenRequest::masked(bare_line, {"ts"}),
+            R"({"ts":"~","level":"info","request_id":"req-2","method":"POST","path":"/v1/messages","model":"claude-x","provider":null,"deployment":null,"version":null,"status":200,"stream":false,"bytes_in":0,"bytes_out":0,"duration_ms":2,"ttft_ms":null,"prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"cost_usd":null,"api":"anthropic","error":null,"end_reason":"done"})");
+}
+
+TEST(UsageFilter, WritesTheRecordByteForByteAsBefore) {
+  GoldenRequest g;
+  ExportQueue queue(100);
+  ExportBuffer records(&queue, 0);
+  FilterChain chain;
+  chain.add(makeUsageFilter(*g.config, records, nullptr));
+  for (int i = 0; i < 2; ++i) {
+    Block block(chain);
+    RequestContext ctx;
+    if (i == 0) g.rich(ctx);
+    else g.bare(ctx);
+    chain.begin(ctx, block.get());
+    chain.complete(ctx);
+  }
+  records.flush();
+  std::string lines;
+  for (auto& b : queue.take(std::chrono::milliseconds(0))) {
+    JsonBuf out;
+    EXPECT_EQ(formatUsageRecords(b.data.view(), out), 2u);
+    lines.append(out.view());
+  }
+  const std::size_t nl = lines.find('\n');
+  ASSERT_NE(nl, std::string::npos);
+  EXPECT_EQ(GoldenRequest::masked(lines.substr(0, nl), {"record_id", "ts", "end_ts"}),
+            R"({"record_id":"~","request_id":"req-\"q\"\u0001","ts":"~","end_ts":"~","gateway":"gw-1","region":"eu-1","tenant":"team","key":"k1","key_prefix":"sk-ab","issuer":"idp","subject":"alice","api":"openai","method":"POST","path":"/v1/chat/completions","requested_model":"gpt-big","model":"gpt-x","provider":"openai-1","deployment":"d1","version":"canary","route_name":"r-main","stream":true,"status":504,"end_reason":"timeout","error":"upstream_timeout","replayed":false,"prompt_tokens":100,"completion_tokens":20,"cached_tokens":10,"total_tokens":120,"images":2,"audio_seconds":1.5,"characters":30,"usage_source":"upstream","cost_usd":0.0804375,"duration_ms":1.234,"ttft_ms":0.345,"bytes_out":5678,"attempts":3,"fallback":"model","prompt":"greet@2","cache":null,"cache_tokens_saved":17,"guardrails":null,"guardrail_signals":null,"guardrails_unchecked":null,"quality":null,"quality_similarity":0.9,"mcp_method":null,"mcp_tool":null,"mcp_outcome":null,"mcp_arguments":"{\"a\":\"b\\n\"}","trace_id":"0102030405060708090a0b0c0d0e0f10"})");
+  EXPECT_EQ(GoldenRequest::masked(lines.substr(nl + 1), {"record_id", "ts", "end_ts"}),
+            R"({"record_id":"~","request_id":"req-2","ts":"~","end_ts":"~","gateway":"gw-1","region":"eu-1","tenant":null,"key":null,"key_prefix":null,"issuer":null,"subject":null,"api":"anthropic","method":"POST","path":"/v1/messages","requested_model":"claude-x","model":null,"provider":null,"deployment":null,"version":null,"route_name":null,"stream":false,"status":200,"end_reason":"done","error":null,"replayed":false,"prompt_tokens":0,"completion_tokens":0,"cached_tokens":0,"total_tokens":0,"images":null,"audio_seconds":null,"characters":null,"usage_source":"none","cost_usd":null,"duration_ms":2,"ttft_ms":null,"bytes_out":0,"attempts":1,"fallback":null,"prompt":null,"cache":null,"cache_tokens_saved":null,"guardrails":null,"guardrail_signals":null,"guardrails_unchecked":null,"quality":null,"quality_similarity":null,"mcp_method":null,"mcp_tool":null,"mcp_outcome":null,"mcp_arguments":null,"trace_id":null})" "\n");
 }
 
 }  // namespace telemetry_test

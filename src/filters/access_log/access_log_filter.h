@@ -7,7 +7,8 @@
 
 namespace tahua {
 
-// One JSON line per request, written in onComplete straight into the worker's buffer.
+// One JSON line per request: in onComplete the request's numbers and strings go into an
+// entry in the worker's buffer (no JSON on the worker); the log's writer thread formats it.
 // Never logs prompt or completion content, nor any header value except the request id.
 // Lines of successful requests (< 400) are thinned to access_log.sample_success
 // (exactly: every 1/ratio-th line); errors are always written.

@@ -3,6 +3,7 @@
 #include "filters/worker_services.h"
 #include "telemetry/export_queue.h"
 #include "telemetry/trace_context.h"
+#include "telemetry/usage_record.h"
 
 namespace tahua {
 namespace {
@@ -27,7 +28,7 @@ void PendingRecords::writeHeld() {
 }
 
 void PendingRecords::write(std::string_view record) {
-  out_.data().raw(record);
+  appendUsageJson(out_.data(), record);
   out_.commit();
 }
 

@@ -2,8 +2,8 @@
 
 #include "filters/usage/pending_records.h"
 #include "request/end_reason.h"
-#include "telemetry/json_out.h"
 #include "telemetry/trace_context.h"
+#include "telemetry/usage_record.h"
 #include "tokens/token_estimator.h"
 
 namespace tahua {
@@ -97,145 +97,104 @@ class UsageFilter final : public FilterWithState<UsageState> {
     st.usage_estimated = true;
   }
 
-  // The record, into the export buffer; one whose quality verdict is pending goes to
-  // PendingRecords instead.
+  // The record, into the export buffer (packed: the exporter formats it); one whose
+  // quality verdict is pending goes to PendingRecords instead, as JSON.
   void record(const RequestContext& ctx, const UsageState& st) {
-    JsonBuf& out = records_.data();
-    const std::size_t from = out.size();
-    write(out, ctx, st);
     if (pending_ && ctx.record_fields[static_cast<std::size_t>(RecordField::Quality)] == "pending") {
-      std::string text(out.view().substr(from));
-      out.truncate(from);
-      pending_->hold(PendingRecords::keyOf(ctx.request_id, ctx.start), std::move(text));
+      scratch_.clear();
+      pack(scratch_, ctx, st);
+      JsonBuf text;
+      formatUsageRecords(scratch_.view(), text);
+      text.pop_back();  // its '\n'
+      pending_->hold(PendingRecords::keyOf(ctx.request_id, ctx.start), std::string(text.view()));
       return;
     }
+    pack(records_.data(), ctx, st);
     records_.commit();
   }
 
-  void write(JsonBuf& out, const RequestContext& ctx, const UsageState& st) const {
-    namespace j = json_out;
+  void pack(JsonBuf& out, const RequestContext& ctx, const UsageState& st) const {
     using namespace std::chrono;
     const auto now_wall = system_clock::now();
     const auto now = steady_clock::now();
-    const auto start_wall = now_wall - duration_cast<system_clock::duration>(now - ctx.start);
-    const auto end_wall = now_wall - duration_cast<system_clock::duration>(now - ctx.end);
-    char id[36];
-    uuidV7(id);
-    out.raw(std::string_view("{\"record_id\":\""));  // first, at a fixed place: sinks read it without parsing
-    out.raw(id, 36);
-    out.push_back('"');
-    j::key(out, "request_id");
-    j::string(out, ctx.request_id);
-    j::key(out, "ts");
-    j::time(out, start_wall);
-    j::key(out, "end_ts");
-    j::time(out, end_wall);
-    if (!gateway_.empty()) {
-      j::key(out, "gateway");
-      j::string(out, gateway_);
+    UsageRecordHead r;
+    UsageRecordWriter w;
+    r.start_ns = duration_cast<nanoseconds>((now_wall - duration_cast<system_clock::duration>(now - ctx.start)).time_since_epoch()).count();
+    r.end_ns = duration_cast<nanoseconds>((now_wall - duration_cast<system_clock::duration>(now - ctx.end)).time_since_epoch()).count();
+    r.request_id = w.text(ctx.request_id);
+    r.gateway = w.text(gateway_);
+    r.region = w.text(ctx.config->region.name);
+    if (ctx.principal.tenant) {
+      r.has_tenant = true;
+      r.tenant = w.text(ctx.principal.tenant->name);
     }
-    if (!ctx.config->region.name.empty()) {  // several regions bill through one pipeline
-      j::key(out, "region");
-      j::string(out, ctx.config->region.name);
+    if (ctx.principal.key) {
+      r.has_key = true;
+      r.key = w.text(ctx.principal.key->name);
+      r.key_prefix = w.text(ctx.principal.key->prefix);
     }
-    auto strOrNull = [&](std::string_view k, const std::string* v) {
-      j::key(out, k);
-      if (v) j::string(out, *v);
-      else out.raw(std::string_view("null"));
-    };
-    strOrNull("tenant", ctx.principal.tenant ? &ctx.principal.tenant->name : nullptr);
-    strOrNull("key", ctx.principal.key ? &ctx.principal.key->name : nullptr);
-    strOrNull("key_prefix", ctx.principal.key && !ctx.principal.key->prefix.empty() ? &ctx.principal.key->prefix : nullptr);
-    // A caller signed in with a JWT: who (per-person figures live here, never in metrics).
-    strOrNull("issuer", ctx.principal.caller ? &ctx.principal.caller->issuer : nullptr);
-    strOrNull("subject", ctx.principal.caller ? &ctx.principal.caller->subject : nullptr);
-    j::key(out, "api");
-    j::string(out, apiName(ctx.endpoint));
-    j::key(out, "method");
-    j::string(out, ctx.method);
-    j::key(out, "path");
-    j::string(out, ctx.path);
-    j::key(out, "requested_model");
-    if (ctx.requested_model) j::string(out, ctx.requested_model->name);
-    else if (!ctx.facts.model.empty()) j::string(out, ctx.facts.model);
-    else out.raw(std::string_view("null"));
-    strOrNull("model", ctx.model ? &ctx.model->name : nullptr);
-    strOrNull("provider", ctx.provider ? &ctx.provider->name : nullptr);
-    strOrNull("deployment", ctx.deployment ? &ctx.deployment->id : nullptr);
-    strOrNull("version", ctx.deployment ? &ctx.deployment->version : nullptr);
-    j::key(out, "route_name");
-    if (!ctx.route_name.empty()) j::string(out, ctx.route_name);
-    else out.raw(std::string_view("null"));
-    j::key(out, "stream");
-    out.raw(ctx.streaming || ctx.facts.stream ? std::string_view("true") : std::string_view("false"));
-    j::key(out, "status");
-    j::integer(out, ctx.status);
-    j::key(out, "end_reason");
-    j::string(out, endReason(ctx));
-    j::key(out, "error");
-    if (ctx.error) j::string(out, ctx.error->code());
-    else out.raw(std::string_view("null"));
-    const bool replay = ctx.local_reply && ctx.local_reply->replay;
-    j::key(out, "replayed");
-    out.raw(replay ? std::string_view("true") : std::string_view("false"));
+    if (ctx.principal.caller) {
+      r.has_caller = true;
+      r.issuer = w.text(ctx.principal.caller->issuer);
+      r.subject = w.text(ctx.principal.caller->subject);
+    }
+    r.api = apiName(ctx.endpoint);
+    r.method = w.text(ctx.method);
+    r.path = w.text(ctx.path);
+    r.has_requested_model = ctx.requested_model || !ctx.facts.model.empty();
+    r.requested_model = w.text(ctx.requested_model ? std::string_view(ctx.requested_model->name) : std::string_view(ctx.facts.model));
+    if (ctx.model) {
+      r.has_model = true;
+      r.model = w.text(ctx.model->name);
+    }
+    if (ctx.provider) {
+      r.has_provider = true;
+      r.provider = w.text(ctx.provider->name);
+    }
+    if (ctx.deployment) {
+      r.has_deployment = true;
+      r.deployment = w.text(ctx.deployment->id);
+      r.version = w.text(ctx.deployment->version);
+    }
+    r.route_name = w.text(ctx.route_name);
+    r.stream = ctx.streaming || ctx.facts.stream;
+    r.status = ctx.status;
+    r.end_reason = endReason(ctx);
+    if (ctx.error) {
+      r.has_error = true;
+      r.error = w.text(ctx.error->code());
+    }
+    r.replayed = ctx.local_reply && ctx.local_reply->replay;
     // Billed tokens: what the rate-limit calibration charged (settled above).
     const Usage& u = ctx.usage;
-    auto tokens = [&](std::string_view k, std::int64_t v) {
-      j::key(out, k);
-      j::integer(out, std::max<std::int64_t>(v, 0));
-    };
-    tokens("prompt_tokens", u.prompt_tokens);
-    tokens("completion_tokens", u.completion_tokens);
-    tokens("cached_tokens", u.cached_tokens);
-    tokens("total_tokens", std::max<std::int64_t>(u.prompt_tokens, 0) + std::max<std::int64_t>(u.completion_tokens, 0));
-    // Units priced besides tokens: null when the endpoint has none.
-    j::key(out, "images");
-    if (u.images >= 0) j::integer(out, u.images);
-    else out.raw(std::string_view("null"));
-    j::key(out, "audio_seconds");
-    if (u.audio_seconds >= 0) j::number(out, u.audio_seconds);
-    else out.raw(std::string_view("null"));
-    j::key(out, "characters");
-    if (u.characters >= 0) j::integer(out, u.characters);
-    else out.raw(std::string_view("null"));
-    j::key(out, "usage_source");
-    j::string(out, !u.present() ? "none" : st.usage_estimated ? "estimate" : "upstream");
-    j::key(out, "cost_usd");
-    const double cost = costUsd(ctx.model, u);
-    if (cost >= 0) j::number(out, cost);
-    else out.raw(std::string_view("null"));  // the model has no pricing
-    j::key(out, "duration_ms");
-    j::millis(out, ctx.end - ctx.start);
-    j::key(out, "ttft_ms");
-    if (ctx.first_byte) j::millis(out, *ctx.first_byte - ctx.start);
-    else out.raw(std::string_view("null"));
-    j::key(out, "bytes_out");
-    j::integer(out, static_cast<std::int64_t>(ctx.bytes_out));
-    j::key(out, "attempts");
-    j::integer(out, ctx.attempts);
-    j::key(out, "fallback");
-    if (!ctx.fallback.empty()) j::string(out, ctx.fallback);
-    else out.raw(std::string_view("null"));
-    for (std::size_t i = 0; i < ctx.record_fields.size(); ++i) {
-      j::key(out, recordFieldName(static_cast<RecordField>(i)));
-      if (ctx.record_fields[i].empty()) out.raw(std::string_view("null"));
-      else if (recordFieldNumeric(static_cast<RecordField>(i))) out.raw(ctx.record_fields[i]);
-      else j::string(out, ctx.record_fields[i]);
+    r.prompt_tokens = u.prompt_tokens;
+    r.completion_tokens = u.completion_tokens;
+    r.cached_tokens = u.cached_tokens;
+    r.images = u.images;
+    r.audio_seconds = u.audio_seconds;
+    r.characters = u.characters;
+    r.usage_source = std::string_view(!u.present() ? "none" : st.usage_estimated ? "estimate" : "upstream");
+    r.cost_usd = costUsd(ctx.model, u);
+    r.duration_ns = duration_cast<nanoseconds>(ctx.end - ctx.start).count();
+    if (ctx.first_byte) {
+      r.has_ttft = true;
+      r.ttft_ns = duration_cast<nanoseconds>(*ctx.first_byte - ctx.start).count();
     }
-    j::key(out, "trace_id");
+    r.bytes_out = ctx.bytes_out;
+    r.attempts = ctx.attempts;
+    r.fallback = w.text(ctx.fallback);
+    for (std::size_t i = 0; i < kRecordFieldCount; ++i) r.record_field[i] = w.text(ctx.record_fields[i]);
     if (ctx.trace.valid()) {
-      char hex[32];
-      ctx.trace.traceIdHex(hex);
-      j::string(out, std::string_view(hex, 32));
-    } else {
-      out.raw(std::string_view("null"));
+      r.has_trace = true;
+      r.trace_id = ctx.trace.trace_id;
     }
-    out.push_back('}');
+    w.write(out, r);
   }
 
   ExportBuffer& records_;
   PendingRecords* pending_;
   std::string gateway_;
+  JsonBuf scratch_;  // a record that waits for its verdict, before it is formatted
 };
 
 }  // namespace

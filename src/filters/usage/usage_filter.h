@@ -10,7 +10,8 @@
 //
 // With `usage` enabled it then writes one record per request (401s excepted: they have
 // no tenant, and a flood of bad keys must not flood the billing sinks) into the
-// worker's ExportBuffer; the UsageExporter delivers it. The record's shape is
+// worker's ExportBuffer, packed (telemetry/usage_record.h: numbers and copied strings, no
+// JSON); the UsageExporter formats and delivers it. The record's shape is
 // docs/usage-record.schema.json.
 //
 // A record whose quality verdict is still pending when the request ends (the guardrails'

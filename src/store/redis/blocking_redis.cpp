@@ -71,4 +71,21 @@ std::optional<std::vector<RedisReply>> BlockingRedis::pipeline(const std::string
   return out;
 }
 
+bool BlockingRedis::pipelineChecked(const std::string& resp, std::size_t count, std::string& error) {
+  if (!c_ && !connect(error)) return false;
+  if (redisAppendFormattedCommand(c_, resp.data(), resp.size()) != REDIS_OK) return dropped(error);
+  bool ok = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    void* reply = nullptr;
+    if (redisGetReply(c_, &reply) != REDIS_OK || !reply) return dropped(error);
+    const auto* r = static_cast<const redisReply*>(reply);
+    if (ok && r->type == REDIS_REPLY_ERROR) {
+      error.assign(r->str, r->len);
+      ok = false;
+    }
+    freeReplyObject(reply);
+  }
+  return ok;
+}
+
 }  // namespace tahua

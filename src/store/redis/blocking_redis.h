@@ -29,7 +29,12 @@ class BlockingRedis {
   // `count` commands already in RESP (resp.h), sent in one write; their replies in order,
   // or nullopt and `error` when the connection failed on the way.
   std::optional<std::vector<RedisReply>> pipeline(const std::string& resp, std::size_t count, std::string& error);
+  // The same for commands whose replies only say whether they worked (a batch of XADDs):
+  // nothing is copied out of them. False and `error` (the first error reply's text) when
+  // one failed or the connection did; every reply is read either way.
+  bool pipelineChecked(const std::string& resp, std::size_t count, std::string& error);
   void close();
+  bool connected() const { return c_ != nullptr; }
 
  private:
   bool connect(std::string& error);

@@ -28,7 +28,7 @@ status=0
 # Each pass's output is kept, so the end of the run names what failed (CI shows its tail).
 logs=$(mktemp -d)
 san_pid=""
-trap '[ -n "$san_pid" ] && kill -- "-$san_pid" 2>/dev/null; rm -rf "$logs"' EXIT
+trap '[ -n "$san_pid" ] && kill -- "-$(cat "$logs/sanitize-group" 2>/dev/null)" 2>/dev/null; rm -rf "$logs"' EXIT
 
 sanitize=1
 [ "${TAHUA_SKIP_SANITIZERS:-0}" = 1 ] && sanitize=0
@@ -49,8 +49,10 @@ if [ "$sanitize" = 1 ]; then
     -DCMAKE_CXX_FLAGS="-O0 -fsanitize=address,undefined -fno-omit-frame-pointer -DBOOST_ASIO_DISABLE_SMALL_BLOCK_RECYCLING" \
     -DCMAKE_CXX_FLAGS_DEBUG="-g1" -DCMAKE_EXE_LINKER_FLAGS="-no-pie" \
     -DBUILD_TESTING=OFF -DTAHUA_BENCH=OFF >/dev/null
-  # Its own process group (setsid), so that it can be stopped whole, compilers included.
-  setsid nice -n 19 cmake --build build-sanitize -j 1 --target tahua fuzz_replay >"$logs/sanitize-build" 2>&1 &
+  # Its own session (setsid), so that it can be stopped whole, compilers included: the
+  # group's id is written first (setsid forks when it must, and --wait keeps $! its parent).
+  setsid --wait sh -c 'echo $$ >"$1"; exec nice -n 19 cmake --build build-sanitize -j 1 --target tahua fuzz_replay' \
+    sh "$logs/sanitize-group" >"$logs/sanitize-build" 2>&1 &
   san_pid=$!
 fi
 
@@ -70,7 +72,7 @@ if [ "$sanitize" = 1 ]; then
   # the one-job build finished (a command cut short is not in its log, so it runs again).
   san_ok=1
   if kill -0 "$san_pid" 2>/dev/null; then
-    kill -TERM -- "-$san_pid" 2>/dev/null || true
+    kill -TERM -- "-$(cat "$logs/sanitize-group")" 2>/dev/null || true
     wait "$san_pid" 2>/dev/null || true
     cmake --build build-sanitize -j "$(nproc)" --target tahua fuzz_replay >>"$logs/sanitize-build" 2>&1 || san_ok=0
   else

@@ -12,9 +12,10 @@
 // the other 64 are the independent second check (with a PRF's outputs, its two halves are
 // independent). For a key to pass as another, a client must present bytes whose tag under
 // a secret it does not know equals a cached key's: with q guesses against n entries, a
-// chance of at most q·n/2^128 (2^50 guesses against 4,096 entries: 2^-66). That is no
-// easier than guessing a real key of 128 random bits, which the SHA-256 lookup admits
-// anyway. Comparing a stored SHA-256 on a hit would need the SHA-256 the cache avoids.
+// chance of at most q·n/2^128 (2^50 guesses against 4,096 entries: 2^-66): the bar of
+// guessing a key of 128 random bits outright. Lower than the SHA-256 lookup's alone (and
+// than the admin API's keys, 192 random bits), still far out of reach. Comparing a stored
+// SHA-256 on a hit would need the SHA-256 the cache avoids.
 //
 // Lifetime and revocation: a cache belongs to one KeyTable (one directory snapshot of one
 // worker, see key_table.h). A revocation, a new key or a config reload publishes a new
@@ -25,10 +26,10 @@
 // table, its directory and its cache are replaced together.
 //
 // Bounded: a fixed number of slots (a power of two, 4,096 by default, allocated at the
-// first insertion: 96 KiB a worker), direct-mapped by the tag's low bits; an insertion replaces
-// whatever was in its slot. Only keys found in the table are inserted, so unknown keys
-// (a guessing client) cannot push verified ones out except by colliding with their slot
-// by chance, and then cost only a SHA-256 again. Not thread-safe: one worker's, no locks.
+// first insertion: 96 KiB a worker), direct-mapped by the tag's low bits; an insertion
+// replaces whatever was in its slot (a key pushed out costs one SHA-256 again). Only keys
+// found in the table are inserted: unknown keys (a guessing client) never push verified
+// ones out. Not thread-safe: one worker's, no locks.
 #pragma once
 
 #include <cstddef>

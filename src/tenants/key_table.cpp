@@ -31,6 +31,14 @@ const ApiKeyConfig* KeyTable::find(const Sha256& digest) const {
   return it == by_digest_.end() ? nullptr : it->second;
 }
 
+const ApiKeyConfig* KeyTable::findPresented(std::string_view key) const {
+  const KeyTag tag = KeyCache::tag(key);
+  if (const ApiKeyConfig* k = cache_.find(tag)) return k;
+  const ApiKeyConfig* k = find(sha256(key));
+  cache_.insert(tag, k);  // only keys found: an unknown one costs its SHA-256 each time
+  return k;
+}
+
 const TenantConfig* KeyTable::tenant(std::string_view name) const {
   auto it = tenants_.find(name);
   return it == tenants_.end() ? nullptr : it->second;

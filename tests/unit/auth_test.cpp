@@ -131,6 +131,57 @@ TEST(AuthFilter, KnownKeysPassUnknownMissingAndExpiredOnesGet401) {
   EXPECT_EQ(metrics.auth_failures["missing_api_key"], 3u);
 }
 
+TEST(AuthFilter, AKeySeenBeforeIsRefusedOnceExpiredOrRevoked) {
+  // The key table caches verified keys (tenants/key_cache.h): the second request with a
+  // key is a cache hit, which must decide as the first did; a new directory (what a
+  // revocation publishes) comes with a new chain and an empty cache.
+  auto cfg = load(keys());
+  WorkerMetrics metrics;
+  FilterChain chain;
+  chain.add(makeAuthFilter(*cfg, directory(cfg), metrics));
+  Block block(chain);
+  auto once = [&](FilterChain& c, Block& b, const char* key, const char* code) {
+    Call run;
+    run.headers.h["authorization"] = std::string("Bearer ") + key;
+    c.begin(run.ctx, b.get());
+    const FilterStatus s = authenticate(c, cfg, run);
+    if (*code) {
+      EXPECT_EQ(s, FilterStatus::Stop) << key;
+      EXPECT_TRUE(run.ctx.error) << key;
+      if (run.ctx.error) {
+        EXPECT_EQ(run.ctx.error->code(), code) << key;
+      }
+    } else {
+      EXPECT_EQ(s, FilterStatus::Continue) << key;
+      EXPECT_TRUE(run.ctx.principal.key) << key;
+      if (run.ctx.principal.key) {
+        EXPECT_EQ(run.ctx.principal.key->sha256, sha256(key));
+      }
+    }
+    c.complete(run.ctx);
+  };
+  for (int i = 0; i < 3; ++i) {
+    once(chain, block, "sk-a", "");
+    once(chain, block, "sk-b", "");
+    once(chain, block, "sk-old", "invalid_api_key");  // expired: found, cached, refused every time
+    once(chain, block, "sk-c", "invalid_api_key");
+  }
+  // ka revoked: the directory without it, and the worker's chain rebuilt from it.
+  auto revoked = load(R"(
+tenants:
+  - {name: a, models: [m1, m2]}
+  - {name: b, models: [m1]}
+keys:
+  - {name: kb, tenant: b, sha256: )" + toHex(sha256("sk-b")) + "}\n");
+  FilterChain next;
+  next.add(makeAuthFilter(*revoked, directory(revoked), metrics));
+  Block next_block(next);
+  for (int i = 0; i < 2; ++i) {
+    once(next, next_block, "sk-a", "invalid_api_key");
+    once(next, next_block, "sk-b", "");
+  }
+}
+
 TEST(AuthFilter, TheErrorHasTheInboundApisShape) {
   Error e{ErrorKind::InvalidApiKey, "Invalid API key."};
   EXPECT_EQ(e.toAnthropicJson(), R"({"type":"error","error":{"type":"authentication_error","message":"Invalid API key."}})");

@@ -32,7 +32,7 @@ class ApiKeyLink final : public AuthLink {
   AuthOutcome check(RequestContext& ctx, Principal& out, AuthContinuation&) override {
     const std::string_view key = ctx.headers ? presentedKey(*ctx.headers) : std::string_view{};
     if (key.empty()) return AuthOutcome::Pass;
-    const ApiKeyConfig* k = keys_.find(sha256(key));
+    const ApiKeyConfig* k = keys_.findPresented(key);
     // The message never echoes the key: access logs and client-side logs keep it.
     if (!k) {
       ctx.fail(Error{ErrorKind::InvalidApiKey, "Invalid API key."});

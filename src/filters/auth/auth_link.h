@@ -42,7 +42,8 @@ class AuthLink {
 using PluginLinkFactory = std::function<std::unique_ptr<AuthLink>(std::string_view id, const KeyTable& keys)>;
 
 // `Authorization: Bearer <key>`, `x-api-key: <key>` (Anthropic's SDK) or `api-key: <key>`
-// (Azure's), looked up by SHA-256 in `keys`. No key: Pass (so a later link may decide).
+// (Azure's), looked up by SHA-256 in `keys` (a key seen before through the table's cache
+// of verified keys, without the SHA-256). No key: Pass (so a later link may decide).
 std::unique_ptr<AuthLink> makeApiKeyLink(const KeyTable& keys);
 // Every request that reaches it is `tenant`'s (internal paths, trusted networks).
 std::unique_ptr<AuthLink> makeAnonymousLink(const TenantConfig& tenant);

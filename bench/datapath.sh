@@ -41,6 +41,10 @@
 #   plug      tahua with one Lua plugin whose on_request does nothing (docs/plugins.md)
 #   plug100   tahua with 100 plugins, none of which matches the model (the selection's cost)
 #   plugev    tahua with one plugin whose on_stream_event does nothing (a call per event)
+#   prod      the production profile of issue 41 (docs/benchmarks.md): gov on the Redis
+#             store, the access log to a file, usage records to a Redis stream (spill
+#             dir set), traces sampled at 0.1 to the upstream (it answers any POST 200),
+#             a priced model; after the run any dropped log line, record or span fails it
 # Every target gets the same Authorization header. Each round runs every scenario, the
 # targets in alternating order; the summary has medians over the rounds and the median of
 # the per-round ratios: tahua/nginx, and each variant / tahua.
@@ -48,7 +52,7 @@
 # Knobs (environment): TAHUA (build/tahua), ROUNDS (3), DURATION (10 s per measurement),
 # WARMUP (2 s), PROXY_CPU (0), LOAD_CPU (1), PORT_BASE (18180: upstream, +1 nginx, +2 tahua,
 # +3 gov, +4 redis, +5 obs, +6 redis-server, +7 before, +8 gov0, +9 plug, +10 plug100,
-# +11 plugev), VARIANTS ("gov redis obs";
+# +11 plugev, +12 prod), VARIANTS ("gov redis obs";
 # "" for none; before and gov0 need BEFORE=path of the other binary),
 # RATE_CONNS (64), LAT_RATE (1000), LAT_CONNS (16), LAT200_RATE (200), STREAM_EVENTS (21),
 # STREAM_CONNS ("1 64"), TTFE_CONNS (64), TTFE_EVENTS (21), TTFE_DELAY_MS (20),
@@ -91,11 +95,11 @@ PORT_NGINX=$((PORT_BASE + 1))
 PORT_TAHUA=$((PORT_BASE + 2))
 declare -A PORT_VARIANT=([gov]=$((PORT_BASE + 3)) [redis]=$((PORT_BASE + 4)) [obs]=$((PORT_BASE + 5))
                         [before]=$((PORT_BASE + 7)) [gov0]=$((PORT_BASE + 8)) [plug]=$((PORT_BASE + 9))
-                        [plug100]=$((PORT_BASE + 10)) [plugev]=$((PORT_BASE + 11)))
+                        [plug100]=$((PORT_BASE + 10)) [plugev]=$((PORT_BASE + 11)) [prod]=$((PORT_BASE + 12)))
 PORT_REDIS=$((PORT_BASE + 6))
 declare -A VARIANT_PID=()
 for v in $VARIANTS; do
-  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs before gov0 plug plug100 plugev)" >&2; exit 2; }
+  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs before gov0 plug plug100 plugev prod)" >&2; exit 2; }
   [[ $v != before && $v != gov0 ]] || [ -x "${BEFORE:-}" ] || { echo "variant $v needs BEFORE=<a tahua binary>" >&2; exit 2; }
 done
 KEY=tk-bench-0123456789abcdef
@@ -180,12 +184,22 @@ TAHUA_STARTS=0
 tahua_config() {  # tahua | gov | redis | obs | before | gov0 | plug | plug100 | plugev
   local port=$PORT_TAHUA
   [ "$1" = tahua ] || port=${PORT_VARIANT[$1]}
-  echo "server: {workers: 1$([[ $1 == gov* || $1 == redis ]] && echo ', tenant_metrics: true')}"
+  echo "server: {workers: 1$([[ $1 == gov* || $1 == redis || $1 == prod ]] && echo ', tenant_metrics: true')}"
   echo "listeners: [{address: 127.0.0.1, port: $port}]"
-  if [ "$1" = obs ]; then echo "access_log: {path: $TMP/access-obs.log}"; else echo "access_log: {enabled: false}"; fi
+  if [[ $1 == obs || $1 == prod ]]; then echo "access_log: {path: $TMP/access-$1.log}"; else echo "access_log: {enabled: false}"; fi
   echo "providers: [{name: up, type: openai, base_url: \"http://127.0.0.1:$PORT_UP/v1\"}]"
-  echo "models: [{name: bench, provider: up}]"
+  if [ "$1" = prod ]; then echo "models: [{name: bench, provider: up, pricing: {input: 0.15, output: 0.6}}]"
+  else echo "models: [{name: bench, provider: up}]"; fi
   case $1 in
+    prod)
+      local hash
+      hash=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
+      echo "tenants: [{name: bench, limits: {requests_per_minute: 1000000000, tokens_per_minute: 1000000000000, usd_per_month: 1000000}}]"
+      echo "keys: [{name: k, tenant: bench, sha256: $hash, limits: {requests_per_minute: 1000000000}}]"
+      echo "rate_limits: {default_max_tokens: 256, policies: [{name: per-key, match: {tenant: [bench]}, per: key, requests_per_minute: 1000000000}]}"
+      echo "store: {type: redis, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}}"
+      echo "tracing: {endpoint: \"http://127.0.0.1:$PORT_UP/v1/traces\", sample_ratio: 0.1}"
+      echo "usage: {spill_dir: $TMP/spill-prod, sinks: [{name: redis, type: redis_stream, stream: \"tahua:usage\", maxlen: 100000}]}" ;;
     gov|gov0|redis)
       local hash
       hash=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
@@ -209,7 +223,7 @@ start_tahua_proxy() {  # [tahua | gov | redis | obs]
   if [[ $which == before || $which == gov0 ]]; then TAHUA=$BEFORE start_tahua "$which-$TAHUA_STARTS" "$PROXY_CPU" "$TMP/$which.yaml"
   else start_tahua "$which-$TAHUA_STARTS" "$PROXY_CPU" "$TMP/$which.yaml"; fi
   if [ "$which" = tahua ]; then TAHUA_PID=$STARTED_PID; else VARIANT_PID[$which]=$STARTED_PID; fi
-  if [ "$which" = redis ]; then
+  if [[ $which == redis || $which == prod ]]; then
     grep -q '"redis store available' "$TMP/$which-$TAHUA_STARTS.err" || die "the redis variant does not use Redis (see $TMP)"
   fi
 }
@@ -429,7 +443,7 @@ echo "nofile:  $NOFILE"
 start_upstream
 start_nginx_proxy
 start_tahua_proxy
-[[ " $VARIANTS " == *" redis "* ]] && start_redis "$LOAD_CPU" "$PORT_REDIS"
+[[ " $VARIANTS " == *" redis "* || " $VARIANTS " == *" prod "* ]] && start_redis "$LOAD_CPU" "$PORT_REDIS"
 for v in $VARIANTS; do start_tahua_proxy "$v"; done
 log "upstream $UP_PID (cpu $LOAD_CPU), nginx $NGINX_MASTER/$NGINX_WORKER and tahua $TAHUA_PID (cpu $PROXY_CPU)${VARIANTS:+, variants $VARIANTS}"
 check_targets
@@ -464,6 +478,14 @@ for who in nginx tahua $VARIANTS; do
   echo "end $who $ROUNDS crashed=1" >>"$TMP/results"
   KEEP_TMP=1
 done
+# The production profile's figures count only if nothing was dropped (a drop flatters them).
+if [[ " $VARIANTS " == *" prod "* ]] && proxy_running prod; then
+  drops=$(curl -s "http://127.0.0.1:${PORT_VARIANT[prod]}/metrics" | awk '/^tahua_[a-z_]*dropped_total/ && $NF > 0')
+  if [ -n "$drops" ]; then
+    log "ERROR: the prod variant dropped what it was to keep:"; printf '%s\n' "$drops" >&2
+    echo "end prod $ROUNDS crashed=1" >>"$TMP/results"
+  fi
+fi
 if grep -qh '"level":"\(error\|warn\)' "$TMP"/*.err; then
   log "tahua logged warnings/errors (first 5):"; grep -h '"level":"\(error\|warn\)' "$TMP"/*.err | head -5 >&2
 fi

@@ -16,22 +16,9 @@
 #include <string_view>
 
 #include "telemetry/json_out.h"
+#include "telemetry/packed_record.h"  // PackedText, PackedLiteral: the strings of a record
 
 namespace tahua {
-
-// A string of the record: its bytes' offset from the record's start, and length.
-struct SpanText {
-  std::uint32_t offset = 0, size = 0;
-};
-
-// A string with static storage (a literal), passed by pointer.
-struct SpanLiteral {
-  const char* data = nullptr;
-  std::uint32_t size = 0;
-  SpanLiteral() = default;
-  SpanLiteral(std::string_view s) : data(s.data()), size(static_cast<std::uint32_t>(s.size())) {}
-  std::string_view view() const { return {data, size}; }
-};
 
 // One upstream attempt: a client span, a child of the server span.
 struct AttemptSpan {
@@ -40,9 +27,9 @@ struct AttemptSpan {
   std::int32_t status = 0;                                    // the upstream's HTTP status, 0: none
   std::uint16_t port = 0;
   bool has_provider = false, has_deployment = false;
-  SpanLiteral error;  // the attempt's error code, empty when none
-  SpanText provider_type, provider_host, provider_name;
-  SpanText upstream_model, deployment_id, deployment_version;
+  PackedLiteral error;  // the attempt's error code, empty when none
+  PackedText provider_type, provider_host, provider_name;
+  PackedText upstream_model, deployment_id, deployment_version;
 };
 
 // The request: the server span, and what its attempts share.
@@ -62,10 +49,10 @@ struct ServerSpan {
   std::int32_t attempts = 0;  // attempts made, kept or not
   std::int64_t max_tokens = 0, prompt_tokens = -1, completion_tokens = -1;
   double temperature = -1;
-  SpanLiteral operation, end_reason, error, finish_reason;
-  SpanText method, path, request_id, request_model, response_model, provider_type;
-  SpanText model, route, route_reason, deployment_id, deployment_version, tenant, key, fallback;
-  SpanText input, output;
+  PackedLiteral operation, end_reason, error, finish_reason;
+  PackedText method, path, request_id, request_model, response_model, provider_type;
+  PackedText model, route, route_reason, deployment_id, deployment_version, tenant, key, fallback;
+  PackedText input, output;
 };
 
 // Lays out one record: strings are given offsets as they are named (text()), then
@@ -76,8 +63,8 @@ class SpanRecordWriter {
   explicit SpanRecordWriter(std::size_t attempts)
       : offset_(static_cast<std::uint32_t>(sizeof(ServerSpan) + attempts * sizeof(AttemptSpan))) {}
 
-  SpanText text(std::string_view s) {
-    SpanText t{offset_, static_cast<std::uint32_t>(s.size())};
+  PackedText text(std::string_view s) {
+    PackedText t{offset_, static_cast<std::uint32_t>(s.size())};
     texts_[count_++] = s;
     offset_ += t.size;
     return t;
@@ -103,7 +90,7 @@ class SpanRecordReader {
     std::memcpy(&a, record_.data() + sizeof(ServerSpan) + i * sizeof(AttemptSpan), sizeof a);
     return a;
   }
-  std::string_view text(SpanText t) const { return record_.substr(t.offset, t.size); }
+  std::string_view text(PackedText t) const { return record_.substr(t.offset, t.size); }
 
  private:
   std::string_view rest_, record_;

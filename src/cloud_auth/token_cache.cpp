@@ -103,9 +103,13 @@ void TokenCache::stop() {
 }
 
 void TokenCache::run() {
-  BlockingHttpClient http;
+  // Made at the first fetch, not here: most configs have no cloud provider, and its TLS
+  // context reads the system's CA bundle (a file open while the gateway says it is ready).
+  std::unique_ptr<BlockingHttpClient> http;
   std::unique_lock lock(mu_);
-  interrupt_ = [&http] { http.interrupt(); };
+  interrupt_ = [&http] {
+    if (http) http->interrupt();
+  };
   while (!stopping_) {
     // The entry due first; entries nobody holds any more are forgotten.
     std::shared_ptr<TokenSlot> due;
@@ -130,7 +134,14 @@ void TokenCache::run() {
     }
     // One fetch at a time, outside the lock (workers making entries are not held up).
     lock.unlock();
-    FetchResult result = due->source_->fetch(http);
+    if (!http) {
+      auto made = std::make_unique<BlockingHttpClient>();
+      lock.lock();
+      http = std::move(made);  // under the lock: stop() interrupts through it
+      if (stopping_) break;
+      lock.unlock();
+    }
+    FetchResult result = due->source_->fetch(*http);
     const auto now = SteadyClock::now();
     const bool first = due->state()->token.empty();
     due->install(result, now);

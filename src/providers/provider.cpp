@@ -3,7 +3,9 @@
 #include <simdjson.h>
 
 #include <boost/asio/ssl/context.hpp>
+#include <array>
 #include <cstdlib>
+#include <cstring>
 
 #include "config/provider_kind.h"
 #include "core/json_scan.h"
@@ -124,16 +126,9 @@ std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config) {
 
 namespace {
 
-// Reads {"usage":{...}} from a padded document.
-bool readUsage(simdjson::padded_string_view json, Usage& usage) {
+// The token counts of a usage object's fields.
+bool readUsageFields(simdjson::ondemand::object u, Usage& usage) {
   using namespace simdjson;
-  thread_local ondemand::parser parser;
-  ondemand::document doc;
-  if (parser.iterate(json).get(doc)) return false;
-  ondemand::object obj;
-  if (doc.get_object().get(obj)) return false;
-  ondemand::object u;
-  if (obj["usage"].get_object().get(u)) return false;
   bool found = false;
   for (auto field : u) {
     std::string_view key;
@@ -159,6 +154,80 @@ bool readUsage(simdjson::padded_string_view json, Usage& usage) {
   if (found && usage.total_tokens < 0 && usage.prompt_tokens >= 0)
     usage.total_tokens = usage.prompt_tokens + std::max<std::int64_t>(usage.completion_tokens, 0);
   return found;
+}
+
+// Reads {"usage":{...}} from a padded document.
+bool readUsage(simdjson::padded_string_view json, Usage& usage) {
+  using namespace simdjson;
+  thread_local ondemand::parser parser;
+  ondemand::document doc;
+  if (parser.iterate(json).get(doc)) return false;
+  ondemand::object obj;
+  if (doc.get_object().get(obj)) return false;
+  ondemand::object u;
+  if (obj["usage"].get_object().get(u)) return false;
+  return readUsageFields(u, usage);
+}
+
+// Where the top-level object's "usage" value, an object, is in `json` ([begin, end)), if
+// it is the last "usage" key: then only it is parsed, not the whole answer (the choices'
+// text and the answer's other fields: a whole parse was ~7k instructions per answer).
+// One scan from that key to the end: the value's braces must close at depth 1, and the
+// document's own brace only at its end (a "usage" nested deeper meets one closing brace
+// too many before the end). Anything else: the caller parses the whole document.
+constexpr auto kStructural = [] {
+  std::array<bool, 256> t{};
+  for (unsigned char c : std::string_view("\"{}[]")) t[c] = true;
+  return t;
+}();
+
+struct UsageSpan {
+  enum { None, Found, Unsure } what;  // no "usage" key or "usage":null / the span / parse it all
+  std::size_t begin = 0, end = 0;
+};
+UsageSpan lastTopLevelUsage(std::string_view json) {
+  const auto at = findLastKey(json, "\"usage\"");
+  if (at == std::string_view::npos) return {UsageSpan::None};
+  const UsageSpan unsure{UsageSpan::Unsure};
+  std::size_t i = at + 7;
+  const auto space = [&] {
+    while (i < json.size() && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) ++i;
+  };
+  space();
+  if (i >= json.size() || json[i] != ':') return unsure;  // a string value "usage", not a key
+  ++i;
+  space();
+  if (json.substr(i, 4) == "null") return {UsageSpan::None};
+  if (i >= json.size() || json[i] != '{') return unsure;
+  const std::size_t begin = i;
+  std::size_t end = 0;
+  int depth = 1;  // inside the document's object
+  const char* p = json.data() + i;
+  const char* const last = json.data() + json.size();
+  for (; p < last; ++p) {
+    while (p < last && !kStructural[static_cast<unsigned char>(*p)]) ++p;  // numbers, commas, space
+    if (p == last) break;
+    if (*p == '"') {  // to the closing quote: one not escaped by an odd run of backslashes
+      for (;;) {
+        p = static_cast<const char*>(std::memchr(p + 1, '"', static_cast<std::size_t>(last - p - 1)));
+        if (!p) return unsure;
+        const char* b = p;
+        while (b[-1] == '\\') --b;
+        if ((p - b) % 2 == 0) break;
+      }
+    } else if (*p == '{' || *p == '[') {
+      ++depth;
+    } else if (--depth == 1 && end == 0) {
+      end = static_cast<std::size_t>(p + 1 - json.data());
+    } else if (depth == 0) {
+      break;
+    }
+  }
+  i = static_cast<std::size_t>(p - json.data());
+  if (depth != 0 || end == 0) return unsure;
+  for (++i; i < json.size(); ++i)
+    if (json[i] != ' ' && json[i] != '\t' && json[i] != '\n' && json[i] != '\r') return unsure;
+  return {UsageSpan::Found, begin, end};
 }
 
 // Cheap pre-check: no "usage" key, or "usage":null (most chunks of a usage-enabled
@@ -197,9 +266,21 @@ bool extractOpenAIUsage(std::string_view json, Usage& usage) {
 }
 
 bool extractOpenAIUsage(std::string& json, Usage& usage) {
-  if (!mayHaveUsage(json)) return false;
+  const UsageSpan span = lastTopLevelUsage(json);
+  if (span.what == UsageSpan::None) return false;
   // Whole response bodies can be large: pad in place instead of copying.
   if (json.capacity() < json.size() + simdjson::SIMDJSON_PADDING) json.reserve(json.size() + simdjson::SIMDJSON_PADDING);
+  if (span.what == UsageSpan::Found) {
+    // The usage object alone, padded by the rest of the body and its reserve.
+    using namespace simdjson;
+    thread_local ondemand::parser parser;
+    ondemand::document doc;
+    ondemand::object u;
+    if (!parser.iterate(padded_string_view(json.data() + span.begin, span.end - span.begin, json.capacity() - span.begin))
+             .get(doc) &&
+        !doc.get_object().get(u))
+      return readUsageFields(u, usage);
+  }
   return readUsage(simdjson::padded_string_view(json.data(), json.size(), json.capacity()), usage);
 }
 

@@ -91,6 +91,34 @@ TEST(Usage, ExtractedFromChunkAndBody) {
   EXPECT_EQ(embed.total_tokens, 4);
 }
 
+// A whole body's usage is read from its last "usage" key when that is the top-level one
+// (only that object parsed); every other shape falls back to a whole parse, which reads
+// the top-level "usage" whatever follows it.
+TEST(Usage, WholeBodyReadsTheTopLevelUsageWhateverFollowsIt) {
+  const auto prompt = [](std::string body) {
+    Usage u;
+    return extractOpenAIUsage(body, u) ? u.prompt_tokens : -1;
+  };
+  // Responses: strings with braces and escaped quotes after it, an empty metadata object.
+  EXPECT_EQ(prompt(R"({"output":[],"usage":{"input_tokens":7,"output_tokens":1,"input_tokens_details":{"cached_tokens":2}},)"
+                   R"("user":"a}\"{","metadata":{} } )"),
+            7);
+  // A deeper "usage" after the top-level one (a tool's schema, a metadata echo): not it.
+  EXPECT_EQ(prompt(R"({"usage":{"prompt_tokens":1},"tools":[{"parameters":{"usage":{"prompt_tokens":99}}}]})"), 1);
+  EXPECT_EQ(prompt(R"({"usage":{"prompt_tokens":2},"meta":{"usage":{"prompt_tokens":99}}})"), 2);
+  // A string value "usage" last, and a string that looks like a key inside a value.
+  EXPECT_EQ(prompt(R"({"usage":{"prompt_tokens":3},"kind":"usage"})"), 3);
+  EXPECT_EQ(prompt(R"({"usage":{"prompt_tokens":4,"note":"\"usage\":{\"prompt_tokens\":98}"}})"), 4);
+  // Nested only: no top-level usage at all.
+  EXPECT_EQ(prompt(R"({"choices":[{"usage":{"prompt_tokens":97}}]})"), -1);
+  // null, absent, and a body cut inside the usage object.
+  EXPECT_EQ(prompt(R"({"choices":[],"usage" : null})"), -1);
+  EXPECT_EQ(prompt(R"({"choices":[]})"), -1);
+  EXPECT_EQ(prompt(R"({"choices":[],"usage":{"prompt_tokens":5)"), -1);
+  // Whitespace around the key and after the document.
+  EXPECT_EQ(prompt("{\"choices\":[] ,\n \"usage\" :\n {\"prompt_tokens\": 6}\n}\n"), 6);
+}
+
 TEST(RequestInspect, NestingDepthIsBounded) {
   EXPECT_FALSE(jsonDeeperThan(R"({"a":[[{"b":1}]]})", 4));
   EXPECT_TRUE(jsonDeeperThan(R"({"a":[[{"b":1}]]})", 3));

@@ -4,6 +4,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 #include <array>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -169,65 +170,94 @@ bool readUsage(simdjson::padded_string_view json, Usage& usage) {
   return readUsageFields(u, usage);
 }
 
-// Where the top-level object's "usage" value, an object, is in `json` ([begin, end)), if
-// it is the last "usage" key: then only it is parsed, not the whole answer (the choices'
-// text and the answer's other fields: a whole parse was ~7k instructions per answer).
-// One scan from that key to the end: the value's braces must close at depth 1, and the
-// document's own brace only at its end (a "usage" nested deeper meets one closing brace
-// too many before the end). Anything else: the caller parses the whole document.
+// A whole answer's usage, read without parsing the answer: from its last "usage" key,
+// one scan to the end. The value must be an object whose braces close at depth 1, and the
+// document's own brace must come only at its end (a "usage" nested deeper meets one
+// closing brace too many before the end): then it is the top-level usage, and its
+// integer fields are read on the way (a simdjson parse of the whole answer was ~7k
+// instructions, of the usage object alone ~3k). Anything unexpected — a value that is
+// not an integer where a count is, a key with an escape, a body cut short — answers
+// Unsure, and the caller parses the whole document as before.
+enum class TailUsage { None, Read, Unsure };  // no "usage" or "usage":null / read / parse it all
+
 constexpr auto kStructural = [] {
   std::array<bool, 256> t{};
   for (unsigned char c : std::string_view("\"{}[]")) t[c] = true;
   return t;
 }();
 
-struct UsageSpan {
-  enum { None, Found, Unsure } what;  // no "usage" key or "usage":null / the span / parse it all
-  std::size_t begin = 0, end = 0;
-};
-UsageSpan lastTopLevelUsage(std::string_view json) {
+bool jsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+TailUsage readTailUsage(std::string_view json, Usage& usage) {
   const auto at = findLastKey(json, "\"usage\"");
-  if (at == std::string_view::npos) return {UsageSpan::None};
-  const UsageSpan unsure{UsageSpan::Unsure};
-  std::size_t i = at + 7;
-  const auto space = [&] {
-    while (i < json.size() && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) ++i;
-  };
-  space();
-  if (i >= json.size() || json[i] != ':') return unsure;  // a string value "usage", not a key
-  ++i;
-  space();
-  if (json.substr(i, 4) == "null") return {UsageSpan::None};
-  if (i >= json.size() || json[i] != '{') return unsure;
-  const std::size_t begin = i;
-  std::size_t end = 0;
-  int depth = 1;  // inside the document's object
-  const char* p = json.data() + i;
+  if (at == std::string_view::npos) return TailUsage::None;
+  const char* p = json.data() + at + 7;
   const char* const last = json.data() + json.size();
+  while (p < last && jsonSpace(*p)) ++p;
+  if (p == last || *p != ':') return TailUsage::Unsure;  // a string value "usage", not a key
+  ++p;
+  while (p < last && jsonSpace(*p)) ++p;
+  if (std::string_view(p, static_cast<std::size_t>(last - p)).starts_with("null")) return TailUsage::None;
+  if (p == last || *p != '{') return TailUsage::Unsure;
+  Usage read = usage;
+  bool found = false, closed = false;
+  std::string_view outer;  // the depth-2 key whose object is open (…_tokens_details)
+  int depth = 1;           // inside the document's object
   for (; p < last; ++p) {
     while (p < last && !kStructural[static_cast<unsigned char>(*p)]) ++p;  // numbers, commas, space
     if (p == last) break;
     if (*p == '"') {  // to the closing quote: one not escaped by an odd run of backslashes
+      const char* open = p;
+      bool escaped = false;
       for (;;) {
         p = static_cast<const char*>(std::memchr(p + 1, '"', static_cast<std::size_t>(last - p - 1)));
-        if (!p) return unsure;
+        if (!p) return TailUsage::Unsure;
         const char* b = p;
         while (b[-1] == '\\') --b;
+        if (b != p) escaped = true;
         if ((p - b) % 2 == 0) break;
       }
+      if (closed || depth < 2 || depth > 3) continue;  // not inside the usage object
+      // A key inside usage (a string followed by ':'): its value, when it is a count.
+      const char* v = p + 1;
+      while (v < last && jsonSpace(*v)) ++v;
+      if (v == last || *v != ':') continue;  // a string value
+      if (escaped) return TailUsage::Unsure;
+      const std::string_view key(open + 1, static_cast<std::size_t>(p - open - 1));
+      for (++v; v < last && jsonSpace(*v);) ++v;
+      if (depth == 2 && v < last && *v == '{') outer = key;
+      std::int64_t* slot = nullptr;
+      if (depth == 2) {
+        if (key == "prompt_tokens" || key == "input_tokens") slot = &read.prompt_tokens;
+        else if (key == "completion_tokens" || key == "output_tokens") slot = &read.completion_tokens;
+        else if (key == "total_tokens") slot = &read.total_tokens;
+      } else if (key == "cached_tokens" && (outer == "prompt_tokens_details" || outer == "input_tokens_details")) {
+        slot = &read.cached_tokens;
+      }
+      if (!slot) continue;
+      std::int64_t n = 0;
+      const auto [end, ec] = std::from_chars(v, last, n);
+      // Only an integer counts (as a parser's get_int64 would have it): not 1.5, not 1e3.
+      if (ec != std::errc() || end == last || !(jsonSpace(*end) || *end == ',' || *end == '}')) return TailUsage::Unsure;
+      if (n < 0) continue;
+      *slot = n;
+      if (depth == 2) found = true;
     } else if (*p == '{' || *p == '[') {
       ++depth;
-    } else if (--depth == 1 && end == 0) {
-      end = static_cast<std::size_t>(p + 1 - json.data());
+    } else if (--depth == 1) {
+      closed = true;  // the usage object (or a later field's value) ended
     } else if (depth == 0) {
       break;
     }
   }
-  i = static_cast<std::size_t>(p - json.data());
-  if (depth != 0 || end == 0) return unsure;
-  for (++i; i < json.size(); ++i)
-    if (json[i] != ' ' && json[i] != '\t' && json[i] != '\n' && json[i] != '\r') return unsure;
-  return {UsageSpan::Found, begin, end};
+  if (depth != 0 || !closed) return TailUsage::Unsure;
+  for (++p; p < last; ++p)
+    if (!jsonSpace(*p)) return TailUsage::Unsure;
+  if (found && read.total_tokens < 0 && read.prompt_tokens >= 0)
+    read.total_tokens = read.prompt_tokens + std::max<std::int64_t>(read.completion_tokens, 0);
+  if (!found) return TailUsage::Unsure;  // as before: the whole parse decides (it finds none either)
+  usage = read;
+  return TailUsage::Read;
 }
 
 // Cheap pre-check: no "usage" key, or "usage":null (most chunks of a usage-enabled
@@ -266,21 +296,13 @@ bool extractOpenAIUsage(std::string_view json, Usage& usage) {
 }
 
 bool extractOpenAIUsage(std::string& json, Usage& usage) {
-  const UsageSpan span = lastTopLevelUsage(json);
-  if (span.what == UsageSpan::None) return false;
+  switch (readTailUsage(json, usage)) {
+    case TailUsage::None: return false;
+    case TailUsage::Read: return true;
+    case TailUsage::Unsure: break;
+  }
   // Whole response bodies can be large: pad in place instead of copying.
   if (json.capacity() < json.size() + simdjson::SIMDJSON_PADDING) json.reserve(json.size() + simdjson::SIMDJSON_PADDING);
-  if (span.what == UsageSpan::Found) {
-    // The usage object alone, padded by the rest of the body and its reserve.
-    using namespace simdjson;
-    thread_local ondemand::parser parser;
-    ondemand::document doc;
-    ondemand::object u;
-    if (!parser.iterate(padded_string_view(json.data() + span.begin, span.end - span.begin, json.capacity() - span.begin))
-             .get(doc) &&
-        !doc.get_object().get(u))
-      return readUsageFields(u, usage);
-  }
   return readUsage(simdjson::padded_string_view(json.data(), json.size(), json.capacity()), usage);
 }
 

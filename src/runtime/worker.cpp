@@ -228,14 +228,11 @@ boost::asio::awaitable<AdminReply> Worker::admin(std::string_view method, std::s
   return gateway_.adminApi().handle(snapshot_, nodes_, method, path, authorization, accept, body);
 }
 
-std::string Worker::nextRequestId() {
+void Worker::nextRequestId(std::string& into) {
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, ++request_counter_, 16);
-  std::string id;
-  id.reserve(request_id_prefix_.size() + static_cast<std::size_t>(end - buf));
-  id += request_id_prefix_;
-  id.append(buf, end);
-  return id;
+  into.assign(request_id_prefix_);
+  into.append(buf, end);
 }
 
 void Worker::registerSession(SessionBase* s, bool admin) {

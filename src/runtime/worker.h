@@ -71,7 +71,7 @@ class Worker final : public WorkerServices, public SessionHost, private BatchPol
   bool draining() const override { return draining_; }
   bool drainDeadlinePassed() const override { return drain_deadline_passed_; }
 
-  std::string nextRequestId() override;
+  void nextRequestId(std::string& into) override;
 
   void registerSession(SessionBase* s, bool admin) override;
   void unregisterSession(SessionBase* s, bool admin) override;

@@ -63,7 +63,8 @@ class SessionHost {
   virtual const std::shared_ptr<FilterChain>& chain() const = 0;
   virtual bool draining() const = 0;
   virtual bool drainDeadlinePassed() const = 0;
-  virtual std::string nextRequestId() = 0;
+  // The next request id, written over `into` (a session reuses its string's memory).
+  virtual void nextRequestId(std::string& into) = 0;
   virtual WorkerMetrics& metrics() = 0;
   virtual UpstreamEnv& upstreamEnv() = 0;
   // `admin`: accepted on the admin listener (counted apart: its cap is its own).

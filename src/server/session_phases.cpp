@@ -122,7 +122,8 @@ asio::awaitable<void> Session<Stream>::serve(http::request<RequestBody>& req, Cl
   // /mcp exists once some provider is an MCP server.
   if (match.endpoint == Endpoint::Mcp && snapshot_->config->mcp.targets.empty()) match = {};
   std::string_view incoming_id = req["x-request-id"];
-  request_id_ = validRequestId(incoming_id) ? std::string(incoming_id) : worker_.nextRequestId();
+  if (validRequestId(incoming_id)) request_id_.assign(incoming_id);
+  else worker_.nextRequestId(request_id_);
   // HEAD is GET without the body (RFC 9110 9.3.2); every answer to it, errors
   // included and on the admin listener too, has none, or a keep-alive client would
   // read the body as the next answer.
@@ -366,7 +367,7 @@ template <class Stream>
 asio::awaitable<void> Session<Stream>::replyBadInput(const Error& err) {
   keep_alive_ = false;
   head_only_ = false;
-  request_id_ = worker_.nextRequestId();
+  worker_.nextRequestId(request_id_);
   const std::string body = err.toJson();
   co_await writeSimple(err.httpStatus(), "application/json", body);
 }

@@ -108,7 +108,7 @@ asio::awaitable<void> Session<Stream>::relay(RequestContext& ctx, UpstreamExchan
           if (end_held && !end_released) {
             // What goes out now carries the answer's end: its holders go first.
             end_released = true;
-            co_await holdAnswerEnd(ctx);
+            if (chain_->holdsAnswerEnds()) co_await holdAnswerEnd(ctx);
           }
           if (!(written = sendStreamPiece(ctx, data.bytes(), false))) break;
           co_await awaitResume();
@@ -136,7 +136,7 @@ asio::awaitable<void> Session<Stream>::relay(RequestContext& ctx, UpstreamExchan
     if (answer_ends && !end_released) {
       // Nothing is read or written meanwhile: `out` stays as the filters left it.
       end_released = true;
-      co_await holdAnswerEnd(ctx);
+      if (chain_->holdsAnswerEnds()) co_await holdAnswerEnd(ctx);
     }
     if (translator.streamEnded()) {
       // The translator closed the stream with an error event (a vendor error inside
@@ -260,15 +260,15 @@ asio::awaitable<void> Session<Stream>::relayBody(RequestContext& ctx, UpstreamEx
   }
   translator.onBody(body, ctx);  // may re-shape the body and its status (translated errors)
   headForBody(ctx, head, body);
-  co_await holdAnswerEnd(ctx);
+  if (chain_->holdsAnswerEnds()) co_await holdAnswerEnd(ctx);
   co_await writeHeadAnd(body);
 }
 
 // The answer-end phase (Filter::onAnswerEnd): filters that must finish something
-// before the client has the whole answer may pause it here. Free without such filters.
+// before the client has the whole answer may pause it here. Called only when the chain
+// has such filters (a coroutine's frame is an allocation even when it does nothing).
 template <class Stream>
 asio::awaitable<void> Session<Stream>::holdAnswerEnd(RequestContext& ctx) {
-  if (!chain_->holdsAnswerEnds()) co_return;
   std::size_t next = 0;
   if (chain_->run(RequestPhase::End, ctx, next) == FilterStatus::Pause)
     co_await finishPausedPhase(RequestPhase::End, ctx, next);
@@ -312,7 +312,7 @@ asio::awaitable<void> Session<Stream>::relayAnswer(RequestContext& ctx, Response
   chain_->responseHeaders(ctx);
   ctx.response_headers = nullptr;
   headForBody(ctx, head, body);
-  co_await holdAnswerEnd(ctx);
+  if (chain_->holdsAnswerEnds()) co_await holdAnswerEnd(ctx);
   co_await writeHeadAnd(body);
 }
 

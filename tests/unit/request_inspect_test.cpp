@@ -115,6 +115,23 @@ TEST(Usage, WholeBodyReadsTheTopLevelUsageWhateverFollowsIt) {
   EXPECT_EQ(prompt(R"({"choices":[],"usage" : null})"), -1);
   EXPECT_EQ(prompt(R"({"choices":[]})"), -1);
   EXPECT_EQ(prompt(R"({"choices":[],"usage":{"prompt_tokens":5)"), -1);
+  // Counts that are not integers, and an escaped key: the whole parse decides (as before,
+  // a count that is not an integer is not a count).
+  EXPECT_EQ(prompt(R"({"usage":{"prompt_tokens":1.5,"completion_tokens":2}})"), -1);
+  EXPECT_EQ(prompt(R"({"usage":{"prompt_tokens":1e3}})"), -1);
+  EXPECT_EQ(prompt(R"({"usage":{"prompt_tokens":99999999999999999999}})"), -1);
+  EXPECT_EQ(prompt(R"({"usage":{"prompt\u005ftokens":8}})"), 8);
+  EXPECT_EQ(prompt(R"({"usage":{"prompt_tokens":-3,"completion_tokens":2}})"), -1);
+  {
+    std::string body = R"({"usage":{"input_tokens":9,"output_tokens":4,"input_tokens_details":{"cached_tokens":5},)"
+                       R"("output_tokens_details":{"cached_tokens":77,"reasoning_tokens":1}}})";
+    Usage u;
+    ASSERT_TRUE(extractOpenAIUsage(body, u));
+    EXPECT_EQ(u.prompt_tokens, 9);
+    EXPECT_EQ(u.completion_tokens, 4);
+    EXPECT_EQ(u.total_tokens, 13);
+    EXPECT_EQ(u.cached_tokens, 5);  // the input's cached tokens, not another object's
+  }
   // Whitespace around the key and after the document.
   EXPECT_EQ(prompt("{\"choices\":[] ,\n \"usage\" :\n {\"prompt_tokens\": 6}\n}\n"), 6);
 }

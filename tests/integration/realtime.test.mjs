@@ -174,10 +174,13 @@ describe('realtime', () => {
     const idleClosed = closed(idle);
     await opened(idle);
     assert.deepEqual(await idleClosed, { code: 1001, reason: 'The session was idle too long.' });
-    const live = new WebSocket(wsUrl(gw, 'voice'), { headers: { authorization: `Bearer ${KEY}` } });
+    // The drain on a gateway of its own, with the default idle timeout: here, a slow
+    // machine could let the 300 ms pass between the open and the signal.
+    const { gw: draining } = await start(t);
+    const live = new WebSocket(wsUrl(draining, 'voice'), { headers: { authorization: `Bearer ${KEY}` } });
     const liveClosed = closed(live);
     await opened(live);
-    gw.signal('SIGTERM');
+    draining.signal('SIGTERM');
     assert.deepEqual(await liveClosed, { code: 1001, reason: 'The gateway is shutting down.' });
   });
 });

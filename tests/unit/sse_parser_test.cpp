@@ -135,6 +135,12 @@ TEST(JsonScan, FindsTheLastKeyAndOnlyAKey) {
   EXPECT_EQ(findLastKey(R"("usage")", "\"usage\""), 0u);
   EXPECT_EQ(findLastKey("", "\"usage\""), std::string_view::npos);
   EXPECT_EQ(findLastKey("\"usag", "\"usage\""), std::string_view::npos);
+  // At the very start and the very end, the letter elsewhere, the key twice.
+  EXPECT_EQ(findLastKey(R"("u"usage")", "\"usage\""), 2u);
+  EXPECT_EQ(findLastKey(R"({"usage":1,"u":"usage","usage":2})", "\"usage\""), 23u);
+  EXPECT_EQ(findLastKey(R"(uuuu"usage"uuuu)", "\"usage\""), 4u);
+  EXPECT_EQ(findLastKey(R"(uuuuuuu)", "\"usage\""), std::string_view::npos);
+  EXPECT_EQ(findLastKey("x", "\""), std::string_view::npos);  // a key of one character: none
 }
 
 TEST(JsonScan, UsageIsReadFromTheLastUsageKey) {

@@ -127,9 +127,16 @@ std::variant<SnapshotPtr, std::string> buildSnapshot(ConfigPtr config) {
 
 namespace {
 
-// The token counts of a usage object's fields.
-bool readUsageFields(simdjson::ondemand::object u, Usage& usage) {
+// Reads {"usage":{...}} from a padded document.
+bool readUsage(simdjson::padded_string_view json, Usage& usage) {
   using namespace simdjson;
+  thread_local ondemand::parser parser;
+  ondemand::document doc;
+  if (parser.iterate(json).get(doc)) return false;
+  ondemand::object obj;
+  if (doc.get_object().get(obj)) return false;
+  ondemand::object u;
+  if (obj["usage"].get_object().get(u)) return false;
   bool found = false;
   for (auto field : u) {
     std::string_view key;
@@ -155,19 +162,6 @@ bool readUsageFields(simdjson::ondemand::object u, Usage& usage) {
   if (found && usage.total_tokens < 0 && usage.prompt_tokens >= 0)
     usage.total_tokens = usage.prompt_tokens + std::max<std::int64_t>(usage.completion_tokens, 0);
   return found;
-}
-
-// Reads {"usage":{...}} from a padded document.
-bool readUsage(simdjson::padded_string_view json, Usage& usage) {
-  using namespace simdjson;
-  thread_local ondemand::parser parser;
-  ondemand::document doc;
-  if (parser.iterate(json).get(doc)) return false;
-  ondemand::object obj;
-  if (doc.get_object().get(obj)) return false;
-  ondemand::object u;
-  if (obj["usage"].get_object().get(u)) return false;
-  return readUsageFields(u, usage);
 }
 
 // A whole answer's usage, read without parsing the answer: from its last "usage" key,

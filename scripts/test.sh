@@ -112,5 +112,20 @@ if [ "$status" != 0 ]; then
     [ -f "$logs/$pass" ] || continue
     grep -E '^\s*not ok |\(Failed\)|\(SEGFAULT\)|\(Timeout\)|Subprocess aborted' "$logs/$pass" | grep -v '# SKIP' | sed "s/^/$pass: /" || true
   done
+  # Each failed test's place and the first lines of its error: CI shows only this tail,
+  # and a failure that does not come back locally needs them.
+  for pass in integration sanitizer; do
+    [ -f "$logs/$pass" ] || continue
+    awk -v pass="$pass" '
+      /^ *not ok / { name = $0; sub(/^ */, "", name); keep = 1; err = 0; next }
+      keep && /^ *location:/ { loc = $0; sub(/^ *location: */, "", loc); next }
+      keep && /^ *error: / { err = 1; n = 0; print pass ": " name " at " loc; next }
+      keep && /^ *stack:/ { err = 0; st = 1; next }
+      keep && st && /\.test\.mjs:[0-9]+/ { line = $0; sub(/^ */, "", line); print "    at " line; st = 0; next }
+      keep && err && /^ *(code|name|failureType|expected|actual|operator|cause):/ { err = 0; next }
+      keep && err && n < 8 { line = $0; sub(/^ */, "", line); if (line != "") { print "    " line; ++n } next }
+      /^ *\.\.\.$/ { keep = 0; err = 0; st = 0 }
+    ' "$logs/$pass"
+  done
 fi
 exit $status

@@ -136,8 +136,13 @@ describe('tracing (OTLP/HTTP)', () => {
     assert.match(server.status.message, /^upstream_/);
     assert.equal(server.status.message, attributes(server)['error.type']);
     // One worker: the unsampled success was handed over before the failure, so had it
-    // been exported it would have been counted by now.
-    assert.equal(sum(await scrape(gw.url), 'tahua_trace_spans_exported_total'), 2);
+    // been exported it would be counted with the failure's two. The counter moves when
+    // the collector's answer reaches the exporter, after the collector saw the spans.
+    const exported = await eventually(async () => {
+      const n = sum(await scrape(gw.url), 'tahua_trace_spans_exported_total');
+      return n >= 2 && n;
+    }, { what: 'the failed request\'s spans counted as exported' });
+    assert.equal(exported, 2);
     assert.match(upstream.requests[0].headers.traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
     // An unsampled caller's decision stands too.
     await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: { traceparent: `00-${PARENT_TRACE}-${PARENT_SPAN}-00` } });

@@ -86,8 +86,13 @@ if [ "$sanitize" = 1 ]; then
   san_pid=""
   tail -1 "$logs/sanitize-build"
   phase "integration tests against the ASan+UBSan binary"
+  # report_globals=0: the runtime does not register the binary's globals at each start
+  # (`--version` 0.30 s with it, 0.06 s without; the suite starts a gateway per test:
+  # 8 files took 50 s with it, 41 s without). It gives up the overflow check of global
+  # arrays, which the fuzz replays below keep; heap, stack and use-after-free are
+  # checked as before, and UBSan's bounds check still covers arrays of known size.
   TAHUA_BIN="$PWD/build-sanitize/tahua" \
-    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ASAN_OPTIONS=report_globals=0:detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     node --test --test-concurrency="$jobs" tests/integration/ 2>&1 | tee "$logs/sanitizer" || status=1
   # The fuzz seeds and every kept crash once more (ctest replayed them without sanitizers):
   # a read past a buffer or UB that does not crash is caught here. Leaks are checked.

@@ -181,7 +181,7 @@ class AttemptLoop {
         continue;
       }
       // The point of no return (a client already gone gets nothing written).
-      co_await host_.relay(ctx_, *exchange, *translator, head, std::move(failure));
+      co_await host_.relay(ctx_, *exchange, *translator, head, failure);
       break;
     }
     host_.stopWatching();
@@ -239,7 +239,7 @@ class AttemptLoop {
     std::string answer;
     std::optional<Error> unread = co_await host_.readAnswer(ctx_, exchange, translator, head, answer);
     if (unread) {
-      co_await host_.relay(ctx_, exchange, translator, head, std::move(unread));
+      co_await host_.relay(ctx_, exchange, translator, head, unread);
       co_return false;
     }
     FilterStatus judged = FilterStatus::Continue;

@@ -61,9 +61,11 @@ class AttemptHost {
   // Sends what readAnswer read (the headers' and body's filters run first).
   virtual boost::asio::awaitable<void> relayAnswer(RequestContext& ctx, ResponseHead& head, std::string& body) = 0;
   // Relays the attempt's answer (or writes `failure` as an error): the point of no return.
+  // `failure` by reference: a by-value argument would be a second copy in the caller's
+  // coroutine frame (136 bytes, which took run()'s frame past Asio's recycling).
   virtual boost::asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange& exchange,
                                              ResponseTranslator& translator, ResponseHead& head,
-                                             std::optional<Error> failure) = 0;
+                                             std::optional<Error>& failure) = 0;
 };
 
 // The worker-side things the loop uses.

@@ -133,7 +133,8 @@ asio::awaitable<void> Session<Stream>::serve(http::request<RequestBody>& req, Cl
     co_await serveLocal(req, received, path, match, method);
     co_return;
   }
-  RequestContext ctx = newContext(req, received, path, match.endpoint);
+  RequestContext& ctx = api_context_.emplace().ctx;
+  initContext(ctx, req, received, path, match.endpoint);
   BeastHeaders headers(req);
   ctx.headers = &headers;
   ctx.body = std::move(req.body().text);
@@ -148,12 +149,14 @@ asio::awaitable<void> Session<Stream>::serve(http::request<RequestBody>& req, Cl
       request_fields_ = nullptr;
       realtime_request_ = nullptr;
       co_await finishLocally(ctx);
+      api_context_.reset();
       co_return;
     }
   }
   watch_.reset();
   AttemptEnv env{*snapshot_, *chain_, worker_.upstreamEnv(), worker_.metrics()};
   co_await runAttempts(ctx, env, *this);
+  api_context_.reset();  // an idle connection keeps none of it (the body, the filters' state)
   request_fields_ = nullptr;
   realtime_request_ = nullptr;
   if (clientGone()) keep_alive_ = false;
@@ -240,6 +243,13 @@ template <class Stream>
 RequestContext Session<Stream>::newContext(const http::request<RequestBody>& req, Clock::time_point received,
                                            std::string_view path, Endpoint endpoint) {
   RequestContext ctx;
+  initContext(ctx, req, received, path, endpoint);
+  return ctx;
+}
+
+template <class Stream>
+void Session<Stream>::initContext(RequestContext& ctx, const http::request<RequestBody>& req, Clock::time_point received,
+                                  std::string_view path, Endpoint endpoint) {
   ctx.config = snapshot_->config;
   ctx.worker_id = worker_.id();
   ctx.request_id = request_id_;
@@ -258,7 +268,6 @@ RequestContext Session<Stream>::newContext(const http::request<RequestBody>& req
   chain_->begin(ctx, reinterpret_cast<std::byte*>(state_block_.get()));
   ctx.resumer = this;
   resumed_.reset();  // each request's resumes are its own
-  return ctx;
 }
 
 // A request phase that a filter paused: waits for each resume and goes on from the

@@ -19,7 +19,7 @@ namespace tahua {
 // AttemptHost: the answer goes to the client; from here on nothing is retried.
 template <class Stream>
 asio::awaitable<void> Session<Stream>::relay(RequestContext& ctx, UpstreamExchange& exchange, ResponseTranslator& translator,
-                                            ResponseHead& head, std::optional<Error> failure) {
+                                            ResponseHead& head, std::optional<Error>& failure) {
   if (failure) {
     if (clientGone()) co_return;
     recordUpstreamFailure(ctx, std::move(*failure));
@@ -444,7 +444,7 @@ asio::awaitable<void> Session<Stream>::refuse(RequestContext& ctx) {
 
 #define TAHUA_SESSION_RELAY(S)                                                                                         \
   template asio::awaitable<void> Session<S>::relay(RequestContext&, UpstreamExchange&, ResponseTranslator&, ResponseHead&, \
-                                                   std::optional<Error>);                                             \
+                                                   std::optional<Error>&);                                            \
   template void Session<S>::heartbeatTick(Clock::time_point);                                                         \
   template bool Session<S>::sendStreamPiece(RequestContext&, std::string_view, bool);                                 \
   template void Session<S>::endStreamWithError(RequestContext&, ResponseTranslator&);                                 \

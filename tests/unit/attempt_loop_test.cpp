@@ -148,7 +148,7 @@ class FakeHost final : public AttemptHost {
     co_return;
   }
   asio::awaitable<void> relay(RequestContext& ctx, UpstreamExchange&, ResponseTranslator&, ResponseHead& head,
-                              std::optional<Error> failure) override {
+                              std::optional<Error>& failure) override {
     answers.push_back(failure ? "relay " + std::string(failure->code()) : "relay " + std::to_string(head.status));
     ctx.status = failure ? failure->httpStatus() : head.status;
     // The first byte is out; the stream then breaks: the loop must not try again.

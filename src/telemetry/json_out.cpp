@@ -36,17 +36,43 @@ inline bool needsEscape(std::uint64_t w) {
 
 void escaped(JsonBuf& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
-  // The worst case (every byte as \u00XX) is reserved once; then plain pointer writes.
-  char* p = out.reserve(6 * s.size());
+  // The worst case (every byte as \u00XX) is reserved once, and at least a word (the
+  // short case writes one); then plain pointer writes.
+  const std::size_t n = s.size();
+  if (n == 0) return;  // (an empty view's data() may be null: no memcpy from it)
+  char* p = out.reserve(std::max<std::size_t>(6 * n, 8));
   std::size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {  // the common case: nothing to escape
-    std::uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    if (needsEscape(w)) break;
-    std::memcpy(p, &w, 8);
-    p += 8;
+  if (n < 8) {
+    // Most strings here (names, ids' parts): one word, the bytes past the string read
+    // as 'a', which needs no escaping. Written whole; only n bytes count.
+    std::uint64_t w = 0x6161616161616161ull;
+    std::memcpy(&w, s.data(), n);
+    if (!needsEscape(w)) {
+      std::memcpy(p, &w, 8);
+      out.advance(p + n);
+      return;
+    }
+  } else {
+    for (; i + 8 <= n; i += 8) {  // the common case: nothing to escape
+      std::uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if (needsEscape(w)) break;
+      std::memcpy(p, &w, 8);
+      p += 8;
+    }
+    if (i < n && i + 8 > n) {
+      // Fewer than 8 left after clean words: the string's last 8 bytes as one word,
+      // rewriting the (8 - left) bytes before them with what they already are.
+      std::uint64_t w;
+      std::memcpy(&w, s.data() + n - 8, 8);
+      if (!needsEscape(w)) {
+        std::memcpy(p - (8 - (n - i)), &w, 8);
+        out.advance(p + (n - i));
+        return;
+      }
+    }
   }
-  for (; i < s.size(); ++i) {
+  for (; i < n; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x20 && c != '"' && c != '\\') {
       *p++ = static_cast<char>(c);

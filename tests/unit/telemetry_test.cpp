@@ -123,6 +123,29 @@ TEST(JsonOut, EscapesAndParsesBack) {
   EXPECT_EQ(v["t"].as_string(), "2023-11-14T22:13:20.123Z");
 }
 
+TEST(JsonOut, EveryLengthAndEveryPlaceOfAnEscapeRoundTrips) {
+  // The short strings' single word, the words of longer ones, and their last partial
+  // word read as the string's last 8 bytes (rewriting bytes already written): lengths
+  // 0-24, with no escape or one at each place, after other output.
+  for (std::size_t len = 0; len <= 24; ++len)
+    for (std::size_t at = 0; at <= len; ++at)  // at == len: nothing to escape
+      for (char special : {'"', '\\', '\n', '\x01', '\x1f'}) {
+        std::string text;
+        for (std::size_t i = 0; i < len; ++i) text += static_cast<char>('a' + i % 26);
+        if (at < len) text[at] = special;
+        JsonBuf out;
+        out.push_back('[');
+        json_out::string(out, "before");
+        out.push_back(',');
+        json_out::string(out, text);
+        out.push_back(']');
+        const auto v = boost::json::parse(out.view()).as_array();
+        ASSERT_EQ(v.at(0).as_string(), "before");
+        ASSERT_EQ(v.at(1).as_string(), text) << "length " << len << ", escape at " << at;
+        if (at == len) break;  // one pass suffices without an escape
+      }
+}
+
 TEST(JsonOut, GrowsPastItsFirstBlock) {
   JsonBuf out;
   const std::string big(10000, 'x');

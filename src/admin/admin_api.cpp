@@ -345,6 +345,11 @@ asio::awaitable<AdminReply> AdminApi::route(SnapshotPtr snap, NodeTablePtr nodes
     auto states = co_await host_.collectDeploymentStates(cfg);
     auto draining_op = host_.collectDraining(cfg);
     const std::vector<std::string> draining = co_await std::move(draining_op);
+    std::set<std::pair<std::string, std::string>> healed;  // ejected by a self-healing rule
+    {
+      std::lock_guard lock(host_.lock());
+      healed = host_.healingEjected();
+    }
     bj::array models;
     for (const auto& m : cfg.models) {
       bj::array ds;
@@ -383,11 +388,14 @@ asio::awaitable<AdminReply> AdminApi::route(SnapshotPtr snap, NodeTablePtr nodes
         o["requests"] = requests;
         o["failures"] = failures;
         o["latency_ewma_ms"] = ewma;
-        o["ejected"] = ejected;
+        // Out of selection by outlier detection (on some worker) or by a self-healing rule.
+        const bool by_healing = healed.count({m.name, d.id}) > 0;
+        o["ejected"] = ejected || by_healing;
+        if (ejected || by_healing) o["ejected_by"] = by_healing ? "self_healing" : "outlier_detection";
         o["throttled"] = throttled;
         o["throttle"] = throttle;
         // One word for the operator: what keeps it from traffic, if anything.
-        o["state"] = open > 0 ? "breaker_open" : ejected ? "ejected" : throttled ? "throttled" : "active";
+        o["state"] = open > 0 ? "breaker_open" : ejected || by_healing ? "ejected" : throttled ? "throttled" : "active";
         const bool breaker_on = snap->providers[d.provider_index].config->circuit_breaker.enabled;
         o["breaker"] = !breaker_on ? bj::value(nullptr)
                                    : bj::value(bj::object{{"state", open ? "open" : half_open ? "half_open" : "closed"},

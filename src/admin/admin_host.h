@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "providers/snapshot.h"
@@ -34,6 +36,8 @@ class AdminHost {
   virtual const ConfigPtr& baseConfig() const = 0;
   // Locked. Self-healing's view (GET /admin/v1/healing).
   virtual std::string healingJson() const = 0;
+  // Locked. The deployments self-healing has ejected: (model, deployment).
+  virtual std::set<std::pair<std::string, std::string>> healingEjected() const = 0;
   virtual std::uint64_t generation() const = 0;
   // The Prometheus exposition of /metrics (GET /admin/v1/metrics, the dashboard's data).
   virtual boost::asio::awaitable<std::string> renderMetrics() = 0;

@@ -31,6 +31,8 @@ class HealingState {
   void apply(const std::vector<HealingAction>& actions, const std::string& audit_path, std::uint64_t generation);
   // The overrides in force, applied to a config about to be published.
   void applyOverrides(Config& cfg) const;
+  // The deployments an eject action keeps out of selection: (model, deployment).
+  const std::set<std::pair<std::string, std::string>>& ejected() const { return ejected_; }
 
   // Prometheus text: actions taken and undone, actions in force.
   std::string metricsText() const;

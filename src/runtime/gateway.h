@@ -96,6 +96,7 @@ class Gateway final : private AdminHost, private HealingHost {
   std::mutex& lock() override { return mutex_; }
   const ConfigPtr& baseConfig() const override { return base_config_; }
   std::string healingJson() const override { return healing_.json(*snapshot_->config); }
+  std::set<std::pair<std::string, std::string>> healingEjected() const override { return healing_.ejected(); }
   std::uint64_t generation() const override { return generation_.load(); }
   void countRejectedConfig() override { ++reloads_failed_; }
   const std::optional<ListenerConfig>& listenOverride() const override { return source_.listen; }

@@ -278,6 +278,11 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
   }
   auto states_op = collectDeploymentStates(*served->config);
   const auto per_worker = co_await std::move(states_op);
+  std::set<std::pair<std::string, std::string>> healed;  // ejected by a self-healing rule
+  {
+    std::lock_guard lock(mutex_);
+    healed = healing_.ejected();
+  }
   const auto now = SteadyClock::now();
   text += "# HELP tahua_deployment_state Each deployment (endpoints too), by source (config, dns, registration) and state "
           "(active, throttled, ejected, breaker_open): 1.\n";
@@ -291,6 +296,7 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
         ejected = ejected || st.ejected_until > now;
         throttled = throttled || st.throttled_until > now;
       }
+      ejected = ejected || healed.count({m.name, d.id}) > 0;
       const char* state = open ? "breaker_open" : ejected ? "ejected" : throttled ? "throttled" : "active";
       text += "tahua_deployment_state{model=\"" + escapeLabel(m.name) + "\",deployment=\"" + escapeLabel(d.id) + "\",source=\"" +
               d.source + "\",state=\"" + state + "\"} 1\n";

@@ -74,6 +74,14 @@ describe('self-healing', () => {
     let metrics = await scrape(gw.url);
     assert.equal(sum(metrics, 'tahua_healing_actions_total', { rule: 'eject-failing', action: 'eject' }), 1);
     assert.equal(sum(metrics, 'tahua_healing_active', { deployment: 'a' }), 1);
+    // The deployments' view and their state metric say it is out, and why (not "active"
+    // with a weight of 0).
+    const deployments = async () => (await admin('GET', '/admin/v1/deployments')).json.models.find((m) => m.name === 'm').deployments;
+    const [outA, inB] = await deployments();
+    assert.deepEqual([outA.id, outA.state, outA.ejected, outA.ejected_by], ['a', 'ejected', true, 'self_healing']);
+    assert.deepEqual([inB.id, inB.state, inB.ejected, inB.ejected_by], ['b', 'active', false, undefined]);
+    assert.equal(sum(metrics, 'tahua_deployment_state', { deployment: 'a', state: 'ejected' }), 1);
+    assert.equal(sum(metrics, 'tahua_deployment_state', { deployment: 'b', state: 'active' }), 1);
 
     // While a is out, every request is served by b.
     const seen = new Set();
@@ -104,6 +112,8 @@ describe('self-healing', () => {
     metrics = await scrape(gw.url);
     assert.equal(sum(metrics, 'tahua_healing_actions_total', { rule: 'eject-failing', action: 'restore' }), 1);
     assert.equal(sum(metrics, 'tahua_healing_active', { deployment: 'a' }), 0);
+    assert.equal(sum(metrics, 'tahua_deployment_state', { deployment: 'a', state: 'active' }), 1);
+    assert.equal((await deployments())[0].state, 'active');
 
     // The audit file holds both records, in order; the log has them too.
     const lines = readFileSync(auditFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));

@@ -19,6 +19,7 @@ LimitPlan plan(const LimitSet& l, const std::string& prefix, std::string_view sc
     t.unit = unit;
     t.scope = scope;
     t.limit = name;
+    t.limit_text = std::to_string(limit);
     g.push_back(std::move(t));
   };
   add(l.requests_per_minute, "rpm", LimitKind::Window, LimitUnit::Requests, Calendar::Day, "requests_per_minute");

@@ -22,6 +22,7 @@ struct PlannedLimit {
   LimitUnit unit = LimitUnit::Requests;
   std::string_view scope;  // tenant | key | subject | tenant_model | model
   std::string_view limit;  // requests_per_minute, tokens_per_minute, ...
+  std::string limit_text;  // spec.limit in decimal: an x-ratelimit-limit-* value, formatted once
   mutable void* store_hint = nullptr;  // the in-process store's counter (LimitCheck::hint); per worker
 };
 using LimitPlan = std::vector<PlannedLimit>;

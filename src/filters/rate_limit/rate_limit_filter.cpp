@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -67,6 +68,10 @@ struct Value {
   std::uint8_t size = 0;
   std::string_view view() const { return {text, size}; }
   void number(std::int64_t v) { size = static_cast<std::uint8_t>(std::to_chars(text, text + sizeof text, v).ptr - text); }
+  void copy(std::string_view s) {  // (a limit's text, formatted when its plan was made)
+    size = static_cast<std::uint8_t>(std::min(s.size(), sizeof text));
+    std::memcpy(text, s.data(), size);
+  }
   void reset(std::int64_t ms) { size = static_cast<std::uint8_t>(formatReset(ms, text, sizeof text)); }
 };
 
@@ -443,14 +448,14 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     if (req && (!st.has_requests || req->remaining < st.shown_requests)) {
       st.has_requests = true;
       st.shown_requests = req->remaining;
-      st.requests[0].number(req_t->spec.limit);
+      st.requests[0].copy(req_t->limit_text);
       st.requests[1].number(req->remaining);
       st.requests[2].reset(req->reset_ms);
     }
     if (tok && (!st.has_tokens || tok->remaining < st.shown_tokens)) {
       st.has_tokens = true;
       st.shown_tokens = tok->remaining;
-      st.tokens[0].number(tok_t->spec.limit);
+      st.tokens[0].copy(tok_t->limit_text);
       st.tokens[1].number(tok->remaining);
       st.tokens[2].reset(tok->reset_ms);
     }

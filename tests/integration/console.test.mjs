@@ -252,15 +252,21 @@ describe('web console', () => {
     await page.getByTestId('key-limit-requests_per_minute').fill('');
     await page.getByTestId('key-limit-tokens_per_minute').fill('9000');
     await page.getByTestId('key-submit').click();
-    await eventually(async () => (await admin('GET', '/admin/v1/keys/-ui-key')).json.limits.tokens_per_minute === 9000, { what: 'the edited limits' });
+    await eventually(async () => (await admin('GET', '/admin/v1/keys/-ui-key')).json.limits.tokens_per_minute === 9000, { timeout: UI_TIMEOUT_MS, what: 'the edited limits' });
     assert.equal((await admin('GET', '/admin/v1/keys/-ui-key')).json.limits.requests_per_minute, undefined, 'an emptied limit is removed');
+    // The server has the change before the page has its answer: wait for the page to be
+    // done with it (its form reset, the keys listed again) before editing once more, or
+    // the reset could clear the form being filled and the Edit clicked could be the old
+    // row's (under load it was: the budget never arrived).
+    await until(page, () => !document.querySelector('#key-form').dataset.editing &&
+      document.querySelector('[data-testid="key-row--ui-key"]')?.textContent.includes('tokens_per_minute: 9,000'));
     // A monthly budget below what the key has spent: its next request is refused (what it
     // may cost at most does not fit: 429 naming the key's budget).
     const budget = record.cost_usd / 2;
     await page.getByTestId('key-edit--ui-key').click();
     await page.getByTestId('key-limit-usd_per_month').fill(String(budget));
     await page.getByTestId('key-submit').click();
-    await eventually(async () => (await admin('GET', '/admin/v1/keys/-ui-key')).json.limits.usd_per_month === budget, { what: 'the key\'s budget' });
+    await eventually(async () => (await admin('GET', '/admin/v1/keys/-ui-key')).json.limits.usd_per_month === budget, { timeout: UI_TIMEOUT_MS, what: 'the key\'s budget' });
     await assert.rejects(client(secret).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }),
       (e) => e.status === 429 && /usd per month \(key limit\)/.test(e.error?.message), 'refused by the key\'s budget');
     await page.getByTestId('key-revoke--ui-key').click();

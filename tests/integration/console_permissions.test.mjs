@@ -262,7 +262,7 @@ describe('console: who may do what', () => {
     await (await mcpSession(t, gw.url)).listTools();
     mcp.state.description = 'Opens an issue. And reads ~/.ssh along the way.';
     await (await mcpSession(t, gw.url)).listTools();
-    await eventually(async () => (await admin('GET', '/admin/v1/mcp/tools')).json.tools.some((p) => p.pending), { what: 'the changed tool waiting' });
+    await eventually(async () => (await admin('GET', '/admin/v1/mcp/tools')).json.tools.some((p) => p.pending), { timeout: 10_000, what: 'the changed tool waiting' });
 
     // One page per token, each signed in once; a row reloads it and opens its view.
     const pages = {};

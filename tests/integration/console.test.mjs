@@ -286,6 +286,38 @@ describe('web console', () => {
     assert.deepEqual(dialogs, []);
   });
 
+  it('an edit begun while the previous change is on its way is not cleared by that change\'s answer', async (t) => {
+    const { url, admin } = await start(t);
+    assert.equal((await admin('POST', '/admin/v1/keys', { json: { name: 'race-key', tenant: 'team-a' } })).status, 201);
+    const { page, errors } = await openConsole(browser, t, url);
+    await page.getByTestId('tenant-keys-team-a').click();
+    await page.getByTestId('key-edit-race-key').click();
+    await page.getByTestId('key-limit-requests_per_minute').fill('10');
+    // The change is held on its way (the server gets it only when released).
+    let release;
+    const held = new Promise((resolve) => (release = resolve));
+    let sent;
+    const arrived = new Promise((resolve) => (sent = resolve));
+    await page.route('**/admin/v1/keys/race-key', async (route) => {
+      if (route.request().method() !== 'PATCH') return route.continue();
+      sent();
+      await held;
+      await route.continue();
+    });
+    await page.getByTestId('key-submit').click();
+    await arrived;
+    // Meanwhile the operator begins the next edit.
+    await page.getByTestId('key-edit-race-key').click();
+    await page.getByTestId('key-limit-tokens_per_minute').fill('77');
+    release();
+    await until(page, () => /^Key race-key changed\./.test(document.querySelector('#status')?.textContent ?? ''));
+    await eventually(async () => (await admin('GET', '/admin/v1/keys/race-key')).json.limits.requests_per_minute === 10, { timeout: UI_TIMEOUT_MS, what: 'the first change' });
+    await page.getByTestId('key-row-race-key').waitFor();
+    assert.equal(await page.getByTestId('key-form').evaluate((f) => f.dataset.editing), 'race-key', 'still editing');
+    assert.equal(await page.getByTestId('key-limit-tokens_per_minute').inputValue(), '77', 'what was typed is kept');
+    assert.deepEqual(errors, []);
+  });
+
   it('renders data as text: markup in a key\'s metadata is shown, never run', async (t) => {
     const { url, admin } = await start(t);
     const made = await admin('POST', '/admin/v1/keys', { json: { name: 'xss-key', tenant: 'team-a', metadata: { owner: XSS } } });

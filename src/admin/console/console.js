@@ -166,7 +166,14 @@ function fillForm(form, record) {
   for (const [name] of LIMITS) form.elements[`limit.${name}`].value = record.limits?.[name] ?? '';
 }
 
+// A form's turn: each reset (an edit begun is one) starts a new one. The answer to a
+// submit resets the form only in the turn it was sent in: an edit begun while the
+// change was on its way is not cleared by the earlier answer.
+const turns = new WeakMap();
+const turnOf = (form) => turns.get(form) ?? 0;
+
 function resetForm(form, title) {
+  turns.set(form, turnOf(form) + 1);
   form.reset();
   form.elements.name.readOnly = false;
   delete form.dataset.editing;
@@ -263,21 +270,21 @@ async function revokeKey(name) {
 
 async function submitTenant(ev) {
   ev.preventDefault();
-  const form = ev.target, editing = form.dataset.editing;
+  const form = ev.target, editing = form.dataset.editing, turn = turnOf(form);
   const error = form.querySelector('[data-error]');
   error.textContent = '';
   try {
     if (editing) await api('PATCH', `/admin/v1/tenants/${encodeURIComponent(editing)}`, formBody(form, true));
     else await api('POST', '/admin/v1/tenants', formBody(form, false));
     status(editing ? `Tenant ${editing} changed.` : 'Tenant created.');
-    resetForm(form, 'New tenant');
+    if (turnOf(form) === turn) resetForm(form, 'New tenant');
     await loadTenants();
   } catch (e) { error.textContent = e.message; }
 }
 
 async function submitKey(ev) {
   ev.preventDefault();
-  const form = ev.target, editing = form.dataset.editing;
+  const form = ev.target, editing = form.dataset.editing, turn = turnOf(form);
   const error = form.querySelector('[data-error]');
   error.textContent = '';
   try {
@@ -292,7 +299,7 @@ async function submitKey(ev) {
       $('secret-copy').focus();
       status(`Key ${created.name} issued: copy its secret now, it is not shown again.`);
     }
-    resetForm(form, 'Issue a key');
+    if (turnOf(form) === turn) resetForm(form, 'Issue a key');
     await loadKeys();
   } catch (e) { error.textContent = e.message; }
 }

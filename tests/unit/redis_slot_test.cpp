@@ -1,8 +1,9 @@
-// Redis Cluster's key slots (the values Redis' own CLUSTER KEYSLOT gives) and the URL
-// parsing of the store's endpoint.
+// Redis Cluster's key slots (the values Redis' own CLUSTER KEYSLOT gives), the URL
+// parsing of the store's endpoint, and a worker's leases found by their keys.
 #include <gtest/gtest.h>
 
 #include "core/redis_url.h"
+#include "store/redis/redis_detail.h"
 #include "store/redis/redis_slot.h"
 
 namespace tahua {
@@ -36,6 +37,28 @@ TEST(RedisEndpoint, ParsesUrls) {
   EXPECT_TRUE(parseRedisUrl("rediss://h:1", x));
   EXPECT_TRUE(parseRedisUrl("redis://h:1/notanumber", x));
   EXPECT_TRUE(parseRedisUrl("redis://h:0", x));
+}
+
+TEST(RedisLeases, FoundByAddressOnlyWithTheSameText) {
+  redis_detail::Leases leases;
+  leases.map.emplace("tahua:{t:a}:key:k1:rpm", redis_detail::Lease{});
+  leases.map.emplace("tahua:{t:b}:key:k1:rpm", redis_detail::Lease{});
+  redis_detail::Lease* a = &leases.map.at("tahua:{t:a}:key:k1:rpm");
+  redis_detail::Lease* b = &leases.map.at("tahua:{t:b}:key:k1:rpm");
+  std::string buffer = "tahua:{t:a}:key:k1:rpm";  // one address, reused for another key
+  EXPECT_EQ(leases.find(buffer), a);
+  EXPECT_EQ(leases.find(buffer), a);  // the remembered one
+  buffer[9] = 'b';  // {t:a} -> {t:b}
+  EXPECT_EQ(leases.find(buffer), b) << "same address and length, other text: looked up";
+  buffer = "tahua:{t:c}:key:k1:rpm";
+  EXPECT_EQ(leases.find(buffer), nullptr);
+  // Erased (the sweep forgets what it remembered first): not found again.
+  buffer = "tahua:{t:b}:key:k1:rpm";
+  EXPECT_EQ(leases.find(buffer), b);
+  leases.forgetRecent();
+  leases.map.erase("tahua:{t:b}:key:k1:rpm");
+  EXPECT_EQ(leases.find(buffer), nullptr);
+  EXPECT_EQ(leases.find(std::string_view("tahua:{t:a}:key:k1:rpm")), a);
 }
 
 }  // namespace redis_slot_test

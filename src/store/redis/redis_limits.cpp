@@ -106,9 +106,9 @@ bool RedisStore::admitFromLeases(std::span<const LimitCheck> checks, const std::
   const auto now = std::chrono::steady_clock::now();
   std::array<Lease*, Admission::kMaxChecks> found;
   for (std::size_t i = 0; i < checks.size(); ++i) {
-    auto it = leases->map.find(checks[i].key);
-    if (it == leases->map.end()) return false;
-    Lease& l = it->second;
+    Lease* found_lease = leases->find(checks[i].key);
+    if (!found_lease) return false;
+    Lease& l = *found_lease;
     if (l.left < checks[i].cost || now >= l.expires || !sameSpec(l.spec, checks[i].spec)) return false;
     found[i] = &l;
   }
@@ -275,6 +275,7 @@ void RedisStore::sweepLeases() {
   for (auto it = leases.map.begin(); it != leases.map.end();) {
     if (now >= it->second.expires && !it->second.renewing) {
       returnLease(it->first, it->second);
+      leases.forgetRecent();
       it = leases.map.erase(it);
     } else {
       ++it;
@@ -524,6 +525,7 @@ void RedisStore::flushWorker(std::function<void()> done) {
   }
   if (leases->sweep) leases->sweep->cancel();
   for (auto& [key, lease] : leases->map) returnLease(key, lease);
+  leases->forgetRecent();
   leases->map.clear();
   if (adjustBatch()->timer) adjustBatch()->timer->cancel();
   flushAdjustments(std::move(done));

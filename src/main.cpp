@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "http/http_url.h"
 #include "core/malloc_tuning.h"
+#include "core/thread_name.h"
 #include "net/http_client.h"
 #include "providers/snapshot.h"
 #include "config/field_table.h"
@@ -117,6 +118,7 @@ bool parseListen(const std::string& text, tahua::ListenerConfig& out) {
 
 int main(int argc, char** argv) {
   tahua::execWithMallocTuning(argv);  // before anything else: it may run this program again
+  tahua::nameProcessAfter(argv[0]);
   std::string config_path;
   std::string check_path;
   std::string listen;

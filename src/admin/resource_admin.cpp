@@ -8,6 +8,7 @@
 #include "admin/store_writes.h"
 #include "core/json_text.h"
 #include "core/log.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 namespace asio = boost::asio;
@@ -31,7 +32,10 @@ template <class Fn>
 asio::awaitable<std::invoke_result_t<Fn>> offWorker(Fn fn) {
   using Result = std::invoke_result_t<Fn>;
   auto op = admin_store::await<Result>([fn = std::move(fn)](std::function<void(Result)> done) mutable {
-    std::thread([fn = std::move(fn), done = std::move(done)]() mutable { done(fn()); }).detach();
+    std::thread([fn = std::move(fn), done = std::move(done)]() mutable {
+      nameThisThread("tahua-admin");
+      done(fn());
+    }).detach();
   });
   Result r = co_await std::move(op);
   co_return r;

@@ -12,6 +12,7 @@
 #include "admin/store_writes.h"
 #include "ledger/request_log.h"
 #include "ledger/usage_query.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 // Named (not anonymous): the coroutine frames below hold these types.
@@ -58,6 +59,7 @@ boost::asio::awaitable<std::optional<QueryResult>> offWorker(std::function<Query
   }
   auto op = admin_store::await<QueryResult>([work = std::move(work)](std::function<void(QueryResult)> done) mutable {
     std::thread([work = std::move(work), done = std::move(done)]() {
+      nameThisThread("tahua-query");
       QueryResult r = work();
       running_queries.fetch_sub(1);
       done(std::move(r));

@@ -1,4 +1,5 @@
 #include "cache/semantic_index.h"
+#include "core/thread_name.h"
 
 #include <hnswlib/hnswlib.h>
 
@@ -52,7 +53,10 @@ void SemanticIndex::addLater(std::string index, std::vector<float> vector, std::
       return;
     }
     queue_.push_back(Pending{std::move(index), std::move(context), std::move(key), std::move(vector), expires_ms});
-    if (!inserter_.joinable()) inserter_ = std::thread([this] { insertLoop(); });
+    if (!inserter_.joinable()) inserter_ = std::thread([this] {
+      nameThisThread("tahua-semantic");
+      insertLoop();
+    });
   }
   queue_cv_.notify_one();
 }

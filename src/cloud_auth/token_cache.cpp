@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "net/http_client.h"
+#include "core/thread_name.h"
 
 namespace tahua::cloud_auth {
 
@@ -84,7 +85,10 @@ void TokenCache::start() {
   if (running_) return;
   running_ = true;
   stopping_ = false;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("tahua-tokens");
+    run();
+  });
 }
 
 void TokenCache::stop() {

@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "discovery/dns_resolver.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 
@@ -79,7 +80,11 @@ void DnsDiscovery::configure(const Config& config) {
     targets_ = std::move(next);
     start = !targets_.empty() && !thread_.joinable();
   }
-  if (start) thread_ = std::thread([this] { run(); });
+  if (start)
+    thread_ = std::thread([this] {
+      nameThisThread("tahua-dns");
+      run();
+    });
   cv_.notify_all();
 }
 

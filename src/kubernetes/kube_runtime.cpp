@@ -9,6 +9,7 @@
 #include <future>
 
 #include "kubernetes/kube_client.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 
@@ -33,7 +34,10 @@ void KubeRuntime::start(KubeResourceWatch::Changed changed) {
     watch_ = std::make_unique<KubeResourceWatch>(*client_, std::move(changed), stats_);
     for (const KubeKind& kind : kKubeKinds) asio::co_spawn(loop_->io, watch_->watchKind(kind), asio::detached);
   }
-  thread_ = std::thread([this] { loop_->io.run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("tahua-kube");
+    loop_->io.run();
+  });
 }
 
 void KubeRuntime::stop() {

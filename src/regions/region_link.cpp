@@ -13,6 +13,7 @@
 #include "store/redis/region_scripts.h"
 #include "store/redis/blocking_redis.h"
 #include "core/redis_url.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 
@@ -122,7 +123,10 @@ RegionLink::RegionLink(RegionConfig region, RedisStoreConfig store)
 RegionLink::~RegionLink() { stop(); }
 
 void RegionLink::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("tahua-region");
+    run();
+  });
 }
 
 void RegionLink::stop() {

@@ -38,6 +38,7 @@
 #include "filters/usage/usage_filter.h"
 #include "runtime/gateway.h"
 #include "server/upstream_client.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 
@@ -288,6 +289,7 @@ void Worker::watchTick() {
 }
 
 void Worker::run() {
+  nameThisThread("tahua-worker-" + std::to_string(id_));
   scheduleLogFlush();
   scheduleHeartbeatSweep();
   if (id_ == 0) {

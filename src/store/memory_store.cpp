@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/base64.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 
@@ -55,6 +56,7 @@ bool MemoryStore::openJournal(const std::string& path, Millis flush_interval, st
   loadAnswers();
   loadValues();
   flusher_ = std::thread([this, flush_interval] {
+    nameThisThread("tahua-store");
     std::unique_lock lock(flush_mu_);
     while (!flush_cv_.wait_for(lock, flush_interval, [this] { return stopping_; })) {
       lock.unlock();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "telemetry/access_log_entry.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 
@@ -21,7 +22,10 @@ std::shared_ptr<LogFile> LogFile::open(const std::string& path, std::size_t max_
 }
 
 LogFile::LogFile(int fd, bool owned, std::size_t max_pending) : fd_(fd), owned_(owned), max_pending_(max_pending) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("tahua-log");
+    run();
+  });
 }
 
 LogFile::~LogFile() {

@@ -5,6 +5,7 @@
 #include "telemetry/otlp_json.h"
 #include "telemetry/otlp_protobuf.h"
 #include "telemetry/span_record.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 
@@ -20,7 +21,10 @@ TraceExporter::TraceExporter(const TracingConfig& config, HttpUrl url)
       encoder_(config.protocol == TracingConfig::Protocol::Json ? makeOtlpJsonEncoder(config.service_name)
                                                                   : makeOtlpProtobufEncoder(config.service_name)),
       queue_(config.max_queue_spans) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("tahua-traces");
+    run();
+  });
 }
 
 TraceExporter::~TraceExporter() {

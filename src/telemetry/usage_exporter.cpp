@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "telemetry/usage_record.h"
+#include "core/thread_name.h"
 
 namespace tahua {
 
@@ -78,7 +79,10 @@ std::unique_ptr<UsageExporter> UsageExporter::start(const UsageConfig& config, s
                {{"records", static_cast<std::int64_t>(accepted - handled)}});
   }
   e->writeState(false);
-  e->thread_ = std::thread([p = e.get()] { p->run(); });
+  e->thread_ = std::thread([p = e.get()] {
+    nameThisThread("tahua-usage");
+    p->run();
+  });
   return e;
 }
 

@@ -1,7 +1,7 @@
 // Process start-up and connection limits: refusing a port another process already
 // listens on; server.max_connections.
 import { describe, it } from 'node:test';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -135,6 +135,23 @@ describe('malloc tuning (src/core/malloc_tuning.cpp)', () => {
     assert.deepEqual(tunables(own), ['GLIBC_TUNABLES=glibc.malloc.tcache_count=8']);
     const off = await startTahua({ t, args: listen, env: { GLIBC_TUNABLES: undefined, LD_PRELOAD: undefined, TAHUA_MALLOC_TUNING: 'off' } });
     assert.deepEqual(tunables(off), []);
+  });
+});
+
+describe('process and thread names (src/core/thread_name.cpp)', () => {
+  it('the process is named after its program (not "exe" after running itself again), each thread after its work', async (t) => {
+    const config = gatewayConfig({ server: { workers: 2 }, providers: [{ name: 'mock', type: 'mock' }], models: [{ name: 'm', provider: 'mock' }] });
+    const gw = await startTahua({ t, config, env: { GLIBC_TUNABLES: undefined, LD_PRELOAD: undefined, TAHUA_MALLOC_TUNING: undefined } });
+    const comm = (path) => readFileSync(path, 'latin1').trim();
+    // `pgrep tahua` and `ps` find it by this name.
+    assert.equal(comm(`/proc/${gw.child.pid}/comm`), 'tahua');
+    const threads = () => readdirSync(`/proc/${gw.child.pid}/task`).map((tid) => comm(`/proc/${gw.child.pid}/task/${tid}/comm`));
+    // A worker names itself as its thread starts, which may come after "listening".
+    const names = await eventually(() => {
+      const now = threads();
+      return ['tahua-worker-0', 'tahua-worker-1', 'tahua-log'].every((n) => now.includes(n)) && now;
+    }, { what: `tahua-worker-0, tahua-worker-1 and tahua-log among the threads (${threads()})` });
+    assert.ok(!names.includes('exe'), names.join(' '));
   });
 });
 

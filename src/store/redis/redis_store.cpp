@@ -19,6 +19,7 @@
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_detail.h"
 #include "store/redis/redis_scripts.h"
+#include "core/thread_name.h"
 #include <future>
 
 namespace tahua {
@@ -134,6 +135,7 @@ bool RedisStore::start(std::string& error, std::vector<std::string>& warnings) {
   else
     subscriber_->onConnect([this] { return currentEndpoint(); });
   control_thread_ = std::thread([this] {
+    nameThisThread("tahua-redis");
     auto guard = asio::make_work_guard(*control_io_);
     control_io_->run();
   });

@@ -226,7 +226,11 @@ asio::awaitable<AdminReply> AdminApi::handle(SnapshotPtr snap, NodeTablePtr node
   // need it like every admin call.
   if (path == "/admin/dashboard" || path == "/admin/dashboard/") {
     if (method != "GET") co_return adminError(405, "method_not_allowed", "Use GET.");
-    co_return AdminReply{200, std::string(dashboardPage()), "text/html; charset=utf-8"};
+    co_return AdminReply{200,
+                         std::string(dashboardPage()),
+                         "text/html; charset=utf-8",
+                         {{"Content-Security-Policy", std::string(dashboardContentSecurityPolicy())},
+                          {"Referrer-Policy", "no-referrer"}}};
   }
   // The console (src/admin/console/): the same, with its script served apart so that the
   // page's Content-Security-Policy allows no inline script.

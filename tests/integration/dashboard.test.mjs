@@ -143,6 +143,16 @@ describe('admin dashboard', () => {
       assert.doesNotMatch(html, /<script[^>]*\ssrc\s*=|<link[^>]*\shref\s*=\s*(?!["']?data:)|@import|url\(/i, 'no script, style sheet or font from elsewhere');
     }
     assert.ok(Buffer.byteLength(source) < 60 * 1024, `the page is ${Buffer.byteLength(source)} bytes`);
+    // A strict CSP: the one inline script and the one <style> by their hashes, computed by
+    // the binary from the page it serves; no style attribute, no handler in the markup.
+    const csp = res.headers['content-security-policy'] ?? '';
+    const hash = (tag) => `'sha256-${createHash('sha256').update(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`).exec(res.text)[1]).digest('base64')}'`;
+    for (const directive of ["default-src 'none'", `script-src ${hash('script')}`, `style-src ${hash('style')}`, "connect-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"])
+      assert.ok(csp.includes(directive), `${directive} in ${csp}`);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|\*|https?:/);
+    assert.equal((res.text.match(/<script/g) ?? []).length, 1);
+    assert.doesNotMatch(res.text, /\sstyle=|\son[a-z]+=/i);
+    assert.equal(res.headers['referrer-policy'], 'no-referrer');
     assert.equal((await admin('GET', '/admin/v1/metrics', { token: null })).status, 401);
     assert.equal((await admin('GET', '/admin/v1/metrics', { token: 'not-the-admin-token-0000' })).status, 401);
   });

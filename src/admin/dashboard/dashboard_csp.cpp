@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "admin/page_csp.h"
+#include "http/page_csp.h"
 
 namespace tahua {
 

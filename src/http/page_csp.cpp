@@ -1,4 +1,4 @@
-#include "admin/page_csp.h"
+#include "http/page_csp.h"
 
 #include "core/base64.h"
 #include "core/sha256.h"

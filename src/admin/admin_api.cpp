@@ -367,43 +367,26 @@ asio::awaitable<AdminReply> AdminApi::route(SnapshotPtr snap, NodeTablePtr nodes
         }
       for (const auto& d : m.deployments) {
         bj::object o = deploymentJson(d);
-        std::uint64_t outstanding = 0, requests = 0, failures = 0;
-        double ewma = 0;
-        bool ejected = false, throttled = false;
-        double throttle = 1;  // the provider's reported limit nearly used: < 1 (the lowest worker's)
-        // Breakers are per worker: each worker's state, and the worst as the summary.
-        std::uint64_t closed = 0, open = 0, half_open = 0;
-        for (const auto& per_worker : states) {
-          const DeploymentState& s = per_worker[d.index];
-          // An open breaker past its open_for becomes half-open at the next call; say so now.
-          const bool open_now = s.breaker.state == Breaker::State::Open && s.breaker.open_until > now;
-          if (open_now) ++open;
-          else if (s.breaker.state == Breaker::State::Closed) ++closed;
-          else ++half_open;
-          outstanding += s.outstanding;
-          requests += s.requests;
-          failures += s.failures;
-          if (s.has_latency) ewma = std::max(ewma, s.ewma_ms);
-          ejected = ejected || s.ejected_until > now;
-          throttled = throttled || s.throttled_until > now;
-          throttle = std::min(throttle, s.throttle);
-        }
-        o["outstanding"] = outstanding;
-        o["requests"] = requests;
-        o["failures"] = failures;
-        o["latency_ewma_ms"] = ewma;
+        const DeploymentSummary sum = summarizeDeployment(states, d.index, now);
+        o["outstanding"] = sum.outstanding;
+        o["requests"] = sum.requests;
+        o["failures"] = sum.failures;
+        o["latency_ewma_ms"] = sum.ewma_ms;
         // Out of selection by outlier detection (on some worker) or by a self-healing rule.
         const bool by_healing = healed.count({m.name, d.id}) > 0;
-        o["ejected"] = ejected || by_healing;
-        if (ejected || by_healing) o["ejected_by"] = by_healing ? "self_healing" : "outlier_detection";
-        o["throttled"] = throttled;
-        o["throttle"] = throttle;
-        // One word for the operator: what keeps it from traffic, if anything.
-        o["state"] = open > 0 ? "breaker_open" : ejected || by_healing ? "ejected" : throttled ? "throttled" : "active";
+        o["ejected"] = sum.ejected || by_healing;
+        if (sum.ejected || by_healing) o["ejected_by"] = by_healing ? "self_healing" : "outlier_detection";
+        o["throttled"] = sum.throttled;
+        o["throttle"] = sum.throttle;
+        o["state"] = sum.state(by_healing);
         const bool breaker_on = snap->providers[d.provider_index].config->circuit_breaker.enabled;
-        o["breaker"] = !breaker_on ? bj::value(nullptr)
-                                   : bj::value(bj::object{{"state", open ? "open" : half_open ? "half_open" : "closed"},
-                                                          {"workers", bj::object{{"closed", closed}, {"open", open}, {"half_open", half_open}}}});
+        o["breaker"] = !breaker_on
+                           ? bj::value(nullptr)
+                           : bj::value(bj::object{
+                                 {"state", sum.breakers_open ? "open" : sum.breakers_half_open ? "half_open" : "closed"},
+                                 {"workers", bj::object{{"closed", sum.breakers_closed},
+                                                        {"open", sum.breakers_open},
+                                                        {"half_open", sum.breakers_half_open}}}});
         if (const NodeStatus* st = liveStatus(nodes.get(), d.node, m.gpu, now)) {
           bj::object n = nodeJson(*st, now);
           const double score = loadScore(*st, m.gpu);

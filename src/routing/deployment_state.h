@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 namespace tahua {
 
@@ -53,5 +54,42 @@ struct DeploymentState {
   Breaker breaker;
   std::array<std::uint64_t, kTtftBoundsMs.size() + 1> ttft_buckets{};  // successful calls, cumulative
 };
+
+// One deployment as the operator sees it across the workers. The admin view
+// (GET /admin/v1/deployments) and the tahua_deployment_state metric both read it from
+// here, so that they cannot disagree.
+struct DeploymentSummary {
+  std::uint64_t breakers_closed = 0, breakers_open = 0, breakers_half_open = 0;
+  std::uint64_t outstanding = 0, requests = 0, failures = 0;
+  double ewma_ms = 0;   // the slowest worker's
+  double throttle = 1;  // the lowest worker's
+  bool ejected = false;    // by outlier detection, on some worker
+  bool throttled = false;  // 429 + Retry-After, on some worker
+  // One word: what keeps it from traffic, if anything (`ejected_by_healing`: a
+  // self-healing rule took it out, which the workers' states do not show).
+  const char* state(bool ejected_by_healing) const {
+    return breakers_open > 0 ? "breaker_open" : ejected || ejected_by_healing ? "ejected" : throttled ? "throttled" : "active";
+  }
+};
+
+inline DeploymentSummary summarizeDeployment(const std::vector<std::vector<DeploymentState>>& per_worker, std::size_t index,
+                                             SteadyClock::time_point now) {
+  DeploymentSummary sum;
+  for (const auto& states : per_worker) {
+    const DeploymentState& s = states[index];
+    // An open breaker past its open_for becomes half-open at the next call: say so now.
+    if (s.breaker.state == Breaker::State::Open && s.breaker.open_until > now) ++sum.breakers_open;
+    else if (s.breaker.state == Breaker::State::Closed) ++sum.breakers_closed;
+    else ++sum.breakers_half_open;
+    sum.outstanding += s.outstanding;
+    sum.requests += s.requests;
+    sum.failures += s.failures;
+    if (s.has_latency && s.ewma_ms > sum.ewma_ms) sum.ewma_ms = s.ewma_ms;
+    sum.ejected = sum.ejected || s.ejected_until > now;
+    sum.throttled = sum.throttled || s.throttled_until > now;
+    if (s.throttle < sum.throttle) sum.throttle = s.throttle;
+  }
+  return sum;
+}
 
 }  // namespace tahua

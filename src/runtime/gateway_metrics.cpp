@@ -289,15 +289,7 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
   text += "# TYPE tahua_deployment_state gauge\n";
   for (const auto& m : served->config->models)
     for (const auto& d : m.deployments) {
-      bool open = false, ejected = false, throttled = false;
-      for (const auto& states : per_worker) {
-        const DeploymentState& st = states[d.index];
-        open = open || (st.breaker.state == Breaker::State::Open && st.breaker.open_until > now);
-        ejected = ejected || st.ejected_until > now;
-        throttled = throttled || st.throttled_until > now;
-      }
-      ejected = ejected || healed.count({m.name, d.id}) > 0;
-      const char* state = open ? "breaker_open" : ejected ? "ejected" : throttled ? "throttled" : "active";
+      const char* state = summarizeDeployment(per_worker, d.index, now).state(healed.count({m.name, d.id}) > 0);
       text += "tahua_deployment_state{model=\"" + escapeLabel(m.name) + "\",deployment=\"" + escapeLabel(d.id) + "\",source=\"" +
               d.source + "\",state=\"" + state + "\"} 1\n";
     }

@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <array>
 #include <cstring>
+#include <iterator>
 #include <optional>
 
 #include "core/log.h"
@@ -503,6 +504,9 @@ class HttpExchange final : public UpstreamExchange {
     head.event_stream = beast::iequals(head.content_type.substr(0, 17), "text/event-stream");
     // Headers the upstream's Connection header names are hop-by-hop too (RFC 9110 7.6.1).
     const std::string_view connection = res[http::field::connection];
+    // One allocation for the list: the upstream's headers and room for what the filters
+    // add (the rate limiter's six x-ratelimit-*), not a regrowth at each doubling.
+    head.headers.reserve(static_cast<std::size_t>(std::distance(res.begin(), res.end())) + 8);
     for (const auto& field : res) {
       std::string_view name = field.name_string();
       if (isHopByHop(name) || beast::iequals(name, "content-type") || beast::iequals(name, "set-cookie")) continue;

@@ -543,6 +543,9 @@ describe('web console', () => {
     const { url, admin, gw } = await start(t, {
       configure: (config) => {
         config.providers.push(openaiProvider('up-a', upA.baseUrl()));
+        // team-a has no limits: team-b's 100 requests a minute would stop the traffic
+        // before the rule has seen enough of it when the machine is slow.
+        config.keys.push({ name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A) });
         config.models.push({
           name: 'm',
           outlier: { consecutive_failures: 0 }, // only the rule ejects here
@@ -565,7 +568,7 @@ describe('web console', () => {
     // 100 ms window for its 200 ms (a thin window starts over), however slow the build.
     let sending = true;
     const callers = Array.from({ length: 8 }, async () => {
-      while (sending) await post(gw.url, '/v1/chat/completions', chatBody('m'), { headers: { authorization: `Bearer ${KEY_B}` } });
+      while (sending) await post(gw.url, '/v1/chat/completions', chatBody('m'), { headers: { authorization: `Bearer ${KEY_A}` } });
     });
     let last;
     const settled = await eventually(async () => {

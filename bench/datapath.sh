@@ -55,7 +55,7 @@
 # +11 plugev, +12 prod), VARIANTS ("gov redis obs";
 # "" for none; before and gov0 need BEFORE=path of the other binary),
 # RATE_CONNS (64), LAT_RATE (1000), LAT_CONNS (16), LAT200_RATE (200), STREAM_EVENTS (21),
-# STREAM_CONNS ("1 64"), TTFE_CONNS (64), TTFE_EVENTS (21), TTFE_DELAY_MS (20),
+# STREAM_CONNS ("1 64"), TTFE_CONNS (64), TTFE_EVENTS (21), TTFE_DELAY_MS (20), TTFE_DURATION (30 s),
 # HOLD_N (2000), HOLD_EVENTS (100), HOLD_DELAY_MS (20), HOLD10K_N (10000), HOLD10K_EVENTS (25),
 # HOLD10K_DELAY_MS (400), OPEN_RATE (5000 streams opened per second), HOLD_TIMEOUT (120 s),
 # TRIES (3 tries of a measurement that others disturbed), BUSY_MAX, FOREIGN_MAX, LOAD_WAIT
@@ -66,6 +66,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/bench/lib.sh"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
+# A p99 over 64 streams in lockstep: a 10 s round holds ~25 bursts, and its p99 is one
+# burst's last streams; 30 s rounds make it three times steadier (docs/benchmarks.md).
+TTFE_DURATION=${TTFE_DURATION:-30}
 WARMUP=${WARMUP:-2}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
@@ -356,7 +359,7 @@ measure() {
       latency200) out=$(run_rate_client "$PORT" "$DURATION" "$LAT200_RATE" "$PROXY_CPU") ;;
       streams*) out=$(run_wrk "$CLIENT_CPU" "$PORT" "$DURATION" "$conns" "$STREAM_BODY") ;;
       whole*) out=$(run_wrk "$CLIENT_CPU" "$PORT" "$DURATION" "$conns" "$WHOLE_BODY") ;;
-      ttfe) out=$(run_streams_client "$PORT" "$DURATION") ;;
+      ttfe) out=$(run_streams_client "$PORT" "$TTFE_DURATION") ;;
       hold) out=$(run_hold_client "$PORT" "$HOLD_N" "$HOLD_EVENTS" "$HOLD_DELAY_MS" "$RSS_PID") ;;
       hold10k) out=$(run_hold_client "$PORT" "$HOLD10K_N" "$HOLD10K_EVENTS" "$HOLD10K_DELAY_MS" "$RSS_PID") ;;
     esac
@@ -493,7 +496,7 @@ fi
 
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at end (includes this run's own load)"
 echo "steal:   $(steal_pct "$steal0" "$(cpu_steal)") of CPU time during the rounds"
-echo "$ROUNDS rounds, ${DURATION}s per measurement (+${WARMUP}s warm-up); medians over the rounds;"
+echo "$ROUNDS rounds, ${DURATION}s per measurement (ttfe ${TTFE_DURATION}s; +${WARMUP}s warm-up); medians over the rounds;"
 echo "tahua/nginx = median of the per-round ratios. CPU is utime+stime of the proxy process"
 echo "(nginx master+worker, tahua), of the upstream for alone/direct."
 echo "hold: $HOLD_N streams x $HOLD_EVENTS events ${HOLD_DELAY_MS} ms apart; hold10k: $HOLD10K_N x $HOLD10K_EVENTS events ${HOLD10K_DELAY_MS} ms apart; opened $OPEN_RATE/s"

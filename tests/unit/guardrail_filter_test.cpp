@@ -12,11 +12,13 @@
 #include <vector>
 
 #include "filters/filter.h"
+#include "filters/guardrails/chat_event_texts.h"
 #include "filters/guardrails/guarded_texts.h"
 #include "filters/guardrails/moderation_call.h"
 #include "filters/guardrails/guardrail_filter.h"
 #include "filters/usage/pending_records.h"
 #include "filters/worker_services.h"
+#include "guardrails/rule_set.h"
 #include "telemetry/export_queue.h"
 #include "telemetry/metrics.h"
 
@@ -113,6 +115,59 @@ TEST(GuardedTexts, McpArgumentsAndEveryKindOfAnswer) {
   gt::blockAnswer(Endpoint::Mcp, answer);
   EXPECT_FALSE(answer.as_object().contains("result"));
   EXPECT_EQ(answer.at("error").at("code").as_int64(), -32000);
+}
+
+// The chat chunk reader without a DOM answers what eventTexts reads from the DOM, or
+// declines (then the filter parses a DOM): duplicate keys (the last wins, as Boost.JSON
+// keeps it), escaped keys, non-string contents, odd indexes, several choices.
+TEST(GuardrailFilter, ChatEventsReadWithoutADomGiveTheDomsTexts) {
+  namespace gt = guardrail_texts;
+  const std::vector<std::string> events = {
+      R"({"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]})",
+      R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})",
+      R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}})",
+      R"({"choices":[{"index":1,"delta":{"content":"b"}},{"index":0,"delta":{"content":"a"},"finish_reason":"length"}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"first","content":"SECRET"}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"x"},"delta":{"refusal":"no"}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"old"}}],"choices":[{"index":2,"delta":{"content":"new"}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"kept"}}],"choices":null})",
+      R"({"cho\u0069ces":[{"ind\u0065x":3,"delta":{"c\u006fntent":"esc\"aped \u00e9 \ud83d\ude00 \n"}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":null}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":42}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"s"},"delta":"not an object"}]})",
+      R"({"choices":[{"index":1.0,"delta":{"content":"float index"}}]})",
+      R"({"choices":[{"index":-1,"delta":{"content":"negative"}}]})",
+      R"({"choices":[{"index":18446744073709551615,"delta":{"content":"big"}}]})",
+      R"({"choices":[{"index":0,"finish_reason":"stop","finish_reason":null,"delta":{"content":"z"}}]})",
+      R"({"choices":["not an object",7,null,{"index":4,"delta":{"content":"after"}}]})",
+      R"({"choices":{"index":0}})",
+      R"({"choices":[]})",
+      R"({"object":"no choices"})",
+      R"({"choices":[{"index":0,"delta":{"content":"deep"},"x":[[[[[[[[[[{"a":[1,2,{"b":null}]}]]]]]]]]]]}]})",
+  };
+  for (const std::string& text : events) {
+    SCOPED_TRACE(text);
+    boost::json::value doc = boost::json::parse(text);
+    gt::EventTexts dom;
+    gt::eventTexts(Endpoint::ChatCompletions, doc, dom);
+    gt::ChatEventTexts fast;
+    ASSERT_TRUE(gt::chatEventTexts(text, fast));
+    ASSERT_EQ(fast.pieces.size(), dom.pieces.size());
+    for (std::size_t i = 0; i < dom.pieces.size(); ++i) {
+      EXPECT_EQ(fast.pieces[i].channel, dom.pieces[i].channel);
+      EXPECT_EQ(fast.pieces[i].text, std::string_view(*dom.pieces[i].text));
+      EXPECT_EQ(dom.pieces[i].target, guardrails::kOutput);
+    }
+    EXPECT_EQ(fast.closes, dom.closes);
+  }
+  // Declined: tool calls (the DOM reads them), and what is not one JSON object.
+  gt::ChatEventTexts fast;
+  for (const char* text : {R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]})",
+                           R"({"choices":[{"index":0,"delta":{"content":"a"}}]} trailing)",
+                           R"({"choices":[{"index":0,"delta":{"content":"a)", R"({"choices":[{"delta":{"content":"\x"}}]})"}) {
+    SCOPED_TRACE(text);
+    EXPECT_FALSE(gt::chatEventTexts(text, fast));
+  }
 }
 
 TEST(GuardrailFilter, AStreamHeldPastItsBoundEndsWithoutSendingWhatWasHeld) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "filters/guardrails/chat_event_texts.h"
 #include "filters/guardrails/guarded_texts.h"
 #include "filters/guardrails/input_moderation.h"
 #include "filters/guardrails/output_moderation.h"
@@ -649,38 +650,49 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     ev.raw.assign(raw);
     std::string joined;
     const std::string_view data = eventData(ev.raw, joined);
+    // One text of the event into its channel's scanners; false when the stream stopped.
+    auto feed = [&](unsigned channel, std::uint8_t target, std::string_view text) {
+      const std::size_t c = channelOf(st, channel, target);
+      if (c == kNoChannel) {
+        stopUnchecked(ctx, st, "more than 256 choices, content blocks or tool calls");
+        return false;
+      }
+      if (st.quality.chosen() && target == guardrails::kOutput) st.quality.streamed(text);
+      Channel& ch = st.channels[c];
+      const std::size_t begin = ch.size;
+      ch.size += text.size();
+      if (target == guardrails::kOutput) st.moderation.feed(c, text);
+      ev.segments.push_back(Segment{c, begin, ch.size});
+      for (auto& [p, stream] : ch.streams) {
+        stream.feed(text, scratch_, hits_);
+        onHits(ctx, st, ch, *st.policies[p], hits_);
+      }
+      return true;
+    };
+    auto close = [&](unsigned base) {
+      for (std::size_t c = 0; c < st.channels.size(); ++c)
+        if (st.channels[c].id / 1024 == base / 1024) closeChannel(ctx, st, c);
+    };
     if (!data.empty() && data.front() == '{') {
-      // An event's DOM lives in this worker's buffer (no allocation for a usual event).
-      json::monotonic_resource arena(arena_, sizeof arena_);
-      json::error_code ec;
-      json::value doc = json::parse(data, ec, &arena);
-      if (!ec) {
-        guardrail_texts::EventTexts texts;
-        guardrail_texts::eventTexts(ctx.endpoint, doc, texts);
-        ev.full = texts.full;
-        if (!texts.full) {
-          std::vector<RuleHit> hits;
-          for (const Text& t : texts.pieces) {
-            const std::size_t c = channelOf(st, t.channel, t.target);
-            if (c == kNoChannel) {
-              stopUnchecked(ctx, st, "more than 256 choices, content blocks or tool calls");
-              return;
-            }
-            if (st.quality.chosen() && t.target == guardrails::kOutput) st.quality.streamed(*t.text);
-            Channel& ch = st.channels[c];
-            const std::size_t begin = ch.size;
-            ch.size += t.text->size();
-            if (t.target == guardrails::kOutput) st.moderation.feed(c, *t.text);
-            ev.segments.push_back(Segment{c, begin, ch.size});
-            for (auto& [p, stream] : ch.streams) {
-              stream.feed(*t.text, scratch_, hits);
-              onHits(ctx, st, ch, *st.policies[p], hits);
-            }
-          }
+      if (ctx.endpoint == Endpoint::ChatCompletions && guardrail_texts::chatEventTexts(data, chat_texts_)) {
+        // The usual chat chunk, read without a DOM (chat_event_texts.h).
+        for (const auto& piece : chat_texts_.pieces)
+          if (!feed(piece.channel, guardrails::kOutput, piece.text)) return;
+        for (unsigned base : chat_texts_.closes) close(base);
+      } else {
+        // An event's DOM lives in this worker's buffer (no allocation for a usual event).
+        json::monotonic_resource arena(arena_, sizeof arena_);
+        json::error_code ec;
+        json::value doc = json::parse(data, ec, &arena);
+        if (!ec) {
+          guardrail_texts::EventTexts texts;
+          guardrail_texts::eventTexts(ctx.endpoint, doc, texts);
+          ev.full = texts.full;
+          if (!texts.full)
+            for (const Text& t : texts.pieces)
+              if (!feed(t.channel, t.target, std::string_view(*t.text))) return;
+          for (unsigned base : texts.closes) close(base);
         }
-        for (unsigned base : texts.closes)
-          for (std::size_t c = 0; c < st.channels.size(); ++c)
-            if (st.channels[c].id / 1024 == base / 1024) closeChannel(ctx, st, c);
       }
     }
     st.held_bytes += ev.raw.size();
@@ -778,6 +790,8 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   WorkerServices& services_;
   PendingRecords& records_;
   guardrails::RuleScratch scratch_;  // this worker's
+  std::vector<RuleHit> hits_;         // a text's matches (its memory reused)
+  guardrail_texts::ChatEventTexts chat_texts_;  // an event's texts read without a DOM
   alignas(16) unsigned char arena_[16384];
 };
 

@@ -41,6 +41,8 @@
 #   plug      tahua with one Lua plugin whose on_request does nothing (docs/plugins.md)
 #   plug100   tahua with 100 plugins, none of which matches the model (the selection's cost)
 #   plugev    tahua with one plugin whose on_stream_event does nothing (a call per event)
+#   guard     tahua with an output PII policy (every detector, redact) on the answers:
+#             each event parsed, its text scanned and held back (issue 41, item 6)
 #   prod      the production profile of issue 41 (docs/benchmarks.md): gov on the Redis
 #             store, the access log to a file, usage records to a Redis stream (spill
 #             dir set), traces sampled at 0.1 to the upstream (it answers any POST 200),
@@ -52,7 +54,7 @@
 # Knobs (environment): TAHUA (build/tahua), ROUNDS (3), DURATION (10 s per measurement),
 # WARMUP (2 s), PROXY_CPU (0), LOAD_CPU (1), PORT_BASE (18180: upstream, +1 nginx, +2 tahua,
 # +3 gov, +4 redis, +5 obs, +6 redis-server, +7 before, +8 gov0, +9 plug, +10 plug100,
-# +11 plugev, +12 prod), VARIANTS ("gov redis obs";
+# +11 plugev, +12 prod, +13 guard), VARIANTS ("gov redis obs";
 # "" for none; before and gov0 need BEFORE=path of the other binary),
 # RATE_CONNS (64), LAT_RATE (1000), LAT_CONNS (16), LAT200_RATE (200), STREAM_EVENTS (21),
 # STREAM_CONNS ("1 64"), TTFE_CONNS (64), TTFE_EVENTS (21), TTFE_DELAY_MS (20), TTFE_DURATION (30 s),
@@ -98,11 +100,12 @@ PORT_NGINX=$((PORT_BASE + 1))
 PORT_TAHUA=$((PORT_BASE + 2))
 declare -A PORT_VARIANT=([gov]=$((PORT_BASE + 3)) [redis]=$((PORT_BASE + 4)) [obs]=$((PORT_BASE + 5))
                         [before]=$((PORT_BASE + 7)) [gov0]=$((PORT_BASE + 8)) [plug]=$((PORT_BASE + 9))
-                        [plug100]=$((PORT_BASE + 10)) [plugev]=$((PORT_BASE + 11)) [prod]=$((PORT_BASE + 12)))
+                        [plug100]=$((PORT_BASE + 10)) [plugev]=$((PORT_BASE + 11)) [prod]=$((PORT_BASE + 12))
+                        [guard]=$((PORT_BASE + 13)))
 PORT_REDIS=$((PORT_BASE + 6))
 declare -A VARIANT_PID=()
 for v in $VARIANTS; do
-  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs before gov0 plug plug100 plugev prod)" >&2; exit 2; }
+  [ -n "${PORT_VARIANT[$v]:-}" ] || { echo "unknown variant $v (gov redis obs before gov0 plug plug100 plugev prod guard)" >&2; exit 2; }
   [[ $v != before && $v != gov0 ]] || [ -x "${BEFORE:-}" ] || { echo "variant $v needs BEFORE=<a tahua binary>" >&2; exit 2; }
 done
 KEY=tk-bench-0123456789abcdef
@@ -184,7 +187,7 @@ start_nginx_proxy() {
 # cuts it out of the client's stream, so the usage path is part of what is measured.
 # Metrics, router and balancer filters are on by default.
 TAHUA_STARTS=0
-tahua_config() {  # tahua | gov | redis | obs | before | gov0 | plug | plug100 | plugev
+tahua_config() {  # tahua | gov | redis | obs | before | gov0 | plug | plug100 | plugev | prod | guard
   local port=$PORT_TAHUA
   [ "$1" = tahua ] || port=${PORT_VARIANT[$1]}
   echo "server: {workers: 1$([[ $1 == gov* || $1 == redis || $1 == prod ]] && echo ', tenant_metrics: true')}"
@@ -212,6 +215,7 @@ tahua_config() {  # tahua | gov | redis | obs | before | gov0 | plug | plug100 |
       if [ "$1" = redis ]; then echo "store: {type: redis, redis: {url: \"redis://127.0.0.1:$PORT_REDIS\"}}"; fi ;;
     plug) echo 'plugins: [{id: noop, source: "return {on_request = function(req) end}"}]' ;;
     plugev) echo 'plugins: [{id: noop, source: "return {on_stream_event = function(ev) end}"}]' ;;
+    guard) echo 'guardrails: {policies: [{name: pii, rules: [{name: pii, pii: all, action: redact, inspect: [output]}]}]}' ;;
     plug100)
       echo "plugins:"
       for i in $(seq 1 100); do

@@ -1,5 +1,6 @@
 #include "filters/guardrails/guardrail_filter.h"
 
+#include <boost/container/small_vector.hpp>
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -65,7 +66,7 @@ struct Segment {
 
 struct HeldEvent {
   std::string raw;  // with its blank line
-  std::vector<Segment> segments;
+  boost::container::small_vector<Segment, 2> segments;  // nearly always one: no allocation
   bool full = false;  // repeats whole texts (Responses' done events)
 };
 
@@ -101,6 +102,7 @@ struct GuardState {
   bool blocked = false;
   std::string pending;   // an event not complete yet
   std::deque<HeldEvent> held;
+  std::vector<HeldEvent> spare;  // released events whose strings keep their memory
   std::size_t held_bytes = 0;
   std::vector<Channel> channels;
   std::string out;
@@ -403,9 +405,13 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (!st.blocked) {  // a moderation verdict may have blocked it since the last piece
       st.pending.append(data.bytes());
       std::size_t pos = 0;
+      // The first "\r\n\r\n" at or after pos, searched again only once pos has passed it
+      // (searched for every event, a whole answer in one piece was scanned to its end each
+      // time: most streams have none).
+      std::size_t crlf = st.pending.find("\r\n\r\n");
       for (;;) {
         const std::size_t lf = st.pending.find("\n\n", pos);
-        const std::size_t crlf = st.pending.find("\r\n\r\n", pos);
+        if (crlf != std::string::npos && crlf < pos) crlf = st.pending.find("\r\n\r\n", pos);
         if (lf == std::string::npos && crlf == std::string::npos) break;
         const std::size_t end = crlf < lf ? crlf + 4 : lf + 2;
         event(ctx, st, std::string_view(st.pending).substr(pos, end - pos));
@@ -597,6 +603,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   }
 
   static constexpr std::size_t kNoChannel = static_cast<std::size_t>(-1);
+  // Released events kept for the stream's next ones (their strings' memory), and the
+  // largest kept: a stream's spares stay a few KiB.
+  static constexpr std::size_t kSpareEvents = 8, kSpareEventBytes = 4096;
 
   std::size_t channelOf(GuardState& st, unsigned id, std::uint8_t target) {
     for (std::size_t i = 0; i < st.channels.size(); ++i)
@@ -636,9 +645,14 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       if (line.substr(0, 5) == "data:") {
         line.remove_prefix(5);
         if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-        if (lines++) joined += '\n';
-        else single = line;
-        joined.append(line);
+        // One line is a view into the event; `joined` (an allocation) only from a second.
+        if (lines++ == 0) {
+          single = line;
+        } else {
+          if (lines == 2) joined.assign(single);
+          joined += '\n';
+          joined.append(line);
+        }
       }
       at = nl + 1;
     }
@@ -647,6 +661,10 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
 
   void event(RequestContext& ctx, GuardState& st, std::string_view raw) {
     HeldEvent ev;
+    if (!st.spare.empty()) {  // one released before: its memory reused
+      ev = std::move(st.spare.back());
+      st.spare.pop_back();
+    }
     ev.raw.assign(raw);
     std::string joined;
     const std::string_view data = eventData(ev.raw, joined);
@@ -725,6 +743,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       else st.out += ev.raw;
       if (st.blocked) return;  // a whole text repeated in a done event held a blocked match
       st.held_bytes -= ev.raw.size();
+      if (st.spare.size() < kSpareEvents && ev.raw.capacity() <= kSpareEventBytes) {
+        ev.raw.clear();
+        ev.segments.clear();
+        ev.full = false;
+        st.spare.push_back(std::move(ev));
+      }
       st.held.pop_front();
     }
   }

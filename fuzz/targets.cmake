@@ -13,6 +13,7 @@ set(TAHUA_FUZZ_TARGETS
   trace_context
   stored_state
   guardrail_stream
+  chat_event_texts
   multipart
   jwt
 )

@@ -90,6 +90,17 @@ describe('guardrails on the request', () => {
     assert.equal(anthropic.requests.length, 0, 'nothing reached the Anthropic upstream');
   });
 
+  it('a body nested deeper than the guardrails\' JSON reader went on unchecked: it is checked up to the router\'s bound', async () => {
+    // 40 levels in a field the API ignores (the router takes up to server.max_json_depth,
+    // 128): the guardrails parsed with Boost.JSON's default of 32 and let the text through.
+    let deep = 'x';
+    for (let i = 0; i < 40; i += 1) deep = [deep];
+    const before = upstream.requests.length;
+    const res = await request(gw.url, '/v1/chat/completions', { method: 'POST', json: chat('project falcon, please', { metadata_deep: deep }) });
+    expectError(res, 400, 'content_blocked');
+    assert.equal(upstream.requests.length, before, 'nothing reached the upstream');
+  });
+
   it('an injection attempt is blocked; a benign mention of the same words is not', async () => {
     const attack = await request(gw.url, '/v1/chat/completions', {
       method: 'POST',

@@ -59,6 +59,17 @@ struct Channel {
   }
 };
 
+// Boost.JSON stops at 32 levels by default, below what the router lets in
+// (server.max_json_depth, 128): a body nested deeper in a field the rules ignore was let
+// through unchecked. A request is read to the router's bound; answers and events to 1,024
+// levels (more than common clients read: Python's json stops near 1,000).
+constexpr std::size_t kAnswerDepth = 1024;
+inline json::parse_options depthLimit(std::size_t depth) {
+  json::parse_options o;
+  o.max_depth = depth;
+  return o;
+}
+
 struct Segment {
   std::size_t channel;  // index into channels
   std::size_t begin, end;
@@ -185,7 +196,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       return FilterStatus::Continue;
     json::monotonic_resource arena(arena_, sizeof arena_);
     json::error_code ec;
-    json::value body = json::parse(ctx.body, ec, &arena);
+    json::value body = json::parse(ctx.body, ec, &arena, depthLimit(ctx.config->server.max_json_depth));
     if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
     if (!request_targets) {
       st.quality.takePrompt(ctx.endpoint, body);
@@ -254,7 +265,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     {
       json::monotonic_resource arena(arena_, sizeof arena_);
       json::error_code ec;
-      json::value doc = json::parse(*ctx.answer, ec, &arena);
+      json::value doc = json::parse(*ctx.answer, ec, &arena, depthLimit(kAnswerDepth));
       if (ec) return FilterStatus::Continue;
       std::vector<Text> texts;
       guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
@@ -363,7 +374,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (!st.answer_targets || ctx.status < 200 || ctx.status >= 300 || ctx.error) return;
     json::monotonic_resource arena(arena_, sizeof arena_);
     json::error_code ec;
-    json::value doc = json::parse(body, ec, &arena);
+    json::value doc = json::parse(body, ec, &arena, depthLimit(kAnswerDepth));
     if (ec) return;
     std::vector<Text> texts;
     guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
@@ -701,7 +712,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         // An event's DOM lives in this worker's buffer (no allocation for a usual event).
         json::monotonic_resource arena(arena_, sizeof arena_);
         json::error_code ec;
-        json::value doc = json::parse(data, ec, &arena);
+        json::value doc = json::parse(data, ec, &arena, depthLimit(kAnswerDepth));
         if (!ec) {
           guardrail_texts::EventTexts texts;
           guardrail_texts::eventTexts(ctx.endpoint, doc, texts);
@@ -756,7 +767,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   void rewrite(RequestContext& ctx, GuardState& st, HeldEvent& ev) {
     std::string joined;
     json::error_code ec;
-    json::value doc = json::parse(eventData(ev.raw, joined), ec);
+    json::value doc = json::parse(eventData(ev.raw, joined), ec, {}, depthLimit(kAnswerDepth));
     if (ec) return;  // parsed before: not reached; the event is dropped rather than leak
     guardrail_texts::EventTexts texts;
     // The endpoint only decides the walk; the event was walked with it before.

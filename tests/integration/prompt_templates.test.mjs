@@ -112,6 +112,21 @@ describe('prompt templates', () => {
     assert.deepEqual(records(usageFile).map((u) => u.prompt), ['support-answer@1', 'support-answer@2', 'legacy@1']);
   });
 
+  it('a body nested deeper than 32 levels (the router takes 128) is rendered too, not sent on with its prompt field', async (t) => {
+    const { gw, openai } = await start(t);
+    let deep = 'x';
+    for (let i = 0; i < 40; i += 1) deep = [deep];
+    const r = await post(gw.url, '/v1/chat/completions', {
+      model: 'gpt-small',
+      prompt: { id: 'legacy', variables: { product: 'tahua' } },
+      metadata_deep: deep,
+    });
+    assert.equal(r.status, 200, r.text);
+    const seen = openai.requests.at(-1).body;
+    assert.equal(seen.prompt, undefined, 'the prompt field rendered away');
+    assert.deepEqual(seen.messages, [{ role: 'user', content: 'Summarize for tahua.' }]);
+  });
+
   it('the official SDK: a Responses request with OpenAI\'s own prompt field, rendered by tahua', async (t) => {
     const { gw, openai } = await start(t);
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'sk-unused', maxRetries: 0 });

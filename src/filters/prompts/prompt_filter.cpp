@@ -103,7 +103,9 @@ class PromptFilter final : public Filter {
     // here only what rendering needs, with the same depth bound.
     if (jsonDeeperThan(ctx.body, ctx.config->server.max_json_depth)) return FilterStatus::Continue;
     boost::system::error_code ec;
-    json::value doc = json::parse(ctx.body, ec);
+    json::parse_options depth;
+    depth.max_depth = ctx.config->server.max_json_depth;  // (Boost.JSON's default, 32, is below the bound)
+    json::value doc = json::parse(ctx.body, ec, {}, depth);
     if (ec || !doc.is_object()) return FilterStatus::Continue;  // the router answers invalid_json
     json::object& body = doc.get_object();
     const auto* prompt_field = body.if_contains("prompt");

@@ -25,7 +25,9 @@ struct Features {
 void computeFeatures(const RequestContext& ctx, Features& f) {
   f.computed = true;
   boost::system::error_code ec;
-  boost::json::value v = boost::json::parse(ctx.body, ec);
+  boost::json::parse_options depth;
+  depth.max_depth = ctx.config->server.max_json_depth;  // as deep as the router lets bodies be
+  boost::json::value v = boost::json::parse(ctx.body, ec, {}, depth);
   if (ec || !v.is_object()) {
     f.prompt_tokens = static_cast<std::int64_t>(ctx.body.size() / 4);
     return;

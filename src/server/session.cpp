@@ -67,7 +67,7 @@ asio::awaitable<void> Session<Stream>::run() {
 
 template <class Stream>
 void Session<Stream>::closeIfIdle() {
-  if (realtime_close_) realtime_close_("The gateway is shutting down.");  // a drain: a close frame says why
+  if (realtime_close_) realtime_close_(kDrainCloseReason);  // a drain: a close frame says why
   if (!idle_) return;
   beast::error_code ignored;
   lowest().close(ignored);

@@ -199,7 +199,13 @@ class Session final : public SessionBase, private Resumer, private AttemptHost, 
   asio::awaitable<void> relayRealtime(RequestContext& ctx, const ProviderRuntime& provider) override;
   // RealtimeHost.
   asio::awaitable<void> refuse(RequestContext& ctx) override;
-  void onCloseRequest(std::function<void(std::string_view)> close) override { realtime_close_ = std::move(close); }
+  void onCloseRequest(std::function<void(std::string_view)> close) override {
+    realtime_close_ = std::move(close);
+    // A drain that began while the session was being set up (its client may already have
+    // had the upgrade) found no one to tell: it is told now, not cut at drain_timeout.
+    if (realtime_close_ && worker_.draining()) realtime_close_(kDrainCloseReason);
+  }
+  static constexpr std::string_view kDrainCloseReason = "The gateway is shutting down.";
   FilterChain& chain() override { return *chain_; }
   std::string_view requestId() const override { return request_id_; }
 

@@ -103,7 +103,8 @@ describe('the runtime image (deploy/image/rootfs.sh)', () => {
     t.after(() => child.kill('SIGKILL'));
     let err = '';
     child.stderr.on('data', (d) => { err += d; });
-    const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    // 'close', not 'exit': exit can come before the last of stderr has been read (its "stopped" line).
+    const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
     const started = Date.now();
     await eventually(() => /"msg":"listening"/.test(err), { timeout: 10000, what: `listening (${err})` });
     console.log(`started in ${Date.now() - started} ms (seed: 1.2 s)`);

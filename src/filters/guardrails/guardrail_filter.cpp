@@ -113,7 +113,6 @@ struct GuardState {
   bool blocked = false;
   std::string pending;   // an event not complete yet
   std::deque<HeldEvent> held;
-  std::vector<HeldEvent> spare;  // released events whose strings keep their memory
   std::size_t held_bytes = 0;
   std::vector<Channel> channels;
   std::string out;
@@ -614,9 +613,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   }
 
   static constexpr std::size_t kNoChannel = static_cast<std::size_t>(-1);
-  // Released events kept for the stream's next ones (their strings' memory), and the
-  // largest kept: a stream's spares stay a few KiB.
-  static constexpr std::size_t kSpareEvents = 8, kSpareEventBytes = 4096;
 
   std::size_t channelOf(GuardState& st, unsigned id, std::uint8_t target) {
     for (std::size_t i = 0; i < st.channels.size(); ++i)
@@ -672,10 +668,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
 
   void event(RequestContext& ctx, GuardState& st, std::string_view raw) {
     HeldEvent ev;
-    if (!st.spare.empty()) {  // one released before: its memory reused
-      ev = std::move(st.spare.back());
-      st.spare.pop_back();
-    }
     ev.raw.assign(raw);
     std::string joined;
     const std::string_view data = eventData(ev.raw, joined);
@@ -754,12 +746,6 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       else st.out += ev.raw;
       if (st.blocked) return;  // a whole text repeated in a done event held a blocked match
       st.held_bytes -= ev.raw.size();
-      if (st.spare.size() < kSpareEvents && ev.raw.capacity() <= kSpareEventBytes) {
-        ev.raw.clear();
-        ev.segments.clear();
-        ev.full = false;
-        st.spare.push_back(std::move(ev));
-      }
       st.held.pop_front();
     }
   }

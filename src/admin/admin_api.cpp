@@ -32,6 +32,7 @@
 #include "admin/mcp_admin.h"
 #include "admin/store_writes.h"
 #include "admin/usage_admin.h"
+#include "core/json_read.h"
 #include "core/json_text.h"
 #include "filters/balancer/balancer_filter.h"
 #include "core/log.h"
@@ -189,7 +190,7 @@ NodeTablePtr AdminApi::mergeStoreNodes(const std::vector<StateStore::Record>& re
   for (const auto& r : records) {
     if (!validNodeId(r.id)) continue;
     boost::system::error_code ec;
-    bj::value v = bj::parse(r.json, ec);
+    bj::value v = readJson(r.json, ec);
     const bj::object* o = ec ? nullptr : v.if_object();
     const bj::value* at = o ? o->if_contains("reported_ms") : nullptr;
     NodeStatus s;
@@ -410,7 +411,7 @@ asio::awaitable<AdminReply> AdminApi::route(SnapshotPtr snap, NodeTablePtr nodes
     if (method != "PUT") co_return adminError(405, "method_not_allowed", "Use PUT.");
     const std::string model(rest.substr(7, rest.size() - 14));
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     double percent = 0;
     std::string problem;
     if (ec || !v.is_object() || !v.get_object().contains("percent") ||
@@ -454,7 +455,7 @@ asio::awaitable<AdminReply> AdminApi::route(SnapshotPtr snap, NodeTablePtr nodes
     }
     if (method != "PUT") co_return adminError(405, "method_not_allowed", "Use PUT or DELETE.");
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (ec || !v.is_object()) co_return adminError(400, "invalid_json", "The body must be a JSON object.");
     NodeStatus s;
     std::string problem;

@@ -9,6 +9,7 @@
 
 #include "admin/admin_error.h"
 #include "admin/store_writes.h"
+#include "core/json_read.h"
 #include "core/json_text.h"
 #include "core/utc_time.h"
 #include "core/log.h"
@@ -133,7 +134,7 @@ asio::awaitable<AdminReply> AuditLog::list(const AdminCaller& caller, std::strin
       before = e.id;
       ++scanned;
       boost::system::error_code ec;
-      bj::value v = bj::parse(e.json, ec);
+      bj::value v = readJson(e.json, ec);
       if (ec || !v.is_object()) continue;
       bj::object& o = v.get_object();
       auto text = [&](std::string_view f) {

@@ -5,6 +5,7 @@
 
 #include "admin/admin_error.h"
 #include "admin/store_writes.h"
+#include "core/json_read.h"
 #include "core/json_text.h"
 #include "filters/mcp/mcp_messages.h"
 #include "filters/mcp/tool_pins.h"
@@ -23,7 +24,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleMcpAdmin(StateStore& sto
     bj::array out;
     for (const auto& r : store.records(mcp::kPinNamespace)) {
       boost::system::error_code ec;
-      bj::value v = bj::parse(r.json, ec);
+      bj::value v = readJson(r.json, ec);
       if (ec || !v.is_object()) continue;
       // A change is shown with both definitions and what differs, so the admin sees what
       // they approve.
@@ -58,7 +59,7 @@ boost::asio::awaitable<std::optional<AdminReply>> handleMcpAdmin(StateStore& sto
   }
   if (method != "POST") co_return adminError(405, "method_not_allowed", "Use POST.");
   boost::system::error_code ec;
-  bj::value v = bj::parse(found->json, ec);
+  bj::value v = readJson(found->json, ec);
   bj::object* rec = !ec && v.is_object() ? &v.get_object() : nullptr;
   bj::value* pending = rec ? rec->if_contains("pending") : nullptr;
   if (!pending || !pending->is_object()) co_return adminError(409, "nothing_pending", "The tool " + id + " has no changed definition waiting.");

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "admin/store_writes.h"
+#include "core/json_read.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "core/thread_name.h"
@@ -87,7 +88,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
         const std::string kind = r.id.substr(0, slash), name = slash == std::string::npos ? "" : r.id.substr(slash + 1);
         bj::object o{{"kind", kind}, {"name", name}, {"state", "applied"}};
         boost::system::error_code ec;
-        bj::value spec = bj::parse(r.json, ec);
+        bj::value spec = readJson(r.json, ec);
         o["spec"] = ec ? bj::value(r.json) : spec;
         if (declaredInFile(base, kind, name)) o["state"] = "shadowed";
         for (const auto& [id, e] : applied.rejected)
@@ -114,7 +115,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
     for (const auto& r : store.records(ns))
       if (r.id == id) {
         boost::system::error_code ec;
-        bj::value spec = bj::parse(r.json, ec);
+        bj::value spec = readJson(r.json, ec);
         co_return AdminReply{200, jsonText(bj::object{{"kind", kind}, {"name", name}, {"spec", ec ? bj::value(r.json) : spec}})};
       }
     co_return adminError(404, "not_found", "No stored resource " + id + ".");
@@ -122,7 +123,7 @@ asio::awaitable<std::optional<AdminReply>> ResourceAdmin::handle(const AdminCall
 
   if (method == "PUT") {
     boost::system::error_code ec;
-    bj::value spec = bj::parse(body, ec);
+    bj::value spec = readJson(body, ec);
     if (ec || !spec.is_object()) co_return adminError(400, "invalid_json", "The body must be the resource's spec, a JSON object.");
     std::string json = bj::serialize(spec);
     auto records = store.records(ns);

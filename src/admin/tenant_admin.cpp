@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 
+#include "core/json_read.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -79,7 +80,7 @@ bj::value parsed(const std::string& json) { return bj::parse(json); }
 // metadata may hold anything).
 std::string fieldsSent(const std::string& body) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(body, ec);
+  bj::value v = readJson(body, ec);
   if (ec || !v.is_object()) return {};
   std::string out = "fields:";
   for (const auto& [k, _] : v.get_object()) {

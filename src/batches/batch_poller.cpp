@@ -6,6 +6,7 @@
 
 #include <boost/json/parse.hpp>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "filters/worker_services.h"
 #include "http/outbound_call.h"
@@ -109,7 +110,7 @@ void BatchPoller::pollNext() {
   auto [id, record] = std::move(queue_.back());
   queue_.pop_back();
   boost::system::error_code ec;
-  const bj::value v = bj::parse(record, ec);
+  const bj::value v = readJson(record, ec);
   const bj::object* o = !ec && v.is_object() ? &v.get_object() : nullptr;
   const std::string provider_name = o ? std::string(json::strOr(*o, "provider", "")) : std::string();
   const std::int64_t created = o ? json::integer(*o, "created_at").value_or(0) : 0;
@@ -135,7 +136,7 @@ void BatchPoller::pollNext() {
   services_.fetch(providerCall(*provider, "/batches/" + id, *bearer), [this, id, record, provider_index](OutboundResponse r) {
     if (stopped_) return;
     boost::system::error_code ec;
-    const bj::value b = r.status == 200 ? bj::parse(r.body, ec) : bj::value();
+    const bj::value b = r.status == 200 ? readJson(r.body, ec) : bj::value();
     if (r.status != 200 || ec || !b.is_object()) {
       if (r.status == 404) {
         log::warn("batch gone at the provider; registration dropped", {{"batch", id}});
@@ -160,7 +161,7 @@ void BatchPoller::ended(const std::string& id, const std::string& record, std::s
   const ProviderConfig& provider = config_->providers[provider_index];
   auto finish = [this, id, record, provider_index](std::map<std::string, BatchUsage> usage) {
     boost::system::error_code ec;
-    const bj::value v = bj::parse(record, ec);
+    const bj::value v = readJson(record, ec);
     const bj::object empty;
     const bj::object& o = !ec && v.is_object() ? v.get_object() : empty;
     for (auto& [upstream, u] : usage) {
@@ -233,7 +234,7 @@ std::map<std::string, BatchUsage> BatchPoller::outputUsage(std::string_view json
     jsonl = nl == std::string_view::npos ? std::string_view{} : jsonl.substr(nl + 1);
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     boost::system::error_code ec;
-    const bj::value v = bj::parse(line, ec);
+    const bj::value v = readJson(line, ec);
     if (ec || !v.is_object()) continue;
     const bj::object* response = json::obj(v.get_object(), "response");
     const bj::object* body = response ? json::obj(*response, "body") : nullptr;

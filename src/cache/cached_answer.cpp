@@ -1,4 +1,5 @@
 #include "cache/response_cache.h"
+#include "core/json_read.h"
 
 #include <boost/json.hpp>
 
@@ -32,7 +33,7 @@ std::optional<CachedAnswer> CachedAnswer::parse(std::string_view text) {
   const std::size_t nl = text.find('\n');
   if (nl == std::string_view::npos) return std::nullopt;
   boost::system::error_code ec;
-  bj::value v = bj::parse(text.substr(0, nl), ec);
+  bj::value v = readJson(text.substr(0, nl), ec);
   if (ec || !v.is_object() || intOr(v.get_object(), "v", 0) != 1) return std::nullopt;
   const bj::object& h = v.get_object();
   CachedAnswer a;

@@ -8,6 +8,7 @@
 
 #include "cloud_auth/jwt_assertion.h"
 #include "cloud_auth/token_endpoint.h"
+#include "core/json_read.h"
 #include "core/sha256.h"
 #include "http/http_url.h"
 #include "net/http_client.h"
@@ -164,7 +165,7 @@ class ExternalAccountSource final : public TokenSource {
     }
     if (!s_.json_field.empty()) {
       boost::system::error_code ec;
-      const bj::value v = bj::parse(text, ec);
+      const bj::value v = readJson(text, ec);
       text = !ec && v.is_object() ? textField(v.get_object(), s_.json_field) : std::string();
     }
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
@@ -287,7 +288,7 @@ std::variant<CredentialsFile, std::string> readCredentialsFile(const std::string
   std::string text, why;
   if (!readBoundedFile(path, kMaxCredentialFileBytes, text, why)) return why;
   boost::system::error_code ec;
-  const bj::value v = bj::parse(text, ec);
+  const bj::value v = readJson(text, ec);
   // The parser's message only: quoting the text could quote the key.
   if (ec || !v.is_object()) return std::string("not a JSON object") + (ec ? " (" + ec.message() + ")" : "");
   const bj::object& o = v.get_object();

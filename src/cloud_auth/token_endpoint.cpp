@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 
+#include "core/json_read.h"
 #include "core/utc_time.h"
 #include "http/http_url.h"
 #include "net/http_client.h"
@@ -120,7 +121,7 @@ std::string callFailure(std::string_view what, std::string_view url, const Outbo
   if (r.status == 0) return out + " did not answer: " + sayable(r.error, secrets);
   out += " answered HTTP " + std::to_string(r.status);
   boost::system::error_code ec;
-  const bj::value v = bj::parse(r.body, ec);
+  const bj::value v = readJson(r.body, ec);
   std::string said;
   if (!ec && v.is_object()) {
     const bj::object& o = v.get_object();
@@ -146,7 +147,7 @@ FetchResult tokenFromAnswer(std::string_view what, std::string_view url, const O
   const std::string where = std::string(what) + " " + std::string(url);
   if (r.status < 200 || r.status > 299) return callFailure(what, url, r, secrets);
   boost::system::error_code ec;
-  const bj::value v = bj::parse(r.body, ec);
+  const bj::value v = readJson(r.body, ec);
   if (ec || !v.is_object()) return where + " answered with a body that is not JSON";
   const bj::object& o = v.get_object();
   AccessToken token;

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "config/loader_detail.h"
+#include "core/json_read.h"
 
 namespace tahua::config_detail {
 
@@ -313,7 +314,7 @@ std::string jsonScalar(const YAML::Node& n) {
   if (n.Tag() != "!") {
     if (s == "true" || s == "false" || s == "null") return s;
     boost::system::error_code ec;
-    const boost::json::value v = boost::json::parse(s, ec);
+    const boost::json::value v = readJson(s, ec);
     if (!ec && v.is_number()) return boost::json::serialize(v);
   }
   return boost::json::serialize(boost::json::value(s));

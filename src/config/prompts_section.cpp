@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "config/loader_detail.h"
+#include "core/json_read.h"
 
 namespace tahua {
 
@@ -187,7 +188,7 @@ void Loader::promptTemplate(const YAML::Node& y, const std::string& p, const std
           const std::string json = v.type == PromptVariable::Type::String ? boost::json::serialize(boost::json::value(df.Scalar()))
                                                                           : jsonScalar(df);
           boost::system::error_code ec;
-          const boost::json::value j = boost::json::parse(json, ec);
+          const boost::json::value j = readJson(json, ec);
           const bool ok = !ec && (v.type == PromptVariable::Type::String    ? j.is_string()
                                   : v.type == PromptVariable::Type::Integer ? j.is_int64() || j.is_uint64()
                                   : v.type == PromptVariable::Type::Number  ? j.is_number()

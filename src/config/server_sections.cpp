@@ -19,7 +19,7 @@ constexpr Field kServerFields[] = {
             "gateway_overloaded and is closed (tahua_connections_rejected_total)."),
     integer("max_header_bytes", 1024, 1 << 20, "16384", "Request line and headers; over it: 431."),
     integer("max_url_bytes", 256, 1 << 20, "8192", "The request target; over it: 414."),
-    integer("max_json_depth", 8, 10'000, "128", "Nesting of arrays and objects in a request body; deeper: 400."),
+    integer("max_json_depth", 8, 1'000, "128", "Nesting of arrays and objects in a request body; deeper: 400."),
     integer("max_body_bytes", 1, 1ull << 30, "16777216",
             "A request body; over it: 413 (uploads have their own: `server.uploads.max_bytes`)."),
     integer("max_response_bytes", 1024, 1ull << 32, "67108864",

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "core/duration.h"
+#include "core/json_read.h"
 
 namespace tahua {
 
@@ -41,7 +42,7 @@ std::string text(const bj::object& o, std::string_view key) {
 std::optional<std::string> registrationFromJson(std::string_view json, const Config& config, std::string model, std::string id,
                                                 std::chrono::system_clock::time_point now, Registration& out) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(json, ec);
+  bj::value v = readJson(json, ec);
   if (ec || !v.is_object()) return "the body must be a JSON object";
   const bj::object& o = v.get_object();
   for (const auto& kv : o)
@@ -102,7 +103,7 @@ std::string registrationToJson(const Registration& r) {
 
 std::optional<Registration> registrationFromRecord(std::string_view id, std::string_view json) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(json, ec);
+  bj::value v = readJson(json, ec);
   const bj::object* o = ec ? nullptr : v.if_object();
   if (!o) return std::nullopt;
   Registration r;

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/base64.h"
+#include "core/json_read.h"
 
 namespace tahua::jwt {
 namespace bj = boost::json;
@@ -288,7 +289,7 @@ std::shared_ptr<const KeySet> KeySet::parse(std::string_view json, const KeySet*
     return nullptr;
   }
   boost::system::error_code ec;
-  const bj::value doc = bj::parse(json, ec);
+  const bj::value doc = readJson(json, ec);
   const bj::object* o = ec ? nullptr : doc.if_object();
   const bj::value* keys = o ? o->if_contains("keys") : nullptr;
   if (!keys || !keys->is_array()) {
@@ -349,7 +350,7 @@ std::optional<Failure> parse(std::string_view compact, Token& out) {
   auto signature = base64UrlDecode(s64);
   if (!header_text || !payload_text || !signature) return Failure::Malformed;
   boost::system::error_code ec;
-  const bj::value header = bj::parse(*header_text, ec);
+  const bj::value header = readJson(*header_text, ec);
   if (ec || !header.is_object()) return Failure::Malformed;
   const bj::object& h = header.as_object();
   const bj::string* alg = textField(h, "alg");
@@ -365,7 +366,7 @@ std::optional<Failure> parse(std::string_view compact, Token& out) {
     if (!kid->is_string() || kid->as_string().size() > 256) return Failure::Malformed;
     out.kid.assign(kid->as_string().data(), kid->as_string().size());
   }
-  out.claims = bj::parse(*payload_text, ec);
+  out.claims = readJson(*payload_text, ec);
   if (ec || !out.claims.is_object()) return Failure::Malformed;
   out.issuer = {};
   if (const bj::string* iss = textField(out.claims.as_object(), "iss")) out.issuer = std::string_view(iss->data(), iss->size());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 
+#include "core/json_read.h"
 #include "kubernetes/kube_client.h"
 
 namespace tahua {
@@ -14,7 +15,7 @@ namespace {
 // spec.replicas of a Scale object (absent: 0, as the API server reads it).
 std::optional<int> replicasOf(const std::string& body) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(body, ec);
+  bj::value v = readJson(body, ec);
   if (ec || !v.is_object()) return std::nullopt;
   const bj::value* spec = v.get_object().if_contains("spec");
   if (!spec || !spec->is_object()) return std::nullopt;

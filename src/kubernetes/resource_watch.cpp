@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "kubernetes/kube_client.h"
 
@@ -60,7 +61,7 @@ std::optional<KubeObject> objectOf(const bj::value& v, std::string_view kind, bo
 
 std::optional<KubeList> parseKubeList(std::string_view body, std::string_view kind, std::string& error) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(body, ec);
+  bj::value v = readJson(body, ec);
   if (ec || !v.is_object()) {
     error = "the list is not a JSON object";
     return std::nullopt;
@@ -89,7 +90,7 @@ std::optional<KubeList> parseKubeList(std::string_view body, std::string_view ki
 
 std::optional<KubeEvent> parseKubeEvent(std::string_view line, std::string_view kind, std::string& error) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(line, ec);
+  bj::value v = readJson(line, ec);
   if (ec || !v.is_object()) {
     error = "a watch line is not a JSON object";
     return std::nullopt;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <lua.hpp>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "plugins/plugin_api.h"
 #include "plugins/plugin_code.h"
@@ -78,7 +79,7 @@ const json::value* PluginBody::root() {
     parsed_ = true;
     try {
       boost::system::error_code ec;
-      json::value v = text_ ? json::parse(*text_, ec) : json::value();
+      json::value v = text_ ? readJson(*text_, ec) : json::value();
       if (!ec && v.is_object()) json_ = std::make_unique<json::value>(std::move(v));
     } catch (...) {
       json_.reset();

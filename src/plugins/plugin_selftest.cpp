@@ -6,6 +6,7 @@
 #include <lua.hpp>
 
 #include "core/ascii.h"
+#include "core/json_read.h"
 #include "plugins/plugin_host.h"
 #include "request/request_context.h"
 #include "telemetry/metrics.h"
@@ -38,7 +39,7 @@ Endpoint endpointOf(std::string_view path) {
 // JSON text in one canonical spelling (what a field's value is compared as).
 std::string canonical(std::string_view text) {
   boost::system::error_code ec;
-  const boost::json::value v = boost::json::parse(text, ec);
+  const boost::json::value v = readJson(text, ec);
   return ec ? std::string(text) : boost::json::serialize(v);
 }
 

@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "core/json_read.h"
 #include "core/json_scan.h"
 #include "providers/secret_scrubber.h"
 #include "sse/sse_parser.h"
@@ -141,7 +142,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   // A speech request's `input`: its characters (code points) are what it costs.
   void countCharacters(std::string_view body) {
     boost::system::error_code ec;
-    const bj::value v = bj::parse(body, ec);
+    const bj::value v = readJson(body, ec);
     const bj::value* input = !ec && v.is_object() ? v.get_object().if_contains("input") : nullptr;
     if (!input || !input->is_string()) return;
     characters_ = 0;
@@ -196,7 +197,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     }
     if (format_ == WireFormat::Anthropic) {
       boost::system::error_code ec;
-      bj::value v = bj::parse(body, ec);
+      bj::value v = readJson(body, ec);
       if (ec || !v.is_object()) {
         notJson(body, ctx);
         return;
@@ -342,7 +343,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   static void audioUsage(std::string_view json, Usage& usage) {
     if (!looksLikeJsonObject(json)) return;
     boost::system::error_code ec;
-    const bj::value v = bj::parse(json, ec);
+    const bj::value v = readJson(json, ec);
     if (ec || !v.is_object()) return;
     const bj::object& o = v.get_object();
     auto seconds = [](const bj::value* d) -> double {
@@ -372,7 +373,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
   // Usage inside {"<outer>":{"usage":{..}}} or {"usage":{..}} (Anthropic's message_delta).
   void readJsonUsage(std::string_view data, std::string_view outer) {
     boost::system::error_code ec;
-    bj::value v = bj::parse(data, ec);
+    bj::value v = readJson(data, ec);
     if (ec || !v.is_object()) return;
     const bj::object* o = &v.get_object();
     if (const auto* inner = json::obj(*o, outer)) o = inner;
@@ -410,7 +411,7 @@ class PassThroughTranslator final : public ResponseTranslator, private SseSink {
     }
     if (format_ == WireFormat::Anthropic) return;
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (ec || !v.is_object()) return;
     bj::value* err = v.get_object().if_contains("error");
     if (!err || !err->is_object() || err->get_object().contains("type")) return;
@@ -543,7 +544,7 @@ bool requestStreamUsage(std::string& body) {
     return true;
   }
   boost::system::error_code ec;
-  bj::value v = bj::parse(body, ec);
+  bj::value v = readJson(body, ec);
   if (ec || !v.is_object()) return false;
   bj::object& o = v.get_object();
   bj::value& so = o["stream_options"];

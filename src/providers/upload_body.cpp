@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "core/json_read.h"
 #include "request/upload.h"
 
 namespace tahua {
@@ -29,7 +30,7 @@ std::variant<std::string, Error> encodeUploadBody(const RequestContext& ctx, Ups
   const std::string dash = "--" + upload.boundary;
   const std::string delimiter = "\r\n" + dash;
   boost::system::error_code ec;
-  const bj::value fields = bj::parse(ctx.body, ec);
+  const bj::value fields = readJson(ctx.body, ec);
   if (ec || !fields.is_object()) return Error{ErrorKind::InvalidRequest, "The form's fields are not an object."};
   SpooledBody body;
   body.fd = upload.fd;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/log.h"
+#include "core/json_read.h"
 #include "runtime/gateway.h"
 
 namespace tahua {
@@ -77,7 +78,7 @@ void Gateway::sweepStore(Millis hold) {
     }
     for (const auto& r : store_->records(StateStore::kNamespaces[3])) {
       boost::system::error_code ec;
-      auto v = boost::json::parse(r.json, ec);
+      auto v = readJson(r.json, ec);
       const auto* at = ec || !v.is_object() ? nullptr : v.get_object().if_contains("reported_ms");
       const auto reported = at && at->is_int64() ? std::chrono::system_clock::time_point(std::chrono::milliseconds(at->get_int64()))
                                                  : std::chrono::system_clock::time_point{};

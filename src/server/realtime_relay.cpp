@@ -18,6 +18,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "filters/filter.h"
 #include "providers/cloud_token.h"
@@ -42,7 +43,7 @@ using WebSocket = websocket::stream<AnyStream>;
 bool addRealtimeUsage(std::string_view event, Usage& usage) {
   if (event.find("\"response.done\"") == std::string_view::npos) return false;
   boost::system::error_code ec;
-  const bj::value v = bj::parse(event, ec);
+  const bj::value v = readJson(event, ec);
   if (ec || !v.is_object() || json::strOr(v.get_object(), "type", "") != "response.done") return false;
   const bj::object* response = json::obj(v.get_object(), "response");
   const bj::object* u = response ? json::obj(*response, "usage") : nullptr;

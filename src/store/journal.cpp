@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
+
+#include "core/json_read.h"
 
 namespace tahua {
 namespace bj = boost::json;
@@ -36,7 +39,10 @@ std::string stateLines(const JournalState& state) {
 
 std::string Journal::putLine(const std::string& ns, const std::string& id, const std::string& doc) {
   bj::object o{{"op", "put"}, {"ns", ns}, {"id", id}};
-  o["doc"] = bj::parse(doc);
+  boost::system::error_code ec;
+  bj::value v = readJson(doc, ec);  // documents the gateway wrote, as deep as a body may nest
+  if (ec) throw std::invalid_argument("the journal was handed a document that is not JSON: " + ec.message());
+  o["doc"] = std::move(v);
   return bj::serialize(o) + "\n";
 }
 
@@ -60,7 +66,7 @@ Journal::Journal(std::string path, JournalState& state, std::vector<std::string>
       if (line.empty()) continue;
       const bool last = in.peek() == std::char_traits<char>::eof();
       boost::system::error_code ec;
-      bj::value v = bj::parse(line, ec);
+      bj::value v = readJson(line, ec);
       const bj::object* o = ec ? nullptr : v.if_object();
       const bj::string* op = o && o->if_contains("op") ? o->at("op").if_string() : nullptr;
       auto text = [&](std::string_view k) -> const bj::string* {

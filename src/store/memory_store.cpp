@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/base64.h"
+#include "core/json_read.h"
 #include "core/thread_name.h"
 
 namespace tahua {
@@ -99,7 +100,7 @@ void MemoryStore::loadAnswers() {
   std::lock_guard lock(idem_mu_);
   for (const auto& [key, doc] : it->second) {
     boost::system::error_code ec;
-    auto v = boost::json::parse(doc, ec);
+    auto v = readJson(doc, ec);
     const auto* o = ec ? nullptr : v.if_object();
     if (!o || !o->contains("expires_ms") || !o->at("expires_ms").is_int64()) continue;
     KeptAnswer a;
@@ -207,7 +208,7 @@ void MemoryStore::loadValues() {
   std::lock_guard lock(values_mu_);
   for (const auto& [key, doc] : it->second) {
     boost::system::error_code ec;
-    auto v = boost::json::parse(doc, ec);
+    auto v = readJson(doc, ec);
     const auto* o = ec ? nullptr : v.if_object();
     if (!o || !o->contains("expires_ms") || !o->at("expires_ms").is_int64() || !o->contains("v") || !o->at("v").is_string()) continue;
     const std::int64_t expires = o->at("expires_ms").as_int64();

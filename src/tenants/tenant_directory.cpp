@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/json_read.h"
 #include "core/sha256.h"
 #include "core/utc_time.h"
 
@@ -131,7 +132,7 @@ std::string keyToJson(const ApiKeyConfig& k) {
 
 std::optional<std::string> tenantFromJson(std::string_view json, const Config& config, TenantConfig& out, bool partial) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(json, ec);
+  bj::value v = readJson(json, ec);
   if (ec || !v.is_object()) return std::string("the body must be a JSON object");
   const bj::object& o = v.as_object();
   if (auto e = checkKeys(o, {"name", "models", "limits", "model_limits", "source", "created_at", "created_by"})) return e;
@@ -163,7 +164,7 @@ std::optional<std::string> tenantFromJson(std::string_view json, const Config& c
 
 std::optional<std::string> keyFromJson(std::string_view json, const Config& config, ApiKeyConfig& out, bool partial) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(json, ec);
+  bj::value v = readJson(json, ec);
   if (ec || !v.is_object()) return std::string("the body must be a JSON object");
   const bj::object& o = v.as_object();
   if (auto e = checkKeys(o, {"name", "tenant", "sha256", "prefix", "models", "expires_at", "limits", "metadata", "source",

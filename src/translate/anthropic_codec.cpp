@@ -15,6 +15,7 @@
 #include <map>
 
 #include "sse/sse_parser.h"
+#include "core/json_read.h"
 #include "tokens/token_estimator.h"
 #include "translate/inbound.h"
 #include "translate/json_util.h"
@@ -184,7 +185,7 @@ std::variant<bj::object, Error> chatToAnthropic(const bj::object& chat, const En
           if (!fn) return invalid(cw + ".function is required.");
           std::string_view args = json::strOr(*fn, "arguments", "{}");
           boost::system::error_code ec;
-          bj::value input = bj::parse(args.empty() ? std::string_view("{}") : args, ec);
+          bj::value input = readJson(args.empty() ? std::string_view("{}") : args, ec);
           if (ec || !input.is_object()) return invalid(cw + ".function.arguments must be a JSON object text.");
           blocks.push_back(bj::object{{"type", "tool_use"},
                                       {"id", json::strOr(call, "id")},
@@ -274,7 +275,7 @@ class AnthropicStreamDecoder final : public ChatStreamDecoder, private SseSink {
   void onEvent(const SseEvent& event) override {
     if (error_ || stopped_) return;
     boost::system::error_code ec;
-    bj::value v = bj::parse(event.data, ec);
+    bj::value v = readJson(event.data, ec);
     if (ec || !v.is_object()) {
       error_ = Error{ErrorKind::UpstreamBadResponse, "The upstream sent a stream event that is not JSON."};
       return;
@@ -395,7 +396,7 @@ class AnthropicCodec final : public VendorCodec {
     UpstreamErrorInfo info;
     info.status = status;
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (!ec && v.is_object())
       if (const auto* err = json::obj(v.get_object(), "error")) {
         info.type = json::strOr(*err, "type");
@@ -651,7 +652,7 @@ class AnthropicInbound final : public InboundCodec {
  public:
   std::variant<bj::object, Error> toChat(std::string_view body) const override {
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (ec || !v.is_object()) return Error{ErrorKind::InvalidJson, "The request body is not a JSON object."};
     return anthropicToChat(v.get_object());
   }
@@ -661,7 +662,7 @@ class AnthropicInbound final : public InboundCodec {
     if (!r.content.empty()) content.push_back(bj::object{{"type", "text"}, {"text", r.content}});
     for (const auto& c : r.tool_calls) {
       boost::system::error_code ec;
-      bj::value input = bj::parse(c.arguments.empty() ? std::string_view("{}") : std::string_view(c.arguments), ec);
+      bj::value input = readJson(c.arguments.empty() ? std::string_view("{}") : std::string_view(c.arguments), ec);
       if (ec || !input.is_object()) input = bj::object{};
       content.push_back(bj::object{{"type", "tool_use"},
                                    {"id", c.id.empty() ? randomId("toolu_") : c.id},
@@ -685,7 +686,7 @@ class AnthropicInbound final : public InboundCodec {
 
   std::int64_t estimatePromptTokens(std::string_view body) const override {
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     return !ec && v.is_object() ? estimateAnthropicTokens(v.get_object()) : -1;
   }
 

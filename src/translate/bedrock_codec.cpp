@@ -10,6 +10,7 @@
 
 #include "aws/event_stream.h"
 #include "aws/sigv4.h"
+#include "core/json_read.h"
 
 namespace tahua {
 namespace {
@@ -253,7 +254,7 @@ std::variant<json::object, Error> toolUseBlock(const json::value& call, const st
     if (!args->is_string()) return invalid(param + ".function.arguments", "must be a JSON text");
     if (!args->get_string().empty()) {
       boost::system::error_code ec;
-      input = json::parse(args->get_string(), ec);
+      input = readJson(args->get_string(), ec);
       if (ec || !input.is_object()) return invalid(param + ".function.arguments", "must be a JSON object text");
     }
   }
@@ -537,7 +538,7 @@ class BedrockStreamDecoder final : public ChatStreamDecoder {
 
   static std::string vendorMessage(const EventStreamMessage& m) {
     boost::system::error_code ec;
-    const json::value v = json::parse(m.payload, ec);
+    const json::value v = readJson(m.payload, ec);
     if (!ec && v.is_object()) {
       for (const char* k : {"message", "Message"})
         if (const auto* s = v.get_object().if_contains(k); s && s->is_string()) return clip(s->get_string());
@@ -680,7 +681,7 @@ class BedrockCodec final : public VendorCodec {
     UpstreamErrorInfo info;
     info.status = status;
     boost::system::error_code ec;
-    const json::value v = json::parse(body, ec);
+    const json::value v = readJson(body, ec);
     if (!ec && v.is_object()) {
       const auto& o = v.get_object();
       for (const char* k : {"message", "Message"})

@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "core/json_read.h"
+
 namespace tahua {
 
 Error streamEventTooLarge(std::size_t limit) {
@@ -13,7 +15,7 @@ Error streamEventTooLarge(std::size_t limit) {
 
 std::variant<boost::json::object, Error> parseJsonObject(std::string_view text, std::string_view what) {
   boost::system::error_code ec;
-  boost::json::value v = boost::json::parse(text, ec);
+  boost::json::value v = readJson(text, ec);
   if (ec || !v.is_object())
     return Error{ErrorKind::UpstreamBadResponse, "The upstream sent " + std::string(what) + " that is not a JSON object."};
   return std::move(v.as_object());

@@ -7,6 +7,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "core/json_read.h"
 #include "sse/sse_parser.h"
 
 namespace tahua {
@@ -197,7 +198,7 @@ std::variant<std::string, Error> toolOutputText(const json::value* content, cons
 // is (the model reads its fields), anything else is wrapped as {"content": text}.
 json::object toolResponseObject(const std::string& text) {
   boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
+  json::value v = readJson(text, ec);
   if (!ec && v.is_object()) return std::move(v.get_object());
   return json::object{{"content", text}};
 }
@@ -273,7 +274,7 @@ std::optional<Error> encodeMessages(const json::object& chat, json::object& out)
             // OpenAI sends "" for a call without arguments.
             if (text.find_first_not_of(" \t\r\n") != std::string_view::npos) {
               boost::system::error_code ec;
-              json::value parsed = json::parse(text, ec);
+              json::value parsed = readJson(text, ec);
               if (ec || !parsed.is_object())
                 return invalidParam(call_param + ".function.arguments", "must be a JSON object text.");
               args = std::move(parsed.get_object());
@@ -616,7 +617,7 @@ class GeminiStreamDecoder final : public ChatStreamDecoder, private SseSink {
     if (data.substr(first) == "[DONE]") return;  // not Gemini's, but harmless to accept
 
     boost::system::error_code ec;
-    json::value v = json::parse(data, ec);
+    json::value v = readJson(data, ec);
     if (ec || !v.is_object()) {
       error_ = badResponse("The upstream sent a stream event that is not a JSON object.");
       return;
@@ -727,7 +728,7 @@ class GeminiCodec final : public VendorCodec {
     UpstreamErrorInfo info;
     info.status = status >= 400 && status <= 599 ? status : 502;
     boost::system::error_code ec;
-    json::value v = json::parse(body, ec);
+    json::value v = readJson(body, ec);
     // The JSON-array stream framing (without alt=sse) wraps the error in an array.
     if (!ec && v.is_array() && !v.get_array().empty()) v = v.get_array().front();
     const json::value* err = !ec && v.is_object() ? field(v.get_object(), "error") : nullptr;

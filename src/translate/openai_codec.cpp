@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "sse/sse_parser.h"
+#include "core/json_read.h"
 #include "translate/inbound.h"
 #include "translate/json_util.h"
 
@@ -85,7 +86,7 @@ class OpenAIStreamDecoder final : public ChatStreamDecoder, private SseSink {
       return;
     }
     boost::system::error_code ec;
-    bj::value v = bj::parse(event.data, ec);
+    bj::value v = readJson(event.data, ec);
     if (ec || !v.is_object()) {
       error_ = Error{ErrorKind::UpstreamBadResponse, "The upstream sent a stream event that is not JSON."};
       return;
@@ -195,7 +196,7 @@ class OpenAIChatCodec final : public VendorCodec {
     UpstreamErrorInfo info;
     info.status = status;
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (!ec && v.is_object()) {
       const bj::object& o = v.get_object();
       const bj::object* err = json::obj(o, "error");
@@ -282,7 +283,7 @@ class OpenAIChatInbound final : public InboundCodec {
  public:
   std::variant<bj::object, Error> toChat(std::string_view body) const override {
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (ec || !v.is_object()) return Error{ErrorKind::InvalidJson, "The request body is not a JSON object."};
     return std::move(v.get_object());
   }

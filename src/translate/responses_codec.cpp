@@ -15,6 +15,7 @@
 #include <map>
 
 #include "translate/inbound.h"
+#include "core/json_read.h"
 #include "translate/json_util.h"
 #include "translate/response_ids.h"
 
@@ -351,7 +352,7 @@ class ResponsesInbound final : public InboundCodec {
  public:
   std::variant<bj::object, Error> toChat(std::string_view body) const override {
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (ec || !v.is_object()) return Error{ErrorKind::InvalidJson, "The request body is not a JSON object."};
     return responsesToChat(v.get_object());
   }
@@ -378,7 +379,7 @@ class ResponsesInbound final : public InboundCodec {
   // What OpenAI's response object repeats of the request (the rest keeps its default).
   bj::object requestEcho(std::string_view body) const override {
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     bj::object echo;
     if (ec || !v.is_object()) return echo;
     for (std::string_view k : {"instructions", "max_output_tokens", "metadata", "parallel_tool_calls", "reasoning", "store",

@@ -615,6 +615,43 @@ describe('openai SDK -> tahua -> anthropic / gemini / bedrock / azure-openai / o
     });
   });
 
+  // Boost.JSON reads 32 levels unless told otherwise; the router takes 128
+  // (server.max_json_depth) and a model's tool input nests as deep as it likes. A
+  // translator that kept the default refused the request (400 "not a JSON object") and the
+  // answer (502): both are read as deep as the gateway reads anything now.
+  describe('documents nested deeper than 32 levels through a translation', () => {
+    const nestedArray = (levels) => (levels === 0 ? 'bottom' : [nestedArray(levels - 1)]);
+    it('tool parameters 40 levels deep reach Anthropic, and a tool input 40 levels deep comes back', async () => {
+      const parameters = { ...WEATHER_PARAMS, properties: { ...WEATHER_PARAMS.properties, trail: { type: 'array', default: nestedArray(40) } } };
+      const input = { location: 'Paris', trail: nestedArray(40) };
+      const anthropic = fx.current.mocks.anthropic;
+      anthropic.failNext({
+        status: 200,
+        body: {
+          id: 'msg_deep',
+          type: 'message',
+          role: 'assistant',
+          model: 'claude-sonnet-4-5',
+          content: [{ type: 'tool_use', id: 'toolu_deep', name: 'get_weather', input }],
+          stop_reason: 'tool_use',
+          stop_sequence: null,
+          usage: { input_tokens: 5, output_tokens: 3 },
+        },
+      });
+      const { result: res, rec } = await oneUpstreamCall(anthropic, () =>
+        client().chat.completions.create({
+          model: 'claude-x',
+          messages: [{ role: 'user', content: TOOL_QUESTION }],
+          tools: [{ type: 'function', function: { name: 'get_weather', parameters } }],
+        }),
+      );
+      assert.deepEqual(rec.body.tools[0].input_schema, parameters, 'the 40-level schema reached the vendor whole');
+      const [call] = res.choices[0].message.tool_calls;
+      assert.equal(call.id, 'toolu_deep');
+      assert.deepEqual(JSON.parse(call.function.arguments), input, 'the 40-level tool input reached the client whole');
+    });
+  });
+
   describe('openai-type provider (pass-through): stream usage, error redaction', () => {
     it('a stream without include_usage is sent upstream with it; the client sees no usage chunk; the log has the tokens', async () => {
       const oai = () => fx.current.mocks.openai;

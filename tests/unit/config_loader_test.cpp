@@ -100,6 +100,10 @@ TEST(ConfigLoader, ValidationErrors) {
   EXPECT_NE(loadError("listeners: [{port: 70000}]\nproviders: [{name: a, type: mock}]\nmodels: [{name: m, provider: a}]\n")
                 .find("listeners[0].port: must be between 0 and 65535"),
             std::string::npos);
+  // Every reader takes up to 1,024 levels (core/json_read.h): the bound stays below it.
+  EXPECT_NE(loadError("server: {max_json_depth: 1001}\nlisteners: [{port: 0}]\nproviders: [{name: a, type: mock}]\nmodels: [{name: m, provider: a}]\n")
+                .find("server.max_json_depth: must be between 8 and 1000"),
+            std::string::npos);
   EXPECT_NE(loadError("listeners: [{port: 0}]\nproviders: [{name: a, type: grpc}]\nmodels: [{name: m, provider: a}]\n")
                 .find("unknown provider type \"grpc\""),
             std::string::npos);

@@ -1,7 +1,9 @@
 #include "http/request_inspect.h"
 
+#include <boost/json/parse.hpp>
 #include <gtest/gtest.h>
 
+#include "core/json_read.h"
 #include "providers/provider.h"
 
 namespace tahua {
@@ -147,6 +149,21 @@ TEST(RequestInspect, NestingDepthIsBounded) {
   EXPECT_EQ(std::get<Error>(r).kind, ErrorKind::InvalidJson);
   std::string ok = R"({"model":"m","x":)" + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_TRUE(std::holds_alternative<RequestFacts>(inspectRequest(ok, 128)));
+}
+
+// Every reader takes what the router lets in (server.max_json_depth goes up to 1,000),
+// plus the levels a stored record wraps around it; Boost.JSON's default stops at 32.
+TEST(RequestInspect, ReadersTakeDocumentsAsDeepAsTheRouterLetsIn) {
+  const auto nested = [](std::size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); };
+  boost::system::error_code ec;
+  readJson(nested(40), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  readJson(nested(kJsonReadDepth), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  readJson(nested(kJsonReadDepth + 1), ec);
+  EXPECT_TRUE(ec);  // bounded all the same
+  boost::json::parse(nested(40), ec);
+  EXPECT_TRUE(ec) << "Boost.JSON's default went past 32 levels: the reason for readJson is gone";
 }
 
 }  // namespace request_inspect_test

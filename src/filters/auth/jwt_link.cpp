@@ -6,6 +6,7 @@
 #include <ctime>
 #include <vector>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "core/sha256.h"
 #include "filters/worker_services.h"
@@ -71,7 +72,7 @@ void startFetch(const std::shared_ptr<FetchJob>& job) {
     if (r.status != 200)
       return finish(job, nullptr, r.status ? "discovery answered " + std::to_string(r.status) : "discovery: " + r.error);
     boost::system::error_code ec;
-    const bj::value doc = bj::parse(r.body, ec);
+    const bj::value doc = readJson(r.body, ec);
     const bj::object* o = ec ? nullptr : doc.if_object();
     const bj::value* iss = o ? o->if_contains("issuer") : nullptr;
     const bj::value* uri = o ? o->if_contains("jwks_uri") : nullptr;

@@ -8,6 +8,7 @@
 
 
 #include "cache/response_cache.h"
+#include "core/json_read.h"
 #include "core/sha256.h"
 #include "filters/cache/cache_key.h"
 #include "filters/answer_capture.h"
@@ -88,7 +89,7 @@ class CacheFilter final : public FilterWithState<CacheFilterState> {
     // The body decides the rest: parsed once, for the policy and the key.
     if (jsonDeeperThan(ctx.body, ctx.config->server.max_json_depth)) return decide(ctx, st, CacheStatus::Bypass);
     boost::system::error_code ec;
-    bj::value body = bj::parse(ctx.body, ec);
+    bj::value body = readJson(ctx.body, ec);
     if (ec || !body.is_object()) return decide(ctx, st, CacheStatus::Bypass);
     const bj::object& o = body.get_object();
     if (const bj::value* n = o.if_contains("n"); n && n->is_number() && n->to_number<double>() != 1)

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "core/json_read.h"
 #include "sse/sse_parser.h"
 
 namespace tahua {
@@ -65,7 +66,7 @@ std::optional<bj::object> responsesObject(const CachedAnswer& a) {
     text = std::move(last.data);
   }
   boost::system::error_code ec;
-  bj::value v = bj::parse(text, ec);
+  bj::value v = readJson(text, ec);
   if (ec || !v.is_object()) return std::nullopt;
   if (a.streamed) {
     bj::value* r = v.get_object().if_contains("response");

@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "core/json_read.h"
 #include "tokens/token_estimator.h"
 
 namespace tahua {
@@ -17,7 +18,7 @@ class CountTokensFilter final : public Filter {
     if (ctx.endpoint != Endpoint::CountTokens) return FilterStatus::Continue;
     if (ctx.provider && ctx.provider->type == "anthropic") return FilterStatus::Continue;
     boost::system::error_code ec;
-    boost::json::value v = boost::json::parse(ctx.body, ec);
+    boost::json::value v = readJson(ctx.body, ec);
     if (ec || !v.is_object()) {
       ctx.fail(Error{ErrorKind::InvalidJson, "The request body is not a JSON object."});
       return FilterStatus::Stop;

@@ -5,6 +5,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "core/temp_file.h"
 #include "filters/worker_services.h"
@@ -110,7 +111,7 @@ class FilesFilter final : public FilterWithState<FilesState> {
   FilterStatus onRequestBody(RequestContext& ctx) override {
     if (ctx.method != "POST" || (ctx.endpoint != Endpoint::Files && ctx.endpoint != Endpoint::Batches)) return FilterStatus::Continue;
     boost::system::error_code ec;
-    const bj::value v = bj::parse(ctx.body, ec);
+    const bj::value v = readJson(ctx.body, ec);
     if (ec || !v.is_object()) return invalid(ctx, "The request body must be a JSON object.");
     const bj::object& o = v.get_object();
     if (ctx.endpoint == Endpoint::Batches) {
@@ -151,7 +152,7 @@ class FilesFilter final : public FilterWithState<FilesState> {
     if (!fileEndpoint(ctx.endpoint) || !judgesAnswer(ctx)) return FilterStatus::Continue;
     FilesState& st = state(ctx);
     boost::system::error_code ec;
-    bj::value v = bj::parse(*ctx.answer, ec);
+    bj::value v = readJson(*ctx.answer, ec);
     if (ec || !v.is_object()) return FilterStatus::Continue;  // not ours to judge: it goes as it came
     bj::object& o = v.get_object();
     const std::string owner = files::ownerOf(ctx);
@@ -243,7 +244,7 @@ class FilesFilter final : public FilterWithState<FilesState> {
         const ModelConfig* target = nullptr;
         if (r.status == StateStore::ValueResult::Status::Found) {
           boost::system::error_code ec;
-          const bj::value v = bj::parse(r.value, ec);
+          const bj::value v = readJson(r.value, ec);
           if (!ec && v.is_object() && json::strOr(v.get_object(), "owner", "\x01") == files::ownerOf(ctx))
             target = ctx.config->files.targetOf(json::strOr(v.get_object(), "provider", ""));
         }
@@ -300,7 +301,7 @@ class FilesFilter final : public FilterWithState<FilesState> {
         if (r.status == StateStore::ValueResult::Status::Unavailable && !st.failure) st.failure = storeUnavailable();
         if (r.status == StateStore::ValueResult::Status::Found) {
           boost::system::error_code ec;
-          const bj::value v = bj::parse(r.value, ec);
+          const bj::value v = readJson(r.value, ec);
           st.keep[i] = !ec && v.is_object() && json::strOr(v.get_object(), "owner", "\x01") == owner;
         }
         done(ctx, st);
@@ -430,7 +431,7 @@ class FilesFilter final : public FilterWithState<FilesState> {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) return std::nullopt;  // a blank line
     boost::system::error_code ec;
-    bj::value v = bj::parse(line, ec);
+    bj::value v = readJson(line, ec);
     if (ec || !v.is_object()) return lineError(c.line, "is not a JSON object.");
     bj::object& o = v.get_object();
     const auto url = json::str(o, "url");

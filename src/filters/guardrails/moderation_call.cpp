@@ -2,6 +2,8 @@
 
 #include <boost/json.hpp>
 
+#include "core/json_read.h"
+
 namespace tahua::guardrail_moderation {
 
 namespace json = boost::json;
@@ -32,7 +34,7 @@ Reading read(const guardrails::ModerationSpec& mod, const OutboundResponse& res,
     return r;
   }
   json::error_code ec;
-  const json::value doc = json::parse(res.body, ec);
+  const json::value doc = readJson(res.body, ec);
   const json::value* results = !ec && doc.is_object() ? doc.as_object().if_contains("results") : nullptr;
   if (!results || !results->is_array()) {
     r.why = "no results array in the answer";

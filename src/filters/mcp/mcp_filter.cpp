@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "core/sha256.h"
 #include "filters/mcp/mcp_messages.h"
@@ -128,7 +129,7 @@ class OutcomeSink final : public SseSink {
   void onEvent(const SseEvent& e) override {
     if (c_.answered || e.data.find("\"id\"") == std::string_view::npos) return;
     boost::system::error_code ec;
-    bj::value v = bj::parse(e.data, ec);
+    bj::value v = readJson(e.data, ec);
     if (ec || !v.is_object()) return;
     const bj::value* id = v.get_object().if_contains("id");
     if (id && bj::serialize(*id) == c_.id) {
@@ -223,7 +224,7 @@ class McpFilter final : public FilterWithState<McpState> {
     }
     if (c->tool.empty() || ctx.status < 200 || ctx.status >= 300) return;
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (!ec && v.is_object()) setOutcome(ctx, *c, outcomeOf(v.get_object()));
   }
 
@@ -265,7 +266,7 @@ class McpFilter final : public FilterWithState<McpState> {
       return withSession(ctx, c, [this, &ctx, &c] { terminate(ctx, c); });
     }
     boost::system::error_code ec;
-    bj::value v = bj::parse(ctx.body, ec);
+    bj::value v = readJson(ctx.body, ec);
     if (ec) return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kParseError, "Parse error: the body is not JSON."));
     if (v.is_array())
       return reply(ctx, c, 400, mcp::errorMessage("null", mcp::kInvalidRequest, "JSON-RPC batches are not part of MCP 2025-06-18 and later: send one message per request."));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/ascii.h"
+#include "core/json_read.h"
 #include "core/sha256.h"
 #include "sse/sse_parser.h"
 
@@ -63,7 +64,7 @@ class AnswerSink final : public SseSink {
   }
   static std::optional<bj::object> response(std::string_view text, std::string_view id) {
     boost::system::error_code ec;
-    bj::value v = bj::parse(text, ec);
+    bj::value v = readJson(text, ec);
     if (ec || !v.is_object()) return std::nullopt;
     bj::object& o = v.get_object();
     const bj::value* mid = o.if_contains("id");

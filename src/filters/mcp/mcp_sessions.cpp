@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "filters/mcp/mcp_messages.h"
 #include "filters/worker_services.h"
@@ -27,7 +28,7 @@ std::string upstreamKey(std::string_view sid, std::string_view server) { return 
 // An upstream session's record ({"session","protocol"}); none if it is damaged.
 std::optional<UpstreamSession> upstreamOf(std::string_view record, std::string_view protocol) {
   boost::system::error_code ec;
-  const bj::value v = bj::parse(record, ec);
+  const bj::value v = readJson(record, ec);
   if (ec || !v.is_object()) return std::nullopt;
   return UpstreamSession{std::string(json::strOr(v.get_object(), "session")), std::string(json::strOr(v.get_object(), "protocol", protocol))};
 }
@@ -95,7 +96,7 @@ void Sessions::find(const std::string& sid, const std::string& owner, const std:
     if (r.status == Status::Unavailable) return done(Lookup::StoreDown, nullptr);
     if (r.status != Status::Found) return done(Lookup::NotFound, nullptr);
     boost::system::error_code ec;
-    const bj::value v = bj::parse(r.value, ec);
+    const bj::value v = readJson(r.value, ec);
     if (ec || !v.is_object()) return done(Lookup::NotFound, nullptr);
     auto s = std::make_shared<Session>();
     s->owner = std::string(json::strOr(v.get_object(), "owner"));

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "filters/mcp/mcp_sessions.h"
 #include "store/state_store.h"
@@ -19,7 +20,7 @@ void ToolPins::refresh() {
   pins_.clear();
   for (const auto& r : store_.records(kPinNamespace)) {
     boost::system::error_code ec;
-    const bj::value v = bj::parse(r.json, ec);
+    const bj::value v = readJson(r.json, ec);
     Pin& p = pins_[r.id];
     if (ec || !v.is_object()) {
       p.readable = false;
@@ -55,7 +56,7 @@ bool ToolPins::holds(const std::string& server, std::string_view tool, std::stri
   for (const auto& r : store_.records(kPinNamespace)) {
     if (r.id != id) continue;
     boost::system::error_code ec;
-    bj::value v = bj::parse(r.json, ec);
+    bj::value v = readJson(r.json, ec);
     if (ec || !v.is_object()) break;
     v.get_object()["pending"] = bj::object{{"fingerprint", fingerprint}, {"definition", definition}, {"seen_at", nowMs() / 1000}};
     store_.putRecord(kPinNamespace, id, bj::serialize(v), [id](std::optional<std::string> error) {

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <set>
 
+#include "core/json_read.h"
 #include "core/sha256.h"
 #include "http/query.h"
 #include "translate/response_ids.h"
@@ -77,7 +78,7 @@ std::string recordKey(std::string_view scope, std::string_view response_key) {
 
 std::optional<Record> parseRecord(std::string_view text) {
   boost::system::error_code ec;
-  bj::value v = bj::parse(text, ec);
+  bj::value v = readJson(text, ec);
   if (ec || !v.is_object()) return std::nullopt;
   bj::object& o = v.get_object();
   bj::value* response = o.if_contains("response");

@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "filters/responses/response_records.h"
 #include "http/request_inspect.h"
@@ -101,7 +102,7 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
       return FilterStatus::Continue;
     if (jsonDeeperThan(body, ctx.config->server.max_json_depth)) return FilterStatus::Continue;  // the router says why
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (ec || !v.is_object()) return FilterStatus::Continue;  // the router says why
     auto lookup = std::make_unique<Lookup>();
     lookup->wanted = stored_responses::wantedBy(v.get_object());
@@ -337,11 +338,11 @@ class StoredResponsesFilter final : public FilterWithState<StoredResponsesState>
   bool keep(RequestContext& ctx, StoredResponsesState& st) {
     const ResponsesConfig& cfg = ctx.config->responses;
     boost::system::error_code ec;
-    bj::value request = bj::parse(ctx.body, ec);
+    bj::value request = readJson(ctx.body, ec);
     if (ec || !request.is_object()) return false;
     if (const bj::value* s = request.get_object().if_contains("store"); s && s->is_bool() && !s->get_bool()) return false;
     std::string text = ctx.streaming ? std::move(st.sink.response_event) : std::move(st.body);
-    bj::value answer = bj::parse(text, ec);
+    bj::value answer = readJson(text, ec);
     if (ec || !answer.is_object()) {
       count("store", "error");
       return false;

@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include "core/ascii.h"
+#include "core/json_read.h"
 #include "providers/provider.h"
 #include "providers/translation.h"
 
@@ -70,7 +71,7 @@ class McpAdapter final : public ProviderAdapter {
   std::unique_ptr<ResponseTranslator> responseTranslator(const RequestContext& ctx, const UpstreamRequest& request,
                                                          const ProviderRuntime&) const override {
     boost::system::error_code ec;
-    const bj::value v = bj::parse(request.body, ec);
+    const bj::value v = readJson(request.body, ec);
     const bj::value* id = !ec && v.is_object() ? v.get_object().if_contains("id") : nullptr;
     return std::make_unique<McpTranslator>(id && (id->is_string() || id->is_int64() || id->is_uint64()) ? bj::serialize(*id) : std::string());
   }

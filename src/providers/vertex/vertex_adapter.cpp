@@ -10,6 +10,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "cloud_auth/google_credentials.h"
+#include "core/json_read.h"
 #include "providers/cloud_token.h"
 #include "providers/translation.h"
 #include "providers/vertex/vertex_embeddings.h"
@@ -116,7 +117,7 @@ class VertexAnthropicPassThrough final : public ResponseTranslator {
   void onBody(std::string& body, RequestContext& ctx) override {
     if (ctx.status >= 200 && ctx.status < 300) return inner_->onBody(body, ctx);
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (!ec && v.is_array() && !v.get_array().empty()) v = v.get_array().front();
     const bj::object* o = !ec ? v.if_object() : nullptr;
     const bool google = o && !o->contains("type") && o->contains("error") && o->at("error").is_object() &&
@@ -182,7 +183,7 @@ class VertexAnthropic final : public TranslatingAdapter {
   // is Vertex's own.
   static std::optional<Error> forVertex(std::string& body) {
     boost::system::error_code ec;
-    bj::value v = bj::parse(body, ec);
+    bj::value v = readJson(body, ec);
     if (ec || !v.is_object()) return Error{ErrorKind::InvalidJson, "The request body is not a JSON object."};
     bj::object& o = v.get_object();
     o.erase("model");

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/base64.h"
+#include "core/json_read.h"
 #include "providers/translation.h"
 #include "translate/gemini_codec.h"
 
@@ -43,7 +44,7 @@ class EmbeddingsTranslator final : public ResponseTranslator {
       return;
     }
     boost::system::error_code ec;
-    const bj::value v = bj::parse(body, ec);
+    const bj::value v = readJson(body, ec);
     const bj::value* predictions = !ec && v.is_object() ? v.get_object().if_contains("predictions") : nullptr;
     if (!predictions || !predictions->is_array()) return bad(body, ctx, "an answer without predictions");
     bj::array data;
@@ -108,7 +109,7 @@ class EmbeddingsTranslator final : public ResponseTranslator {
 
 std::variant<std::string, Error> vertexEmbeddingsBody(std::string_view openai_body) {
   boost::system::error_code ec;
-  const bj::value v = bj::parse(openai_body, ec);
+  const bj::value v = readJson(openai_body, ec);
   if (ec || !v.is_object()) return Error{ErrorKind::InvalidJson, "The request body is not a JSON object."};
   const bj::object& o = v.get_object();
   const bj::value* input = o.if_contains("input");
@@ -144,7 +145,7 @@ std::variant<std::string, Error> vertexEmbeddingsBody(std::string_view openai_bo
 
 bool wantsBase64Embeddings(std::string_view openai_body) {
   boost::system::error_code ec;
-  const bj::value v = bj::parse(openai_body, ec);
+  const bj::value v = readJson(openai_body, ec);
   if (ec || !v.is_object()) return false;
   const bj::value* f = v.get_object().if_contains("encoding_format");
   return f && f->is_string() && f->get_string() == "base64";

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <chrono>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "store/redis/redis_connection.h"
 #include "store/redis/redis_detail.h"
@@ -260,7 +261,7 @@ void RedisStore::getIdempotent(std::string_view key, std::function<void(std::opt
     Idempotent out;
     if (r->type == RedisReply::Type::String) {
       boost::system::error_code ec;
-      auto v = boost::json::parse(r->str, ec);
+      auto v = readJson(r->str, ec);
       const auto* o = ec ? nullptr : v.if_object();
       auto text = [&](std::string_view f) { return o && o->contains(f) && o->at(f).is_string() ? std::string(o->at(f).as_string()) : std::string(); };
       auto body = base64Decode(text("body"));

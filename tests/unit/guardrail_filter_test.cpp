@@ -150,15 +150,21 @@ TEST(GuardrailFilter, ChatEventsReadWithoutADomGiveTheDomsTexts) {
     boost::json::value doc = boost::json::parse(text);
     gt::EventTexts dom;
     gt::eventTexts(Endpoint::ChatCompletions, doc, dom);
-    gt::ChatEventTexts fast;
-    ASSERT_TRUE(gt::chatEventTexts(text, fast));
-    ASSERT_EQ(fast.pieces.size(), dom.pieces.size());
-    for (std::size_t i = 0; i < dom.pieces.size(); ++i) {
-      EXPECT_EQ(fast.pieces[i].channel, dom.pieces[i].channel);
-      EXPECT_EQ(fast.pieces[i].text, std::string_view(*dom.pieces[i].text));
-      EXPECT_EQ(dom.pieces[i].target, guardrails::kOutput);
+    // Copied (a multi-line event), and in place with a stream's next event after it.
+    std::string stream = text + "\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"next\"}}]}\n\n";
+    stream.append(gt::kEventPadding, '"');
+    for (const bool padded : {false, true}) {
+      SCOPED_TRACE(padded ? "in place" : "copied");
+      gt::ChatEventTexts fast;
+      ASSERT_TRUE(gt::chatEventTexts(padded ? std::string_view(stream).substr(0, text.size()) : std::string_view(text), padded, fast));
+      ASSERT_EQ(fast.pieces.size(), dom.pieces.size());
+      for (std::size_t i = 0; i < dom.pieces.size(); ++i) {
+        EXPECT_EQ(fast.pieces[i].channel, dom.pieces[i].channel);
+        EXPECT_EQ(fast.pieces[i].text, std::string_view(*dom.pieces[i].text));
+        EXPECT_EQ(dom.pieces[i].target, guardrails::kOutput);
+      }
+      EXPECT_EQ(fast.closes, dom.closes);
     }
-    EXPECT_EQ(fast.closes, dom.closes);
   }
   // Declined: tool calls (the DOM reads them), and what is not one JSON object.
   gt::ChatEventTexts fast;
@@ -166,7 +172,11 @@ TEST(GuardrailFilter, ChatEventsReadWithoutADomGiveTheDomsTexts) {
                            R"({"choices":[{"index":0,"delta":{"content":"a"}}]} trailing)",
                            R"({"choices":[{"index":0,"delta":{"content":"a)", R"({"choices":[{"delta":{"content":"\x"}}]})"}) {
     SCOPED_TRACE(text);
-    EXPECT_FALSE(gt::chatEventTexts(text, fast));
+    EXPECT_FALSE(gt::chatEventTexts(text, false, fast));
+    // In place, with bytes after it that would complete a cut event: not read.
+    std::string stream = std::string(text) + "\"}}]}\n\n";
+    stream.append(gt::kEventPadding, ' ');
+    EXPECT_FALSE(gt::chatEventTexts(std::string_view(stream).substr(0, std::string_view(text).size()), true, fast));
   }
 }
 

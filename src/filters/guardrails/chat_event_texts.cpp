@@ -56,14 +56,20 @@ bool readChoice(od::value element, Choice& c) {
 
 }  // namespace
 
-bool chatEventTexts(std::string_view event, ChatEventTexts& out) {
+static_assert(kEventPadding >= simdjson::SIMDJSON_PADDING);
+
+bool chatEventTexts(std::string_view event, bool padded, ChatEventTexts& out) {
   thread_local od::parser parser;
   out.pieces.clear();
   out.closes.clear();
-  out.padded.assign(event);
-  out.padded.append(simdjson::SIMDJSON_PADDING, '\0');
+  const char* at = event.data();
+  if (!padded) {
+    out.padded.assign(event);
+    out.padded.append(kEventPadding, '\0');
+    at = out.padded.data();
+  }
   od::document doc;
-  if (parser.iterate(out.padded.data(), event.size(), out.padded.size()).get(doc) != simdjson::SUCCESS) return false;
+  if (parser.iterate(at, event.size(), event.size() + kEventPadding).get(doc) != simdjson::SUCCESS) return false;
   od::object root;
   if (doc.get_object().get(root) != simdjson::SUCCESS) return false;
   thread_local std::vector<Choice> choices;  // the last "choices" key's (its memory reused)

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_read.h"
 #include "core/log.h"
 #include "filters/guardrails/chat_event_texts.h"
 #include "filters/guardrails/guarded_texts.h"
@@ -50,6 +51,11 @@ struct Channel {
   std::size_t size = 0;  // original bytes so far
   std::vector<std::pair<std::size_t, TextStream>> streams;  // (policy index, its matcher)
   std::vector<Redaction> redactions;                       // sorted, disjoint
+  // Text that arrived since the matchers last ran: they run once a piece of the stream,
+  // not once an event (a whole answer is ~20 events of a few bytes each, and a scan's
+  // fixed cost was most of a guarded event's).
+  std::string unscanned;
+  bool queued = false;  // listed in GuardState::to_scan
   bool closed = false;
   std::size_t safeEnd() const {
     if (closed) return size;
@@ -62,8 +68,8 @@ struct Channel {
 // Boost.JSON stops at 32 levels by default, below what the router lets in
 // (server.max_json_depth, 128): a body nested deeper in a field the rules ignore was let
 // through unchecked. A request is read to the router's bound; answers and events to 1,024
-// levels (more than common clients read: Python's json stops near 1,000).
-constexpr std::size_t kAnswerDepth = 1024;
+// levels as every reader does (core/json_read.h; Python's json stops near 1,000).
+constexpr std::size_t kAnswerDepth = kJsonReadDepth;
 inline json::parse_options depthLimit(std::size_t depth) {
   json::parse_options o;
   o.max_depth = depth;
@@ -76,7 +82,7 @@ struct Segment {
 };
 
 struct HeldEvent {
-  std::string raw;  // with its blank line
+  std::size_t begin, end;  // its bytes (with its blank line) in GuardState::bytes, as stream offsets
   boost::container::small_vector<Segment, 2> segments;  // nearly always one: no allocation
   bool full = false;  // repeats whole texts (Responses' done events)
 };
@@ -111,10 +117,17 @@ struct GuardState {
   std::string signals;  // the notes, "policy/rule:score:signal+signal,..." (records only)
   bool streaming = false;
   bool blocked = false;
-  std::string pending;   // an event not complete yet
+  // The stream's bytes from the first held event on: the held events, then an event
+  // not complete yet (from `scanned`). One buffer, not a string an event: no copy and no
+  // allocation an event, and simdjson reads an event in place (see appendPadded).
+  std::string bytes;
+  std::size_t base = 0;     // stream offset of bytes[0]
+  std::size_t scanned = 0;  // stream offset where the incomplete event begins
   std::deque<HeldEvent> held;
   std::size_t held_bytes = 0;
+  std::string_view raw(const HeldEvent& ev) const { return std::string_view(bytes).substr(ev.begin - base, ev.end - ev.begin); }
   std::vector<Channel> channels;
+  std::vector<std::size_t> to_scan;  // channels with unscanned text, in order of arrival
   std::string out;
   Error block_error;
   Endpoint endpoint = Endpoint::None;
@@ -402,9 +415,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     GuardState& st = state(ctx);
     if (!st.streaming) return;
     if (data.aborted()) {  // held text is never sent
-      st.held.clear();
-      st.held_bytes = 0;
-      st.pending.clear();
+      dropHeld(st);
       return;
     }
     if (st.cut) {
@@ -413,33 +424,35 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     }
     st.out.clear();
     if (!st.blocked) {  // a moderation verdict may have blocked it since the last piece
-      st.pending.append(data.bytes());
-      std::size_t pos = 0;
+      appendPadded(st.bytes, data.bytes());
+      std::size_t pos = st.scanned - st.base;
       // The first "\r\n\r\n" at or after pos, searched again only once pos has passed it
       // (searched for every event, a whole answer in one piece was scanned to its end each
       // time: most streams have none).
-      std::size_t crlf = st.pending.find("\r\n\r\n");
+      std::size_t crlf = st.bytes.find("\r\n\r\n", pos);
       for (;;) {
-        const std::size_t lf = st.pending.find("\n\n", pos);
-        if (crlf != std::string::npos && crlf < pos) crlf = st.pending.find("\r\n\r\n", pos);
+        const std::size_t lf = st.bytes.find("\n\n", pos);
+        if (crlf != std::string::npos && crlf < pos) crlf = st.bytes.find("\r\n\r\n", pos);
         if (lf == std::string::npos && crlf == std::string::npos) break;
         const std::size_t end = crlf < lf ? crlf + 4 : lf + 2;
-        event(ctx, st, std::string_view(st.pending).substr(pos, end - pos));
+        event(ctx, st, pos, end);
         pos = end;
         if (st.blocked) break;
       }
-      st.pending.erase(0, pos);
       if (data.last() && !st.blocked && !st.ended) {
         st.ended = true;
-        if (!st.pending.empty()) {
-          event(ctx, st, st.pending);
-          st.pending.clear();
+        if (pos < st.bytes.size()) {
+          event(ctx, st, pos, st.bytes.size());
+          pos = st.bytes.size();
         }
         for (std::size_t c = 0; c < st.channels.size(); ++c) closeChannel(ctx, st, c);
       }
+      st.scanned = st.base + pos;
+      scanAll(ctx, st);
     }
     if (!st.blocked) st.moderation.check(st.ended);
     if (!st.blocked) release(ctx, st);
+    if (!st.blocked) forgetReleased(st);
     const bool waits = !st.blocked && st.moderation.busy(st.ended);
     // A streamed answer that ended normally: its quality checked without delaying anything.
     if (st.ended && !st.blocked && !waits)
@@ -447,8 +460,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (st.blocked) {
       // What is held back is dropped: it holds the match, or text the block cuts off.
       st.cut = true;
-      st.held.clear();
-      st.held_bytes = 0;
+      dropHeld(st);
       data.replace(st.out);
       data.fail(st.block_error);
       return;
@@ -627,9 +639,29 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     return st.channels.size() - 1;
   }
 
+  // Runs a channel's matchers over the text that arrived since they last ran.
+  void scan(RequestContext& ctx, GuardState& st, std::size_t c) {
+    Channel& ch = st.channels[c];
+    if (ch.unscanned.empty()) return;
+    for (auto& [p, stream] : ch.streams) {
+      stream.feed(ch.unscanned, scratch_, hits_);
+      onHits(ctx, st, ch, *st.policies[p], hits_);
+    }
+    ch.unscanned.clear();
+  }
+
+  void scanAll(RequestContext& ctx, GuardState& st) {
+    for (std::size_t c : st.to_scan) {
+      st.channels[c].queued = false;
+      scan(ctx, st, c);
+    }
+    st.to_scan.clear();
+  }
+
   void closeChannel(RequestContext& ctx, GuardState& st, std::size_t c) {
     Channel& ch = st.channels[c];
     if (ch.closed) return;
+    scan(ctx, st, c);
     ch.closed = true;
     std::vector<RuleHit> hits;
     for (auto& [p, stream] : ch.streams) {
@@ -666,11 +698,11 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     return lines == 1 ? single : std::string_view(joined);
   }
 
-  void event(RequestContext& ctx, GuardState& st, std::string_view raw) {
-    HeldEvent ev;
-    ev.raw.assign(raw);
+  // The event at bytes[begin, end), checked and held.
+  void event(RequestContext& ctx, GuardState& st, std::size_t begin, std::size_t end) {
+    HeldEvent ev{st.base + begin, st.base + end, {}, false};
     std::string joined;
-    const std::string_view data = eventData(ev.raw, joined);
+    const std::string_view data = eventData(st.raw(ev), joined);
     // One text of the event into its channel's scanners; false when the stream stopped.
     auto feed = [&](unsigned channel, std::uint8_t target, std::string_view text) {
       const std::size_t c = channelOf(st, channel, target);
@@ -684,9 +716,12 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       ch.size += text.size();
       if (target == guardrails::kOutput) st.moderation.feed(c, text);
       ev.segments.push_back(Segment{c, begin, ch.size});
-      for (auto& [p, stream] : ch.streams) {
-        stream.feed(text, scratch_, hits_);
-        onHits(ctx, st, ch, *st.policies[p], hits_);
+      if (!ch.streams.empty()) {
+        ch.unscanned.append(text);
+        if (!ch.queued) {
+          ch.queued = true;
+          st.to_scan.push_back(c);
+        }
       }
       return true;
     };
@@ -695,7 +730,9 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         if (st.channels[c].id / 1024 == base / 1024) closeChannel(ctx, st, c);
     };
     if (!data.empty() && data.front() == '{') {
-      if (ctx.endpoint == Endpoint::ChatCompletions && guardrail_texts::chatEventTexts(data, chat_texts_)) {
+      // A one-line event's data lies inside `bytes`, whose padding appendPadded keeps.
+      const bool padded = joined.empty();
+      if (ctx.endpoint == Endpoint::ChatCompletions && guardrail_texts::chatEventTexts(data, padded, chat_texts_)) {
         // The usual chat chunk, read without a DOM (chat_event_texts.h).
         for (const auto& piece : chat_texts_.pieces)
           if (!feed(piece.channel, guardrails::kOutput, piece.text)) return;
@@ -716,8 +753,8 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         }
       }
     }
-    st.held_bytes += ev.raw.size();
-    st.held.push_back(std::move(ev));
+    st.held_bytes += ev.end - ev.begin;
+    st.held.push_back(ev);
     if (st.held_bytes > kMaxHeldBytes) stopUnchecked(ctx, st, "more than 1 MiB of it waited on a match that never completed");
   }
 
@@ -730,8 +767,47 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     log::warn("guardrail stream stopped", {{"request_id", ctx.request_id}, {"reason", why}});
   }
 
-  // Sends the held events no match can still reach, in order, rewritten where masked.
+  // Appends `more` keeping simdjson's padding readable past the end (its content does
+  // not matter to simdjson; the bytes are written once so that no checker sees a read of
+  // memory never written): every one-line event in the buffer is read in place.
+  static void appendPadded(std::string& bytes, std::string_view more) {
+    const std::size_t size = bytes.size() + more.size();
+    if (bytes.capacity() < size + guardrail_texts::kEventPadding) {
+      bytes.reserve(std::max(size + guardrail_texts::kEventPadding, 2 * bytes.capacity()));
+      bytes.append(more);
+      bytes.append(guardrail_texts::kEventPadding, '\0');
+      bytes.resize(size);
+    } else {
+      bytes.append(more);
+    }
+  }
+
+  static void dropHeld(GuardState& st) {
+    st.held.clear();
+    st.held_bytes = 0;
+    st.base += st.bytes.size();
+    st.scanned = st.base;
+    st.bytes.clear();
+  }
+
+  // Forgets the bytes before the first event still held (or the incomplete one).
+  static void forgetReleased(GuardState& st) {
+    const std::size_t keep = st.held.empty() ? st.scanned : st.held.front().begin;
+    const std::size_t n = keep - st.base;
+    if (n == 0) return;
+    if (n == st.bytes.size()) st.bytes.clear();
+    else st.bytes.erase(0, n);
+    st.base = keep;
+  }
+
+  // Sends the held events no match can still reach, in order, rewritten where masked;
+  // a run of events sent as they came is one append.
   void release(RequestContext& ctx, GuardState& st) {
+    std::size_t run_begin = 0, run_end = 0;
+    auto flush = [&] {
+      if (run_end > run_begin) st.out.append(st.bytes, run_begin - st.base, run_end - run_begin);
+      run_begin = run_end = 0;
+    };
     while (!st.held.empty()) {
       HeldEvent& ev = st.held.front();
       bool ready = true, masked = false;
@@ -741,19 +817,28 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         for (const Redaction& r : ch.redactions)
           if (r.begin < s.end && r.end > s.begin) masked = true;
       }
-      if (!ready) return;
-      if (masked || ev.full) rewrite(ctx, st, ev);
-      else st.out += ev.raw;
-      if (st.blocked) return;  // a whole text repeated in a done event held a blocked match
-      st.held_bytes -= ev.raw.size();
+      if (!ready) break;
+      if (masked || ev.full) {
+        flush();
+        rewrite(ctx, st, ev);
+        if (st.blocked) return;  // a whole text repeated in a done event held a blocked match
+      } else {
+        if (run_end != ev.begin) {
+          flush();
+          run_begin = ev.begin;
+        }
+        run_end = ev.end;
+      }
+      st.held_bytes -= ev.end - ev.begin;
       st.held.pop_front();
     }
+    flush();
   }
 
   void rewrite(RequestContext& ctx, GuardState& st, HeldEvent& ev) {
     std::string joined;
     json::error_code ec;
-    json::value doc = json::parse(eventData(ev.raw, joined), ec, {}, depthLimit(kAnswerDepth));
+    json::value doc = json::parse(eventData(st.raw(ev), joined), ec, {}, depthLimit(kAnswerDepth));
     if (ec) return;  // parsed before: not reached; the event is dropped rather than leak
     guardrail_texts::EventTexts texts;
     // The endpoint only decides the walk; the event was walked with it before.
@@ -768,7 +853,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         return;
       }
       if (!v.changed) {
-        st.out += ev.raw;
+        st.out += st.raw(ev);
         return;
       }
     } else {
@@ -788,7 +873,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     std::string out;
     bool data_done = false;
     std::size_t at = 0;
-    const std::string_view raw = ev.raw;
+    const std::string_view raw = st.raw(ev);
     while (at < raw.size()) {
       std::size_t nl = raw.find('\n', at);
       if (nl == std::string_view::npos) nl = raw.size();

@@ -249,6 +249,48 @@ describe('guardrails on streams', () => {
   });
 });
 
+// An upstream whose answer or stream event is not JSON: the guardrails cannot read its
+// texts, so the answer is not given (before: it went to the client unchecked, a card
+// number in it unmasked).
+describe('an answer the guardrails cannot read', () => {
+  it('is not given: a whole answer becomes a 502, a stream ends with the error event before it', async (t) => {
+    const server = http.createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        const chunk = (content) => JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+        if (body.stream) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          // The second event is cut inside its text: not JSON.
+          res.end(`data: ${chunk('Your card: ')}\n\ndata: {"id":"c1","choices":[{"index":0,"delta":{"content":"${CARD}"\n\ndata: [DONE]\n\n`);
+        } else {
+          const answer = { id: 'c1', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: `Your card: ${CARD}` }, finish_reason: 'stop' }] };
+          res.writeHead(200, { 'content-type': 'application/json' }).end(`${JSON.stringify(answer)} }`);  // a stray brace after it
+        }
+      });
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    t.after(() => server.close());
+    const config = gatewayConfig({ providers: [openaiProvider('raw', `http://127.0.0.1:${server.address().port}/v1`)], models: [{ name: 'm', provider: 'raw' }] });
+    config.guardrails = { policies: [POLICIES[0]] };
+    const g = await startTahua({ config });
+    t.after(() => g.kill());
+
+    const whole = await request(g.url, '/v1/chat/completions', { method: 'POST', json: { model: 'm', messages: [{ role: 'user', content: 'card?' }] } });
+    expectError(whole, 502, 'upstream_bad_response');
+    assert.match(whole.json.error.message, /could not be checked by the guardrails/);
+    assert.doesNotMatch(whole.text, /1111/);
+
+    const stream = await request(g.url, '/v1/chat/completions', { method: 'POST', json: { model: 'm', stream: true, messages: [{ role: 'user', content: 'card?' }] } });
+    assert.equal(stream.status, 200);
+    assert.doesNotMatch(stream.text, /1111/);
+    const last = parseSse(stream.text).at(-1).json;
+    assert.equal(last?.error?.code, 'upstream_bad_response', stream.text);
+    assert.match(last.error.message, /could not be checked by the guardrails: an event that is not JSON/);
+  });
+});
+
 describe('the injection heuristic: everyday questions, what the operator sees, a policy\'s own threshold and allow list', () => {
   it('an everyday question passes; a blocked attack names its score and signals in the records and the log line, not the answer', async (t) => {
     const up = await startMockUpstream({ t });

@@ -200,9 +200,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       st.moderates_answer = st.moderates_answer || OutputModeration::inspectsAnswers(pol);
       request_targets |= pol.rules->targets() & guardrails::kRequestTargets;
     }
-    const bool answering = ctx.endpoint == Endpoint::ChatCompletions || ctx.endpoint == Endpoint::Completions ||
-                           ctx.endpoint == Endpoint::Messages || ctx.endpoint == Endpoint::Responses;
-    if (answering) st.quality.choose(st.policies);
+    if (answersInJson(ctx.endpoint)) st.quality.choose(st.policies);
     if (!request_targets && !st.quality.chosen()) return FilterStatus::Continue;
     if (ctx.endpoint == Endpoint::StoredResponse || ctx.endpoint == Endpoint::Models || ctx.endpoint == Endpoint::CountTokens)
       return FilterStatus::Continue;
@@ -387,7 +385,18 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     json::monotonic_resource arena(arena_, sizeof arena_);
     json::error_code ec;
     json::value doc = json::parse(body, ec, &arena, depthLimit(kAnswerDepth));
-    if (ec) return;
+    if (ec) {
+      // An answer of the APIs that answer in JSON that is not JSON (or nests deeper than
+      // any reader takes) cannot be checked: it is not given, as an unchecked moderation
+      // rule that fails closed. Other endpoints may answer in other formats (audio).
+      if (!answersInJson(ctx.endpoint)) return;
+      const Error e{ErrorKind::UpstreamBadResponse, "The answer could not be checked by the guardrails: it is not JSON."};
+      log::warn("guardrail answer refused", {{"request_id", ctx.request_id}, {"reason", "not JSON"}});
+      ctx.fail(e);
+      ctx.status = e.httpStatus();
+      body = ctx.errorBody(e);
+      return;
+    }
     std::vector<Text> texts;
     guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
     const TextVerdict v = checkTexts(ctx, st, texts, "output", false);
@@ -626,6 +635,11 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
 
   static constexpr std::size_t kNoChannel = static_cast<std::size_t>(-1);
 
+  // The APIs whose answers and stream events are JSON with the model's text in them.
+  static bool answersInJson(Endpoint e) {
+    return e == Endpoint::ChatCompletions || e == Endpoint::Completions || e == Endpoint::Messages || e == Endpoint::Responses;
+  }
+
   std::size_t channelOf(GuardState& st, unsigned id, std::uint8_t target) {
     for (std::size_t i = 0; i < st.channels.size(); ++i)
       if (st.channels[i].id == id && st.channels[i].target == target) return i;
@@ -742,15 +756,18 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         json::monotonic_resource arena(arena_, sizeof arena_);
         json::error_code ec;
         json::value doc = json::parse(data, ec, &arena, depthLimit(kAnswerDepth));
-        if (!ec) {
-          guardrail_texts::EventTexts texts;
-          guardrail_texts::eventTexts(ctx.endpoint, doc, texts);
-          ev.full = texts.full;
-          if (!texts.full)
-            for (const Text& t : texts.pieces)
-              if (!feed(t.channel, t.target, std::string_view(*t.text))) return;
-          for (unsigned base : texts.closes) close(base);
+        if (ec) {
+          // Its texts cannot be read: the stream ends here, nothing held is sent.
+          stopUnchecked(ctx, st, "an event that is not JSON");
+          return;
         }
+        guardrail_texts::EventTexts texts;
+        guardrail_texts::eventTexts(ctx.endpoint, doc, texts);
+        ev.full = texts.full;
+        if (!texts.full)
+          for (const Text& t : texts.pieces)
+            if (!feed(t.channel, t.target, std::string_view(*t.text))) return;
+        for (unsigned base : texts.closes) close(base);
       }
     }
     st.held_bytes += ev.end - ev.begin;

@@ -311,6 +311,7 @@ function streamTraceIds() {
 const THREADS = [
   ['worker', 'tahua::Worker::run()'],
   ['trace exporter', 'tahua::TraceExporter::run()'],
+  ['usage sinks', 'tahua::UsageExporter::runSink('],
   ['usage exporter', 'tahua::UsageExporter::run()'],
   ['log writer', 'tahua::LogFile::run()'],
   ['main', 'tahua::Gateway::run()'],

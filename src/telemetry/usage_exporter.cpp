@@ -25,6 +25,11 @@ std::size_t countLines(std::string_view s) { return static_cast<std::size_t>(std
 }  // namespace
 
 struct UsageExporter::Sink {
+  // A formatted batch, shared by every sink's queue (the last one done frees it).
+  struct Batch {
+    std::shared_ptr<const JsonBuf> lines;
+    std::size_t records = 0;
+  };
   std::string name;
   std::unique_ptr<UsageSink> out;
   std::string spill_path;
@@ -36,6 +41,28 @@ struct UsageExporter::Sink {
   std::atomic<std::uint64_t> spill_size{0};
   std::atomic<std::uint64_t> delivered{0}, failures{0}, dropped{0};
   Clock::time_point last_drop_log{};
+  // Its thread and what waits for it.
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Batch> inbox;  // guarded by mu
+  bool closing = false;     // guarded by mu: deliver or spill the inbox, then stop
+  std::atomic<std::uint64_t> handled{0};  // records delivered, spilled or dropped
+
+  void post(Batch batch) {
+    {
+      std::lock_guard lock(mu);
+      inbox.push_back(std::move(batch));
+    }
+    cv.notify_one();
+  }
+  void close() {
+    {
+      std::lock_guard lock(mu);
+      closing = true;
+    }
+    cv.notify_one();
+  }
 
   ~Sink() {
     if (spill_fd >= 0) ::close(spill_fd);
@@ -79,6 +106,11 @@ std::unique_ptr<UsageExporter> UsageExporter::start(const UsageConfig& config, s
                {{"records", static_cast<std::int64_t>(accepted - handled)}});
   }
   e->writeState(false);
+  for (std::size_t i = 0; i < e->sinks_.size(); ++i)
+    e->sinks_[i]->thread = std::thread([p = e.get(), &sink = *e->sinks_[i], i] {
+      nameThisThread("tahua-usage-" + std::to_string(i));
+      p->runSink(sink);
+    });
   e->thread_ = std::thread([p = e.get()] {
     nameThisThread("tahua-usage");
     p->run();
@@ -116,6 +148,7 @@ UsageExporter::Stats UsageExporter::stats() const {
   return s;
 }
 
+// The exporter's thread: formats what the workers handed over, once, for every sink.
 void UsageExporter::run() {
   auto last_state = Clock::now();
   for (;;) {
@@ -123,43 +156,68 @@ void UsageExporter::run() {
     const bool closing = batches.empty() && queue_.closed();
     for (const auto& b : batches) {
       // The workers' packed records become the JSON lines every sink gets (and a spill keeps).
-      lines_.clear();
-      formatUsageRecords(b.data.view(), lines_);
-      handle(lines_.view(), b.items);
-      handled_.fetch_add(b.items, std::memory_order_relaxed);
+      auto lines = std::make_shared<JsonBuf>();
+      formatUsageRecords(b.data.view(), *lines);
+      for (auto& s : sinks_) s->post(Sink::Batch{lines, b.items});
+      formatted_ += b.items;
     }
+    queue_.recycle(batches);
     if (closing) break;
     const auto now = Clock::now();
-    for (auto& s : sinks_) {
-      if (s->spill_size.load(std::memory_order_relaxed) > 0 && now >= s->next_retry) replay(*s);
-      s->out->tick();
-    }
     if (!batches.empty() || now - last_state >= std::chrono::seconds(1)) {
       writeState(false);
       last_state = now;
     }
-    queue_.recycle(batches);
   }
-  writeState(handled_.load() == queue_.accepted());
+  for (auto& s : sinks_) s->close();
+  for (auto& s : sinks_)
+    if (s->thread.joinable()) s->thread.join();
+  writeState(handled() == queue_.accepted());
 }
 
-void UsageExporter::handle(std::string_view lines, std::size_t records) {
-  for (auto& s : sinks_) {
-    if (s->spill_size.load(std::memory_order_relaxed) > 0) {  // behind its spill: keep the order
-      spill(*s, lines, records);
-      continue;
+// A sink's thread: delivers its batches in order (or spills them), and replays its spill.
+void UsageExporter::runSink(Sink& s) {
+  std::deque<Sink::Batch> work;
+  for (;;) {
+    bool closing = false;
+    {
+      std::unique_lock lock(s.mu);
+      s.cv.wait_for(lock, Millis(250), [&] { return !s.inbox.empty() || s.closing; });
+      work.swap(s.inbox);
+      closing = s.closing && work.empty();
     }
-    std::string error;
-    if (s->out->deliver(lines, error)) {
-      s->delivered.fetch_add(records, std::memory_order_relaxed);
-      continue;
+    for (auto& b : work) {
+      handle(s, b.lines->view(), b.records);
+      s.handled.fetch_add(b.records, std::memory_order_relaxed);
     }
-    s->failures.fetch_add(1, std::memory_order_relaxed);
-    if (s->up.exchange(false)) log::warn("usage sink failed; spilling its records until it is back", {{"sink", s->name}, {"error", error}});
-    s->backoff = config_.retry_backoff;
-    s->next_retry = Clock::now() + s->backoff;
-    spill(*s, lines, records);
+    work.clear();
+    if (closing) break;
+    if (s.spill_size.load(std::memory_order_relaxed) > 0 && Clock::now() >= s.next_retry) replay(s);
+    s.out->tick();
   }
+}
+
+std::uint64_t UsageExporter::handled() const {
+  std::uint64_t least = formatted_;
+  for (const auto& s : sinks_) least = std::min(least, s->handled.load(std::memory_order_relaxed));
+  return least;
+}
+
+void UsageExporter::handle(Sink& s, std::string_view lines, std::size_t records) {
+  if (s.spill_size.load(std::memory_order_relaxed) > 0) {  // behind its spill: keep the order
+    spill(s, lines, records);
+    return;
+  }
+  std::string error;
+  if (s.out->deliver(lines, error)) {
+    s.delivered.fetch_add(records, std::memory_order_relaxed);
+    return;
+  }
+  s.failures.fetch_add(1, std::memory_order_relaxed);
+  if (s.up.exchange(false)) log::warn("usage sink failed; spilling its records until it is back", {{"sink", s.name}, {"error", error}});
+  s.backoff = config_.retry_backoff;
+  s.next_retry = Clock::now() + s.backoff;
+  spill(s, lines, records);
 }
 
 void UsageExporter::spill(Sink& s, std::string_view lines, std::size_t records) {
@@ -239,7 +297,7 @@ void UsageExporter::writeState(bool clean) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::trunc);
-    f << queue_.accepted() << ' ' << handled_.load() << ' ' << (clean ? "clean" : "running") << '\n';
+    f << queue_.accepted() << ' ' << handled() << ' ' << (clean ? "clean" : "running") << '\n';
   }
   std::rename(tmp.c_str(), path.c_str());
 }

@@ -1,10 +1,12 @@
-// Delivers usage records to every configured sink from a thread of its own, at least
-// once, never losing one silently:
+// Delivers usage records to every configured sink, at least once, never losing one
+// silently:
 //
 //  - Workers hand records over through the ExportQueue (bounded; a full queue drops and
-//    counts), packed (telemetry/usage_record.h). This thread takes them every 250 ms at
-//    most and formats each batch as JSON lines once, for every sink.
-//  - Each sink gets each batch. A sink that fails (Redis down, webhook 5xx, disk full)
+//    counts), packed (telemetry/usage_record.h). The exporter's thread takes them every
+//    250 ms at most and formats each batch as JSON lines once, for every sink.
+//  - Each sink gets each batch, on a thread of its own: a slow or hung sink (a ledger at
+//    its row rate, a webhook that does not answer within its timeout) delays only its
+//    own records, never another sink's nor the workers' queue. A sink that fails (Redis down, webhook 5xx, disk full)
 //    gets it appended to its spill file (spill_dir/<sink>.spill) instead, and so does
 //    everything after it, in order, until the spill has been replayed to the sink: a
 //    retry with backoff (retry_backoff, doubling to 30 s) sends the spill from its
@@ -18,8 +20,11 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,7 +67,8 @@ class UsageExporter {
   struct Sink;
   explicit UsageExporter(const UsageConfig& config);
   void run();
-  void handle(std::string_view lines, std::size_t records);
+  void runSink(Sink& sink);
+  void handle(Sink& sink, std::string_view lines, std::size_t records);
   void replay(Sink& sink);
   void spill(Sink& sink, std::string_view lines, std::size_t records);
   void writeState(bool clean);
@@ -70,9 +76,9 @@ class UsageExporter {
   UsageConfig config_;
   ExportQueue queue_;
   std::vector<std::unique_ptr<Sink>> sinks_;
-  std::atomic<std::uint64_t> handled_{0};
+  std::uint64_t handled() const;  // records every sink delivered, spilled or dropped
+  std::uint64_t formatted_ = 0;   // records handed to the sinks (this thread's)
   std::uint64_t lost_at_start_ = 0;
-  JsonBuf lines_;  // a batch's records as JSON lines (its memory reused)
   std::thread thread_;
   bool stopped_ = false;
 };

@@ -5,6 +5,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import { readFileSync, existsSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Ajv from 'ajv';
@@ -201,6 +202,43 @@ describe('usage records', () => {
     await send5();
     assert.equal(await gw.stop('SIGTERM'), 0);
     assert.equal(new Set(streamRecords(redis).map((r) => r.record_id)).size, 15);
+  });
+
+  it('a hung sink delays only its own records: the file has them while the webhook still holds its request', async (t) => {
+    // A webhook that takes the connection and the request and never answers: its sink
+    // waits out its timeout (30 s). With one thread for every sink, the file got nothing
+    // until then.
+    const held = new Set();
+    const hung = net.createServer((socket) => {
+      held.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => held.delete(socket));
+    });
+    await new Promise((r) => hung.listen(0, '127.0.0.1', r));
+    t.after(() => {
+      for (const socket of held) socket.destroy();
+      if (hung.listening) hung.close();
+    });
+    const dir = makeTempDir('tahua-usage-hung-');
+    const { gw, spill } = await start(t, {
+      sinks: [
+        { name: 'hook', type: 'webhook', url: `http://127.0.0.1:${hung.address().port}/hook`, timeout: '30s' },
+        { name: 'file', type: 'file', path: join(dir, 'usage.jsonl') },
+      ],
+    });
+    for (let i = 0; i < 3; i++) assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) })).status, 200);
+    await eventually(() => held.size > 0, { what: 'the webhook holding a delivery' });
+    const got = await eventually(() => readLines(join(dir, 'usage.jsonl')).length === 3 && readLines(join(dir, 'usage.jsonl')), { what: 'the file sink\'s three records' });
+    assert.ok(held.size > 0, 'the webhook still holds its delivery');
+    got.forEach(assertValid);
+    // The webhook goes away (its connection reset, nothing listening): its records go to
+    // its spill, and a SIGTERM stops cleanly.
+    const closed = new Promise((r) => hung.close(r));
+    for (const socket of held) socket.destroy();
+    await closed;
+    await eventually(() => readLines(join(spill, 'hook.spill')).length === 3, { what: 'the webhook\'s records spilled' });
+    assert.equal(await gw.stop('SIGTERM'), 0);
+    assert.deepEqual(readLines(join(spill, 'hook.spill')).map((r) => r.record_id).sort(), got.map((r) => r.record_id).sort());
   });
 
   it('a sink down at exit keeps its records in the spill file, replayed by the next start', async (t) => {

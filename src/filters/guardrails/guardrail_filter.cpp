@@ -1,11 +1,9 @@
 #include "filters/guardrails/guardrail_filter.h"
 
-#include <boost/container/small_vector.hpp>
 #include <boost/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "core/log.h"
 #include "filters/guardrails/chat_event_texts.h"
 #include "filters/guardrails/guarded_texts.h"
+#include "filters/guardrails/held_events.h"
 #include "filters/guardrails/input_moderation.h"
 #include "filters/guardrails/output_moderation.h"
 #include "filters/guardrails/policy_match.h"
@@ -76,16 +75,9 @@ inline json::parse_options depthLimit(std::size_t depth) {
   return o;
 }
 
-struct Segment {
-  std::size_t channel;  // index into channels
-  std::size_t begin, end;
-};
-
-struct HeldEvent {
-  std::size_t begin, end;  // its bytes (with its blank line) in GuardState::bytes, as stream offsets
-  boost::container::small_vector<Segment, 2> segments;  // nearly always one: no allocation
-  bool full = false;  // repeats whole texts (Responses' done events)
-};
+using guardrail_stream::HeldEvent;
+using guardrail_stream::HeldEvents;
+using guardrail_stream::Segment;
 
 // The moderation verdicts (the request's and the answer's), handed to the filter (defined
 // after it).
@@ -117,15 +109,7 @@ struct GuardState {
   std::string signals;  // the notes, "policy/rule:score:signal+signal,..." (records only)
   bool streaming = false;
   bool blocked = false;
-  // The stream's bytes from the first held event on: the held events, then an event
-  // not complete yet (from `scanned`). One buffer, not a string an event: no copy and no
-  // allocation an event, and simdjson reads an event in place (see appendPadded).
-  std::string bytes;
-  std::size_t base = 0;     // stream offset of bytes[0]
-  std::size_t scanned = 0;  // stream offset where the incomplete event begins
-  std::deque<HeldEvent> held;
-  std::size_t held_bytes = 0;
-  std::string_view raw(const HeldEvent& ev) const { return std::string_view(bytes).substr(ev.begin - base, ev.end - ev.begin); }
+  HeldEvents held;  // the stream's events not sent yet (held_events.h)
   std::vector<Channel> channels;
   std::vector<std::size_t> to_scan;  // channels with unscanned text, in order of arrival
   std::string out;
@@ -424,7 +408,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     GuardState& st = state(ctx);
     if (!st.streaming) return;
     if (data.aborted()) {  // held text is never sent
-      dropHeld(st);
+      st.held.drop();
       return;
     }
     if (st.cut) {
@@ -433,35 +417,21 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     }
     st.out.clear();
     if (!st.blocked) {  // a moderation verdict may have blocked it since the last piece
-      appendPadded(st.bytes, data.bytes());
-      std::size_t pos = st.scanned - st.base;
-      // The first "\r\n\r\n" at or after pos, searched again only once pos has passed it
-      // (searched for every event, a whole answer in one piece was scanned to its end each
-      // time: most streams have none).
-      std::size_t crlf = st.bytes.find("\r\n\r\n", pos);
-      for (;;) {
-        const std::size_t lf = st.bytes.find("\n\n", pos);
-        if (crlf != std::string::npos && crlf < pos) crlf = st.bytes.find("\r\n\r\n", pos);
-        if (lf == std::string::npos && crlf == std::string::npos) break;
-        const std::size_t end = crlf < lf ? crlf + 4 : lf + 2;
-        event(ctx, st, pos, end);
-        pos = end;
-        if (st.blocked) break;
-      }
-      if (data.last() && !st.blocked && !st.ended) {
+      st.held.append(data.bytes());
+      const bool last = data.last() && !st.ended;
+      st.held.events(last, [&](std::size_t begin, std::size_t end) {
+        event(ctx, st, begin, end);
+        return !st.blocked;
+      });
+      if (last && !st.blocked) {
         st.ended = true;
-        if (pos < st.bytes.size()) {
-          event(ctx, st, pos, st.bytes.size());
-          pos = st.bytes.size();
-        }
         for (std::size_t c = 0; c < st.channels.size(); ++c) closeChannel(ctx, st, c);
       }
-      st.scanned = st.base + pos;
       scanAll(ctx, st);
     }
     if (!st.blocked) st.moderation.check(st.ended);
     if (!st.blocked) release(ctx, st);
-    if (!st.blocked) forgetReleased(st);
+    if (!st.blocked) st.held.forgetReleased();
     const bool waits = !st.blocked && st.moderation.busy(st.ended);
     // A streamed answer that ended normally: its quality checked without delaying anything.
     if (st.ended && !st.blocked && !waits)
@@ -469,7 +439,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (st.blocked) {
       // What is held back is dropped: it holds the match, or text the block cuts off.
       st.cut = true;
-      dropHeld(st);
+      st.held.drop();
       data.replace(st.out);
       data.fail(st.block_error);
       return;
@@ -712,11 +682,11 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     return lines == 1 ? single : std::string_view(joined);
   }
 
-  // The event at bytes[begin, end), checked and held.
+  // The event at [begin, end) of the stream, checked and held.
   void event(RequestContext& ctx, GuardState& st, std::size_t begin, std::size_t end) {
-    HeldEvent ev{st.base + begin, st.base + end, {}, false};
+    HeldEvent ev{begin, end, {}, false};
     std::string joined;
-    const std::string_view data = eventData(st.raw(ev), joined);
+    const std::string_view data = eventData(st.held.raw(ev), joined);
     // One text of the event into its channel's scanners; false when the stream stopped.
     auto feed = [&](unsigned channel, std::uint8_t target, std::string_view text) {
       const std::size_t c = channelOf(st, channel, target);
@@ -744,7 +714,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         if (st.channels[c].id / 1024 == base / 1024) closeChannel(ctx, st, c);
     };
     if (!data.empty() && data.front() == '{') {
-      // A one-line event's data lies inside `bytes`, whose padding appendPadded keeps.
+      // A one-line event's data lies in the held bytes, whose padding HeldEvents keeps.
       const bool padded = joined.empty();
       if (ctx.endpoint == Endpoint::ChatCompletions && guardrail_texts::chatEventTexts(data, padded, chat_texts_)) {
         // The usual chat chunk, read without a DOM (chat_event_texts.h).
@@ -770,9 +740,8 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         for (unsigned base : texts.closes) close(base);
       }
     }
-    st.held_bytes += ev.end - ev.begin;
-    st.held.push_back(ev);
-    if (st.held_bytes > kMaxHeldBytes) stopUnchecked(ctx, st, "more than 1 MiB of it waited on a match that never completed");
+    st.held.hold(std::move(ev));
+    if (st.held.heldBytes() > kMaxHeldBytes) stopUnchecked(ctx, st, "more than 1 MiB of it waited on a match that never completed");
   }
 
   // The stream cannot be checked within the bounds: it ends, as a block would, with an
@@ -784,78 +753,31 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     log::warn("guardrail stream stopped", {{"request_id", ctx.request_id}, {"reason", why}});
   }
 
-  // Appends `more` keeping simdjson's padding readable past the end (its content does
-  // not matter to simdjson; the bytes are written once so that no checker sees a read of
-  // memory never written): every one-line event in the buffer is read in place.
-  static void appendPadded(std::string& bytes, std::string_view more) {
-    const std::size_t size = bytes.size() + more.size();
-    if (bytes.capacity() < size + guardrail_texts::kEventPadding) {
-      bytes.reserve(std::max(size + guardrail_texts::kEventPadding, 2 * bytes.capacity()));
-      bytes.append(more);
-      bytes.append(guardrail_texts::kEventPadding, '\0');
-      bytes.resize(size);
-    } else {
-      bytes.append(more);
-    }
-  }
-
-  static void dropHeld(GuardState& st) {
-    st.held.clear();
-    st.held_bytes = 0;
-    st.base += st.bytes.size();
-    st.scanned = st.base;
-    st.bytes.clear();
-  }
-
-  // Forgets the bytes before the first event still held (or the incomplete one).
-  static void forgetReleased(GuardState& st) {
-    const std::size_t keep = st.held.empty() ? st.scanned : st.held.front().begin;
-    const std::size_t n = keep - st.base;
-    if (n == 0) return;
-    if (n == st.bytes.size()) st.bytes.clear();
-    else st.bytes.erase(0, n);
-    st.base = keep;
-  }
-
-  // Sends the held events no match can still reach, in order, rewritten where masked;
-  // a run of events sent as they came is one append.
+  // Sends the held events no match can still reach, in order, rewritten where masked.
   void release(RequestContext& ctx, GuardState& st) {
-    std::size_t run_begin = 0, run_end = 0;
-    auto flush = [&] {
-      if (run_end > run_begin) st.out.append(st.bytes, run_begin - st.base, run_end - run_begin);
-      run_begin = run_end = 0;
-    };
-    while (!st.held.empty()) {
-      HeldEvent& ev = st.held.front();
-      bool ready = true, masked = false;
-      for (const Segment& s : ev.segments) {
-        const Channel& ch = st.channels[s.channel];
-        if (s.end > std::min(ch.safeEnd(), st.moderation.gate(s.channel, st.ended))) ready = false;
-        for (const Redaction& r : ch.redactions)
-          if (r.begin < s.end && r.end > s.begin) masked = true;
-      }
-      if (!ready) break;
-      if (masked || ev.full) {
-        flush();
-        rewrite(ctx, st, ev);
-        if (st.blocked) return;  // a whole text repeated in a done event held a blocked match
-      } else {
-        if (run_end != ev.begin) {
-          flush();
-          run_begin = ev.begin;
-        }
-        run_end = ev.end;
-      }
-      st.held_bytes -= ev.end - ev.begin;
-      st.held.pop_front();
-    }
-    flush();
+    using Release = HeldEvents::Release;
+    st.held.release(
+        st.out,
+        [&](const HeldEvent& ev) {
+          bool masked = false;
+          for (const Segment& s : ev.segments) {
+            const Channel& ch = st.channels[s.channel];
+            if (s.end > std::min(ch.safeEnd(), st.moderation.gate(s.channel, st.ended))) return Release::Wait;
+            for (const Redaction& r : ch.redactions)
+              if (r.begin < s.end && r.end > s.begin) masked = true;
+          }
+          return masked || ev.full ? Release::Rewritten : Release::AsItCame;
+        },
+        [&](HeldEvent& ev, std::string&) {
+          rewrite(ctx, st, ev);
+          return !st.blocked;  // a whole text repeated in a done event held a blocked match
+        });
   }
 
   void rewrite(RequestContext& ctx, GuardState& st, HeldEvent& ev) {
     std::string joined;
     json::error_code ec;
-    json::value doc = json::parse(eventData(st.raw(ev), joined), ec, {}, depthLimit(kAnswerDepth));
+    json::value doc = json::parse(eventData(st.held.raw(ev), joined), ec, {}, depthLimit(kAnswerDepth));
     if (ec) return;  // parsed before: not reached; the event is dropped rather than leak
     guardrail_texts::EventTexts texts;
     // The endpoint only decides the walk; the event was walked with it before.
@@ -870,7 +792,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         return;
       }
       if (!v.changed) {
-        st.out += st.raw(ev);
+        st.out += st.held.raw(ev);
         return;
       }
     } else {
@@ -890,7 +812,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     std::string out;
     bool data_done = false;
     std::size_t at = 0;
-    const std::string_view raw = st.raw(ev);
+    const std::string_view raw = st.held.raw(ev);
     while (at < raw.size()) {
       std::size_t nl = raw.find('\n', at);
       if (nl == std::string_view::npos) nl = raw.size();

@@ -14,6 +14,7 @@
 #include "filters/filter.h"
 #include "filters/guardrails/chat_event_texts.h"
 #include "filters/guardrails/guarded_texts.h"
+#include "filters/guardrails/held_events.h"
 #include "filters/guardrails/moderation_call.h"
 #include "filters/guardrails/guardrail_filter.h"
 #include "filters/usage/pending_records.h"
@@ -178,6 +179,49 @@ TEST(GuardrailFilter, ChatEventsReadWithoutADomGiveTheDomsTexts) {
     stream.append(gt::kEventPadding, ' ');
     EXPECT_FALSE(gt::chatEventTexts(std::string_view(stream).substr(0, std::string_view(text).size()), true, fast));
   }
+}
+
+// The held events' buffer: events found across reads (LF and CRLF), released in order,
+// a run of them in one piece, a rewritten one in its place, the rest kept.
+TEST(GuardrailFilter, HeldEventsAreFoundAcrossReadsAndReleasedInOrder) {
+  namespace gs = guardrail_stream;
+  gs::HeldEvents h;
+  std::vector<std::string> seen;
+  auto collect = [&](bool last) {
+    h.events(last, [&](std::size_t b, std::size_t e) {
+      gs::HeldEvent ev{b, e, {}, false};
+      seen.emplace_back(h.raw(ev));
+      h.hold(std::move(ev));
+      return true;
+    });
+  };
+  h.append("data: a\n\ndata: b\r\n\r");
+  collect(false);
+  ASSERT_EQ(seen, (std::vector<std::string>{"data: a\n\n"}));
+  h.append("\ndata: c\n\ndata: d\n\ndata: tail");
+  collect(false);
+  ASSERT_EQ(seen, (std::vector<std::string>{"data: a\n\n", "data: b\r\n\r\n", "data: c\n\n", "data: d\n\n"}));
+  EXPECT_EQ(h.heldBytes(), 9u + 11u + 9u + 9u);
+  // a and b go as they came, c is rewritten, d waits.
+  using R = gs::HeldEvents::Release;
+  std::string out;
+  int decided = 0;
+  h.release(
+      out, [&](const gs::HeldEvent&) { return ++decided == 3 ? R::Rewritten : decided == 4 ? R::Wait : R::AsItCame; },
+      [&](gs::HeldEvent&, std::string& o) {
+        o += "data: C\n\n";
+        return true;
+      });
+  EXPECT_EQ(out, "data: a\n\ndata: b\r\n\r\ndata: C\n\n");
+  EXPECT_EQ(h.heldBytes(), 9u);
+  h.forgetReleased();
+  // The incomplete tail is one more event at the stream's end; d is still held.
+  collect(true);
+  ASSERT_EQ(seen.back(), "data: tail");
+  out.clear();
+  h.release(out, [](const gs::HeldEvent&) { return R::AsItCame; }, [](gs::HeldEvent&, std::string&) { return true; });
+  EXPECT_EQ(out, "data: d\n\ndata: tail");
+  EXPECT_EQ(h.heldBytes(), 0u);
 }
 
 TEST(GuardrailFilter, AStreamHeldPastItsBoundEndsWithoutSendingWhatWasHeld) {

@@ -45,16 +45,24 @@ struct UsageExporter::Sink {
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<Batch> inbox;  // guarded by mu
-  bool closing = false;     // guarded by mu: deliver or spill the inbox, then stop
+  std::deque<Batch> inbox;      // guarded by mu
+  std::size_t inbox_records = 0;  // guarded by mu
+  bool closing = false;         // guarded by mu: deliver or spill the inbox, then stop
   std::atomic<std::uint64_t> handled{0};  // records delivered, spilled or dropped
+  std::atomic<std::uint64_t> dropped_queue{0};  // records its full inbox refused
+  Clock::time_point last_queue_drop_log{};  // the exporter's thread's
 
-  void post(Batch batch) {
+  // False when the inbox already holds `bound` records: the sink cannot keep up (or
+  // hangs in a delivery), and memory stays bounded.
+  bool post(Batch batch, std::size_t bound) {
     {
       std::lock_guard lock(mu);
+      if (inbox_records + batch.records > bound && !inbox.empty()) return false;
+      inbox_records += batch.records;
       inbox.push_back(std::move(batch));
     }
     cv.notify_one();
+    return true;
   }
   void close() {
     {
@@ -142,6 +150,7 @@ UsageExporter::Stats UsageExporter::stats() const {
     ks.delivered = k->delivered.load(std::memory_order_relaxed);
     ks.failures = k->failures.load(std::memory_order_relaxed);
     ks.dropped = k->dropped.load(std::memory_order_relaxed);
+    ks.dropped_queue = k->dropped_queue.load(std::memory_order_relaxed);
     ks.spill_bytes = k->spill_size.load(std::memory_order_relaxed);
     s.sinks.push_back(std::move(ks));
   }
@@ -158,7 +167,8 @@ void UsageExporter::run() {
       // The workers' packed records become the JSON lines every sink gets (and a spill keeps).
       auto lines = std::make_shared<JsonBuf>();
       formatUsageRecords(b.data.view(), *lines);
-      for (auto& s : sinks_) s->post(Sink::Batch{lines, b.items});
+      for (auto& s : sinks_)
+        if (!s->post(Sink::Batch{lines, b.items}, config_.max_queue_records)) refused(*s, b.items);
       formatted_ += b.items;
     }
     queue_.recycle(batches);
@@ -184,6 +194,7 @@ void UsageExporter::runSink(Sink& s) {
       std::unique_lock lock(s.mu);
       s.cv.wait_for(lock, Millis(250), [&] { return !s.inbox.empty() || s.closing; });
       work.swap(s.inbox);
+      s.inbox_records = 0;
       closing = s.closing && work.empty();
     }
     for (auto& b : work) {
@@ -194,6 +205,17 @@ void UsageExporter::runSink(Sink& s) {
     if (closing) break;
     if (s.spill_size.load(std::memory_order_relaxed) > 0 && Clock::now() >= s.next_retry) replay(s);
     s.out->tick();
+  }
+}
+
+// A batch a sink's full inbox refused: dropped for that sink alone, counted and logged.
+void UsageExporter::refused(Sink& s, std::size_t records) {
+  s.dropped_queue.fetch_add(records, std::memory_order_relaxed);
+  s.handled.fetch_add(records, std::memory_order_relaxed);
+  if (auto now = Clock::now(); now - s.last_queue_drop_log >= std::chrono::seconds(10)) {
+    s.last_queue_drop_log = now;
+    log::error("usage records dropped",
+               {{"sink", s.name}, {"records", static_cast<std::int64_t>(records)}, {"reason", "the sink is behind by usage.max_queue_records"}});
   }
 }
 

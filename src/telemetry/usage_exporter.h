@@ -12,7 +12,9 @@
 //    retry with backoff (retry_backoff, doubling to 30 s) sends the spill from its
 //    start, 1 MiB at a time; once all of it went through the file is emptied. A spill
 //    left by an earlier run is replayed after a start.
-//  - Past spill_max_bytes a sink's records are dropped, counted and logged.
+//  - Past spill_max_bytes a sink's records are dropped, counted and logged; so are those
+//    that find a sink's inbox holding max_queue_records already (it cannot keep up, or
+//    hangs in a delivery): memory stays bounded, the other sinks get theirs.
 //  - Stop (SIGTERM) delivers or spills what is queued before returning.
 //  - spill_dir/usage.state records how many records were accepted and handled; a start
 //    after a crash (kill -9) reports the difference as lost (at most the queue, plus
@@ -52,6 +54,7 @@ class UsageExporter {
     std::uint64_t delivered = 0;  // records the sink took
     std::uint64_t failures = 0;   // deliveries that failed
     std::uint64_t dropped = 0;    // past the spill bound
+    std::uint64_t dropped_queue = 0;  // its inbox full (behind by max_queue_records)
     std::uint64_t spill_bytes = 0;
   };
   struct Stats {
@@ -69,6 +72,7 @@ class UsageExporter {
   void run();
   void runSink(Sink& sink);
   void handle(Sink& sink, std::string_view lines, std::size_t records);
+  void refused(Sink& sink, std::size_t records);
   void replay(Sink& sink);
   void spill(Sink& sink, std::string_view lines, std::size_t records);
   void writeState(bool clean);

@@ -204,10 +204,11 @@ describe('usage records', () => {
     assert.equal(new Set(streamRecords(redis).map((r) => r.record_id)).size, 15);
   });
 
-  it('a hung sink delays only its own records: the file has them while the webhook still holds its request', async (t) => {
+  it('a hung sink delays only its own records, and what waits for it is bounded: the file has every record while the webhook holds its request', async (t) => {
     // A webhook that takes the connection and the request and never answers: its sink
     // waits out its timeout (30 s). With one thread for every sink, the file got nothing
-    // until then.
+    // until then. What arrives for it meanwhile waits in its inbox, up to
+    // usage.max_queue_records (256 here); past that it is dropped for that sink alone.
     const held = new Set();
     const hung = net.createServer((socket) => {
       held.add(socket);
@@ -220,25 +221,51 @@ describe('usage records', () => {
       if (hung.listening) hung.close();
     });
     const dir = makeTempDir('tahua-usage-hung-');
+    const fileRecords = () => readLines(join(dir, 'usage.jsonl'));
     const { gw, spill } = await start(t, {
+      usage: { max_queue_records: 256 },
       sinks: [
         { name: 'hook', type: 'webhook', url: `http://127.0.0.1:${hung.address().port}/hook`, timeout: '30s' },
         { name: 'file', type: 'file', path: join(dir, 'usage.jsonl') },
       ],
     });
-    for (let i = 0; i < 3; i++) assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) })).status, 200);
+    const ask = async (n) => {
+      let next = 0;
+      const one = async () => {
+        while (next < n) {
+          next += 1;
+          assert.equal((await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_A) })).status, 200);
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, one));
+    };
+    await ask(3);
     await eventually(() => held.size > 0, { what: 'the webhook holding a delivery' });
-    const got = await eventually(() => readLines(join(dir, 'usage.jsonl')).length === 3 && readLines(join(dir, 'usage.jsonl')), { what: 'the file sink\'s three records' });
+    const got = await eventually(() => fileRecords().length === 3 && fileRecords(), { what: 'the file sink\'s three records' });
     assert.ok(held.size > 0, 'the webhook still holds its delivery');
     got.forEach(assertValid);
-    // The webhook goes away (its connection reset, nothing listening): its records go to
-    // its spill, and a SIGTERM stops cleanly.
+    // Two waves more (each below the workers' queue bound, which is the same number): the
+    // webhook's inbox holds the first's 200 records, the second finds it full.
+    await ask(200);
+    await eventually(() => fileRecords().length === 203, { what: 'the file sink\'s 203 records' });
+    await ask(200);
+    await eventually(() => fileRecords().length === 403, { what: 'the file sink\'s 403 records', timeout: 10000 });
+    assert.ok(held.size > 0, 'the webhook still holds its delivery');
+    const m = await scrape(gw.url);
+    const dropped = sum(m, 'tahua_usage_records_dropped_total', { reason: 'queue_full', sink: 'hook' });
+    assert.ok(dropped > 0, 'the webhook\'s full inbox refused records');
+    assert.equal(sum(m, 'tahua_usage_records_dropped_total', { reason: 'queue_full', sink: 'file' }), 0);
+    // The webhook goes away (its connection reset, nothing listening): what it held and
+    // what waited for it go to its spill; every record is spilled or counted as dropped.
     const closed = new Promise((r) => hung.close(r));
     for (const socket of held) socket.destroy();
     await closed;
-    await eventually(() => readLines(join(spill, 'hook.spill')).length === 3, { what: 'the webhook\'s records spilled' });
+    await eventually(() => readLines(join(spill, 'hook.spill')).length + dropped === 403, { what: 'the webhook\'s records spilled' });
     assert.equal(await gw.stop('SIGTERM'), 0);
-    assert.deepEqual(readLines(join(spill, 'hook.spill')).map((r) => r.record_id).sort(), got.map((r) => r.record_id).sort());
+    const spilled = readLines(join(spill, 'hook.spill'));
+    assert.equal(spilled.length + dropped, 403);
+    const ids = new Set(fileRecords().map((r) => r.record_id));
+    assert.ok(spilled.every((r) => ids.has(r.record_id)), 'the spilled records are the file\'s');
   });
 
   it('a sink down at exit keeps its records in the spill file, replayed by the next start', async (t) => {

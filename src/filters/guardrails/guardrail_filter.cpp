@@ -66,12 +66,11 @@ struct Channel {
 
 // Boost.JSON stops at 32 levels by default, below what the router lets in
 // (server.max_json_depth, 128): a body nested deeper in a field the rules ignore was let
-// through unchecked. A request is read to the router's bound; answers and events to 1,024
-// levels as every reader does (core/json_read.h; Python's json stops near 1,000).
-constexpr std::size_t kAnswerDepth = kJsonReadDepth;
-inline json::parse_options depthLimit(std::size_t depth) {
+// through unchecked. A request is read to the router's bound; answers and events as every
+// reader does (readJson, core/json_read.h).
+inline json::parse_options requestDepth(const RequestContext& ctx) {
   json::parse_options o;
-  o.max_depth = depth;
+  o.max_depth = ctx.config->server.max_json_depth;
   return o;
 }
 
@@ -190,7 +189,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       return FilterStatus::Continue;
     json::monotonic_resource arena(arena_, sizeof arena_);
     json::error_code ec;
-    json::value body = json::parse(ctx.body, ec, &arena, depthLimit(ctx.config->server.max_json_depth));
+    json::value body = json::parse(ctx.body, ec, &arena, requestDepth(ctx));
     if (ec) return FilterStatus::Continue;  // the router answered bad JSON already; nothing to look at
     if (!request_targets) {
       st.quality.takePrompt(ctx.endpoint, body);
@@ -259,7 +258,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     {
       json::monotonic_resource arena(arena_, sizeof arena_);
       json::error_code ec;
-      json::value doc = json::parse(*ctx.answer, ec, &arena, depthLimit(kAnswerDepth));
+      json::value doc = readJson(*ctx.answer, ec, &arena);
       if (ec) return FilterStatus::Continue;
       std::vector<Text> texts;
       guardrail_texts::answerTexts(ctx.endpoint, doc, texts);
@@ -368,7 +367,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
     if (!st.answer_targets || ctx.status < 200 || ctx.status >= 300 || ctx.error) return;
     json::monotonic_resource arena(arena_, sizeof arena_);
     json::error_code ec;
-    json::value doc = json::parse(body, ec, &arena, depthLimit(kAnswerDepth));
+    json::value doc = readJson(body, ec, &arena);
     if (ec) {
       // An answer of the APIs that answer in JSON that is not JSON (or nests deeper than
       // any reader takes) cannot be checked: it is not given, as an unchecked moderation
@@ -725,7 +724,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
         // An event's DOM lives in this worker's buffer (no allocation for a usual event).
         json::monotonic_resource arena(arena_, sizeof arena_);
         json::error_code ec;
-        json::value doc = json::parse(data, ec, &arena, depthLimit(kAnswerDepth));
+        json::value doc = readJson(data, ec, &arena);
         if (ec) {
           // Its texts cannot be read: the stream ends here, nothing held is sent.
           stopUnchecked(ctx, st, "an event that is not JSON");
@@ -777,7 +776,7 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
   void rewrite(RequestContext& ctx, GuardState& st, HeldEvent& ev) {
     std::string joined;
     json::error_code ec;
-    json::value doc = json::parse(eventData(st.held.raw(ev), joined), ec, {}, depthLimit(kAnswerDepth));
+    json::value doc = readJson(eventData(st.held.raw(ev), joined), ec);
     if (ec) return;  // parsed before: not reached; the event is dropped rather than leak
     guardrail_texts::EventTexts texts;
     // The endpoint only decides the walk; the event was walked with it before.

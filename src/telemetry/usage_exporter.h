@@ -82,6 +82,7 @@ class UsageExporter {
   std::vector<std::unique_ptr<Sink>> sinks_;
   std::uint64_t handled() const;  // records every sink delivered, spilled or dropped
   std::uint64_t formatted_ = 0;   // records handed to the sinks (this thread's)
+  std::size_t bytes_per_record_ = 1024;  // of the last batch formatted (this thread's)
   std::uint64_t lost_at_start_ = 0;
   std::thread thread_;
   bool stopped_ = false;

@@ -14,7 +14,7 @@ import { startCollector } from './lib/collector.mjs';
 import { startRedis } from './lib/redis.mjs';
 import { gatewayConfig, openaiProvider, REPO_ROOT } from './lib/tahua.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
-import { chatBody, openStream, post, send } from './lib/http.mjs';
+import { chatBody, collectData, expectFinalErrorEvent, openStream, post, send, sseEvents } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { eventually, makeTempDir } from './lib/util.mjs';
 
@@ -114,6 +114,17 @@ describe('usage records', () => {
     reset.reset();
     for await (const _ of broken.events) { /* to the end: the error event */ }
     sent += 1;
+    // And one it resets after the answer's head, before any event: the client has a 200
+    // and the error event, nothing of an answer; nothing billed (the quota kept the
+    // whole reservation before).
+    const headOnly = upstream.next({ mode: 'hold', holdAt: -1 });
+    const bare = await send(url, '/v1/chat/completions', { method: 'POST', json: chatBody(MODEL, { stream: true }), headers: bearer(KEY_A) });
+    assert.equal(bare.status, 200);
+    headOnly.reset();
+    const bareData = await collectData(sseEvents(bare));
+    assert.equal(expectFinalErrorEvent(bareData, ['upstream_stream_interrupted']).type, 'upstream_error');
+    assert.equal(bareData.length, 1, 'nothing but the error event');
+    sent += 1;
 
     const records = await eventually(() => {
       const r = readLines(file);
@@ -149,6 +160,10 @@ describe('usage records', () => {
     const failed = records.find((r) => r.end_reason === 'upstream_error');
     assert.ok(failed, 'the reset stream');
     assert.equal(failed.usage_source, 'estimate');
+    const bareRecord = records.find((r) => r.end_reason === 'upstream_error' && r.usage_source === 'none');
+    assert.ok(bareRecord, 'the stream reset after its head');
+    assert.equal(bareRecord.status, 200);
+    assert.equal(bareRecord.total_tokens, 0);
 
     // The tenant's token quota moved by exactly what its records say.
     const billed = records.filter((r) => r.tenant === 'team-a').reduce((a, r) => a + r.total_tokens, 0);
@@ -294,10 +309,13 @@ describe('usage records', () => {
       models: [{ name: MODEL, provider: 'up', fallback_on: [500], fallback_response: { message: 'Busy, try later.', status: 200 } }],
     });
     config.usage = { spill_dir: join(dir, 'spill'), sinks: [{ type: 'file', path: join(dir, 'usage.jsonl') }] };
-    const { gw } = await startWithAdmin(t, { ...config, admin: adminSection() });
+    // Its quota moves as the records say: by nothing (it kept the reservation before).
+    config.tenants = [{ name: 'team-a', limits: { tokens_per_day: 1000000 } }];
+    config.keys = [{ name: 'a-main', tenant: 'team-a', sha256: sha256(KEY_A) }];
+    const { gw, admin } = await startWithAdmin(t, { ...config, admin: adminSection() });
     for (const stream of [false, true]) {
       upstream.next({ mode: 'error', status: 500 });
-      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL, { stream }));
+      const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL, { stream }), { headers: bearer(KEY_A) });
       assert.equal(r.status, 200);
       assert.equal(r.headers['x-tahua-fallback'] !== undefined, true);
     }
@@ -311,6 +329,8 @@ describe('usage records', () => {
       assert.equal(r.total_tokens, 0, JSON.stringify(r));
       assert.equal(r.usage_source, 'none');
     }
+    const quota = (await admin('GET', '/admin/v1/tenants/team-a')).json.usage.find((u) => u.limit === 'tokens_per_day');
+    assert.equal(quota.used, 0, 'the quota kept no reservation');
   });
 
   it('reports records an earlier run lost by dying (kill -9) where the state file tells', async (t) => {

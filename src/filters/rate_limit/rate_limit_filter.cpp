@@ -226,8 +226,10 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
     if (!st.admitted) return;
     st.admitted = false;
     // What the request really cost: the usage the upstream reported; nothing when no
-    // answer came (the provider does not bill a failed call); the reservation when an
-    // answer came without usage (it cannot be known better).
+    // answer came (the provider does not bill a failed call: a refusal, an error before
+    // the answer's first byte, a stream whose upstream broke after its head, the
+    // gateway's own fallback answer); the reservation when an answer came without usage
+    // (it cannot be known better). The usage record bills the same (usage_filter.cpp).
     std::int64_t tokens = st.reserved_tokens, micro_usd = st.reserved_micro_usd;
     const Usage& u = ctx.usage;
     // (Zero is an answer too: a cache hit that counts as zero tokens.)
@@ -242,7 +244,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
       const std::int64_t prompt = st.reserved_tokens - st.reserved_completion;
       tokens = prompt + st.streamed;
       micro_usd = microUsd(ctx.model, prompt, st.streamed);
-    } else if (ctx.status < 200 || ctx.status >= 300) {
+    } else if (ctx.status < 200 || ctx.status >= 300 || !ctx.first_byte || ctx.fallback == "response") {
       tokens = 0;
       micro_usd = 0;
     }

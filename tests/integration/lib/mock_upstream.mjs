@@ -26,7 +26,7 @@ export function mockEmbedding(index) {
  * One request/response exchange, created by `MockUpstream.next(behaviour)` (or implicitly
  * for unscripted requests). Behaviour `mode`s:
  *   'normal'        answer fully (default)
- *   'hold'          streaming: send the first event (or up to event `holdAt`), then wait for release() or reset()
+ *   'hold'          streaming: send the first event (or up to event `holdAt`; -1: only the head), then wait for release() or reset()
  *   'stall-headers' never send response headers
  *   'error'         answer `status` with `body` (default: an OpenAI error body)
  *   'garbage'       write bytes that are not HTTP and close the socket
@@ -553,22 +553,29 @@ export class MockUpstream {
       'x-request-id': `req_mock_${this.counter}`,
     });
     exchange.state = 'streaming';
+    // false: the exchange ends here (the client left, or the socket was reset).
+    const hold = async () => {
+      if (exchange.behaviour.mode !== 'hold') return true;
+      const action = await Promise.race([exchange._control.promise, exchange.clientClosed.then(() => 'gone')]);
+      if (action === 'gone') return false;
+      if (action === 'reset') {
+        res.socket.resetAndDestroy();
+        return false;
+      }
+      return true;
+    };
+    if (exchange.behaviour.holdAt === -1) {
+      res.flushHeaders();
+      exchange._firstEvent.resolve();
+      if (!(await hold())) return;
+    }
     for (let i = 0; i < events.length; i += 1) {
       if (res.destroyed) return;
       res.write(sseEvent(events[i]));
       if (i === 0) exchange._firstEvent.resolve();
       // `paced`: one event per turn of the event loop, as a model produces them (not one burst).
       if (exchange.behaviour.paced) await new Promise((resolve) => setImmediate(resolve));
-      if (i === (exchange.behaviour.holdAt ?? 0)) {
-        if (exchange.behaviour.mode === 'hold') {
-          const action = await Promise.race([exchange._control.promise, exchange.clientClosed.then(() => 'gone')]);
-          if (action === 'gone') return;
-          if (action === 'reset') {
-            res.socket.resetAndDestroy();
-            return;
-          }
-        }
-      }
+      if (i === (exchange.behaviour.holdAt ?? 0) && !(await hold())) return;
     }
     res.end(() => {
       exchange.state = 'finished';

@@ -134,10 +134,20 @@ void adjustLimit(const LimitSpec& spec, LimitState& state, std::int64_t now_ms, 
       refill(spec, state, now_ms);
       state.tokens = std::min(static_cast<double>(spec.limit), state.tokens - static_cast<double>(delta));
       return;
-    case LimitKind::Quota:
-      if (state.fresh || state.a != periodOf(spec.calendar, charged_ms).id) return;
-      state.b = std::max<std::int64_t>(0, state.b + delta);
+    case LimitKind::Quota: {
+      const std::int64_t period = periodOf(spec.calendar, charged_ms).id;
+      if (!state.fresh && state.a == period) {
+        state.b = std::max<std::int64_t>(0, state.b + delta);
+      } else if (delta > 0 && (state.fresh || state.a < period)) {
+        // A charge to a period this counter has not begun (spent elsewhere: a replica
+        // while Redis was away) begins it; a refund there has nothing to give back.
+        state.a = period;
+        state.b = delta;
+        state.c = 0;
+        state.fresh = false;
+      }
       return;
+    }
   }
 }
 

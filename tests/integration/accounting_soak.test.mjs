@@ -11,8 +11,8 @@ describe('accounting under faults', () => {
     const r = await runAccountingSoak({ durationS: 8, clientsPerTenant: 2, tenants: 3, seed: 7 });
     // What a failure needs first (CI shows the head of a long message): the per-tenant
     // sums and the outcomes, then the store's counters.
-    const { per_tenant, outcomes, end_reasons, ...rest } = r;
-    const report = JSON.stringify({ per_tenant, outcomes, end_reasons, ...rest });
+    const { per_tenant, warnings, outcomes, end_reasons, ...rest } = r;
+    const report = JSON.stringify({ per_tenant, warnings, outcomes, end_reasons, ...rest });
     assert.equal(r.exit_code, 0, report);
     assert.ok(r.sent > 100, `enough traffic: ${report}`);
     assert.equal(r.records, r.sent, `one record per request: ${report}`);

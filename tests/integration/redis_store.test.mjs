@@ -185,6 +185,22 @@ describe('redis store', () => {
     assert.equal(used(), r.json.usage.total_tokens, 'after the stop, Redis holds exactly the request\'s real usage');
   });
 
+  it('calibrations Redis did not answer in time are sent again as the replica stops, not lost with it', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const [{ gw }] = await replicas(t, 1, upstream, redis, { limits: { tokens_per_day: 10000000 } });
+    // Redis takes no write for 1.5 s: the admission times out (200 ms) and is decided
+    // locally; what it charged and the undo of what Redis may have charged wait in the
+    // replica, which is stopped at once (before, they were lost: the quota moved 0).
+    redis.cli('CLIENT', 'PAUSE', 1500, 'WRITE');
+    const r = await post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) });
+    assert.equal(r.status, 200);
+    assert.equal(await gw.stop(), 0);
+    const used = Number(redis.cli('GET', 'tahua:{t:team}:tenant:tpd').split(' ')[1] ?? 0);
+    assert.equal(used, r.json.usage.total_tokens, `the quota holds the request's usage: ${gw.output()}`);
+    assert.ok(!gw.stderr.json().some((l) => /not delivered before exit/.test(l.msg)), gw.output());
+  });
+
   it('calibrates the shared token bucket from a stream\'s real usage', async (t) => {
     const upstream = await startMockUpstream({ t });
     const redis = await startRedis({ t });

@@ -142,6 +142,22 @@ TEST(QuotaLimit, CountsWithinAUtcDayAndStartsOverInTheNext) {
   EXPECT_TRUE(applyLimit(daily(100), st, tomorrow, 90, true).allowed);
 }
 
+// What a replica spent while the shared store was away arrives as a calibration: on a
+// counter that never saw the period (never used, or last used yesterday) it begins it.
+TEST(QuotaLimit, AChargeToAPeriodNotBegunBeginsIt) {
+  const std::int64_t noon = 20'000 * kDay + kDay / 2;
+  LimitState fresh;
+  adjustLimit(daily(100), fresh, noon, noon, -30);  // a refund: nothing to give back
+  EXPECT_TRUE(fresh.fresh);
+  adjustLimit(daily(100), fresh, noon, noon, 70);
+  EXPECT_EQ(applyLimit(daily(100), fresh, noon, 40, false).remaining, 30);
+  EXPECT_FALSE(applyLimit(daily(100), fresh, noon, 40, true).allowed);
+  LimitState yesterday;
+  EXPECT_TRUE(applyLimit(daily(100), yesterday, noon - kDay, 90, true).allowed);
+  adjustLimit(daily(100), yesterday, noon, noon, 60);  // today's, charged elsewhere
+  EXPECT_EQ(applyLimit(daily(100), yesterday, noon, 0, false).remaining, 40);
+}
+
 TEST(QuotaLimit, MonthsFollowTheCalendar) {
   EXPECT_EQ(periodOf(Calendar::Month, 0).end_ms, 31 * kDay);             // January 1970
   EXPECT_EQ(periodOf(Calendar::Month, 31 * kDay).end_ms, 59 * kDay);     // February 1970

@@ -186,7 +186,9 @@ return out
 // One counter's charge moved by `delta` (negative: a refund) as of `charged` (the
 // server's ms when it was charged). A window is only ever refunded (a cluster request
 // whose other slot refused it), in the window it was charged in or, once that is the
-// previous one, there; a quota charged in a period that has ended is left alone.
+// previous one, there; a quota charged in a period that has ended is left alone, and a
+// charge to a period the counter has not begun (what a replica spent while Redis was
+// away, on a counter Redis had not seen or in a new day) begins it.
 #define TAHUA_LUA_APPLY                                                                        \
   "local function apply(key, v, kind, limit, P, cal, charged, delta)\n"                       \
   "  local a, b, c, tok = parse(v)\n"                                                         \
@@ -204,6 +206,8 @@ return out
   "    local pid, pend = period(cal, charged)\n"                                              \
   "    if a == pid then\n"                                                                    \
   "      redis.call('SET', key, state(a, math.max(0, b + delta), 0, nil), 'PX', math.max(1, pend + 86400000 - now))\n" \
+  "    elseif delta > 0 and (a == nil or a < pid) then\n"                                   \
+  "      redis.call('SET', key, state(pid, delta, 0, nil), 'PX', math.max(1, pend + 86400000 - now))\n" \
   "    end\n"                                                                                 \
   "  end\n"                                                                                   \
   "end\n"

@@ -21,6 +21,7 @@
 #include "store/redis/redis_scripts.h"
 #include "core/thread_name.h"
 #include <future>
+#include <thread>
 
 namespace tahua {
 namespace asio = boost::asio;
@@ -82,11 +83,32 @@ RedisStore::RedisStore(RedisStoreConfig config)
       erase_grouped_sha_(sha1Hex(redis_scripts::kEraseGrouped)) {}
 
 RedisStore::~RedisStore() {
-  if (control_io_) control_io_->stop();
+  if (control_io_) {
+    // What Redis has not taken yet (the workers' last calibrations, sent as they stopped,
+    // and whatever a timeout or an outage kept) gets one more try, bounded: a call that
+    // merely timed out under load is not lost with the process. Its marker keeps a call
+    // Redis applied before from counting twice.
+    // (A call failed by another's timeout on the same connection is tried again.)
+    const auto until = std::chrono::steady_clock::now() + 2 * std::max(config_.command_timeout, Millis(1'000));
+    const auto anyKept = [this] {
+      std::lock_guard lock(mu_);
+      return !kept_.empty();
+    };
+    for (bool first = true; anyKept() && std::chrono::steady_clock::now() < until; first = false) {
+      if (!first) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a reconnect's pace
+      auto sent = std::make_shared<std::promise<void>>();
+      auto finished = sent->get_future();
+      asio::post(*control_io_, [this, sent] { sendKept([sent] { sent->set_value(); }); });
+      if (finished.wait_until(until) != std::future_status::ready) break;
+    }
+    control_io_->stop();
+  }
   if (control_thread_.joinable()) control_thread_.join();
-  // Said, not silently lost: usage Redis never took (it was away until the end).
-  if (!kept_.empty())
-    log::error("redis store: calibrations not delivered before exit (Redis unavailable)", {{"count", kept_.size()}});
+  // Said, not silently lost: usage Redis never took (it was away until the end), or may
+  // not have (sent, unanswered at the deadline).
+  if (!kept_.empty() || kept_in_flight_ > 0)
+    log::error("redis store: calibrations not delivered before exit (Redis unavailable)",
+               {{"count", kept_.size() + kept_in_flight_}, {"unanswered", kept_in_flight_}});
 }
 
 void RedisStore::evalsha(RedisClient& conn, const std::string& sha, const char* script, std::vector<std::string> args,
@@ -303,6 +325,32 @@ void RedisStore::querySentinels(std::size_t index, std::function<void(bool)> don
              });
 }
 
+void RedisStore::sendKept(std::function<void()> done) {
+  std::deque<KeptCall> kept;
+  {
+    std::lock_guard lock(mu_);
+    kept.swap(kept_);
+    kept_in_flight_ += kept.size();
+  }
+  auto left = std::make_shared<std::size_t>(kept.size() + 1);
+  auto one = [left, done = std::make_shared<std::function<void()>>(std::move(done))] {
+    if (--*left == 0 && *done) (*done)();
+  };
+  for (auto& call : kept) {
+    auto copy = std::make_shared<KeptCall>(call);
+    evalsha(*control_, call.undo ? undo_admit_sha_ : adjust_sha_, call.undo ? redis_scripts::kUndoAdmit : redis_scripts::kAdjust,
+            std::move(call.args), [this, copy, one](std::optional<RedisReply> r) {
+              {
+                std::lock_guard lock(mu_);
+                --kept_in_flight_;
+              }
+              if (!r || r->isError()) keepAdjustment(std::move(copy->args), copy->undo);
+              one();
+            });
+  }
+  one();
+}
+
 void RedisStore::markUp(bool up, const char* why) {
   if (up_.exchange(up) == up) return;
   if (up)
@@ -320,18 +368,7 @@ void RedisStore::controlTick() {
               replicas_ = static_cast<std::uint64_t>(r->integer);
               markUp(true, "");
               // Redis is back: send the calibrations kept meanwhile.
-              std::deque<KeptCall> kept;
-              {
-                std::lock_guard lock(mu_);
-                kept.swap(kept_);
-              }
-              for (auto& call : kept) {
-                auto copy = std::make_shared<KeptCall>(call);
-                evalsha(*control_, call.undo ? undo_admit_sha_ : adjust_sha_, call.undo ? redis_scripts::kUndoAdmit : redis_scripts::kAdjust,
-                        std::move(call.args), [this, copy](std::optional<RedisReply> r) {
-                          if (!r || r->isError()) keepAdjustment(std::move(copy->args), copy->undo);
-                        });
-              }
+              sendKept({});
             } else {
               if (unusableServer(r)) control_->close();
               markUp(false, r && r->isError() ? "the server refused (a replica, or loading)" : control_->lastError());
@@ -380,7 +417,7 @@ StateStore::Stats RedisStore::stats() const {
   s.id_filter_ready = ids_ && ids_->ready();
   s.id_filter_ids = ids_ ? ids_->ids() : 0;
   std::lock_guard lock(mu_);
-  s.adjustments_pending = kept_.size();
+  s.adjustments_pending = kept_.size() + kept_in_flight_;
   return s;
 }
 

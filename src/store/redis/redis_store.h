@@ -128,6 +128,9 @@ class RedisStore final : public StateStore {
   // A kAdjust call's arguments (numkeys, counters, marker, ...), kept until Redis answers
   // (`undo`: a kUndoAdmit call's).
   void keepAdjustment(std::vector<std::string> args, bool undo = false);
+  // Sends every kept call on the control connection (what fails is kept again); `done`
+  // once each is answered or failed. On the control thread.
+  void sendKept(std::function<void()> done);
   // A call's marker key, unique per call, in `counter`'s cluster slot; `kind` "adj" (a
   // calibration) or "adm" (an admission that may have to be undone).
   std::string adjustmentMarker(std::string_view counter, std::string_view kind = "adj");
@@ -181,7 +184,7 @@ class RedisStore final : public StateStore {
   std::shared_ptr<RedisConnection> subscriber_;
   std::thread control_thread_;
 
-  mutable std::mutex mu_;  // records_, listeners_, kept_
+  mutable std::mutex mu_;  // records_, listeners_, kept_, kept_in_flight_
   std::map<std::string, std::vector<Record>, std::less<>> records_;
   std::vector<std::function<void()>> listeners_;
   struct KeptCall {
@@ -189,6 +192,7 @@ class RedisStore final : public StateStore {
     bool undo = false;  // kUndoAdmit (else kAdjust)
   };
   std::deque<KeptCall> kept_;  // calibrations and undone admissions waiting for Redis
+  std::size_t kept_in_flight_ = 0;  // of those, sent again and not answered yet
 };
 
 }  // namespace tahua

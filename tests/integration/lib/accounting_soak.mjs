@@ -183,6 +183,9 @@ export async function runAccountingSoak({ durationS = 10, clientsPerTenant = 2, 
     const code = await gw.stop('SIGTERM', 15_000);
     for (const o of await Promise.all(slow)) outcomes.set(`slow stream ${o}`, (outcomes.get(`slow stream ${o}`) ?? 0) + 1);
 
+    // What the gateway warned of (counted by message): a failure's first clue.
+    const warnings = {};
+    for (const l of gw.stderr.json()) if (l.level === 'error' || l.level === 'warn') warnings[l.msg] = (warnings[l.msg] ?? 0) + 1;
     const total = [...sent.values()].reduce((a, b) => a + b, 0);
     const lines = existsSync(join(dir, 'usage.jsonl')) ? readFileSync(join(dir, 'usage.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
     const ids = new Set(lines.map((r) => r.record_id));
@@ -216,6 +219,7 @@ export async function runAccountingSoak({ durationS = 10, clientsPerTenant = 2, 
       estimated_records: estimated,
       end_reasons: lines.reduce((m, r) => ({ ...m, [r.end_reason]: (m[r.end_reason] ?? 0) + 1 }), {}),
       per_tenant: perTenant,
+      warnings,
       outcomes: Object.fromEntries([...outcomes.entries()].sort()),
     };
   } finally {

@@ -8,7 +8,7 @@
 // - what the client gets is the same whatever the reads (the stream whole in one piece,
 //   and cut at the two fuzzer-chosen points), and so is whether a block ended it;
 // - a stream no rule matched passes through byte for byte (unless it could not be read:
-//   an event that is not JSON ends it without a verdict).
+//   an event that is not JSON, or whose data is not an object, ends it without a verdict).
 #include <cstdint>
 #include <cstddef>
 #include <memory>
@@ -125,7 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // A block drops what is held: in one piece nothing was sent before it; in several,
   // events released by earlier reads were.
   if (!whole.failed) FUZZ_CHECK(whole.out == cut.out);
-  // (A stream the rules cannot read, an event not JSON, fails without a verdict.)
+  // (A stream the rules cannot read, an event not JSON or not an object, fails without a verdict.)
   if (whole.verdicts == 0 && !whole.failed) FUZZ_CHECK(whole.out == body);
   return 0;
 }

@@ -260,7 +260,16 @@ describe('an answer the guardrails cannot read', () => {
       req.on('end', () => {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         const chunk = (content) => JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
-        if (body.stream) {
+        const asked = body.messages[0].content;
+        if (body.stream && asked === 'card as a string?') {
+          // Data that is JSON but not an object: a client may print it.
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(`data: ${chunk('Your card: ')}\n\ndata: ${JSON.stringify(CARD)}\n\ndata: [DONE]\n\n`);
+        } else if (body.stream && asked === 'card after spaces?') {
+          // An object after more than the one space SSE takes off: read and masked.
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(`data: ${chunk('Your card: ')}\n\ndata:   ${chunk(CARD)}\n\ndata: [DONE]\n\n`);
+        } else if (body.stream) {
           res.writeHead(200, { 'content-type': 'text/event-stream' });
           // The second event is cut inside its text: not JSON.
           res.end(`data: ${chunk('Your card: ')}\n\ndata: {"id":"c1","choices":[{"index":0,"delta":{"content":"${CARD}"\n\ndata: [DONE]\n\n`);
@@ -288,6 +297,18 @@ describe('an answer the guardrails cannot read', () => {
     const last = parseSse(stream.text).at(-1).json;
     assert.equal(last?.error?.code, 'upstream_bad_response', stream.text);
     assert.match(last.error.message, /could not be checked by the guardrails: an event that is not JSON/);
+
+    // Before, data that did not begin with "{" passed unread: the card as a JSON string,
+    // and an object after two spaces.
+    const str = await request(g.url, '/v1/chat/completions', { method: 'POST', json: { model: 'm', stream: true, messages: [{ role: 'user', content: 'card as a string?' }] } });
+    assert.doesNotMatch(str.text, /1111/);
+    const strLast = parseSse(str.text).at(-1).json;
+    assert.equal(strLast?.error?.code, 'upstream_bad_response', str.text);
+    assert.match(strLast.error.message, /an event whose data is not a JSON object/);
+    const spaced = await request(g.url, '/v1/chat/completions', { method: 'POST', json: { model: 'm', stream: true, messages: [{ role: 'user', content: 'card after spaces?' }] } });
+    assert.doesNotMatch(spaced.text, /1111/);
+    assert.match(spaced.text, /\[CARD\]/);
+    assert.match(spaced.text, /data: \[DONE\]/);
   });
 });
 

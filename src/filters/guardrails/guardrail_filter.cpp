@@ -712,7 +712,19 @@ class GuardrailFilter final : public FilterWithState<GuardState> {
       for (std::size_t c = 0; c < st.channels.size(); ++c)
         if (st.channels[c].id / 1024 == base / 1024) closeChannel(ctx, st, c);
     };
-    if (!data.empty() && data.front() == '{') {
+    // Data that is not an object cannot carry a checked text, but a client may read it
+    // all the same: only "[DONE]" and no data at all pass unread (fail closed, as for an
+    // event that is not JSON).
+    const std::size_t lead = data.find_first_not_of(" \t\r\n");
+    if (lead != std::string_view::npos && data[lead] != '{') {
+      std::string_view rest = data.substr(lead);
+      rest.remove_suffix(rest.size() - (rest.find_last_not_of(" \t\r\n") + 1));
+      if (rest != "[DONE]") {
+        stopUnchecked(ctx, st, "an event whose data is not a JSON object");
+        return;
+      }
+    }
+    if (lead != std::string_view::npos && data[lead] == '{') {
       // A one-line event's data lies in the held bytes, whose padding HeldEvents keeps.
       const bool padded = joined.empty();
       if (ctx.endpoint == Endpoint::ChatCompletions && guardrail_texts::chatEventTexts(data, padded, chat_texts_)) {

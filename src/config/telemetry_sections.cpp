@@ -72,8 +72,8 @@ constexpr Field kUsageFields[] = {
             "A sink's spill file at most; past it records are dropped (counted, logged).")
         .atRestart(),
     integer("max_queue_records", 256, 10'000'000, "65536",
-            "Records handed over by the workers and not yet formatted, and records waiting for each sink; past "
-            "it they are dropped (counted; for one sink alone when that sink is behind).")
+            "Records handed over by the workers and not yet formatted (past it they are dropped, counted), and "
+            "records waiting for each sink (past it a sink that is behind gets them in its spill).")
         .atRestart(),
     duration("retry_backoff", 10, "1s", "First retry of a failed sink; it doubles up to 30s.").atRestart(),
     nonEmpty("gateway_id", "", "The replica's name in records (`gateway`). Default: the host name."),

@@ -101,14 +101,13 @@ void exporterMetrics(std::string& text, const TraceExporter* traces, const Usage
   family("tahua_usage_export_queue_depth", "gauge", "Usage records waiting for the exporter.");
   line("tahua_usage_export_queue_depth", us.depth);
   family("tahua_usage_records_dropped_total", "counter",
-         "Usage records lost: reason queue_full (the exporter's queue, or with a sink label that sink's, "
-         "behind by usage.max_queue_records), spill_full (a down sink's spill past usage.spill_max_bytes), "
-         "crashed (an earlier run died with them in memory).");
+         "Usage records lost: reason queue_full (the exporter's queue, behind by usage.max_queue_records), "
+         "spill_full (a sink's spill past usage.spill_max_bytes, or not writable), crashed (an earlier run "
+         "died with them in memory).");
   line("tahua_usage_records_dropped_total{reason=\"queue_full\",sink=\"\"}", us.dropped_queue);
   line("tahua_usage_records_dropped_total{reason=\"crashed\",sink=\"\"}", us.lost_at_start);
   for (const auto& k : us.sinks) {
     line("tahua_usage_records_dropped_total{reason=\"spill_full\",sink=\"" + escapeLabel(k.name) + "\"}", k.dropped);
-    line("tahua_usage_records_dropped_total{reason=\"queue_full\",sink=\"" + escapeLabel(k.name) + "\"}", k.dropped_queue);
   }
   family("tahua_usage_sink_delivered_total", "counter", "Usage records a sink took (replays from its spill included).");
   for (const auto& k : us.sinks) line("tahua_usage_sink_delivered_total{sink=\"" + escapeLabel(k.name) + "\"}", k.delivered);

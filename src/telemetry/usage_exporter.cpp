@@ -33,8 +33,11 @@ struct UsageExporter::Sink {
   std::string name;
   std::unique_ptr<UsageSink> out;
   std::string spill_path;
-  int spill_fd = -1;
-  std::uint64_t replay_offset = 0;  // the spill before it was delivered
+  // The spill is written by the sink's thread and, when its inbox is full, by the
+  // exporter's: appends and the reset after a whole replay are under spill_mu.
+  std::mutex spill_mu;
+  int spill_fd = -1;                 // guarded by spill_mu
+  std::uint64_t replay_offset = 0;  // the spill before it was delivered (the sink's thread's)
   Clock::time_point next_retry{};
   Millis backoff{0};
   std::atomic<bool> up{true};
@@ -49,8 +52,7 @@ struct UsageExporter::Sink {
   std::size_t inbox_records = 0;  // guarded by mu
   bool closing = false;         // guarded by mu: deliver or spill the inbox, then stop
   std::atomic<std::uint64_t> handled{0};  // records delivered, spilled or dropped
-  std::atomic<std::uint64_t> dropped_queue{0};  // records its full inbox refused
-  Clock::time_point last_queue_drop_log{};  // the exporter's thread's
+  Clock::time_point last_behind_log{};  // the exporter's thread's
 
   // False when the inbox already holds `bound` records: the sink cannot keep up (or
   // hangs in a delivery), and memory stays bounded.
@@ -73,7 +75,7 @@ struct UsageExporter::Sink {
   }
 
   ~Sink() {
-    if (spill_fd >= 0) ::close(spill_fd);
+    if (spill_fd >= 0) ::close(spill_fd);  // the threads are joined
   }
 };
 
@@ -150,7 +152,6 @@ UsageExporter::Stats UsageExporter::stats() const {
     ks.delivered = k->delivered.load(std::memory_order_relaxed);
     ks.failures = k->failures.load(std::memory_order_relaxed);
     ks.dropped = k->dropped.load(std::memory_order_relaxed);
-    ks.dropped_queue = k->dropped_queue.load(std::memory_order_relaxed);
     ks.spill_bytes = k->spill_size.load(std::memory_order_relaxed);
     s.sinks.push_back(std::move(ks));
   }
@@ -172,7 +173,7 @@ void UsageExporter::run() {
       formatUsageRecords(b.data.view(), *lines);
       if (b.items) bytes_per_record_ = lines->size() / b.items + 1;
       for (auto& s : sinks_)
-        if (!s->post(Sink::Batch{lines, b.items}, config_.max_queue_records)) refused(*s, b.items);
+        if (!s->post(Sink::Batch{lines, b.items}, config_.max_queue_records)) refused(*s, lines->view(), b.items);
       formatted_ += b.items;
     }
     queue_.recycle(batches);
@@ -212,14 +213,16 @@ void UsageExporter::runSink(Sink& s) {
   }
 }
 
-// A batch a sink's full inbox refused: dropped for that sink alone, counted and logged.
-void UsageExporter::refused(Sink& s, std::size_t records) {
-  s.dropped_queue.fetch_add(records, std::memory_order_relaxed);
+// A batch a sink's full inbox refused (the sink is slower than the records come, or hangs
+// in a delivery): spilled for it here, replayed by its thread when it catches up. Memory
+// stays bounded and nothing is lost that the spill can hold.
+void UsageExporter::refused(Sink& s, std::string_view lines, std::size_t records) {
+  spill(s, lines, records);
   s.handled.fetch_add(records, std::memory_order_relaxed);
-  if (auto now = Clock::now(); now - s.last_queue_drop_log >= std::chrono::seconds(10)) {
-    s.last_queue_drop_log = now;
-    log::error("usage records dropped",
-               {{"sink", s.name}, {"records", static_cast<std::int64_t>(records)}, {"reason", "the sink is behind by usage.max_queue_records"}});
+  if (auto now = Clock::now(); now - s.last_behind_log >= std::chrono::seconds(10)) {
+    s.last_behind_log = now;
+    log::warn("usage sink behind by usage.max_queue_records; spilling what arrives for it",
+              {{"sink", s.name}, {"records", static_cast<std::int64_t>(records)}});
   }
 }
 
@@ -247,6 +250,7 @@ void UsageExporter::handle(Sink& s, std::string_view lines, std::size_t records)
 }
 
 void UsageExporter::spill(Sink& s, std::string_view lines, std::size_t records) {
+  std::lock_guard lock(s.spill_mu);
   const std::uint64_t size = s.spill_size.load(std::memory_order_relaxed);
   auto drop = [&](const char* why) {
     s.dropped.fetch_add(records, std::memory_order_relaxed);
@@ -276,6 +280,7 @@ void UsageExporter::spill(Sink& s, std::string_view lines, std::size_t records) 
 void UsageExporter::replay(Sink& s) {
   const int fd = ::open(s.spill_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
+    std::lock_guard lock(s.spill_mu);
     s.spill_size = 0;
     s.replay_offset = 0;
     return;
@@ -306,6 +311,7 @@ void UsageExporter::replay(Sink& s) {
     s.replay_offset += chunk.size();
   }
   ::close(fd);
+  std::lock_guard lock(s.spill_mu);  // no append between the check and the reset
   if (s.replay_offset >= s.spill_size.load(std::memory_order_relaxed)) {
     // All of it went through: start the spill afresh.
     if (s.spill_fd >= 0) ::close(s.spill_fd);

@@ -54,7 +54,6 @@ class UsageExporter {
     std::uint64_t delivered = 0;  // records the sink took
     std::uint64_t failures = 0;   // deliveries that failed
     std::uint64_t dropped = 0;    // past the spill bound
-    std::uint64_t dropped_queue = 0;  // its inbox full (behind by max_queue_records)
     std::uint64_t spill_bytes = 0;
   };
   struct Stats {
@@ -72,7 +71,7 @@ class UsageExporter {
   void run();
   void runSink(Sink& sink);
   void handle(Sink& sink, std::string_view lines, std::size_t records);
-  void refused(Sink& sink, std::size_t records);
+  void refused(Sink& sink, std::string_view lines, std::size_t records);
   void replay(Sink& sink);
   void spill(Sink& sink, std::string_view lines, std::size_t records);
   void writeState(bool clean);

@@ -2,7 +2,32 @@
 // when the test ends. `cli(...args)` runs a command through redis-cli. With `password`
 // the server has requirepass, and redis-cli sends it (REDISCLI_AUTH, not the command line).
 import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { closedPort, eventually, makeTempDir } from './util.mjs';
+
+/** redis-server exited while starting; `portTaken`: its port (or bus port) was in use. */
+class RedisExitedAtStart extends Error {
+  constructor(port, log) {
+    super(`redis-server on port ${port} exited at start: ${log.trim().split('\n').slice(-3).join(' | ')}`);
+    this.portTaken = /Address already in use/i.test(log);
+  }
+}
+
+// A port is picked free and bound by redis-server a moment later: another test file may
+// take it between the two. Such a start is tried again on fresh ports (`make` builds the
+// server for them), a few times.
+async function startOnFreePorts(make) {
+  for (let attempt = 1; ; attempt += 1) {
+    const redis = await make();
+    try {
+      await redis.start();
+      return redis;
+    } catch (err) {
+      if (!(err instanceof RedisExitedAtStart && err.portTaken) || attempt === 3) throw err;
+    }
+  }
+}
 
 const cliEnv = (password) => (password ? { ...process.env, REDISCLI_AUTH: password } : process.env);
 
@@ -19,15 +44,25 @@ export class Redis {
   async start() {
     const auth = this.password ? ['--requirepass', this.password] : [];
     this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '',
-      '--appendonly', 'yes', ...auth, ...this.args], { stdio: 'ignore' });
+      '--appendonly', 'yes', '--logfile', join(this.dir, 'redis.log'), ...auth, ...this.args], { stdio: 'ignore' });
     this.child.unref();
     this.exited = new Promise((resolve) => this.child.once('exit', resolve));
-    await eventually(() => this.ping() === 'PONG', { timeout: 5000, what: `redis-server on port ${this.port}` });
+    // An exit while starting (a port taken) is said at once, with the server's words.
+    let started = false;
+    const exitedEarly = this.exited.then(() => {
+      if (started) return;
+      const log = join(this.dir, 'redis.log');
+      throw new RedisExitedAtStart(this.port, existsSync(log) ? readFileSync(log, 'utf8') : '');
+    });
+    exitedEarly.catch(() => {});
+    await Promise.race([eventually(() => this.ping() === 'PONG', { timeout: 5000, what: `redis-server on port ${this.port}` }), exitedEarly]);
+    started = true;
   }
 
   ping() {
     try {
-      return execFileSync('redis-cli', ['-p', String(this.port), 'ping'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: cliEnv(this.password) }).trim();
+      // Bounded: whatever else holds the port may never answer.
+      return execFileSync('redis-cli', ['-p', String(this.port), 'ping'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: cliEnv(this.password), timeout: 2000 }).trim();
     } catch {
       return null;
     }
@@ -55,8 +90,7 @@ export class Redis {
 
 /** Starts a redis-server (AOF on, so the gateway's persistence check passes); `password`: requirepass. */
 export async function startRedis({ t, args = [], password } = {}) {
-  const redis = new Redis(await closedPort(), makeTempDir('tahua-redis-'), args, password);
-  await redis.start();
+  const redis = await startOnFreePorts(async () => new Redis(await closedPort(), makeTempDir('tahua-redis-'), args, password));
   if (t) t.after(() => redis.stop());
   return redis;
 }
@@ -110,11 +144,8 @@ export async function startSentinel({ t, masterPort, name = 'mymaster', masterPa
 export async function startRedisCluster({ t, masters = 3 } = {}) {
   const nodes = [];
   for (let i = 0; i < masters; i += 1) {
-    const port = await closedPort();
-    const bus = await closedPort();
-    const node = new Redis(port, makeTempDir('tahua-redis-cluster-'), ['--cluster-enabled', 'yes', '--cluster-port', String(bus),
-      '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000']);
-    await node.start();
+    const node = await startOnFreePorts(async () => new Redis(await closedPort(), makeTempDir('tahua-redis-cluster-'),
+      ['--cluster-enabled', 'yes', '--cluster-port', String(await closedPort()), '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000']));
     if (t) t.after(() => node.stop());
     nodes.push(node);
   }

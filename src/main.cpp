@@ -8,7 +8,6 @@
 //   tahua --probe URL             GET an http:// URL (a health check in an image without a
 //                                 shell or curl): exit 0 on a 2xx within 2 s, else 1
 //   tahua --migrate --config FILE bring the ledger databases of FILE to this version's schema
-#include <malloc.h>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -198,7 +197,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const auto& w : warnings) tahua::log::warn(w);
-  ::malloc_trim(0);  // what parsing the config freed goes back (see Gateway::reload)
+  tahua::releaseFreeMemory();  // what parsing the config freed goes back (see Gateway::reload)
   // Writes to a peer that closed must fail with EPIPE, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
   auto snap = std::get<tahua::SnapshotPtr>(std::move(snapshot));

@@ -12,7 +12,6 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <malloc.h>
 #include <sys/socket.h>
 
 #include <map>
@@ -23,6 +22,7 @@
 #include "core/error.h"
 #include "config/config_watcher.h"
 #include "core/log.h"
+#include "core/malloc_tuning.h"
 #include "kubernetes/kube_runtime.h"
 #include "regions/region_link.h"
 #include "runtime/worker.h"
@@ -189,8 +189,8 @@ void Gateway::reload(std::string_view trigger) {
     }
   }
   // Parsing a large config (thousands of resources) leaves free memory in the main
-  // thread's arena that glibc keeps; give it back (a reload is rare, this costs ~ms).
-  ::malloc_trim(0);
+  // thread's arena that the allocator keeps; give it back (a reload is rare, this costs ~ms).
+  releaseFreeMemory();
 }
 
 std::optional<std::string> Gateway::publish(ConfigPtr loaded, std::string_view trigger) {

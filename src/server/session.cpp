@@ -103,7 +103,9 @@ asio::awaitable<bool> Session<Stream>::readAndServe() {
   }
   deadline_.never();  // the upstream's own time limits apply until the answer is written
   http::request<RequestBody>& req = parser.get();  // not released: one message in this frame
-  keep_alive_ = req.keep_alive() && !worker_.draining();
+  // The parser's flags, set as it read the Connection header (the message's keep_alive()
+  // would look the header up again and parse its tokens: ~700 instructions).
+  keep_alive_ = parser.keep_alive() && !worker_.draining();
   http10_ = req.version() == 10;
   if (upload_) {
     // Its body is still in the socket: read once the header filters let it through

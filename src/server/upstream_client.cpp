@@ -61,14 +61,20 @@ auto withStream(UpstreamConnection& c, F&& f) {
 // Is a pooled connection still usable? The peer may have closed it while idle.
 bool looksAlive(UpstreamConnection& c) { return socketLooksAlive(c.lowest(), c.tls.has_value()); }
 
-bool isHopByHop(std::string_view name) {
-  static constexpr std::string_view kHop[] = {"connection",        "keep-alive", "proxy-authenticate", "proxy-authorization",
-                                              "te",                "trailer",    "transfer-encoding",  "upgrade",
-                                              "content-length",    "date",       "server",             "proxy-connection",
-                                              "alt-svc"};
-  for (auto h : kHop)
-    if (beast::iequals(name, h)) return true;
-  return false;
+// Not relayed from an upstream's head: hop-by-hop (RFC 9110 7.6.1), what the gateway
+// writes itself (length, date, server), and the content type (ResponseHead has it).
+// Every one of them has a Beast enum, which the parser set: no name is compared.
+bool notRelayed(http::field f) {
+  switch (f) {
+    case http::field::connection: case http::field::keep_alive: case http::field::proxy_authenticate:
+    case http::field::proxy_authorization: case http::field::te: case http::field::trailer:
+    case http::field::transfer_encoding: case http::field::upgrade: case http::field::content_length:
+    case http::field::date: case http::field::server: case http::field::proxy_connection:
+    case http::field::alt_svc: case http::field::content_type: case http::field::set_cookie:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // Whether the comma-separated token list `list` holds `name` (case-insensitive).
@@ -499,21 +505,27 @@ class HttpExchange final : public UpstreamExchange {
     head_leftover_ = true;
     const auto& res = parser_->get();
     head.status = static_cast<int>(res.result_int());
-    // Views into the parser's fields: they live as long as this exchange.
-    head.content_type = res[http::field::content_type];
+    // Views into the parser's fields: they live as long as this exchange. One pass by the
+    // fields' enums (a lookup by name walks Beast's ordered set: ~300 instructions each).
+    std::string_view connection;  // the headers it names are hop-by-hop too (RFC 9110 7.6.1)
+    bool typed = false, connected = false;
+    std::size_t fields = 0;
+    for (const auto& field : res) {
+      ++fields;
+      if (field.name() == http::field::content_type && !typed) head.content_type = field.value(), typed = true;
+      if (field.name() == http::field::connection && !connected) connection = field.value(), connected = true;
+    }
     head.event_stream = beast::iequals(head.content_type.substr(0, 17), "text/event-stream");
-    // Headers the upstream's Connection header names are hop-by-hop too (RFC 9110 7.6.1).
-    const std::string_view connection = res[http::field::connection];
     // One allocation for the list: the upstream's headers and room for what the filters
     // add (the rate limiter's six x-ratelimit-*), not a regrowth at each doubling.
-    head.headers.reserve(static_cast<std::size_t>(std::distance(res.begin(), res.end())) + 8);
+    head.headers.reserve(fields + 8);
     for (const auto& field : res) {
+      if (notRelayed(field.name())) continue;
       std::string_view name = field.name_string();
-      if (isHopByHop(name) || beast::iequals(name, "content-type") || beast::iequals(name, "set-cookie")) continue;
       if (!connection.empty() && namedIn(connection, name)) continue;
       // The client's x-request-id is the gateway's own; the provider's is kept under
-      // another name (what its support asks for).
-      if (beast::iequals(name, "x-request-id")) name = "x-upstream-request-id";
+      // another name (what its support asks for). Beast has no enum for it.
+      if (field.name() == http::field::unknown && beast::iequals(name, "x-request-id")) name = "x-upstream-request-id";
       head.headers.emplace_back(name, field.value());
     }
     co_return std::nullopt;

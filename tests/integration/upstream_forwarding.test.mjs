@@ -148,3 +148,43 @@ describe('upstream connection reuse', () => {
     assert.equal(sum(m, 'tahua_upstream_connections_opened_total', { provider: 'up' }), 1);
   });
 });
+
+// What comes back from an upstream's head: its own headers, less the hop-by-hop ones
+// (and those its Connection header names), what the gateway writes itself, and its
+// cookies; its x-request-id under another name (the gateway's is the client's).
+describe('the upstream answer\'s headers', () => {
+  it('relays the upstream\'s own headers and none of its hop-by-hop ones', async (t) => {
+    const http = await import('node:http');
+    const upstream = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const body = JSON.stringify({ id: 'c1', object: 'chat.completion', created: 1, model: 'm',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
+        res.writeHead(200, [
+          'Content-Type', 'application/json; charset=utf-8', 'Content-Length', String(Buffer.byteLength(body)),
+          'connection', 'X-Hop, keep-alive', 'X-Hop', 'named in Connection', 'Keep-Alive', 'timeout=5',
+          'SET-COOKIE', 'session=upstream', 'X-Request-Id', 'upstream-id-123', 'Alt-Svc', 'h3=":443"', 'Server', 'upstream-server',
+          'Proxy-Connection', 'keep-alive', 'X-Custom', 'kept', 'openai-processing-ms', '12',
+        ]);
+        res.end(body);
+      });
+    });
+    await new Promise((r) => upstream.listen(0, '127.0.0.1', r));
+    t.after(() => { upstream.closeAllConnections(); upstream.close(); });
+    const gw = await startTahua({ t, config: gatewayConfig({ providers: [openaiProvider('raw', `http://127.0.0.1:${upstream.address().port}/v1`)], models: [{ name: 'm', provider: 'raw' }] }) });
+    for (let i = 0; i < 2; i += 1) {  // twice: the second most likely on a reused connection, both ways
+      const res = await post(gw.url, '/v1/chat/completions', chatBody('m'), { headers: { 'x-request-id': `client-id-${i}` } });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.json.choices[0].message.content, 'hi');
+      const h = res.headers;
+      assert.equal(h['x-custom'], 'kept');
+      assert.equal(h['openai-processing-ms'], '12');
+      assert.match(h['content-type'], /^application\/json/);
+      assert.equal(h['x-upstream-request-id'], 'upstream-id-123');
+      assert.equal(h['x-request-id'], `client-id-${i}`);
+      for (const gone of ['x-hop', 'keep-alive', 'set-cookie', 'alt-svc', 'proxy-connection']) assert.equal(h[gone], undefined, gone);
+      assert.notEqual(h.server, 'upstream-server');
+    }
+  });
+});

@@ -54,6 +54,33 @@ describe('client-side HTTP/1.1', () => {
     client.destroy();
   });
 
+  it('a head whose framing or Host is not plain is refused: Transfer-Encoding other than chunked (in any of its fields), two Hosts, none', async () => {
+    const body = JSON.stringify({ model: 'mock', messages: [{ role: 'user', content: 'hi' }] });
+    const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+    const cases = [
+      ['Host: a\r\nTransfer-Encoding: gzip\r\n', /Unsupported Transfer-Encoding/],
+      ['Host: a\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n', /Unsupported Transfer-Encoding/],
+      ['Host: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n', /Malformed HTTP request/],
+      ['Host: a\r\nHost: b\r\nTransfer-Encoding: chunked\r\n', /more than one Host header/],
+      ['Transfer-Encoding: chunked\r\n', /no Host header/],
+    ];
+    for (const [head, message] of cases) {
+      const client = await RawClient.connect(gw.port);
+      await client.write(`POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n${head}\r\n${chunked}`);
+      const res = await client.readResponse();
+      assert.equal(res.status, 400, head);
+      assert.match(JSON.parse(res.body).error.message, message, head);
+      client.destroy();
+    }
+    // The same body, chunked, with one Host: served.
+    const client = await RawClient.connect(gw.port);
+    await client.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunked}`);
+    const ok = await client.readResponse();
+    assert.equal(ok.status, 200);
+    assert.equal(JSON.parse(ok.body).object, 'chat.completion');
+    client.destroy();
+  });
+
   it('Connection: close is honoured after the response', async () => {
     const client = await RawClient.connect(gw.port);
     await client.write(rawRequest('GET', '/healthz', { headers: { Connection: 'close' } }));

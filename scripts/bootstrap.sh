@@ -12,7 +12,7 @@ packages=(
   libsimdjson-dev libyaml-cpp-dev libhiredis-dev libc-ares-dev
   liblua5.4-dev libre2-dev libhnswlib-dev libhyperscan-dev libunistring-dev
   libsqlite3-dev libpq-dev
-  libgoogle-perftools-dev
+  libgoogle-perftools-dev libsodium-dev
 )
 if [ "${1:-}" = "--test" ]; then
   # The unit tests and the micro-benchmarks (scripts/start.sh builds only the gateway).

@@ -1,9 +1,6 @@
 #include "tenants/key_cache.h"
 
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
-#include <openssl/rand.h>
+#include <sodium.h>
 
 #include <array>
 #include <bit>
@@ -13,47 +10,32 @@
 namespace tahua {
 namespace {
 
-constexpr std::size_t kTagBytes = 16;
+constexpr std::size_t kTagBytes = crypto_shorthash_siphashx24_BYTES;  // 16
+static_assert(kTagBytes == 16);
 
 // Drawn once per process; never written out, logged or sent.
-const std::array<unsigned char, 16>& processSecret() {
-  static const std::array<unsigned char, 16> secret = [] {
-    std::array<unsigned char, 16> s{};
-    if (RAND_bytes(s.data(), static_cast<int>(s.size())) != 1) std::abort();  // no randomness: no safe cache
+const std::array<unsigned char, crypto_shorthash_siphashx24_KEYBYTES>& processSecret() {
+  static const std::array<unsigned char, crypto_shorthash_siphashx24_KEYBYTES> secret = [] {
+    if (sodium_init() < 0) std::abort();  // no randomness: no safe cache
+    std::array<unsigned char, crypto_shorthash_siphashx24_KEYBYTES> s{};
+    randombytes_buf(s.data(), s.size());
     return s;
   }();
   return secret;
 }
 
-// SipHash-2-4 with a 16-byte output, keyed once per thread; each tag re-initialises the
-// context without a key, which restores the keyed state (no key schedule, no parameters).
-struct MacContext {
-  MacContext() {
-    EVP_MAC* mac = EVP_MAC_fetch(nullptr, "SIPHASH", nullptr);
-    ctx = mac ? EVP_MAC_CTX_new(mac) : nullptr;
-    EVP_MAC_free(mac);  // the context keeps its own reference
-    std::size_t size = kTagBytes;
-    const OSSL_PARAM params[] = {OSSL_PARAM_construct_size_t(OSSL_MAC_PARAM_SIZE, &size), OSSL_PARAM_END};
-    const auto& secret = processSecret();
-    if (!ctx || EVP_MAC_init(ctx, secret.data(), secret.size(), params) != 1 || EVP_MAC_CTX_get_mac_size(ctx) != kTagBytes)
-      std::abort();  // OpenSSL without SipHash cannot run this program
-  }
-  ~MacContext() { EVP_MAC_CTX_free(ctx); }
-  EVP_MAC_CTX* ctx = nullptr;
-};
-
 }  // namespace
 
 KeyCache::KeyCache(std::size_t slots) : mask_(std::bit_ceil(slots < 1 ? std::size_t{1} : slots) - 1) {}
 
+// SipHash-2-4 with a 16-byte output (libsodium's siphashx24): a keyed PRF, so no one
+// without the process's secret can make two keys share a tag. OpenSSL's EVP_MAC gave the
+// same function for ~1,000 instructions a key (its dispatch, re-initialising the keyed
+// context); this is ~200 (docs/benchmarks.md, "Session 31").
 KeyTag KeyCache::tag(std::string_view key) {
-  thread_local MacContext mc;
+  static const auto& secret = processSecret();
   unsigned char out[kTagBytes];
-  std::size_t len = 0;
-  if (EVP_MAC_init(mc.ctx, nullptr, 0, nullptr) != 1 ||
-      EVP_MAC_update(mc.ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size()) != 1 ||
-      EVP_MAC_final(mc.ctx, out, &len, sizeof out) != 1 || len != sizeof out)
-    std::abort();  // cannot fail with a keyed context and valid arguments
+  crypto_shorthash_siphashx24(out, reinterpret_cast<const unsigned char*>(key.data()), key.size(), secret.data());
   KeyTag t;
   std::memcpy(&t.lo, out, 8);
   std::memcpy(&t.hi, out + 8, 8);

@@ -1,8 +1,9 @@
 // A worker's cache of the API keys it has already verified, so that a key seen before
-// is found without its SHA-256 (~3.0k instructions under callgrind; the tag below ~1.0k).
+// is found without its SHA-256 (~3.0k instructions under callgrind; the tag below ~0.2k).
 //
-// What an entry holds: the key's tag, a 128-bit SipHash-2-4 (OpenSSL's, through
-// EVP_MAC) of the presented bytes under a secret drawn at random once per process, and
+// What an entry holds: the key's tag, a 128-bit SipHash-2-4 (libsodium's
+// crypto_shorthash_siphashx24) of the presented bytes under a secret drawn at random once
+// per process, and
 // the key it was found to be (a pointer into the table's directory). Never the key's
 // bytes: what the cache keeps is worthless without the secret, which never leaves the
 // process's memory; keys at rest stay SHA-256 digests (config, store, admin API).

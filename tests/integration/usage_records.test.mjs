@@ -14,7 +14,7 @@ import { startCollector } from './lib/collector.mjs';
 import { startRedis } from './lib/redis.mjs';
 import { gatewayConfig, openaiProvider, REPO_ROOT } from './lib/tahua.mjs';
 import { adminSection, startWithAdmin } from './lib/admin.mjs';
-import { chatBody, collectData, expectFinalErrorEvent, openStream, post, send, sseEvents } from './lib/http.mjs';
+import { chatBody, collectData, expectFinalErrorEvent, openStream, post, request, send, sseEvents } from './lib/http.mjs';
 import { scrape, sum } from './lib/metrics.mjs';
 import { eventually, makeTempDir } from './lib/util.mjs';
 
@@ -94,8 +94,11 @@ describe('usage records', () => {
     await expect(post(url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_B) }), 200);
     await expect(post(url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_B) }), 200);
     await expect(post(url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY_B) }), 429);
-    // 401s have no tenant: no record.
+    // 401s have no tenant: no record. Nor the routing's own refusals (an unknown URL, a
+    // wrong method), with or without a key: they called nothing (each had a record before).
     assert.equal((await post(url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer('tk-nobody') })).status, 401);
+    assert.equal((await post(url, '/v1/nothing-here', chatBody(MODEL))).status, 404);
+    assert.equal((await request(url, '/v1/chat/completions', { headers: bearer(KEY_A) })).status, 405);
     // An idempotent retry: replayed, nothing billed.
     const idem = { ...bearer(KEY_A), 'idempotency-key': 'usage-idem-1' };
     await expect(post(url, '/v1/chat/completions', chatBody(MODEL), { headers: idem }), 200);

@@ -79,8 +79,12 @@ class UsageFilter final : public FilterWithState<UsageState> {
   }
 
  private:
+  // No record: a request refused for its key (no one to bill), and one the routing
+  // refused before any API ran (an unknown URL, a wrong method): it called nothing, and
+  // anyone, without a key, could otherwise fill the records at will.
   static bool unauthenticated(const RequestContext& ctx) {
-    return ctx.error && (ctx.error->kind == ErrorKind::MissingApiKey || ctx.error->kind == ErrorKind::InvalidApiKey);
+    return ctx.error && (ctx.error->kind == ErrorKind::MissingApiKey || ctx.error->kind == ErrorKind::InvalidApiKey ||
+                         ctx.error->kind == ErrorKind::UnknownPath || ctx.error->kind == ErrorKind::MethodNotAllowed);
   }
 
   // An upstream's answer that reached the client without usage: bill what was delivered.

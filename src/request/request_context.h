@@ -252,6 +252,10 @@ struct RequestContext {
 
   // Short-circuits the request with an error in the inbound API's shape.
   void fail(Error e) { error = std::move(e); }
+  // Nothing of a provider's answer reached the client (an error event a stream ends with
+  // is the gateway's), or the answer is the gateway's own fallback: nothing is billed.
+  // The usage record and the limits' calibration both ask this, so they agree.
+  bool nothingBilled() const { return !first_byte || fallback == "response"; }
   // The error as a response body in the client's API shape.
   std::string errorBody(const Error& e) const {
     if (endpoint == Endpoint::Mcp) return e.toJsonRpc();

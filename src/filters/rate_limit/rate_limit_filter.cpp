@@ -244,7 +244,7 @@ class RateLimitFilter final : public FilterWithState<RateLimitState> {
       const std::int64_t prompt = st.reserved_tokens - st.reserved_completion;
       tokens = prompt + st.streamed;
       micro_usd = microUsd(ctx.model, prompt, st.streamed);
-    } else if (ctx.status < 200 || ctx.status >= 300 || !ctx.first_byte || ctx.fallback == "response") {
+    } else if (ctx.status < 200 || ctx.status >= 300 || ctx.nothingBilled()) {
       tokens = 0;
       micro_usd = 0;
     }

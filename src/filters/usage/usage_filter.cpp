@@ -91,8 +91,7 @@ class UsageFilter final : public FilterWithState<UsageState> {
   // (Not the gateway's own fallback answer: every upstream failed, nothing is billed.)
   static void settle(RequestContext& ctx, UsageState& st) {
     // Audio is metered in its own units (seconds, characters); bytes say nothing of them.
-    if (ctx.usage.metered() || audioEndpoint(ctx.endpoint) || fileEndpoint(ctx.endpoint) || mcpEndpoint(ctx.endpoint) || !ctx.deployment || ctx.local_reply || ctx.fallback == "response" || ctx.bytes_out == 0 ||
-        !ctx.first_byte)
+    if (ctx.usage.metered() || audioEndpoint(ctx.endpoint) || fileEndpoint(ctx.endpoint) || mcpEndpoint(ctx.endpoint) || !ctx.deployment || ctx.local_reply || ctx.nothingBilled() || ctx.bytes_out == 0)
       return;
     if (!(ctx.status >= 200 && ctx.status < 300) && ctx.status != 499) return;
     ctx.usage.prompt_tokens = static_cast<std::int64_t>((ctx.bytes_in + 3) / 4);

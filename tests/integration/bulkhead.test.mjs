@@ -60,8 +60,13 @@ describe('bulkhead', () => {
       assert.equal(over.status, 429, `stream attempt ${i} while one is in flight`);
     }
     assert.equal(upstream.requests.length, 1);
+    assert.equal(sum(await scrape(gw.url), 'tahua_bulkhead_in_use', { kind: 'streams' }), 1);
     ex.release();
     await withTimeout(collectData(events), 5000, 'the held stream');
+    // The client has the stream's last bytes a moment before the worker that wrote them
+    // ends the request and frees its slot (the next request may reach the other worker
+    // first): the slot's release is awaited, as the gauge shows it.
+    await eventually(async () => sum(await scrape(gw.url), 'tahua_bulkhead_in_use', { kind: 'streams' }) === 0, { what: 'the stream\'s slot freed' });
     assert.equal((await post(gw.url, '/v1/chat/completions', STREAM)).status, 200);
   });
 

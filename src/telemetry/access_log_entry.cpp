@@ -8,112 +8,154 @@ namespace tahua {
 
 static_assert(kRecordFieldCount <= 16, "AccessLogEntry::record_fields is a 16-bit mask");
 
+namespace {
+
+// The room a line can take: every string escaped at worst (6 bytes a byte, and its
+// quotes), the literals' texts, and the keys and numbers (under 2 KiB together).
+std::size_t lineBound(const AccessLogEntry& e) {
+  return 6 * (e.size + e.api.size + e.end_reason.size + e.timeout.size) + 10 * (40 + kRecordFieldCount) + 4096;
+}
+
+}  // namespace
+
 std::size_t formatAccessLog(std::string_view entries, JsonBuf& out) {
   namespace j = json_out;
+  using j::literalAt;
   using namespace std::chrono;
   PackedReader<AccessLogEntry> reader(entries);
   std::size_t count = 0;
   while (reader.next()) {
     const AccessLogEntry& e = reader.head();
-    auto text = [&](PackedText t) { return reader.text(t); };
-    auto strOrNull = [&](std::string_view k, bool present, PackedText v) {
-      j::key(out, k);
-      if (present) j::string(out, text(v));
-      else out.raw(std::string_view("null"));
+    // One reservation for the line, then writes through p (json_out.h's *At functions).
+    char* p = out.reserve(lineBound(e));
+    auto str = [&](PackedText t) { p = j::stringAt(p, reader.text(t)); };
+    auto strOrNull = [&](bool present, PackedText t) {
+      if (present) str(t);
+      else p = literalAt(p, "null");
     };
-    out.raw(std::string_view("{\"ts\":"));
-    j::time(out, system_clock::time_point(duration_cast<system_clock::duration>(milliseconds(e.ts_ms))));
-    j::key(out, "level");
-    j::string(out, e.status >= 500 ? "error" : e.status >= 400 ? "warn" : "info");
-    j::key(out, "request_id");
-    j::string(out, text(e.request_id));
+    p = literalAt(p, "{\"ts\":");
+    p = j::timeAt(p, system_clock::time_point(duration_cast<system_clock::duration>(milliseconds(e.ts_ms))));
+    p = e.status >= 500   ? literalAt(p, ",\"level\":\"error\",\"request_id\":")
+        : e.status >= 400 ? literalAt(p, ",\"level\":\"warn\",\"request_id\":")
+                          : literalAt(p, ",\"level\":\"info\",\"request_id\":");
+    str(e.request_id);
     if (e.has_trace) {
-      char hex[32];
-      toHex(e.trace_id.data(), e.trace_id.size(), hex);
-      j::key(out, "trace_id");
-      j::string(out, std::string_view(hex, 32));
-      toHex(e.span_id.data(), e.span_id.size(), hex);
-      j::key(out, "span_id");
-      j::string(out, std::string_view(hex, 16));
+      p = literalAt(p, ",\"trace_id\":\"");
+      toHex(e.trace_id.data(), e.trace_id.size(), p);
+      p += 32;
+      p = literalAt(p, "\",\"span_id\":\"");
+      toHex(e.span_id.data(), e.span_id.size(), p);
+      p += 16;
+      *p++ = '"';
     }
-    j::key(out, "method");
-    j::string(out, text(e.method));
-    j::key(out, "path");
-    j::string(out, text(e.path));
-    strOrNull("model", e.has_model, e.model);
-    strOrNull("provider", e.has_provider, e.provider);
-    strOrNull("deployment", e.has_deployment, e.deployment);
-    strOrNull("version", e.has_deployment, e.version);
-    if (e.upstream_address.size) strOrNull("upstream_address", true, e.upstream_address);
-    if (e.route.size) strOrNull("route", true, e.route);
-    if (e.route_name.size) strOrNull("route_name", true, e.route_name);
+    p = literalAt(p, ",\"method\":");
+    str(e.method);
+    p = literalAt(p, ",\"path\":");
+    str(e.path);
+    p = literalAt(p, ",\"model\":");
+    strOrNull(e.has_model, e.model);
+    p = literalAt(p, ",\"provider\":");
+    strOrNull(e.has_provider, e.provider);
+    p = literalAt(p, ",\"deployment\":");
+    strOrNull(e.has_deployment, e.deployment);
+    p = literalAt(p, ",\"version\":");
+    strOrNull(e.has_deployment, e.version);
+    if (e.upstream_address.size) {
+      p = literalAt(p, ",\"upstream_address\":");
+      str(e.upstream_address);
+    }
+    if (e.route.size) {
+      p = literalAt(p, ",\"route\":");
+      str(e.route);
+    }
+    if (e.route_name.size) {
+      p = literalAt(p, ",\"route_name\":");
+      str(e.route_name);
+    }
     // Who called: the tenant, the key's name and its display prefix (never the key).
-    if (e.has_tenant) strOrNull("tenant", true, e.tenant);
+    if (e.has_tenant) {
+      p = literalAt(p, ",\"tenant\":");
+      str(e.tenant);
+    }
     if (e.has_key) {
-      strOrNull("key", true, e.key);
-      if (e.key_prefix.size) strOrNull("key_prefix", true, e.key_prefix);
+      p = literalAt(p, ",\"key\":");
+      str(e.key);
+      if (e.key_prefix.size) {
+        p = literalAt(p, ",\"key_prefix\":");
+        str(e.key_prefix);
+      }
     }
     if (e.fallback.size) {
-      strOrNull("fallback", true, e.fallback);
-      if (e.has_requested_model) strOrNull("requested_model", true, e.requested_model);
+      p = literalAt(p, ",\"fallback\":");
+      str(e.fallback);
+      if (e.has_requested_model) {
+        p = literalAt(p, ",\"requested_model\":");
+        str(e.requested_model);
+      }
     }
     for (std::size_t i = 0; i < kRecordFieldCount; ++i)
       if (e.record_fields & (1u << i)) {
         const auto f = static_cast<RecordField>(i);
-        j::key(out, recordFieldName(f));
-        if (recordFieldNumeric(f)) out.raw(text(e.record_field[i]));
-        else j::string(out, text(e.record_field[i]));
+        p = literalAt(p, ",\"");
+        p = j::bytesAt(p, recordFieldName(f));
+        p = literalAt(p, "\":");
+        if (recordFieldNumeric(f)) p = j::bytesAt(p, reader.text(e.record_field[i]));
+        else str(e.record_field[i]);
       }
-    j::key(out, "status");
-    j::integer(out, e.status);
-    j::key(out, "stream");
-    out.raw(e.streaming ? std::string_view("true") : std::string_view("false"));
-    j::key(out, "bytes_in");
-    j::integer(out, static_cast<std::int64_t>(e.bytes_in));
-    j::key(out, "bytes_out");
-    j::integer(out, static_cast<std::int64_t>(e.bytes_out));
-    j::key(out, "duration_ms");
-    j::millis(out, nanoseconds(e.duration_ns));
-    j::key(out, "ttft_ms");
-    if (e.has_ttft) j::millis(out, nanoseconds(e.ttft_ns));
-    else out.raw(std::string_view("null"));
-    auto tokens = [&](std::string_view k, std::int64_t v) {
-      j::key(out, k);
-      if (v >= 0) j::integer(out, v);
-      else out.raw(std::string_view("null"));
-    };
-    tokens("prompt_tokens", e.prompt_tokens);
-    tokens("completion_tokens", e.completion_tokens);
-    tokens("total_tokens", e.total_tokens);
-    tokens("cached_tokens", e.cached_tokens);
+    p = literalAt(p, ",\"status\":");
+    p = j::integerAt(p, e.status);
+    p = e.streaming ? literalAt(p, ",\"stream\":true,\"bytes_in\":") : literalAt(p, ",\"stream\":false,\"bytes_in\":");
+    p = j::integerAt(p, static_cast<std::int64_t>(e.bytes_in));
+    p = literalAt(p, ",\"bytes_out\":");
+    p = j::integerAt(p, static_cast<std::int64_t>(e.bytes_out));
+    p = literalAt(p, ",\"duration_ms\":");
+    p = j::millisAt(p, nanoseconds(e.duration_ns));
+    p = literalAt(p, ",\"ttft_ms\":");
+    p = e.has_ttft ? j::millisAt(p, nanoseconds(e.ttft_ns)) : literalAt(p, "null");
+    auto tokens = [&](std::int64_t v) { p = v >= 0 ? j::integerAt(p, v) : literalAt(p, "null"); };
+    p = literalAt(p, ",\"prompt_tokens\":");
+    tokens(e.prompt_tokens);
+    p = literalAt(p, ",\"completion_tokens\":");
+    tokens(e.completion_tokens);
+    p = literalAt(p, ",\"total_tokens\":");
+    tokens(e.total_tokens);
+    p = literalAt(p, ",\"cached_tokens\":");
+    tokens(e.cached_tokens);
     // Units priced besides tokens, on the lines of the endpoints that have them.
-    if (e.images >= 0) tokens("images", e.images);
+    if (e.images >= 0) {
+      p = literalAt(p, ",\"images\":");
+      p = j::integerAt(p, e.images);
+    }
     if (e.audio_seconds >= 0) {
-      j::key(out, "audio_seconds");
-      j::number(out, e.audio_seconds);
+      p = literalAt(p, ",\"audio_seconds\":");
+      p = j::numberAt(p, e.audio_seconds);
     }
-    if (e.characters >= 0) tokens("characters", e.characters);
-    j::key(out, "cost_usd");
-    if (e.cost_usd >= 0) j::number(out, e.cost_usd);
-    else out.raw(std::string_view("null"));
-    j::key(out, "api");
-    j::string(out, e.api.view());
-    strOrNull("error", e.has_error, e.error);
+    if (e.characters >= 0) {
+      p = literalAt(p, ",\"characters\":");
+      p = j::integerAt(p, e.characters);
+    }
+    p = literalAt(p, ",\"cost_usd\":");
+    p = e.cost_usd >= 0 ? j::numberAt(p, e.cost_usd) : literalAt(p, "null");
+    p = literalAt(p, ",\"api\":");
+    p = j::stringAt(p, e.api.view());
+    p = literalAt(p, ",\"error\":");
+    strOrNull(e.has_error, e.error);
     if (e.has_error && e.timeout.data) {
-      j::key(out, "timeout");
-      j::string(out, e.timeout.view());
+      p = literalAt(p, ",\"timeout\":");
+      p = j::stringAt(p, e.timeout.view());
     }
-    j::key(out, "end_reason");
-    j::string(out, e.end_reason.view());
+    p = literalAt(p, ",\"end_reason\":");
+    p = j::stringAt(p, e.end_reason.view());
     if (e.streaming) {
-      j::key(out, "chunks");
-      j::integer(out, static_cast<std::int64_t>(e.chunks));
+      p = literalAt(p, ",\"chunks\":");
+      p = j::integerAt(p, static_cast<std::int64_t>(e.chunks));
     }
     if (e.attempts > 1) {
-      j::key(out, "attempts");
-      j::integer(out, e.attempts);
+      p = literalAt(p, ",\"attempts\":");
+      p = j::integerAt(p, e.attempts);
     }
-    out.raw(std::string_view("}\n"));
+    p = literalAt(p, "}\n");
+    out.advance(p);
     ++count;
   }
   return count;

@@ -34,13 +34,12 @@ inline bool needsEscape(std::uint64_t w) {
 
 }  // namespace
 
-void escaped(JsonBuf& out, std::string_view s) {
+char* escapedAt(char* p, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
-  // The worst case (every byte as \u00XX) is reserved once, and at least a word (the
-  // short case writes one); then plain pointer writes.
+  // The caller has room for the worst case (every byte as \u00XX) and at least a word
+  // (the short case writes one).
   const std::size_t n = s.size();
-  if (n == 0) return;  // (an empty view's data() may be null: no memcpy from it)
-  char* p = out.reserve(std::max<std::size_t>(6 * n, 8));
+  if (n == 0) return p;  // (an empty view's data() may be null: no memcpy from it)
   std::size_t i = 0;
   if (n < 8) {
     // Most strings here (names, ids' parts): one word, the bytes past the string read
@@ -49,8 +48,7 @@ void escaped(JsonBuf& out, std::string_view s) {
     std::memcpy(&w, s.data(), n);
     if (!needsEscape(w)) {
       std::memcpy(p, &w, 8);
-      out.advance(p + n);
-      return;
+      return p + n;
     }
   } else {
     for (; i + 8 <= n; i += 8) {  // the common case: nothing to escape
@@ -67,8 +65,7 @@ void escaped(JsonBuf& out, std::string_view s) {
       std::memcpy(&w, s.data() + n - 8, 8);
       if (!needsEscape(w)) {
         std::memcpy(p - (8 - (n - i)), &w, 8);
-        out.advance(p + (n - i));
-        return;
+        return p + (n - i);
       }
     }
   }
@@ -93,7 +90,12 @@ void escaped(JsonBuf& out, std::string_view s) {
         *p++ = kHex[c & 15];
     }
   }
-  out.advance(p);
+  return p;
+}
+
+void escaped(JsonBuf& out, std::string_view s) {
+  if (s.empty()) return;
+  out.advance(escapedAt(out.reserve(6 * s.size() + 8), s));
 }
 
 void string(JsonBuf& out, std::string_view s) {
@@ -108,38 +110,38 @@ void string(std::string& out, std::string_view s) {
   out.append(b.data(), b.size());
 }
 
-void integer(JsonBuf& out, std::int64_t v) {
-  char* p = out.reserve(24);
-  out.advance(std::to_chars(p, p + 24, v).ptr);
+char* integerAt(char* p, std::int64_t v) { return std::to_chars(p, p + 20, v).ptr; }
+
+void integer(JsonBuf& out, std::int64_t v) { out.advance(integerAt(out.reserve(20), v)); }
+
+char* numberAt(char* p, double v) {
+  if (!std::isfinite(v)) return literalAt(p, "null");
+  return std::to_chars(p, p + 32, v).ptr;
 }
 
-void number(JsonBuf& out, double v) {
-  if (!std::isfinite(v)) {
-    out.raw("null", 4);
-    return;
-  }
-  char* p = out.reserve(32);
-  out.advance(std::to_chars(p, p + 32, v).ptr);
-}
+void number(JsonBuf& out, double v) { out.advance(numberAt(out.reserve(32), v)); }
 
-void millis(JsonBuf& out, std::chrono::nanoseconds d) {
+char* millisAt(char* p, std::chrono::nanoseconds d) {
   // Microsecond precision, written as integer digits: far cheaper than a double's
   // shortest round trip, and what a log or record needs.
   std::int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
   if (us < 0) {
-    out.push_back('-');
+    *p++ = '-';
     us = -us;
   }
-  integer(out, us / 1000);
+  p = integerAt(p, us / 1000);
   const auto frac = static_cast<int>(us % 1000);
-  if (frac == 0) return;
+  if (frac == 0) return p;
   char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10), static_cast<char>('0' + frac % 10)};
   std::size_t n = 4;
   while (f[n - 1] == '0') --n;
-  out.raw(f, n);
+  std::memcpy(p, f, 4);  // (room for all four; n of them count)
+  return p + n;
 }
 
-void time(JsonBuf& out, std::chrono::system_clock::time_point t) {
+void millis(JsonBuf& out, std::chrono::nanoseconds d) { out.advance(millisAt(out.reserve(28), d)); }
+
+char* timeAt(char* p, std::chrono::system_clock::time_point t) {
   using namespace std::chrono;
   // The calendar part changes once a second: formatted then, per thread.
   struct Cached {
@@ -160,17 +162,18 @@ void time(JsonBuf& out, std::chrono::system_clock::time_point t) {
     std::memcpy(cache.text, buf, 19);
     cache.second = second;
   }
-  char text[26];
-  text[0] = '"';
-  std::memcpy(text + 1, cache.text, 19);
-  text[20] = '.';
-  text[21] = static_cast<char>('0' + ms / 100);
-  text[22] = static_cast<char>('0' + ms / 10 % 10);
-  text[23] = static_cast<char>('0' + ms % 10);
-  text[24] = 'Z';
-  text[25] = '"';
-  out.raw(text, 26);
+  p[0] = '"';
+  std::memcpy(p + 1, cache.text, 19);
+  p[20] = '.';
+  p[21] = static_cast<char>('0' + ms / 100);
+  p[22] = static_cast<char>('0' + ms / 10 % 10);
+  p[23] = static_cast<char>('0' + ms % 10);
+  p[24] = 'Z';
+  p[25] = '"';
+  return p + 26;
 }
+
+void time(JsonBuf& out, std::chrono::system_clock::time_point t) { out.advance(timeAt(out.reserve(26), t)); }
 
 }  // namespace json_out
 }  // namespace tahua

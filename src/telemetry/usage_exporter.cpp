@@ -166,10 +166,11 @@ void UsageExporter::run() {
     const bool closing = batches.empty() && queue_.closed();
     for (const auto& b : batches) {
       // The workers' packed records become the JSON lines every sink gets (and a spill keeps).
-      // Sized from the last batch's bytes a record: no regrowth copies (a buffer is the
+      // Sized from the last batch's bytes a record, and the room the formatter reserves
+      // for a line at worst (every string escaped): no regrowth copies (a buffer is the
       // sinks' until the last is done with it, so it is not reused).
       auto lines = std::make_shared<JsonBuf>();
-      lines->reserve(b.items * bytes_per_record_ + bytes_per_record_);
+      lines->reserve(b.items * bytes_per_record_ + kLineSlack);
       formatUsageRecords(b.data.view(), *lines);
       if (b.items) bytes_per_record_ = lines->size() / b.items + 1;
       for (auto& s : sinks_)

@@ -82,6 +82,7 @@ class UsageExporter {
   std::uint64_t handled() const;  // records every sink delivered, spilled or dropped
   std::uint64_t formatted_ = 0;   // records handed to the sinks (this thread's)
   std::size_t bytes_per_record_ = 1024;  // of the last batch formatted (this thread's)
+  static constexpr std::size_t kLineSlack = 32 * 1024;  // a typical record's worst-case line bound, with room
   std::uint64_t lost_at_start_ = 0;
   std::thread thread_;
   bool stopped_ = false;

@@ -15,8 +15,19 @@ void appendUsageJson(JsonBuf& batch, std::string_view json) {
   w.write(batch, head);
 }
 
+namespace {
+
+// The room a record's line can take: every string escaped at worst (6 bytes a byte, and
+// its quotes), the literals' texts, and the keys and numbers (under 2 KiB together).
+std::size_t lineBound(const UsageRecordHead& r) {
+  return 6 * (r.size + r.api.size + r.end_reason.size + r.usage_source.size) + 10 * (40 + kRecordFieldCount) + 4096;
+}
+
+}  // namespace
+
 std::size_t formatUsageRecords(std::string_view batch, JsonBuf& out) {
   namespace j = json_out;
+  using j::literalAt;
   using namespace std::chrono;
   PackedReader<UsageRecordHead> reader(batch);
   std::size_t count = 0;
@@ -28,102 +39,118 @@ std::size_t formatUsageRecords(std::string_view batch, JsonBuf& out) {
       out.push_back('\n');
       continue;
     }
-    auto text = [&](PackedText t) { return reader.text(t); };
-    auto strOrNull = [&](std::string_view k, bool present, PackedText v) {
-      j::key(out, k);
-      if (present) j::string(out, text(v));
-      else out.raw(std::string_view("null"));
+    // One reservation for the line, then writes through p (json_out.h's *At functions).
+    char* p = out.reserve(lineBound(r));
+    auto str = [&](PackedText t) { p = j::stringAt(p, reader.text(t)); };
+    auto strOrNull = [&](bool present, PackedText t) {
+      if (present) str(t);
+      else p = literalAt(p, "null");
     };
-    char id[36];
-    uuidV7(id);
-    out.raw(std::string_view("{\"record_id\":\""));  // first, at a fixed place: sinks read it without parsing
-    out.raw(id, 36);
-    out.push_back('"');
-    j::key(out, "request_id");
-    j::string(out, text(r.request_id));
-    j::key(out, "ts");
-    j::time(out, system_clock::time_point(duration_cast<system_clock::duration>(nanoseconds(r.start_ns))));
-    j::key(out, "end_ts");
-    j::time(out, system_clock::time_point(duration_cast<system_clock::duration>(nanoseconds(r.end_ns))));
-    if (r.gateway.size) strOrNull("gateway", true, r.gateway);
-    if (r.region.size) strOrNull("region", true, r.region);  // several regions bill through one pipeline
-    strOrNull("tenant", r.has_tenant, r.tenant);
-    strOrNull("key", r.has_key, r.key);
-    strOrNull("key_prefix", r.key_prefix.size > 0, r.key_prefix);
+    auto timestamp = [&](std::int64_t ns) { p = j::timeAt(p, system_clock::time_point(duration_cast<system_clock::duration>(nanoseconds(ns)))); };
+    p = literalAt(p, "{\"record_id\":\"");  // first, at a fixed place: sinks read it without parsing
+    uuidV7(p);
+    p += 36;
+    p = literalAt(p, "\",\"request_id\":");
+    str(r.request_id);
+    p = literalAt(p, ",\"ts\":");
+    timestamp(r.start_ns);
+    p = literalAt(p, ",\"end_ts\":");
+    timestamp(r.end_ns);
+    if (r.gateway.size) {
+      p = literalAt(p, ",\"gateway\":");
+      str(r.gateway);
+    }
+    if (r.region.size) {  // several regions bill through one pipeline
+      p = literalAt(p, ",\"region\":");
+      str(r.region);
+    }
+    p = literalAt(p, ",\"tenant\":");
+    strOrNull(r.has_tenant, r.tenant);
+    p = literalAt(p, ",\"key\":");
+    strOrNull(r.has_key, r.key);
+    p = literalAt(p, ",\"key_prefix\":");
+    strOrNull(r.key_prefix.size > 0, r.key_prefix);
     // A caller signed in with a JWT: who (per-person figures live here, never in metrics).
-    strOrNull("issuer", r.has_caller, r.issuer);
-    strOrNull("subject", r.has_caller, r.subject);
-    j::key(out, "api");
-    j::string(out, r.api.view());
-    j::key(out, "method");
-    j::string(out, text(r.method));
-    j::key(out, "path");
-    j::string(out, text(r.path));
-    strOrNull("requested_model", r.has_requested_model, r.requested_model);
-    strOrNull("model", r.has_model, r.model);
-    strOrNull("provider", r.has_provider, r.provider);
-    strOrNull("deployment", r.has_deployment, r.deployment);
-    strOrNull("version", r.has_deployment, r.version);
-    strOrNull("route_name", r.route_name.size > 0, r.route_name);
-    j::key(out, "stream");
-    out.raw(r.stream ? std::string_view("true") : std::string_view("false"));
-    j::key(out, "status");
-    j::integer(out, r.status);
-    j::key(out, "end_reason");
-    j::string(out, r.end_reason.view());
-    strOrNull("error", r.has_error, r.error);
-    j::key(out, "replayed");
-    out.raw(r.replayed ? std::string_view("true") : std::string_view("false"));
+    p = literalAt(p, ",\"issuer\":");
+    strOrNull(r.has_caller, r.issuer);
+    p = literalAt(p, ",\"subject\":");
+    strOrNull(r.has_caller, r.subject);
+    p = literalAt(p, ",\"api\":");
+    p = j::stringAt(p, r.api.view());
+    p = literalAt(p, ",\"method\":");
+    str(r.method);
+    p = literalAt(p, ",\"path\":");
+    str(r.path);
+    p = literalAt(p, ",\"requested_model\":");
+    strOrNull(r.has_requested_model, r.requested_model);
+    p = literalAt(p, ",\"model\":");
+    strOrNull(r.has_model, r.model);
+    p = literalAt(p, ",\"provider\":");
+    strOrNull(r.has_provider, r.provider);
+    p = literalAt(p, ",\"deployment\":");
+    strOrNull(r.has_deployment, r.deployment);
+    p = literalAt(p, ",\"version\":");
+    strOrNull(r.has_deployment, r.version);
+    p = literalAt(p, ",\"route_name\":");
+    strOrNull(r.route_name.size > 0, r.route_name);
+    p = r.stream ? literalAt(p, ",\"stream\":true,\"status\":") : literalAt(p, ",\"stream\":false,\"status\":");
+    p = j::integerAt(p, r.status);
+    p = literalAt(p, ",\"end_reason\":");
+    p = j::stringAt(p, r.end_reason.view());
+    p = literalAt(p, ",\"error\":");
+    strOrNull(r.has_error, r.error);
+    p = r.replayed ? literalAt(p, ",\"replayed\":true") : literalAt(p, ",\"replayed\":false");
     // Billed tokens: what the rate-limit calibration charged.
-    auto tokens = [&](std::string_view k, std::int64_t v) {
-      j::key(out, k);
-      j::integer(out, std::max<std::int64_t>(v, 0));
-    };
-    tokens("prompt_tokens", r.prompt_tokens);
-    tokens("completion_tokens", r.completion_tokens);
-    tokens("cached_tokens", r.cached_tokens);
-    tokens("total_tokens", std::max<std::int64_t>(r.prompt_tokens, 0) + std::max<std::int64_t>(r.completion_tokens, 0));
+    const std::int64_t prompt = std::max<std::int64_t>(r.prompt_tokens, 0), completion = std::max<std::int64_t>(r.completion_tokens, 0);
+    p = literalAt(p, ",\"prompt_tokens\":");
+    p = j::integerAt(p, prompt);
+    p = literalAt(p, ",\"completion_tokens\":");
+    p = j::integerAt(p, completion);
+    p = literalAt(p, ",\"cached_tokens\":");
+    p = j::integerAt(p, std::max<std::int64_t>(r.cached_tokens, 0));
+    p = literalAt(p, ",\"total_tokens\":");
+    p = j::integerAt(p, prompt + completion);
     // Units priced besides tokens: null when the endpoint has none.
-    j::key(out, "images");
-    if (r.images >= 0) j::integer(out, r.images);
-    else out.raw(std::string_view("null"));
-    j::key(out, "audio_seconds");
-    if (r.audio_seconds >= 0) j::number(out, r.audio_seconds);
-    else out.raw(std::string_view("null"));
-    j::key(out, "characters");
-    if (r.characters >= 0) j::integer(out, r.characters);
-    else out.raw(std::string_view("null"));
-    j::key(out, "usage_source");
-    j::string(out, r.usage_source.view());
-    j::key(out, "cost_usd");
-    if (r.cost_usd >= 0) j::number(out, r.cost_usd);
-    else out.raw(std::string_view("null"));  // the model has no pricing
-    j::key(out, "duration_ms");
-    j::millis(out, nanoseconds(r.duration_ns));
-    j::key(out, "ttft_ms");
-    if (r.has_ttft) j::millis(out, nanoseconds(r.ttft_ns));
-    else out.raw(std::string_view("null"));
-    j::key(out, "bytes_out");
-    j::integer(out, static_cast<std::int64_t>(r.bytes_out));
-    j::key(out, "attempts");
-    j::integer(out, r.attempts);
-    strOrNull("fallback", r.fallback.size > 0, r.fallback);
+    p = literalAt(p, ",\"images\":");
+    p = r.images >= 0 ? j::integerAt(p, r.images) : literalAt(p, "null");
+    p = literalAt(p, ",\"audio_seconds\":");
+    p = r.audio_seconds >= 0 ? j::numberAt(p, r.audio_seconds) : literalAt(p, "null");
+    p = literalAt(p, ",\"characters\":");
+    p = r.characters >= 0 ? j::integerAt(p, r.characters) : literalAt(p, "null");
+    p = literalAt(p, ",\"usage_source\":");
+    p = j::stringAt(p, r.usage_source.view());
+    p = literalAt(p, ",\"cost_usd\":");
+    p = r.cost_usd >= 0 ? j::numberAt(p, r.cost_usd) : literalAt(p, "null");  // null: the model has no pricing
+    p = literalAt(p, ",\"duration_ms\":");
+    p = j::millisAt(p, nanoseconds(r.duration_ns));
+    p = literalAt(p, ",\"ttft_ms\":");
+    p = r.has_ttft ? j::millisAt(p, nanoseconds(r.ttft_ns)) : literalAt(p, "null");
+    p = literalAt(p, ",\"bytes_out\":");
+    p = j::integerAt(p, static_cast<std::int64_t>(r.bytes_out));
+    p = literalAt(p, ",\"attempts\":");
+    p = j::integerAt(p, r.attempts);
+    p = literalAt(p, ",\"fallback\":");
+    strOrNull(r.fallback.size > 0, r.fallback);
     for (std::size_t i = 0; i < kRecordFieldCount; ++i) {
       const auto f = static_cast<RecordField>(i);
-      j::key(out, recordFieldName(f));
-      if (!r.record_field[i].size) out.raw(std::string_view("null"));
-      else if (recordFieldNumeric(f)) out.raw(text(r.record_field[i]));
-      else j::string(out, text(r.record_field[i]));
+      p = literalAt(p, ",\"");
+      p = j::bytesAt(p, recordFieldName(f));
+      p = literalAt(p, "\":");
+      if (!r.record_field[i].size) p = literalAt(p, "null");
+      else if (recordFieldNumeric(f)) p = j::bytesAt(p, reader.text(r.record_field[i]));
+      else str(r.record_field[i]);
     }
-    j::key(out, "trace_id");
+    p = literalAt(p, ",\"trace_id\":");
     if (r.has_trace) {
-      char hex[32];
-      toHex(r.trace_id.data(), r.trace_id.size(), hex);
-      j::string(out, std::string_view(hex, 32));
+      *p++ = '"';
+      toHex(r.trace_id.data(), r.trace_id.size(), p);
+      p += 32;
+      *p++ = '"';
     } else {
-      out.raw(std::string_view("null"));
+      p = literalAt(p, "null");
     }
-    out.raw(std::string_view("}\n"));
+    p = literalAt(p, "}\n");
+    out.advance(p);
   }
   return count;
 }

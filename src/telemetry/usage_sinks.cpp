@@ -89,11 +89,11 @@ class RedisStreamSink final : public UsageSink {
   RedisStreamSink(const UsageSinkConfig& c, RedisEndpoint ep) : c_(c), redis_(std::move(ep), c.timeout) {}
 
   bool deliver(std::string_view lines, std::string& error) override {
-    const std::string maxlen = std::to_string(c_.maxlen);
-    // Every XADD formatted into one buffer (store/redis/resp.h) and sent at once: one
-    // write, then the replies in order.
-    out_.clear();
-    std::size_t sent = 0;
+    // Every XADD's head (the command up to the record's length, store/redis/resp.h's
+    // format) in one buffer, and the records sent from the batch as they are: one
+    // writev of heads and records, then the replies in order.
+    heads_.clear();
+    spans_.clear();
     for (std::size_t pos = 0; pos < lines.size();) {
       std::size_t end = lines.find('\n', pos);
       if (end == std::string_view::npos) end = lines.size();
@@ -102,13 +102,23 @@ class RedisStreamSink final : public UsageSink {
       if (record.empty()) continue;
       // {"record_id":"<36 characters>" opens every record (usage_filter.cpp).
       std::string_view id = record.size() > 50 ? record.substr(14, 36) : std::string_view{};
-      const std::string_view args[] = {"XADD", c_.stream, "MAXLEN", "~", maxlen, "*", "record_id", id, "record", record};
-      appendResp(out_, args);
-      ++sent;
+      const std::size_t from = heads_.size();
+      if (!spans_.empty()) heads_.append("\r\n", 2);  // the previous record's end
+      heads_.append(prefix_);
+      appendRespArg(heads_, id);
+      appendRespArg(heads_, "record");
+      appendRespLength(heads_, record.size());
+      spans_.push_back(Span{from, heads_.size() - from, record});
     }
-    if (sent == 0) return true;
+    if (spans_.empty()) return true;
+    pieces_.clear();
+    for (const Span& sp : spans_) {
+      pieces_.emplace_back(heads_.data() + sp.head_at, sp.head_size);
+      pieces_.push_back(sp.record);
+    }
+    pieces_.emplace_back("\r\n", 2);
     std::string why;
-    if (redis_.pipelineChecked(out_, sent, why)) return true;
+    if (redis_.pipelineChecked(pieces_, spans_.size(), why)) return true;
     if (redis_.connected()) {  // an error reply: the connection is dropped, as for any failure
       error = "XADD: " + why;
       redis_.close();
@@ -119,9 +129,29 @@ class RedisStreamSink final : public UsageSink {
   }
 
  private:
+  struct Span {
+    std::size_t head_at, head_size;
+    std::string_view record;
+  };
+  // XADD <stream> MAXLEN ~ <maxlen> * record_id: the same for every record (ten
+  // arguments: the id, "record" and the record follow).
+  static std::string commandPrefix(const UsageSinkConfig& c) {
+    std::string out;
+    appendRespLine(out, '*', 10);
+    for (std::string_view a : {std::string_view("XADD"), std::string_view(c.stream), std::string_view("MAXLEN"), std::string_view("~")})
+      appendRespArg(out, a);
+    appendRespArg(out, std::to_string(c.maxlen));
+    appendRespArg(out, "*");
+    appendRespArg(out, "record_id");
+    return out;
+  }
+
   UsageSinkConfig c_;
   BlockingRedis redis_;
-  std::string out_;  // the commands of one delivery
+  std::string prefix_ = commandPrefix(c_);
+  std::string heads_;                    // the commands' heads of one delivery
+  std::vector<Span> spans_;              // where each record's head is, and the record
+  std::vector<std::string_view> pieces_;  // what is written, in order
 };
 
 // POST a JSON array of up to `batch` records per request; a 2xx answer is delivery.

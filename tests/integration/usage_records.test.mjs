@@ -307,6 +307,30 @@ describe('usage records', () => {
     void second;
   });
 
+  it('a spill of 1,500 records replays into the Redis stream whole, each once and in order (XADDs written in several writes of up to 1,024 pieces)', async (t) => {
+    const redis = await startRedis({ t });
+    const spillDir = join(makeTempDir('tahua-usage-big-'), 'spill');
+    mkdirSync(spillDir, { recursive: true });
+    // Records as the exporter spills them: a line each, the record_id first. ~1.2 KB each:
+    // the replay's 1 MiB chunks hold ~850, so each delivery is over 1,700 pieces.
+    const ids = Array.from({ length: 1500 }, (_, i) => `0190c7a2-0000-7000-8000-${String(i).padStart(12, '0')}`);
+    const pad = 'x'.repeat(1100);
+    writeFileSync(join(spillDir, 'redis.spill'), ids.map((id, i) => JSON.stringify({ record_id: id, request_id: `req-${i}`, note: `${pad}\u0001"${i}"` }) + '\n').join(''));
+    const { gw } = await start(t, { redis, sinks: [{ name: 'redis', type: 'redis_stream', url: redis.url, timeout: '2s' }], usage: { spill_dir: spillDir } });
+    const got = await eventually(() => {
+      const r = streamRecords(redis);
+      return r.length >= 1500 && r;
+    }, { what: 'the spill replayed', timeout: 15000 });
+    assert.equal(got.length, 1500);
+    assert.deepEqual(got.map((r) => r.record_id), ids, 'each record once, in the spill\'s order');
+    assert.ok(got.every((r, i) => r.request_id === `req-${i}` && r.note === `${pad}\u0001"${i}"`), 'each record whole');
+    // The stream entries' record_id field is the record's own.
+    const first = redis.cli('--no-raw', 'XRANGE', 'tahua:usage', '-', '+', 'COUNT', '1');
+    assert.match(first, new RegExp(`"record_id"\\s*\\n\\s*\\d+\\)\\s*"${ids[0]}"`));
+    await eventually(() => readFileSync(join(spillDir, 'redis.spill'), 'utf8') === '', { what: 'the spill emptied' });
+    void gw;
+  });
+
   it("the gateway's own fallback answer bills nothing (every upstream failed)", async (t) => {
     const upstream = await startMockUpstream({ t });
     const dir = makeTempDir('tahua-usage-fb-');

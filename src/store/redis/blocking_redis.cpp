@@ -1,6 +1,11 @@
 #include "store/redis/blocking_redis.h"
 
 #include <hiredis/hiredis.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace tahua {
 
@@ -51,12 +56,44 @@ std::optional<RedisReply> BlockingRedis::call(const std::vector<std::string>& ar
   return std::move(replies->front());
 }
 
+bool BlockingRedis::send(std::span<const std::string_view> pieces, std::string& error) {
+  // hiredis' redisAppendFormattedCommand would copy the commands into its own buffer
+  // (growing it by doubling) before one write; the pieces go out as they are instead, up
+  // to IOV_MAX at a time. The context's send timeout holds for these writes too.
+  constexpr std::size_t kMaxIov = 1024;
+  iovec iov[kMaxIov];
+  std::size_t next = 0, skip = 0;  // the first piece not fully written, and its bytes written
+  while (next < pieces.size()) {
+    std::size_t n = 0;
+    for (std::size_t i = next; i < pieces.size() && n < kMaxIov; ++i) {
+      const std::string_view piece = i == next ? pieces[i].substr(skip) : pieces[i];
+      if (piece.empty()) continue;
+      iov[n++] = iovec{const_cast<char*>(piece.data()), piece.size()};
+    }
+    if (n == 0) break;
+    const ssize_t wrote = ::writev(c_->fd, iov, static_cast<int>(n));
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) {
+      error = wrote < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? std::string("write: timed out")
+                                                                       : std::string("write: ") + std::strerror(errno);
+      close();
+      return false;
+    }
+    auto left = static_cast<std::size_t>(wrote);
+    while (next < pieces.size() && left >= pieces[next].size() - skip) {
+      left -= pieces[next].size() - skip;
+      ++next;
+      skip = 0;
+    }
+    skip += left;
+  }
+  return true;
+}
+
 std::optional<std::vector<RedisReply>> BlockingRedis::pipeline(const std::string& resp, std::size_t count, std::string& error) {
   if (!c_ && !connect(error)) return std::nullopt;
-  if (redisAppendFormattedCommand(c_, resp.data(), resp.size()) != REDIS_OK) {
-    dropped(error);
-    return std::nullopt;
-  }
+  const std::string_view piece = resp;
+  if (!send(std::span(&piece, 1), error)) return std::nullopt;
   std::vector<RedisReply> out;
   out.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -72,8 +109,13 @@ std::optional<std::vector<RedisReply>> BlockingRedis::pipeline(const std::string
 }
 
 bool BlockingRedis::pipelineChecked(const std::string& resp, std::size_t count, std::string& error) {
+  const std::string_view piece = resp;
+  return pipelineChecked(std::span(&piece, 1), count, error);
+}
+
+bool BlockingRedis::pipelineChecked(std::span<const std::string_view> pieces, std::size_t count, std::string& error) {
   if (!c_ && !connect(error)) return false;
-  if (redisAppendFormattedCommand(c_, resp.data(), resp.size()) != REDIS_OK) return dropped(error);
+  if (!send(pieces, error)) return false;
   bool ok = true;
   for (std::size_t i = 0; i < count; ++i) {
     void* reply = nullptr;

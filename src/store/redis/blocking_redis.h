@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,18 @@ class BlockingRedis {
   // nothing is copied out of them. False and `error` (the first error reply's text) when
   // one failed or the connection did; every reply is read either way.
   bool pipelineChecked(const std::string& resp, std::size_t count, std::string& error);
+  // The same, the commands given as pieces written in order (writev): a batch of XADDs
+  // sends its records from where they are, with no copy into one buffer.
+  bool pipelineChecked(std::span<const std::string_view> pieces, std::size_t count, std::string& error);
   void close();
   bool connected() const { return c_ != nullptr; }
 
  private:
   bool connect(std::string& error);
   bool dropped(std::string& error);  // takes the context's error, closes; false
+  // Writes `pieces` on the connection, all of them (hiredis' own buffer stays empty, so
+  // its reader only reads the replies); false and `error` (closed) when it cannot.
+  bool send(std::span<const std::string_view> pieces, std::string& error);
 
   RedisEndpoint ep_;
   Millis timeout_;

@@ -25,21 +25,25 @@ struct RedisReply {
 };
 RedisReply copyReply(const redisReply* r);  // redis_connection.cpp
 
-inline void appendResp(std::string& out, std::span<const std::string_view> args) {
+// The pieces of a command: "*<count>", each argument's "$<length>" and its bytes.
+inline void appendRespLine(std::string& out, char type, std::size_t n) {
   char num[24];
-  auto line = [&](char type, std::size_t n) {
-    num[0] = type;
-    char* end = std::to_chars(num + 1, num + sizeof num - 2, n).ptr;
-    *end++ = '\r';
-    *end++ = '\n';
-    out.append(num, static_cast<std::size_t>(end - num));
-  };
-  line('*', args.size());
-  for (std::string_view a : args) {
-    line('$', a.size());
-    out.append(a.data(), a.size());
-    out.append("\r\n", 2);
-  }
+  num[0] = type;
+  char* end = std::to_chars(num + 1, num + sizeof num - 2, n).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  out.append(num, static_cast<std::size_t>(end - num));
+}
+inline void appendRespLength(std::string& out, std::size_t n) { appendRespLine(out, '$', n); }  // then n bytes, "\r\n"
+inline void appendRespArg(std::string& out, std::string_view a) {
+  appendRespLength(out, a.size());
+  out.append(a.data(), a.size());
+  out.append("\r\n", 2);
+}
+
+inline void appendResp(std::string& out, std::span<const std::string_view> args) {
+  appendRespLine(out, '*', args.size());
+  for (std::string_view a : args) appendRespArg(out, a);
 }
 
 }  // namespace tahua

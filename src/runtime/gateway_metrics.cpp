@@ -207,6 +207,9 @@ asio::awaitable<std::string> Gateway::renderMetrics() {
            "Requests admitted from capacity this replica leased from the shared store (no round trip).", std::to_string(st.lease_admissions));
     single("tahua_store_lease_renewals_total", "counter",
            "Leases renewed from the shared store ahead of their end, off the request path.", std::to_string(st.lease_renewals));
+    single("tahua_store_lease_waits_total", "counter",
+           "Requests that waited for a lease grant another request had asked for, instead of asking the shared store themselves.",
+           std::to_string(st.lease_waits));
     single("tahua_store_admissions_undone_total", "counter",
            "Admissions (and lease grants) whose answer was lost on the way back from the shared store, undone there.",
            std::to_string(st.admissions_undone));

@@ -72,6 +72,7 @@ class StateStore {
     std::uint64_t adjustments_dropped = 0;
     std::uint64_t lease_admissions = 0;  // admitted from capacity leased earlier (no round trip)
     std::uint64_t lease_renewals = 0;    // leases renewed ahead of their end (no request waited)
+    std::uint64_t lease_waits = 0;       // admissions that waited for a grant another request asked for
     std::uint64_t admissions_undone = 0;  // admissions whose answer was lost, undone in the store
     // getValue lookups: answered "missing" by the id filter, by its cache of misses, or
     // asked of the store; whether the filter is trusted now, and how many ids it holds.

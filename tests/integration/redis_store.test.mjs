@@ -127,6 +127,41 @@ describe('redis store', () => {
     assert.ok(decisions - leased <= 1 + (day() - firstDay), `${decisions - leased} of ${sent} requests waited for Redis`);
   });
 
+  it('a burst that finds no lease asks Redis once: the others wait for that grant and are admitted from it', async (t) => {
+    const upstream = await startMockUpstream({ t });
+    const redis = await startRedis({ t });
+    const relay = await startRespRelay(redis.port, { t });
+    const c = config(upstream, relay, { limits: { requests_per_minute: 100000 } });
+    c.store.redis.command_timeout = '3s';  // the held grant must not time out
+    const gw = await startTahua({ t, config: c });
+    const isAdmission = (sha) => sha === relay.shaOf((text) => text.includes('local want = charge and tonumber(ARGV[base + 6])'));
+    const charging = (args) => args[0].toUpperCase() === 'EVALSHA' && isAdmission(args[1]) && args[3 + Number(args[2])] !== '0';
+    // The first admission (it asks for a lease) reaches Redis 400 ms late: the burst's
+    // other requests come meanwhile. Then every charging admission is counted on its way
+    // to Redis, the held one included (it passes the relay again when released).
+    let admissions = 0;
+    relay.delayNext(charging, 400);
+    const counting = setInterval(() => {
+      if (relay.delays !== 1) return;
+      clearInterval(counting);
+      relay.cutAfter((args) => {
+        if (charging(args)) admissions += 1;
+        return false;
+      });
+    }, 5);
+    t.after(() => clearInterval(counting));
+    const rs = await Promise.all(Array.from({ length: 20 }, () => post(gw.url, '/v1/chat/completions', chatBody(MODEL), { headers: bearer(KEY) })));
+    assert.deepEqual(rs.map((r) => r.status), Array(20).fill(200));
+    assert.equal(relay.delays, 1, 'the first grant was held');
+    const m = await scrape(gw.url);
+    assert.equal(sum(m, 'tahua_store_lease_waits_total'), 19, 'the other 19 waited for it');
+    assert.equal(sum(m, 'tahua_store_local_decisions_total'), 0, 'every decision was shared');
+    assert.equal(admissions, 1, `${admissions} charging admissions reached Redis for 20 requests`);
+    // What Redis counted: the first request and the lease the others were admitted from.
+    const counted = Number(redis.cli('GET', 'tahua:{t:team}:tenant:rpm').split(' ')[2]);
+    assert.ok(counted >= 20, `Redis counted ${counted}`);
+  });
+
   // An admission script Redis ran whose answer never came back (the connection failed on
   // the way): what it charged is undone, so the quota moves by exactly what was billed.
   // Before, a lost renewal left its whole lease charged as use (one lease chunk, what the

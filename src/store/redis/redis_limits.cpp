@@ -185,6 +185,7 @@ void RedisStore::renewLeases(std::span<const LimitCheck> checks) {
       } else {
         recordGrants(r->span(), charged.data(), adm);
       }
+      admitWaiting();
       if (--leases->renewals_in_flight == 0 && leases->after_renewals) std::exchange(leases->after_renewals, nullptr)();
     });
   }
@@ -289,12 +290,44 @@ void RedisStore::sweepLeases() {
   });
 }
 
-void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done) {
+bool RedisStore::grantComing(std::span<const LimitCheck> checks) {
+  Leases* leases = workerLeases().get();
+  if (!leases || leases->closed || leases->waiting.size() >= kMaxWaiting) return false;
+  const auto now = std::chrono::steady_clock::now();
+  bool coming = false;
+  for (const LimitCheck& c : checks) {
+    const Lease* l = leases->find(c.key);
+    if (!l) return false;
+    if (l->renewing) {
+      coming = true;
+    } else if (l->left < c.cost || now >= l->expires || !sameSpec(l->spec, c.spec)) {
+      return false;
+    }
+  }
+  return coming;
+}
+
+void RedisStore::admitWaiting() {
+  Leases* leases = workerLeases().get();
+  if (!leases || leases->waiting.empty()) return;
+  auto waiting = std::move(leases->waiting);
+  leases->waiting.clear();
+  for (auto& w : waiting) {
+    ++waited_;
+    decide(w.checks, true, std::move(w.done), false);
+  }
+}
+
+void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done, bool may_wait) {
   checks = checks.first(std::min(checks.size(), Admission::kMaxChecks));
   if (charge && admitFromLeases(checks, done)) return;
   RedisClient* conn = workerClient().get();
   if (!conn || !conn->usable()) {
     decideLocally(checks, charge, done);
+    return;
+  }
+  if (charge && may_wait && grantComing(checks)) {
+    workerLeases()->waiting.push_back(Leases::Waiter{std::vector<LimitCheck>(checks.begin(), checks.end()), std::move(done)});
     return;
   }
   if (conn->cluster() && checks.size() > 1) {
@@ -334,11 +367,13 @@ void RedisStore::decide(std::span<const LimitCheck> checks, bool charge, std::fu
       // Decided here instead; what Redis may have charged meanwhile is undone there.
       if (!call->marker.empty() && mayHaveApplied(r)) undoAdmission(saved, std::move(call->marker));
       decideLocally(saved, call->charge, call->done);
+      admitWaiting();
       return;
     }
     markUp(true, "");
     if (call->charge) recordGrants(saved, charged.data(), adm);
     call->done(adm);
+    admitWaiting();
   });
 }
 

@@ -409,6 +409,7 @@ StateStore::Stats RedisStore::stats() const {
   s.adjustments_dropped = dropped_.load();
   s.lease_admissions = leased_.load();
   s.lease_renewals = renewals_.load();
+  s.lease_waits = waited_.load();
   s.admissions_undone = undone_admissions_.load();
   s.lookups_filtered = lookups_filtered_.load();
   s.lookups_cached = lookups_cached_.load();

@@ -93,7 +93,14 @@ class RedisStore final : public StateStore {
   void unlock(std::string_view name, std::string_view owner) override;
 
  private:
-  void decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done);
+  // `may_wait`: a charge the leases cannot take now may wait for a grant already on its
+  // way (Leases::waiting) instead of asking Redis.
+  void decide(std::span<const LimitCheck> checks, bool charge, std::function<void(const Admission&)> done, bool may_wait = true);
+  // Whether every counter of `checks` has room in its lease or a grant coming, one at least
+  // the latter (and there is room to wait).
+  bool grantComing(std::span<const LimitCheck> checks);
+  // The waiting admissions, after an answer to a call that asked for leases.
+  void admitWaiting();
   // A request admitted from this worker's leases, if every counter has one with room.
   bool admitFromLeases(std::span<const LimitCheck> checks, const std::function<void(const Admission&)>& done);
   // How much more than its cost to ask for a counter (0: no lease).
@@ -174,6 +181,7 @@ class RedisStore final : public StateStore {
   std::atomic<std::uint64_t> workers_{0};  // attached: a lease is a share of limit / (replicas x workers)
   std::atomic<std::uint64_t> leased_{0};   // admissions from a lease (no round trip)
   std::atomic<std::uint64_t> renewals_{0};  // leases renewed ahead of their end
+  std::atomic<std::uint64_t> waited_{0};    // admissions that waited for a grant on its way
   std::atomic<std::uint64_t> undone_admissions_{0};
   std::unique_ptr<IdFilter> ids_;           // null: no filter
   std::atomic<std::uint64_t> ids_epoch_{0};  // a rebuild's; a newer one supersedes it

@@ -79,6 +79,21 @@ struct AdjustBatch {
   // counter (#period for quotas, #window for windows) -> sum
   std::unordered_map<std::string, PendingAdjustment, StringHash, std::equal_to<>> pending;
   std::string key;  // where the next key is built (no allocation once its capacity is there)
+  // The sum found last for a counter name at a given address, and the times its period or
+  // window covers: a request's calibrations (one per token or budget counter) skip
+  // building the key, the period's calendar and the hash. A hit needs the same address,
+  // length and text, and a time in the range; clearing `pending` forgets them all.
+  struct Recent {
+    const char* at = nullptr;
+    std::size_t size = 0;
+    std::int64_t from_ms = 0, to_ms = 0;
+    const std::string* key = nullptr;  // the map's key: the counter's name, '#', its period
+    PendingAdjustment* sum = nullptr;
+  };
+  std::array<Recent, 16> recent{};
+  Recent& recentFor(std::string_view counter) {
+    return recent[(reinterpret_cast<std::uintptr_t>(counter.data()) * 0x9E3779B97F4A7C15ull) >> 60];
+  }
   std::unique_ptr<boost::asio::steady_timer> timer;
   bool armed = false;
 };
@@ -116,7 +131,11 @@ struct Leases {
   };
   std::array<Recent, 64> recent{};
   Lease* find(std::string_view key) {
-    Recent& r = recent[(reinterpret_cast<std::uintptr_t>(key.data()) >> 3) % recent.size()];
+    // The address's bits mixed (Fibonacci hashing): heap strings sit 16 bytes aligned and
+    // a plan's keys close together, so its low bits alone put two of a request's keys in
+    // one slot, where they pushed each other out on every request.
+    static_assert(std::tuple_size_v<decltype(recent)> == 64);
+    Recent& r = recent[(reinterpret_cast<std::uintptr_t>(key.data()) * 0x9E3779B97F4A7C15ull) >> 58];
     if (r.at == key.data() && r.key && r.key->size() == key.size() && std::memcmp(r.key->data(), key.data(), key.size()) == 0)
       return r.lease;
     auto it = map.find(key);

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstring>
+#include <limits>
 #include <utility>
 
 #include "core/log.h"
@@ -523,20 +525,40 @@ void RedisStore::queueAdjustment(const LimitCheck& check, std::int64_t charged_m
     keepAdjustment(std::move(args));
     return;
   }
-  // Called for every finished request with token or budget limits: the key is built in
-  // the batch's own buffer and only copied when it is new.
-  std::string& key = batch->key;
-  key.assign(check.key);
-  const auto suffix = [&key](std::int64_t id) {
-    char digits[24];
-    key += '#';
-    key.append(digits, std::to_chars(digits, digits + sizeof digits, id).ptr);
-  };
-  if (check.spec.kind == LimitKind::Quota) suffix(periodOf(check.spec.calendar, charged_ms).id);
-  if (check.spec.kind == LimitKind::Window) suffix(charged_ms / std::max<std::int64_t>(1, check.spec.period_ms));
-  auto at = batch->pending.find(std::string_view(key));
-  if (at == batch->pending.end()) at = batch->pending.emplace(key, PendingAdjustment{}).first;
-  PendingAdjustment& p = at->second;
+  // Called for every finished request with token or budget limits: the counter's sum is
+  // the one found last for it (Recent), or its key is built in the batch's own buffer and
+  // only copied when it is new.
+  AdjustBatch::Recent& recent = batch->recentFor(check.key);
+  PendingAdjustment* sum = nullptr;
+  if (recent.at == check.key.data() && recent.size == check.key.size() && charged_ms >= recent.from_ms && charged_ms < recent.to_ms &&
+      std::memcmp(recent.key->data(), check.key.data(), check.key.size()) == 0) {
+    sum = recent.sum;
+  } else {
+    std::string& key = batch->key;
+    key.assign(check.key);
+    std::int64_t from_ms = std::numeric_limits<std::int64_t>::min(), to_ms = std::numeric_limits<std::int64_t>::max();
+    const auto suffix = [&key](std::int64_t id) {
+      char digits[24];
+      key += '#';
+      key.append(digits, std::to_chars(digits, digits + sizeof digits, id).ptr);
+    };
+    if (check.spec.kind == LimitKind::Quota) {
+      const Period period = periodOf(check.spec.calendar, charged_ms);
+      suffix(period.id);
+      from_ms = charged_ms;  // (its start is not known here: from this time on)
+      to_ms = period.end_ms;
+    } else if (check.spec.kind == LimitKind::Window) {
+      const std::int64_t length = std::max<std::int64_t>(1, check.spec.period_ms), window = charged_ms / length;
+      suffix(window);
+      from_ms = window * length;
+      to_ms = from_ms + length;
+    }
+    auto at = batch->pending.find(std::string_view(key));
+    if (at == batch->pending.end()) at = batch->pending.emplace(key, PendingAdjustment{}).first;
+    sum = &at->second;
+    recent = AdjustBatch::Recent{check.key.data(), check.key.size(), from_ms, to_ms, &at->first, sum};
+  }
+  PendingAdjustment& p = *sum;
   if (p.delta == 0) {
     p.spec = check.spec;
     p.charged_ms = charged_ms;
@@ -628,7 +650,10 @@ void RedisStore::flushAdjustments(std::function<void()> done) {
     if (sent.size() == kAdjustPerCommand || i + 1 == all.size() || all[i + 1].first != all[i].first) send();
   }
   // The counters stay in the map (no allocation next time), up to a bound.
-  if (batch.pending.size() > 10'000) batch.pending.clear();
+  if (batch.pending.size() > 10'000) {
+    batch.pending.clear();
+    batch.recent.fill(AdjustBatch::Recent{});
+  }
   one();
 }
 

@@ -29,7 +29,13 @@ std::size_t formatAccessLog(std::string_view entries, JsonBuf& out) {
     // One reservation for the line, then writes through p (json_out.h's *At functions).
     char* p = out.reserve(lineBound(e));
     auto str = [&](PackedText t) { p = j::stringAt(p, reader.text(t)); };
-    auto strOrNull = [&](bool present, PackedText t) {
+    // A key (a literal: its quotes, colon and the comma before it) and its string, or null.
+    auto field = [&](const auto& key, PackedText t) {
+      p = literalAt(p, key);
+      str(t);
+    };
+    auto fieldOrNull = [&](const auto& key, bool present, PackedText t) {
+      p = literalAt(p, key);
       if (present) str(t);
       else p = literalAt(p, "null");
     };
@@ -48,50 +54,24 @@ std::size_t formatAccessLog(std::string_view entries, JsonBuf& out) {
       p += 16;
       *p++ = '"';
     }
-    p = literalAt(p, ",\"method\":");
-    str(e.method);
-    p = literalAt(p, ",\"path\":");
-    str(e.path);
-    p = literalAt(p, ",\"model\":");
-    strOrNull(e.has_model, e.model);
-    p = literalAt(p, ",\"provider\":");
-    strOrNull(e.has_provider, e.provider);
-    p = literalAt(p, ",\"deployment\":");
-    strOrNull(e.has_deployment, e.deployment);
-    p = literalAt(p, ",\"version\":");
-    strOrNull(e.has_deployment, e.version);
-    if (e.upstream_address.size) {
-      p = literalAt(p, ",\"upstream_address\":");
-      str(e.upstream_address);
-    }
-    if (e.route.size) {
-      p = literalAt(p, ",\"route\":");
-      str(e.route);
-    }
-    if (e.route_name.size) {
-      p = literalAt(p, ",\"route_name\":");
-      str(e.route_name);
-    }
+    field(",\"method\":", e.method);
+    field(",\"path\":", e.path);
+    fieldOrNull(",\"model\":", e.has_model, e.model);
+    fieldOrNull(",\"provider\":", e.has_provider, e.provider);
+    fieldOrNull(",\"deployment\":", e.has_deployment, e.deployment);
+    fieldOrNull(",\"version\":", e.has_deployment, e.version);
+    if (e.upstream_address.size) field(",\"upstream_address\":", e.upstream_address);
+    if (e.route.size) field(",\"route\":", e.route);
+    if (e.route_name.size) field(",\"route_name\":", e.route_name);
     // Who called: the tenant, the key's name and its display prefix (never the key).
-    if (e.has_tenant) {
-      p = literalAt(p, ",\"tenant\":");
-      str(e.tenant);
-    }
+    if (e.has_tenant) field(",\"tenant\":", e.tenant);
     if (e.has_key) {
-      p = literalAt(p, ",\"key\":");
-      str(e.key);
-      if (e.key_prefix.size) {
-        p = literalAt(p, ",\"key_prefix\":");
-        str(e.key_prefix);
-      }
+      field(",\"key\":", e.key);
+      if (e.key_prefix.size) field(",\"key_prefix\":", e.key_prefix);
     }
     if (e.fallback.size) {
-      p = literalAt(p, ",\"fallback\":");
-      str(e.fallback);
-      if (e.has_requested_model) {
-        p = literalAt(p, ",\"requested_model\":");
-        str(e.requested_model);
-      }
+      field(",\"fallback\":", e.fallback);
+      if (e.has_requested_model) field(",\"requested_model\":", e.requested_model);
     }
     for (std::size_t i = 0; i < kRecordFieldCount; ++i)
       if (e.record_fields & (1u << i)) {
@@ -138,8 +118,7 @@ std::size_t formatAccessLog(std::string_view entries, JsonBuf& out) {
     p = e.cost_usd >= 0 ? j::numberAt(p, e.cost_usd) : literalAt(p, "null");
     p = literalAt(p, ",\"api\":");
     p = j::stringAt(p, e.api.view());
-    p = literalAt(p, ",\"error\":");
-    strOrNull(e.has_error, e.error);
+    fieldOrNull(",\"error\":", e.has_error, e.error);
     if (e.has_error && e.timeout.data) {
       p = literalAt(p, ",\"timeout\":");
       p = j::stringAt(p, e.timeout.view());

@@ -159,7 +159,7 @@ char* timeAt(char* p, std::chrono::system_clock::time_point t) {
     const std::time_t tt = static_cast<std::time_t>(second);
     std::tm tm{};
     gmtime_r(&tt, &tm);
-    char buf[32];
+    char buf[80];  // room for any int fields (the compiler cannot know the years are 4 digits)
     std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
                   tm.tm_min, tm.tm_sec);
     std::memcpy(cache.text, buf, 19);

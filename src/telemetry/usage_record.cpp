@@ -42,7 +42,13 @@ std::size_t formatUsageRecords(std::string_view batch, JsonBuf& out) {
     // One reservation for the line, then writes through p (json_out.h's *At functions).
     char* p = out.reserve(lineBound(r));
     auto str = [&](PackedText t) { p = j::stringAt(p, reader.text(t)); };
-    auto strOrNull = [&](bool present, PackedText t) {
+    // A key (a literal: its quotes, colon and the comma before it) and its string, or null.
+    auto field = [&](const auto& key, PackedText t) {
+      p = literalAt(p, key);
+      str(t);
+    };
+    auto fieldOrNull = [&](const auto& key, bool present, PackedText t) {
+      p = literalAt(p, key);
       if (present) str(t);
       else p = literalAt(p, "null");
     };
@@ -50,55 +56,34 @@ std::size_t formatUsageRecords(std::string_view batch, JsonBuf& out) {
     p = literalAt(p, "{\"record_id\":\"");  // first, at a fixed place: sinks read it without parsing
     uuidV7(p);
     p += 36;
-    p = literalAt(p, "\",\"request_id\":");
-    str(r.request_id);
+    field("\",\"request_id\":", r.request_id);
     p = literalAt(p, ",\"ts\":");
     timestamp(r.start_ns);
     p = literalAt(p, ",\"end_ts\":");
     timestamp(r.end_ns);
-    if (r.gateway.size) {
-      p = literalAt(p, ",\"gateway\":");
-      str(r.gateway);
-    }
-    if (r.region.size) {  // several regions bill through one pipeline
-      p = literalAt(p, ",\"region\":");
-      str(r.region);
-    }
-    p = literalAt(p, ",\"tenant\":");
-    strOrNull(r.has_tenant, r.tenant);
-    p = literalAt(p, ",\"key\":");
-    strOrNull(r.has_key, r.key);
-    p = literalAt(p, ",\"key_prefix\":");
-    strOrNull(r.key_prefix.size > 0, r.key_prefix);
+    if (r.gateway.size) field(",\"gateway\":", r.gateway);
+    if (r.region.size) field(",\"region\":", r.region);  // several regions bill through one pipeline
+    fieldOrNull(",\"tenant\":", r.has_tenant, r.tenant);
+    fieldOrNull(",\"key\":", r.has_key, r.key);
+    fieldOrNull(",\"key_prefix\":", r.key_prefix.size > 0, r.key_prefix);
     // A caller signed in with a JWT: who (per-person figures live here, never in metrics).
-    p = literalAt(p, ",\"issuer\":");
-    strOrNull(r.has_caller, r.issuer);
-    p = literalAt(p, ",\"subject\":");
-    strOrNull(r.has_caller, r.subject);
+    fieldOrNull(",\"issuer\":", r.has_caller, r.issuer);
+    fieldOrNull(",\"subject\":", r.has_caller, r.subject);
     p = literalAt(p, ",\"api\":");
     p = j::stringAt(p, r.api.view());
-    p = literalAt(p, ",\"method\":");
-    str(r.method);
-    p = literalAt(p, ",\"path\":");
-    str(r.path);
-    p = literalAt(p, ",\"requested_model\":");
-    strOrNull(r.has_requested_model, r.requested_model);
-    p = literalAt(p, ",\"model\":");
-    strOrNull(r.has_model, r.model);
-    p = literalAt(p, ",\"provider\":");
-    strOrNull(r.has_provider, r.provider);
-    p = literalAt(p, ",\"deployment\":");
-    strOrNull(r.has_deployment, r.deployment);
-    p = literalAt(p, ",\"version\":");
-    strOrNull(r.has_deployment, r.version);
-    p = literalAt(p, ",\"route_name\":");
-    strOrNull(r.route_name.size > 0, r.route_name);
+    field(",\"method\":", r.method);
+    field(",\"path\":", r.path);
+    fieldOrNull(",\"requested_model\":", r.has_requested_model, r.requested_model);
+    fieldOrNull(",\"model\":", r.has_model, r.model);
+    fieldOrNull(",\"provider\":", r.has_provider, r.provider);
+    fieldOrNull(",\"deployment\":", r.has_deployment, r.deployment);
+    fieldOrNull(",\"version\":", r.has_deployment, r.version);
+    fieldOrNull(",\"route_name\":", r.route_name.size > 0, r.route_name);
     p = r.stream ? literalAt(p, ",\"stream\":true,\"status\":") : literalAt(p, ",\"stream\":false,\"status\":");
     p = j::integerAt(p, r.status);
     p = literalAt(p, ",\"end_reason\":");
     p = j::stringAt(p, r.end_reason.view());
-    p = literalAt(p, ",\"error\":");
-    strOrNull(r.has_error, r.error);
+    fieldOrNull(",\"error\":", r.has_error, r.error);
     p = r.replayed ? literalAt(p, ",\"replayed\":true") : literalAt(p, ",\"replayed\":false");
     // Billed tokens: what the rate-limit calibration charged.
     const std::int64_t prompt = std::max<std::int64_t>(r.prompt_tokens, 0), completion = std::max<std::int64_t>(r.completion_tokens, 0);
@@ -129,8 +114,7 @@ std::size_t formatUsageRecords(std::string_view batch, JsonBuf& out) {
     p = j::integerAt(p, static_cast<std::int64_t>(r.bytes_out));
     p = literalAt(p, ",\"attempts\":");
     p = j::integerAt(p, r.attempts);
-    p = literalAt(p, ",\"fallback\":");
-    strOrNull(r.fallback.size > 0, r.fallback);
+    fieldOrNull(",\"fallback\":", r.fallback.size > 0, r.fallback);
     for (std::size_t i = 0; i < kRecordFieldCount; ++i) {
       const auto f = static_cast<RecordField>(i);
       p = literalAt(p, ",\"");
